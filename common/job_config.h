@@ -1,0 +1,96 @@
+/* Job configuration: one flat set of named fields, shared by the worker (which
+ * trains it) and the coordinator (which validates every expanded sweep job
+ * with exactly this code).
+ *
+ * Field names are the public vocabulary of sweeps, the database and the docs:
+ *   task, depth, eval_depths, dyck_k, modulus, rope, rope_base,
+ *   spectral_fraction, freq_lr_mult, d_model, n_layers, n_heads, seq_len,
+ *   batch_size, steps, lr, warmup_steps, weight_decay, grad_clip, seed,
+ *   log_every, eval_every, freq_every, checkpoint_every, init_from,
+ *   eval_examples
+ * Every field has a default (bf_job_config_defaults). */
+#ifndef BF_JOB_CONFIG_H
+#define BF_JOB_CONFIG_H
+
+#include <stdint.h>
+#include <jansson.h>
+
+#include "bf_error.h"
+
+#define BF_MAX_EVAL_DEPTHS 16
+#define BF_PATH_MAX 1024
+
+typedef enum { BF_TASK_DYCK, BF_TASK_COUNTER, BF_TASK_MODARITH } bf_task_kind;
+
+typedef enum {
+    BF_ROPE_NONE,     /* NoPE baseline: no rotation */
+    BF_ROPE_GEOMETRIC,/* "rope": fixed base^(-2i/d_head) */
+    BF_ROPE_SPECTRAL, /* "spectral": every frequency learnable */
+    BF_ROPE_BIFOCAL   /* "bifocal": last S heads of each layer learnable */
+} bf_rope_kind;
+
+typedef struct bf_job_config {
+    bf_task_kind task;
+    int depth;                          /* training draws depths 1..depth */
+    int eval_depths[BF_MAX_EVAL_DEPTHS];
+    int n_eval_depths;
+    int dyck_k;
+    int modulus;
+    bf_rope_kind rope;
+    double rope_base;
+    double spectral_fraction;
+    double freq_lr_mult;
+    int d_model, n_layers, n_heads, seq_len;
+    int batch_size;                     /* global, over all ranks */
+    int steps;
+    double lr;
+    int warmup_steps;
+    double weight_decay;
+    double grad_clip;
+    uint64_t seed;
+    int log_every, eval_every, freq_every, checkpoint_every; /* 0 = never */
+    int eval_examples;                  /* held-out examples per eval depth */
+    char init_from[BF_PATH_MAX];        /* checkpoint path, "" = none */
+} bf_job_config;
+
+/* Fills every field with its default. */
+void bf_job_config_defaults(bf_job_config *cfg);
+
+/* Applies the fields present in `obj` on top of `cfg` (start from defaults).
+ * Unknown fields and wrong types are refused.  `file` names the source for
+ * messages; `lines` (may be NULL) is an object mapping field name -> line
+ * number, as produced by bf_yaml_parse for the object's members.
+ * Does not validate cross-field constraints: call bf_job_config_validate. */
+int bf_job_config_apply_json(bf_job_config *cfg, const json_t *obj,
+                             const char *file, const json_t *lines,
+                             bf_error *err);
+
+/* Checks impossible values and cross-field constraints (d_model % n_heads,
+ * odd d_head, seq_len too short for the deepest depth, ...).  The error names
+ * the field. */
+int bf_job_config_validate(const bf_job_config *cfg, bf_error *err);
+
+/* Reads a YAML or JSON job file (JSON is valid YAML), applies it to
+ * defaults and validates.  Errors carry file and line. */
+int bf_job_config_load_file(bf_job_config *cfg, const char *path, bf_error *err);
+
+/* Canonical JSON: every field, keys sorted, compact; the same config always
+ * gives the same bytes (the coordinator hashes it).  Caller frees. */
+char *bf_job_config_to_canonical_json(const bf_job_config *cfg);
+
+/* The same as a jansson object (new reference). */
+json_t *bf_job_config_to_json(const bf_job_config *cfg);
+
+/* Names <-> enums; the *_from_name functions return -1 on unknown. */
+const char *bf_task_name(bf_task_kind t);
+const char *bf_rope_name(bf_rope_kind r);
+int bf_task_from_name(const char *s);
+int bf_rope_from_name(const char *s);
+
+/* Number of learnable (spectral) heads per layer for this config. */
+int bf_job_config_spectral_heads(const bf_job_config *cfg);
+
+/* Deepest of `depth` and every eval depth. */
+int bf_job_config_max_depth(const bf_job_config *cfg);
+
+#endif

@@ -1,0 +1,58 @@
+/* Synthetic formal-language tasks, generated on the fly.
+ *
+ * Every example is a pure function of (job seed, stream, example index): no
+ * hidden state, so the data never depends on how many ranks share a batch,
+ * and a resumed run sees exactly the examples it would have seen.
+ *
+ * Examples are next-token-prediction rows of fixed length T:
+ *   inputs[t]  = token at position t (BF_TOK_PAD after the sequence ends)
+ *   targets[t] = token the model must predict at position t (i.e. the
+ *                sequence token t+1) when t+1 lies in the answer part, else -1.
+ * So the loss is the mean cross-entropy over the answer tokens only.
+ *
+ * Tasks (cfg->task), each with a recursion-depth knob:
+ *   dyck     prefix of a Dyck-k word with exactly `depth` unclosed brackets;
+ *            answer = the closing sequence, then END.
+ *   counter  `depth` loop iterations over items, some marked; answer = number
+ *            of marked items modulo cfg->modulus, then END.
+ *   modarith nested expression over digits with + and * mod cfg->modulus,
+ *            nesting depth `depth`; answer = its value, then END. */
+#ifndef BF_TASKS_H
+#define BF_TASKS_H
+
+#include <stdint.h>
+
+#include "job_config.h"
+
+enum { BF_TOK_PAD = 0 };
+
+/* Vocabulary size of the task named by cfg (depends on dyck_k / modulus). */
+int bf_task_vocab_size(const bf_job_config *cfg);
+
+/* Longest sequence (tokens, answer included) an example of this depth can
+ * have; an example fits a row of T tokens iff max_len <= T. */
+int bf_task_max_len(const bf_job_config *cfg, int depth);
+
+/* Training example `index`: its depth is drawn uniformly from 1..cfg->depth
+ * (as a function of seed and index).  Returns the depth used. */
+int bf_task_train_example(const bf_job_config *cfg, uint64_t index,
+                          int *inputs, int *targets, int T);
+
+/* Held-out example `index` (0..eval_examples-1) at exactly `depth`; drawn
+ * from a stream disjoint from training, so the set per depth is fixed. */
+void bf_task_eval_example(const bf_job_config *cfg, int depth, uint64_t index,
+                          int *inputs, int *targets, int T);
+
+/* Exact-depth generator underneath both; `stream` separates train/eval. */
+void bf_task_example(const bf_job_config *cfg, uint64_t stream, int depth,
+                     uint64_t index, int *inputs, int *targets, int T);
+
+/* Recursion depth of a generated sequence (tokens up to the answer), as the
+ * task defines it: used by tests to prove examples have the requested depth. */
+int bf_task_measure_depth(const bf_job_config *cfg, const int *inputs, int T);
+
+/* Printable name of token `tok` (for debugging and docs). */
+const char *bf_task_token_name(const bf_job_config *cfg, int tok, char *buf,
+                               int cap);
+
+#endif

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Bifocal needs, skipping what is already there.
+# Sourced by quickstart.sh and test.sh; safe to run on its own.
+set -euo pipefail
+
+BUILD_PKGS=(meson ninja-build pkg-config gcc libc6-dev
+            libuv1-dev libsqlite3-dev sqlite3 libjansson-dev libyaml-dev
+            libcmocka-dev libopenmpi-dev openmpi-bin libopenblas-dev)
+# Only the benchmarks' reference implementations need these.
+BENCH_PKGS=(python3-torch python3-optuna python3-numpy)
+
+bf_missing_pkgs() {
+    local p missing=()
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' \
+            || missing+=("$p")
+    done
+    echo "${missing[@]:-}"
+}
+
+bf_install_pkgs() {
+    local missing
+    missing=$(bf_missing_pkgs "$@")
+    [ -z "$missing" ] && return 0
+    echo "installing: $missing" >&2
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo apt-get update -qq
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing
+}
+
+# Open MPI refuses to run as root unless told it is intended (CI runs as root).
+if [ "$(id -u)" -eq 0 ]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+# One BLAS thread per process unless the caller says otherwise.
+export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    bf_install_pkgs "${BUILD_PKGS[@]}"
+    [ "${1:-}" = "--bench" ] && bf_install_pkgs "${BENCH_PKGS[@]}"
+fi

@@ -1,0 +1,146 @@
+/* bf_store: the coordinator's persistence module, the only code that touches
+ * SQLite.  Everything the daemon knows lives in the database file, so a
+ * restarted daemon continues exactly where the last one stopped.
+ *
+ * Threading: one bf_store is used from one thread (the libuv loop).
+ * Time: callers pass `now_ms` (milliseconds since the Unix epoch) so tests
+ * can drive lease expiry without sleeping.
+ * Strings returned in structs are heap-allocated and owned by the struct;
+ * free them with the matching *_clear function.  json_t results are new
+ * references the caller must json_decref.
+ *
+ * Write batching: metric ingest (bf_store_ingest) writes into an open
+ * transaction that bf_store_flush commits; the daemon acknowledges a metrics
+ * message only after the flush that made it durable.  Every other mutating
+ * call commits before it returns (flushing pending metrics first). */
+#ifndef BF_STORE_H
+#define BF_STORE_H
+
+#include <stdint.h>
+#include <jansson.h>
+
+#include "bf_error.h"
+
+typedef struct bf_store bf_store;
+
+/* Result codes beyond 0 / -1. */
+enum {
+    BF_STORE_OK = 0,
+    BF_STORE_ERR = -1,
+    BF_STORE_FENCED = -2,   /* attempt is no longer the live lease of its job */
+    BF_STORE_NOT_FOUND = -3
+};
+
+/* Opens (creating if needed) the database, sets WAL, foreign keys and a busy
+ * timeout, and applies the migrations of schema/ up to the newest.  A
+ * database newer than this binary is refused with a clear message. */
+int bf_store_open(bf_store **out, const char *path, bf_error *err);
+void bf_store_close(bf_store *s);   /* flushes, closes cleanly */
+
+/* The user_version this binary migrates to. */
+int bf_store_schema_version(void);
+
+/* ---- sweeps -------------------------------------------------------------- */
+
+/* Parses, expands and validates a sweep file (YAML), then stores the sweep
+ * verbatim and all its jobs in one transaction.  Any invalid job rejects the
+ * whole sweep (err names file, line, field and value) and stores nothing. */
+int bf_store_submit_sweep(bf_store *s, const char *filename, const char *text,
+                          size_t len, int64_t now_ms, int64_t *sweep_id,
+                          int *n_jobs, bf_error *err);
+
+/* ---- the queue ----------------------------------------------------------- */
+
+typedef struct bf_lease {
+    int64_t job_id, attempt_id, sweep_id;
+    int attempt_no;          /* 1 for the first attempt of the job */
+    char *config_json;       /* canonical job config */
+    char *resume_checkpoint; /* latest checkpoint reported, or NULL */
+    int64_t resume_step;
+    int64_t lease_expires_ms;
+} bf_lease;
+void bf_lease_clear(bf_lease *l);
+
+/* Leases the best queued job (priority desc, then round-robin across sweeps,
+ * then age) to `worker` as a new running attempt.  Returns 1 with *out filled,
+ * 0 if nothing is queued, -1 on error. */
+int bf_store_lease_next(bf_store *s, const char *worker, int64_t now_ms,
+                        int64_t lease_ms, bf_lease *out, bf_error *err);
+
+/* Extends the lease of a live attempt to now + lease_ms.  BF_STORE_FENCED if
+ * the attempt is not the job's live one (expired, finished, cancelled). */
+int bf_store_renew(bf_store *s, int64_t attempt_id, int64_t now_ms,
+                   int64_t lease_ms);
+
+/* Expires every lease past its time: the attempt ends with outcome 'expired',
+ * the job is re-queued, or failed once max_attempts is used up.
+ * *n_expired (may be NULL) gets the count. */
+int bf_store_expire_leases(bf_store *s, int64_t now_ms, int *n_expired);
+
+/* Ends a live attempt: succeeded (error_text NULL) or failed (error_text
+ * says why; the job is re-queued unless attempts are used up).
+ * BF_STORE_FENCED for a dead attempt. */
+int bf_store_finish_attempt(bf_store *s, int64_t attempt_id, int succeeded,
+                            const char *error_text, int64_t now_ms);
+
+/* Records the newest checkpoint of a live attempt (told to the next attempt). */
+int bf_store_record_checkpoint(bf_store *s, int64_t attempt_id,
+                               const char *path, int64_t step, int64_t now_ms);
+
+/* Is the job of this attempt being cancelled? 1 yes, 0 no, <0 fenced/error. */
+int bf_store_attempt_cancelled(bf_store *s, int64_t attempt_id);
+
+/* ---- metrics ------------------------------------------------------------- */
+
+/* Ingests a JSON array of records for a live attempt, inside the open batch
+ * transaction (see bf_store_flush).  Records (the worker's stdout format):
+ *   {"type":"train","step":N,"loss":x,"lr":x,"grad_norm":x,"tokens_per_s":x}
+ *      -> one metrics row per numeric key other than type/step
+ *   {"type":"eval","step":N,"depth":D,"loss":x,"accuracy":x}
+ *   {"type":"freq","step":N,"layer":l,"head":h,"omega":[...]}
+ * The same (job, key, step) / (job, step, depth) / (job, step, layer, head,
+ * pair) arriving twice is stored once.  The whole batch is validated before
+ * anything is written: a malformed record rejects the batch (err says which
+ * record and field).  BF_STORE_FENCED for a dead attempt.
+ * *n_rows (may be NULL) gets the rows newly stored. */
+int bf_store_ingest(bf_store *s, int64_t attempt_id, const json_t *records,
+                    int64_t now_ms, int *n_rows, bf_error *err);
+
+/* Commits the open batch transaction, if any. */
+int bf_store_flush(bf_store *s, bf_error *err);
+
+/* ---- cancel / retry ------------------------------------------------------ */
+
+/* Cancels a sweep (or one job): queued jobs become cancelled at once; running
+ * ones are marked cancel-requested and their live attempt ids are returned
+ * in *running (malloc'd, caller frees) so the daemon can tell the workers;
+ * they become cancelled when the worker reports back or the lease expires. */
+int bf_store_cancel_sweep(bf_store *s, int64_t sweep_id, int64_t now_ms,
+                          int64_t **running, int *n_running, bf_error *err);
+int bf_store_cancel_job(bf_store *s, int64_t job_id, int64_t now_ms,
+                        int64_t **running, int *n_running, bf_error *err);
+
+/* Acknowledges that a cancelled attempt's worker stopped: ends the attempt
+ * with outcome 'cancelled' and the job as cancelled. */
+int bf_store_attempt_stopped(bf_store *s, int64_t attempt_id, int64_t now_ms);
+
+/* Re-queues a failed or cancelled job (attempt count reset). */
+int bf_store_retry_job(bf_store *s, int64_t job_id, bf_error *err);
+
+/* ---- workers ------------------------------------------------------------- */
+
+int bf_store_worker_seen(bf_store *s, const char *name, const char *host,
+                         int ranks, int connected, int64_t now_ms);
+
+/* ---- queries for the client (JSON results) -------------------------------- */
+
+/* Sweeps with their progress (all sweeps if sweep_id <= 0). */
+json_t *bf_store_status(bf_store *s, int64_t sweep_id, bf_error *err);
+/* Jobs, filtered by sweep (<= 0: any) and status (NULL: any). */
+json_t *bf_store_jobs(bf_store *s, int64_t sweep_id, const char *status,
+                      bf_error *err);
+/* Rows of the `results` view for a sweep. */
+json_t *bf_store_results(bf_store *s, int64_t sweep_id, bf_error *err);
+json_t *bf_store_workers(bf_store *s, bf_error *err);
+
+#endif
