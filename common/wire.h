@@ -1,0 +1,120 @@
+/* wire: the Bifocal wire protocol's framing, shared by the coordinator
+ * (bifocald), the client (bifocal) and the workers.
+ *
+ * A frame is one JSON object on one line: compact JSON followed by '\n'
+ * (JSON never needs a raw newline, so the newline is an unambiguous end).
+ * Every message has a string "type"; docs/protocol.md lists them all.
+ * A frame longer than the reader's limit (BF_WIRE_MAX_FRAME by default) is
+ * refused: the peer gets an error and the connection is closed, so a reader
+ * never needs to resynchronise in the middle of a stream.
+ *
+ * Two layers:
+ *   - bf_frame_reader + bf_wire_parse/bf_wire_encode: pure byte handling,
+ *     used by the libuv daemon on whatever chunks the socket delivers;
+ *   - bf_wire_conn: a blocking TCP connection for clients and workers, with
+ *     request/reply matching on the "id" field. */
+#ifndef BF_WIRE_H
+#define BF_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <jansson.h>
+
+#include "bf_error.h"
+
+#define BF_WIRE_VERSION 1
+#define BF_WIRE_MAX_FRAME ((size_t)16 << 20)   /* 16 MiB, newline included */
+#define BF_WIRE_DEFAULT_SERVER "127.0.0.1:7070"
+#define BF_TOKEN_HEX_LEN 64                     /* 32 random bytes as hex */
+
+/* ---- frame reader --------------------------------------------------------- */
+
+/* Accumulates bytes and yields complete lines.  Owns its buffer. */
+typedef struct bf_frame_reader {
+    char *buf;
+    size_t start;   /* offset of the first byte not yet returned */
+    size_t scan;    /* buf[start..scan) is known to hold no '\n' */
+    size_t len;     /* end of the bytes held: buf[start..len) */
+    size_t cap;
+    size_t max_frame;
+} bf_frame_reader;
+
+void bf_frame_reader_init(bf_frame_reader *r, size_t max_frame);
+void bf_frame_reader_free(bf_frame_reader *r);
+
+/* Appends n bytes.  Returns 0, or -1 when memory runs out. */
+int bf_frame_reader_feed(bf_frame_reader *r, const char *data, size_t n);
+
+/* Takes the next complete line.  Returns 1 with *line / *len set (without the
+ * '\n'; the bytes stay valid until the next feed or next call), 0 when no
+ * complete line is held yet, -1 when the pending frame exceeds max_frame
+ * (the reader is then unusable: close the connection). */
+int bf_frame_reader_next(bf_frame_reader *r, const char **line, size_t *len);
+
+/* ---- messages ------------------------------------------------------------- */
+
+/* Parses one frame into a JSON object with a string "type".  Returns a new
+ * reference, or NULL with err saying what is wrong (invalid JSON with its
+ * column, not an object, missing "type"). */
+json_t *bf_wire_parse(const char *line, size_t len, bf_error *err);
+
+/* Encodes msg as one frame (compact JSON + '\n').  Caller frees; *len (may be
+ * NULL) gets the byte count.  NULL when msg cannot be encoded. */
+char *bf_wire_encode(const json_t *msg, size_t *len);
+
+/* The "type" of a parsed message ("" if absent). */
+const char *bf_wire_type(const json_t *msg);
+
+/* Builds {"type":"error","code":code,"message":...} plus "id" when id is not
+ * NULL and file/line/field when err has them.  New reference. */
+json_t *bf_wire_error(const char *code, const json_t *id, const bf_error *err,
+                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* ---- helpers for both ends ------------------------------------------------ */
+
+/* Splits "HOST:PORT" (port 0..65535).  host must hold at least 256 bytes. */
+int bf_wire_parse_host_port(const char *s, char *host, size_t host_cap,
+                            int *port, bf_error *err);
+
+/* Reads a token file (hex, surrounding whitespace ignored) into
+ * out[BF_TOKEN_HEX_LEN + 1]. */
+int bf_wire_read_token(const char *path, char *out, size_t cap, bf_error *err);
+
+/* ---- blocking connection -------------------------------------------------- */
+
+typedef struct bf_wire_conn {
+    int fd;                 /* -1 when closed */
+    bf_frame_reader rd;
+    int64_t next_id;        /* ids for bf_wire_request */
+} bf_wire_conn;
+
+/* Connects to "HOST:PORT" (TCP_NODELAY).  On failure c->fd is -1. */
+int bf_wire_connect(bf_wire_conn *c, const char *host_port, bf_error *err);
+void bf_wire_close(bf_wire_conn *c);
+
+/* Writes one message completely. */
+int bf_wire_send(bf_wire_conn *c, const json_t *msg, bf_error *err);
+
+/* Receives the next message, waiting at most timeout_ms (< 0: forever).
+ * New reference, or NULL on timeout, EOF, bad frame (err says which). */
+json_t *bf_wire_recv(bf_wire_conn *c, int timeout_ms, bf_error *err);
+
+/* Called for messages that arrive while bf_wire_request waits but are not
+ * its reply (e.g. a server-initiated "cancel").  Borrowed reference. */
+typedef void (*bf_wire_push_fn)(void *ctx, const json_t *msg);
+
+/* Sends msg (taking a reference of nothing: msg stays the caller's) with a
+ * fresh "id" and waits for the message carrying that id, which it returns
+ * (new reference; an "error" reply is returned too, and err filled from
+ * it).  Other messages go to on_push (may be NULL: they are dropped). */
+json_t *bf_wire_request(bf_wire_conn *c, json_t *msg, int timeout_ms,
+                        bf_wire_push_fn on_push, void *ctx, bf_error *err);
+
+/* Sends the hello and checks the reply.  role is "worker" or "client";
+ * name/host/ranks matter for workers only (name/host may be NULL for
+ * clients).  Returns 0, or -1 with the server's refusal in err. */
+int bf_wire_hello(bf_wire_conn *c, const char *token, const char *role,
+                  const char *name, const char *host, int ranks,
+                  bf_error *err);
+
+#endif
