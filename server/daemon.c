@@ -1,0 +1,138 @@
+/* daemon: the coordinator's event loop.  Besides the sockets (net.c) it runs
+ *   - a timer that expires overdue leases (re-queueing their jobs),
+ *   - a check handle, run once per loop iteration after all I/O callbacks,
+ *     that commits the metrics ingested during the iteration in one
+ *     transaction and then sends their acks,
+ *   - SIGINT/SIGTERM handlers for an orderly stop. */
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "daemon.h"
+#include "log.h"
+
+/* How long a stopping daemon waits for replies to drain before it cuts
+ * connections that do not read. */
+#define BF_SHUTDOWN_GRACE_MS 2000
+
+int64_t bf_daemon_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void on_lease_timer(uv_timer_t *t)
+{
+    bf_daemon *d = t->data;
+    int n = 0;
+    if (bf_store_expire_leases(d->store, bf_daemon_now_ms(), &n))
+        bf_log_error("lease expiry failed");
+    else if (n > 0)
+        bf_log_info("expired %d lease%s", n, n == 1 ? "" : "s");
+}
+
+static void on_flush_check(uv_check_t *h)
+{
+    bf_protocol_flush(h->data);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    bf_daemon *d = h->data;
+    bf_log_info("received %s, stopping", strsignal(signum));
+    bf_daemon_stop(d);
+}
+
+static void on_grace_timer(uv_timer_t *t)
+{
+    bf_daemon *d = t->data;
+    while (d->conns)
+        bf_conn_close(d->conns);
+}
+
+void bf_daemon_stop(bf_daemon *d)
+{
+    if (d->stopping)
+        return;
+    d->stopping = 1;
+    bf_protocol_flush(d);   /* acks for what is already durable go out */
+    uv_close((uv_handle_t *)&d->lease_timer, NULL);
+    uv_close((uv_handle_t *)&d->flush_check, NULL);
+    uv_close((uv_handle_t *)&d->sigint, NULL);
+    uv_close((uv_handle_t *)&d->sigterm, NULL);
+    bf_net_shutdown(d);
+    uv_timer_start(&d->grace_timer, on_grace_timer, BF_SHUTDOWN_GRACE_MS, 0);
+}
+
+static int write_port_file(const char *path, int port, bf_error *err)
+{
+    /* Written whole under a temporary name, then renamed, so a reader
+     * polling for the file never sees it half-written. */
+    char tmp[PATH_MAX + 8];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0
+        || rename(tmp, path) != 0)
+        return bf_error_set(err, path, 0, "port-file",
+                            "cannot write the port file");
+    return 0;
+}
+
+int bf_daemon_init(bf_daemon *d, uv_loop_t *loop, const bf_daemon_options *o,
+                   bf_error *err)
+{
+    memset(d, 0, sizeof *d);
+    d->loop = loop;
+    d->lease_ms = (int64_t)o->lease_seconds * 1000;
+    d->max_frame = BF_WIRE_MAX_FRAME;
+    snprintf(d->token, sizeof d->token, "%s", o->token);
+    if (bf_store_open(&d->store, o->db_path, err))
+        return -1;
+    if (bf_net_listen(d, o->listen, err)
+        || (o->port_file && write_port_file(o->port_file, d->port, err))) {
+        if (d->listener.loop)
+            uv_close((uv_handle_t *)&d->listener, NULL);
+        uv_run(loop, UV_RUN_DEFAULT);
+        bf_store_close(d->store);
+        d->store = NULL;
+        return -1;
+    }
+    /* Expiry is checked twice per lease period (at most once a second), so
+     * a dead worker's job is back in the queue within 1.5 lease periods. */
+    int64_t every = d->lease_ms / 2 < 1000 ? d->lease_ms / 2 : 1000;
+    if (every < 100)
+        every = 100;
+    uv_timer_init(loop, &d->lease_timer);
+    d->lease_timer.data = d;
+    uv_timer_start(&d->lease_timer, on_lease_timer, 0, (uint64_t)every);
+    uv_check_init(loop, &d->flush_check);
+    d->flush_check.data = d;
+    uv_check_start(&d->flush_check, on_flush_check);
+    uv_signal_init(loop, &d->sigint);
+    uv_signal_init(loop, &d->sigterm);
+    d->sigint.data = d->sigterm.data = d;
+    uv_signal_start(&d->sigint, on_signal, SIGINT);
+    uv_signal_start(&d->sigterm, on_signal, SIGTERM);
+    /* Armed only while stopping; unreferenced so it never keeps a loop
+     * whose connections are all closed alive. */
+    uv_timer_init(loop, &d->grace_timer);
+    d->grace_timer.data = d;
+    uv_unref((uv_handle_t *)&d->grace_timer);
+    bf_log_info("listening on port %d, database %s, lease %d s", d->port,
+                o->db_path, o->lease_seconds);
+    return 0;
+}
+
+int bf_daemon_run(bf_daemon *d)
+{
+    uv_run(d->loop, UV_RUN_DEFAULT);
+    uv_close((uv_handle_t *)&d->grace_timer, NULL);
+    uv_run(d->loop, UV_RUN_DEFAULT);
+    bf_store_close(d->store);
+    d->store = NULL;
+    bf_log_info("stopped cleanly");
+    return 0;
+}
