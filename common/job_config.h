@@ -18,6 +18,7 @@
 #include "bf_error.h"
 
 #define BF_MAX_EVAL_DEPTHS 16
+#define BF_MAX_DEPTH 256     /* largest depth / eval depth a task accepts */
 #define BF_PATH_MAX 1024
 
 typedef enum { BF_TASK_DYCK, BF_TASK_COUNTER, BF_TASK_MODARITH } bf_task_kind;
@@ -59,7 +60,10 @@ void bf_job_config_defaults(bf_job_config *cfg);
 /* Applies the fields present in `obj` on top of `cfg` (start from defaults).
  * Unknown fields and wrong types are refused.  `file` names the source for
  * messages; `lines` (may be NULL) is an object mapping field name -> line
- * number, as produced by bf_yaml_parse for the object's members.
+ * number, as produced by bf_yaml_parse for the object's members (keys may
+ * be pointers "/steps", "/eval_depths/1" or bare names "steps"; use
+ * bf_yaml_lines_subtree for a nested mapping).  Each value's type and range
+ * are checked here; on error `cfg` is left unchanged.
  * Does not validate cross-field constraints: call bf_job_config_validate. */
 int bf_job_config_apply_json(bf_job_config *cfg, const json_t *obj,
                              const char *file, const json_t *lines,
@@ -69,6 +73,11 @@ int bf_job_config_apply_json(bf_job_config *cfg, const json_t *obj,
  * odd d_head, seq_len too short for the deepest depth, ...).  The error names
  * the field. */
 int bf_job_config_validate(const bf_job_config *cfg, bf_error *err);
+
+/* The same, but errors also carry `file` and the line of the offending field
+ * from `lines` (same forms as for bf_job_config_apply_json; may be NULL). */
+int bf_job_config_validate_in(const bf_job_config *cfg, const char *file,
+                              const json_t *lines, bf_error *err);
 
 /* Reads a YAML or JSON job file (JSON is valid YAML), applies it to
  * defaults and validates.  Errors carry file and line. */

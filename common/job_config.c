@@ -1,0 +1,623 @@
+/* Job configuration: defaults, JSON in, validation, canonical JSON out.
+ *
+ * One table (job_fields) describes every field once: its name, how it is
+ * stored and the range a single value may take.  Parsing, range checks and
+ * serialisation all walk that table, so adding a field is one line here
+ * (plus its default and docs/job-config.md). */
+#include "job_config.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tasks.h"
+#include "yaml_json.h"
+
+typedef enum {
+    KIND_INT,    /* int, JSON integer */
+    KIND_REAL,   /* double, JSON integer or real */
+    KIND_SEED,   /* uint64_t, JSON integer >= 0 (so at most 2^63-1) */
+    KIND_TASK,   /* bf_task_kind, JSON string */
+    KIND_ROPE,   /* bf_rope_kind, JSON string */
+    KIND_DEPTHS, /* eval_depths + n_eval_depths, JSON array of integers */
+    KIND_PATH    /* char[BF_PATH_MAX], JSON string */
+} field_kind;
+
+typedef struct field_spec {
+    const char *name;
+    field_kind kind;
+    size_t offset;
+    /* Allowed range of one value (of each element for KIND_DEPTHS). */
+    double min, max;
+    int min_exclusive; /* value must be > min instead of >= min */
+} field_spec;
+
+#define FIELD(name, kind, lo, hi) \
+    {#name, kind, offsetof(bf_job_config, name), lo, hi, 0}
+#define FIELD_ABOVE(name, kind, lo, hi) \
+    {#name, kind, offsetof(bf_job_config, name), lo, hi, 1}
+
+static const field_spec job_fields[] = {
+    FIELD(task, KIND_TASK, 0, 0),
+    FIELD(depth, KIND_INT, 1, BF_MAX_DEPTH),
+    FIELD(eval_depths, KIND_DEPTHS, 1, BF_MAX_DEPTH),
+    FIELD(dyck_k, KIND_INT, 1, 16),
+    FIELD(modulus, KIND_INT, 2, 100),
+    FIELD(rope, KIND_ROPE, 0, 0),
+    FIELD_ABOVE(rope_base, KIND_REAL, 1, 1e12),
+    FIELD(spectral_fraction, KIND_REAL, 0, 1),
+    FIELD(freq_lr_mult, KIND_REAL, 0, 1e6),
+    FIELD(d_model, KIND_INT, 2, 8192),
+    FIELD(n_layers, KIND_INT, 1, 256),
+    FIELD(n_heads, KIND_INT, 1, 1024),
+    FIELD(seq_len, KIND_INT, 2, 65536),
+    FIELD(batch_size, KIND_INT, 1, 1 << 24),
+    FIELD(steps, KIND_INT, 1, INT_MAX),
+    FIELD(lr, KIND_REAL, 0, 10),
+    FIELD(warmup_steps, KIND_INT, 0, INT_MAX),
+    FIELD(weight_decay, KIND_REAL, 0, 10),
+    FIELD_ABOVE(grad_clip, KIND_REAL, 0, 1e12),
+    FIELD(seed, KIND_SEED, 0, 9223372036854775807.0),
+    FIELD(log_every, KIND_INT, 0, INT_MAX),
+    FIELD(eval_every, KIND_INT, 0, INT_MAX),
+    FIELD(freq_every, KIND_INT, 0, INT_MAX),
+    FIELD(checkpoint_every, KIND_INT, 0, INT_MAX),
+    FIELD(eval_examples, KIND_INT, 1, 1 << 24),
+    FIELD(init_from, KIND_PATH, 0, 0),
+};
+#define N_JOB_FIELDS (sizeof job_fields / sizeof job_fields[0])
+
+static const char *const task_names[] = {"dyck", "counter", "modarith"};
+static const char *const rope_names[] = {"none", "rope", "spectral", "bifocal"};
+#define N_TASKS 3
+#define N_ROPES 4
+
+void bf_job_config_defaults(bf_job_config *cfg)
+{
+    /* Zero everything first so that equal configs are equal bytes, padding
+     * and the tail of init_from included. */
+    memset(cfg, 0, sizeof *cfg);
+    cfg->task = BF_TASK_DYCK;
+    cfg->depth = 4;
+    cfg->eval_depths[0] = 4;
+    cfg->eval_depths[1] = 8;
+    cfg->n_eval_depths = 2;
+    cfg->dyck_k = 2;
+    cfg->modulus = 10;
+    cfg->rope = BF_ROPE_GEOMETRIC;
+    cfg->rope_base = 10000.0;
+    cfg->spectral_fraction = 0.5;
+    cfg->freq_lr_mult = 1.0;
+    cfg->d_model = 64;
+    cfg->n_layers = 2;
+    cfg->n_heads = 4;
+    cfg->seq_len = 64;
+    cfg->batch_size = 32;
+    cfg->steps = 500;
+    cfg->lr = 1e-3;
+    cfg->warmup_steps = 50;
+    cfg->weight_decay = 0.1;
+    cfg->grad_clip = 1.0;
+    cfg->seed = 1;
+    cfg->log_every = 10;
+    cfg->eval_every = 100;
+    cfg->freq_every = 50;
+    cfg->checkpoint_every = 0;
+    cfg->eval_examples = 128;
+    cfg->init_from[0] = '\0';
+}
+
+/* ---- names ------------------------------------------------------------ */
+
+static int name_index(const char *const *names, int n, const char *s)
+{
+    for (int i = 0; s && i < n; i++)
+        if (strcmp(names[i], s) == 0)
+            return i;
+    return -1;
+}
+
+const char *bf_task_name(bf_task_kind t)
+{
+    return (unsigned)t < N_TASKS ? task_names[t] : "?";
+}
+
+const char *bf_rope_name(bf_rope_kind r)
+{
+    return (unsigned)r < N_ROPES ? rope_names[r] : "?";
+}
+
+int bf_task_from_name(const char *s)
+{
+    return name_index(task_names, N_TASKS, s);
+}
+
+int bf_rope_from_name(const char *s)
+{
+    return name_index(rope_names, N_ROPES, s);
+}
+
+/* "a, b, c" */
+static void join_names(const char *const *names, int n, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? ", " : "",
+                                names[i]);
+}
+
+/* ---- field access ----------------------------------------------------- */
+
+#define FIELD_PTR(type, cfg, f) ((type *)((char *)(cfg) + (f)->offset))
+#define FIELD_CPTR(type, cfg, f) \
+    ((const type *)((const char *)(cfg) + (f)->offset))
+
+static const field_spec *find_field(const char *name)
+{
+    for (size_t i = 0; i < N_JOB_FIELDS; i++)
+        if (strcmp(job_fields[i].name, name) == 0)
+            return &job_fields[i];
+    return NULL;
+}
+
+/* Line of field `name` (element `index` when >= 0) in `lines`, which may
+ * use pointer keys ("/eval_depths/1") or bare names ("eval_depths").  An
+ * element without its own line falls back to the field's line. */
+static int field_line(const json_t *lines, const char *name, int index)
+{
+    if (!lines)
+        return 0;
+    char key[192];
+    const json_t *v = NULL;
+    if (index >= 0) {
+        snprintf(key, sizeof key, "/%s/%d", name, index);
+        v = json_object_get(lines, key);
+    }
+    if (!v) {
+        snprintf(key, sizeof key, "/%s", name);
+        v = json_object_get(lines, key);
+    }
+    if (!v)
+        v = json_object_get(lines, name);
+    return json_is_integer(v) ? (int)json_integer_value(v) : 0;
+}
+
+/* How a JSON value reads in an error message: `string "4"`, `real 2.5`. */
+static void describe_value(const json_t *v, char *buf, size_t cap)
+{
+    switch (json_typeof(v)) {
+    case JSON_STRING:
+        snprintf(buf, cap, "string \"%.80s\"", json_string_value(v));
+        break;
+    case JSON_INTEGER:
+        snprintf(buf, cap, "integer %lld", (long long)json_integer_value(v));
+        break;
+    case JSON_REAL:
+        snprintf(buf, cap, "real %.17g", json_real_value(v));
+        break;
+    case JSON_TRUE:
+        snprintf(buf, cap, "true");
+        break;
+    case JSON_FALSE:
+        snprintf(buf, cap, "false");
+        break;
+    case JSON_NULL:
+        snprintf(buf, cap, "null");
+        break;
+    case JSON_ARRAY:
+        snprintf(buf, cap, "a list");
+        break;
+    case JSON_OBJECT:
+        snprintf(buf, cap, "a mapping");
+        break;
+    }
+}
+
+static int in_range(const field_spec *f, double v)
+{
+    int above_min = f->min_exclusive ? v > f->min : v >= f->min;
+    return above_min && v <= f->max; /* false for NaN too */
+}
+
+/* "an integer in 1 .. 256", "a number in [0, 1]", "a number > 1 and <= 1e12" */
+static void describe_range(const field_spec *f, char *buf, size_t cap)
+{
+    if (f->kind == KIND_REAL && f->min_exclusive)
+        snprintf(buf, cap, "a number > %g and <= %g", f->min, f->max);
+    else if (f->kind == KIND_REAL)
+        snprintf(buf, cap, "a number in [%g, %g]", f->min, f->max);
+    else if (f->kind == KIND_SEED)
+        snprintf(buf, cap, "an integer in 0 .. 2^63-1");
+    else
+        snprintf(buf, cap, "an integer in %.0f .. %.0f", f->min, f->max);
+}
+
+/* Range check of one number; `what` is the field name or "element i". */
+static int check_range(const field_spec *f, double v, const char *shown,
+                       const char *file, int line, bf_error *err)
+{
+    if (in_range(f, v))
+        return 0;
+    char allowed[96];
+    describe_range(f, allowed, sizeof allowed);
+    return bf_error_set(err, file, line, f->name, "%s is out of range "
+                        "(allowed: %s)", shown, allowed);
+}
+
+/* ---- JSON -> config --------------------------------------------------- */
+
+typedef struct apply_ctx {
+    const char *file;
+    const json_t *lines;
+    bf_error *err;
+} apply_ctx;
+
+static int type_error(const apply_ctx *c, const field_spec *f, int line,
+                      const char *expected, const json_t *v)
+{
+    char got[128];
+    describe_value(v, got, sizeof got);
+    return bf_error_set(c->err, c->file, line, f->name,
+                        "expected %s, got %s", expected, got);
+}
+
+static int apply_int(const apply_ctx *c, const field_spec *f, const json_t *v,
+                     int line, int *out)
+{
+    if (!json_is_integer(v))
+        return type_error(c, f, line, "an integer", v);
+    json_int_t x = json_integer_value(v);
+    char shown[64];
+    snprintf(shown, sizeof shown, "%lld", (long long)x);
+    if (check_range(f, (double)x, shown, c->file, line, c->err) < 0)
+        return -1;
+    *out = (int)x;
+    return 0;
+}
+
+static int apply_enum(const apply_ctx *c, const field_spec *f, const json_t *v,
+                      int line, const char *const *names, int n, int *out)
+{
+    char allowed[128];
+    join_names(names, n, allowed, sizeof allowed);
+    if (!json_is_string(v)) {
+        char expected[160];
+        snprintf(expected, sizeof expected, "a string (one of %s)", allowed);
+        return type_error(c, f, line, expected, v);
+    }
+    int i = name_index(names, n, json_string_value(v));
+    if (i < 0)
+        return bf_error_set(c->err, c->file, line, f->name,
+                            "unknown value \"%.80s\" (allowed: %s)",
+                            json_string_value(v), allowed);
+    *out = i;
+    return 0;
+}
+
+static int apply_depths(const apply_ctx *c, const field_spec *f,
+                        const json_t *v, int line, bf_job_config *cfg)
+{
+    if (!json_is_array(v))
+        return type_error(c, f, line, "a list of integers", v);
+    size_t n = json_array_size(v);
+    if (n < 1 || n > BF_MAX_EVAL_DEPTHS)
+        return bf_error_set(c->err, c->file, line, f->name,
+                            "lists %zu depths (allowed: 1 to %d depths)", n,
+                            BF_MAX_EVAL_DEPTHS);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *item = json_array_get(v, i);
+        int item_line = field_line(c->lines, f->name, (int)i);
+        if (!json_is_integer(item)) {
+            char expected[64];
+            snprintf(expected, sizeof expected, "an integer at element %zu", i);
+            return type_error(c, f, item_line, expected, item);
+        }
+        json_int_t x = json_integer_value(item);
+        char shown[80];
+        snprintf(shown, sizeof shown, "element %zu (%lld)", i, (long long)x);
+        if (check_range(f, (double)x, shown, c->file, item_line, c->err) < 0)
+            return -1;
+        cfg->eval_depths[i] = (int)x;
+    }
+    for (size_t i = n; i < BF_MAX_EVAL_DEPTHS; i++)
+        cfg->eval_depths[i] = 0;
+    cfg->n_eval_depths = (int)n;
+    return 0;
+}
+
+static int apply_field(const apply_ctx *c, const field_spec *f,
+                       const json_t *v, bf_job_config *cfg)
+{
+    int line = field_line(c->lines, f->name, -1);
+    char shown[64];
+    switch (f->kind) {
+    case KIND_INT:
+        return apply_int(c, f, v, line, FIELD_PTR(int, cfg, f));
+    case KIND_REAL: {
+        if (!json_is_number(v))
+            return type_error(c, f, line, "a number", v);
+        double x = json_number_value(v);
+        snprintf(shown, sizeof shown, "%.17g", x);
+        if (check_range(f, x, shown, c->file, line, c->err) < 0)
+            return -1;
+        *FIELD_PTR(double, cfg, f) = x + 0.0; /* -0.0 -> 0.0: one spelling */
+        return 0;
+    }
+    case KIND_SEED:
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+            return type_error(c, f, line, "a non-negative integer "
+                              "(0 .. 2^63-1)", v);
+        *FIELD_PTR(uint64_t, cfg, f) = (uint64_t)json_integer_value(v);
+        return 0;
+    case KIND_TASK:
+        return apply_enum(c, f, v, line, task_names, N_TASKS,
+                          (int *)FIELD_PTR(bf_task_kind, cfg, f));
+    case KIND_ROPE:
+        return apply_enum(c, f, v, line, rope_names, N_ROPES,
+                          (int *)FIELD_PTR(bf_rope_kind, cfg, f));
+    case KIND_DEPTHS:
+        return apply_depths(c, f, v, line, cfg);
+    case KIND_PATH: {
+        if (!json_is_string(v))
+            return type_error(c, f, line, "a string (a checkpoint path, "
+                              "\"\" for none)", v);
+        size_t n = json_string_length(v);
+        if (n >= BF_PATH_MAX || strlen(json_string_value(v)) != n)
+            return bf_error_set(c->err, c->file, line, f->name,
+                                "path is too long or contains NUL (at most "
+                                "%d bytes)", BF_PATH_MAX - 1);
+        memcpy(FIELD_PTR(char, cfg, f), json_string_value(v), n + 1);
+        return 0;
+    }
+    }
+    return bf_error_set(c->err, c->file, line, f->name, "unhandled field kind");
+}
+
+static int unknown_field(const apply_ctx *c, const char *key)
+{
+    char known[600];
+    size_t len = 0;
+    known[0] = '\0';
+    for (size_t i = 0; i < N_JOB_FIELDS && len < sizeof known; i++)
+        len += (size_t)snprintf(known + len, sizeof known - len, "%s%s",
+                                i ? ", " : "", job_fields[i].name);
+    return bf_error_set(c->err, c->file, field_line(c->lines, key, -1), key,
+                        "unknown field (known fields: %s)", known);
+}
+
+int bf_job_config_apply_json(bf_job_config *cfg, const json_t *obj,
+                             const char *file, const json_t *lines,
+                             bf_error *err)
+{
+    apply_ctx c = {file, lines, err};
+    if (!json_is_object(obj)) {
+        char got[128];
+        describe_value(obj, got, sizeof got);
+        int root_line = (int)json_integer_value(json_object_get(lines, ""));
+        return bf_error_set(err, file, root_line, NULL,
+                            "expected a mapping of job fields, got %s", got);
+    }
+    bf_job_config next = *cfg; /* commit only when every field applies */
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)obj, key, v) {
+        const field_spec *f = find_field(key);
+        if (!f)
+            return unknown_field(&c, key);
+        if (apply_field(&c, f, v, &next) < 0)
+            return -1;
+    }
+    *cfg = next;
+    return 0;
+}
+
+/* ---- validation ------------------------------------------------------- */
+
+/* The number stored in a numeric field, for the range check. */
+static double numeric_value(const bf_job_config *cfg, const field_spec *f)
+{
+    switch (f->kind) {
+    case KIND_INT:
+        return *FIELD_CPTR(int, cfg, f);
+    case KIND_REAL:
+        return *FIELD_CPTR(double, cfg, f);
+    case KIND_SEED:
+        return (double)*FIELD_CPTR(uint64_t, cfg, f);
+    default:
+        return 0;
+    }
+}
+
+/* Per-field checks: every value in its own range, enums known, the eval
+ * depth list well-formed. */
+static int validate_fields(const bf_job_config *cfg, const apply_ctx *c)
+{
+    for (size_t i = 0; i < N_JOB_FIELDS; i++) {
+        const field_spec *f = &job_fields[i];
+        int line = field_line(c->lines, f->name, -1);
+        char shown[64];
+        if (f->kind == KIND_INT || f->kind == KIND_REAL) {
+            double v = numeric_value(cfg, f);
+            snprintf(shown, sizeof shown, "%.17g", v);
+            if (check_range(f, v, shown, c->file, line, c->err) < 0)
+                return -1;
+        }
+        if (f->kind == KIND_SEED && cfg->seed > (uint64_t)INT64_MAX)
+            return bf_error_set(c->err, c->file, line, f->name, "%llu is out "
+                                "of range (allowed: 0 .. 2^63-1)",
+                                (unsigned long long)cfg->seed);
+    }
+    if ((unsigned)cfg->task >= N_TASKS)
+        return bf_error_set(c->err, c->file, field_line(c->lines, "task", -1),
+                            "task", "unknown task %d", (int)cfg->task);
+    if ((unsigned)cfg->rope >= N_ROPES)
+        return bf_error_set(c->err, c->file, field_line(c->lines, "rope", -1),
+                            "rope", "unknown rope %d", (int)cfg->rope);
+    if (!memchr(cfg->init_from, '\0', sizeof cfg->init_from))
+        return bf_error_set(c->err, c->file,
+                            field_line(c->lines, "init_from", -1), "init_from",
+                            "path is not NUL-terminated");
+    return 0;
+}
+
+static int validate_eval_depths(const bf_job_config *cfg, const apply_ctx *c)
+{
+    const field_spec *f = find_field("eval_depths");
+    int n = cfg->n_eval_depths;
+    if (n < 1 || n > BF_MAX_EVAL_DEPTHS)
+        return bf_error_set(c->err, c->file, field_line(c->lines, f->name, -1),
+                            f->name, "lists %d depths (allowed: 1 to %d "
+                            "depths)", n, BF_MAX_EVAL_DEPTHS);
+    for (int i = 0; i < n; i++) {
+        int line = field_line(c->lines, f->name, i);
+        char shown[64];
+        snprintf(shown, sizeof shown, "element %d (%d)", i, cfg->eval_depths[i]);
+        if (check_range(f, cfg->eval_depths[i], shown, c->file, line,
+                        c->err) < 0)
+            return -1;
+        for (int j = 0; j < i; j++)
+            if (cfg->eval_depths[j] == cfg->eval_depths[i])
+                return bf_error_set(c->err, c->file, line, f->name,
+                                    "depth %d is listed twice (elements %d "
+                                    "and %d); each depth may appear once",
+                                    cfg->eval_depths[i], j, i);
+    }
+    return 0;
+}
+
+/* Constraints between fields.  Each error names the field a user would
+ * change and shows the values involved. */
+static int validate_cross(const bf_job_config *cfg, const apply_ctx *c)
+{
+    if (cfg->d_model % cfg->n_heads != 0)
+        return bf_error_set(c->err, c->file,
+                            field_line(c->lines, "n_heads", -1), "n_heads",
+                            "d_model %d is not divisible by n_heads %d",
+                            cfg->d_model, cfg->n_heads);
+    int d_head = cfg->d_model / cfg->n_heads;
+    if (d_head % 2 != 0)
+        return bf_error_set(c->err, c->file,
+                            field_line(c->lines, "d_model", -1), "d_model",
+                            "d_head = d_model / n_heads = %d / %d = %d must be "
+                            "even (rotary embeddings rotate pairs)",
+                            cfg->d_model, cfg->n_heads, d_head);
+    if (cfg->warmup_steps > cfg->steps)
+        return bf_error_set(c->err, c->file,
+                            field_line(c->lines, "warmup_steps", -1),
+                            "warmup_steps", "warmup_steps %d exceeds steps %d "
+                            "(allowed: 0 .. steps)", cfg->warmup_steps,
+                            cfg->steps);
+    int deepest = bf_job_config_max_depth(cfg);
+    int need = bf_task_max_len(cfg, deepest);
+    if (cfg->seq_len < need)
+        return bf_error_set(c->err, c->file,
+                            field_line(c->lines, "seq_len", -1), "seq_len",
+                            "seq_len %d is too short: task %s at depth %d (the "
+                            "deepest of depth and eval_depths) needs up to %d "
+                            "tokens (allowed: seq_len >= %d)", cfg->seq_len,
+                            bf_task_name(cfg->task), deepest, need, need);
+    return 0;
+}
+
+int bf_job_config_validate_in(const bf_job_config *cfg, const char *file,
+                              const json_t *lines, bf_error *err)
+{
+    apply_ctx c = {file, lines, err};
+    if (validate_fields(cfg, &c) < 0 || validate_eval_depths(cfg, &c) < 0 ||
+        validate_cross(cfg, &c) < 0)
+        return -1;
+    return 0;
+}
+
+int bf_job_config_validate(const bf_job_config *cfg, bf_error *err)
+{
+    return bf_job_config_validate_in(cfg, NULL, NULL, err);
+}
+
+int bf_job_config_load_file(bf_job_config *cfg, const char *path, bf_error *err)
+{
+    json_t *lines = NULL;
+    json_t *root = bf_yaml_parse_file(path, &lines, err);
+    if (!root)
+        return -1;
+    bf_job_config_defaults(cfg);
+    int rc = bf_job_config_apply_json(cfg, root, path, lines, err);
+    if (rc == 0)
+        rc = bf_job_config_validate_in(cfg, path, lines, err);
+    json_decref(root);
+    json_decref(lines);
+    return rc;
+}
+
+/* ---- config -> JSON --------------------------------------------------- */
+
+static json_t *field_to_json(const bf_job_config *cfg, const field_spec *f)
+{
+    switch (f->kind) {
+    case KIND_INT:
+        return json_integer(*FIELD_CPTR(int, cfg, f));
+    case KIND_REAL:
+        return json_real(*FIELD_CPTR(double, cfg, f));
+    case KIND_SEED:
+        return json_integer((json_int_t)cfg->seed);
+    case KIND_TASK:
+        return json_string(bf_task_name(cfg->task));
+    case KIND_ROPE:
+        return json_string(bf_rope_name(cfg->rope));
+    case KIND_DEPTHS: {
+        json_t *arr = json_array();
+        for (int i = 0; i < cfg->n_eval_depths && i < BF_MAX_EVAL_DEPTHS; i++)
+            json_array_append_new(arr, json_integer(cfg->eval_depths[i]));
+        return arr;
+    }
+    case KIND_PATH:
+        return json_stringn(cfg->init_from,
+                            strnlen(cfg->init_from, sizeof cfg->init_from));
+    }
+    return json_null();
+}
+
+json_t *bf_job_config_to_json(const bf_job_config *cfg)
+{
+    json_t *obj = json_object();
+    for (size_t i = 0; i < N_JOB_FIELDS; i++)
+        json_object_set_new(obj, job_fields[i].name,
+                            field_to_json(cfg, &job_fields[i]));
+    return obj;
+}
+
+char *bf_job_config_to_canonical_json(const bf_job_config *cfg)
+{
+    json_t *obj = bf_job_config_to_json(cfg);
+    /* 17 significant digits make every double round-trip exactly. */
+    char *s = json_dumps(obj, JSON_SORT_KEYS | JSON_COMPACT |
+                                  JSON_REAL_PRECISION(17));
+    json_decref(obj);
+    return s;
+}
+
+/* ---- derived quantities ----------------------------------------------- */
+
+int bf_job_config_spectral_heads(const bf_job_config *cfg)
+{
+    switch (cfg->rope) {
+    case BF_ROPE_SPECTRAL:
+        return cfg->n_heads;
+    case BF_ROPE_BIFOCAL:
+        return (int)lround(cfg->n_heads * cfg->spectral_fraction);
+    default:
+        return 0;
+    }
+}
+
+int bf_job_config_max_depth(const bf_job_config *cfg)
+{
+    int deepest = cfg->depth;
+    for (int i = 0; i < cfg->n_eval_depths && i < BF_MAX_EVAL_DEPTHS; i++)
+        if (cfg->eval_depths[i] > deepest)
+            deepest = cfg->eval_depths[i];
+    return deepest;
+}

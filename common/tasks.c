@@ -1,0 +1,337 @@
+/* Synthetic tasks: dyck, counter, modarith (vocabularies in docs/tasks.md).
+ *
+ * Each task is a generator writing one whole sequence (prompt, separator,
+ * answer, END) into a scratch buffer; the shared code below turns that into
+ * the fixed-length (inputs, targets) row described in tasks.h.  Every random
+ * choice comes from a bf_rng keyed by (seed, stream, depth, index). */
+#include "tasks.h"
+
+#include <assert.h>
+#include <stdio.h>
+
+#include "rng.h"
+
+/* Token ids shared by every task; task-specific ids start at TOK_FIRST. */
+enum { TOK_END = 1, TOK_SEP = 2, TOK_FIRST = 3 };
+
+/* Streams of bf_task_example used by the train/eval helpers.  The depth
+ * draw of a training example has a stream of its own. */
+enum { STREAM_TRAIN = 1, STREAM_EVAL = 2, STREAM_TRAIN_DEPTH = 3 };
+
+/* Longest sequence any task produces at BF_MAX_DEPTH (4 tokens per level
+ * plus a few), with room to spare. */
+#define SEQ_CAP (4 * BF_MAX_DEPTH + 8)
+
+/* ---- dyck: open(i) = 3 + 2i, close(i) = 4 + 2i, i < dyck_k ------------ */
+
+static int dyck_open(int type) { return TOK_FIRST + 2 * type; }
+static int dyck_close(int type) { return TOK_FIRST + 2 * type + 1; }
+static int dyck_is_open(int tok) { return tok >= TOK_FIRST && (tok - TOK_FIRST) % 2 == 0; }
+static int dyck_type(int tok) { return (tok - TOK_FIRST) / 2; }
+
+/* A random balanced word of `pairs` bracket pairs (random nesting, random
+ * types), appended at seq[n]; returns the new length. */
+static int dyck_balanced(const bf_job_config *cfg, bf_rng *rng, int pairs,
+                         int *seq, int n)
+{
+    int stack[BF_MAX_DEPTH + 1];
+    int top = 0;
+    while (pairs > 0 || top > 0) {
+        if (pairs > 0 && (top == 0 || bf_rng_below(rng, 2))) {
+            stack[top] = (int)bf_rng_below(rng, (uint32_t)cfg->dyck_k);
+            seq[n++] = dyck_open(stack[top++]);
+            pairs--;
+        } else {
+            seq[n++] = dyck_close(stack[--top]);
+        }
+    }
+    return n;
+}
+
+/* `depth` unclosed brackets with 0..depth extra balanced pairs scattered in
+ * the depth+1 gaps around them; the answer closes the open ones. */
+static int dyck_generate(const bf_job_config *cfg, int depth, bf_rng *rng,
+                         int *seq, int *answer_start)
+{
+    int gap_pairs[BF_MAX_DEPTH + 1] = {0};
+    int extra = (int)bf_rng_below(rng, (uint32_t)depth + 1);
+    for (int i = 0; i < extra; i++)
+        gap_pairs[bf_rng_below(rng, (uint32_t)depth + 1)]++;
+    int open[BF_MAX_DEPTH];
+    int n = 0;
+    for (int g = 0; g <= depth; g++) {
+        n = dyck_balanced(cfg, rng, gap_pairs[g], seq, n);
+        if (g < depth) {
+            open[g] = (int)bf_rng_below(rng, (uint32_t)cfg->dyck_k);
+            seq[n++] = dyck_open(open[g]);
+        }
+    }
+    seq[n++] = TOK_SEP;
+    *answer_start = n;
+    for (int g = depth - 1; g >= 0; g--)
+        seq[n++] = dyck_close(open[g]);
+    seq[n++] = TOK_END;
+    return n;
+}
+
+/* Unclosed brackets at the separator; -1 if the prefix is not a Dyck
+ * prefix (a non-bracket token or a close that does not match). */
+static int dyck_measure(const bf_job_config *cfg, const int *tokens, int n)
+{
+    int stack[SEQ_CAP];
+    int top = 0;
+    for (int t = 0; t < n; t++) {
+        if (tokens[t] < TOK_FIRST || dyck_type(tokens[t]) >= cfg->dyck_k)
+            return -1;
+        if (dyck_is_open(tokens[t]))
+            stack[top++] = dyck_type(tokens[t]);
+        else if (top == 0 || stack[--top] != dyck_type(tokens[t]))
+            return -1;
+    }
+    return top;
+}
+
+/* ---- counter: ITER, item, MARK, then digits 0..modulus-1 -------------- */
+
+enum { CNT_ITER = TOK_FIRST, CNT_ITEM, CNT_MARK, CNT_DIGIT0 };
+#define CNT_MAX_ITEMS 3 /* items per iteration: 1..CNT_MAX_ITEMS */
+
+static int counter_generate(const bf_job_config *cfg, int depth, bf_rng *rng,
+                            int *seq, int *answer_start)
+{
+    int n = 0, marked = 0;
+    for (int it = 0; it < depth; it++) {
+        seq[n++] = CNT_ITER;
+        int items = 1 + (int)bf_rng_below(rng, CNT_MAX_ITEMS);
+        for (int j = 0; j < items; j++) {
+            int mark = (int)bf_rng_below(rng, 2);
+            marked += mark;
+            seq[n++] = mark ? CNT_MARK : CNT_ITEM;
+        }
+    }
+    seq[n++] = TOK_SEP;
+    *answer_start = n;
+    seq[n++] = CNT_DIGIT0 + marked % cfg->modulus;
+    seq[n++] = TOK_END;
+    return n;
+}
+
+static int counter_measure(const int *tokens, int n)
+{
+    int iterations = 0;
+    for (int t = 0; t < n; t++)
+        iterations += tokens[t] == CNT_ITER;
+    return iterations;
+}
+
+/* ---- modarith: ( ) + * then digits 0..modulus-1 ----------------------- */
+
+enum { MA_LPAREN = TOK_FIRST, MA_RPAREN, MA_PLUS, MA_TIMES, MA_DIGIT0 };
+
+/* Writes a fully parenthesised expression of nesting exactly `depth` at
+ * seq[*n]: "(" A op B ")" where one operand (left or right at random) has
+ * depth-1 and the other is a digit.  Returns its value mod modulus. */
+static int modarith_expr(const bf_job_config *cfg, int depth, bf_rng *rng,
+                         int *seq, int *n)
+{
+    int m = cfg->modulus;
+    if (depth == 0) {
+        int digit = (int)bf_rng_below(rng, (uint32_t)m);
+        seq[(*n)++] = MA_DIGIT0 + digit;
+        return digit;
+    }
+    int deep_left = (int)bf_rng_below(rng, 2);
+    int times = (int)bf_rng_below(rng, 2);
+    seq[(*n)++] = MA_LPAREN;
+    int a = modarith_expr(cfg, deep_left ? depth - 1 : 0, rng, seq, n);
+    seq[(*n)++] = times ? MA_TIMES : MA_PLUS;
+    int b = modarith_expr(cfg, deep_left ? 0 : depth - 1, rng, seq, n);
+    seq[(*n)++] = MA_RPAREN;
+    return times ? a * b % m : (a + b) % m;
+}
+
+static int modarith_generate(const bf_job_config *cfg, int depth, bf_rng *rng,
+                             int *seq, int *answer_start)
+{
+    int n = 0;
+    int value = modarith_expr(cfg, depth, rng, seq, &n);
+    seq[n++] = TOK_SEP;
+    *answer_start = n;
+    seq[n++] = MA_DIGIT0 + value;
+    seq[n++] = TOK_END;
+    return n;
+}
+
+/* Deepest parenthesis nesting; -1 if the parentheses do not balance. */
+static int modarith_measure(const int *tokens, int n)
+{
+    int open = 0, deepest = 0;
+    for (int t = 0; t < n; t++) {
+        if (tokens[t] == MA_LPAREN && ++open > deepest)
+            deepest = open;
+        if (tokens[t] == MA_RPAREN && --open < 0)
+            return -1;
+    }
+    return open == 0 ? deepest : -1;
+}
+
+/* ---- public API ------------------------------------------------------- */
+
+int bf_task_vocab_size(const bf_job_config *cfg)
+{
+    switch (cfg->task) {
+    case BF_TASK_DYCK:
+        return TOK_FIRST + 2 * cfg->dyck_k;
+    case BF_TASK_COUNTER:
+        return CNT_DIGIT0 + cfg->modulus;
+    case BF_TASK_MODARITH:
+        return MA_DIGIT0 + cfg->modulus;
+    }
+    return 0;
+}
+
+int bf_task_max_len(const bf_job_config *cfg, int depth)
+{
+    switch (cfg->task) {
+    case BF_TASK_DYCK: /* d opens + 2d filler + SEP + d closes + END */
+        return 4 * depth + 2;
+    case BF_TASK_COUNTER: /* d * (ITER + 3 items) + SEP + digit + END */
+        return (1 + CNT_MAX_ITEMS) * depth + 3;
+    case BF_TASK_MODARITH: /* 4 tokens per level + digit + SEP + digit + END */
+        return 4 * depth + 4;
+    }
+    return 0;
+}
+
+void bf_task_example(const bf_job_config *cfg, uint64_t stream, int depth,
+                     uint64_t index, int *inputs, int *targets, int T)
+{
+    assert(depth >= 1 && depth <= BF_MAX_DEPTH);
+    uint64_t key = bf_rng_key(bf_rng_key(bf_rng_key(cfg->seed, stream),
+                                         (uint64_t)depth), index);
+    bf_rng rng;
+    bf_rng_seed(&rng, key);
+
+    int seq[SEQ_CAP];
+    int answer_start = 0, len = 0;
+    switch (cfg->task) {
+    case BF_TASK_DYCK:
+        len = dyck_generate(cfg, depth, &rng, seq, &answer_start);
+        break;
+    case BF_TASK_COUNTER:
+        len = counter_generate(cfg, depth, &rng, seq, &answer_start);
+        break;
+    case BF_TASK_MODARITH:
+        len = modarith_generate(cfg, depth, &rng, seq, &answer_start);
+        break;
+    }
+    /* A row shorter than the sequence is truncated (the validator makes
+     * seq_len >= bf_task_max_len, so this only happens on misuse). */
+    for (int t = 0; t < T; t++) {
+        inputs[t] = t < len ? seq[t] : BF_TOK_PAD;
+        int next = t + 1;
+        targets[t] = next >= answer_start && next < len ? seq[next] : -1;
+    }
+}
+
+int bf_task_train_example(const bf_job_config *cfg, uint64_t index,
+                          int *inputs, int *targets, int T)
+{
+    bf_rng rng;
+    bf_rng_seed(&rng, bf_rng_key(bf_rng_key(cfg->seed, STREAM_TRAIN_DEPTH),
+                                 index));
+    int depth = 1 + (int)bf_rng_below(&rng, (uint32_t)cfg->depth);
+    bf_task_example(cfg, STREAM_TRAIN, depth, index, inputs, targets, T);
+    return depth;
+}
+
+void bf_task_eval_example(const bf_job_config *cfg, int depth, uint64_t index,
+                          int *inputs, int *targets, int T)
+{
+    bf_task_example(cfg, STREAM_EVAL, depth, index, inputs, targets, T);
+}
+
+int bf_task_measure_depth(const bf_job_config *cfg, const int *inputs, int T)
+{
+    int prompt = 0;
+    while (prompt < T && inputs[prompt] != TOK_SEP)
+        prompt++;
+    if (prompt == T || prompt > SEQ_CAP)
+        return -1; /* no separator: not a task sequence */
+    switch (cfg->task) {
+    case BF_TASK_DYCK:
+        return dyck_measure(cfg, inputs, prompt);
+    case BF_TASK_COUNTER:
+        return counter_measure(inputs, prompt);
+    case BF_TASK_MODARITH:
+        return modarith_measure(inputs, prompt);
+    }
+    return -1;
+}
+
+/* ---- token names ------------------------------------------------------ */
+
+static const char *dyck_token_name(const bf_job_config *cfg, int tok,
+                                   char *buf, int cap)
+{
+    static const char brackets[] = "()[]{}<>";
+    int type = dyck_type(tok);
+    if (type >= cfg->dyck_k)
+        return NULL;
+    if (type < 4)
+        snprintf(buf, (size_t)cap, "%c", brackets[tok - TOK_FIRST]);
+    else
+        snprintf(buf, (size_t)cap, dyck_is_open(tok) ? "(%d" : "%d)", type);
+    return buf;
+}
+
+static const char *digit_name(const bf_job_config *cfg, int tok, int digit0,
+                              char *buf, int cap)
+{
+    if (tok < digit0 || tok >= digit0 + cfg->modulus)
+        return NULL;
+    snprintf(buf, (size_t)cap, "%d", tok - digit0);
+    return buf;
+}
+
+static const char *task_token_name(const bf_job_config *cfg, int tok,
+                                   char *buf, int cap)
+{
+    static const char *const counter_names[] = {"ITER", "item", "MARK"};
+    static const char *const modarith_names[] = {"(", ")", "+", "*"};
+    switch (cfg->task) {
+    case BF_TASK_DYCK:
+        return dyck_token_name(cfg, tok, buf, cap);
+    case BF_TASK_COUNTER:
+        if (tok < CNT_DIGIT0)
+            return counter_names[tok - TOK_FIRST];
+        return digit_name(cfg, tok, CNT_DIGIT0, buf, cap);
+    case BF_TASK_MODARITH:
+        if (tok < MA_DIGIT0)
+            return modarith_names[tok - TOK_FIRST];
+        return digit_name(cfg, tok, MA_DIGIT0, buf, cap);
+    }
+    return NULL;
+}
+
+const char *bf_task_token_name(const bf_job_config *cfg, int tok, char *buf,
+                               int cap)
+{
+    static const char *const separators[] = {"|", "?", "="};
+    const char *name = NULL;
+    if (tok == BF_TOK_PAD)
+        name = "PAD";
+    else if (tok == TOK_END)
+        name = "END";
+    else if (tok == TOK_SEP)
+        name = (unsigned)cfg->task < 3 ? separators[cfg->task] : "SEP";
+    else if (tok > TOK_SEP)
+        name = task_token_name(cfg, tok, buf, cap);
+    if (!name) {
+        snprintf(buf, (size_t)cap, "<bad:%d>", tok);
+        return buf;
+    }
+    if (name != buf)
+        snprintf(buf, (size_t)cap, "%s", name);
+    return buf;
+}
