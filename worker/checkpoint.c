@@ -1,0 +1,393 @@
+#include "checkpoint.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Hugging Face GPT-2 names, in bf_params order; per-layer tensors get an
+ * "h.N." prefix.  log_freq is ours: theta = log(omega), [n_heads, d_head/2]. */
+static const struct { const char *name; int per_layer; }
+hf_names[BF_NUM_PARAM_TENSORS] = {
+    {"wte.weight", 0},
+    {"ln_1.weight", 1}, {"ln_1.bias", 1},
+    {"attn.c_attn.weight", 1}, {"attn.c_attn.bias", 1},
+    {"attn.c_proj.weight", 1}, {"attn.c_proj.bias", 1},
+    {"ln_2.weight", 1}, {"ln_2.bias", 1},
+    {"mlp.c_fc.weight", 1}, {"mlp.c_fc.bias", 1},
+    {"mlp.c_proj.weight", 1}, {"mlp.c_proj.bias", 1},
+    {"ln_f.weight", 0}, {"ln_f.bias", 0},
+    {"attn.rope.log_freq", 1},
+};
+
+#define MOMENT1_PREFIX "optimizer.exp_avg."
+#define MOMENT2_PREFIX "optimizer.exp_avg_sq."
+
+void bf_checkpoint_tensor_name(char *buf, size_t cap, int i, int l)
+{
+    if (hf_names[i].per_layer)
+        snprintf(buf, cap, "h.%d.%s", l, hf_names[i].name);
+    else
+        snprintf(buf, cap, "%s", hf_names[i].name);
+}
+
+/* Calls fn for every (tensor, layer) slice of a buffer laid out like
+ * params_memory: the unit a safetensors tensor holds. */
+typedef int (*slice_fn)(void *ctx, const char *name, const bf_param_info *ti,
+                        size_t offset, bf_error *err);
+
+static int for_each_slice(const bf_model *m, const char *prefix, slice_fn fn,
+                          void *ctx, bf_error *err)
+{
+    for (int i = 0; i < BF_NUM_PARAM_TENSORS; i++) {
+        const bf_param_info *ti = &m->tensors[i];
+        int layers = ti->per_layer ? m->shape.n_layers : 1;
+        size_t slice = ti->count / (size_t)layers;
+        for (int l = 0; l < layers; l++) {
+            char base[96], name[128];
+            bf_checkpoint_tensor_name(base, sizeof base, i, l);
+            snprintf(name, sizeof name, "%s%s", prefix, base);
+            if (fn(ctx, name, ti, ti->offset + (size_t)l * slice, err) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- saving --------------------------------------------------------------- */
+
+typedef struct add_ctx { bf_st_writer *w; const float *base; } add_ctx;
+
+static int add_slice(void *ctx, const char *name, const bf_param_info *ti,
+                     size_t offset, bf_error *err)
+{
+    add_ctx *a = ctx;
+    int64_t shape[3];
+    for (int d = 0; d < ti->ndim; d++)
+        shape[d] = ti->dims[d];
+    return bf_st_writer_add_f32(a->w, name, ti->ndim, shape, a->base + offset,
+                                err);
+}
+
+/* "[[0,0,1,1],[0,0,1,1]]": which heads of each layer are learnable. */
+static char *learnable_json(const bf_model *m)
+{
+    json_t *layers = json_array();
+    for (int l = 0; l < m->shape.n_layers; l++) {
+        json_t *heads = json_array();
+        for (int h = 0; h < m->shape.n_heads; h++)
+            json_array_append_new(heads, json_integer(
+                m->freq_learnable[l * m->shape.n_heads + h]));
+        json_array_append_new(layers, heads);
+    }
+    char *s = json_dumps(layers, JSON_COMPACT);
+    json_decref(layers);
+    return s;
+}
+
+static int set_metadata(bf_st_writer *w, const bf_model *m,
+                        const bf_job_config *cfg, int step, bf_error *err)
+{
+    char num[32], ver[16];
+    snprintf(num, sizeof num, "%d", step);
+    snprintf(ver, sizeof ver, "%d", BF_CHECKPOINT_VERSION);
+    char *config = bf_job_config_to_canonical_json(cfg);
+    char *learnable = learnable_json(m);
+    int rc = (!config || !learnable)
+        ? bf_error_set(err, NULL, 0, NULL, "out of memory") : 0;
+    if (rc == 0)
+        rc = bf_st_writer_set_metadata(w, "format", BF_CHECKPOINT_FORMAT, err)
+          | bf_st_writer_set_metadata(w, "format_version", ver, err)
+          | bf_st_writer_set_metadata(w, "config", config, err)
+          | bf_st_writer_set_metadata(w, "rope", bf_rope_name(cfg->rope), err)
+          | bf_st_writer_set_metadata(w, "learnable", learnable, err)
+          | bf_st_writer_set_metadata(w, "step", num, err)
+          | bf_st_writer_set_metadata(w, "optimizer", "adamw", err);
+    free(config);
+    free(learnable);
+    return rc ? -1 : 0;
+}
+
+int bf_checkpoint_save(const char *path, const bf_model *m,
+                       const bf_job_config *cfg, int step, bf_error *err)
+{
+    bf_st_writer *w = bf_st_writer_new();
+    if (!w)
+        return bf_error_set(err, path, 0, NULL, "out of memory");
+    add_ctx params = {w, m->params_memory}, m1 = {w, m->adam_m},
+            m2 = {w, m->adam_v};
+    int rc = set_metadata(w, m, cfg, step, err);
+    if (rc == 0)
+        rc = for_each_slice(m, "", add_slice, &params, err);
+    if (rc == 0)
+        rc = for_each_slice(m, MOMENT1_PREFIX, add_slice, &m1, err);
+    if (rc == 0)
+        rc = for_each_slice(m, MOMENT2_PREFIX, add_slice, &m2, err);
+    if (rc == 0)
+        rc = bf_st_writer_write(w, path, err);
+    bf_st_writer_free(w);
+    return rc;
+}
+
+/* ---- loading -------------------------------------------------------------- */
+
+static int parse_step(const char *s, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = s ? strtol(s, &end, 10) : -1;
+    if (!s || errno || *end || end == s || v < 0 || v > INT_MAX)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_config(bf_checkpoint *ck, const char *path, bf_error *err)
+{
+    json_error_t jerr;
+    json_t *obj = json_loads(ck->config_json, 0, &jerr);
+    if (!obj)
+        return bf_error_set(err, path, 0, "__metadata__.config",
+                            "not valid JSON: %s", jerr.text);
+    bf_error inner;
+    bf_job_config_defaults(&ck->cfg);
+    int rc = bf_job_config_apply_json(&ck->cfg, obj, path, NULL, &inner);
+    if (rc == 0)
+        rc = bf_job_config_validate(&ck->cfg, &inner);
+    json_decref(obj);
+    if (rc != 0)
+        return bf_error_set(err, path, 0, "__metadata__.config",
+                            "invalid job config: %s", inner.msg);
+    return 0;
+}
+
+int bf_checkpoint_open(bf_checkpoint *ck, const char *path, bf_error *err)
+{
+    memset(ck, 0, sizeof *ck);
+    if (bf_st_open(&ck->file, path, err) != 0)
+        return -1;
+    const char *format = bf_st_metadata(ck->file, "format");
+    const char *version = bf_st_metadata(ck->file, "format_version");
+    int rc = 0;
+    if (!format || strcmp(format, BF_CHECKPOINT_FORMAT) != 0)
+        rc = bf_error_set(err, path, 0, "__metadata__.format",
+                          "not a Bifocal checkpoint (format '%s', expected "
+                          "'%s')", format ? format : "(none)",
+                          BF_CHECKPOINT_FORMAT);
+    else if (!version || atoi(version) != BF_CHECKPOINT_VERSION)
+        rc = bf_error_set(err, path, 0, "__metadata__.format_version",
+                          "version '%s' is not supported (this build reads "
+                          "%d)", version ? version : "(none)",
+                          BF_CHECKPOINT_VERSION);
+    else if (parse_step(bf_st_metadata(ck->file, "step"), &ck->step) != 0)
+        rc = bf_error_set(err, path, 0, "__metadata__.step",
+                          "missing or not a non-negative integer");
+    else if (!(ck->config_json = bf_st_metadata(ck->file, "config")))
+        rc = bf_error_set(err, path, 0, "__metadata__.config", "missing");
+    else
+        rc = parse_config(ck, path, err);
+    if (rc != 0)
+        bf_checkpoint_close(ck);
+    return rc;
+}
+
+void bf_checkpoint_close(bf_checkpoint *ck)
+{
+    bf_st_close(ck->file);
+    memset(ck, 0, sizeof *ck);
+}
+
+typedef struct copy_ctx { const bf_st_file *file; float *base; } copy_ctx;
+
+static int copy_slice(void *ctx, const char *name, const bf_param_info *ti,
+                      size_t offset, bf_error *err)
+{
+    copy_ctx *c = ctx;
+    const char *path = bf_st_path(c->file);
+    const bf_st_tensor *t = bf_st_find(c->file, name);
+    if (!t)
+        return bf_st_tensor_error(err, path, name, "missing");
+    int64_t want[3];
+    int same = t->ndim == ti->ndim;
+    for (int d = 0; d < ti->ndim; d++) {
+        want[d] = ti->dims[d];
+        same = same && t->shape[d] == want[d];
+    }
+    if (!same) {
+        char a[96], b[96];
+        return bf_st_tensor_error(err, path, name,
+            "shape %s in the checkpoint, %s in this model",
+            bf_st_shape_str(t->ndim, t->shape, a, sizeof a),
+            bf_st_shape_str(ti->ndim, want, b, sizeof b));
+    }
+    memcpy(c->base + offset, t->data, t->nbytes);
+    return 0;
+}
+
+/* A checkpoint with more layers than the model would otherwise load
+ * silently truncated; fewer is caught by the missing tensor. */
+static int check_layers(const bf_checkpoint *ck, const bf_model *m,
+                        bf_error *err)
+{
+    int L = m->shape.n_layers;
+    if (ck->cfg.n_layers <= L)
+        return 0;
+    char name[96];
+    bf_checkpoint_tensor_name(name, sizeof name, 1, L);
+    return bf_st_tensor_error(err, bf_st_path(ck->file), name,
+                              "the checkpoint has %d layers, this model %d",
+                              ck->cfg.n_layers, L);
+}
+
+int bf_checkpoint_load_params(const bf_checkpoint *ck, bf_model *m,
+                              bf_error *err)
+{
+    copy_ctx c = {ck->file, m->params_memory};
+    if (check_layers(ck, m, err) != 0)
+        return -1;
+    return for_each_slice(m, "", copy_slice, &c, err);
+}
+
+int bf_checkpoint_load_moments(const bf_checkpoint *ck, bf_model *m,
+                               bf_error *err)
+{
+    copy_ctx c1 = {ck->file, m->adam_m}, c2 = {ck->file, m->adam_v};
+    if (for_each_slice(m, MOMENT1_PREFIX, copy_slice, &c1, err) != 0)
+        return -1;
+    return for_each_slice(m, MOMENT2_PREFIX, copy_slice, &c2, err);
+}
+
+/* "field 'lr': checkpoint 0.001, job 0.002; ..." for every differing field. */
+static void describe_config_diff(const char *a_json, const char *b_json,
+                                 char *out, size_t cap)
+{
+    json_t *a = json_loads(a_json, 0, NULL), *b = json_loads(b_json, 0, NULL);
+    size_t n = 0;
+    out[0] = '\0';
+    const char *key;
+    json_t *va;
+    json_object_foreach(a, key, va) {
+        json_t *vb = json_object_get(b, key);
+        if (vb && json_equal(va, vb))
+            continue;
+        char *sa = json_dumps(va, JSON_ENCODE_ANY | JSON_REAL_PRECISION(9));
+        char *sb = vb ? json_dumps(vb, JSON_ENCODE_ANY |
+                                   JSON_REAL_PRECISION(9)) : NULL;
+        if (n < cap)
+            n += (size_t)snprintf(out + n, cap - n,
+                                  "%sfield '%s': checkpoint %s, job %s",
+                                  n ? "; " : "", key, sa ? sa : "?",
+                                  sb ? sb : "(absent)");
+        free(sa);
+        free(sb);
+    }
+    json_decref(a);
+    json_decref(b);
+}
+
+int bf_checkpoint_resume(const char *path, bf_model *m,
+                         const bf_job_config *cfg, int *step, bf_error *err)
+{
+    bf_checkpoint ck;
+    if (bf_checkpoint_open(&ck, path, err) != 0)
+        return -1;
+    char *mine = bf_job_config_to_canonical_json(cfg);
+    int rc = 0;
+    if (!mine) {
+        rc = bf_error_set(err, path, 0, NULL, "out of memory");
+    } else if (strcmp(mine, ck.config_json) != 0) {
+        char diff[600];
+        describe_config_diff(ck.config_json, mine, diff, sizeof diff);
+        rc = bf_error_set(err, path, 0, NULL,
+                          "cannot resume: the checkpoint was written by a "
+                          "different job config (%s)", diff);
+    }
+    free(mine);
+    if (rc == 0)
+        rc = bf_checkpoint_load_params(&ck, m, err);
+    if (rc == 0)
+        rc = bf_checkpoint_load_moments(&ck, m, err);
+    if (rc == 0)
+        *step = ck.step;
+    bf_checkpoint_close(&ck);
+    return rc;
+}
+
+int bf_checkpoint_init_from(const char *path, bf_model *m, bf_error *err)
+{
+    bf_checkpoint ck;
+    if (bf_checkpoint_open(&ck, path, err) != 0)
+        return -1;
+    int rc = bf_checkpoint_load_params(&ck, m, err);
+    bf_checkpoint_close(&ck);
+    if (rc != 0)
+        return -1;
+    /* A fresh optimizer: the new variant's learnable heads start their own
+     * trajectory from the source model's frequencies. */
+    bf_model_zero_grad(m);
+    memset(m->adam_m, 0, m->num_params * sizeof *m->adam_m);
+    memset(m->adam_v, 0, m->num_params * sizeof *m->adam_v);
+    return 0;
+}
+
+/* ---- checkpoint directories ------------------------------------------------ */
+
+#define LATEST_NAME "latest"
+
+void bf_checkpoint_step_path(char *buf, size_t cap, const char *dir,
+                             int step)
+{
+    snprintf(buf, cap, "%s/step-%06d.safetensors", dir, step);
+}
+
+int bf_checkpoint_save_in_dir(const char *dir, const bf_model *m,
+                              const bf_job_config *cfg, int step,
+                              char *path_out, size_t cap, bf_error *err)
+{
+    char path[BF_PATH_MAX + 64], latest[BF_PATH_MAX + 16];
+    bf_checkpoint_step_path(path, sizeof path, dir, step);
+    if (bf_checkpoint_save(path, m, cfg, step, err) != 0)
+        return -1;
+    /* The pointer holds the bare file name so the directory can move. */
+    char line[64];
+    int n = snprintf(line, sizeof line, "step-%06d.safetensors\n", step);
+    snprintf(latest, sizeof latest, "%s/%s", dir, LATEST_NAME);
+    bf_atomic_file f;
+    if (bf_atomic_open(&f, latest, err) != 0)
+        return -1;
+    if (bf_atomic_write(&f, line, (size_t)n, err) != 0) {
+        bf_atomic_abort(&f);
+        return -1;
+    }
+    if (bf_atomic_commit(&f, err) != 0)
+        return -1;
+    if (path_out)
+        snprintf(path_out, cap, "%s", path);
+    return 0;
+}
+
+int bf_checkpoint_latest(const char *dir, char *path_out, size_t cap,
+                         bf_error *err)
+{
+    char latest[BF_PATH_MAX + 16];
+    snprintf(latest, sizeof latest, "%s/%s", dir, LATEST_NAME);
+    FILE *fp = fopen(latest, "r");
+    if (!fp) {
+        if (errno == ENOENT)
+            return 0;
+        return bf_error_set(err, latest, 0, NULL, "cannot open: %s",
+                            strerror(errno));
+    }
+    char name[256] = "";
+    int ok = fgets(name, sizeof name, fp) != NULL;
+    fclose(fp);
+    name[strcspn(name, "\r\n")] = '\0';
+    if (!ok || !name[0] || strchr(name, '/'))
+        return bf_error_set(err, latest, 1, NULL,
+                            "expected the file name of a checkpoint in %s",
+                            dir);
+    snprintf(path_out, cap, "%s/%s", dir, name);
+    return 1;
+}

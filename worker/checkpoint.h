@@ -1,0 +1,82 @@
+/* Checkpoints: a bf_model (weights and AdamW moments) and its job config in
+ * one safetensors file, named like Hugging Face GPT-2 so standard tools can
+ * read the weights.  docs/checkpoints.md lists every tensor and metadata key.
+ *
+ * Three ways in:
+ *   resume      the same job continues: config must match, params, moments
+ *               and step are restored, so training continues bit-identically
+ *               (the data stream is a pure function of the step; there is no
+ *               other RNG state).
+ *   init_from   surgical integration: weights and every head's log_freq are
+ *               copied from a checkpoint of ANY positional variant into a
+ *               model built for this job's variant; moments stay zero.
+ *   weights     the `eval` command: weights only, config from the file. */
+#ifndef BF_CHECKPOINT_H
+#define BF_CHECKPOINT_H
+
+#include <stddef.h>
+
+#include "job_config.h"
+#include "model.h"
+#include "safetensors.h"
+
+#define BF_CHECKPOINT_FORMAT "bifocal-checkpoint"
+#define BF_CHECKPOINT_VERSION 1
+
+/* An open, validated checkpoint file. */
+typedef struct bf_checkpoint {
+    bf_st_file *file;
+    bf_job_config cfg;     /* the job that wrote it (metadata "config") */
+    const char *config_json; /* canonical config text, owned by `file` */
+    int step;              /* optimizer steps completed */
+} bf_checkpoint;
+
+/* Writes m's parameters and moments, cfg and step atomically to path. */
+int bf_checkpoint_save(const char *path, const bf_model *m,
+                       const bf_job_config *cfg, int step, bf_error *err);
+
+/* Opens and validates a checkpoint (format, version, config, step).  Caller
+ * closes with bf_checkpoint_close. */
+int bf_checkpoint_open(bf_checkpoint *ck, const char *path, bf_error *err);
+void bf_checkpoint_close(bf_checkpoint *ck);
+
+/* Copies every parameter tensor (log_freq included) into m.  A missing
+ * tensor or a shape that differs from m's is an error naming the tensor and
+ * both shapes. */
+int bf_checkpoint_load_params(const bf_checkpoint *ck, bf_model *m,
+                              bf_error *err);
+/* Copies the AdamW moments into m (same checks). */
+int bf_checkpoint_load_moments(const bf_checkpoint *ck, bf_model *m,
+                               bf_error *err);
+
+/* Resume: refuses a checkpoint whose config differs from cfg (the message
+ * lists the differing fields), then loads params and moments; *step gets
+ * the step to continue from. */
+int bf_checkpoint_resume(const char *path, bf_model *m,
+                         const bf_job_config *cfg, int *step, bf_error *err);
+
+/* Surgical integration: params from any variant's checkpoint; gradients
+ * and moments are zeroed, so the caller starts at step 0. */
+int bf_checkpoint_init_from(const char *path, bf_model *m, bf_error *err);
+
+/* ---- checkpoint directories ------------------------------------------------ */
+
+/* DIR/step-%06d.safetensors */
+void bf_checkpoint_step_path(char *buf, size_t cap, const char *dir,
+                             int step);
+
+/* Saves DIR/step-NNNNNN.safetensors, then atomically points DIR/latest at
+ * it.  path_out (may be NULL) receives the checkpoint's path. */
+int bf_checkpoint_save_in_dir(const char *dir, const bf_model *m,
+                              const bf_job_config *cfg, int step,
+                              char *path_out, size_t cap, bf_error *err);
+
+/* Path of the checkpoint DIR/latest names: 1 found, 0 none yet, -1 error. */
+int bf_checkpoint_latest(const char *dir, char *path_out, size_t cap,
+                         bf_error *err);
+
+/* Safetensors name of parameter tensor i (bf_params order) at layer l
+ * (ignored for tensors without a layer dimension), e.g. "h.1.ln_2.bias". */
+void bf_checkpoint_tensor_name(char *buf, size_t cap, int i, int l);
+
+#endif

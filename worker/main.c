@@ -1,0 +1,230 @@
+/* bifocal-worker: the training engine's command line.
+ *
+ *   bifocal-worker [train] --job FILE [--checkpoint-dir DIR] [--resume]
+ *   bifocal-worker eval --checkpoint FILE --input FILE
+ *
+ * Subcommands live in one table; each parses its own options with
+ * getopt_long, so a new mode (e.g. the coordinator-driven MPI worker) is one
+ * more table row.  Exit status: 0 done, 1 runtime failure, 2 bad usage or
+ * bad input, 128+signal when a signal stopped training early. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "checkpoint.h"
+#include "job_config.h"
+#include "records.h"
+#include "score.h"
+#include "train.h"
+
+enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+
+static const char usage_text[] =
+    "usage: bifocal-worker [train] --job FILE [--checkpoint-dir DIR] "
+    "[--resume]\n"
+    "       bifocal-worker eval --checkpoint FILE --input FILE\n"
+    "\n"
+    "train (default)   train one job standalone; prints one JSON record per\n"
+    "                  line on stdout (train, eval, freq, checkpoint, done)\n"
+    "  --job FILE            job config, YAML or JSON (docs/job-config.md)\n"
+    "  --checkpoint-dir DIR  write DIR/step-NNNNNN.safetensors every\n"
+    "                        checkpoint_every steps and at the end\n"
+    "  --resume              continue from DIR/latest (same job config)\n"
+    "eval              score sequences: each input line is\n"
+    "                  {\"input\": [ids], \"target\": [ids or -1]}\n"
+    "  --checkpoint FILE     a checkpoint written by train\n"
+    "  --input FILE          JSON lines to score\n"
+    "  -h, --help            this text\n";
+
+__attribute__((format(printf, 1, 2)))
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "bifocal-worker: ");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n%s", usage_text);
+    return EXIT_USAGE;
+}
+
+static int fail(int code, const bf_error *err)
+{
+    fprintf(stderr, "bifocal-worker: %s\n", err->msg);
+    return code;
+}
+
+/* ---- train ---------------------------------------------------------------- */
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig) { stop_signal = sig; }
+
+static int should_stop(void *ctx)
+{
+    (void)ctx;
+    return stop_signal != 0;
+}
+
+static void print_record(void *ctx, const json_t *record)
+{
+    bf_record_print(ctx, record);
+}
+
+/* SIGINT/SIGTERM end training after the current step, with a checkpoint
+ * when a directory is given, so an interrupted run can be resumed. */
+static void install_stop_handlers(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* The checkpoint --resume continues from, or "" for a fresh start. */
+static int find_resume(const char *dir, char *path, size_t cap,
+                       bf_error *err)
+{
+    int found = bf_checkpoint_latest(dir, path, cap, err);
+    if (found < 0)
+        return -1;
+    if (found == 0) {
+        fprintf(stderr, "bifocal-worker: no checkpoint in %s yet; starting "
+                "fresh\n", dir);
+        path[0] = '\0';
+    }
+    return 0;
+}
+
+static int ensure_dir(const char *dir, bf_error *err)
+{
+    if (mkdir(dir, 0777) == 0 || errno == EEXIST)
+        return 0;
+    return bf_error_set(err, dir, 0, NULL, "cannot create directory: %s",
+                        strerror(errno));
+}
+
+static int train_job(const bf_job_config *cfg, const char *ckpt_dir,
+                     const char *resume_path)
+{
+    bf_error err;
+    bf_error_clear(&err);
+    bf_trainer_opts opts = {
+        .rank = 0, .nranks = 1, .checkpoint_dir = ckpt_dir,
+        .resume_path = resume_path,
+        .hooks = {.ctx = stdout, .emit = print_record,
+                  .should_stop = should_stop},
+    };
+    bf_trainer *t;
+    if (bf_trainer_create(&t, cfg, &opts, &err) != 0)
+        return fail(EXIT_RUNTIME, &err);
+    install_stop_handlers();
+    int rc = bf_trainer_run(t, &err);
+    int stopped = bf_trainer_summary(t)->stopped;
+    bf_trainer_free(t);
+    if (rc != 0)
+        return fail(EXIT_RUNTIME, &err);
+    return stopped ? 128 + stop_signal : 0;
+}
+
+static int cmd_train(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"job", required_argument, NULL, 'j'},
+        {"checkpoint-dir", required_argument, NULL, 'c'},
+        {"resume", no_argument, NULL, 'r'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *job = NULL, *dir = NULL;
+    int resume = 0, opt;
+    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'j': job = optarg; break;
+        case 'c': dir = optarg; break;
+        case 'r': resume = 1; break;
+        case 'h': fputs(usage_text, stdout); return 0;
+        default: return usage_error("%s", "bad option");
+        }
+    }
+    if (optind < argc)
+        return usage_error("unexpected argument '%s'", argv[optind]);
+    if (!job)
+        return usage_error("%s", "--job FILE is required");
+    if (resume && !dir)
+        return usage_error("%s", "--resume needs --checkpoint-dir DIR");
+
+    bf_error err;
+    bf_error_clear(&err);
+    bf_job_config cfg;
+    if (bf_job_config_load_file(&cfg, job, &err) != 0)
+        return fail(EXIT_USAGE, &err);
+    char resume_path[BF_PATH_MAX + 64] = "";
+    if (dir && ensure_dir(dir, &err) != 0)
+        return fail(EXIT_RUNTIME, &err);
+    if (resume && find_resume(dir, resume_path, sizeof resume_path, &err))
+        return fail(EXIT_RUNTIME, &err);
+    return train_job(&cfg, dir, resume_path[0] ? resume_path : NULL);
+}
+
+/* ---- eval ----------------------------------------------------------------- */
+
+static int cmd_eval(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"checkpoint", required_argument, NULL, 'c'},
+        {"input", required_argument, NULL, 'i'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *checkpoint = NULL, *input = NULL;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'c': checkpoint = optarg; break;
+        case 'i': input = optarg; break;
+        case 'h': fputs(usage_text, stdout); return 0;
+        default: return usage_error("%s", "bad option");
+        }
+    }
+    if (optind < argc)
+        return usage_error("unexpected argument '%s'", argv[optind]);
+    if (!checkpoint || !input)
+        return usage_error("%s", "eval needs --checkpoint FILE and "
+                           "--input FILE");
+    bf_error err;
+    bf_error_clear(&err);
+    if (bf_score_file(checkpoint, input, stdout, &err) != 0)
+        return fail(EXIT_USAGE, &err);
+    return 0;
+}
+
+/* ---- dispatch --------------------------------------------------------------- */
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} command;
+
+static const command commands[] = {
+    {"train", cmd_train},
+    {"eval", cmd_eval},
+};
+
+int main(int argc, char **argv)
+{
+    /* A leading word names the subcommand; options alone mean train. */
+    if (argc > 1 && argv[1][0] != '-') {
+        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+            if (strcmp(argv[1], commands[i].name) == 0)
+                return commands[i].run(argc - 1, argv + 1);
+        return usage_error("unknown command '%s'", argv[1]);
+    }
+    return cmd_train(argc, argv);
+}

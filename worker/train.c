@@ -1,0 +1,406 @@
+#include "train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "checkpoint.h"
+#include "records.h"
+#include "tasks.h"
+
+#define ADAM_BETA1 0.9f
+#define ADAM_BETA2 0.95f
+#define ADAM_EPS 1e-8f
+#define MIN_LR_FRACTION 0.1
+
+struct bf_trainer {
+    bf_job_config cfg;
+    bf_trainer_opts opts;
+    bf_model model;
+    int local_batch;        /* rows of each global batch on this rank */
+    int micro;              /* rows per forward/backward */
+    int step;               /* optimizer steps completed */
+    int *inputs, *targets;  /* [micro, T] */
+    int *predicted;         /* [micro, T] argmax of the last forward */
+    float *reduce_buf;      /* [num_params + 2]; only with an allreduce */
+    bf_train_summary summary;
+    /* throughput since the last train record */
+    double window_seconds;
+    int window_steps;
+    double last_grad_norm, last_lr;
+};
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double bf_lr_at(const bf_job_config *cfg, int n)
+{
+    if (n <= cfg->warmup_steps)
+        return cfg->lr * n / (cfg->warmup_steps > 0 ? cfg->warmup_steps : 1);
+    double p = (double)(n - cfg->warmup_steps) /
+               (double)(cfg->steps - cfg->warmup_steps);
+    double min_lr = MIN_LR_FRACTION * cfg->lr;
+    return min_lr + 0.5 * (cfg->lr - min_lr) * (1.0 + cos(M_PI * p));
+}
+
+/* ---- setup ---------------------------------------------------------------- */
+
+/* Rows per micro-batch: about 2048 tokens keeps activations small without
+ * starving the matrix products. */
+static int choose_micro_batch(int local_batch, int T)
+{
+    int rows = 2048 / T;
+    if (rows < 1)
+        rows = 1;
+    return rows < local_batch ? rows : local_batch;
+}
+
+static int check_ranks(const bf_job_config *cfg, const bf_trainer_opts *o,
+                       bf_error *err)
+{
+    if (o->nranks < 1 || o->rank < 0 || o->rank >= o->nranks)
+        return bf_error_set(err, NULL, 0, NULL,
+                            "rank %d of %d ranks is impossible", o->rank,
+                            o->nranks);
+    if (cfg->batch_size % o->nranks != 0)
+        return bf_error_set(err, NULL, 0, "batch_size",
+                            "%d rows cannot be split evenly over %d ranks",
+                            cfg->batch_size, o->nranks);
+    if (o->nranks > 1 && !o->hooks.allreduce_sum)
+        return bf_error_set(err, NULL, 0, NULL,
+                            "%d ranks need an allreduce hook", o->nranks);
+    return 0;
+}
+
+static int alloc_buffers(bf_trainer *t, bf_error *err)
+{
+    size_t cells = (size_t)t->micro * (size_t)t->cfg.seq_len;
+    t->inputs = malloc(cells * sizeof *t->inputs);
+    t->targets = malloc(cells * sizeof *t->targets);
+    t->predicted = malloc(cells * sizeof *t->predicted);
+    if (t->opts.hooks.allreduce_sum)
+        t->reduce_buf = malloc((t->model.num_params + 2) *
+                               sizeof *t->reduce_buf);
+    if (!t->inputs || !t->targets || !t->predicted ||
+        (t->opts.hooks.allreduce_sum && !t->reduce_buf))
+        return bf_error_set(err, NULL, 0, NULL, "out of memory");
+    return 0;
+}
+
+static int load_initial_state(bf_trainer *t, bf_error *err)
+{
+    bf_model_init_weights(&t->model, t->cfg.seed);
+    if (t->opts.resume_path)
+        return bf_checkpoint_resume(t->opts.resume_path, &t->model, &t->cfg,
+                                    &t->step, err);
+    if (t->cfg.init_from[0])
+        return bf_checkpoint_init_from(t->cfg.init_from, &t->model, err);
+    return 0;
+}
+
+int bf_trainer_create(bf_trainer **out, const bf_job_config *cfg,
+                      const bf_trainer_opts *opts, bf_error *err)
+{
+    *out = NULL;
+    if (check_ranks(cfg, opts, err) != 0)
+        return -1;
+    bf_trainer *t = calloc(1, sizeof *t);
+    if (!t)
+        return bf_error_set(err, NULL, 0, NULL, "out of memory");
+    t->cfg = *cfg;
+    t->opts = *opts;
+    t->local_batch = cfg->batch_size / opts->nranks;
+    t->micro = choose_micro_batch(t->local_batch, cfg->seq_len);
+    t->summary.train_loss = NAN;
+
+    bf_model_shape shape;
+    bf_model_shape_from_config(&shape, cfg, bf_task_vocab_size(cfg));
+    if (bf_model_create(&t->model, &shape, t->micro, cfg->seq_len, err) != 0) {
+        free(t);
+        return -1;
+    }
+    if (alloc_buffers(t, err) != 0 || load_initial_state(t, err) != 0) {
+        bf_trainer_free(t);
+        return -1;
+    }
+    t->summary.step = t->step;
+    *out = t;
+    return 0;
+}
+
+void bf_trainer_free(bf_trainer *t)
+{
+    if (!t)
+        return;
+    bf_model_free(&t->model);
+    free(t->inputs);
+    free(t->targets);
+    free(t->predicted);
+    free(t->reduce_buf);
+    free(t);
+}
+
+/* ---- one step ------------------------------------------------------------- */
+
+/* Sums the gradients, loss sum and target count over ranks, through one
+ * buffer so the hook is called once per step. */
+static void allreduce_step(bf_trainer *t, double *loss_sum, double *n_targets)
+{
+    if (!t->opts.hooks.allreduce_sum)
+        return;
+    size_t n = t->model.num_params;
+    memcpy(t->reduce_buf, t->model.grads_memory, n * sizeof(float));
+    t->reduce_buf[n] = (float)*loss_sum;
+    t->reduce_buf[n + 1] = (float)*n_targets;
+    t->opts.hooks.allreduce_sum(t->opts.hooks.ctx, t->reduce_buf, n + 2);
+    memcpy(t->model.grads_memory, t->reduce_buf, n * sizeof(float));
+    *loss_sum = t->reduce_buf[n];
+    *n_targets = t->reduce_buf[n + 1];
+}
+
+void bf_trainer_step(bf_trainer *t, double *loss, double *grad_norm,
+                     double *lr)
+{
+    const bf_job_config *cfg = &t->cfg;
+    int T = cfg->seq_len;
+    uint64_t first = (uint64_t)t->step * (uint64_t)cfg->batch_size +
+                     (uint64_t)t->opts.rank * (uint64_t)t->local_batch;
+    double loss_sum = 0, n_targets = 0;
+
+    bf_model_zero_grad(&t->model);
+    for (int r0 = 0; r0 < t->local_batch; r0 += t->micro) {
+        int rows = t->local_batch - r0 < t->micro ? t->local_batch - r0
+                                                  : t->micro;
+        for (int i = 0; i < rows; i++)
+            bf_task_train_example(cfg, first + (uint64_t)(r0 + i),
+                                  t->inputs + (size_t)i * T,
+                                  t->targets + (size_t)i * T, T);
+        int n = 0;
+        loss_sum += bf_model_forward(&t->model, t->inputs, t->targets, rows,
+                                     T, &n);
+        n_targets += n;
+        bf_model_backward(&t->model, 1.0f);
+    }
+    allreduce_step(t, &loss_sum, &n_targets);
+
+    /* Gradients hold sums; the mean over target tokens is 1/n of them. */
+    double mean = n_targets > 0 ? 1.0 / n_targets : 0.0;
+    double norm = bf_model_grad_norm(&t->model) * mean;
+    double clip = (cfg->grad_clip > 0 && norm > cfg->grad_clip)
+                  ? cfg->grad_clip / norm : 1.0;
+    double step_lr = bf_lr_at(cfg, t->step + 1);
+    bf_adamw_hparams hp = {
+        .lr = (float)step_lr, .beta1 = ADAM_BETA1, .beta2 = ADAM_BETA2,
+        .eps = ADAM_EPS, .weight_decay = (float)cfg->weight_decay,
+        .freq_lr_mult = (float)cfg->freq_lr_mult,
+    };
+    bf_adamw_step(&t->model, &hp, t->step + 1, (float)(mean * clip));
+    t->step++;
+
+    if (loss)
+        *loss = n_targets > 0 ? loss_sum / n_targets : NAN;
+    if (grad_norm)
+        *grad_norm = norm;
+    if (lr)
+        *lr = step_lr;
+}
+
+/* ---- evaluation ----------------------------------------------------------- */
+
+/* Scores one micro-batch just forwarded: adds its exactly-right rows. */
+static int count_exact(const bf_trainer *t, int rows)
+{
+    int T = t->cfg.seq_len, exact = 0;
+    bf_model_argmax(&t->model, t->predicted);
+    for (int i = 0; i < rows; i++) {
+        const int *tg = t->targets + (size_t)i * T;
+        const int *pr = t->predicted + (size_t)i * T;
+        int ok = 1;
+        for (int p = 0; p < T && ok; p++)
+            ok = tg[p] < 0 || tg[p] == pr[p];
+        exact += ok;
+    }
+    return exact;
+}
+
+/* sums[3] += loss sum, target count, exact rows of this rank's share. */
+static void evaluate_depth(bf_trainer *t, int depth, float *sums)
+{
+    int T = t->cfg.seq_len, E = t->cfg.eval_examples;
+    int N = t->opts.nranks, r = t->opts.rank;
+    int lo = (int)((long)r * E / N), hi = (int)((long)(r + 1) * E / N);
+    double loss_sum = 0, n_targets = 0, exact = 0;
+    for (int i0 = lo; i0 < hi; i0 += t->micro) {
+        int rows = hi - i0 < t->micro ? hi - i0 : t->micro;
+        for (int i = 0; i < rows; i++)
+            bf_task_eval_example(&t->cfg, depth, (uint64_t)(i0 + i),
+                                 t->inputs + (size_t)i * T,
+                                 t->targets + (size_t)i * T, T);
+        int n = 0;
+        loss_sum += bf_model_forward(&t->model, t->inputs, t->targets, rows,
+                                     T, &n);
+        n_targets += n;
+        exact += count_exact(t, rows);
+    }
+    sums[0] = (float)loss_sum;
+    sums[1] = (float)n_targets;
+    sums[2] = (float)exact;
+}
+
+void bf_trainer_evaluate(bf_trainer *t, bf_eval_result *out)
+{
+    int nd = t->cfg.n_eval_depths;
+    float sums[3 * BF_MAX_EVAL_DEPTHS];
+    for (int k = 0; k < nd; k++)
+        evaluate_depth(t, t->cfg.eval_depths[k], sums + 3 * k);
+    if (t->opts.hooks.allreduce_sum)
+        t->opts.hooks.allreduce_sum(t->opts.hooks.ctx, sums,
+                                    (size_t)(3 * nd));
+    for (int k = 0; k < nd; k++) {
+        out[k].depth = t->cfg.eval_depths[k];
+        out[k].loss = sums[3 * k + 1] > 0 ? sums[3 * k] / sums[3 * k + 1]
+                                          : NAN;
+        out[k].accuracy = t->cfg.eval_examples > 0
+                          ? sums[3 * k + 2] / t->cfg.eval_examples : NAN;
+    }
+}
+
+/* ---- the loop --------------------------------------------------------------- */
+
+static int is_rank0(const bf_trainer *t) { return t->opts.rank == 0; }
+
+/* Hands a record to the emit hook (rank 0 only) and drops it. */
+static void emit(bf_trainer *t, json_t *record)
+{
+    if (record && is_rank0(t) && t->opts.hooks.emit)
+        t->opts.hooks.emit(t->opts.hooks.ctx, record);
+    json_decref(record);
+}
+
+static int due(int step, int every, int last)
+{
+    return step == last || (every > 0 && step % every == 0);
+}
+
+static void emit_train(bf_trainer *t)
+{
+    double tokens = (double)t->window_steps * t->cfg.batch_size *
+                    t->cfg.seq_len;
+    double tps = t->window_seconds > 0 ? tokens / t->window_seconds : NAN;
+    emit(t, bf_record_train(t->step, t->summary.train_loss, t->last_lr,
+                            t->last_grad_norm, tps));
+    t->window_seconds = 0;
+    t->window_steps = 0;
+}
+
+static void emit_eval(bf_trainer *t)
+{
+    bf_trainer_evaluate(t, t->summary.evals);
+    t->summary.n_evals = t->cfg.n_eval_depths;
+    for (int k = 0; k < t->summary.n_evals; k++)
+        emit(t, bf_record_eval(t->step, t->summary.evals[k].depth,
+                               t->summary.evals[k].loss,
+                               t->summary.evals[k].accuracy));
+}
+
+static void emit_freqs(bf_trainer *t)
+{
+    const bf_model_shape *s = &t->model.shape;
+    int P = s->d_model / s->n_heads / 2;
+    float omega[256];
+    if (P > (int)(sizeof omega / sizeof omega[0]))
+        return;
+    for (int l = 0; l < s->n_layers; l++)
+        for (int h = 0; h < s->n_heads; h++) {
+            if (!t->model.freq_learnable[l * s->n_heads + h])
+                continue;
+            bf_model_omega(&t->model, l, h, omega);
+            emit(t, bf_record_freq(t->step, l, h, omega, P));
+        }
+}
+
+/* Rank 0 writes (all replicas are identical). */
+static int write_checkpoint(bf_trainer *t, bf_error *err)
+{
+    if (!is_rank0(t))
+        return 0;
+    char *path = t->summary.checkpoint;
+    if (bf_checkpoint_save_in_dir(t->opts.checkpoint_dir, &t->model,
+                                  &t->cfg, t->step, path,
+                                  sizeof t->summary.checkpoint, err) != 0)
+        return -1;
+    emit(t, bf_record_checkpoint(t->step, path));
+    return 0;
+}
+
+static json_t *done_record(const bf_trainer *t)
+{
+    json_t *evals = json_array();
+    for (int k = 0; k < t->summary.n_evals; k++)
+        json_array_append_new(evals, json_pack("{s:i, s:o, s:o}",
+            "depth", t->summary.evals[k].depth,
+            "loss", bf_record_real(t->summary.evals[k].loss),
+            "accuracy", bf_record_real(t->summary.evals[k].accuracy)));
+    return json_pack("{s:s, s:i, s:o, s:b, s:o}", "type", "done",
+                     "step", t->step,
+                     "train_loss", bf_record_real(t->summary.train_loss),
+                     "stopped", t->summary.stopped, "eval", evals);
+}
+
+static int stop_requested(bf_trainer *t)
+{
+    return t->opts.hooks.should_stop &&
+           t->opts.hooks.should_stop(t->opts.hooks.ctx);
+}
+
+/* What is due after step t->step: records, evaluation, checkpoint. */
+static int after_step(bf_trainer *t, int stopping, bf_error *err)
+{
+    const bf_job_config *c = &t->cfg;
+    int last = stopping ? t->step : c->steps;
+    if (due(t->step, c->log_every, last))
+        emit_train(t);
+    if (!stopping && due(t->step, c->eval_every, last))
+        emit_eval(t);
+    if (due(t->step, c->freq_every, last))
+        emit_freqs(t);
+    if (t->opts.checkpoint_dir && due(t->step, c->checkpoint_every, last))
+        return write_checkpoint(t, err);
+    return 0;
+}
+
+int bf_trainer_run(bf_trainer *t, bf_error *err)
+{
+    if (t->step == 0)
+        emit_freqs(t);
+    while (t->step < t->cfg.steps) {
+        double t0 = now_seconds(), loss;
+        bf_trainer_step(t, &loss, &t->last_grad_norm, &t->last_lr);
+        t->window_seconds += now_seconds() - t0;
+        t->window_steps++;
+        t->summary.train_loss = loss;
+        t->summary.step = t->step;
+        int stopping = t->step < t->cfg.steps && stop_requested(t);
+        if (after_step(t, stopping, err) != 0)
+            return -1;
+        if (stopping) {
+            t->summary.stopped = 1;
+            break;
+        }
+    }
+    emit(t, done_record(t));
+    return 0;
+}
+
+int bf_trainer_current_step(const bf_trainer *t) { return t->step; }
+const bf_train_summary *bf_trainer_summary(const bf_trainer *t)
+{
+    return &t->summary;
+}
+bf_model *bf_trainer_model(bf_trainer *t) { return &t->model; }
+int bf_trainer_micro_batch(const bf_trainer *t) { return t->micro; }

@@ -1,0 +1,99 @@
+/* The training loop: one job config in, records out.
+ *
+ * The same bf_trainer serves the standalone `bifocal-worker --job` and the
+ * MPI worker group: data parallelism is expressed only through `rank`,
+ * `nranks` and the allreduce hook, so the group can wrap it unchanged.
+ *
+ * One optimizer step s (0-based) on rank r of N:
+ *   1. the step's global batch is examples [s*B, (s+1)*B) of the training
+ *      stream; rank r takes rows [r*B/N, (r+1)*B/N) and runs them in
+ *      micro-batches, ACCUMULATING summed-loss gradients;
+ *   2. ONE allreduce of [grads..., loss_sum, n_targets];
+ *   3. gradients are scaled by 1/n_targets (a mean over the global batch's
+ *      target tokens), clipped to global norm grad_clip, and every rank
+ *      takes the same AdamW step, so all replicas stay identical.
+ * Evaluation splits each depth's held-out examples over ranks the same way
+ * and allreduces [loss_sum, n_targets, n_exact] per depth.
+ * docs/training.md describes the schedule and the records. */
+#ifndef BF_TRAIN_H
+#define BF_TRAIN_H
+
+#include <stddef.h>
+#include <jansson.h>
+
+#include "job_config.h"
+#include "model.h"
+
+typedef struct bf_train_hooks {
+    void *ctx;
+    /* Sums n floats over all ranks in place; NULL in a single process.
+     * Collective: every rank calls it in the same order — once per training
+     * step (the gradient buffer with loss sum and target count appended, so
+     * results do not depend on nranks) and once per evaluation (3 floats per
+     * eval depth). */
+    void (*allreduce_sum)(void *ctx, float *buf, size_t n);
+    /* Receives every record on rank 0 (train/eval/freq/checkpoint/done);
+     * the trainer keeps ownership of the json_t.  May be NULL. */
+    void (*emit)(void *ctx, const json_t *record);
+    /* Polled after each step: non-zero stops training (cancel).  In MPI the
+     * caller must make every rank give the same answer.  May be NULL. */
+    int (*should_stop)(void *ctx);
+} bf_train_hooks;
+
+typedef struct bf_trainer_opts {
+    int rank, nranks;              /* 0, 1 in a single process */
+    const char *checkpoint_dir;    /* NULL: never write checkpoints */
+    const char *resume_path;       /* checkpoint of THIS job to continue
+                                      from, NULL: fresh start (init_from) */
+    bf_train_hooks hooks;
+} bf_trainer_opts;
+
+typedef struct bf_eval_result {
+    int depth;
+    double loss;       /* mean cross-entropy over target tokens */
+    double accuracy;   /* fraction of examples with every target right */
+} bf_eval_result;
+
+/* Where a run ended. */
+typedef struct bf_train_summary {
+    int step;                 /* optimizer steps completed */
+    double train_loss;        /* loss of the last step's batch (NaN: none) */
+    int n_evals;              /* 0 until the first evaluation */
+    bf_eval_result evals[BF_MAX_EVAL_DEPTHS];  /* the latest evaluation */
+    int stopped;              /* 1: should_stop ended it early */
+    char checkpoint[BF_PATH_MAX + 64];         /* last written, or "" */
+} bf_train_summary;
+
+typedef struct bf_trainer bf_trainer;
+
+/* Builds the model for cfg (validated by the caller), initialises it from
+ * the seed, then from opts->resume_path (same config required) or else from
+ * cfg->init_from (surgical integration).  Copies opts; the strings in it
+ * must outlive the trainer. */
+int bf_trainer_create(bf_trainer **out, const bf_job_config *cfg,
+                      const bf_trainer_opts *opts, bf_error *err);
+void bf_trainer_free(bf_trainer *t);
+
+/* Trains up to cfg->steps (or until should_stop), emitting records,
+ * evaluating and checkpointing on schedule; ends with a "done" record. */
+int bf_trainer_run(bf_trainer *t, bf_error *err);
+
+/* One optimizer step (no records): the pieces bf_trainer_run is made of,
+ * for tests and benchmarks.  Outputs may be NULL. */
+void bf_trainer_step(bf_trainer *t, double *loss, double *grad_norm,
+                     double *lr);
+/* Evaluates every eval depth into out[cfg->n_eval_depths]. */
+void bf_trainer_evaluate(bf_trainer *t, bf_eval_result *out);
+
+int bf_trainer_current_step(const bf_trainer *t);
+const bf_train_summary *bf_trainer_summary(const bf_trainer *t);
+/* The trainer's model (owned by the trainer). */
+bf_model *bf_trainer_model(bf_trainer *t);
+/* Rows per micro-batch this trainer runs. */
+int bf_trainer_micro_batch(const bf_trainer *t);
+
+/* Learning rate of the step that completes step number n (1..steps):
+ * linear warm-up to lr over warmup_steps, then cosine to 0.1*lr at steps. */
+double bf_lr_at(const bf_job_config *cfg, int n);
+
+#endif
