@@ -114,6 +114,16 @@ void bf_model_backward(bf_model *m, float grad_scale);
 /* Global L2 norm of the gradients of trainable parameters. */
 double bf_model_grad_norm(const bf_model *m);
 
+/* Calls fn(ctx, offset, count, decay, is_freq) for every trainable range of
+ * the parameter layout (offsets in floats): each tensor whole, except that
+ * log_freq contributes only the P-float slices of its learnable heads.
+ * decay: the range gets weight decay; is_freq: learnable theta. */
+void bf_model_foreach_trainable(const bf_model *m,
+                                void (*fn)(void *ctx, size_t offset,
+                                           size_t count, int decay,
+                                           int is_freq),
+                                void *ctx);
+
 typedef struct bf_adamw_hparams {
     float lr, beta1, beta2, eps, weight_decay;
     float freq_lr_mult;   /* learning-rate multiplier for learnable theta */
@@ -127,6 +137,13 @@ void bf_adamw_step(bf_model *m, const bf_adamw_hparams *hp, int t,
 
 /* omega (not theta) of layer l, head h: writes P floats. */
 void bf_model_omega(const bf_model *m, int l, int h, float *out);
+
+/* Rows per micro-batch for a local batch of `local_batch` rows of length T:
+ * about BF_MICRO_ACT_MIB of activations each, balanced so that micro-batches
+ * differ by at most one row.  Create the model with B = this, and run
+ * ceil(local_batch / this) micro-batches per step. */
+#define BF_MICRO_ACT_MIB 32
+int bf_model_micro_batch(const bf_model_shape *s, int local_batch, int T);
 
 /* Model FLOPs of one training step on `tokens` tokens of length T
  * (forward + backward, matmuls and attention): for MFU. */

@@ -1,0 +1,554 @@
+/* The bifocal transformer: parameter table, activations, forward/backward
+ * over the layers of layers.h.  See model.h for the contract.
+ *
+ * Activation memory is kept lean: per layer only what backward cannot
+ * cheaply rebuild is stored (residual streams, LayerNorm statistics, qkv
+ * after rotation, attention probabilities, attention output, the MLP's
+ * pre-GELU values).  LayerNorm outputs and GELU outputs are recomputed in
+ * backward from those, in the scratch buffer. */
+#include "model.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layers.h"
+#include "rng.h"
+
+/* Stream of bf_rng keys reserved for weight initialisation. */
+#define INIT_STREAM 0x696e6974ULL /* "init" */
+#define INIT_STD 0.02
+
+typedef struct bf_acts {
+    float *res;       /* [L+1, B, T, C] residual entering block l (res[L]: ln_f) */
+    float *res2;      /* [L, B, T, C] residual after the attention branch */
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; /* [L, B*T] */
+    float *qkv;       /* [L, B, T, 3C] q and k rotated */
+    float *att;       /* [L, B, NH, T, T] softmax probabilities */
+    float *atty;      /* [L, B, T, C] attention output before c_proj */
+    float *fch;       /* [L, B, T, 4C] MLP hidden before GELU */
+    float *lnf;       /* [B, T, C] */
+    float *lnf_mean, *lnf_rstd; /* [B*T] */
+    float *logits;    /* [B, T, V]; backward turns it into dlogits */
+    float *lse;       /* [B*T] log-sum-exp per row */
+    float *dres;      /* [B, T, C] gradient of the residual stream */
+    float *scratch;   /* [8, B, T, C] LN/GELU recomputation, branch grads */
+    float *datt;      /* [T, T] */
+    float *cosv, *sinv;  /* [L, NH, T, P] rotary tables of the last build */
+    float *omega;        /* [L, NH, P] */
+    float *table_theta;  /* [L, NH, P] the theta the tables were built from */
+    int *inputs, *targets, *argmax; /* [B*T] of the last forward */
+    float *arena;     /* the one float allocation all of the above live in */
+    int *int_arena;   /* the one int allocation */
+    int table_T;      /* T the tables were built for, 0: not built */
+    int B, T;         /* shape of the last forward, 0: none */
+} bf_acts;
+
+/* Sizes in floats of the activation buffers of a (B, T) capacity. */
+typedef struct act_sizes {
+    size_t btc, bt, att, table, theta;
+} act_sizes;
+
+static act_sizes act_sizes_of(const bf_model_shape *s, int B, int T)
+{
+    act_sizes z;
+    size_t P = (size_t)(s->d_model / s->n_heads) / 2;
+    z.bt = (size_t)B * T;
+    z.btc = z.bt * s->d_model;
+    z.att = (size_t)B * s->n_heads * T * T;
+    z.theta = (size_t)s->n_layers * s->n_heads * P;
+    z.table = z.theta * T;
+    return z;
+}
+
+/* Floats of all activations (what dominates memory per micro-batch). */
+static size_t act_floats(const bf_model_shape *s, int B, int T)
+{
+    act_sizes z = act_sizes_of(s, B, T);
+    size_t L = (size_t)s->n_layers;
+    return (L + 1) * z.btc + L * (z.btc * 9 + z.att + 4 * z.bt) +
+           z.btc * 10 + z.bt * ((size_t)s->vocab + 3) + (size_t)T * T +
+           2 * z.table + 2 * z.theta;
+}
+
+void bf_model_shape_from_config(bf_model_shape *s, const bf_job_config *cfg,
+                                int vocab)
+{
+    memset(s, 0, sizeof *s);
+    s->vocab = vocab;
+    s->d_model = cfg->d_model;
+    s->n_layers = cfg->n_layers;
+    s->n_heads = cfg->n_heads;
+    s->max_seq = cfg->seq_len;
+    s->rope = cfg->rope;
+    s->rope_base = cfg->rope_base;
+    if (cfg->rope == BF_ROPE_SPECTRAL)
+        s->spectral_heads = cfg->n_heads;
+    else if (cfg->rope == BF_ROPE_BIFOCAL)
+        s->spectral_heads = (int)lround(cfg->n_heads * cfg->spectral_fraction);
+}
+
+int bf_model_micro_batch(const bf_model_shape *s, int local_batch, int T)
+{
+    size_t per_row = act_floats(s, 1, T) * sizeof(float);
+    size_t budget = (size_t)BF_MICRO_ACT_MIB << 20;
+    int cap = (int)(budget / per_row);
+    if (cap < 1)
+        cap = 1;
+    int n_micro = (local_batch + cap - 1) / cap;
+    return (local_batch + n_micro - 1) / n_micro;
+}
+
+/* The parameter table: one row per tensor, in bf_params order. */
+static void fill_param_table(bf_model *m)
+{
+    const bf_model_shape *s = &m->shape;
+    int V = s->vocab, C = s->d_model, NH = s->n_heads;
+    int P = C / NH / 2;
+    struct { const char *name; int per_layer, ndim, d0, d1, decay; } rows[] = {
+        {"wte", 0, 2, V, C, 1},          {"ln1w", 1, 1, C, 0, 0},
+        {"ln1b", 1, 1, C, 0, 0},         {"qkvw", 1, 2, C, 3 * C, 1},
+        {"qkvb", 1, 1, 3 * C, 0, 0},     {"attprojw", 1, 2, C, C, 1},
+        {"attprojb", 1, 1, C, 0, 0},     {"ln2w", 1, 1, C, 0, 0},
+        {"ln2b", 1, 1, C, 0, 0},         {"fcw", 1, 2, C, 4 * C, 1},
+        {"fcb", 1, 1, 4 * C, 0, 0},      {"fcprojw", 1, 2, 4 * C, C, 1},
+        {"fcprojb", 1, 1, C, 0, 0},      {"lnfw", 0, 1, C, 0, 0},
+        {"lnfb", 0, 1, C, 0, 0},         {"log_freq", 1, 2, NH, P, 0},
+    };
+    _Static_assert(sizeof rows / sizeof rows[0] == BF_NUM_PARAM_TENSORS,
+                   "one row per bf_params field");
+    size_t offset = 0;
+    for (int k = 0; k < BF_NUM_PARAM_TENSORS; k++) {
+        bf_param_info *t = &m->tensors[k];
+        size_t slice = (size_t)rows[k].d0 * (rows[k].ndim == 2 ? rows[k].d1 : 1);
+        t->name = rows[k].name;
+        t->offset = offset;
+        t->count = slice * (rows[k].per_layer ? (size_t)s->n_layers : 1);
+        t->per_layer = rows[k].per_layer;
+        t->ndim = rows[k].ndim;
+        t->dims[0] = rows[k].d0;
+        t->dims[1] = rows[k].ndim == 2 ? rows[k].d1 : 0;
+        t->dims[2] = 0;
+        t->decay = rows[k].decay;
+        offset += t->count;
+    }
+    m->num_params = offset;
+}
+
+/* Points the 16 fields of p into `memory` following the table. */
+static void point_params(bf_params *p, float *memory,
+                         const bf_param_info *tensors)
+{
+    float **slots[BF_NUM_PARAM_TENSORS] = {
+        &p->wte, &p->ln1w, &p->ln1b, &p->qkvw, &p->qkvb, &p->attprojw,
+        &p->attprojb, &p->ln2w, &p->ln2b, &p->fcw, &p->fcb, &p->fcprojw,
+        &p->fcprojb, &p->lnfw, &p->lnfb, &p->log_freq,
+    };
+    for (int k = 0; k < BF_NUM_PARAM_TENSORS; k++)
+        *slots[k] = memory + tensors[k].offset;
+}
+
+static int check_shape(const bf_model_shape *s, int B, int T, bf_error *err)
+{
+    if (s->vocab < 1)
+        return bf_error_set(err, NULL, 0, "vocab", "must be >= 1, got %d",
+                            s->vocab);
+    if (s->d_model < 2 || s->n_heads < 1 || s->d_model % s->n_heads != 0)
+        return bf_error_set(err, NULL, 0, "d_model",
+                            "d_model %d must be a positive multiple of "
+                            "n_heads %d", s->d_model, s->n_heads);
+    if ((s->d_model / s->n_heads) % 2 != 0)
+        return bf_error_set(err, NULL, 0, "n_heads",
+                            "head size d_model/n_heads = %d must be even "
+                            "(rotary pairs)", s->d_model / s->n_heads);
+    if (s->n_layers < 1)
+        return bf_error_set(err, NULL, 0, "n_layers", "must be >= 1, got %d",
+                            s->n_layers);
+    if (s->spectral_heads < 0 || s->spectral_heads > s->n_heads)
+        return bf_error_set(err, NULL, 0, "spectral_heads",
+                            "must be in 0..%d, got %d", s->n_heads,
+                            s->spectral_heads);
+    if (s->rope != BF_ROPE_NONE && !(s->rope_base > 1.0))
+        return bf_error_set(err, NULL, 0, "rope_base", "must be > 1, got %g",
+                            s->rope_base);
+    if (B < 1)
+        return bf_error_set(err, NULL, 0, "batch_size",
+                            "micro-batch must be >= 1, got %d", B);
+    if (T < 1 || (s->max_seq > 0 && T > s->max_seq))
+        return bf_error_set(err, NULL, 0, "seq_len",
+                            "T = %d must be in 1..max_seq %d", T, s->max_seq);
+    return 0;
+}
+
+static float *alloc_floats(size_t n)
+{
+    return calloc(n ? n : 1, sizeof(float));
+}
+
+/* Carves the activations out of one allocation. */
+static bf_acts *acts_create(const bf_model_shape *s, int B, int T)
+{
+    bf_acts *a = calloc(1, sizeof *a);
+    size_t total = act_floats(s, B, T);
+    float *base = alloc_floats(total);
+    int *ints = calloc((size_t)B * T * 3, sizeof(int));
+    if (!a || !base || !ints) {
+        free(a);
+        free(base);
+        free(ints);
+        return NULL;
+    }
+    act_sizes z = act_sizes_of(s, B, T);
+    size_t L = (size_t)s->n_layers;
+    float *p = base;
+#define CARVE(field, n) (a->field = p, p += (n))
+    CARVE(res, (L + 1) * z.btc);
+    CARVE(res2, L * z.btc);
+    CARVE(ln1_mean, L * z.bt);
+    CARVE(ln1_rstd, L * z.bt);
+    CARVE(ln2_mean, L * z.bt);
+    CARVE(ln2_rstd, L * z.bt);
+    CARVE(qkv, L * 3 * z.btc);
+    CARVE(att, L * z.att);
+    CARVE(atty, L * z.btc);
+    CARVE(fch, L * 4 * z.btc);
+    CARVE(lnf, z.btc);
+    CARVE(lnf_mean, z.bt);
+    CARVE(lnf_rstd, z.bt);
+    CARVE(logits, z.bt * (size_t)s->vocab);
+    CARVE(lse, z.bt);
+    CARVE(dres, z.btc);
+    CARVE(scratch, 8 * z.btc);
+    CARVE(datt, (size_t)T * T);
+    CARVE(cosv, z.table);
+    CARVE(sinv, z.table);
+    CARVE(omega, z.theta);
+    CARVE(table_theta, z.theta);
+#undef CARVE
+    assert((size_t)(p - base) == total); /* act_floats must match the carving */
+    a->arena = base;
+    a->int_arena = ints;
+    a->inputs = ints;
+    a->targets = ints + (size_t)B * T;
+    a->argmax = ints + 2 * (size_t)B * T;
+    return a;
+}
+
+static void acts_free(bf_acts *a)
+{
+    if (!a)
+        return;
+    free(a->arena);
+    free(a->int_arena);
+    free(a);
+}
+
+int bf_model_create(bf_model *m, const bf_model_shape *s, int B, int T,
+                    bf_error *err)
+{
+    memset(m, 0, sizeof *m);
+    if (check_shape(s, B, T, err) < 0)
+        return -1;
+    m->shape = *s;
+    m->B = B;
+    m->T = T;
+    fill_param_table(m);
+    m->params_memory = alloc_floats(m->num_params);
+    m->grads_memory = alloc_floats(m->num_params);
+    m->adam_m = alloc_floats(m->num_params);
+    m->adam_v = alloc_floats(m->num_params);
+    m->freq_learnable = calloc((size_t)s->n_layers * s->n_heads, 1);
+    m->impl = acts_create(s, B, T);
+    if (!m->params_memory || !m->grads_memory || !m->adam_m || !m->adam_v ||
+        !m->freq_learnable || !m->impl) {
+        bf_model_free(m);
+        return bf_error_set(err, NULL, 0, "", "out of memory for a model of "
+                            "%zu parameters, micro-batch %d x %d",
+                            m->num_params, B, T);
+    }
+    point_params(&m->params, m->params_memory, m->tensors);
+    point_params(&m->grads, m->grads_memory, m->tensors);
+    int first_spectral = s->n_heads - s->spectral_heads;
+    for (int l = 0; l < s->n_layers; l++)
+        for (int h = 0; h < s->n_heads; h++)
+            m->freq_learnable[l * s->n_heads + h] =
+                s->rope != BF_ROPE_NONE && h >= first_spectral;
+    return 0;
+}
+
+void bf_model_free(bf_model *m)
+{
+    free(m->params_memory);
+    free(m->grads_memory);
+    free(m->adam_m);
+    free(m->adam_v);
+    free(m->freq_learnable);
+    acts_free(m->impl);
+    memset(m, 0, sizeof *m);
+}
+
+void bf_model_init_weights(bf_model *m, uint64_t seed)
+{
+    const bf_model_shape *s = &m->shape;
+    int NH = s->n_heads, P = s->d_model / NH / 2;
+    uint64_t init_key = bf_rng_key(seed, INIT_STREAM);
+    memset(m->params_memory, 0, m->num_params * sizeof(float));
+    for (int k = 0; k < BF_NUM_PARAM_TENSORS; k++) {
+        const bf_param_info *t = &m->tensors[k];
+        float *p = m->params_memory + t->offset;
+        if (t->decay) {
+            /* Each tensor has its own key: adding a tensor never shifts the
+             * draws of the others. */
+            bf_rng r;
+            bf_rng_seed(&r, bf_rng_key(init_key, (uint64_t)k));
+            for (size_t i = 0; i < t->count; i++)
+                p[i] = (float)(INIT_STD * bf_rng_normal(&r));
+        }
+    }
+    for (int l = 0; l < s->n_layers; l++) {
+        for (int i = 0; i < s->d_model; i++) {
+            m->params.ln1w[(size_t)l * s->d_model + i] = 1.0f;
+            m->params.ln2w[(size_t)l * s->d_model + i] = 1.0f;
+        }
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < P; i++)
+                m->params.log_freq[((size_t)l * NH + h) * P + i] =
+                    (float)(-(2.0 * i / (2.0 * P)) * log(s->rope_base));
+    }
+    for (int i = 0; i < s->d_model; i++)
+        m->params.lnfw[i] = 1.0f;
+    bf_model_zero_grad(m);
+    memset(m->adam_m, 0, m->num_params * sizeof(float));
+    memset(m->adam_v, 0, m->num_params * sizeof(float));
+    ((bf_acts *)m->impl)->table_T = 0;
+}
+
+static float omega_of(float theta)
+{
+    return (float)exp((double)theta);
+}
+
+/* Rebuilds omega and the cos/sin tables when theta or T changed since the
+ * last build (micro-batches of one step share them). */
+static void refresh_rotary(bf_model *m, bf_acts *a, int T)
+{
+    const bf_model_shape *s = &m->shape;
+    int NH = s->n_heads, P = s->d_model / NH / 2;
+    size_t n = (size_t)s->n_layers * NH * P;
+    const float *theta = m->params.log_freq;
+    if (a->table_T == T &&
+        memcmp(a->table_theta, theta, n * sizeof *theta) == 0)
+        return;
+    for (size_t i = 0; i < n; i++)
+        a->omega[i] = omega_of(theta[i]);
+    size_t per_layer = (size_t)NH * T * P;
+    for (int l = 0; l < s->n_layers; l++)
+        bf_rotary_tables(a->cosv + l * per_layer, a->sinv + l * per_layer,
+                         a->omega + (size_t)l * NH * P, NH, T, P);
+    memcpy(a->table_theta, theta, n * sizeof *theta);
+    a->table_T = T;
+}
+
+double bf_model_forward(bf_model *m, const int *inputs, const int *targets,
+                        int B, int T, int *n_targets)
+{
+    bf_acts *a = m->impl;
+    const bf_model_shape *s = &m->shape;
+    const bf_params *w = &m->params;
+    int C = s->d_model, NH = s->n_heads, V = s->vocab, N = B * T;
+    act_sizes cap = act_sizes_of(s, m->B, m->T); /* per-layer strides */
+    size_t btc = (size_t)N * C;
+    if (s->rope != BF_ROPE_NONE)
+        refresh_rotary(m, a, T);
+    a->B = B;
+    a->T = T;
+    memcpy(a->inputs, inputs, (size_t)N * sizeof *inputs);
+    memcpy(a->targets, targets, (size_t)N * sizeof *targets);
+
+    bf_encoder_forward(a->res, inputs, w->wte, N, C);
+    float *ln = a->scratch, *gelu = a->scratch + btc;
+    for (int l = 0; l < s->n_layers; l++) {
+        size_t lc = (size_t)l * C;
+        float *x = a->res + l * cap.btc, *x2 = a->res2 + l * cap.btc;
+        float *qkv = a->qkv + l * 3 * cap.btc, *atty = a->atty + l * cap.btc;
+        float *fch = a->fch + l * 4 * cap.btc;
+        float *y = a->res + (l + 1) * cap.btc;
+
+        bf_layernorm_forward(ln, a->ln1_mean + l * cap.bt,
+                             a->ln1_rstd + l * cap.bt, x, w->ln1w + lc,
+                             w->ln1b + lc, N, C);
+        bf_matmul_forward(qkv, ln, w->qkvw + lc * 3 * C, w->qkvb + lc * 3, N,
+                          C, 3 * C, 0);
+        if (s->rope != BF_ROPE_NONE) {
+            size_t tl = (size_t)l * NH * T * (C / NH / 2);
+            bf_rotary_forward(qkv, a->cosv + tl, a->sinv + tl, B, T, C, NH);
+        }
+        bf_attention_forward(atty, a->att + l * cap.att, qkv, B, T, C, NH);
+        memcpy(x2, x, btc * sizeof *x);
+        bf_matmul_forward(x2, atty, w->attprojw + lc * C, w->attprojb + lc, N,
+                          C, C, 1);
+
+        bf_layernorm_forward(ln, a->ln2_mean + l * cap.bt,
+                             a->ln2_rstd + l * cap.bt, x2, w->ln2w + lc,
+                             w->ln2b + lc, N, C);
+        bf_matmul_forward(fch, ln, w->fcw + lc * 4 * C, w->fcb + lc * 4, N, C,
+                          4 * C, 0);
+        bf_gelu_forward(gelu, fch, N * 4 * C);
+        memcpy(y, x2, btc * sizeof *y);
+        bf_matmul_forward(y, gelu, w->fcprojw + lc * 4 * C, w->fcprojb + lc,
+                          N, 4 * C, C, 1);
+    }
+    bf_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd,
+                         a->res + s->n_layers * cap.btc, w->lnfw, w->lnfb, N,
+                         C);
+    bf_logits_forward(a->logits, a->lnf, w->wte, N, C, V);
+    return bf_crossentropy_forward(a->lse, a->argmax, n_targets, a->logits,
+                                   targets, N, V);
+}
+
+void bf_model_argmax(const bf_model *m, int *out)
+{
+    const bf_acts *a = m->impl;
+    memcpy(out, a->argmax, (size_t)a->B * a->T * sizeof *out);
+}
+
+void bf_model_zero_grad(bf_model *m)
+{
+    memset(m->grads_memory, 0, m->num_params * sizeof(float));
+}
+
+void bf_model_backward(bf_model *m, float grad_scale)
+{
+    bf_acts *a = m->impl;
+    const bf_model_shape *s = &m->shape;
+    const bf_params *w = &m->params;
+    const bf_params *g = &m->grads;
+    int B = a->B, T = a->T, C = s->d_model, NH = s->n_heads, V = s->vocab;
+    int N = B * T, P = C / NH / 2;
+    act_sizes cap = act_sizes_of(s, m->B, m->T);
+    size_t btc = (size_t)N * C;
+
+    float *dlogits = a->logits; /* overwritten in place */
+    bf_crossentropy_backward(dlogits, a->logits, a->lse, a->targets,
+                             grad_scale, N, V);
+    float *dlnf = a->scratch;
+    bf_logits_backward(dlnf, g->wte, dlogits, a->lnf, w->wte, N, C, V);
+    memset(a->dres, 0, btc * sizeof *a->dres);
+    bf_layernorm_backward(a->dres, g->lnfw, g->lnfb, dlnf,
+                          a->res + s->n_layers * cap.btc, w->lnfw,
+                          a->lnf_mean, a->lnf_rstd, N, C);
+
+    for (int l = s->n_layers - 1; l >= 0; l--) {
+        size_t lc = (size_t)l * C;
+        const float *x = a->res + l * cap.btc, *x2 = a->res2 + l * cap.btc;
+        const float *qkv = a->qkv + l * 3 * cap.btc;
+        const float *atty = a->atty + l * cap.btc;
+        const float *fch = a->fch + l * 4 * cap.btc;
+
+        /* MLP branch: y = x2 + gelu(ln2(x2) @ fcw) @ fcprojw; dres = dy */
+        float *dh = a->scratch, *h = a->scratch + 4 * btc;
+        bf_matmul_backward(dh, NULL, NULL, a->dres, NULL, w->fcprojw +
+                           lc * 4 * C, N, 4 * C, C);
+        bf_gelu_backward(dh, h, fch, N * 4 * C);
+        bf_matmul_backward(NULL, g->fcprojw + lc * 4 * C, g->fcprojb + lc,
+                           a->dres, h, NULL, N, 4 * C, C);
+        float *ln = h, *dln = h + btc; /* h is dead now */
+        bf_layernorm_apply(ln, x2, a->ln2_mean + l * cap.bt,
+                           a->ln2_rstd + l * cap.bt, w->ln2w + lc,
+                           w->ln2b + lc, N, C);
+        bf_matmul_backward(dln, g->fcw + lc * 4 * C, g->fcb + lc * 4, dh, ln,
+                           w->fcw + lc * 4 * C, N, C, 4 * C);
+        bf_layernorm_backward(a->dres, g->ln2w + lc, g->ln2b + lc, dln, x2,
+                              w->ln2w + lc, a->ln2_mean + l * cap.bt,
+                              a->ln2_rstd + l * cap.bt, N, C);
+
+        /* attention branch: x2 = x + attn(ln1(x)) @ attprojw; dres = dx2 */
+        float *datty = a->scratch, *dqkv = a->scratch + btc;
+        ln = a->scratch + 4 * btc;
+        dln = a->scratch + 5 * btc;
+        bf_matmul_backward(datty, g->attprojw + lc * C, g->attprojb + lc,
+                           a->dres, atty, w->attprojw + lc * C, N, C, C);
+        bf_attention_backward(dqkv, a->datt, datty, qkv, a->att + l * cap.att,
+                              B, T, C, NH);
+        if (s->rope != BF_ROPE_NONE) {
+            size_t tl = (size_t)l * NH * T * P, hp = (size_t)l * NH * P;
+            bf_rotary_backward(dqkv, g->log_freq + hp, qkv, a->cosv + tl,
+                               a->sinv + tl, a->omega + hp,
+                               m->freq_learnable + l * NH, B, T, C, NH);
+        }
+        bf_layernorm_apply(ln, x, a->ln1_mean + l * cap.bt,
+                           a->ln1_rstd + l * cap.bt, w->ln1w + lc,
+                           w->ln1b + lc, N, C);
+        bf_matmul_backward(dln, g->qkvw + lc * 3 * C, g->qkvb + lc * 3, dqkv,
+                           ln, w->qkvw + lc * 3 * C, N, C, 3 * C);
+        bf_layernorm_backward(a->dres, g->ln1w + lc, g->ln1b + lc, dln, x,
+                              w->ln1w + lc, a->ln1_mean + l * cap.bt,
+                              a->ln1_rstd + l * cap.bt, N, C);
+    }
+    bf_encoder_backward(g->wte, a->dres, a->inputs, N, C);
+}
+
+void bf_model_foreach_trainable(const bf_model *m,
+                                void (*fn)(void *ctx, size_t offset,
+                                           size_t count, int decay,
+                                           int is_freq),
+                                void *ctx)
+{
+    int NH = m->shape.n_heads, P = m->shape.d_model / NH / 2;
+    for (int k = 0; k < BF_NUM_PARAM_TENSORS; k++) {
+        const bf_param_info *t = &m->tensors[k];
+        if (k != BF_NUM_PARAM_TENSORS - 1) {
+            fn(ctx, t->offset, t->count, t->decay, 0);
+            continue;
+        }
+        for (int lh = 0; lh < m->shape.n_layers * NH; lh++)
+            if (m->freq_learnable[lh])
+                fn(ctx, t->offset + (size_t)lh * P, (size_t)P, 0, 1);
+    }
+}
+
+typedef struct norm_ctx {
+    const float *grads;
+    double sumsq;
+} norm_ctx;
+
+static void add_sumsq(void *ctx, size_t offset, size_t count, int decay,
+                      int is_freq)
+{
+    (void)decay;
+    (void)is_freq;
+    norm_ctx *c = ctx;
+    const float *g = c->grads + offset;
+    double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+    for (size_t i = 0; i < count; i++)
+        sum += (double)g[i] * g[i];
+    c->sumsq += sum;
+}
+
+double bf_model_grad_norm(const bf_model *m)
+{
+    norm_ctx c = {m->grads_memory, 0.0};
+    bf_model_foreach_trainable(m, add_sumsq, &c);
+    return sqrt(c.sumsq);
+}
+
+void bf_model_omega(const bf_model *m, int l, int h, float *out)
+{
+    int NH = m->shape.n_heads, P = m->shape.d_model / NH / 2;
+    const float *theta = m->params.log_freq + ((size_t)l * NH + h) * P;
+    for (int i = 0; i < P; i++)
+        out[i] = omega_of(theta[i]);
+}
+
+double bf_model_train_flops(const bf_model_shape *s, int T, double tokens)
+{
+    double C = s->d_model, L = s->n_layers;
+    /* weights of every matmul, the tied output projection included */
+    double matmul_params = L * 12.0 * C * C + (double)s->vocab * C;
+    /* per token and layer: q.k over T keys and att @ v, 2 FLOPs per MAC,
+     * forward 4TC, backward twice that */
+    double attention = 12.0 * L * T * C;
+    return tokens * (6.0 * matmul_params + attention);
+}
