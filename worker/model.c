@@ -83,10 +83,7 @@ void bf_model_shape_from_config(bf_model_shape *s, const bf_job_config *cfg,
     s->max_seq = cfg->seq_len;
     s->rope = cfg->rope;
     s->rope_base = cfg->rope_base;
-    if (cfg->rope == BF_ROPE_SPECTRAL)
-        s->spectral_heads = cfg->n_heads;
-    else if (cfg->rope == BF_ROPE_BIFOCAL)
-        s->spectral_heads = (int)lround(cfg->n_heads * cfg->spectral_fraction);
+    s->spectral_heads = bf_job_config_spectral_heads(cfg);
 }
 
 int bf_model_micro_batch(const bf_model_shape *s, int local_batch, int T)

@@ -1,0 +1,433 @@
+/* Finite-difference checks of every layer's backward in worker/layers.c.
+ *
+ * Each layer's output is reduced to a scalar L = sum(out * R) with a fixed
+ * random R, so the analytic gradient is the layer's backward with dout = R.
+ * Buffers the backward accumulates into start non-zero, to prove that it
+ * adds rather than overwrites; buffers it overwrites start as garbage. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "layers.h"
+#include "test_gradcheck_util.h"
+
+#define TOL 1e-3    /* relative error; correct code gives 1e-6..2e-4 */
+#define EPS 1e-2f
+#define MAXCHK 400
+
+enum { N = 6, C = 8, OC = 12, V = 7, B = 2, T = 5, NH = 2, HD = C / NH,
+       P = HD / 2 };
+
+static double dot_r(const float *out, const float *r, size_t n)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++)
+        s += (double)out[i] * r[i];
+    return s;
+}
+
+static void fill_const(float *x, size_t n, float v)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = v;
+}
+
+/* Subtracts the starting value an accumulating gradient buffer had. */
+static void remove_offset(float *x, size_t n, float v)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] -= v;
+}
+
+/* ---------------------------------------------------------------- layernorm */
+
+typedef struct ln_ctx {
+    float x[N * C], w[C], b[C], r[N * C], out[N * C], mean[N], rstd[N];
+} ln_ctx;
+
+static double ln_loss(void *p)
+{
+    ln_ctx *c = p;
+    bf_layernorm_forward(c->out, c->mean, c->rstd, c->x, c->w, c->b, N, C);
+    return dot_r(c->out, c->r, N * C);
+}
+
+static void test_layernorm(void **state)
+{
+    (void)state;
+    ln_ctx c;
+    gc_fill_normal(c.x, N * C, 1.5, 1);
+    gc_fill_normal(c.w, C, 0.5, 2);
+    for (int i = 0; i < C; i++)
+        c.w[i] += 1.0f;
+    gc_fill_normal(c.b, C, 0.5, 3);
+    gc_fill_normal(c.r, N * C, 1.0, 4);
+    ln_loss(&c);
+
+    /* the output really is normalised: mean 0, variance 1 before w, b */
+    for (int n = 0; n < N; n++) {
+        double m = 0, v = 0;
+        for (int i = 0; i < C; i++)
+            m += (c.out[n * C + i] - c.b[i]) / c.w[i];
+        m /= C;
+        for (int i = 0; i < C; i++) {
+            double z = (c.out[n * C + i] - c.b[i]) / c.w[i] - m;
+            v += z * z;
+        }
+        assert_true(fabs(m) < 1e-5);
+        assert_true(fabs(v / C - 1.0) < 1e-3);
+    }
+
+    float dx[N * C], dw[C], db[C];
+    fill_const(dx, N * C, 0.5f);
+    fill_const(dw, C, 0.5f);
+    fill_const(db, C, 0.5f);
+    bf_layernorm_backward(dx, dw, db, c.r, c.x, c.w, c.mean, c.rstd, N, C);
+    remove_offset(dx, N * C, 0.5f);
+    remove_offset(dw, C, 0.5f);
+    remove_offset(db, C, 0.5f);
+    assert_true(gc_rel_error("layernorm dx", ln_loss, &c, c.x, dx, N * C,
+                             MAXCHK, EPS) < TOL);
+    assert_true(gc_rel_error("layernorm dw", ln_loss, &c, c.w, dw, C, MAXCHK,
+                             EPS) < TOL);
+    assert_true(gc_rel_error("layernorm db", ln_loss, &c, c.b, db, C, MAXCHK,
+                             EPS) < TOL);
+
+    /* apply() from the saved statistics rebuilds the forward output */
+    ln_loss(&c); /* the checks above left the stats of a perturbed input */
+    float again[N * C];
+    bf_layernorm_apply(again, c.x, c.mean, c.rstd, c.w, c.b, N, C);
+    for (int i = 0; i < N * C; i++)
+        assert_float_equal(again[i], c.out[i], 1e-6);
+}
+
+/* ------------------------------------------------------------------- matmul */
+
+typedef struct mm_ctx {
+    float x[N * C], w[C * OC], bias[OC], r[N * OC], out[N * OC];
+} mm_ctx;
+
+static double mm_loss(void *p)
+{
+    mm_ctx *c = p;
+    bf_matmul_forward(c->out, c->x, c->w, c->bias, N, C, OC, 0);
+    return dot_r(c->out, c->r, N * OC);
+}
+
+static void test_matmul(void **state)
+{
+    (void)state;
+    mm_ctx c;
+    gc_fill_normal(c.x, N * C, 1.0, 10);
+    gc_fill_normal(c.w, C * OC, 1.0, 11);
+    gc_fill_normal(c.bias, OC, 1.0, 12);
+    gc_fill_normal(c.r, N * OC, 1.0, 13);
+    mm_loss(&c);
+
+    /* forward against a plain triple loop */
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) {
+            double s = c.bias[o];
+            for (int i = 0; i < C; i++)
+                s += (double)c.x[n * C + i] * c.w[i * OC + o];
+            assert_float_equal(c.out[n * OC + o], s, 1e-4);
+        }
+    /* accumulate adds the same product on top of what out held */
+    float acc[N * OC];
+    fill_const(acc, N * OC, 3.0f);
+    bf_matmul_forward(acc, c.x, c.w, c.bias, N, C, OC, 1);
+    for (int i = 0; i < N * OC; i++)
+        assert_float_equal(acc[i] - 3.0f, c.out[i], 1e-5);
+
+    float dx[N * C], dw[C * OC], db[OC];
+    fill_const(dx, N * C, 1e9f); /* overwritten */
+    fill_const(dw, C * OC, 0.5f);
+    fill_const(db, OC, 0.5f);
+    bf_matmul_backward(dx, dw, db, c.r, c.x, c.w, N, C, OC);
+    remove_offset(dw, C * OC, 0.5f);
+    remove_offset(db, OC, 0.5f);
+    assert_true(gc_rel_error("matmul dx", mm_loss, &c, c.x, dx, N * C, MAXCHK,
+                             EPS) < TOL);
+    assert_true(gc_rel_error("matmul dw", mm_loss, &c, c.w, dw, C * OC,
+                             MAXCHK, EPS) < TOL);
+    assert_true(gc_rel_error("matmul dbias", mm_loss, &c, c.bias, db, OC,
+                             MAXCHK, EPS) < TOL);
+}
+
+/* ----------------------------------------------------- tied logits, encoder */
+
+typedef struct tied_ctx {
+    float x[N * C], wte[V * C], r[N * V], out[N * V];
+    int tok[N];
+    float emb[N * C], remb[N * C];
+} tied_ctx;
+
+static double logits_loss(void *p)
+{
+    tied_ctx *c = p;
+    bf_logits_forward(c->out, c->x, c->wte, N, C, V);
+    return dot_r(c->out, c->r, N * V);
+}
+
+static double encoder_loss(void *p)
+{
+    tied_ctx *c = p;
+    bf_encoder_forward(c->emb, c->tok, c->wte, N, C);
+    return dot_r(c->emb, c->remb, N * C);
+}
+
+static void test_logits_and_encoder(void **state)
+{
+    (void)state;
+    tied_ctx c;
+    gc_fill_normal(c.x, N * C, 1.0, 20);
+    gc_fill_normal(c.wte, V * C, 1.0, 21);
+    gc_fill_normal(c.r, N * V, 1.0, 22);
+    gc_fill_normal(c.remb, N * C, 1.0, 23);
+    const int tok[N] = {3, 1, 3, 6, 0, 3}; /* repeats must add up */
+    memcpy(c.tok, tok, sizeof tok);
+
+    logits_loss(&c);
+    float dx[N * C], dwte[V * C];
+    fill_const(dwte, V * C, 0.5f);
+    bf_logits_backward(dx, dwte, c.r, c.x, c.wte, N, C, V);
+    remove_offset(dwte, V * C, 0.5f);
+    assert_true(gc_rel_error("logits dinp", logits_loss, &c, c.x, dx, N * C,
+                             MAXCHK, EPS) < TOL);
+    assert_true(gc_rel_error("logits dwte", logits_loss, &c, c.wte, dwte,
+                             V * C, MAXCHK, EPS) < TOL);
+
+    encoder_loss(&c);
+    assert_memory_equal(c.emb + 3 * C, c.wte + 6 * C, C * sizeof(float));
+    fill_const(dwte, V * C, 0.5f);
+    bf_encoder_backward(dwte, c.remb, c.tok, N, C);
+    remove_offset(dwte, V * C, 0.5f);
+    assert_true(gc_rel_error("encoder dwte", encoder_loss, &c, c.wte, dwte,
+                             V * C, MAXCHK, EPS) < TOL);
+}
+
+/* ------------------------------------------------------------------- rotary */
+
+typedef struct rot_ctx {
+    float qkv_in[B * T * 3 * C], qkv[B * T * 3 * C], r[B * T * 3 * C];
+    float theta[NH * P], omega[NH * P], cosv[NH * T * P], sinv[NH * T * P];
+} rot_ctx;
+
+static double rot_loss(void *p)
+{
+    rot_ctx *c = p;
+    for (int i = 0; i < NH * P; i++)
+        c->omega[i] = expf(c->theta[i]);
+    bf_rotary_tables(c->cosv, c->sinv, c->omega, NH, T, P);
+    memcpy(c->qkv, c->qkv_in, sizeof c->qkv);
+    bf_rotary_forward(c->qkv, c->cosv, c->sinv, B, T, C, NH);
+    return dot_r(c->qkv, c->r, B * T * 3 * C);
+}
+
+static void test_rotary(void **state)
+{
+    (void)state;
+    rot_ctx c;
+    gc_fill_normal(c.qkv_in, B * T * 3 * C, 1.0, 30);
+    gc_fill_normal(c.r, B * T * 3 * C, 1.0, 31);
+    gc_fill_normal(c.theta, NH * P, 0.5, 32);
+    rot_loss(&c);
+
+    /* position 0 is not rotated; v is never rotated; norms of pairs kept */
+    for (int b = 0; b < B; b++) {
+        const float *row0 = c.qkv + (size_t)b * T * 3 * C;
+        const float *in0 = c.qkv_in + (size_t)b * T * 3 * C;
+        assert_memory_equal(row0, in0, 3 * C * sizeof(float));
+    }
+    for (int n = 0; n < B * T; n++) {
+        const float *y = c.qkv + n * 3 * C, *x = c.qkv_in + n * 3 * C;
+        assert_memory_equal(y + 2 * C, x + 2 * C, C * sizeof(float));
+        for (int i = 0; i < C; i += 2)
+            assert_float_equal(y[i] * y[i] + y[i + 1] * y[i + 1],
+                               x[i] * x[i] + x[i + 1] * x[i + 1], 1e-5);
+    }
+
+    float d[B * T * 3 * C], dtheta[NH * P];
+    const uint8_t learnable[NH] = {0, 1};
+    memcpy(d, c.r, sizeof d);
+    fill_const(dtheta, NH * P, 0.5f);
+    bf_rotary_backward(d, dtheta, c.qkv, c.cosv, c.sinv, c.omega, learnable, B,
+                       T, C, NH);
+    remove_offset(dtheta, NH * P, 0.5f);
+    assert_true(gc_rel_error("rotary dqkv", rot_loss, &c, c.qkv_in, d,
+                             B * T * 3 * C, MAXCHK, EPS) < TOL);
+    assert_true(gc_rel_error("rotary dtheta (learnable)", rot_loss, &c,
+                             c.theta + P, dtheta + P, P, MAXCHK, 1e-3f) < TOL);
+    for (int i = 0; i < P; i++) /* fixed head: no gradient at all */
+        assert_true(dtheta[i] == 0.0f);
+}
+
+/* ---------------------------------------------------------------- attention */
+
+typedef struct att_ctx {
+    float qkv[B * T * 3 * C], out[B * T * C], att[B * NH * T * T],
+        r[B * T * C];
+} att_ctx;
+
+static double att_loss(void *p)
+{
+    att_ctx *c = p;
+    bf_attention_forward(c->out, c->att, c->qkv, B, T, C, NH);
+    return dot_r(c->out, c->r, B * T * C);
+}
+
+static void test_attention(void **state)
+{
+    (void)state;
+    att_ctx c;
+    gc_fill_normal(c.qkv, B * T * 3 * C, 1.0, 40);
+    gc_fill_normal(c.r, B * T * C, 1.0, 41);
+    att_loss(&c);
+
+    /* causal rows of probabilities, checked against a double softmax */
+    double scale = 1.0 / sqrt((double)HD);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const float *a = c.att + (((size_t)b * NH + h) * T + t) * T;
+                const float *q = c.qkv + ((size_t)b * T + t) * 3 * C + h * HD;
+                double s[T], mx = -1e300, sum = 0;
+                for (int j = 0; j <= t; j++) {
+                    const float *k = c.qkv + ((size_t)b * T + j) * 3 * C + C +
+                                     h * HD;
+                    s[j] = 0;
+                    for (int i = 0; i < HD; i++)
+                        s[j] += (double)q[i] * k[i] * scale;
+                    mx = fmax(mx, s[j]);
+                }
+                for (int j = 0; j <= t; j++)
+                    sum += exp(s[j] - mx);
+                for (int j = 0; j < T; j++) {
+                    double want = j <= t ? exp(s[j] - mx) / sum : 0.0;
+                    assert_float_equal(a[j], want, 1e-6);
+                }
+            }
+
+    float d[B * T * 3 * C], scratch[T * T];
+    fill_const(d, B * T * 3 * C, 1e9f); /* overwritten */
+    bf_attention_backward(d, scratch, c.r, c.qkv, c.att, B, T, C, NH);
+    assert_true(gc_rel_error("attention dqkv", att_loss, &c, c.qkv, d,
+                             B * T * 3 * C, MAXCHK, EPS) < TOL);
+}
+
+/* --------------------------------------------------------------------- gelu */
+
+enum { NG = 97 };
+
+typedef struct gelu_ctx {
+    float x[NG], out[NG], r[NG];
+} gelu_ctx;
+
+static double gelu_loss(void *p)
+{
+    gelu_ctx *c = p;
+    bf_gelu_forward(c->out, c->x, NG);
+    return dot_r(c->out, c->r, NG);
+}
+
+static void test_gelu(void **state)
+{
+    (void)state;
+    /* accuracy of the vectorised tanh over the whole range, saturation
+     * included, against libm in double */
+    enum { NS = 2001 };
+    static float xs[NS], ys[NS];
+    for (int i = 0; i < NS; i++)
+        xs[i] = -20.0f + 40.0f * (float)i / (NS - 1);
+    bf_gelu_forward(ys, xs, NS);
+    for (int i = 0; i < NS; i++) {
+        double x = xs[i];
+        double want = 0.5 * x *
+                      (1.0 + tanh(0.7978845608028654 *
+                                  (x + 0.044715 * x * x * x)));
+        assert_float_equal(ys[i], want, 1e-6 * fmax(1.0, fabs(x)));
+    }
+
+    gelu_ctx c;
+    gc_fill_normal(c.x, NG, 2.0, 50);
+    gc_fill_normal(c.r, NG, 1.0, 51);
+    gelu_loss(&c);
+    float d[NG], again[NG];
+    memcpy(d, c.r, sizeof d);
+    bf_gelu_backward(d, again, c.x, NG);
+    for (int i = 0; i < NG; i++)
+        assert_float_equal(again[i], c.out[i], 1e-6);
+    assert_true(gc_rel_error("gelu dx", gelu_loss, &c, c.x, d, NG, MAXCHK,
+                             1e-3f) < TOL);
+}
+
+/* ------------------------------------------------------------ cross-entropy */
+
+typedef struct ce_ctx {
+    float logits[N * V], lse[N];
+    int targets[N], argmax[N], count;
+} ce_ctx;
+
+static double ce_loss(void *p)
+{
+    ce_ctx *c = p;
+    return bf_crossentropy_forward(c->lse, c->argmax, &c->count, c->logits,
+                                   c->targets, N, V);
+}
+
+static void test_crossentropy(void **state)
+{
+    (void)state;
+    ce_ctx c;
+    gc_fill_normal(c.logits, N * V, 2.0, 60);
+    const int targets[N] = {2, -1, 0, 6, -1, 5};
+    memcpy(c.targets, targets, sizeof targets);
+    double loss = ce_loss(&c);
+    assert_int_equal(c.count, 4);
+
+    double want = 0.0;
+    for (int n = 0; n < N; n++) {
+        const float *z = c.logits + n * V;
+        int best = 0;
+        double sum = 0.0;
+        for (int v = 0; v < V; v++) {
+            sum += exp(z[v]);
+            if (z[v] > z[best])
+                best = v;
+        }
+        assert_int_equal(c.argmax[n], best);
+        assert_float_equal(c.lse[n], log(sum), 1e-5);
+        if (targets[n] >= 0)
+            want += log(sum) - z[targets[n]];
+    }
+    assert_float_equal(loss, want, 1e-5);
+
+    float d[N * V], d4[N * V];
+    bf_crossentropy_backward(d, c.logits, c.lse, c.targets, 1.0f, N, V);
+    assert_true(gc_rel_error("crossentropy dlogits", ce_loss, &c, c.logits, d,
+                             N * V, MAXCHK, 1e-3f) < TOL);
+    for (int v = 0; v < V; v++) /* non-target rows carry no gradient */
+        assert_true(d[1 * V + v] == 0.0f && d[4 * V + v] == 0.0f);
+    ce_loss(&c); /* lse of the unperturbed logits again */
+    bf_crossentropy_backward(d4, c.logits, c.lse, c.targets, 0.25f, N, V);
+    for (int i = 0; i < N * V; i++)
+        assert_float_equal(d4[i], 0.25f * d[i], 1e-7 + 1e-6 * fabsf(d[i]));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_logits_and_encoder),
+        cmocka_unit_test(test_rotary),
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_gelu),
+        cmocka_unit_test(test_crossentropy),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
