@@ -40,6 +40,10 @@ void bf_store_close(bf_store *s);   /* flushes, closes cleanly */
 /* The user_version this binary migrates to. */
 int bf_store_schema_version(void);
 
+/* Why the last failing call that takes no bf_error failed (renew, expire,
+ * finish, ...); "" when none has.  Owned by the store. */
+const char *bf_store_last_error(const bf_store *s);
+
 /* ---- sweeps -------------------------------------------------------------- */
 
 /* Parses, expands and validates a sweep file (YAML), then stores the sweep

@@ -1,0 +1,459 @@
+/* bf_store: opening and migrating the database, transactions, sweep
+ * submission, workers and the client's queries.  The queue lives in
+ * store_queue.c, metric ingest in store_metrics.c. */
+#include "store_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "job_config.h"
+#include "sweep.h"
+
+/* Waiting this long for a lock held by another process (the sqlite3 CLI,
+ * a second daemon by mistake) beats failing with "database is locked". */
+#define BUSY_TIMEOUT_MS 5000
+
+static const char *const statement_sql[ST_COUNT] = {
+#define BF_STORE_SQL(id, sql) [id] = sql,
+    BF_STORE_STATEMENTS(BF_STORE_SQL)
+#undef BF_STORE_SQL
+};
+
+int bf_store_schema_version(void)
+{
+    return bf_schema_n_migrations;
+}
+
+const char *bf_store_last_error(const bf_store *s)
+{
+    return s->last.msg;
+}
+
+int bf_store_fail(bf_store *s, bf_error *err, const char *what)
+{
+    const char *why = s->db ? sqlite3_errmsg(s->db) : "out of memory";
+    bf_error_set(&s->last, s->path, 0, NULL, "%s: %s", what, why);
+    if (err)
+        *err = s->last;
+    return -1;
+}
+
+sqlite3_stmt *bf_store_stmt(bf_store *s, int id)
+{
+    sqlite3_stmt *st = s->st[id];
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return st;
+}
+
+int bf_store_exec(bf_store *s, sqlite3_stmt *st, bf_error *err)
+{
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        ;
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE)
+        return bf_store_fail(s, err, sqlite3_sql(st));
+    return 0;
+}
+
+/* ---- transactions ------------------------------------------------------- */
+
+int bf_store_flush(bf_store *s, bf_error *err)
+{
+    if (!s->in_batch)
+        return 0;
+    if (bf_store_exec(s, bf_store_stmt(s, ST_COMMIT), err) < 0)
+        return -1;
+    s->in_batch = 0;
+    return 0;
+}
+
+int bf_store_begin(bf_store *s, bf_error *err)
+{
+    if (bf_store_flush(s, err) < 0)
+        return -1;
+    return bf_store_exec(s, bf_store_stmt(s, ST_BEGIN), err);
+}
+
+int bf_store_commit(bf_store *s, bf_error *err)
+{
+    return bf_store_exec(s, bf_store_stmt(s, ST_COMMIT), err);
+}
+
+void bf_store_rollback(bf_store *s)
+{
+    /* Rolls back whatever is open; a failure here means nothing was. */
+    bf_store_exec(s, bf_store_stmt(s, ST_ROLLBACK), NULL);
+    s->in_batch = 0;
+}
+
+int bf_store_refresh_sweep(bf_store *s, int64_t sweep_id, bf_error *err)
+{
+    sqlite3_stmt *st = bf_store_stmt(s, ST_SWEEP_REFRESH);
+    sqlite3_bind_int64(st, 1, sweep_id);
+    return bf_store_exec(s, st, err);
+}
+
+/* ---- open / migrate / close --------------------------------------------- */
+
+static int exec_sql(bf_store *s, const char *sql, bf_error *err)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) == SQLITE_OK)
+        return 0;
+    bf_error_set(err, s->path, 0, NULL, "%s", msg ? msg : "sqlite3_exec failed");
+    s->last = err ? *err : s->last;
+    sqlite3_free(msg);
+    return -1;
+}
+
+static int read_user_version(bf_store *s, int *version, bf_error *err)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
+        return bf_store_fail(s, err, "reading the schema version");
+    int rc = sqlite3_step(st);
+    *version = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? 0 : bf_store_fail(s, err, "reading the schema version");
+}
+
+/* Applies every migration the database lacks, each in its own transaction
+ * together with its user_version bump, so a crash never leaves a half-done
+ * step.  The version is re-read under the write lock in case another
+ * process migrated in between. */
+static int migrate(bf_store *s, bf_error *err)
+{
+    for (;;) {
+        int version;
+        if (exec_sql(s, "BEGIN IMMEDIATE", err) < 0)
+            return -1;
+        if (read_user_version(s, &version, err) < 0)
+            goto fail;
+        if (version > bf_schema_n_migrations) {
+            bf_error_set(err, s->path, 0, NULL,
+                         "database schema version %d is newer than this "
+                         "bifocald supports (%d); use a newer bifocald",
+                         version, bf_schema_n_migrations);
+            goto fail;
+        }
+        if (version == bf_schema_n_migrations)
+            return exec_sql(s, "COMMIT", err);
+        char bump[64];
+        snprintf(bump, sizeof bump, "PRAGMA user_version = %d", version + 1);
+        if (exec_sql(s, bf_schema_migrations[version], err) < 0 ||
+            exec_sql(s, bump, err) < 0 || exec_sql(s, "COMMIT", err) < 0) {
+            char why[sizeof err->msg];
+            snprintf(why, sizeof why, "%s", err ? err->msg : "");
+            bf_error_set(err, s->path, 0, NULL,
+                         "migration %d failed: %s", version + 1, why);
+            goto fail;
+        }
+    }
+fail:
+    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    return -1;
+}
+
+/* WAL lets the sqlite3 CLI read while the daemon writes; NORMAL sync is
+ * durable across process crashes and loses at most the last commits on
+ * power loss, which the workers' acks-after-flush protocol tolerates. */
+static int configure(bf_store *s, bf_error *err)
+{
+    sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &st, NULL) != SQLITE_OK)
+        return bf_store_fail(s, err, "setting WAL mode");
+    int ok = sqlite3_step(st) == SQLITE_ROW &&
+             strcmp((const char *)sqlite3_column_text(st, 0), "wal") == 0;
+    sqlite3_finalize(st);
+    if (!ok)
+        return bf_error_set(err, s->path, 0, NULL,
+                            "cannot switch the database to WAL mode "
+                            "(is it on a network file system?)");
+    return exec_sql(s, "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;", err);
+}
+
+static int prepare_all(bf_store *s, bf_error *err)
+{
+    for (int i = 0; i < ST_COUNT; i++)
+        if (sqlite3_prepare_v3(s->db, statement_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+                               &s->st[i], NULL) != SQLITE_OK)
+            return bf_store_fail(s, err, statement_sql[i]);
+    sqlite3_stmt *st = bf_store_stmt(s, ST_LEASE_MAX_SEQ);
+    if (sqlite3_step(st) != SQLITE_ROW)
+        return bf_store_fail(s, err, "reading the lease counter");
+    s->lease_seq = sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    return 0;
+}
+
+int bf_store_open(bf_store **out, const char *path, bf_error *err)
+{
+    *out = NULL;
+    bf_store *s = calloc(1, sizeof *s);
+    if (!s || !(s->path = strdup(path))) {
+        free(s);
+        return bf_error_set(err, path, 0, NULL, "out of memory");
+    }
+    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                        NULL) != SQLITE_OK) {
+        bf_store_fail(s, err, "cannot open the database");
+        bf_store_close(s);
+        return -1;
+    }
+    if (configure(s, err) < 0 || migrate(s, err) < 0 || prepare_all(s, err) < 0) {
+        bf_store_close(s);
+        return -1;
+    }
+    *out = s;
+    return 0;
+}
+
+void bf_store_close(bf_store *s)
+{
+    if (!s)
+        return;
+    if (s->db) {
+        if (bf_store_flush(s, NULL) < 0)
+            bf_store_rollback(s);
+        for (int i = 0; i < ST_COUNT; i++)
+            sqlite3_finalize(s->st[i]);
+        sqlite3_close(s->db);
+    }
+    free(s->path);
+    free(s);
+}
+
+/* ---- sweeps ------------------------------------------------------------- */
+
+typedef struct submit_ctx {
+    bf_store *s;
+    int64_t sweep_id, now_ms;
+    int priority;
+} submit_ctx;
+
+static int insert_job(void *ctx, const bf_sweep_job *job, bf_error *err)
+{
+    submit_ctx *c = ctx;
+    sqlite3_stmt *st = bf_store_stmt(c->s, ST_JOB_INSERT);
+    sqlite3_bind_int64(st, 1, c->sweep_id);
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)job->index);
+    sqlite3_bind_text(st, 3, job->config_json, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, job->hash_hex, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, bf_task_name(job->cfg->task), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 6, bf_rope_name(job->cfg->rope), -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 7, job->cfg->depth);
+    sqlite3_bind_int64(st, 8, (sqlite3_int64)job->cfg->seed);
+    sqlite3_bind_int(st, 9, bf_job_config_spectral_heads(job->cfg));
+    sqlite3_bind_int(st, 10, c->priority);
+    sqlite3_bind_int64(st, 11, c->now_ms);
+    return bf_store_exec(c->s, st, err);
+}
+
+static int insert_sweep(bf_store *s, const bf_sweep *sw, const char *filename,
+                        const char *text, size_t len, int64_t now_ms,
+                        int64_t *sweep_id, bf_error *err)
+{
+    sqlite3_stmt *st = bf_store_stmt(s, ST_SWEEP_INSERT);
+    sqlite3_bind_text(st, 1, sw->name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, filename, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, text, (int)len, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, now_ms);
+    sqlite3_bind_int(st, 5, sw->max_attempts);
+    sqlite3_bind_int(st, 6, sw->priority);
+    if (bf_store_exec(s, st, err) < 0)
+        return -1;
+    *sweep_id = sqlite3_last_insert_rowid(s->db);
+    return 0;
+}
+
+int bf_store_submit_sweep(bf_store *s, const char *filename, const char *text,
+                          size_t len, int64_t now_ms, int64_t *sweep_id,
+                          int *n_jobs, bf_error *err)
+{
+    if (len > (size_t)BF_SWEEP_MAX_BYTES)
+        return bf_error_set(err, filename, 0, NULL,
+                            "sweep file is %zu bytes, more than the %d allowed",
+                            len, BF_SWEEP_MAX_BYTES);
+    bf_sweep *sw = bf_sweep_parse(filename, text, len, err);
+    if (!sw)
+        return -1;
+    submit_ctx c = {.s = s, .now_ms = now_ms, .priority = sw->priority};
+    if (bf_store_begin(s, err) < 0)
+        goto fail;
+    if (insert_sweep(s, sw, filename, text, len, now_ms, &c.sweep_id, err) < 0 ||
+        bf_sweep_expand(sw, insert_job, &c, err) < 0)
+        goto rollback;
+    sqlite3_stmt *st = bf_store_stmt(s, ST_SWEEP_SET_NJOBS);
+    sqlite3_bind_int64(st, 1, c.sweep_id);
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)sw->n_jobs);
+    if (bf_store_exec(s, st, err) < 0 || bf_store_commit(s, err) < 0)
+        goto rollback;
+    if (sweep_id)
+        *sweep_id = c.sweep_id;
+    if (n_jobs)
+        *n_jobs = (int)sw->n_jobs;
+    bf_sweep_free(sw);
+    return 0;
+rollback:
+    bf_store_rollback(s);
+fail:
+    bf_sweep_free(sw);
+    return -1;
+}
+
+/* ---- workers ------------------------------------------------------------ */
+
+int bf_store_worker_seen(bf_store *s, const char *name, const char *host,
+                         int ranks, int connected, int64_t now_ms)
+{
+    if (bf_store_begin(s, NULL) < 0)
+        return -1;
+    sqlite3_stmt *st = bf_store_stmt(s, ST_WORKER_SEEN);
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, host ? host : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 3, ranks);
+    sqlite3_bind_int(st, 4, connected ? 1 : 0);
+    sqlite3_bind_int64(st, 5, now_ms);
+    if (bf_store_exec(s, st, NULL) < 0 || bf_store_commit(s, NULL) < 0) {
+        bf_store_rollback(s);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- queries ------------------------------------------------------------ */
+
+/* One JSON object per row, keyed by column name.  A column named "config"
+ * holds the job's canonical JSON and is returned as an object. */
+static json_t *rows_to_json(bf_store *s, sqlite3_stmt *st, bf_error *err)
+{
+    json_t *rows = json_array();
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        json_t *row = json_object();
+        for (int i = 0; i < sqlite3_column_count(st); i++) {
+            const char *name = sqlite3_column_name(st, i);
+            const char *text = (const char *)sqlite3_column_text(st, i);
+            json_t *v;
+            switch (sqlite3_column_type(st, i)) {
+            case SQLITE_INTEGER: v = json_integer(sqlite3_column_int64(st, i)); break;
+            case SQLITE_FLOAT:   v = json_real(sqlite3_column_double(st, i)); break;
+            case SQLITE_NULL:    v = json_null(); break;
+            default:
+                v = strcmp(name, "config") == 0 ? json_loads(text, 0, NULL) : NULL;
+                if (!v)
+                    v = json_string(text);
+            }
+            json_object_set_new(row, name, v ? v : json_null());
+        }
+        json_array_append_new(rows, row);
+    }
+    if (rc != SQLITE_DONE) {
+        json_decref(rows);
+        bf_store_fail(s, err, sqlite3_sql(st));
+        rows = NULL;
+    }
+    sqlite3_finalize(st);
+    return rows;
+}
+
+/* Client queries are rare, so they are prepared per call rather than kept. */
+static sqlite3_stmt *prepare_query(bf_store *s, const char *sql, bf_error *err)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        bf_store_fail(s, err, sql);
+        return NULL;
+    }
+    return st;
+}
+
+static int sweep_exists(bf_store *s, int64_t sweep_id, bf_error *err)
+{
+    sqlite3_stmt *st = bf_store_stmt(s, ST_SWEEP_STATUS);
+    sqlite3_bind_int64(st, 1, sweep_id);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc == SQLITE_ROW)
+        return 1;
+    if (rc != SQLITE_DONE)
+        return bf_store_fail(s, err, "looking up the sweep");
+    bf_error_set(err, NULL, 0, "sweep", "no sweep with id %lld", (long long)sweep_id);
+    return 0;
+}
+
+json_t *bf_store_status(bf_store *s, int64_t sweep_id, bf_error *err)
+{
+    if (sweep_id > 0 && sweep_exists(s, sweep_id, err) <= 0)
+        return NULL;
+    sqlite3_stmt *st = prepare_query(s,
+        "SELECT p.*, s.filename, s.priority, s.max_attempts, s.submitted_ms"
+        "  FROM sweep_progress p JOIN sweeps s ON s.sweep_id = p.sweep_id"
+        " WHERE ?1 <= 0 OR p.sweep_id = ?1 ORDER BY p.sweep_id", err);
+    if (!st)
+        return NULL;
+    sqlite3_bind_int64(st, 1, sweep_id);
+    return rows_to_json(s, st, err);
+}
+
+static int valid_job_status(const char *status)
+{
+    static const char *const names[] = {"queued", "running", "succeeded",
+                                        "failed", "cancelled"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcmp(status, names[i]) == 0)
+            return 1;
+    return 0;
+}
+
+json_t *bf_store_jobs(bf_store *s, int64_t sweep_id, const char *status,
+                      bf_error *err)
+{
+    if (status && !valid_job_status(status)) {
+        bf_error_set(err, NULL, 0, "status",
+                     "unknown job status '%s' (allowed: queued, running, "
+                     "succeeded, failed, cancelled)", status);
+        return NULL;
+    }
+    if (sweep_id > 0 && sweep_exists(s, sweep_id, err) <= 0)
+        return NULL;
+    sqlite3_stmt *st = prepare_query(s,
+        "SELECT job_id, sweep_id, idx, task, rope, depth, seed, status,"
+        "       priority, attempts, cancel_requested, checkpoint_path,"
+        "       checkpoint_step, error, created_ms, started_ms, finished_ms,"
+        "       config"
+        "  FROM jobs WHERE (?1 <= 0 OR sweep_id = ?1)"
+        "   AND (?2 IS NULL OR status = ?2) ORDER BY job_id", err);
+    if (!st)
+        return NULL;
+    sqlite3_bind_int64(st, 1, sweep_id);
+    if (status)
+        sqlite3_bind_text(st, 2, status, -1, SQLITE_STATIC);
+    return rows_to_json(s, st, err);
+}
+
+json_t *bf_store_results(bf_store *s, int64_t sweep_id, bf_error *err)
+{
+    if (sweep_exists(s, sweep_id, err) <= 0)
+        return NULL;
+    sqlite3_stmt *st = prepare_query(s,
+        "SELECT * FROM results WHERE sweep_id = ?1 ORDER BY job_id", err);
+    if (!st)
+        return NULL;
+    sqlite3_bind_int64(st, 1, sweep_id);
+    return rows_to_json(s, st, err);
+}
+
+json_t *bf_store_workers(bf_store *s, bf_error *err)
+{
+    sqlite3_stmt *st = prepare_query(s,
+        "SELECT name, host, ranks, connected, first_seen_ms, last_seen_ms,"
+        "       (SELECT count(*) FROM attempts a WHERE a.worker = w.name"
+        "         AND a.outcome = 'running') AS running"
+        "  FROM workers w ORDER BY name", err);
+    return st ? rows_to_json(s, st, err) : NULL;
+}

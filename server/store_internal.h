@@ -1,0 +1,162 @@
+/* Internals of bf_store shared by its modules:
+ *   store.c          open, migrations, transactions, sweeps, workers, queries
+ *   store_queue.c    leases, attempts, cancel, retry
+ *   store_metrics.c  batched metric ingest
+ * Nothing outside server/store*.c and the store tests includes this. */
+#ifndef BF_STORE_INTERNAL_H
+#define BF_STORE_INTERNAL_H
+
+#include <sqlite3.h>
+
+#include "store.h"
+
+/* The migrations of schema/, embedded by scripts/embed_sql.py:
+ * bf_schema_migrations[i] takes a database from user_version i to i + 1. */
+extern const char *const bf_schema_migrations[];
+extern const int bf_schema_n_migrations;
+
+/* Every statement the store runs, prepared once at open.  X(id, sql). */
+#define BF_STORE_STATEMENTS(X)                                                 \
+    X(ST_BEGIN, "BEGIN IMMEDIATE")                                             \
+    X(ST_COMMIT, "COMMIT")                                                     \
+    X(ST_ROLLBACK, "ROLLBACK")                                                 \
+    X(ST_SAVEPOINT, "SAVEPOINT ingest")                                        \
+    X(ST_RELEASE, "RELEASE ingest")                                            \
+    X(ST_ROLLBACK_TO, "ROLLBACK TO ingest")                                    \
+    /* sweeps and jobs */                                                      \
+    X(ST_SWEEP_INSERT,                                                         \
+      "INSERT INTO sweeps (name, filename, source, submitted_ms,"              \
+      " max_attempts, priority) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")              \
+    X(ST_SWEEP_SET_NJOBS, "UPDATE sweeps SET n_jobs = ?2 WHERE sweep_id = ?1") \
+    X(ST_SWEEP_STATUS, "SELECT status FROM sweeps WHERE sweep_id = ?1")        \
+    X(ST_SWEEP_SET_STATUS, "UPDATE sweeps SET status = ?2 WHERE sweep_id = ?1")\
+    /* An active sweep with nothing left to run is done. */                    \
+    X(ST_SWEEP_REFRESH,                                                        \
+      "UPDATE sweeps SET status = 'done' WHERE sweep_id = ?1"                  \
+      " AND status = 'active' AND NOT EXISTS (SELECT 1 FROM jobs"              \
+      " WHERE sweep_id = ?1 AND status IN ('queued', 'running'))")             \
+    X(ST_JOB_INSERT,                                                           \
+      "INSERT INTO jobs (sweep_id, idx, config, config_hash, task, rope,"      \
+      " depth, seed, learnable_heads, priority, created_ms)"                   \
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")                \
+    X(ST_JOB_GET,                                                              \
+      "SELECT status, sweep_id FROM jobs WHERE job_id = ?1")                   \
+    /* the queue */                                                            \
+    X(ST_LEASE_PICK,                                                           \
+      "WITH top(pr) AS (SELECT priority FROM jobs WHERE status = 'queued'"     \
+      "   ORDER BY priority DESC LIMIT 1),"                                    \
+      " pick(sid) AS (SELECT s.sweep_id FROM sweeps s, top"                    \
+      "   WHERE s.status = 'active' AND EXISTS (SELECT 1 FROM jobs q"          \
+      "     WHERE q.status = 'queued' AND q.priority = top.pr"                 \
+      "       AND q.sweep_id = s.sweep_id)"                                    \
+      "   ORDER BY s.last_lease_seq, s.sweep_id LIMIT 1)"                      \
+      " SELECT j.job_id, j.sweep_id FROM jobs j, top, pick"                    \
+      "  WHERE j.status = 'queued' AND j.priority = top.pr"                    \
+      "    AND j.sweep_id = pick.sid ORDER BY j.job_id LIMIT 1")               \
+    X(ST_LEASE_MAX_SEQ, "SELECT coalesce(max(last_lease_seq), 0) FROM sweeps") \
+    X(ST_LEASE_TOUCH_SWEEP,                                                    \
+      "UPDATE sweeps SET last_lease_seq = ?2 WHERE sweep_id = ?1")             \
+    X(ST_JOB_START,                                                            \
+      "UPDATE jobs SET status = 'running', attempts = attempts + 1,"           \
+      " started_ms = coalesce(started_ms, ?2) WHERE job_id = ?1"               \
+      " RETURNING config, checkpoint_path, checkpoint_step")                   \
+    X(ST_ATTEMPT_INSERT,                                                       \
+      "INSERT INTO attempts (job_id, attempt_no, worker, started_ms,"          \
+      " lease_expires_ms) SELECT ?1, coalesce(max(attempt_no), 0) + 1,"        \
+      " ?2, ?3, ?4 FROM attempts WHERE job_id = ?1"                            \
+      " RETURNING attempt_id, attempt_no")                                     \
+    X(ST_ATTEMPT_LIVE,                                                         \
+      "SELECT a.job_id, j.sweep_id, j.cancel_requested, j.attempts,"           \
+      " s.max_attempts FROM attempts a JOIN jobs j ON j.job_id = a.job_id"     \
+      " JOIN sweeps s ON s.sweep_id = j.sweep_id"                              \
+      " WHERE a.attempt_id = ?1 AND a.outcome = 'running'")                    \
+    X(ST_ATTEMPT_RENEW,                                                        \
+      "UPDATE attempts SET lease_expires_ms = ?2"                              \
+      " WHERE attempt_id = ?1 AND outcome = 'running'")                        \
+    X(ST_ATTEMPT_END,                                                          \
+      "UPDATE attempts SET outcome = ?2, ended_ms = ?3, error = ?4"            \
+      " WHERE attempt_id = ?1 AND outcome = 'running'")                        \
+    X(ST_ATTEMPTS_EXPIRED,                                                     \
+      "SELECT attempt_id FROM attempts WHERE outcome = 'running'"              \
+      " AND lease_expires_ms <= ?1 ORDER BY lease_expires_ms")                 \
+    X(ST_JOB_SETTLE,                                                           \
+      "UPDATE jobs SET status = ?2, finished_ms = ?3, error = ?4"              \
+      " WHERE job_id = ?1")                                                    \
+    X(ST_JOB_CHECKPOINT,                                                       \
+      "UPDATE jobs SET checkpoint_path = ?2, checkpoint_step = ?3"             \
+      " WHERE job_id = ?1")                                                    \
+    /* cancel / retry, by sweep (?1 = sweep_id) or by job (?1 = job_id) */     \
+    X(ST_CANCEL_QUEUED_SWEEP,                                                  \
+      "UPDATE jobs SET status = 'cancelled', finished_ms = ?2,"                \
+      " error = 'cancelled' WHERE sweep_id = ?1 AND status = 'queued'")        \
+    X(ST_CANCEL_QUEUED_JOB,                                                    \
+      "UPDATE jobs SET status = 'cancelled', finished_ms = ?2,"                \
+      " error = 'cancelled' WHERE job_id = ?1 AND status = 'queued'")          \
+    X(ST_CANCEL_RUNNING_SWEEP,                                                 \
+      "UPDATE jobs SET cancel_requested = 1"                                   \
+      " WHERE sweep_id = ?1 AND status = 'running'"                            \
+      " RETURNING (SELECT attempt_id FROM attempts a"                          \
+      "  WHERE a.job_id = jobs.job_id AND a.outcome = 'running')")             \
+    X(ST_CANCEL_RUNNING_JOB,                                                   \
+      "UPDATE jobs SET cancel_requested = 1"                                   \
+      " WHERE job_id = ?1 AND status = 'running'"                              \
+      " RETURNING (SELECT attempt_id FROM attempts a"                          \
+      "  WHERE a.job_id = jobs.job_id AND a.outcome = 'running')")             \
+    X(ST_JOB_RETRY,                                                            \
+      "UPDATE jobs SET status = 'queued', attempts = 0, cancel_requested = 0," \
+      " error = NULL, finished_ms = NULL"                                      \
+      " WHERE job_id = ?1 AND status IN ('failed', 'cancelled')")              \
+    /* metrics */                                                              \
+    X(ST_METRIC_INSERT,                                                        \
+      "INSERT OR IGNORE INTO metrics (job_id, key, step, value)"               \
+      " VALUES (?1, ?2, ?3, ?4)")                                              \
+    X(ST_EVAL_INSERT,                                                          \
+      "INSERT OR IGNORE INTO evals (job_id, step, depth, loss, accuracy)"      \
+      " VALUES (?1, ?2, ?3, ?4, ?5)")                                          \
+    X(ST_FREQ_INSERT,                                                          \
+      "INSERT OR IGNORE INTO frequencies (job_id, step, layer, head, pair,"    \
+      " omega) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")                               \
+    /* workers */                                                              \
+    X(ST_WORKER_SEEN,                                                          \
+      "INSERT INTO workers (name, host, ranks, connected, first_seen_ms,"      \
+      " last_seen_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?5)"                         \
+      " ON CONFLICT (name) DO UPDATE SET host = excluded.host,"                \
+      " ranks = excluded.ranks, connected = excluded.connected,"               \
+      " last_seen_ms = excluded.last_seen_ms")
+
+enum {
+#define BF_STORE_ENUM(id, sql) id,
+    BF_STORE_STATEMENTS(BF_STORE_ENUM)
+#undef BF_STORE_ENUM
+    ST_COUNT
+};
+
+struct bf_store {
+    sqlite3 *db;
+    char *path;
+    int in_batch;          /* a metric batch transaction is open */
+    int64_t lease_seq;     /* last value given to sweeps.last_lease_seq */
+    sqlite3_stmt *st[ST_COUNT];
+    bf_error last;         /* why the last call without a bf_error failed */
+};
+
+/* The statement `id`, reset and with its bindings cleared, ready to bind. */
+sqlite3_stmt *bf_store_stmt(bf_store *s, int id);
+
+/* Fills err (and s->last) with "what: sqlite's message". Returns -1. */
+int bf_store_fail(bf_store *s, bf_error *err, const char *what);
+
+/* Write transactions.  begin commits an open metric batch first, so every
+ * call but ingest leaves the database committed when it returns. */
+int bf_store_begin(bf_store *s, bf_error *err);
+int bf_store_commit(bf_store *s, bf_error *err);
+void bf_store_rollback(bf_store *s);
+
+/* Runs a statement that returns no rows (or whose rows are not needed).
+ * Returns 0, or -1 with err set. */
+int bf_store_exec(bf_store *s, sqlite3_stmt *st, bf_error *err);
+
+/* Marks the sweep done once none of its jobs is queued or running. */
+int bf_store_refresh_sweep(bf_store *s, int64_t sweep_id, bf_error *err);
+
+#endif

@@ -1,0 +1,221 @@
+/* Metric ingest: the worker's train / eval / freq records into the metrics,
+ * evals and frequencies tables, inside one long batch transaction that
+ * bf_store_flush commits (see store.h).  Each record's primary key makes a
+ * re-sent record a no-op (INSERT OR IGNORE), so a worker may resend a batch
+ * whose ack it never saw. */
+#include "store_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* One pass over the records.  With `st_ctx` NULL it only validates; with a
+ * store it also writes.  Sharing the walk keeps validation and writing from
+ * drifting apart. */
+typedef struct walk {
+    bf_store *s;          /* NULL: validate only */
+    int64_t job_id;
+    int n_rows;
+    bf_error *err;
+} walk;
+
+/* "record 3: ..." with field "records[3].loss". */
+static int record_error(walk *w, size_t i, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int record_error(walk *w, size_t i, const char *field, const char *fmt, ...)
+{
+    char path[160], body[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(body, sizeof body, fmt, ap);
+    va_end(ap);
+    snprintf(path, sizeof path, "records[%zu].%s", i, field);
+    return bf_error_set(w->err, NULL, 0, path, "record %zu: %s", i, body);
+}
+
+static int get_int(walk *w, size_t i, const json_t *rec, const char *type,
+                   const char *field, json_int_t min, json_int_t *out)
+{
+    json_t *v = json_object_get(rec, field);
+    if (!json_is_integer(v) || json_integer_value(v) < min)
+        return record_error(w, i, field, "%s record: '%s' must be a %s integer",
+                            type, field, min > 0 ? "positive" : "non-negative");
+    *out = json_integer_value(v);
+    return 0;
+}
+
+static int get_number(walk *w, size_t i, const json_t *rec, const char *type,
+                      const char *field, double *out)
+{
+    json_t *v = json_object_get(rec, field);
+    if (!json_is_number(v))
+        return record_error(w, i, field, "%s record: '%s' must be a number", type, field);
+    *out = json_number_value(v);
+    return 0;
+}
+
+/* Steps an INSERT OR IGNORE and counts the row if it was new. */
+static int insert(walk *w, sqlite3_stmt *st)
+{
+    if (bf_store_exec(w->s, st, w->err) < 0)
+        return -1;
+    w->n_rows += sqlite3_changes(w->s->db);
+    return 0;
+}
+
+/* {"type":"train","step":N,"loss":x,...}: every other key is a metric. */
+static int walk_train(walk *w, size_t i, const json_t *rec, json_int_t step)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)rec, key, v) {
+        if (strcmp(key, "type") == 0 || strcmp(key, "step") == 0)
+            continue;
+        if (!json_is_number(v))
+            return record_error(w, i, key, "train record: '%s' must be a number", key);
+        if (!w->s)
+            continue;
+        sqlite3_stmt *st = bf_store_stmt(w->s, ST_METRIC_INSERT);
+        sqlite3_bind_int64(st, 1, w->job_id);
+        sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 3, step);
+        sqlite3_bind_double(st, 4, json_number_value(v));
+        if (insert(w, st) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* {"type":"eval","step":N,"depth":D,"loss":x,"accuracy":x} */
+static int walk_eval(walk *w, size_t i, const json_t *rec, json_int_t step)
+{
+    json_int_t depth;
+    double loss, accuracy;
+    if (get_int(w, i, rec, "eval", "depth", 1, &depth) < 0 ||
+        get_number(w, i, rec, "eval", "loss", &loss) < 0 ||
+        get_number(w, i, rec, "eval", "accuracy", &accuracy) < 0)
+        return -1;
+    if (!w->s)
+        return 0;
+    sqlite3_stmt *st = bf_store_stmt(w->s, ST_EVAL_INSERT);
+    sqlite3_bind_int64(st, 1, w->job_id);
+    sqlite3_bind_int64(st, 2, step);
+    sqlite3_bind_int64(st, 3, depth);
+    sqlite3_bind_double(st, 4, loss);
+    sqlite3_bind_double(st, 5, accuracy);
+    return insert(w, st);
+}
+
+/* {"type":"freq","step":N,"layer":l,"head":h,"omega":[...]}: pair = index. */
+static int walk_freq(walk *w, size_t i, const json_t *rec, json_int_t step)
+{
+    json_int_t layer, head;
+    if (get_int(w, i, rec, "freq", "layer", 0, &layer) < 0 ||
+        get_int(w, i, rec, "freq", "head", 0, &head) < 0)
+        return -1;
+    json_t *omega = json_object_get(rec, "omega");
+    if (!json_is_array(omega) || json_array_size(omega) == 0)
+        return record_error(w, i, "omega",
+                            "freq record: 'omega' must be a non-empty list of numbers");
+    size_t pair;
+    json_t *v;
+    json_array_foreach(omega, pair, v) {
+        if (!json_is_number(v))
+            return record_error(w, i, "omega", "freq record: omega[%zu] must be a "
+                                "number", pair);
+        if (!w->s)
+            continue;
+        sqlite3_stmt *st = bf_store_stmt(w->s, ST_FREQ_INSERT);
+        sqlite3_bind_int64(st, 1, w->job_id);
+        sqlite3_bind_int64(st, 2, step);
+        sqlite3_bind_int64(st, 3, layer);
+        sqlite3_bind_int64(st, 4, head);
+        sqlite3_bind_int64(st, 5, (sqlite3_int64)pair);
+        sqlite3_bind_double(st, 6, json_number_value(v));
+        if (insert(w, st) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int walk_records(walk *w, const json_t *records)
+{
+    if (!json_is_array(records))
+        return bf_error_set(w->err, NULL, 0, "records", "records must be a list");
+    size_t i;
+    json_t *rec;
+    json_array_foreach(records, i, rec) {
+        if (!json_is_object(rec))
+            return bf_error_set(w->err, NULL, 0, "records", "record %zu is not an object", i);
+        const char *type = json_string_value(json_object_get(rec, "type"));
+        json_int_t step;
+        if (!type)
+            return record_error(w, i, "type", "'type' must be train, eval or freq");
+        if (get_int(w, i, rec, type, "step", 0, &step) < 0)
+            return -1;
+        int rc;
+        if (strcmp(type, "train") == 0)
+            rc = walk_train(w, i, rec, step);
+        else if (strcmp(type, "eval") == 0)
+            rc = walk_eval(w, i, rec, step);
+        else if (strcmp(type, "freq") == 0)
+            rc = walk_freq(w, i, rec, step);
+        else
+            rc = record_error(w, i, "type", "unknown type '%s' (allowed: train, "
+                              "eval, freq)", type);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The job of a live attempt: 1, or 0 when fenced, -1 on error. */
+static int live_job(bf_store *s, int64_t attempt_id, int64_t *job_id, bf_error *err)
+{
+    sqlite3_stmt *st = bf_store_stmt(s, ST_ATTEMPT_LIVE);
+    sqlite3_bind_int64(st, 1, attempt_id);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        *job_id = sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return bf_store_fail(s, err, "looking up the attempt");
+    if (rc == SQLITE_DONE)
+        bf_error_set(err, NULL, 0, "attempt_id", "attempt %lld is not live (fenced)",
+                     (long long)attempt_id);
+    return rc == SQLITE_ROW;
+}
+
+int bf_store_ingest(bf_store *s, int64_t attempt_id, const json_t *records,
+                    int64_t now_ms, int *n_rows, bf_error *err)
+{
+    (void)now_ms;
+    if (n_rows)
+        *n_rows = 0;
+    walk w = {.err = err};
+    if (walk_records(&w, records) < 0)
+        return BF_STORE_ERR;
+    if (!s->in_batch) {
+        if (bf_store_exec(s, bf_store_stmt(s, ST_BEGIN), err) < 0)
+            return BF_STORE_ERR;
+        s->in_batch = 1;
+    }
+    int live = live_job(s, attempt_id, &w.job_id, err);
+    if (live <= 0)
+        return live == 0 ? BF_STORE_FENCED : BF_STORE_ERR;
+    /* A savepoint per call: a failure part-way (disk full) takes back this
+     * batch only, not the others waiting in the same transaction. */
+    if (bf_store_exec(s, bf_store_stmt(s, ST_SAVEPOINT), err) < 0)
+        return BF_STORE_ERR;
+    w.s = s;
+    if (walk_records(&w, records) < 0) {
+        bf_store_exec(s, bf_store_stmt(s, ST_ROLLBACK_TO), NULL);
+        bf_store_exec(s, bf_store_stmt(s, ST_RELEASE), NULL);
+        return BF_STORE_ERR;
+    }
+    if (bf_store_exec(s, bf_store_stmt(s, ST_RELEASE), err) < 0)
+        return BF_STORE_ERR;
+    if (n_rows)
+        *n_rows = w.n_rows;
+    return BF_STORE_OK;
+}
