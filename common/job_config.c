@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tasks.h"
@@ -185,6 +186,18 @@ static int field_line(const json_t *lines, const char *name, int index)
     return json_is_integer(v) ? (int)json_integer_value(v) : 0;
 }
 
+/* Shortest %g spelling that reads back as exactly v: messages show "0.1",
+ * not "0.10000000000000001". */
+static void format_real(double v, char *buf, size_t cap)
+{
+    for (int digits = 1; digits < 17; digits++) {
+        snprintf(buf, cap, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v)
+            return;
+    }
+    snprintf(buf, cap, "%.17g", v);
+}
+
 /* How a JSON value reads in an error message: `string "4"`, `real 2.5`. */
 static void describe_value(const json_t *v, char *buf, size_t cap)
 {
@@ -195,9 +208,12 @@ static void describe_value(const json_t *v, char *buf, size_t cap)
     case JSON_INTEGER:
         snprintf(buf, cap, "integer %lld", (long long)json_integer_value(v));
         break;
-    case JSON_REAL:
-        snprintf(buf, cap, "real %.17g", json_real_value(v));
+    case JSON_REAL: {
+        char real[32];
+        format_real(json_real_value(v), real, sizeof real);
+        snprintf(buf, cap, "real %s", real);
         break;
+    }
     case JSON_TRUE:
         snprintf(buf, cap, "true");
         break;
@@ -340,7 +356,7 @@ static int apply_field(const apply_ctx *c, const field_spec *f,
         if (!json_is_number(v))
             return type_error(c, f, line, "a number", v);
         double x = json_number_value(v);
-        snprintf(shown, sizeof shown, "%.17g", x);
+        format_real(x, shown, sizeof shown);
         if (check_range(f, x, shown, c->file, line, c->err) < 0)
             return -1;
         *FIELD_PTR(double, cfg, f) = x + 0.0; /* -0.0 -> 0.0: one spelling */
@@ -441,7 +457,7 @@ static int validate_fields(const bf_job_config *cfg, const apply_ctx *c)
         char shown[64];
         if (f->kind == KIND_INT || f->kind == KIND_REAL) {
             double v = numeric_value(cfg, f);
-            snprintf(shown, sizeof shown, "%.17g", v);
+            format_real(v, shown, sizeof shown);
             if (check_range(f, v, shown, c->file, line, c->err) < 0)
                 return -1;
         }

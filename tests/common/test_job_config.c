@@ -1,0 +1,468 @@
+/* Job configuration: every kind of bad job file gets its own message (naming
+ * file, line, field, the bad value and what is allowed), defaults and the
+ * example configs validate, and the canonical JSON is deterministic and
+ * round-trips. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "job_config.h"
+#include "yaml_json.h"
+
+static char tmp_dir[64];
+
+static int make_tmp_dir(void **state)
+{
+    (void)state;
+    snprintf(tmp_dir, sizeof tmp_dir, "/tmp/bf-jobcfg-XXXXXX");
+    return mkdtemp(tmp_dir) ? 0 : -1;
+}
+
+static int remove_tmp_dir(void **state)
+{
+    (void)state;
+    return rmdir(tmp_dir);
+}
+
+/* Writes `text` to tmp_dir/name; returns the path (static buffer). */
+static const char *write_file(const char *name, const char *text)
+{
+    static char path[256];
+    snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+static void assert_contains(const char *msg, const char *fragment)
+{
+    if (fragment && !strstr(msg, fragment))
+        fail_msg("message \"%s\" lacks \"%s\"", msg, fragment);
+}
+
+/* ---- one case per kind of bad job file -------------------------------- */
+
+typedef struct bad_case {
+    const char *name;     /* test name */
+    const char *file;     /* file name: .yaml or .json */
+    const char *text;     /* file contents */
+    const char *field;    /* expected err.field */
+    int line;             /* expected err.line */
+    const char *says[3];  /* fragments the message must contain */
+} bad_case;
+
+static const bad_case bad_cases[] = {
+    {"unknown_field", "a.yaml", "task: dyck\ndepht: 4\n", "depht", 2,
+     {"unknown field", "known fields: task, depth"}},
+    {"int_given_real", "a.yaml", "depth: 2.5\n", "depth", 1,
+     {"expected an integer", "real 2.5"}},
+    {"int_given_string", "a.yaml", "steps: 100\ndepth: \"4\"\n", "depth", 2,
+     {"expected an integer", "string \"4\""}},
+    {"int_given_real_json", "a.json", "{\n  \"steps\": 100,\n  \"d_model\": 64.0\n}\n",
+     "d_model", 3, {"expected an integer", "real 64"}},
+    {"real_given_string", "a.yaml", "lr: fast\n", "lr", 1,
+     {"expected a number", "string \"fast\""}},
+    {"real_given_bool", "a.yaml", "weight_decay: true\n", "weight_decay", 1,
+     {"expected a number", "true"}},
+    {"string_given_int", "a.yaml", "task: 3\n", "task", 1,
+     {"expected a string", "dyck, counter, modarith", "integer 3"}},
+    {"path_given_int", "a.yaml", "init_from: 5\n", "init_from", 1,
+     {"expected a string", "integer 5"}},
+    {"array_given_int", "a.yaml", "eval_depths: 4\n", "eval_depths", 1,
+     {"expected a list of integers", "integer 4"}},
+    {"array_element_wrong_type", "a.yaml",
+     "eval_depths:\n  - 4\n  - eight\n", "eval_depths", 3,
+     {"element 1", "string \"eight\""}},
+    {"unknown_task", "a.yaml", "task: parity\n", "task", 1,
+     {"\"parity\"", "allowed: dyck, counter, modarith"}},
+    {"unknown_rope", "a.yaml", "\nrope: alibi\n", "rope", 2,
+     {"\"alibi\"", "allowed: none, rope, spectral, bifocal"}},
+    {"d_model_not_divisible", "a.yaml", "d_model: 64\nn_heads: 5\n", "n_heads",
+     2, {"d_model 64 is not divisible by n_heads 5"}},
+    {"odd_d_head", "a.yaml", "d_model: 36\nn_heads: 4\n", "d_model", 1,
+     {"d_head", "= 9 must be even"}},
+    {"seq_len_too_short", "a.yaml", "seq_len: 64\neval_depths: [4, 16]\n",
+     "seq_len", 1, {"seq_len 64 is too short", "depth 16", "seq_len >= 66"}},
+    {"seq_len_too_short_default", "a.yaml", "task: modarith\ndepth: 16\n",
+     "seq_len", 0, {"seq_len 64 is too short", "modarith", "seq_len >= 68"}},
+    {"zero_d_model", "a.yaml", "d_model: 0\n", "d_model", 1,
+     {"0 is out of range", "allowed: an integer in 2 .. 8192"}},
+    {"zero_batch_size", "a.yaml", "batch_size: 0\n", "batch_size", 1,
+     {"0 is out of range", "an integer in 1 .."}},
+    {"negative_layers", "a.yaml", "n_layers: -1\n", "n_layers", 1,
+     {"-1 is out of range"}},
+    {"zero_steps", "a.yaml", "warmup_steps: 0\nsteps: 0\n", "steps", 2,
+     {"0 is out of range"}},
+    {"zero_eval_examples", "a.yaml", "eval_examples: 0\n", "eval_examples", 1,
+     {"0 is out of range"}},
+    {"negative_every", "a.yaml", "log_every: -5\n", "log_every", 1,
+     {"-5 is out of range", "an integer in 0 .."}},
+    {"spectral_fraction_above_1", "a.yaml", "spectral_fraction: 1.5\n",
+     "spectral_fraction", 1, {"1.5 is out of range", "[0, 1]"}},
+    {"spectral_fraction_negative", "a.yaml", "spectral_fraction: -0.25\n",
+     "spectral_fraction", 1, {"-0.25 is out of range"}},
+    {"negative_lr", "a.yaml", "lr: -1e-3\n", "lr", 1,
+     {"-0.001 is out of range", "[0, 10]"}},
+    {"rope_base_not_above_1", "a.yaml", "rope_base: 1\n", "rope_base", 1,
+     {"1 is out of range", "> 1"}},
+    {"grad_clip_zero", "a.yaml", "grad_clip: 0\n", "grad_clip", 1,
+     {"out of range", "> 0"}},
+    {"negative_weight_decay", "a.yaml", "weight_decay: -0.1\n", "weight_decay",
+     1, {"-0.1 is out of range"}},
+    {"too_many_eval_depths", "a.yaml",
+     "seq_len: 128\neval_depths: [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]\n",
+     "eval_depths", 2, {"lists 17 depths", "1 to 16"}},
+    {"empty_eval_depths", "a.yaml", "eval_depths: []\n", "eval_depths", 1,
+     {"lists 0 depths"}},
+    {"eval_depth_below_1", "a.yaml", "eval_depths:\n  - 4\n  - 0\n",
+     "eval_depths", 3, {"element 1 (0) is out of range", "1 .. 256"}},
+    {"duplicate_eval_depth", "a.yaml", "eval_depths:\n  - 4\n  - 8\n  - 4\n",
+     "eval_depths", 4, {"depth 4 is listed twice"}},
+    {"depth_below_1", "a.yaml", "depth: 0\n", "depth", 1,
+     {"0 is out of range", "1 .. 256"}},
+    {"modulus_below_2", "a.yaml", "modulus: 1\n", "modulus", 1,
+     {"1 is out of range", "2 .. 100"}},
+    {"dyck_k_zero", "a.yaml", "dyck_k: 0\n", "dyck_k", 1,
+     {"0 is out of range", "1 .. 16"}},
+    {"dyck_k_too_large", "a.yaml", "dyck_k: 17\n", "dyck_k", 1,
+     {"17 is out of range", "1 .. 16"}},
+    {"warmup_exceeds_steps", "a.yaml", "steps: 100\nwarmup_steps: 101\n",
+     "warmup_steps", 2, {"warmup_steps 101 exceeds steps 100"}},
+    {"negative_seed", "a.yaml", "seed: -1\n", "seed", 1,
+     {"non-negative integer", "integer -1"}},
+    {"seed_too_large", "a.yaml", "seed: 9223372036854775808\n", "seed", 1,
+     {"out of range", "2^63-1"}},
+    {"seed_given_string", "a.yaml", "seed: \"7\"\n", "seed", 1,
+     {"non-negative integer", "string \"7\""}},
+    {"not_a_mapping", "a.yaml", "- depth\n- 4\n", "", 1,
+     {"expected a mapping of job fields", "a list"}},
+    {"empty_file", "a.yaml", "", "", 0,
+     {"expected a mapping of job fields", "null"}},
+    {"yaml_syntax_error", "a.yaml", "task: dyck\nsteps: 100\n  depth: 4\n", "",
+     3, {"YAML syntax error"}},
+    {"json_syntax_error", "a.json", "{\n  \"depth\": 4,\n  \"steps\" 100\n}\n",
+     "", 3, {"YAML syntax error"}},
+    {"duplicate_field", "a.yaml", "steps: 100\nlr: 0.1\nsteps: 200\n", "steps",
+     3, {"duplicate key 'steps'", "line 1"}},
+};
+#define N_BAD_CASES (sizeof bad_cases / sizeof bad_cases[0])
+
+static void run_bad_case(void **state)
+{
+    const bad_case *c = *state;
+    const char *path = write_file(c->file, c->text);
+    bf_job_config cfg;
+    bf_error err;
+    assert_int_equal(bf_job_config_load_file(&cfg, path, &err), -1);
+    unlink(path);
+    assert_string_equal(err.file, path);
+    assert_string_equal(err.field, c->field);
+    assert_int_equal(err.line, c->line);
+    assert_contains(err.msg, path); /* the message is complete on its own */
+    if (c->field[0]) {
+        char named[160];
+        snprintf(named, sizeof named, "field '%s'", c->field);
+        assert_contains(err.msg, named);
+    }
+    if (c->line > 0) {
+        char at[300];
+        snprintf(at, sizeof at, "%s:%d:", path, c->line);
+        assert_contains(err.msg, at);
+    }
+    for (int i = 0; i < 3; i++)
+        assert_contains(err.msg, c->says[i]);
+}
+
+static void test_missing_file(void **state)
+{
+    (void)state;
+    char path[256];
+    snprintf(path, sizeof path, "%s/no-such-job.yaml", tmp_dir);
+    bf_job_config cfg;
+    bf_error err;
+    assert_int_equal(bf_job_config_load_file(&cfg, path, &err), -1);
+    assert_string_equal(err.file, path);
+    assert_contains(err.msg, path);
+    assert_contains(err.msg, "cannot open file");
+}
+
+/* ---- good configs ----------------------------------------------------- */
+
+static void test_defaults_are_valid(void **state)
+{
+    (void)state;
+    bf_job_config cfg;
+    bf_error err;
+    bf_job_config_defaults(&cfg);
+    if (bf_job_config_validate(&cfg, &err) != 0)
+        fail_msg("%s", err.msg);
+    assert_int_equal(cfg.task, BF_TASK_DYCK);
+    assert_int_equal(cfg.rope, BF_ROPE_GEOMETRIC);
+    assert_int_equal(cfg.n_eval_depths, 2);
+    assert_int_equal(bf_job_config_max_depth(&cfg), 8);
+}
+
+static void test_load_overrides_defaults(void **state)
+{
+    (void)state;
+    const char *path = write_file("good.yaml",
+        "# comment\ntask: counter\nrope: bifocal\nlr: 1\nseed: 9223372036854775807\n"
+        "eval_depths: [2, 12]\nseq_len: 64\ninit_from: ckpt/a.safetensors\n");
+    bf_job_config cfg;
+    bf_error err;
+    if (bf_job_config_load_file(&cfg, path, &err) != 0)
+        fail_msg("%s", err.msg);
+    unlink(path);
+    assert_int_equal(cfg.task, BF_TASK_COUNTER);
+    assert_int_equal(cfg.rope, BF_ROPE_BIFOCAL);
+    assert_true(cfg.lr == 1.0); /* an integer is a valid real */
+    assert_true(cfg.seed == 9223372036854775807ULL);
+    assert_int_equal(cfg.n_eval_depths, 2);
+    assert_int_equal(cfg.eval_depths[1], 12);
+    assert_string_equal(cfg.init_from, "ckpt/a.safetensors");
+    assert_int_equal(cfg.steps, 500); /* untouched fields keep defaults */
+    assert_int_equal(bf_job_config_max_depth(&cfg), 12);
+}
+
+static void load_example(const char *relative)
+{
+    const char *root = getenv("BF_SOURCE_ROOT");
+    if (!root)
+        fail_msg("BF_SOURCE_ROOT is not set (run through meson test)");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", root, relative);
+    bf_job_config cfg;
+    bf_error err;
+    if (bf_job_config_load_file(&cfg, path, &err) != 0)
+        fail_msg("%s", err.msg);
+}
+
+static void test_example_configs_are_valid(void **state)
+{
+    (void)state;
+    load_example("configs/job-dyck.yaml");
+    load_example("configs/job-counter.json");
+}
+
+/* A config that changes every field away from its default. */
+static bf_job_config unusual_config(void)
+{
+    bf_job_config cfg;
+    bf_job_config_defaults(&cfg);
+    cfg.task = BF_TASK_MODARITH;
+    cfg.depth = 3;
+    cfg.n_eval_depths = 3;
+    cfg.eval_depths[0] = 2;
+    cfg.eval_depths[1] = 9;
+    cfg.eval_depths[2] = 5;
+    cfg.dyck_k = 3;
+    cfg.modulus = 7;
+    cfg.rope = BF_ROPE_SPECTRAL;
+    cfg.rope_base = 500000.0;
+    cfg.spectral_fraction = 0.1;                /* not exact in binary */
+    cfg.freq_lr_mult = 3.0000000000000004;      /* needs 17 digits */
+    cfg.d_model = 96;
+    cfg.n_layers = 3;
+    cfg.n_heads = 6;
+    cfg.seq_len = 100;
+    cfg.batch_size = 48;
+    cfg.steps = 1234;
+    cfg.lr = 3e-4;
+    cfg.warmup_steps = 7;
+    cfg.weight_decay = 0.0;
+    cfg.grad_clip = 0.5;
+    cfg.seed = 18446744073709551615ULL >> 1;
+    cfg.log_every = 3;
+    cfg.eval_every = 0;
+    cfg.freq_every = 11;
+    cfg.checkpoint_every = 250;
+    cfg.eval_examples = 64;
+    snprintf(cfg.init_from, sizeof cfg.init_from, "runs/x y/\"q\".safetensors");
+    return cfg;
+}
+
+static void test_canonical_round_trip(void **state)
+{
+    (void)state;
+    bf_job_config cfg = unusual_config();
+    bf_error err;
+    if (bf_job_config_validate(&cfg, &err) != 0)
+        fail_msg("%s", err.msg);
+    char *text = bf_job_config_to_canonical_json(&cfg);
+    json_t *parsed = json_loads(text, 0, NULL);
+    assert_non_null(parsed);
+
+    bf_job_config back;
+    bf_job_config_defaults(&back);
+    if (bf_job_config_apply_json(&back, parsed, "canonical", NULL, &err) != 0)
+        fail_msg("%s", err.msg);
+    assert_memory_equal(&back, &cfg, sizeof cfg); /* every field, exactly */
+    char *again = bf_job_config_to_canonical_json(&back);
+    assert_string_equal(again, text);
+    free(again);
+    json_decref(parsed);
+    free(text);
+}
+
+static void test_canonical_form(void **state)
+{
+    (void)state;
+    bf_job_config cfg;
+    bf_job_config_defaults(&cfg);
+    char *text = bf_job_config_to_canonical_json(&cfg);
+    assert_null(strchr(text, ' '));  /* compact */
+    assert_null(strchr(text, '\n'));
+    json_t *obj = json_loads(text, 0, NULL);
+    assert_int_equal(json_object_size(obj), 26); /* every field */
+    /* Keys appear in sorted order in the bytes. */
+    const char *key, *prev = "";
+    json_t *v;
+    json_object_foreach(obj, key, v) {
+        assert_true(strcmp(prev, key) < 0);
+        prev = key;
+    }
+    assert_contains(text, "\"eval_depths\":[4,8]");
+    assert_contains(text, "\"lr\":0.001");
+    json_decref(obj);
+    free(text);
+}
+
+/* Equal configs give equal bytes however they were written; any change to
+ * a field changes the bytes. */
+static void test_canonical_determinism(void **state)
+{
+    (void)state;
+    const char *texts[] = {
+        "lr: 0.001\ntask: counter\nsteps: 300\nspectral_fraction: 0.5\n",
+        "{\"steps\": 300, \"spectral_fraction\": 5e-1, \"task\": \"counter\"}",
+        "task: counter\nsteps: 300\nlr: 1.0e-3\nspectral_fraction: .5\n",
+    };
+    char *first = NULL;
+    for (int i = 0; i < 3; i++) {
+        const char *path = write_file(i == 1 ? "d.json" : "d.yaml", texts[i]);
+        bf_job_config cfg;
+        bf_error err;
+        if (bf_job_config_load_file(&cfg, path, &err) != 0)
+            fail_msg("%s", err.msg);
+        unlink(path);
+        char *s = bf_job_config_to_canonical_json(&cfg);
+        if (!first)
+            first = s;
+        else {
+            assert_string_equal(s, first);
+            free(s);
+        }
+    }
+    bf_job_config cfg;
+    bf_job_config_defaults(&cfg);
+    char *defaults = bf_job_config_to_canonical_json(&cfg);
+    cfg.lr = nextafter(cfg.lr, 1.0); /* one ulp away */
+    char *nudged = bf_job_config_to_canonical_json(&cfg);
+    assert_string_not_equal(defaults, nudged);
+    assert_string_not_equal(defaults, first);
+    free(nudged);
+    free(defaults);
+    free(first);
+}
+
+/* apply_json keeps cfg unchanged on error and reads both forms of lines. */
+static void test_apply_json_is_atomic_and_reads_lines(void **state)
+{
+    (void)state;
+    bf_job_config cfg, before;
+    bf_job_config_defaults(&cfg);
+    before = cfg;
+    json_t *obj = json_pack("{s:i, s:s}", "steps", 77, "rope", "sideways");
+    json_t *bare = json_pack("{s:i}", "rope", 12);
+    bf_error err;
+    assert_int_equal(bf_job_config_apply_json(&cfg, obj, "sweep.yaml", bare,
+                                              &err), -1);
+    assert_memory_equal(&cfg, &before, sizeof cfg);
+    assert_int_equal(err.line, 12);
+    assert_string_equal(err.field, "rope");
+    assert_contains(err.msg, "sweep.yaml:12: field 'rope'");
+
+    json_t *pointers = json_pack("{s:i}", "/rope", 5);
+    assert_int_equal(bf_job_config_apply_json(&cfg, obj, "s.yaml", pointers,
+                                              &err), -1);
+    assert_int_equal(err.line, 5);
+
+    /* validate_in finds the line of the field a cross-field error names. */
+    cfg.d_model = 30;
+    cfg.n_heads = 4;
+    json_t *lines = json_pack("{s:i}", "/n_heads", 9);
+    assert_int_equal(bf_job_config_validate_in(&cfg, "s.yaml", lines, &err), -1);
+    assert_int_equal(err.line, 9);
+    assert_contains(err.msg, "s.yaml:9: field 'n_heads'");
+    assert_int_equal(bf_job_config_validate(&cfg, &err), -1);
+    assert_int_equal(err.line, 0);
+    assert_string_equal(err.field, "n_heads");
+    json_decref(lines);
+    json_decref(pointers);
+    json_decref(bare);
+    json_decref(obj);
+}
+
+static void test_names_and_derived(void **state)
+{
+    (void)state;
+    for (int t = 0; t < 3; t++)
+        assert_int_equal(bf_task_from_name(bf_task_name(t)), t);
+    for (int r = 0; r < 4; r++)
+        assert_int_equal(bf_rope_from_name(bf_rope_name(r)), r);
+    assert_int_equal(bf_task_from_name("Dyck"), -1);
+    assert_int_equal(bf_rope_from_name("geometric"), -1);
+    assert_string_equal(bf_rope_name(BF_ROPE_GEOMETRIC), "rope");
+
+    bf_job_config cfg;
+    bf_job_config_defaults(&cfg);
+    cfg.n_heads = 8;
+    cfg.spectral_fraction = 0.25;
+    cfg.rope = BF_ROPE_BIFOCAL;
+    assert_int_equal(bf_job_config_spectral_heads(&cfg), 2);
+    cfg.spectral_fraction = 1.0;
+    assert_int_equal(bf_job_config_spectral_heads(&cfg), 8);
+    cfg.rope = BF_ROPE_SPECTRAL;
+    cfg.spectral_fraction = 0.0;
+    assert_int_equal(bf_job_config_spectral_heads(&cfg), 8);
+    cfg.rope = BF_ROPE_GEOMETRIC;
+    assert_int_equal(bf_job_config_spectral_heads(&cfg), 0);
+    cfg.rope = BF_ROPE_NONE;
+    assert_int_equal(bf_job_config_spectral_heads(&cfg), 0);
+}
+
+int main(void)
+{
+    struct CMUnitTest tests[N_BAD_CASES + 16];
+    size_t n = 0;
+    for (size_t i = 0; i < N_BAD_CASES; i++) {
+        struct CMUnitTest t = cmocka_unit_test_prestate(run_bad_case,
+                                                        (void *)&bad_cases[i]);
+        t.name = bad_cases[i].name;
+        tests[n++] = t;
+    }
+    const struct CMUnitTest good[] = {
+        cmocka_unit_test(test_missing_file),
+        cmocka_unit_test(test_defaults_are_valid),
+        cmocka_unit_test(test_load_overrides_defaults),
+        cmocka_unit_test(test_example_configs_are_valid),
+        cmocka_unit_test(test_canonical_round_trip),
+        cmocka_unit_test(test_canonical_form),
+        cmocka_unit_test(test_canonical_determinism),
+        cmocka_unit_test(test_apply_json_is_atomic_and_reads_lines),
+        cmocka_unit_test(test_names_and_derived),
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        tests[n++] = good[i];
+    return _cmocka_run_group_tests("test_job_config", tests, n, make_tmp_dir,
+                                   remove_tmp_dir);
+}
