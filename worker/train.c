@@ -50,16 +50,6 @@ double bf_lr_at(const bf_job_config *cfg, int n)
 
 /* ---- setup ---------------------------------------------------------------- */
 
-/* Rows per micro-batch: about 2048 tokens keeps activations small without
- * starving the matrix products. */
-static int choose_micro_batch(int local_batch, int T)
-{
-    int rows = 2048 / T;
-    if (rows < 1)
-        rows = 1;
-    return rows < local_batch ? rows : local_batch;
-}
-
 static int check_ranks(const bf_job_config *cfg, const bf_trainer_opts *o,
                        bf_error *err)
 {
@@ -115,11 +105,11 @@ int bf_trainer_create(bf_trainer **out, const bf_job_config *cfg,
     t->cfg = *cfg;
     t->opts = *opts;
     t->local_batch = cfg->batch_size / opts->nranks;
-    t->micro = choose_micro_batch(t->local_batch, cfg->seq_len);
     t->summary.train_loss = NAN;
 
     bf_model_shape shape;
     bf_model_shape_from_config(&shape, cfg, bf_task_vocab_size(cfg));
+    t->micro = bf_model_micro_batch(&shape, t->local_batch, cfg->seq_len);
     if (bf_model_create(&t->model, &shape, t->micro, cfg->seq_len, err) != 0) {
         free(t);
         return -1;
@@ -358,18 +348,31 @@ static int stop_requested(bf_trainer *t)
            t->opts.hooks.should_stop(t->opts.hooks.ctx);
 }
 
-/* What is due after step t->step: records, evaluation, checkpoint. */
-static int after_step(bf_trainer *t, int stopping, bf_error *err)
+/* What the schedule asks for after step t->step. */
+static int after_step(bf_trainer *t, bf_error *err)
 {
     const bf_job_config *c = &t->cfg;
-    int last = stopping ? t->step : c->steps;
-    if (due(t->step, c->log_every, last))
+    if (due(t->step, c->log_every, c->steps))
         emit_train(t);
-    if (!stopping && due(t->step, c->eval_every, last))
+    if (due(t->step, c->eval_every, c->steps))
         emit_eval(t);
-    if (due(t->step, c->freq_every, last))
+    if (due(t->step, c->freq_every, c->steps))
         emit_freqs(t);
-    if (t->opts.checkpoint_dir && due(t->step, c->checkpoint_every, last))
+    if (t->opts.checkpoint_dir && due(t->step, c->checkpoint_every, c->steps))
+        return write_checkpoint(t, err);
+    return 0;
+}
+
+/* A stopped run still reports its last step and leaves a checkpoint to
+ * resume from (unless the schedule just did both); it skips evaluation
+ * to stop promptly. */
+static int stop_here(bf_trainer *t, bf_error *err)
+{
+    const bf_job_config *c = &t->cfg;
+    t->summary.stopped = 1;
+    if (!due(t->step, c->log_every, c->steps))
+        emit_train(t);
+    if (t->opts.checkpoint_dir && !due(t->step, c->checkpoint_every, c->steps))
         return write_checkpoint(t, err);
     return 0;
 }
@@ -385,11 +388,11 @@ int bf_trainer_run(bf_trainer *t, bf_error *err)
         t->window_steps++;
         t->summary.train_loss = loss;
         t->summary.step = t->step;
-        int stopping = t->step < t->cfg.steps && stop_requested(t);
-        if (after_step(t, stopping, err) != 0)
+        if (after_step(t, err) != 0)
             return -1;
-        if (stopping) {
-            t->summary.stopped = 1;
+        if (t->step < t->cfg.steps && stop_requested(t)) {
+            if (stop_here(t, err) != 0)
+                return -1;
             break;
         }
     }

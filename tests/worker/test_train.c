@@ -1,0 +1,371 @@
+/* The training loop: schedule, records, bit-identical resume, learning a
+ * real task, and data-parallel math with two ranks in one process. */
+#include "test_train_util.h"
+
+#include <math.h>
+#include <pthread.h>
+
+#include "checkpoint.h"
+#include "model.h"
+#include "tasks.h"
+
+static char dir[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    scratch_dir(dir, sizeof dir);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    remove_tree(dir);
+    return 0;
+}
+
+static void test_lr_schedule(void **state)
+{
+    (void)state;
+    bf_job_config c;
+    tiny_config(&c, BF_ROPE_GEOMETRIC);
+    c.lr = 1e-2;
+    c.warmup_steps = 4;
+    c.steps = 20;
+    assert_float_equal(bf_lr_at(&c, 1), 0.25e-2, 1e-12);
+    assert_float_equal(bf_lr_at(&c, 2), 0.5e-2, 1e-12);
+    assert_float_equal(bf_lr_at(&c, 4), 1e-2, 1e-12);
+    assert_float_equal(bf_lr_at(&c, 12), 0.55e-2, 1e-12);  /* half way */
+    assert_float_equal(bf_lr_at(&c, 20), 0.1e-2, 1e-12);   /* 10% at end */
+    for (int n = 5; n <= 20; n++)
+        assert_true(bf_lr_at(&c, n) < bf_lr_at(&c, n - 1));
+    c.warmup_steps = 0;
+    assert_true(bf_lr_at(&c, 1) < 1e-2 && bf_lr_at(&c, 1) > 0.99e-2);
+}
+
+static const json_t *find_record(const record_log *log, const char *type,
+                                 int step, size_t *from)
+{
+    size_t i;
+    json_t *r;
+    json_array_foreach(log->records, i, r) {
+        if (i < *from)
+            continue;
+        if (strcmp(json_string_value(json_object_get(r, "type")), type) == 0
+            && json_integer_value(json_object_get(r, "step")) == step) {
+            *from = i + 1;
+            return r;
+        }
+    }
+    return NULL;
+}
+
+static void test_records_schedule(void **state)
+{
+    (void)state;
+    bf_job_config c;
+    tiny_config(&c, BF_ROPE_BIFOCAL);  /* last head of each layer learns */
+    c.steps = 7;
+    c.log_every = 3;
+    c.eval_every = 3;
+    c.freq_every = 3;
+    c.eval_depths[1] = 2;
+    c.n_eval_depths = 2;
+    record_log log = {json_array()};
+    run_job(&c, NULL, NULL, &log, NULL);
+
+    /* train at 3, 6 and the last step 7; eval at 3, 6, 7 for two depths;
+     * freq at 0, 3, 6, 7 for the 2 learnable heads; then done. */
+    assert_int_equal(count_type(&log, "train"), 3);
+    assert_int_equal(count_type(&log, "eval"), 6);
+    assert_int_equal(count_type(&log, "freq"), 8);
+    assert_int_equal(count_type(&log, "checkpoint"), 0);
+    size_t from = 0;
+    const json_t *r = find_record(&log, "freq", 0, &from);
+    assert_non_null(r);
+    assert_int_equal(json_integer_value(json_object_get(r, "head")), 1);
+    assert_int_equal(json_array_size(json_object_get(r, "omega")), 4);
+    const int train_steps[] = {3, 6, 7};
+    from = 0;
+    for (int k = 0; k < 3; k++) {
+        r = find_record(&log, "train", train_steps[k], &from);
+        assert_non_null(r);
+        double loss = json_real_value(json_object_get(r, "loss"));
+        assert_true(loss > 0 && loss < 5);
+        assert_true(json_real_value(json_object_get(r, "grad_norm")) > 0);
+        assert_true(json_real_value(json_object_get(r, "tokens_per_s")) > 0);
+        assert_float_equal(json_real_value(json_object_get(r, "lr")),
+                           bf_lr_at(&c, train_steps[k]), 1e-9);
+    }
+    from = 0;
+    r = find_record(&log, "eval", 7, &from);
+    assert_non_null(r);
+    assert_int_equal(json_integer_value(json_object_get(r, "depth")), 3);
+    double acc = json_real_value(json_object_get(r, "accuracy"));
+    assert_true(acc >= 0 && acc <= 1);
+    const json_t *done = json_array_get(log.records,
+                                        json_array_size(log.records) - 1);
+    assert_string_equal(json_string_value(json_object_get(done, "type")),
+                        "done");
+    assert_int_equal(json_integer_value(json_object_get(done, "step")), 7);
+    assert_false(json_boolean_value(json_object_get(done, "stopped")));
+    assert_int_equal(json_array_size(json_object_get(done, "eval")), 2);
+    json_decref(log.records);
+}
+
+/* Stops after 20 train records (log_every 1: after step 20). */
+static int stop_at_20(void *ctx)
+{
+    return count_type(ctx, "train") >= 20;
+}
+
+static void test_resume_is_bit_identical(void **state)
+{
+    (void)state;
+    bf_job_config c;
+    tiny_config(&c, BF_ROPE_SPECTRAL);
+    c.steps = 40;
+    c.warmup_steps = 5;
+    c.checkpoint_every = 20;
+    char full_dir[128], part_dir[128];
+    snprintf(full_dir, sizeof full_dir, "%s/full", dir);
+    snprintf(part_dir, sizeof part_dir, "%s/part", dir);
+    mkdir(full_dir, 0777);
+    mkdir(part_dir, 0777);
+
+    record_log full = {json_array()}, first = {json_array()},
+               second = {json_array()};
+    run_job(&c, full_dir, NULL, &full, NULL);
+    run_job(&c, part_dir, NULL, &first, stop_at_20);
+    const json_t *done = json_array_get(first.records,
+                                        json_array_size(first.records) - 1);
+    assert_true(json_boolean_value(json_object_get(done, "stopped")));
+    assert_int_equal(json_integer_value(json_object_get(done, "step")), 20);
+
+    char resume[512];
+    bf_error err;
+    assert_int_equal(bf_checkpoint_latest(part_dir, resume, sizeof resume,
+                                          &err), 1);
+    assert_non_null(strstr(resume, "step-000020"));
+    run_job(&c, part_dir, resume, &second, NULL);
+
+    double a[40], b[40];
+    assert_int_equal(train_losses(&full, a, 40), 40);
+    assert_int_equal(train_losses(&first, b, 40), 20);
+    assert_int_equal(train_losses(&second, b + 20, 20), 20);
+    for (int i = 0; i < 40; i++)
+        if (memcmp(&a[i], &b[i], sizeof a[i]) != 0)
+            fail_msg("step %d: loss %.17g uninterrupted, %.17g resumed",
+                     i + 1, a[i], b[i]);
+    /* The final checkpoints hold identical bytes of weights. */
+    bf_checkpoint x, y;
+    char px[256], py[256];
+    bf_checkpoint_step_path(px, sizeof px, full_dir, 40);
+    bf_checkpoint_step_path(py, sizeof py, part_dir, 40);
+    assert_int_equal(bf_checkpoint_open(&x, px, &err), 0);
+    assert_int_equal(bf_checkpoint_open(&y, py, &err), 0);
+    const bf_st_tensor *tx = bf_st_find(x.file, "h.1.attn.rope.log_freq");
+    const bf_st_tensor *ty = bf_st_find(y.file, "h.1.attn.rope.log_freq");
+    assert_memory_equal(tx->data, ty->data, tx->nbytes);
+    bf_checkpoint_close(&x);
+    bf_checkpoint_close(&y);
+    json_decref(full.records);
+    json_decref(first.records);
+    json_decref(second.records);
+}
+
+static void test_learns_dyck(void **state)
+{
+    (void)state;
+    bf_job_config c;
+    bf_job_config_defaults(&c);
+    c.task = BF_TASK_DYCK;
+    c.depth = 4;
+    c.eval_depths[0] = 4;
+    c.n_eval_depths = 1;
+    c.rope = BF_ROPE_BIFOCAL;
+    c.d_model = 32;
+    c.n_layers = 2;
+    c.n_heads = 4;
+    c.seq_len = 20;
+    c.batch_size = 16;
+    c.steps = 250;
+    c.warmup_steps = 20;
+    c.lr = 1e-2;
+    c.weight_decay = 0.0;
+    c.log_every = 50;
+    c.eval_every = 0;
+    c.freq_every = 0;
+    c.eval_examples = 64;
+    bf_error err;
+    assert_int_equal(bf_job_config_validate(&c, &err), 0);
+    record_log rec = {json_array()};
+    run_job(&c, NULL, NULL, &rec, NULL);
+    double losses[8];
+    int n = train_losses(&rec, losses, 8);
+    assert_int_equal(n, 5);
+    double chance = log((double)bf_task_vocab_size(&c));
+    const json_t *done = json_array_get(rec.records,
+                                        json_array_size(rec.records) - 1);
+    const json_t *ev = json_array_get(json_object_get(done, "eval"), 0);
+    double eval_loss = json_real_value(json_object_get(ev, "loss"));
+    double acc = json_real_value(json_object_get(ev, "accuracy"));
+    print_message("dyck depth 4: first logged loss %.4f, final %.4f, eval "
+                  "loss %.4f, exact match %.3f (chance %.4f)\n", losses[0],
+                  losses[n - 1], eval_loss, acc, chance);
+    assert_true(losses[n - 1] < 0.5 * chance);
+    assert_true(eval_loss < 0.5 * chance);
+    json_decref(rec.records);
+}
+
+/* ---- two ranks in one process ------------------------------------------------ */
+
+/* A sum-allreduce over two threads: each copies its buffer in, waits, then
+ * both read the sum.  The three barriers keep rounds from overlapping. */
+typedef struct fake_group {
+    pthread_barrier_t barrier;
+    float *slots[2];
+} fake_group;
+
+typedef struct rank_ctx {
+    fake_group *group;
+    int rank;
+    bf_trainer *trainer;
+    double losses[12];
+    bf_eval_result eval[1];
+} rank_ctx;
+
+static void fake_allreduce(void *ctx, float *buf, size_t n)
+{
+    rank_ctx *r = ctx;
+    fake_group *g = r->group;
+    g->slots[r->rank] = buf;
+    pthread_barrier_wait(&g->barrier);
+    float *sum = malloc(n * sizeof *sum);
+    for (size_t i = 0; i < n; i++)
+        sum[i] = g->slots[0][i] + g->slots[1][i];
+    pthread_barrier_wait(&g->barrier);   /* both have read both slots */
+    memcpy(buf, sum, n * sizeof *sum);
+    free(sum);
+    pthread_barrier_wait(&g->barrier);
+}
+
+static void *rank_main(void *arg)
+{
+    rank_ctx *r = arg;
+    for (int s = 0; s < 12; s++)
+        bf_trainer_step(r->trainer, &r->losses[s], NULL, NULL);
+    return NULL;
+}
+
+static void *rank_eval_main(void *arg)
+{
+    rank_ctx *r = arg;
+    bf_trainer_evaluate(r->trainer, r->eval);
+    return NULL;
+}
+
+/* Runs fn on both ranks concurrently. */
+static void run_ranks(rank_ctx *ranks, void *(*fn)(void *))
+{
+    pthread_t th[2];
+    for (int r = 0; r < 2; r++)
+        pthread_create(&th[r], NULL, fn, &ranks[r]);
+    for (int r = 0; r < 2; r++)
+        pthread_join(th[r], NULL);
+}
+
+static void test_two_ranks_match_one(void **state)
+{
+    (void)state;
+    bf_job_config c;
+    tiny_config(&c, BF_ROPE_BIFOCAL);
+    c.batch_size = 6;
+    c.steps = 12;
+    bf_error err;
+    bf_trainer *single;
+    bf_trainer_opts one = {.rank = 0, .nranks = 1};
+    assert_int_equal(bf_trainer_create(&single, &c, &one, &err), 0);
+    double want[12];
+    for (int s = 0; s < 12; s++)
+        bf_trainer_step(single, &want[s], NULL, NULL);
+
+    fake_group g;
+    pthread_barrier_init(&g.barrier, NULL, 2);
+    rank_ctx ranks[2];
+    for (int r = 0; r < 2; r++) {
+        ranks[r] = (rank_ctx){.group = &g, .rank = r};
+        bf_trainer_opts o = {.rank = r, .nranks = 2,
+                             .hooks = {.ctx = &ranks[r],
+                                       .allreduce_sum = fake_allreduce}};
+        assert_int_equal(bf_trainer_create(&ranks[r].trainer, &c, &o, &err),
+                         0);
+    }
+    run_ranks(ranks, rank_main);
+
+    /* Same losses as one process up to float summation order, and the two
+     * replicas stay bitwise identical. */
+    for (int s = 0; s < 12; s++) {
+        assert_true(ranks[0].losses[s] == ranks[1].losses[s]);
+        if (fabs(ranks[0].losses[s] - want[s]) > 1e-4 * want[s])
+            fail_msg("step %d: 2 ranks %.9g, 1 rank %.9g", s + 1,
+                     ranks[0].losses[s], want[s]);
+    }
+    bf_model *m0 = bf_trainer_model(ranks[0].trainer);
+    bf_model *m1 = bf_trainer_model(ranks[1].trainer);
+    bf_model *ms = bf_trainer_model(single);
+    assert_memory_equal(m0->params_memory, m1->params_memory,
+                        m0->num_params * sizeof(float));
+    double max_diff = 0;
+    for (size_t i = 0; i < ms->num_params; i++)
+        max_diff = fmax(max_diff, fabs(m0->params_memory[i] -
+                                       ms->params_memory[i]));
+    assert_true(max_diff < 1e-4);
+    /* A split evaluation (8 examples, 4 per rank) sums to the whole. */
+    memcpy(ms->params_memory, m0->params_memory,
+           ms->num_params * sizeof(float));
+    bf_eval_result whole[1];
+    bf_trainer_evaluate(single, whole);
+    run_ranks(ranks, rank_eval_main);
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(ranks[r].eval[0].depth, 3);
+        assert_float_equal(ranks[r].eval[0].loss, whole[0].loss,
+                           1e-5 * whole[0].loss);
+        assert_float_equal(ranks[r].eval[0].accuracy, whole[0].accuracy,
+                           1e-9);
+    }
+    for (int r = 0; r < 2; r++)
+        bf_trainer_free(ranks[r].trainer);
+    bf_trainer_free(single);
+    pthread_barrier_destroy(&g.barrier);
+}
+
+static void test_uneven_split_refused(void **state)
+{
+    (void)state;
+    bf_job_config c;
+    tiny_config(&c, BF_ROPE_GEOMETRIC);
+    c.batch_size = 5;
+    bf_trainer_opts o = {.rank = 1, .nranks = 2,
+                         .hooks = {.allreduce_sum = fake_allreduce}};
+    bf_trainer *t = NULL;
+    bf_error err;
+    assert_int_equal(bf_trainer_create(&t, &c, &o, &err), -1);
+    assert_null(t);
+    assert_string_equal(err.field, "batch_size");
+    assert_non_null(strstr(err.msg, "2 ranks"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lr_schedule),
+        cmocka_unit_test(test_records_schedule),
+        cmocka_unit_test(test_resume_is_bit_identical),
+        cmocka_unit_test(test_two_ranks_match_one),
+        cmocka_unit_test(test_uneven_split_refused),
+        cmocka_unit_test(test_learns_dyck),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

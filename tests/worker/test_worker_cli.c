@@ -1,0 +1,274 @@
+/* The bifocal-worker command, run as a real process: records on stdout,
+ * exit codes and messages for bad jobs and bad eval input, resume, and
+ * `eval` agreeing with an in-process forward pass over the checkpoint.
+ * argv[1] is the path of the bifocal-worker binary. */
+#include "test_train_util.h"
+
+#include <math.h>
+#include <sys/wait.h>
+
+#include "checkpoint.h"
+#include "model.h"
+#include "tasks.h"
+
+static const char *worker;
+static char dir[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    scratch_dir(dir, sizeof dir);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    remove_tree(dir);
+    return 0;
+}
+
+/* Runs `bifocal-worker ARGS >dir/out 2>dir/err`; returns the exit status. */
+static int run_worker(const char *args)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s %s >%s/out 2>%s/err", worker, args, dir,
+             dir);
+    int st = system(cmd);
+    assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+/* Contents of dir/NAME (caller frees). */
+static char *slurp(const char *name)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    static const size_t cap = 1 << 20;
+    char *buf = calloc(1, cap);
+    size_t n = fread(buf, 1, cap - 1, fp);
+    buf[n] = '\0';
+    fclose(fp);
+    return buf;
+}
+
+/* Every stdout line as a JSON array (each line must parse). */
+static json_t *stdout_records(void)
+{
+    char *text = slurp("out");
+    json_t *arr = json_array();
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        json_error_t e;
+        json_t *r = json_loads(line, 0, &e);
+        if (!r)
+            fail_msg("stdout line is not JSON: %s (%s)", line, e.text);
+        json_array_append_new(arr, r);
+    }
+    free(text);
+    return arr;
+}
+
+static const char tiny_job[] =
+    "task: dyck\ndepth: 3\neval_depths: [3]\nrope: bifocal\n"
+    "d_model: 16\nn_layers: 1\nn_heads: 2\nseq_len: 16\nbatch_size: 4\n"
+    "steps: 6\nwarmup_steps: 1\nlog_every: 2\neval_every: 3\n"
+    "freq_every: 3\ncheckpoint_every: 3\neval_examples: 8\n";
+
+static void write_job(const char *name, const char *text)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    write_text(path, text);
+}
+
+static void test_train_prints_records(void **state)
+{
+    (void)state;
+    write_job("job.yaml", tiny_job);
+    char args[512];
+    snprintf(args, sizeof args, "--job %s/job.yaml --checkpoint-dir %s/ck",
+             dir, dir);
+    assert_int_equal(run_worker(args), 0);
+    json_t *recs = stdout_records();
+    /* freq at 0; train at 2, 4, 6; eval, freq, checkpoint at 3 and 6 */
+    const char *want[] = {"freq", "train", "eval", "freq", "checkpoint",
+                          "train", "train", "eval", "freq", "checkpoint",
+                          "done"};
+    size_t n = sizeof want / sizeof want[0];
+    assert_int_equal(json_array_size(recs), n);
+    for (size_t i = 0; i < n; i++) {
+        json_t *r = json_array_get(recs, i);
+        assert_string_equal(json_string_value(json_object_get(r, "type")),
+                            want[i]);
+        assert_true(json_is_integer(json_object_get(r, "step")));
+    }
+    json_t *ck = json_array_get(recs, 9);
+    char expect[256];
+    snprintf(expect, sizeof expect, "%s/ck/step-000006.safetensors", dir);
+    assert_string_equal(json_string_value(json_object_get(ck, "path")),
+                        expect);
+    json_decref(recs);
+
+    /* --resume on a finished run continues from step 6: nothing to do. */
+    snprintf(args, sizeof args,
+             "--job %s/job.yaml --checkpoint-dir %s/ck --resume", dir, dir);
+    assert_int_equal(run_worker(args), 0);
+    recs = stdout_records();
+    assert_int_equal(json_array_size(recs), 1);
+    json_t *done = json_array_get(recs, 0);
+    assert_int_equal(json_integer_value(json_object_get(done, "step")), 6);
+    json_decref(recs);
+
+    /* ...but not under a different config. */
+    char changed[sizeof tiny_job + 32];
+    snprintf(changed, sizeof changed, "%slr: 0.05\n", tiny_job);
+    write_job("changed.yaml", changed);
+    snprintf(args, sizeof args,
+             "--job %s/changed.yaml --checkpoint-dir %s/ck --resume", dir,
+             dir);
+    assert_int_equal(run_worker(args), 1);
+    char *err = slurp("err");
+    assert_non_null(strstr(err, "field 'lr'"));
+    free(err);
+}
+
+static void test_bad_job_file(void **state)
+{
+    (void)state;
+    write_job("bad.yaml", "task: dyck\nsteps: 10\nd_model: lots\n");
+    char args[256];
+    snprintf(args, sizeof args, "--job %s/bad.yaml", dir);
+    assert_int_equal(run_worker(args), 2);
+    char *err = slurp("err");
+    char where[128];
+    snprintf(where, sizeof where, "%s/bad.yaml:3", dir);
+    if (!strstr(err, where) || !strstr(err, "d_model"))
+        fail_msg("stderr '%s' does not name %s and d_model", err, where);
+    free(err);
+    char *out = slurp("out");
+    assert_string_equal(out, "");
+    free(out);
+
+    assert_int_equal(run_worker("--no-such-option"), 2);
+    assert_int_equal(run_worker("frobnicate"), 2);
+    assert_int_equal(run_worker(""), 2);   /* --job is required */
+    assert_int_equal(run_worker("--help"), 0);
+    out = slurp("out");
+    assert_non_null(strstr(out, "--checkpoint-dir"));
+    free(out);
+}
+
+/* In-process loss sum of one row with the checkpoint's weights. */
+static double direct_loss(bf_model *m, const int *in, const int *tg, int T,
+                          int *n)
+{
+    return bf_model_forward(m, in, tg, 1, T, n);
+}
+
+static void test_eval_matches_forward(void **state)
+{
+    (void)state;
+    write_job("job.yaml", tiny_job);
+    char args[512], ck_path[256], input[160];
+    snprintf(args, sizeof args, "--job %s/job.yaml --checkpoint-dir %s/ev",
+             dir, dir);
+    assert_int_equal(run_worker(args), 0);
+    snprintf(ck_path, sizeof ck_path, "%s/ev/step-000006.safetensors", dir);
+
+    bf_checkpoint ck;
+    bf_error e;
+    assert_int_equal(bf_checkpoint_open(&ck, ck_path, &e), 0);
+    bf_model m;
+    bf_model_shape s;
+    bf_model_shape_from_config(&s, &ck.cfg, bf_task_vocab_size(&ck.cfg));
+    assert_int_equal(bf_model_create(&m, &s, 1, ck.cfg.seq_len, &e), 0);
+    assert_int_equal(bf_checkpoint_load_params(&ck, &m, &e), 0);
+
+    /* Three held-out examples at depth 2 and 3, cut to their used length. */
+    snprintf(input, sizeof input, "%s/in.jsonl", dir);
+    FILE *fp = fopen(input, "w");
+    int T = ck.cfg.seq_len;
+    double want[3], total = 0;
+    int counts[3], total_n = 0;
+    for (int k = 0; k < 3; k++) {
+        int in[64], tg[64], len = T;
+        bf_task_eval_example(&ck.cfg, 2 + (k % 2), (uint64_t)k, in, tg, T);
+        while (len > 1 && in[len - 1] == BF_TOK_PAD)
+            len--;
+        fprintf(fp, "{\"input\": [");
+        for (int t = 0; t < len; t++)
+            fprintf(fp, "%s%d", t ? "," : "", in[t]);
+        fprintf(fp, "], \"target\": [");
+        for (int t = 0; t < len; t++)
+            fprintf(fp, "%s%d", t ? "," : "", tg[t]);
+        fprintf(fp, "]}\n%s", k == 0 ? "\n" : "");  /* a blank line too */
+        double sum = direct_loss(&m, in, tg, len, &counts[k]);
+        want[k] = sum / counts[k];
+        total += sum;
+        total_n += counts[k];
+    }
+    fclose(fp);
+    bf_model_free(&m);
+    bf_checkpoint_close(&ck);
+
+    snprintf(args, sizeof args, "eval --checkpoint %s --input %s", ck_path,
+             input);
+    assert_int_equal(run_worker(args), 0);
+    json_t *recs = stdout_records();
+    assert_int_equal(json_array_size(recs), 4);
+    double weighted = 0;
+    for (int k = 0; k < 3; k++) {
+        json_t *r = json_array_get(recs, (size_t)k);
+        double loss = json_real_value(json_object_get(r, "loss"));
+        int n = (int)json_integer_value(json_object_get(r, "targets"));
+        assert_int_equal(n, counts[k]);
+        assert_float_equal(loss, want[k], 1e-6 * want[k]);
+        weighted += loss * n;
+    }
+    json_t *fin = json_array_get(recs, 3);
+    double mean = json_real_value(json_object_get(fin, "mean_loss"));
+    assert_int_equal(json_integer_value(json_object_get(fin, "targets")),
+                     total_n);
+    assert_int_equal(json_integer_value(json_object_get(fin, "lines")), 3);
+    assert_float_equal(mean, weighted / total_n, 1e-6 * mean);
+    assert_float_equal(mean, total / total_n, 1e-6 * mean);
+    json_decref(recs);
+
+    /* A bad line is named by file, line and field. */
+    fp = fopen(input, "w");
+    fprintf(fp, "{\"input\": [1, 2], \"target\": [2, -1]}\n");
+    fprintf(fp, "{\"input\": [1, 2], \"target\": [2, 99]}\n");
+    fclose(fp);
+    assert_int_equal(run_worker(args), 2);
+    char *err = slurp("err");
+    char where[200];
+    snprintf(where, sizeof where, "%s:2: field 'target[1]'", input);
+    if (!strstr(err, where) || !strstr(err, "99"))
+        fail_msg("stderr '%s' lacks '%s'", err, where);
+    free(err);
+
+    fp = fopen(input, "w");
+    fprintf(fp, "{\"input\": [1, 2, 3], \"target\": [2, -1]}\n");
+    fclose(fp);
+    assert_int_equal(run_worker(args), 2);
+    err = slurp("err");
+    assert_non_null(strstr(err, ":1: field 'target'"));
+    free(err);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s PATH-TO-bifocal-worker\n", argv[0]);
+        return 2;
+    }
+    worker = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_train_prints_records),
+        cmocka_unit_test(test_bad_job_file),
+        cmocka_unit_test(test_eval_matches_forward),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
