@@ -1,0 +1,268 @@
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+static const char *binary(const char *env)
+{
+    const char *p = getenv(env);
+    if (!p || !*p) {
+        fprintf(stderr, "harness: environment variable %s is not set\n", env);
+        exit(2);
+    }
+    return p;
+}
+
+int bft_daemon_restart(bft_daemon *d)
+{
+    unlink(d->port_file);
+    char lease[16];
+    snprintf(lease, sizeof lease, "%d", d->lease_seconds);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0)
+            dup2(fd, STDERR_FILENO);
+        execl(binary("BIFOCALD"), "bifocald", "--db", d->db, "--listen",
+              "127.0.0.1:0", "--port-file", d->port_file, "--lease-seconds",
+              lease, "--log-level", "debug", (char *)NULL);
+        _exit(127);
+    }
+    d->pid = pid;
+    /* The port file appears (atomically) once the daemon listens. */
+    for (int i = 0; i < 2000; i++) {
+        FILE *f = fopen(d->port_file, "r");
+        int port = 0;
+        if (f) {
+            int ok = fscanf(f, "%d", &port) == 1;
+            fclose(f);
+            if (ok && port > 0) {
+                snprintf(d->addr, sizeof d->addr, "127.0.0.1:%d", port);
+                bf_error err;
+                return bf_wire_read_token(d->token_file, d->token,
+                                          sizeof d->token, &err);
+            }
+        }
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            d->pid = 0;
+            fprintf(stderr, "harness: bifocald exited early (see %s)\n",
+                    d->log);
+            return -1;
+        }
+        sleep_ms(5);
+    }
+    fprintf(stderr, "harness: bifocald did not start\n");
+    return -1;
+}
+
+int bft_daemon_start(bft_daemon *d, int lease_seconds)
+{
+    memset(d, 0, sizeof *d);
+    snprintf(d->dir, sizeof d->dir, "/tmp/bifocal-test-XXXXXX");
+    if (!mkdtemp(d->dir))
+        return -1;
+    snprintf(d->db, sizeof d->db, "%s/bifocal.db", d->dir);
+    snprintf(d->token_file, sizeof d->token_file, "%s/bifocal.db.token",
+             d->dir);
+    snprintf(d->port_file, sizeof d->port_file, "%s/port", d->dir);
+    snprintf(d->log, sizeof d->log, "%s/daemon.log", d->dir);
+    d->lease_seconds = lease_seconds;
+    return bft_daemon_restart(d);
+}
+
+int bft_daemon_stop(bft_daemon *d, int sig)
+{
+    if (!d->pid)
+        return -1;
+    kill(d->pid, sig);
+    int status = 0;
+    waitpid(d->pid, &status, 0);
+    d->pid = 0;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag,
+                        struct FTW *ftw)
+{
+    (void)st; (void)flag; (void)ftw;
+    return remove(path);
+}
+
+void bft_daemon_cleanup(bft_daemon *d)
+{
+    if (d->pid)
+        bft_daemon_stop(d, SIGKILL);
+    if (d->dir[0] && !getenv("BFT_KEEP"))
+        nftw(d->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+int bft_connect(bft_daemon *d, bf_wire_conn *c, const char *role,
+                const char *name)
+{
+    bf_error err;
+    if (bf_wire_connect(c, d->addr, &err)) {
+        fprintf(stderr, "harness: %s\n", err.msg);
+        return -1;
+    }
+    if (role && bf_wire_hello(c, d->token, role, name, "testhost", 1, &err)) {
+        fprintf(stderr, "harness: hello: %s\n", err.msg);
+        bf_wire_close(c);
+        return -1;
+    }
+    return 0;
+}
+
+json_t *bft_request(bf_wire_conn *c, json_t *msg)
+{
+    bf_error err;
+    json_t *reply = bf_wire_request(c, msg, 5000, NULL, NULL, &err);
+    json_decref(msg);
+    return reply;
+}
+
+int bft_send_raw(bf_wire_conn *c, const char *bytes, size_t n)
+{
+    size_t off = 0;
+    while (off < n) {
+        ssize_t w = send(c->fd, bytes + off, n - off, MSG_NOSIGNAL);
+        if (w <= 0)
+            return -1;
+        off += (size_t)w;
+    }
+    return 0;
+}
+
+int64_t bft_submit(bft_daemon *d, const char *filename, const char *yaml,
+                   int *n_jobs, json_t **error_out)
+{
+    bf_wire_conn c;
+    if (bft_connect(d, &c, "client", NULL))
+        return -1;
+    json_t *reply = bft_request(&c, json_pack("{s:s, s:s, s:s}", "type",
+                                "submit", "filename", filename, "text", yaml));
+    bf_wire_close(&c);
+    if (!reply)
+        return -1;
+    int64_t id = -1;
+    if (strcmp(bf_wire_type(reply), "ack") == 0) {
+        id = json_integer_value(json_object_get(reply, "sweep_id"));
+        if (n_jobs)
+            *n_jobs = (int)json_integer_value(json_object_get(reply, "jobs"));
+    } else if (error_out) {
+        *error_out = json_incref(reply);
+    }
+    json_decref(reply);
+    return id;
+}
+
+long long bft_sql_int(bft_daemon *d, const char *sql)
+{
+    char *out = NULL;
+    int pipefd[2];
+    if (pipe(pipefd))
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pipefd[1], STDOUT_FILENO);
+        close(pipefd[0]);
+        execlp("sqlite3", "sqlite3", "-batch", "-cmd", ".timeout 5000", d->db,
+               sql, (char *)NULL);
+        _exit(127);
+    }
+    close(pipefd[1]);
+    FILE *f = fdopen(pipefd[0], "r");
+    size_t cap = 0;
+    long long v = -1;
+    if (getline(&out, &cap, f) > 0)
+        v = strtoll(out, NULL, 10);
+    fclose(f);
+    free(out);
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? v : -1;
+}
+
+static char *slurp_fd(int fd)
+{
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    ssize_t r;
+    while ((r = read(fd, buf + n, cap - n - 1)) > 0) {
+        n += (size_t)r;
+        if (cap - n < 2)
+            buf = realloc(buf, cap *= 2);
+    }
+    buf[n] = '\0';
+    close(fd);
+    return buf;
+}
+
+int bft_run_client(bft_daemon *d, char **out, char **err, const char *arg,
+                   ...)
+{
+    const char *argv[32];
+    int argc = 0;
+    argv[argc++] = "bifocal";
+    argv[argc++] = "--server";
+    argv[argc++] = d->addr;
+    argv[argc++] = "--token-file";
+    argv[argc++] = d->token_file;
+    va_list ap;
+    va_start(ap, arg);
+    for (const char *a = arg; a && argc < 31; a = va_arg(ap, const char *))
+        argv[argc++] = a;
+    va_end(ap);
+    argv[argc] = NULL;
+
+    /* Both outputs go to files: reading two pipes in turn could deadlock. */
+    char out_path[400], err_path[400];
+    snprintf(out_path, sizeof out_path, "%s/client.out", d->dir);
+    snprintf(err_path, sizeof err_path, "%s/client.err", d->dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(o, STDOUT_FILENO);
+        dup2(e, STDERR_FILENO);
+        execv(binary("BIFOCAL"), (char *const *)argv);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    if (out)
+        *out = slurp_fd(open(out_path, O_RDONLY));
+    if (err)
+        *err = slurp_fd(open(err_path, O_RDONLY));
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+const char *bft_write_file(bft_daemon *d, const char *name, const char *text)
+{
+    static char path[400];
+    snprintf(path, sizeof path, "%s/%s", d->dir, name);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+    return path;
+}

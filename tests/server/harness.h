@@ -1,0 +1,59 @@
+/* Test harness for the coordinator: runs the real bifocald binary on
+ * loopback with a real database in a temporary directory, and talks to it
+ * with the wire library.  The binaries come from the environment, set by
+ * tests/server/meson.build: BIFOCALD (daemon) and BIFOCAL (client). */
+#ifndef BF_TEST_HARNESS_H
+#define BF_TEST_HARNESS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <jansson.h>
+
+#include "wire.h"
+
+typedef struct bft_daemon {
+    char dir[256];           /* temporary directory, removed by cleanup */
+    char db[320], token_file[320], port_file[320], log[320];
+    char addr[64];           /* 127.0.0.1:PORT */
+    char token[BF_TOKEN_HEX_LEN + 1];
+    int lease_seconds;
+    pid_t pid;               /* 0 when not running */
+} bft_daemon;
+
+/* Makes a fresh directory and starts a daemon in it.  0 or -1. */
+int bft_daemon_start(bft_daemon *d, int lease_seconds);
+/* Starts again on the same database (after a stop). */
+int bft_daemon_restart(bft_daemon *d);
+/* Sends sig and waits; returns the exit status (128+N if killed by N). */
+int bft_daemon_stop(bft_daemon *d, int sig);
+/* Stops a running daemon (SIGKILL) and removes the directory. */
+void bft_daemon_cleanup(bft_daemon *d);
+
+/* Connects; for role "worker" or "client" also says hello (name used for
+ * workers).  role NULL: no hello.  0 or -1. */
+int bft_connect(bft_daemon *d, bf_wire_conn *c, const char *role,
+                const char *name);
+/* Sends msg (stolen) with an id and returns the reply (5 s timeout). */
+json_t *bft_request(bf_wire_conn *c, json_t *msg);
+/* Sends raw bytes. */
+int bft_send_raw(bf_wire_conn *c, const char *bytes, size_t n);
+
+/* Submits a sweep as a client; returns the sweep id (> 0) or -1 with the
+ * error reply in *error_out (may be NULL; caller decrefs). */
+int64_t bft_submit(bft_daemon *d, const char *filename, const char *yaml,
+                   int *n_jobs, json_t **error_out);
+
+/* Runs `sqlite3 DB SQL` with the real CLI and returns the single integer it
+ * prints, or -1. */
+long long bft_sql_int(bft_daemon *d, const char *sql);
+
+/* Runs the client binary with the daemon's address and token; its stdout
+ * and stderr land in *out / *err (malloc'd, caller frees; may be NULL).
+ * Returns the exit status. */
+int bft_run_client(bft_daemon *d, char **out, char **err, const char *arg,
+                   ...) __attribute__((sentinel));
+
+/* Writes text to DIR/name and returns the path (static buffer). */
+const char *bft_write_file(bft_daemon *d, const char *name, const char *text);
+
+#endif

@@ -1,0 +1,510 @@
+/* The daemon end to end over loopback: a real bifocald process, a real
+ * database file, the wire library and the fake worker. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cmocka.h>
+
+#include "fake_worker.h"
+#include "harness.h"
+
+static const char sweep_4[] =
+    "name: four\n"
+    "grid:\n"
+    "  rope: [rope, spectral]\n"
+    "seeds: 2\n";
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+static int setup(void **state)
+{
+    bft_daemon *d = calloc(1, sizeof *d);
+    if (bft_daemon_start(d, 30)) {
+        free(d);
+        return -1;
+    }
+    *state = d;
+    return 0;
+}
+
+static int setup_short_lease(void **state)
+{
+    bft_daemon *d = calloc(1, sizeof *d);
+    if (bft_daemon_start(d, 1)) {
+        free(d);
+        return -1;
+    }
+    *state = d;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    bft_daemon *d = *state;
+    /* Every test leaves a daemon that still stops cleanly. */
+    int rc = bft_daemon_stop(d, SIGTERM);
+    bft_daemon_cleanup(d);
+    free(d);
+    return rc == 0 ? 0 : -1;
+}
+
+static void send_msg(bf_wire_conn *c, json_t *msg)
+{
+    assert_int_equal(bf_wire_send(c, msg, NULL), 0);
+    json_decref(msg);
+}
+
+/* The code of an error reply, "" for anything else. */
+static const char *error_code(const json_t *m)
+{
+    if (!m || strcmp(bf_wire_type(m), "error") != 0)
+        return "";
+    const char *code = json_string_value(json_object_get(m, "code"));
+    return code ? code : "";
+}
+
+/* A fresh client connection can still be served. */
+static void assert_serving(bft_daemon *d)
+{
+    bf_wire_conn c;
+    assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
+    json_t *r = bft_request(&c, json_pack("{s:s}", "type", "status"));
+    assert_non_null(r);
+    assert_string_equal(bf_wire_type(r), "status");
+    assert_true(json_is_array(json_object_get(r, "sweeps")));
+    json_decref(r);
+    bf_wire_close(&c);
+}
+
+/* Expects the next message to be an error with this code, then EOF. */
+static void assert_refused(bf_wire_conn *c, const char *code)
+{
+    bf_error err;
+    json_t *m = bf_wire_recv(c, 5000, &err);
+    assert_non_null(m);
+    assert_string_equal(error_code(m), code);
+    json_decref(m);
+    assert_null(bf_wire_recv(c, 5000, &err));
+    assert_non_null(strstr(err.msg, "closed"));
+}
+
+static void test_auth_refusals(void **state)
+{
+    bft_daemon *d = *state;
+    bf_wire_conn c;
+
+    assert_int_equal(bft_connect(d, &c, NULL, NULL), 0);
+    send_msg(&c, json_pack("{s:s, s:i, s:s, s:s}", "type", "hello",
+                               "version", BF_WIRE_VERSION, "token", "nope",
+                               "role", "client"));
+    assert_refused(&c, "auth");
+    bf_wire_close(&c);
+
+    assert_int_equal(bft_connect(d, &c, NULL, NULL), 0);
+    send_msg(&c, json_pack("{s:s, s:i, s:s, s:s}", "type", "hello",
+                               "version", 99, "token", d->token, "role",
+                               "client"));
+    assert_refused(&c, "version");
+    bf_wire_close(&c);
+
+    /* A request before any hello. */
+    assert_int_equal(bft_connect(d, &c, NULL, NULL), 0);
+    send_msg(&c, json_pack("{s:s}", "type", "status"));
+    assert_refused(&c, "no_hello");
+    bf_wire_close(&c);
+
+    /* Garbage before any hello. */
+    assert_int_equal(bft_connect(d, &c, NULL, NULL), 0);
+    bft_send_raw(&c, "\x16\x03\x01 GET / HTTP/1.1\r\n", 22);
+    assert_refused(&c, "no_hello");
+    bf_wire_close(&c);
+
+    assert_serving(d);
+}
+
+static void test_bad_messages_get_errors(void **state)
+{
+    bft_daemon *d = *state;
+    bf_wire_conn c, other;
+    bf_error err;
+    assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
+    assert_int_equal(bft_connect(d, &other, "client", NULL), 0);
+
+    bft_send_raw(&c, "{{{ not json\n", 13);
+    json_t *m = bf_wire_recv(&c, 5000, &err);
+    assert_string_equal(error_code(m), "bad_json");
+    assert_non_null(strstr(json_string_value(json_object_get(m, "message")),
+                           "column"));
+    json_decref(m);
+
+    bft_send_raw(&c, "[1,2,3]\n", 8);
+    m = bf_wire_recv(&c, 5000, &err);
+    assert_string_equal(error_code(m), "bad_json");
+    json_decref(m);
+
+    m = bft_request(&c, json_pack("{s:s}", "type", "frobnicate"));
+    assert_string_equal(error_code(m), "unknown_type");
+    assert_true(json_is_integer(json_object_get(m, "id")));
+    json_decref(m);
+
+    m = bft_request(&c, json_pack("{s:s, s:i, s:s}", "type", "submit",
+                                  "filename", 5, "text", "x"));
+    assert_string_equal(error_code(m), "bad_message");
+    assert_string_equal(json_string_value(json_object_get(m, "field")),
+                        "filename");
+    json_decref(m);
+
+    m = bft_request(&c, json_pack("{s:s, s:s}", "type", "results",
+                                  "sweep_id", "one"));
+    assert_string_equal(error_code(m), "bad_message");
+    json_decref(m);
+
+    /* Worker messages from a client, and a second hello, are out of place. */
+    m = bft_request(&c, json_pack("{s:s, s:i}", "type", "heartbeat",
+                                  "attempt_id", 1));
+    assert_string_equal(error_code(m), "out_of_place");
+    json_decref(m);
+    m = bft_request(&c, json_pack("{s:s, s:i, s:s, s:s}", "type", "hello",
+                                  "version", 1, "token", d->token, "role",
+                                  "worker"));
+    assert_string_equal(error_code(m), "out_of_place");
+    json_decref(m);
+
+    /* The same connection carries on, and so does everyone else. */
+    m = bft_request(&c, json_pack("{s:s}", "type", "workers"));
+    assert_string_equal(bf_wire_type(m), "workers");
+    json_decref(m);
+    m = bft_request(&other, json_pack("{s:s}", "type", "status"));
+    assert_string_equal(bf_wire_type(m), "status");
+    json_decref(m);
+
+    /* A client that vanishes in the middle of a frame. */
+    bf_wire_conn half;
+    assert_int_equal(bft_connect(d, &half, "client", NULL), 0);
+    bft_send_raw(&half, "{\"type\":\"sta", 12);
+    bf_wire_close(&half);
+
+    bf_wire_close(&other);
+    bf_wire_close(&c);
+    assert_serving(d);
+}
+
+static void test_oversized_frame_closes(void **state)
+{
+    bft_daemon *d = *state;
+    bf_wire_conn c;
+    assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
+    size_t n = BF_WIRE_MAX_FRAME + 1024;
+    char *big = malloc(n);
+    memset(big, 'a', n);
+    memcpy(big, "{\"type\":\"submit\",\"text\":\"", 26);
+    /* The daemon may close before it has read it all: ignore send errors. */
+    bft_send_raw(&c, big, n);
+    free(big);
+    assert_refused(&c, "too_large");
+    bf_wire_close(&c);
+    assert_serving(d);
+}
+
+static void test_submit_and_reject(void **state)
+{
+    bft_daemon *d = *state;
+    int n_jobs = 0;
+    int64_t sweep = bft_submit(d, "four.yaml", sweep_4, &n_jobs, NULL);
+    assert_true(sweep > 0);
+    assert_int_equal(n_jobs, 4);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs"), 4);
+    assert_int_equal(bft_sql_int(d, "SELECT count(DISTINCT config_hash) "
+                                    "FROM jobs"), 4);
+
+    json_t *error = NULL;
+    const char bad[] = "name: bad\n"
+                       "grid:\n"
+                       "  rope: [rope, sideways]\n";
+    assert_int_equal(bft_submit(d, "bad.yaml", bad, NULL, &error), -1);
+    assert_non_null(error);
+    assert_string_equal(error_code(error), "invalid");
+    assert_string_equal(json_string_value(json_object_get(error, "file")),
+                        "bad.yaml");
+    assert_int_equal(json_integer_value(json_object_get(error, "line")), 3);
+    assert_non_null(strstr(json_string_value(json_object_get(error, "field")),
+                           "rope"));
+    assert_non_null(strstr(json_string_value(json_object_get(error,
+                                                             "message")),
+                           "sideways"));
+    json_decref(error);
+    /* Nothing of the rejected sweep was stored. */
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM sweeps"), 1);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs"), 4);
+}
+
+static int64_t leased_sweep(bft_worker *w)
+{
+    json_t *r = bft_worker_request_job(w);
+    assert_non_null(r);
+    int64_t sweep = strcmp(bf_wire_type(r), "job") == 0
+        ? json_integer_value(json_object_get(r, "sweep_id")) : 0;
+    if (sweep) {
+        assert_true(json_is_object(json_object_get(r, "config")));
+        assert_int_equal(json_integer_value(json_object_get(r, "attempt_no")),
+                         1);
+    }
+    json_decref(r);
+    return sweep;
+}
+
+static void test_leasing_order(void **state)
+{
+    bft_daemon *d = *state;
+    const char a[] = "name: a\ngrid:\n  rope: [rope, spectral]\n";
+    const char b[] = "name: b\ngrid:\n  rope: [rope, bifocal]\n";
+    const char c[] = "name: c\npriority: 9\n";
+    int64_t sa = bft_submit(d, "a.yaml", a, NULL, NULL);
+    int64_t sb = bft_submit(d, "b.yaml", b, NULL, NULL);
+    int64_t sc = bft_submit(d, "c.yaml", c, NULL, NULL);
+    assert_true(sa > 0 && sb > sa && sc > sb);
+
+    bft_worker w;
+    assert_int_equal(bft_worker_connect(&w, d, "w1"), 0);
+    /* Priority first, then round-robin across sweeps. */
+    assert_int_equal(leased_sweep(&w), sc);
+    int64_t s1 = leased_sweep(&w), s2 = leased_sweep(&w);
+    int64_t s3 = leased_sweep(&w), s4 = leased_sweep(&w);
+    assert_true((s1 == sa && s2 == sb) || (s1 == sb && s2 == sa));
+    assert_int_equal(s3, s1);
+    assert_int_equal(s4, s2);
+    json_t *r = bft_worker_request_job(&w);
+    assert_string_equal(bf_wire_type(r), "no_job");
+    assert_true(json_integer_value(json_object_get(r, "retry_ms")) > 0);
+    json_decref(r);
+    bft_worker_close(&w);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs "
+                                    "WHERE status = 'running'"), 5);
+}
+
+static void test_lease_expiry_and_fencing(void **state)
+{
+    bft_daemon *d = *state;   /* lease: 1 s */
+    assert_true(bft_submit(d, "two.yaml",
+                           "name: two\ngrid:\n  rope: [rope, spectral]\n",
+                           NULL, NULL) > 0);
+    bft_worker zombie, live, next;
+    assert_int_equal(bft_worker_connect(&zombie, d, "zombie"), 0);
+    assert_int_equal(bft_worker_connect(&live, d, "live"), 0);
+    int64_t zjob, ljob;
+    int64_t zattempt = bft_worker_lease(&zombie, &zjob);
+    int64_t lattempt = bft_worker_lease(&live, &ljob);
+    assert_true(zattempt > 0 && lattempt > 0 && zjob != ljob);
+
+    /* The live worker heartbeats through 2.5 lease periods; the zombie is
+     * silent. */
+    for (int i = 0; i < 10; i++) {
+        json_t *r = bft_worker_heartbeat(&live, lattempt);
+        assert_string_equal(bf_wire_type(r), "ack");
+        json_decref(r);
+        sleep_ms(250);
+    }
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM attempts "
+                                    "WHERE outcome = 'expired'"), 1);
+
+    /* The zombie's job went back to the queue and goes to the next worker
+     * as a second attempt. */
+    assert_int_equal(bft_worker_connect(&next, d, "next"), 0);
+    json_t *r = bft_worker_request_job(&next);
+    assert_string_equal(bf_wire_type(r), "job");
+    assert_int_equal(json_integer_value(json_object_get(r, "job_id")), zjob);
+    assert_int_equal(json_integer_value(json_object_get(r, "attempt_no")), 2);
+    assert_true(json_integer_value(json_object_get(r, "attempt_id"))
+                != zattempt);
+    json_decref(r);
+
+    /* Everything the zombie says is fenced. */
+    r = bft_worker_heartbeat(&zombie, zattempt);
+    assert_string_equal(error_code(r), "fenced");
+    assert_int_equal(json_integer_value(json_object_get(r, "attempt_id")),
+                     zattempt);
+    json_decref(r);
+    r = bft_worker_metrics(&zombie, zattempt, 1, bft_train_records(0, 3));
+    assert_string_equal(error_code(r), "fenced");
+    json_decref(r);
+    r = bft_worker_done(&zombie, zattempt);
+    assert_string_equal(error_code(r), "fenced");
+    json_decref(r);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM metrics"), 0);
+    /* One live attempt per job, never two. */
+    assert_int_equal(bft_sql_int(d, "SELECT max(n) FROM (SELECT count(*) n "
+                                    "FROM attempts WHERE outcome = 'running' "
+                                    "GROUP BY job_id)"), 1);
+    bft_worker_close(&next);
+    bft_worker_close(&live);
+    bft_worker_close(&zombie);
+}
+
+static void test_idempotent_metrics(void **state)
+{
+    bft_daemon *d = *state;
+    assert_true(bft_submit(d, "one.yaml", "name: one\n", NULL, NULL) > 0);
+    bft_worker w;
+    assert_int_equal(bft_worker_connect(&w, d, "w"), 0);
+    int64_t job, attempt = bft_worker_lease(&w, &job);
+    assert_true(attempt > 0);
+
+    json_t *r = bft_worker_metrics(&w, attempt, 1, bft_train_records(0, 10));
+    assert_string_equal(bf_wire_type(r), "ack");
+    assert_int_equal(json_integer_value(json_object_get(r, "seq")), 1);
+    assert_int_equal(json_integer_value(json_object_get(r, "rows")), 40);
+    json_decref(r);
+    /* The same batch again (a worker resending after a lost ack). */
+    r = bft_worker_metrics(&w, attempt, 1, bft_train_records(0, 10));
+    assert_string_equal(bf_wire_type(r), "ack");
+    assert_int_equal(json_integer_value(json_object_get(r, "rows")), 0);
+    json_decref(r);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM metrics"), 40);
+
+    /* A malformed record rejects its whole batch. */
+    json_t *recs = bft_train_records(100, 5);
+    json_array_append_new(recs, json_pack("{s:s}", "type", "train"));
+    r = bft_worker_metrics(&w, attempt, 2, recs);
+    assert_string_equal(error_code(r), "bad_records");
+    json_decref(r);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM metrics"), 40);
+
+    r = bft_worker_checkpoint(&w, attempt, "/ckpt/step10.safetensors", 10);
+    assert_string_equal(bf_wire_type(r), "ack");
+    json_decref(r);
+    r = bft_worker_done(&w, attempt);
+    assert_string_equal(bf_wire_type(r), "ack");
+    json_decref(r);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs WHERE "
+                                    "status = 'succeeded' AND "
+                                    "checkpoint_step = 10"), 1);
+    bft_worker_close(&w);
+}
+
+static void test_cancel(void **state)
+{
+    bft_daemon *d = *state;
+    int64_t sweep = bft_submit(d, "four.yaml", sweep_4, NULL, NULL);
+    bft_worker w;
+    assert_int_equal(bft_worker_connect(&w, d, "w"), 0);
+    int64_t job, attempt = bft_worker_lease(&w, &job);
+    assert_true(attempt > 0);
+
+    bf_wire_conn c;
+    assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
+    json_t *r = bft_request(&c, json_pack("{s:s, s:I}", "type", "cancel",
+                                          "sweep_id", (json_int_t)sweep));
+    assert_string_equal(bf_wire_type(r), "ack");
+    assert_int_equal(json_integer_value(json_object_get(r, "running")), 1);
+    json_decref(r);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs "
+                                    "WHERE status = 'cancelled'"), 3);
+
+    /* The worker holding the attempt is told, and its heartbeat says so. */
+    json_t *push = bft_worker_wait_push(&w, "cancel", 5000);
+    assert_non_null(push);
+    assert_int_equal(json_integer_value(json_object_get(push, "attempt_id")),
+                     attempt);
+    json_decref(push);
+    r = bft_worker_heartbeat(&w, attempt);
+    assert_string_equal(bf_wire_type(r), "ack");
+    assert_true(json_is_true(json_object_get(r, "cancel")));
+    json_decref(r);
+    r = bft_worker_failed(&w, attempt, "cancelled");
+    assert_string_equal(bf_wire_type(r), "ack");
+    json_decref(r);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs "
+                                    "WHERE status = 'cancelled'"), 4);
+    r = bft_worker_request_job(&w);
+    assert_string_equal(bf_wire_type(r), "no_job");
+    json_decref(r);
+
+    /* Retry puts one back. */
+    r = bft_request(&c, json_pack("{s:s, s:I}", "type", "retry", "job_id",
+                                  (json_int_t)job));
+    assert_string_equal(bf_wire_type(r), "ack");
+    json_decref(r);
+    assert_int_equal(bft_worker_lease(&w, NULL) > 0, 1);
+    r = bft_request(&c, json_pack("{s:s, s:i}", "type", "retry", "job_id",
+                                  999999));
+    assert_string_equal(bf_wire_type(r), "error");
+    json_decref(r);
+    bf_wire_close(&c);
+    bft_worker_close(&w);
+}
+
+/* The sqlite3 CLI reads while the daemon ingests, and never sees a locked
+ * database or a count going backwards. */
+static void test_sqlite_reads_during_ingest(void **state)
+{
+    bft_daemon *d = *state;
+    assert_true(bft_submit(d, "one.yaml", "name: one\n", NULL, NULL) > 0);
+    bft_worker w;
+    assert_int_equal(bft_worker_connect(&w, d, "w"), 0);
+    int64_t attempt = bft_worker_lease(&w, NULL);
+    enum { BATCHES = 40, PER = 500 };
+    /* Pipelined: all batches go out before any ack is read. */
+    for (int b = 0; b < BATCHES; b++) {
+        json_t *m = json_pack("{s:s, s:I, s:i, s:o}", "type", "metrics",
+                              "attempt_id", (json_int_t)attempt, "seq", b,
+                              "records", bft_train_records(b * PER, PER));
+        assert_int_equal(bf_wire_send(&w.conn, m, NULL), 0);
+        json_decref(m);
+        if (b % 8 == 7) {
+            long long n = bft_sql_int(d, "SELECT count(*) FROM metrics");
+            assert_true(n >= 0);
+        }
+    }
+    long long last = 0;
+    int acks = 0;
+    while (acks < BATCHES) {
+        bf_error err;
+        json_t *m = bf_wire_recv(&w.conn, 10000, &err);
+        assert_non_null(m);
+        assert_string_equal(bf_wire_type(m), "ack");
+        acks++;
+        json_decref(m);
+        if (acks % 10 == 0) {
+            long long n = bft_sql_int(d, "SELECT count(*) FROM metrics");
+            /* Acked means committed: at least 4 rows per record acked. */
+            assert_true(n >= (long long)acks * PER * 4);
+            assert_true(n >= last);
+            last = n;
+        }
+    }
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM metrics"),
+                     BATCHES * PER * 4);
+    bft_worker_close(&w);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_auth_refusals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_messages_get_errors, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_oversized_frame_closes, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_submit_and_reject, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_leasing_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lease_expiry_and_fencing,
+                                        setup_short_lease, teardown),
+        cmocka_unit_test_setup_teardown(test_idempotent_metrics, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sqlite_reads_during_ingest,
+                                        setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,140 @@
+/* Restarting the daemon, politely (SIGTERM) and not (SIGKILL), with queued
+ * and running jobs in the database: nothing accepted is lost, and running
+ * leases are re-claimed by heartbeats or expire. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cmocka.h>
+
+#include "fake_worker.h"
+#include "harness.h"
+
+static const char sweep_3[] =
+    "name: three\n"
+    "grid:\n"
+    "  rope: [rope, spectral, bifocal]\n";
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+/* Submits three jobs, leases one and gets 20 records (80 rows) acked. */
+static int64_t start_work(bft_daemon *d, bft_worker *w, int64_t *job)
+{
+    assert_true(bft_submit(d, "three.yaml", sweep_3, NULL, NULL) > 0);
+    assert_int_equal(bft_worker_connect(w, d, "w1"), 0);
+    int64_t attempt = bft_worker_lease(w, job);
+    assert_true(attempt > 0);
+    json_t *r = bft_worker_metrics(w, attempt, 1, bft_train_records(0, 20));
+    assert_string_equal(bf_wire_type(r), "ack");
+    json_decref(r);
+    return attempt;
+}
+
+static void assert_nothing_lost(bft_daemon *d)
+{
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM sweeps"), 1);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs"), 3);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM metrics"), 80);
+}
+
+static void test_sigterm_restart_reclaims_lease(void **state)
+{
+    (void)state;
+    bft_daemon d;
+    assert_int_equal(bft_daemon_start(&d, 30), 0);
+    bft_worker w;
+    int64_t job, attempt = start_work(&d, &w, &job);
+
+    assert_int_equal(bft_daemon_stop(&d, SIGTERM), 0);
+    bft_worker_close(&w);
+    assert_nothing_lost(&d);
+
+    assert_int_equal(bft_daemon_restart(&d), 0);
+    /* The worker comes back with its old attempt id and carries on. */
+    assert_int_equal(bft_worker_connect(&w, &d, "w1"), 0);
+    json_t *r = bft_worker_heartbeat(&w, attempt);
+    assert_string_equal(bf_wire_type(r), "ack");
+    json_decref(r);
+    r = bft_worker_metrics(&w, attempt, 2, bft_train_records(20, 5));
+    assert_string_equal(bf_wire_type(r), "ack");
+    assert_int_equal(json_integer_value(json_object_get(r, "rows")), 20);
+    json_decref(r);
+    /* The two queued jobs are still there, and the running one is not
+     * handed out again. */
+    bft_worker other;
+    assert_int_equal(bft_worker_connect(&other, &d, "w2"), 0);
+    int64_t j2, j3;
+    assert_true(bft_worker_lease(&other, &j2) > 0);
+    assert_true(bft_worker_lease(&other, &j3) > 0);
+    assert_true(j2 != job && j3 != job && j2 != j3);
+    r = bft_worker_request_job(&other);
+    assert_string_equal(bf_wire_type(r), "no_job");
+    json_decref(r);
+    r = bft_worker_done(&w, attempt);
+    assert_string_equal(bf_wire_type(r), "ack");
+    json_decref(r);
+    bft_worker_close(&other);
+    bft_worker_close(&w);
+    assert_int_equal(bft_daemon_stop(&d, SIGTERM), 0);
+    assert_int_equal(bft_sql_int(&d, "SELECT count(*) FROM metrics"), 100);
+    bft_daemon_cleanup(&d);
+}
+
+static void test_sigkill_restart_expires_lease(void **state)
+{
+    (void)state;
+    bft_daemon d;
+    assert_int_equal(bft_daemon_start(&d, 1), 0);
+    bft_worker w;
+    int64_t job, attempt = start_work(&d, &w, &job);
+
+    assert_int_equal(bft_daemon_stop(&d, SIGKILL), 128 + SIGKILL);
+    bft_worker_close(&w);
+    /* Acked metrics were committed before their ack: a crash keeps them. */
+    assert_nothing_lost(&d);
+
+    assert_int_equal(bft_daemon_restart(&d), 0);
+    sleep_ms(2000);   /* two lease periods without a heartbeat */
+    bft_worker next;
+    assert_int_equal(bft_worker_connect(&next, &d, "w2"), 0);
+    int found = 0;
+    for (int i = 0; i < 3; i++) {
+        json_t *r = bft_worker_request_job(&next);
+        assert_string_equal(bf_wire_type(r), "job");
+        if (json_integer_value(json_object_get(r, "job_id")) == job) {
+            found = 1;
+            assert_int_equal(
+                json_integer_value(json_object_get(r, "attempt_no")), 2);
+        }
+        json_decref(r);
+    }
+    assert_true(found);
+    /* The old attempt is dead for good. */
+    assert_int_equal(bft_worker_connect(&w, &d, "w1"), 0);
+    json_t *r = bft_worker_heartbeat(&w, attempt);
+    assert_string_equal(json_string_value(json_object_get(r, "code")),
+                        "fenced");
+    json_decref(r);
+    bft_worker_close(&w);
+    bft_worker_close(&next);
+    assert_int_equal(bft_daemon_stop(&d, SIGINT), 0);
+    assert_nothing_lost(&d);
+    bft_daemon_cleanup(&d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sigterm_restart_reclaims_lease),
+        cmocka_unit_test(test_sigkill_restart_expires_lease),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
