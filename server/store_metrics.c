@@ -89,8 +89,8 @@ static int walk_train(walk *w, size_t i, const json_t *rec, json_int_t step)
 /* {"type":"eval","step":N,"depth":D,"loss":x,"accuracy":x} */
 static int walk_eval(walk *w, size_t i, const json_t *rec, json_int_t step)
 {
-    json_int_t depth;
-    double loss, accuracy;
+    json_int_t depth = 0;
+    double loss = 0, accuracy = 0;
     if (get_int(w, i, rec, "eval", "depth", 1, &depth) < 0 ||
         get_number(w, i, rec, "eval", "loss", &loss) < 0 ||
         get_number(w, i, rec, "eval", "accuracy", &accuracy) < 0)
@@ -109,7 +109,7 @@ static int walk_eval(walk *w, size_t i, const json_t *rec, json_int_t step)
 /* {"type":"freq","step":N,"layer":l,"head":h,"omega":[...]}: pair = index. */
 static int walk_freq(walk *w, size_t i, const json_t *rec, json_int_t step)
 {
-    json_int_t layer, head;
+    json_int_t layer = 0, head = 0;
     if (get_int(w, i, rec, "freq", "layer", 0, &layer) < 0 ||
         get_int(w, i, rec, "freq", "head", 0, &head) < 0)
         return -1;
@@ -148,7 +148,7 @@ static int walk_records(walk *w, const json_t *records)
         if (!json_is_object(rec))
             return bf_error_set(w->err, NULL, 0, "records", "record %zu is not an object", i);
         const char *type = json_string_value(json_object_get(rec, "type"));
-        json_int_t step;
+        json_int_t step = 0;
         if (!type)
             return record_error(w, i, "type", "'type' must be train, eval or freq");
         if (get_int(w, i, rec, type, "step", 0, &step) < 0)

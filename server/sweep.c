@@ -52,12 +52,10 @@ static void value_text(const json_t *v, char *buf, size_t cap)
  * bf_error_set put in front, so it can be re-located. */
 static const char *error_body(const bf_error *e)
 {
-    char prefix[512];
-    bf_error tmp;
-    bf_error_set(&tmp, e->file, e->line, e->field, "%s", "");
-    snprintf(prefix, sizeof prefix, "%s", tmp.msg);
-    size_t n = strlen(prefix);
-    return strncmp(e->msg, prefix, n) == 0 ? e->msg + n : e->msg;
+    bf_error prefix;
+    bf_error_set(&prefix, e->file, e->line, e->field, "%s", "");
+    size_t n = strlen(prefix.msg);
+    return strncmp(e->msg, prefix.msg, n) == 0 ? e->msg + n : e->msg;
 }
 
 uint64_t bf_fnv1a64(const void *data, size_t len)
