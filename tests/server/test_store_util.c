@@ -1,0 +1,141 @@
+#include "test_store_util.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "store_internal.h"
+
+const char *const bft_sweep_small =
+    "name: small\n"
+    "base:\n"
+    "  steps: 100\n"
+    "  eval_depths: [4, 8]\n"
+    "grid:\n"
+    "  rope: [rope, spectral, bifocal]\n"
+    "  depth: [2, 4]\n"
+    "seeds: 2\n"
+    "max_attempts: 2\n";
+
+char *bft_tmpdir(void)
+{
+    const char *base = getenv("TMPDIR");
+    char tmpl[512];
+    snprintf(tmpl, sizeof tmpl, "%s/bf-store-XXXXXX", base && *base ? base : "/tmp");
+    char *dir = mkdtemp(tmpl);
+    assert_non_null(dir);
+    return strdup(dir);
+}
+
+void bft_rmdir(char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+    free(dir);
+}
+
+bf_store *bft_open(const char *dir, const char *name, char **path)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s/%s", dir, name);
+    bf_store *s = NULL;
+    bf_error err = {0};
+    if (bf_store_open(&s, buf, &err) < 0)
+        fail_msg("bf_store_open(%s): %s", buf, err.msg);
+    if (path)
+        *path = strdup(buf);
+    return s;
+}
+
+int64_t bft_submit(bf_store *s, const char *yaml, int64_t now_ms, int *n_jobs)
+{
+    int64_t id = 0;
+    bf_error err = {0};
+    if (bf_store_submit_sweep(s, "sweep.yaml", yaml, strlen(yaml), now_ms, &id,
+                              n_jobs, &err) < 0)
+        fail_msg("submit: %s", err.msg);
+    return id;
+}
+
+static sqlite3_stmt *query(bf_store *s, const char *fmt, va_list ap)
+{
+    char *sql = sqlite3_vmprintf(fmt, ap);
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
+        fail_msg("%s: %s", sql, sqlite3_errmsg(s->db));
+    if (sqlite3_step(st) != SQLITE_ROW)
+        fail_msg("%s: no row (%s)", sql, sqlite3_errmsg(s->db));
+    sqlite3_free(sql);
+    return st;
+}
+
+int64_t bft_int(bf_store *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sqlite3_stmt *st = query(s, fmt, ap);
+    va_end(ap);
+    int64_t v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+double bft_real(bf_store *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sqlite3_stmt *st = query(s, fmt, ap);
+    va_end(ap);
+    double v = sqlite3_column_double(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+char *bft_text(bf_store *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sqlite3_stmt *st = query(s, fmt, ap);
+    va_end(ap);
+    const unsigned char *t = sqlite3_column_text(st, 0);
+    char *v = t ? strdup((const char *)t) : NULL;
+    sqlite3_finalize(st);
+    return v;
+}
+
+char *bft_run(const char *cmd, int *status)
+{
+    char full[4096];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    assert_non_null(p);
+    size_t n = 0, cap = 4096;
+    char *out = malloc(cap);
+    size_t got;
+    while ((got = fread(out + n, 1, cap - n - 1, p)) > 0) {
+        n += got;
+        if (cap - n < 2)
+            out = realloc(out, cap *= 2);
+    }
+    out[n] = '\0';
+    int rc = pclose(p);
+    *status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    return out;
+}

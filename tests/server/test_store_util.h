@@ -1,0 +1,39 @@
+/* Helpers shared by the store and sweep tests: a scratch directory with a
+ * real database file, sweep submission, and one-number SQL queries. */
+#ifndef BFT_STORE_UTIL_H
+#define BFT_STORE_UTIL_H
+
+#include <stdint.h>
+
+#include "store.h"
+
+/* A fresh directory under $TMPDIR (or /tmp); caller frees, bft_rmdir removes. */
+char *bft_tmpdir(void);
+/* Removes dir and the files in it (not recursive: the tests make none). */
+void bft_rmdir(char *dir);
+
+/* Opens dir/name (asserting success); *path (may be NULL) gets a malloc'd
+ * copy of the path. */
+bf_store *bft_open(const char *dir, const char *name, char **path);
+
+/* Submits YAML text as "sweep.yaml" at time now_ms, asserting success. */
+int64_t bft_submit(bf_store *s, const char *yaml, int64_t now_ms, int *n_jobs);
+
+/* First column of the first row of a printf-formatted query on the store's
+ * own connection (so it sees an open batch), asserting a row exists. */
+int64_t bft_int(bf_store *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+double bft_real(bf_store *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Same for text; returns a malloc'd copy (NULL for SQL NULL). */
+char *bft_text(bf_store *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Runs a shell command, capturing stdout+stderr into a malloc'd string;
+ * *status gets the exit status. */
+char *bft_run(const char *cmd, int *status);
+
+/* A small valid sweep: 3 ropes x 2 depths x 2 seeds = 12 jobs. */
+extern const char *const bft_sweep_small;
+
+#endif
