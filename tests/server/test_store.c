@@ -1,0 +1,303 @@
+/* The store's database: opening, pragmas, migrations, submission, reopening,
+ * the client queries, and the sqlite3 CLI reading while the store writes. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "store_internal.h"
+#include "test_store_util.h"
+
+static const char *sqlite3_cli;   /* argv[1] */
+
+typedef struct fixture {
+    char *dir, *path;
+    bf_store *s;
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    f->dir = bft_tmpdir();
+    f->s = bft_open(f->dir, "t.db", &f->path);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    bf_store_close(f->s);
+    bft_rmdir(f->dir);
+    free(f->path);
+    free(f);
+    return 0;
+}
+
+static void test_open_sets_pragmas(void **state)
+{
+    fixture *f = *state;
+    char *mode = bft_text(f->s, "PRAGMA journal_mode");
+    assert_string_equal(mode, "wal");
+    free(mode);
+    assert_int_equal(bft_int(f->s, "PRAGMA foreign_keys"), 1);
+    assert_int_equal(bft_int(f->s, "PRAGMA synchronous"), 1);   /* NORMAL */
+    assert_int_equal(bft_int(f->s, "PRAGMA user_version"), bf_store_schema_version());
+    assert_true(bf_store_schema_version() >= 2);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM sqlite_schema WHERE type = "
+                                   "'view' AND name IN ('results', 'frequency_evolution',"
+                                   " 'sweep_progress')"), 3);
+}
+
+static void test_submit_stores_sweep_and_jobs(void **state)
+{
+    fixture *f = *state;
+    int n = 0;
+    int64_t id = bft_submit(f->s, bft_sweep_small, 1000, &n);
+    assert_int_equal(n, 12);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE sweep_id = %lld",
+                             (long long)id), 12);
+    char *src = bft_text(f->s, "SELECT source FROM sweeps WHERE sweep_id = %lld",
+                         (long long)id);
+    assert_string_equal(src, bft_sweep_small);   /* verbatim */
+    free(src);
+    assert_int_equal(bft_int(f->s, "SELECT max_attempts FROM sweeps"), 2);
+    assert_int_equal(bft_int(f->s, "SELECT n_jobs FROM sweeps"), 12);
+    assert_int_equal(bft_int(f->s, "SELECT submitted_ms FROM sweeps"), 1000);
+    /* Columns agree with the canonical config they were taken from. */
+    assert_int_equal(bft_int(f->s,
+        "SELECT count(*) FROM jobs WHERE rope = json_extract(config, '$.rope')"
+        " AND task = json_extract(config, '$.task')"
+        " AND depth = json_extract(config, '$.depth')"
+        " AND seed = json_extract(config, '$.seed') AND status = 'queued'"), 12);
+    /* Job idx 5 = rope spectral (axis 0 index 1), depth 2, seed 2. */
+    char *rope = bft_text(f->s, "SELECT rope || ',' || depth || ',' || seed FROM jobs"
+                                " WHERE idx = 5");
+    assert_string_equal(rope, "spectral,2,2");
+    free(rope);
+    assert_int_equal(bft_int(f->s, "SELECT count(DISTINCT config_hash) FROM jobs"), 12);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE rope = 'spectral'"
+                                   " AND learnable_heads = 4"), 4);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE rope = 'bifocal'"
+                                   " AND learnable_heads = 2"), 4);
+}
+
+static void test_rejected_sweep_stores_nothing(void **state)
+{
+    fixture *f = *state;
+    /* The 4th job is invalid: the first three were already inserted inside
+     * the transaction, and must be rolled back with the sweep row. */
+    const char *bad = "name: bad\ngrid:\n  depth: [2, 4, 8, 200]\n";
+    bf_error err = {0};
+    int64_t id = -7;
+    int n = -7;
+    assert_int_equal(bf_store_submit_sweep(f->s, "bad.yaml", bad, strlen(bad), 1, &id,
+                                           &n, &err), -1);
+    assert_string_equal(err.file, "bad.yaml");
+    assert_int_equal(err.line, 3);
+    assert_string_equal(err.field, "seq_len");
+    assert_non_null(strstr(err.msg, "depth=200"));
+    assert_int_equal(id, -7);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM sweeps"), 0);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs"), 0);
+    /* And the store still works afterwards. */
+    bft_submit(f->s, bft_sweep_small, 2, &n);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs"), 12);
+}
+
+static void test_reopen_keeps_queue(void **state)
+{
+    fixture *f = *state;
+    bft_submit(f->s, bft_sweep_small, 1, NULL);
+    bf_lease l;
+    bf_error err;
+    assert_int_equal(bf_store_lease_next(f->s, "w1", 100, 5000, &l, &err), 1);
+    int64_t attempt = l.attempt_id, job = l.job_id;
+    bf_lease_clear(&l);
+    bf_store_close(f->s);
+
+    f->s = bft_open(f->dir, "t.db", NULL);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE status = 'queued'"), 11);
+    assert_int_equal(bft_int(f->s, "SELECT status = 'running' FROM jobs WHERE job_id = %lld",
+                             (long long)job), 1);
+    assert_int_equal(bft_int(f->s, "SELECT lease_expires_ms FROM attempts WHERE"
+                                   " attempt_id = %lld", (long long)attempt), 5100);
+    /* The worker reconnects with its attempt id and renews ... */
+    assert_int_equal(bf_store_renew(f->s, attempt, 200, 5000), BF_STORE_OK);
+    /* ... and the next lease is a different job. */
+    assert_int_equal(bf_store_lease_next(f->s, "w2", 300, 5000, &l, &err), 1);
+    assert_int_not_equal(l.job_id, job);
+    bf_lease_clear(&l);
+    /* A daemon down for longer than the lease: the expiry pass ends it. */
+    int n = 0;
+    assert_int_equal(bf_store_expire_leases(f->s, 5200, &n), BF_STORE_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(bf_store_renew(f->s, attempt, 5300, 5000), BF_STORE_FENCED);
+}
+
+/* Builds a version-1 database by hand, the way an older bifocald left it. */
+static void make_v1_database(const char *path)
+{
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, bf_schema_migrations[0], NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+        "PRAGMA user_version = 1;"
+        "INSERT INTO sweeps (name, filename, source, submitted_ms, max_attempts, n_jobs)"
+        " VALUES ('old', 'old.yaml', 'name: old', 5, 3, 1);"
+        "INSERT INTO jobs (sweep_id, idx, config, config_hash, task, rope, depth, seed,"
+        " learnable_heads, priority, created_ms)"
+        " VALUES (1, 0, '{\"depth\":4,\"eval_depths\":[4,8],\"n_heads\":4}', 'abc',"
+        " 'dyck', 'rope', 4, 1, 0, 0, 5);"
+        "INSERT INTO evals VALUES (1, 10, 8, 1.5, 0.25);",
+        NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+}
+
+static void test_migrates_older_database(void **state)
+{
+    fixture *f = *state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/old.db", f->dir);
+    make_v1_database(path);
+    bf_store *s = bft_open(f->dir, "old.db", NULL);
+    assert_int_equal(bft_int(s, "PRAGMA user_version"), bf_store_schema_version());
+    /* Data kept, and the views of migration 2 work on it. */
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs"), 1);
+    assert_int_equal(bft_int(s, "SELECT total FROM sweep_progress WHERE sweep_id = 1"), 1);
+    assert_true(bft_real(s, "SELECT ood_accuracy FROM results WHERE job_id = 1") == 0.25);
+    bf_store_close(s);
+}
+
+static void test_refuses_newer_database(void **state)
+{
+    fixture *f = *state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/new.db", f->dir);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA user_version = %d", bf_store_schema_version() + 1);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+
+    bf_store *s = (bf_store *)1;
+    bf_error err = {0};
+    assert_int_equal(bf_store_open(&s, path, &err), -1);
+    assert_null(s);
+    assert_non_null(strstr(err.msg, "newer"));
+    assert_non_null(strstr(err.msg, path));
+    /* Refused, not touched: still the newer version. */
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_stmt *st;
+    sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), bf_store_schema_version() + 1);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+/* The real sqlite3 CLI reads while the store holds an open batch
+ * transaction (WAL): it sees the last committed state, never "locked". */
+static void test_cli_reads_during_open_batch(void **state)
+{
+    fixture *f = *state;
+    bft_submit(f->s, bft_sweep_small, 1, NULL);
+    bf_lease l;
+    bf_error err;
+    assert_int_equal(bf_store_lease_next(f->s, "w", 10, 60000, &l, &err), 1);
+    json_t *recs = json_pack("[{s:s,s:i,s:f}]", "type", "train", "step", 1, "loss", 2.5);
+    int n = 0;
+    assert_int_equal(bf_store_ingest(f->s, l.attempt_id, recs, 20, &n, &err), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(f->s->in_batch, 1);
+
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' -bail '%s' 'SELECT count(*) FROM jobs;"
+             " SELECT count(*) FROM metrics; SELECT count(*) FROM sweep_progress;'",
+             sqlite3_cli, f->path);
+    int status;
+    char *out = bft_run(cmd, &status);
+    assert_int_equal(status, 0);
+    assert_null(strstr(out, "locked"));
+    assert_string_equal(out, "12\n0\n1\n");   /* the metric is not committed yet */
+    free(out);
+
+    assert_int_equal(bf_store_flush(f->s, &err), 0);
+    out = bft_run(cmd, &status);
+    assert_int_equal(status, 0);
+    assert_string_equal(out, "12\n1\n1\n");
+    free(out);
+    json_decref(recs);
+    bf_lease_clear(&l);
+}
+
+static void test_queries(void **state)
+{
+    fixture *f = *state;
+    bf_error err = {0};
+    int64_t id = bft_submit(f->s, bft_sweep_small, 1, NULL);
+    assert_int_equal(bf_store_worker_seen(f->s, "gpu-a", "host1", 4, 1, 50), 0);
+    assert_int_equal(bf_store_worker_seen(f->s, "gpu-a", "host1", 8, 0, 60), 0);
+    bf_lease l;
+    assert_int_equal(bf_store_lease_next(f->s, "gpu-a", 70, 1000, &l, &err), 1);
+
+    json_t *st = bf_store_status(f->s, id, &err);
+    assert_non_null(st);
+    assert_int_equal(json_array_size(st), 1);
+    json_t *row = json_array_get(st, 0);
+    assert_int_equal(json_integer_value(json_object_get(row, "total")), 12);
+    assert_int_equal(json_integer_value(json_object_get(row, "queued")), 11);
+    assert_int_equal(json_integer_value(json_object_get(row, "running")), 1);
+    assert_string_equal(json_string_value(json_object_get(row, "name")), "small");
+    json_decref(st);
+
+    json_t *jobs = bf_store_jobs(f->s, id, "running", &err);
+    assert_int_equal(json_array_size(jobs), 1);
+    row = json_array_get(jobs, 0);
+    assert_int_equal(json_integer_value(json_object_get(row, "job_id")), l.job_id);
+    assert_true(json_is_object(json_object_get(row, "config")));
+    json_decref(jobs);
+    jobs = bf_store_jobs(f->s, 0, NULL, &err);
+    assert_int_equal(json_array_size(jobs), 12);
+    json_decref(jobs);
+    assert_null(bf_store_jobs(f->s, 0, "sleeping", &err));
+    assert_non_null(strstr(err.msg, "sleeping"));
+    assert_null(bf_store_status(f->s, 999, &err));
+    assert_non_null(strstr(err.msg, "999"));
+
+    json_t *res = bf_store_results(f->s, id, &err);
+    assert_int_equal(json_array_size(res), 12);
+    assert_true(json_is_null(json_object_get(json_array_get(res, 0), "train_loss")));
+    json_decref(res);
+
+    json_t *w = bf_store_workers(f->s, &err);
+    assert_int_equal(json_array_size(w), 1);
+    row = json_array_get(w, 0);
+    assert_int_equal(json_integer_value(json_object_get(row, "ranks")), 8);
+    assert_int_equal(json_integer_value(json_object_get(row, "connected")), 0);
+    assert_int_equal(json_integer_value(json_object_get(row, "first_seen_ms")), 50);
+    assert_int_equal(json_integer_value(json_object_get(row, "last_seen_ms")), 60);
+    assert_int_equal(json_integer_value(json_object_get(row, "running")), 1);
+    json_decref(w);
+    bf_lease_clear(&l);
+}
+
+int main(int argc, char **argv)
+{
+    sqlite3_cli = argc > 1 ? argv[1] : "sqlite3";
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_open_sets_pragmas, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_submit_stores_sweep_and_jobs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rejected_sweep_stores_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reopen_keeps_queue, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migrates_older_database, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refuses_newer_database, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_reads_during_open_batch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queries, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
