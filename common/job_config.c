@@ -60,7 +60,7 @@ static const field_spec job_fields[] = {
     FIELD(warmup_steps, KIND_INT, 0, INT_MAX),
     FIELD(weight_decay, KIND_REAL, 0, 10),
     FIELD_ABOVE(grad_clip, KIND_REAL, 0, 1e12),
-    FIELD(seed, KIND_SEED, 0, 9223372036854775807.0),
+    FIELD(seed, KIND_SEED, 0, 0), /* 0 .. 2^63-1, checked as an integer */
     FIELD(log_every, KIND_INT, 0, INT_MAX),
     FIELD(eval_every, KIND_INT, 0, INT_MAX),
     FIELD(freq_every, KIND_INT, 0, INT_MAX),
@@ -245,13 +245,12 @@ static void describe_range(const field_spec *f, char *buf, size_t cap)
         snprintf(buf, cap, "a number > %g and <= %g", f->min, f->max);
     else if (f->kind == KIND_REAL)
         snprintf(buf, cap, "a number in [%g, %g]", f->min, f->max);
-    else if (f->kind == KIND_SEED)
-        snprintf(buf, cap, "an integer in 0 .. 2^63-1");
     else
         snprintf(buf, cap, "an integer in %.0f .. %.0f", f->min, f->max);
 }
 
-/* Range check of one number; `what` is the field name or "element i". */
+/* Range check of one number; `shown` is how the value reads in the
+ * message ("64", "element 1 (0)"). */
 static int check_range(const field_spec *f, double v, const char *shown,
                        const char *file, int line, bf_error *err)
 {
@@ -432,7 +431,7 @@ int bf_job_config_apply_json(bf_job_config *cfg, const json_t *obj,
 
 /* ---- validation ------------------------------------------------------- */
 
-/* The number stored in a numeric field, for the range check. */
+/* The number stored in an int or real field, for the range check. */
 static double numeric_value(const bf_job_config *cfg, const field_spec *f)
 {
     switch (f->kind) {
@@ -440,8 +439,6 @@ static double numeric_value(const bf_job_config *cfg, const field_spec *f)
         return *FIELD_CPTR(int, cfg, f);
     case KIND_REAL:
         return *FIELD_CPTR(double, cfg, f);
-    case KIND_SEED:
-        return (double)*FIELD_CPTR(uint64_t, cfg, f);
     default:
         return 0;
     }
@@ -490,7 +487,8 @@ static int validate_eval_depths(const bf_job_config *cfg, const apply_ctx *c)
     for (int i = 0; i < n; i++) {
         int line = field_line(c->lines, f->name, i);
         char shown[64];
-        snprintf(shown, sizeof shown, "element %d (%d)", i, cfg->eval_depths[i]);
+        snprintf(shown, sizeof shown, "element %d (%d)", i,
+                 cfg->eval_depths[i]);
         if (check_range(f, cfg->eval_depths[i], shown, c->file, line,
                         c->err) < 0)
             return -1;

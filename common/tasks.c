@@ -26,8 +26,11 @@ enum { STREAM_TRAIN = 1, STREAM_EVAL = 2, STREAM_TRAIN_DEPTH = 3 };
 
 static int dyck_open(int type) { return TOK_FIRST + 2 * type; }
 static int dyck_close(int type) { return TOK_FIRST + 2 * type + 1; }
-static int dyck_is_open(int tok) { return tok >= TOK_FIRST && (tok - TOK_FIRST) % 2 == 0; }
 static int dyck_type(int tok) { return (tok - TOK_FIRST) / 2; }
+static int dyck_is_open(int tok)
+{
+    return tok >= TOK_FIRST && (tok - TOK_FIRST) % 2 == 0;
+}
 
 /* A random balanced word of `pairs` bracket pairs (random nesting, random
  * types), appended at seq[n]; returns the new length. */

@@ -19,7 +19,7 @@
 typedef struct yaml_reader {
     yaml_parser_t parser;
     const char *file;
-    json_t *lines;            /* line table being built, or NULL */
+    json_t *lines;            /* line table being built */
     bf_error *err;
     char pointer[POINTER_CAP];/* JSON pointer of the current node */
     size_t pointer_len;
@@ -122,7 +122,7 @@ static void pointer_pop(yaml_reader *r, size_t saved)
  * (a mapping member keeps the line of its key). */
 static void record_line(yaml_reader *r, int line)
 {
-    if (r->lines && !json_object_get(r->lines, r->pointer))
+    if (!json_object_get(r->lines, r->pointer))
         json_object_set_new(r->lines, r->pointer, json_integer(line));
 }
 
@@ -228,12 +228,9 @@ static json_t *read_scalar(yaml_reader *r, yaml_event_t *ev)
     size_t n = ev->data.scalar.length;
     if (strlen(s) != n)
         return reader_fail(r, line, "scalar contains a NUL byte");
-    json_t *v = ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE
-                    ? resolve_plain(r, line, s, n)
-                    : json_stringn(s, n);
-    if (!v && r->err && !r->err->msg[0])
-        reader_fail(r, line, "invalid UTF-8 in scalar");
-    return v;
+    if (ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE)
+        return resolve_plain(r, line, s, n);
+    return json_stringn(s, n); /* libyaml has checked the UTF-8 already */
 }
 
 static json_t *read_sequence(yaml_reader *r, int depth)
@@ -266,47 +263,43 @@ fail:
     return NULL;
 }
 
+/* Why a mapping key event cannot be used, or NULL when it can. */
+static const char *key_problem(const yaml_event_t *ev)
+{
+    if (ev->type != YAML_SCALAR_EVENT)
+        return "mapping keys must be scalars";
+    if (ev->data.scalar.anchor || ev->data.scalar.tag)
+        return "anchors and tags are not supported";
+    if (strlen((const char *)ev->data.scalar.value) != ev->data.scalar.length)
+        return "mapping key contains a NUL byte";
+    return NULL;
+}
+
 /* Reads one key/value pair whose key event is `key_ev` (consumed). */
 static int read_member(yaml_reader *r, json_t *obj, yaml_event_t *key_ev,
                        int depth)
 {
     int line = event_line(key_ev);
-    if (key_ev->type != YAML_SCALAR_EVENT) {
-        yaml_event_delete(key_ev);
-        reader_fail(r, line, "mapping keys must be scalars");
-        return -1;
-    }
-    if (key_ev->data.scalar.anchor || key_ev->data.scalar.tag) {
-        yaml_event_delete(key_ev);
-        reader_fail(r, line, "anchors and tags are not supported");
-        return -1;
-    }
-    const char *key = (const char *)key_ev->data.scalar.value;
-    if (strlen(key) != key_ev->data.scalar.length) {
-        yaml_event_delete(key_ev);
-        reader_fail(r, line, "mapping key contains a NUL byte");
-        return -1;
-    }
-    size_t saved;
-    int rc = pointer_push(r, key, &saved);
-    if (rc < 0) {
+    const char *problem = key_problem(key_ev);
+    const char *key = problem ? NULL : (const char *)key_ev->data.scalar.value;
+    size_t saved = r->pointer_len;
+    json_t *value = NULL;
+    if (problem) {
+        reader_fail(r, line, "%s", problem);
+    } else if (pointer_push(r, key, &saved) < 0) {
         reader_fail(r, line, "document nested too deeply");
     } else if (json_object_get(obj, key)) {
-        rc = -1;
         reader_fail(r, line, "duplicate key '%s' (first at line %d)", key,
                     bf_yaml_line(r->lines, r->pointer));
-    }
-    if (rc == 0) {
+    } else {
         record_line(r, line);
         yaml_event_t value_ev;
-        json_t *value = NULL;
         if (next_event(r, &value_ev) == 0)
             value = read_node(r, &value_ev, depth + 1);
-        if (!value || json_object_set_new(obj, key, value) < 0)
-            rc = -1;
-        if (value && rc < 0)
-            reader_fail(r, line, "mapping key is not valid UTF-8");
     }
+    int rc = value ? json_object_set_new(obj, key, value) : -1;
+    if (value && rc < 0)
+        reader_fail(r, line, "cannot store key '%s'", key);
     pointer_pop(r, saved);
     yaml_event_delete(key_ev);
     return rc;
@@ -404,7 +397,8 @@ static json_t *read_stream(yaml_reader *r)
     json_t *root = read_node(r, &ev, 0);
     if (!root)
         return NULL;
-    if (expect_event(r, YAML_DOCUMENT_END_EVENT, "expected end of document") < 0 ||
+    if (expect_event(r, YAML_DOCUMENT_END_EVENT,
+                     "expected end of document") < 0 ||
         expect_event(r, YAML_STREAM_END_EVENT,
                      "only one YAML document per file is supported") < 0) {
         json_decref(root);
@@ -416,11 +410,11 @@ static json_t *read_stream(yaml_reader *r)
 json_t *bf_yaml_parse(const char *text, size_t len, const char *file,
                       json_t **lines, bf_error *err)
 {
-    yaml_reader r = {.file = file, .err = err};
-    if (lines) {
+    /* The line table is built even when the caller does not want it: the
+     * duplicate-key message cites the first occurrence's line. */
+    yaml_reader r = {.file = file, .err = err, .lines = json_object()};
+    if (lines)
         *lines = NULL;
-        r.lines = json_object();
-    }
     bf_error_clear(err);
     if (!yaml_parser_initialize(&r.parser)) {
         json_decref(r.lines);
@@ -443,7 +437,8 @@ json_t *bf_yaml_parse_file(const char *path, json_t **lines, bf_error *err)
         *lines = NULL;
     FILE *f = fopen(path, "rb");
     if (!f) {
-        bf_error_set(err, path, 0, NULL, "cannot open file: %s", strerror(errno));
+        bf_error_set(err, path, 0, NULL, "cannot open file: %s",
+                     strerror(errno));
         return NULL;
     }
     size_t len = 0, cap = 4096;

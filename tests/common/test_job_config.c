@@ -412,6 +412,47 @@ static void test_apply_json_is_atomic_and_reads_lines(void **state)
     json_decref(obj);
 }
 
+/* Configs built in C (not parsed) get the same checks. */
+static void expect_invalid(const bf_job_config *cfg, const char *field,
+                           const char *fragment)
+{
+    bf_error err;
+    assert_int_equal(bf_job_config_validate(cfg, &err), -1);
+    assert_string_equal(err.field, field);
+    assert_contains(err.msg, fragment);
+}
+
+static void test_validate_checks_built_configs(void **state)
+{
+    (void)state;
+    bf_job_config good, cfg;
+    bf_job_config_defaults(&good);
+    cfg = good;
+    cfg.seed = (uint64_t)1 << 63;
+    expect_invalid(&cfg, "seed", "9223372036854775808 is out of range");
+    cfg = good;
+    cfg.task = (bf_task_kind)7;
+    expect_invalid(&cfg, "task", "unknown task 7");
+    cfg = good;
+    cfg.rope = (bf_rope_kind)-1;
+    expect_invalid(&cfg, "rope", "unknown rope");
+    cfg = good;
+    cfg.n_eval_depths = 0;
+    expect_invalid(&cfg, "eval_depths", "lists 0 depths");
+    cfg = good;
+    cfg.eval_depths[1] = 300;
+    expect_invalid(&cfg, "eval_depths", "element 1 (300) is out of range");
+    cfg = good;
+    cfg.spectral_fraction = NAN;
+    expect_invalid(&cfg, "spectral_fraction", "nan is out of range");
+    cfg = good;
+    cfg.n_heads = 0; /* checked before d_model % n_heads divides by it */
+    expect_invalid(&cfg, "n_heads", "0 is out of range");
+    cfg = good;
+    memset(cfg.init_from, 'x', sizeof cfg.init_from);
+    expect_invalid(&cfg, "init_from", "not NUL-terminated");
+}
+
 static void test_names_and_derived(void **state)
 {
     (void)state;
@@ -459,6 +500,7 @@ int main(void)
         cmocka_unit_test(test_canonical_form),
         cmocka_unit_test(test_canonical_determinism),
         cmocka_unit_test(test_apply_json_is_atomic_and_reads_lines),
+        cmocka_unit_test(test_validate_checks_built_configs),
         cmocka_unit_test(test_names_and_derived),
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)

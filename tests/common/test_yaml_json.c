@@ -170,6 +170,8 @@ static void test_duplicate_key(void **state)
     bf_error err;
     assert_null(parse("a:\n  b: 1\n  b: 2\n", NULL, &err));
     assert_string_equal(err.field, "a.b"); /* dotted path of the node */
+    assert_int_equal(err.line, 3);
+    assert_non_null(strstr(err.msg, "(first at line 2)")); /* lines not asked */
 }
 
 static void test_refused_constructs(void **state)
