@@ -1,0 +1,234 @@
+/* The C model against PyTorch (bench/torch_ref.py) on the same weights and
+ * batch, for every rope variant: loss, predictions, every gradient tensor,
+ * and the parameters after one AdamW step.
+ *
+ * usage: test_model_torch PATH/torch_check.py
+ * Exits 77 (skipped) when /usr/bin/python3 cannot import torch. */
+#include <ftw.h>
+#include <sys/stat.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "model.h"
+#include "rng.h"
+
+#define PYTHON "/usr/bin/python3"
+
+enum { V = 11, C = 32, L = 2, NH = 4, T = 16, B = 3, N_CASES = 4 };
+
+static const char *g_script;
+static char g_root[64];
+
+typedef struct torch_case {
+    bf_rope_kind rope;
+    int spectral;
+    char dir[128];
+    bf_model m;
+    int inputs[B * T], targets[B * T];
+    float *before; /* parameters as written, for the AdamW comparison */
+} torch_case;
+
+static const bf_adamw_hparams HP = {.lr = 1e-2f, .beta1 = 0.9f,
+                                    .beta2 = 0.95f, .eps = 1e-6f,
+                                    .weight_decay = 0.1f,
+                                    .freq_lr_mult = 3.0f};
+static const float GRAD_SCALE = 0.03f;
+
+static void write_bytes(const char *dir, const char *name, const void *p,
+                        size_t n)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(p, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void read_floats(const char *dir, const char *name, float *p,
+                        size_t n)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fread(p, sizeof *p, n, f), n);
+    assert_int_equal(fgetc(f), EOF); /* exactly the layout's size */
+    fclose(f);
+}
+
+/* A model with non-trivial weights (not the 0.02 init, whose gradients
+ * are tiny) and a batch with some non-target positions. */
+static void make_case(torch_case *c, int index)
+{
+    bf_model_shape s = {.vocab = V, .d_model = C, .n_layers = L,
+                        .n_heads = NH, .max_seq = T, .rope = c->rope,
+                        .rope_base = 10000.0, .spectral_heads = c->spectral};
+    bf_error err;
+    assert_int_equal(bf_model_create(&c->m, &s, B, T, &err), 0);
+    bf_model_init_weights(&c->m, 21 + index);
+    bf_rng r;
+    bf_rng_seed(&r, 500 + index);
+    for (size_t i = 0; i < c->m.num_params; i++)
+        c->m.params_memory[i] += (float)(0.1 * bf_rng_normal(&r));
+    for (int i = 0; i < B * T; i++) {
+        c->inputs[i] = (int)bf_rng_below(&r, V);
+        c->targets[i] = i % 4 == 1 ? -1 : (int)bf_rng_below(&r, V);
+    }
+    size_t bytes = c->m.num_params * sizeof(float);
+    c->before = malloc(bytes);
+    memcpy(c->before, c->m.params_memory, bytes);
+
+    snprintf(c->dir, sizeof c->dir, "%s/case%d", g_root, index);
+    assert_int_equal(mkdir(c->dir, 0700), 0);
+    json_t *j = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:i, s:f, "
+                          "s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+                          "V", V, "C", C, "L", L, "NH", NH, "T", T, "B", B,
+                          "rope", bf_rope_name(c->rope), "spectral_heads",
+                          c->spectral, "rope_base", 10000.0, "grad_scale",
+                          (double)GRAD_SCALE, "lr", (double)HP.lr, "beta1",
+                          (double)HP.beta1, "beta2", (double)HP.beta2, "eps",
+                          (double)HP.eps, "weight_decay",
+                          (double)HP.weight_decay, "freq_lr_mult",
+                          (double)HP.freq_lr_mult);
+    char path[256];
+    snprintf(path, sizeof path, "%s/case.json", c->dir);
+    assert_int_equal(json_dump_file(j, path, 0), 0);
+    json_decref(j);
+    write_bytes(c->dir, "params.f32", c->m.params_memory, bytes);
+    int32_t batch[2 * B * T];
+    for (int i = 0; i < B * T; i++) {
+        batch[i] = c->inputs[i];
+        batch[B * T + i] = c->targets[i];
+    }
+    write_bytes(c->dir, "batch.i32", batch, sizeof batch);
+}
+
+/* ||a - b|| / ||b|| over one tensor, 0 when both are zero. */
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+    double d2 = 0, b2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        d2 += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        b2 += (double)b[i] * b[i];
+    }
+    return b2 > 0 ? sqrt(d2 / b2) : sqrt(d2);
+}
+
+static void compare_case(torch_case *c)
+{
+    bf_model *m = &c->m;
+    char path[256];
+    snprintf(path, sizeof path, "%s/result.json", c->dir);
+    json_error_t jerr;
+    json_t *res = json_load_file(path, 0, &jerr);
+    assert_non_null(res);
+
+    int n;
+    bf_model_zero_grad(m);
+    double loss = bf_model_forward(m, c->inputs, c->targets, B, T, &n);
+    double torch_loss = json_real_value(json_object_get(res, "loss_sum"));
+    printf("# %-8s loss C %.7f torch %.7f\n", bf_rope_name(c->rope), loss,
+           torch_loss);
+    assert_float_equal(loss, torch_loss, 1e-5 * fabs(torch_loss));
+    assert_int_equal(n, json_integer_value(json_object_get(res, "n_targets")));
+    int pred[B * T];
+    bf_model_argmax(m, pred);
+    json_t *am = json_object_get(res, "argmax");
+    assert_int_equal(json_array_size(am), B * T);
+    for (int i = 0; i < B * T; i++)
+        assert_int_equal(pred[i], json_integer_value(json_array_get(am, i)));
+    json_decref(res);
+
+    bf_model_backward(m, GRAD_SCALE);
+    float *want = malloc(m->num_params * sizeof *want);
+    read_floats(c->dir, "grads.f32", want, m->num_params);
+    for (int k = 0; k < BF_NUM_PARAM_TENSORS; k++) {
+        const bf_param_info *t = &m->tensors[k];
+        double e = rel_diff(m->grads_memory + t->offset, want + t->offset,
+                            t->count);
+        printf("#   grad %-9s rel diff %.2e\n", t->name, e);
+        assert_true(e < 2e-5); /* observed ~1e-6: float32 op order */
+    }
+
+    bf_adamw_step(m, &HP, 1, 1.0f);
+    read_floats(c->dir, "after.f32", want, m->num_params);
+    for (int k = 0; k < BF_NUM_PARAM_TENSORS; k++) {
+        const bf_param_info *t = &m->tensors[k];
+        size_t n_el = t->count;
+        float *dc = malloc(n_el * sizeof *dc), *dt = malloc(n_el * sizeof *dt);
+        for (size_t i = 0; i < n_el; i++) {
+            size_t at = t->offset + i;
+            dc[i] = m->params_memory[at] - c->before[at];
+            dt[i] = want[at] - c->before[at];
+        }
+        double e = rel_diff(dc, dt, n_el);
+        printf("#   step %-9s rel diff %.2e\n", t->name, e);
+        assert_true(e < 1e-3);
+        free(dc);
+        free(dt);
+    }
+    free(want);
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag,
+                        struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static void test_against_torch(void **state)
+{
+    (void)state;
+    static torch_case cases[N_CASES] = {
+        {.rope = BF_ROPE_NONE, .spectral = 0},
+        {.rope = BF_ROPE_GEOMETRIC, .spectral = 0},
+        {.rope = BF_ROPE_SPECTRAL, .spectral = NH},
+        {.rope = BF_ROPE_BIFOCAL, .spectral = 2},
+    };
+    snprintf(g_root, sizeof g_root, "/tmp/bf_torch_check_XXXXXX");
+    assert_non_null(mkdtemp(g_root));
+    char cmd[2048];
+    int len = snprintf(cmd, sizeof cmd, "%s %s", PYTHON, g_script);
+    for (int i = 0; i < N_CASES; i++) {
+        make_case(&cases[i], i);
+        len += snprintf(cmd + len, sizeof cmd - len, " %s", cases[i].dir);
+    }
+    assert_int_equal(system(cmd), 0);
+    for (int i = 0; i < N_CASES; i++) {
+        compare_case(&cases[i]);
+        bf_model_free(&cases[i].m);
+        free(cases[i].before);
+    }
+    nftw(g_root, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s PATH/torch_check.py\n", argv[0]);
+        return 2;
+    }
+    g_script = argv[1];
+    if (system(PYTHON " -c 'import torch, numpy' 2>/dev/null") != 0) {
+        printf("# skipped: %s has no torch\n", PYTHON);
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_against_torch),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

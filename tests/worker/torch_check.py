@@ -1,0 +1,58 @@
+#!/usr/bin/python3
+"""Runs the PyTorch reference on cases written by test_model_torch.c.
+
+usage: torch_check.py DIR...   (exit 77 when torch is not installed)
+
+Each DIR holds case.json (shape, grad_scale, AdamW hyperparameters),
+params.f32 (params_memory) and batch.i32 (inputs then targets, B*T each).
+Writes, in DIR: result.json (loss_sum, n_targets, argmax), grads.f32 (the
+gradient of grad_scale * loss_sum, params layout) and after.f32 (the
+parameters after one AdamW step on those gradients).
+"""
+import json
+import os
+import sys
+
+try:
+    import numpy as np
+    import torch
+except ImportError:
+    sys.exit(77)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "bench"))
+from torch_ref import BifocalTorch  # noqa: E402
+
+
+def run_case(d):
+    with open(os.path.join(d, "case.json")) as f:
+        c = json.load(f)
+    B, T = c["B"], c["T"]
+    model = BifocalTorch(c["V"], c["C"], c["L"], c["NH"], c["rope"],
+                         c["spectral_heads"], c["rope_base"])
+    flat = np.fromfile(os.path.join(d, "params.f32"), dtype=np.float32)
+    model.load_flat(torch.from_numpy(flat))
+    batch = np.fromfile(os.path.join(d, "batch.i32"), dtype=np.int32)
+    idx = torch.from_numpy(batch[:B * T].astype(np.int64)).view(B, T)
+    tgt = torch.from_numpy(batch[B * T:].astype(np.int64)).view(B, T)
+
+    opt = model.adamw(c["lr"], (c["beta1"], c["beta2"]), c["eps"],
+                      c["weight_decay"], c["freq_lr_mult"])
+    logits, loss_sum = model(idx, tgt)
+    (loss_sum * c["grad_scale"]).backward()
+    model.flat(grads=True).numpy().astype(np.float32).tofile(
+        os.path.join(d, "grads.f32"))
+    opt.step()
+    model.flat().numpy().astype(np.float32).tofile(
+        os.path.join(d, "after.f32"))
+    result = {"loss_sum": float(loss_sum),
+              "n_targets": int((tgt >= 0).sum()),
+              "argmax": logits.argmax(-1).view(-1).tolist()}
+    with open(os.path.join(d, "result.json"), "w") as f:
+        json.dump(result, f)
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    for d in sys.argv[1:]:
+        run_case(d)
