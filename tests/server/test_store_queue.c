@@ -1,0 +1,336 @@
+/* The queue: leasing order, lease contents, expiry with an injected clock,
+ * re-queue, failure after max_attempts, fencing, cancel and retry. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "store_internal.h"
+#include "test_store_util.h"
+
+typedef struct fixture {
+    char *dir;
+    bf_store *s;
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    f->dir = bft_tmpdir();
+    f->s = bft_open(f->dir, "q.db", NULL);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    bf_store_close(f->s);
+    bft_rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+/* A sweep of `jobs` jobs (one per seed). */
+static int64_t submit(bf_store *s, const char *name, int priority, int jobs,
+                      int max_attempts)
+{
+    char yaml[256];
+    snprintf(yaml, sizeof yaml, "name: %s\npriority: %d\nseeds: %d\nmax_attempts: %d\n",
+             name, priority, jobs, max_attempts);
+    return bft_submit(s, yaml, 1, NULL);
+}
+
+/* Leases one job, asserting there is one; returns it (caller clears). */
+static bf_lease lease(bf_store *s, int64_t now, int64_t lease_ms)
+{
+    bf_lease l;
+    bf_error err = {0};
+    int rc = bf_store_lease_next(s, "w", now, lease_ms, &l, &err);
+    if (rc != 1)
+        fail_msg("lease_next: %d %s", rc, err.msg);
+    return l;
+}
+
+static int64_t lease_job(bf_store *s)
+{
+    bf_lease l = lease(s, 10, 60000);
+    int64_t job = l.job_id;
+    bf_lease_clear(&l);
+    return job;
+}
+
+static int64_t first_job(bf_store *s, int64_t sweep)
+{
+    return bft_int(s, "SELECT min(job_id) FROM jobs WHERE sweep_id = %lld",
+                   (long long)sweep);
+}
+
+static char *job_status(bf_store *s, int64_t job)
+{
+    return bft_text(s, "SELECT status FROM jobs WHERE job_id = %lld", (long long)job);
+}
+
+#define assert_job_status(s, job, want)                                        \
+    do {                                                                       \
+        char *got_ = job_status(s, job);                                       \
+        assert_string_equal(got_, want);                                       \
+        free(got_);                                                            \
+    } while (0)
+
+static void test_priority_first(void **state)
+{
+    fixture *f = *state;
+    int64_t low = submit(f->s, "low", 0, 2, 3);
+    int64_t high = submit(f->s, "high", 5, 2, 3);
+    assert_int_equal(lease_job(f->s), first_job(f->s, high));
+    assert_int_equal(lease_job(f->s), first_job(f->s, high) + 1);
+    assert_int_equal(lease_job(f->s), first_job(f->s, low));
+    assert_int_equal(lease_job(f->s), first_job(f->s, low) + 1);
+    bf_lease l;
+    assert_int_equal(bf_store_lease_next(f->s, "w", 10, 100, &l, NULL), 0);
+}
+
+static void test_round_robin_then_age(void **state)
+{
+    fixture *f = *state;
+    int64_t a = submit(f->s, "a", 0, 3, 3), b = submit(f->s, "b", 0, 3, 3);
+    int64_t a0 = first_job(f->s, a), b0 = first_job(f->s, b);
+    assert_int_equal(lease_job(f->s), a0);
+    assert_int_equal(lease_job(f->s), b0);
+    /* A new sweep has never been leased from: it goes next. */
+    int64_t c = submit(f->s, "c", 0, 1, 3);
+    assert_int_equal(lease_job(f->s), first_job(f->s, c));
+    assert_int_equal(lease_job(f->s), a0 + 1);
+    /* A re-queued job is older than the rest of its sweep: it comes first. */
+    bf_lease l = lease(f->s, 20, 60000);
+    assert_int_equal(l.job_id, b0 + 1);
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0, "oom", 30), 0);
+    bf_lease_clear(&l);
+    assert_int_equal(lease_job(f->s), a0 + 2);
+    assert_int_equal(lease_job(f->s), b0 + 1);
+    assert_int_equal(lease_job(f->s), b0 + 2);
+}
+
+static void test_lease_contents_and_resume(void **state)
+{
+    fixture *f = *state;
+    int64_t sw = submit(f->s, "r", 0, 1, 3);
+    bf_lease l = lease(f->s, 1000, 30000);
+    assert_int_equal(l.sweep_id, sw);
+    assert_int_equal(l.attempt_no, 1);
+    assert_int_equal(l.lease_expires_ms, 31000);
+    assert_null(l.resume_checkpoint);
+    char *cfg = bft_text(f->s, "SELECT config FROM jobs WHERE job_id = %lld",
+                         (long long)l.job_id);
+    assert_string_equal(l.config_json, cfg);
+    free(cfg);
+    assert_job_status(f->s, l.job_id, "running");
+    assert_int_equal(bft_int(f->s, "SELECT attempts FROM jobs"), 1);
+    assert_int_equal(bf_store_record_checkpoint(f->s, l.attempt_id, "/ck/step-40", 40, 1100), 0);
+    assert_int_equal(bf_store_record_checkpoint(f->s, l.attempt_id, "/ck/step-80", 80, 1200), 0);
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0, "node died", 1300), 0);
+    assert_job_status(f->s, l.job_id, "queued");
+    char *e = bft_text(f->s, "SELECT error FROM jobs");
+    assert_string_equal(e, "node died");
+    free(e);
+    bf_lease_clear(&l);
+
+    l = lease(f->s, 2000, 30000);
+    assert_int_equal(l.attempt_no, 2);
+    assert_string_equal(l.resume_checkpoint, "/ck/step-80");
+    assert_int_equal(l.resume_step, 80);
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 1, NULL, 2500), 0);
+    assert_job_status(f->s, l.job_id, "succeeded");
+    assert_int_equal(bft_int(f->s, "SELECT finished_ms FROM jobs"), 2500);
+    char *st = bft_text(f->s, "SELECT status FROM sweeps");
+    assert_string_equal(st, "done");
+    free(st);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM attempts WHERE outcome ="
+                                   " 'failed' AND error = 'node died'"), 1);
+    bf_lease_clear(&l);
+}
+
+static void test_expiry_requeue_then_fail(void **state)
+{
+    fixture *f = *state;
+    submit(f->s, "e", 0, 1, 2);
+    bf_lease l = lease(f->s, 0, 1000);
+    int n = -1;
+    /* Renewed at 900 to 1900: not expired at 1500. */
+    assert_int_equal(bf_store_renew(f->s, l.attempt_id, 900, 1000), 0);
+    assert_int_equal(bf_store_expire_leases(f->s, 1500, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(bf_store_expire_leases(f->s, 1900, &n), 0);
+    assert_int_equal(n, 1);
+    assert_job_status(f->s, l.job_id, "queued");
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM attempts WHERE outcome ="
+                                   " 'expired' AND ended_ms = 1900"), 1);
+    bf_lease_clear(&l);
+
+    l = lease(f->s, 2000, 1000);
+    assert_int_equal(l.attempt_no, 2);
+    assert_int_equal(bf_store_expire_leases(f->s, 5000, &n), 0);
+    assert_int_equal(n, 1);
+    assert_job_status(f->s, l.job_id, "failed");
+    char *e = bft_text(f->s, "SELECT error FROM jobs");
+    assert_string_equal(e, "lease expired after 2 attempts");
+    free(e);
+    assert_int_equal(bf_store_lease_next(f->s, "w", 6000, 1000, &l, NULL), 0);
+}
+
+/* Every call naming a dead attempt is fenced and changes nothing. */
+static void assert_fenced(bf_store *s, int64_t attempt)
+{
+    bf_error err = {0};
+    json_t *recs = json_pack("[{s:s,s:i,s:f}]", "type", "train", "step", 1, "loss", 1.0);
+    int64_t changes = sqlite3_total_changes(s->db);
+    assert_int_equal(bf_store_renew(s, attempt, 10, 1000), BF_STORE_FENCED);
+    assert_int_equal(bf_store_finish_attempt(s, attempt, 1, NULL, 10), BF_STORE_FENCED);
+    assert_int_equal(bf_store_finish_attempt(s, attempt, 0, "x", 10), BF_STORE_FENCED);
+    assert_int_equal(bf_store_record_checkpoint(s, attempt, "/c", 5, 10), BF_STORE_FENCED);
+    assert_int_equal(bf_store_attempt_cancelled(s, attempt), BF_STORE_FENCED);
+    assert_int_equal(bf_store_attempt_stopped(s, attempt, 10), BF_STORE_FENCED);
+    assert_int_equal(bf_store_ingest(s, attempt, recs, 10, NULL, &err), BF_STORE_FENCED);
+    assert_int_equal(bf_store_flush(s, &err), 0);
+    assert_int_equal(sqlite3_total_changes(s->db), changes);
+    json_decref(recs);
+}
+
+static void test_fencing(void **state)
+{
+    fixture *f = *state;
+    submit(f->s, "f", 0, 2, 3);
+    bf_lease dead = lease(f->s, 0, 100);
+    int n;
+    assert_int_equal(bf_store_expire_leases(f->s, 100, &n), 0);
+    bf_lease live = lease(f->s, 200, 100000);   /* the same job again */
+    assert_int_equal(live.job_id, dead.job_id);
+    assert_fenced(f->s, dead.attempt_id);        /* expired */
+    assert_fenced(f->s, 987654);                 /* never existed */
+    assert_int_equal(bf_store_finish_attempt(f->s, live.attempt_id, 1, NULL, 300), 0);
+    assert_fenced(f->s, live.attempt_id);        /* finished */
+    assert_job_status(f->s, live.job_id, "succeeded");
+    assert_int_equal(bft_int(f->s, "SELECT checkpoint_path IS NULL FROM jobs WHERE"
+                                   " job_id = %lld", (long long)live.job_id), 1);
+    bf_lease_clear(&dead);
+    bf_lease_clear(&live);
+}
+
+static void test_cancel_sweep(void **state)
+{
+    fixture *f = *state;
+    int64_t sw = submit(f->s, "c", 0, 4, 3);
+    bf_lease a = lease(f->s, 0, 1000), b = lease(f->s, 0, 1000);
+    int64_t *running = NULL;
+    int n_running = 0;
+    bf_error err = {0};
+    assert_int_equal(bf_store_cancel_sweep(f->s, sw, 50, &running, &n_running, &err), 0);
+    assert_int_equal(n_running, 2);
+    assert_true((running[0] == a.attempt_id && running[1] == b.attempt_id) ||
+                (running[0] == b.attempt_id && running[1] == a.attempt_id));
+    free(running);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE status ="
+                                   " 'cancelled' AND finished_ms = 50"), 2);
+    assert_int_equal(bf_store_attempt_cancelled(f->s, a.attempt_id), 1);
+    bf_lease l;
+    assert_int_equal(bf_store_lease_next(f->s, "w", 60, 1000, &l, NULL), 0);
+    /* One worker acknowledges, the other's lease runs out: both cancelled. */
+    assert_int_equal(bf_store_attempt_stopped(f->s, a.attempt_id, 70), 0);
+    assert_job_status(f->s, a.job_id, "cancelled");
+    assert_job_status(f->s, b.job_id, "running");
+    int n;
+    assert_int_equal(bf_store_expire_leases(f->s, 1000, &n), 0);
+    assert_int_equal(n, 1);
+    assert_job_status(f->s, b.job_id, "cancelled");
+    assert_int_equal(bft_int(f->s, "SELECT cancelled FROM sweep_progress"), 4);
+    char *st = bft_text(f->s, "SELECT status FROM sweeps");
+    assert_string_equal(st, "cancelled");
+    free(st);
+    assert_int_equal(bf_store_cancel_sweep(f->s, 77, 80, &running, &n_running, &err),
+                     BF_STORE_NOT_FOUND);
+    assert_non_null(strstr(err.msg, "77"));
+    bf_lease_clear(&a);
+    bf_lease_clear(&b);
+}
+
+static void test_cancel_job(void **state)
+{
+    fixture *f = *state;
+    int64_t sw = submit(f->s, "j", 0, 3, 3);
+    int64_t j0 = first_job(f->s, sw);
+    bf_lease l = lease(f->s, 0, 1000);           /* job j0 */
+    int64_t *running = NULL;
+    int n_running = -1;
+    bf_error err = {0};
+    assert_int_equal(bf_store_cancel_job(f->s, j0 + 1, 5, &running, &n_running, &err), 0);
+    assert_int_equal(n_running, 0);
+    assert_job_status(f->s, j0 + 1, "cancelled");
+    assert_int_equal(bf_store_cancel_job(f->s, j0, 6, &running, &n_running, &err), 0);
+    assert_int_equal(n_running, 1);
+    assert_int_equal(running[0], l.attempt_id);
+    free(running);
+    /* A failure report from a cancel-requested job ends it cancelled. */
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0, "killed", 7), 0);
+    assert_job_status(f->s, j0, "cancelled");
+    bf_lease_clear(&l);
+
+    l = lease(f->s, 8, 1000);
+    assert_int_equal(l.job_id, j0 + 2);
+    assert_int_equal(bf_store_attempt_cancelled(f->s, l.attempt_id), 0);
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 1, NULL, 9), 0);
+    assert_int_equal(bf_store_cancel_job(f->s, j0 + 2, 10, &running, &n_running, &err),
+                     BF_STORE_ERR);
+    assert_non_null(strstr(err.msg, "succeeded"));
+    assert_int_equal(bf_store_cancel_job(f->s, 4242, 10, &running, &n_running, &err),
+                     BF_STORE_NOT_FOUND);
+    bf_lease_clear(&l);
+}
+
+static void test_retry(void **state)
+{
+    fixture *f = *state;
+    int64_t sw = submit(f->s, "t", 0, 1, 1);
+    bf_lease l = lease(f->s, 0, 1000);
+    bf_error err = {0};
+    assert_int_equal(bf_store_retry_job(f->s, l.job_id, &err), BF_STORE_ERR);
+    assert_non_null(strstr(err.msg, "running"));
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0, "diverged", 10), 0);
+    assert_job_status(f->s, l.job_id, "failed");    /* max_attempts 1 */
+    char *st = bft_text(f->s, "SELECT status FROM sweeps WHERE sweep_id = %lld",
+                        (long long)sw);
+    assert_string_equal(st, "done");
+    free(st);
+
+    assert_int_equal(bf_store_retry_job(f->s, l.job_id, &err), 0);
+    assert_job_status(f->s, l.job_id, "queued");
+    assert_int_equal(bft_int(f->s, "SELECT attempts FROM jobs"), 0);
+    st = bft_text(f->s, "SELECT status FROM sweeps");
+    assert_string_equal(st, "active");
+    free(st);
+    int64_t job = l.job_id;
+    bf_lease_clear(&l);
+    l = lease(f->s, 20, 1000);
+    assert_int_equal(l.job_id, job);
+    assert_int_equal(l.attempt_no, 2);    /* attempt numbers keep counting */
+    assert_int_equal(bf_store_retry_job(f->s, 999, &err), BF_STORE_NOT_FOUND);
+    bf_lease_clear(&l);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_priority_first, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_round_robin_then_age, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lease_contents_and_resume, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_expiry_requeue_then_fail, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fencing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_sweep, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_job, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_retry, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
