@@ -253,9 +253,11 @@ static void rope_checkpoint(bf_job_config *src, char *path, size_t cap)
     bf_checkpoint_step_path(path, cap, ck_dir, 4);
 }
 
-static void test_surgical_integration(void **state)
+/* Starts a `variant` job from a rope checkpoint: weights and frequencies
+ * equal the source at step 0, moments are fresh, and training moves
+ * exactly the frequencies the new variant makes learnable. */
+static void check_integration(bf_rope_kind variant, const uint8_t *mask)
 {
-    (void)state;
     bf_job_config src;
     char src_path[256];
     rope_checkpoint(&src, src_path, sizeof src_path);
@@ -269,7 +271,7 @@ static void test_surgical_integration(void **state)
     bf_checkpoint_close(&ck);
 
     bf_job_config job = src;
-    job.rope = BF_ROPE_SPECTRAL;
+    job.rope = variant;
     job.seed = 1234;     /* the init must come from the checkpoint */
     job.steps = 5;
     snprintf(job.init_from, sizeof job.init_from, "%s", src_path);
@@ -278,10 +280,10 @@ static void test_surgical_integration(void **state)
     assert_int_equal(bf_trainer_create(&t, &job, &o, &err), 0);
     bf_model *m = bf_trainer_model(t);
     size_t bytes = m->num_params * sizeof(float);
+    int heads = src.n_layers * src.n_heads;
     assert_int_equal(bf_trainer_current_step(t), 0);
     assert_memory_equal(m->params_memory, source.params_memory, bytes);
-    for (int i = 0; i < src.n_layers * src.n_heads; i++)
-        assert_int_equal(m->freq_learnable[i], 1);
+    assert_memory_equal(m->freq_learnable, mask, (size_t)heads);
     float *zeros = calloc(m->num_params, sizeof(float));
     assert_memory_equal(m->adam_m, zeros, bytes);
     assert_memory_equal(m->adam_v, zeros, bytes);
@@ -292,13 +294,25 @@ static void test_surgical_integration(void **state)
     const bf_param_info *lf = &m->tensors[BF_NUM_PARAM_TENSORS - 1];
     for (int s = 0; s < 3; s++)
         bf_trainer_step(t, NULL, NULL, NULL);
-    int moved = 0;
-    for (size_t i = 0; i < lf->count; i++)
-        moved += m->params_memory[lf->offset + i] !=
-                 source.params_memory[lf->offset + i];
-    assert_int_equal(moved, (int)lf->count);   /* every frequency learns */
+    size_t P = lf->count / (size_t)heads;
+    for (int h = 0; h < heads; h++) {
+        const float *now = m->params_memory + lf->offset + (size_t)h * P;
+        const float *was = source.params_memory + lf->offset + (size_t)h * P;
+        int moved = 0;
+        for (size_t i = 0; i < P; i++)
+            moved += now[i] != was[i];
+        assert_int_equal(moved, mask[h] ? (int)P : 0);
+    }
     bf_trainer_free(t);
     bf_model_free(&source);
+}
+
+static void test_surgical_integration(void **state)
+{
+    (void)state;
+    const uint8_t all[4] = {1, 1, 1, 1}, last_head[4] = {0, 1, 0, 1};
+    check_integration(BF_ROPE_SPECTRAL, all);
+    check_integration(BF_ROPE_BIFOCAL, last_head);
 }
 
 static void expect_init_mismatch(bf_job_config *job, const char *tensor,

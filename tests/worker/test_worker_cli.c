@@ -5,7 +5,10 @@
 #include "test_train_util.h"
 
 #include <math.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "checkpoint.h"
 #include "model.h"
@@ -258,6 +261,76 @@ static void test_eval_matches_forward(void **state)
     free(err);
 }
 
+/* Starts the worker with stdout to dir/out; returns its pid. */
+static pid_t spawn_worker(const char *job, const char *ck_dir)
+{
+    char out[128];
+    snprintf(out, sizeof out, "%s/out", dir);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        execl(worker, worker, "--job", job, "--checkpoint-dir", ck_dir,
+              (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Waits (up to ~20 s) until dir/out holds a train record. */
+static void wait_for_training(void)
+{
+    for (int i = 0; i < 2000; i++) {
+        char *text = slurp("out");
+        int seen = strstr(text, "\"type\":\"train\"") != NULL;
+        free(text);
+        if (seen)
+            return;
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    }
+    fail_msg("the worker printed no train record");
+}
+
+static void test_sigterm_stops_with_checkpoint(void **state)
+{
+    (void)state;
+    char job[128], ck_dir[128];
+    snprintf(job, sizeof job, "%s/long.yaml", dir);
+    snprintf(ck_dir, sizeof ck_dir, "%s/stop", dir);
+    write_text(job, "d_model: 16\nn_layers: 1\nn_heads: 2\nseq_len: 24\n"
+               "batch_size: 2\nsteps: 1000000\nlog_every: 1\n"
+               "eval_every: 0\nfreq_every: 0\neval_depths: [4]\n");
+    pid_t pid = spawn_worker(job, ck_dir);
+    wait_for_training();
+    kill(pid, SIGTERM);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 128 + SIGTERM);
+
+    json_t *recs = stdout_records();
+    size_t n = json_array_size(recs);
+    assert_true(n >= 3);
+    json_t *done = json_array_get(recs, n - 1), *ck = json_array_get(recs,
+                                                                     n - 2);
+    assert_string_equal(json_string_value(json_object_get(done, "type")),
+                        "done");
+    assert_true(json_boolean_value(json_object_get(done, "stopped")));
+    json_int_t step = json_integer_value(json_object_get(done, "step"));
+    assert_true(step >= 1 && step < 1000000);
+    assert_string_equal(json_string_value(json_object_get(ck, "type")),
+                        "checkpoint");
+    assert_int_equal(json_integer_value(json_object_get(ck, "step")), step);
+    char latest[512];
+    bf_error e;
+    assert_int_equal(bf_checkpoint_latest(ck_dir, latest, sizeof latest, &e),
+                     1);
+    assert_string_equal(latest,
+                        json_string_value(json_object_get(ck, "path")));
+    json_decref(recs);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -269,6 +342,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_train_prints_records),
         cmocka_unit_test(test_bad_job_file),
         cmocka_unit_test(test_eval_matches_forward),
+        cmocka_unit_test(test_sigterm_stops_with_checkpoint),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
