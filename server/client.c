@@ -431,8 +431,9 @@ static int cmd_watch(bf_client *cl, int argc, char **argv)
         long long open =
             json_integer_value(json_object_get(row, "queued"))
             + json_integer_value(json_object_get(row, "running"));
+        int ended = (status && strcmp(status, "active") != 0) || open == 0;
         json_decref(reply);
-        if ((status && strcmp(status, "active") != 0) || open == 0)
+        if (ended)
             break;
         struct timespec ts = { 0, BF_WATCH_POLL_MS * 1000000L };
         nanosleep(&ts, NULL);

@@ -125,7 +125,8 @@ static void test_auth_refusals(void **state)
 
     /* Garbage before any hello. */
     assert_int_equal(bft_connect(d, &c, NULL, NULL), 0);
-    bft_send_raw(&c, "\x16\x03\x01 GET / HTTP/1.1\r\n", 22);
+    static const char garbage[] = "\x16\x03\x01 GET / HTTP/1.1\r\n";
+    bft_send_raw(&c, garbage, sizeof garbage - 1);
     assert_refused(&c, "no_hello");
     bf_wire_close(&c);
 
