@@ -95,19 +95,18 @@ static int set_metadata(bf_st_writer *w, const bf_model *m,
     snprintf(ver, sizeof ver, "%d", BF_CHECKPOINT_VERSION);
     char *config = bf_job_config_to_canonical_json(cfg);
     char *learnable = learnable_json(m);
+    const char *entries[][2] = {
+        {"format", BF_CHECKPOINT_FORMAT}, {"format_version", ver},
+        {"config", config}, {"rope", bf_rope_name(cfg->rope)},
+        {"learnable", learnable}, {"step", num}, {"optimizer", "adamw"},
+    };
     int rc = (!config || !learnable)
         ? bf_error_set(err, NULL, 0, NULL, "out of memory") : 0;
-    if (rc == 0)
-        rc = bf_st_writer_set_metadata(w, "format", BF_CHECKPOINT_FORMAT, err)
-          | bf_st_writer_set_metadata(w, "format_version", ver, err)
-          | bf_st_writer_set_metadata(w, "config", config, err)
-          | bf_st_writer_set_metadata(w, "rope", bf_rope_name(cfg->rope), err)
-          | bf_st_writer_set_metadata(w, "learnable", learnable, err)
-          | bf_st_writer_set_metadata(w, "step", num, err)
-          | bf_st_writer_set_metadata(w, "optimizer", "adamw", err);
+    for (size_t i = 0; rc == 0 && i < sizeof entries / sizeof entries[0]; i++)
+        rc = bf_st_writer_set_metadata(w, entries[i][0], entries[i][1], err);
     free(config);
     free(learnable);
-    return rc ? -1 : 0;
+    return rc;
 }
 
 int bf_checkpoint_save(const char *path, const bf_model *m,

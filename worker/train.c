@@ -23,6 +23,7 @@ struct bf_trainer {
     int step;               /* optimizer steps completed */
     int *inputs, *targets;  /* [micro, T] */
     int *predicted;         /* [micro, T] argmax of the last forward */
+    float *omega;           /* [d_head / 2] for freq records */
     float *reduce_buf;      /* [num_params + 2]; only with an allreduce */
     bf_train_summary summary;
     /* throughput since the last train record */
@@ -73,10 +74,12 @@ static int alloc_buffers(bf_trainer *t, bf_error *err)
     t->inputs = malloc(cells * sizeof *t->inputs);
     t->targets = malloc(cells * sizeof *t->targets);
     t->predicted = malloc(cells * sizeof *t->predicted);
+    t->omega = malloc((size_t)t->cfg.d_model / (size_t)t->cfg.n_heads *
+                      sizeof *t->omega);
     if (t->opts.hooks.allreduce_sum)
         t->reduce_buf = malloc((t->model.num_params + 2) *
                                sizeof *t->reduce_buf);
-    if (!t->inputs || !t->targets || !t->predicted ||
+    if (!t->inputs || !t->targets || !t->predicted || !t->omega ||
         (t->opts.hooks.allreduce_sum && !t->reduce_buf))
         return bf_error_set(err, NULL, 0, NULL, "out of memory");
     return 0;
@@ -131,6 +134,7 @@ void bf_trainer_free(bf_trainer *t)
     free(t->inputs);
     free(t->targets);
     free(t->predicted);
+    free(t->omega);
     free(t->reduce_buf);
     free(t);
 }
@@ -302,15 +306,12 @@ static void emit_freqs(bf_trainer *t)
 {
     const bf_model_shape *s = &t->model.shape;
     int P = s->d_model / s->n_heads / 2;
-    float omega[256];
-    if (P > (int)(sizeof omega / sizeof omega[0]))
-        return;
     for (int l = 0; l < s->n_layers; l++)
         for (int h = 0; h < s->n_heads; h++) {
             if (!t->model.freq_learnable[l * s->n_heads + h])
                 continue;
-            bf_model_omega(&t->model, l, h, omega);
-            emit(t, bf_record_freq(t->step, l, h, omega, P));
+            bf_model_omega(&t->model, l, h, t->omega);
+            emit(t, bf_record_freq(t->step, l, h, t->omega, P));
         }
 }
 
