@@ -186,10 +186,14 @@ static int field_line(const json_t *lines, const char *name, int index)
     return json_is_integer(v) ? (int)json_integer_value(v) : 0;
 }
 
-/* Shortest %g spelling that reads back as exactly v: messages show "0.1",
+/* Shortest spelling that reads back as exactly v: messages show "0.1",
  * not "0.10000000000000001". */
 static void format_real(double v, char *buf, size_t cap)
 {
+    if (v == floor(v) && fabs(v) < 1e15) { /* integral: "300", not "3e+02" */
+        snprintf(buf, cap, "%.0f", v);
+        return;
+    }
     for (int digits = 1; digits < 17; digits++) {
         snprintf(buf, cap, "%.*g", digits, v);
         if (strtod(buf, NULL) == v)
@@ -249,15 +253,20 @@ static void describe_range(const field_spec *f, char *buf, size_t cap)
         snprintf(buf, cap, "an integer in %.0f .. %.0f", f->min, f->max);
 }
 
-/* Range check of one number; `shown` is how the value reads in the
- * message ("64", "element 1 (0)"). */
-static int check_range(const field_spec *f, double v, const char *shown,
+/* Range check of one number.  The message shows the value, as element
+ * `element` of a list when element >= 0.  Formats only on failure: sweeps
+ * validate every expanded job. */
+static int check_range(const field_spec *f, double v, int element,
                        const char *file, int line, bf_error *err)
 {
     if (in_range(f, v))
         return 0;
-    char allowed[96];
+    char shown[32], allowed[96];
+    format_real(v, shown, sizeof shown);
     describe_range(f, allowed, sizeof allowed);
+    if (element >= 0)
+        return bf_error_set(err, file, line, f->name, "element %d (%s) is out "
+                            "of range (allowed: %s)", element, shown, allowed);
     return bf_error_set(err, file, line, f->name, "%s is out of range "
                         "(allowed: %s)", shown, allowed);
 }
@@ -285,9 +294,7 @@ static int apply_int(const apply_ctx *c, const field_spec *f, const json_t *v,
     if (!json_is_integer(v))
         return type_error(c, f, line, "an integer", v);
     json_int_t x = json_integer_value(v);
-    char shown[64];
-    snprintf(shown, sizeof shown, "%lld", (long long)x);
-    if (check_range(f, (double)x, shown, c->file, line, c->err) < 0)
+    if (check_range(f, (double)x, -1, c->file, line, c->err) < 0)
         return -1;
     *out = (int)x;
     return 0;
@@ -331,9 +338,7 @@ static int apply_depths(const apply_ctx *c, const field_spec *f,
             return type_error(c, f, item_line, expected, item);
         }
         json_int_t x = json_integer_value(item);
-        char shown[80];
-        snprintf(shown, sizeof shown, "element %zu (%lld)", i, (long long)x);
-        if (check_range(f, (double)x, shown, c->file, item_line, c->err) < 0)
+        if (check_range(f, (double)x, (int)i, c->file, item_line, c->err) < 0)
             return -1;
         cfg->eval_depths[i] = (int)x;
     }
@@ -347,7 +352,6 @@ static int apply_field(const apply_ctx *c, const field_spec *f,
                        const json_t *v, bf_job_config *cfg)
 {
     int line = field_line(c->lines, f->name, -1);
-    char shown[64];
     switch (f->kind) {
     case KIND_INT:
         return apply_int(c, f, v, line, FIELD_PTR(int, cfg, f));
@@ -355,8 +359,7 @@ static int apply_field(const apply_ctx *c, const field_spec *f,
         if (!json_is_number(v))
             return type_error(c, f, line, "a number", v);
         double x = json_number_value(v);
-        format_real(x, shown, sizeof shown);
-        if (check_range(f, x, shown, c->file, line, c->err) < 0)
+        if (check_range(f, x, -1, c->file, line, c->err) < 0)
             return -1;
         *FIELD_PTR(double, cfg, f) = x + 0.0; /* -0.0 -> 0.0: one spelling */
         return 0;
@@ -451,13 +454,10 @@ static int validate_fields(const bf_job_config *cfg, const apply_ctx *c)
     for (size_t i = 0; i < N_JOB_FIELDS; i++) {
         const field_spec *f = &job_fields[i];
         int line = field_line(c->lines, f->name, -1);
-        char shown[64];
-        if (f->kind == KIND_INT || f->kind == KIND_REAL) {
-            double v = numeric_value(cfg, f);
-            format_real(v, shown, sizeof shown);
-            if (check_range(f, v, shown, c->file, line, c->err) < 0)
-                return -1;
-        }
+        if ((f->kind == KIND_INT || f->kind == KIND_REAL) &&
+            check_range(f, numeric_value(cfg, f), -1, c->file, line,
+                        c->err) < 0)
+            return -1;
         if (f->kind == KIND_SEED && cfg->seed > (uint64_t)INT64_MAX)
             return bf_error_set(c->err, c->file, line, f->name, "%llu is out "
                                 "of range (allowed: 0 .. 2^63-1)",
@@ -486,11 +486,7 @@ static int validate_eval_depths(const bf_job_config *cfg, const apply_ctx *c)
                             "depths)", n, BF_MAX_EVAL_DEPTHS);
     for (int i = 0; i < n; i++) {
         int line = field_line(c->lines, f->name, i);
-        char shown[64];
-        snprintf(shown, sizeof shown, "element %d (%d)", i,
-                 cfg->eval_depths[i]);
-        if (check_range(f, cfg->eval_depths[i], shown, c->file, line,
-                        c->err) < 0)
+        if (check_range(f, cfg->eval_depths[i], i, c->file, line, c->err) < 0)
             return -1;
         for (int j = 0; j < i; j++)
             if (cfg->eval_depths[j] == cfg->eval_depths[i])
