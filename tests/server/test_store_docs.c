@@ -1,0 +1,122 @@
+/* Every ```sql block of docs/schema.md runs, as printed, with the real
+ * sqlite3 CLI against a database the store populated, and returns rows. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "test_store_util.h"
+
+static const char *sqlite3_cli, *schema_md;   /* argv[1], argv[2] */
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *text = malloc((size_t)n + 1);
+    assert_int_equal(fread(text, 1, (size_t)n, f), (size_t)n);
+    text[n] = '\0';
+    fclose(f);
+    return text;
+}
+
+/* Runs one attempt of the next queued job: ingests records, then ends it
+ * (outcome 1 succeeded, 0 failed, -1 left running). */
+static void run_job(bf_store *s, int outcome, int with_freq)
+{
+    bf_lease l;
+    bf_error err = {0};
+    assert_int_equal(bf_store_lease_next(s, "gpu-0", 1700000000000, 60000, &l, &err), 1);
+    json_t *recs = json_pack("[{s:s,s:i,s:f},{s:s,s:i,s:f},"
+                             "{s:s,s:i,s:i,s:f,s:f},{s:s,s:i,s:i,s:f,s:f}]",
+                             "type", "train", "step", 10, "loss", 2.0,
+                             "type", "train", "step", 20, "loss", 1.5,
+                             "type", "eval", "step", 20, "depth", 4, "loss", 1.0,
+                             "accuracy", 0.75,
+                             "type", "eval", "step", 20, "depth", 8, "loss", 2.0,
+                             "accuracy", 0.25);
+    for (int step = 0; with_freq && step <= 20; step += 20)
+        for (int head = 2; head < 4; head++)
+            json_array_append_new(recs, json_pack("{s:s,s:i,s:i,s:i,s:[f,f]}", "type",
+                                                  "freq", "step", step, "layer", 0,
+                                                  "head", head, "omega", 1.0 + step,
+                                                  0.5));
+    assert_int_equal(bf_store_ingest(s, l.attempt_id, recs, 1, NULL, &err), 0);
+    if (outcome >= 0)
+        assert_int_equal(bf_store_finish_attempt(s, l.attempt_id, outcome,
+                                                 outcome ? NULL : "loss is NaN", 2), 0);
+    json_decref(recs);
+    bf_lease_clear(&l);
+}
+
+static void populate(bf_store *s)
+{
+    bft_submit(s, "name: docs\nbase: {depth: 4, eval_depths: [4, 8]}\n"
+                  "grid: {rope: [rope, bifocal]}\nseeds: 2\nmax_attempts: 1\n",
+               1700000000000, NULL);
+    assert_int_equal(bf_store_worker_seen(s, "gpu-0", "node1", 4, 1, 1700000000000), 0);
+    run_job(s, 1, 0);    /* rope, seed 1: succeeded */
+    run_job(s, 0, 0);    /* rope, seed 2: failed */
+    run_job(s, 1, 1);    /* bifocal, seed 1: succeeded, with frequencies */
+    run_job(s, -1, 1);   /* bifocal, seed 2: still running */
+}
+
+static void test_every_sql_block_runs(void **state)
+{
+    (void)state;
+    char *dir = bft_tmpdir();
+    char *db = NULL;
+    bf_store *s = bft_open(dir, "docs.db", &db);
+    populate(s);
+    bf_store_close(s);
+
+    char *md = read_file(schema_md);
+    int blocks = 0;
+    for (char *p = md; (p = strstr(p, "```sql\n")); blocks++) {
+        p += strlen("```sql\n");
+        char *end = strstr(p, "```");
+        assert_non_null(end);
+        char sqlpath[1024];
+        snprintf(sqlpath, sizeof sqlpath, "%s/block%d.sql", dir, blocks);
+        FILE *f = fopen(sqlpath, "w");
+        fwrite(p, 1, (size_t)(end - p), f);
+        fclose(f);
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, "'%s' -bail '%s' < '%s'", sqlite3_cli, db, sqlpath);
+        int status;
+        char *out = bft_run(cmd, &status);
+        if (status != 0 || strstr(out, "Error") || strstr(out, "error"))
+            fail_msg("docs/schema.md block %d failed (exit %d):\n%.*s\n%s", blocks,
+                     status, (int)(end - p), p, out);
+        if (out[0] == '\0')
+            fail_msg("docs/schema.md block %d returned no rows:\n%.*s", blocks,
+                     (int)(end - p), p);
+        free(out);
+        p = end + 3;
+    }
+    assert_true(blocks >= 8);
+    free(md);
+    free(db);
+    bft_rmdir(dir);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s SQLITE3 DOCS/SCHEMA.MD\n", argv[0]);
+        return 2;
+    }
+    sqlite3_cli = argv[1];
+    schema_md = argv[2];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_sql_block_runs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
