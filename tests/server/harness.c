@@ -34,6 +34,9 @@ int bft_daemon_restart(bft_daemon *d)
     unlink(d->port_file);
     char lease[16];
     snprintf(lease, sizeof lease, "%d", d->lease_seconds);
+    const char *log_level = getenv("BFT_DAEMON_LOG_LEVEL");
+    if (!log_level)
+        log_level = "debug";
     pid_t pid = fork();
     if (pid < 0)
         return -1;
@@ -43,7 +46,7 @@ int bft_daemon_restart(bft_daemon *d)
             dup2(fd, STDERR_FILENO);
         execl(binary("BIFOCALD"), "bifocald", "--db", d->db, "--listen",
               "127.0.0.1:0", "--port-file", d->port_file, "--lease-seconds",
-              lease, "--log-level", "debug", (char *)NULL);
+              lease, "--log-level", log_level, (char *)NULL);
         _exit(127);
     }
     d->pid = pid;

@@ -1,7 +1,9 @@
 /* Test harness for the coordinator: runs the real bifocald binary on
  * loopback with a real database in a temporary directory, and talks to it
  * with the wire library.  The binaries come from the environment, set by
- * tests/server/meson.build: BIFOCALD (daemon) and BIFOCAL (client). */
+ * tests/server/meson.build: BIFOCALD (daemon) and BIFOCAL (client).
+ * The daemon logs at BFT_DAEMON_LOG_LEVEL (default debug) into DIR/daemon.log;
+ * BFT_KEEP=1 keeps the directory for a look after a failure. */
 #ifndef BF_TEST_HARNESS_H
 #define BF_TEST_HARNESS_H
 

@@ -1,0 +1,213 @@
+/* bench_ingest: metric rows per second committed by a real bifocald.
+ *
+ * W simulated workers (threads, each its own TCP connection and lease) stream
+ * M metrics messages of R train records each (4 metric rows per record) to
+ * the daemon on loopback, keeping up to WINDOW messages unacknowledged as a
+ * real worker would.  The clock runs from the first message to the last ack
+ * (an ack means committed), and the figure is the rows counted in the
+ * database at the end over that time.  Then bench/optuna_ingest.py does the
+ * same number of reports per worker through Optuna's SQLite storage, and the
+ * ratio is printed.
+ *
+ * usage: bench_ingest [WORKERS [MESSAGES [RECORDS]]]
+ * env:   BIFOCALD (daemon binary; default: the one built with this), OPTUNA_SCRIPT (path of optuna_ingest.py;
+ *        empty = skip; default: the source tree's), PYTHON (default /usr/bin/python3) */
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fake_worker.h"
+#include "harness.h"
+
+#define WINDOW 8
+#define TARGET_ROWS_PER_S 200000.0
+
+typedef struct worker_arg {
+    bft_daemon *d;
+    int index, messages, records;
+    pthread_barrier_t *start;
+    char **frames;            /* pre-encoded, so the bench's own JSON work
+                                 is not timed against the daemon */
+    size_t *lens;
+    int failed;
+} worker_arg;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void encode_messages(worker_arg *a, int64_t attempt)
+{
+    a->frames = calloc((size_t)a->messages, sizeof *a->frames);
+    a->lens = calloc((size_t)a->messages, sizeof *a->lens);
+    for (int m = 0; m < a->messages; m++) {
+        json_t *msg = json_pack("{s:s, s:I, s:i, s:i, s:o}", "type",
+            "metrics", "id", m, "attempt_id", (json_int_t)attempt, "seq", m,
+            "records", bft_train_records((int64_t)m * a->records,
+                                         a->records));
+        a->frames[m] = bf_wire_encode(msg, &a->lens[m]);
+        json_decref(msg);
+    }
+}
+
+static int expect_ack(bft_worker *w)
+{
+    bf_error err;
+    json_t *r = bf_wire_recv(&w->conn, 60000, &err);
+    int ok = r && strcmp(bf_wire_type(r), "ack") == 0;
+    if (!ok)
+        fprintf(stderr, "bench_ingest: no ack: %s\n",
+                r ? json_string_value(json_object_get(r, "message")) : err.msg);
+    json_decref(r);
+    return ok ? 0 : -1;
+}
+
+static void *run_worker(void *p)
+{
+    worker_arg *a = p;
+    bft_worker w;
+    char name[32];
+    snprintf(name, sizeof name, "bench-%d", a->index);
+    int64_t attempt = -1;
+    if (bft_worker_connect(&w, a->d, name) == 0)
+        attempt = bft_worker_lease(&w, NULL);
+    a->failed = attempt < 0;
+    if (!a->failed)
+        encode_messages(a, attempt);
+    pthread_barrier_wait(a->start);
+    if (a->failed)
+        return NULL;
+    int outstanding = 0;
+    for (int m = 0; m < a->messages && !a->failed; m++) {
+        if (bft_send_raw(&w.conn, a->frames[m], a->lens[m]))
+            a->failed = 1;
+        if (++outstanding == WINDOW) {
+            a->failed |= expect_ack(&w) != 0;
+            outstanding--;
+        }
+    }
+    while (outstanding-- > 0 && !a->failed)
+        a->failed |= expect_ack(&w) != 0;
+    bft_worker_close(&w);
+    for (int m = 0; m < a->messages; m++)
+        free(a->frames[m]);
+    free(a->frames);
+    free(a->lens);
+    return NULL;
+}
+
+static long long count_rows(const char *db)
+{
+    sqlite3 *conn;
+    sqlite3_stmt *st;
+    long long n = -1;
+    if (sqlite3_open_v2(db, &conn, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK
+        && sqlite3_prepare_v2(conn, "SELECT count(*) FROM metrics", -1, &st,
+                              NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW)
+            n = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(conn);
+    return n;
+}
+
+/* Runs the Optuna reference; returns its rows/s or -1. */
+static double run_optuna(int workers, int reports)
+{
+    const char *script = getenv("OPTUNA_SCRIPT");
+    if (!script || !*script)
+        return -1;
+    const char *python = getenv("PYTHON");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' '%s' --workers %d --reports %d",
+             python && *python ? python : "/usr/bin/python3", script,
+             workers, reports);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    char line[512];
+    double rate = -1;
+    while (fgets(line, sizeof line, p)) {
+        fputs(line, stdout);
+        char *at = strstr(line, "rows_per_s=");
+        if (at)
+            rate = atof(at + strlen("rows_per_s="));
+    }
+    return pclose(p) == 0 ? rate : -1;
+}
+
+int main(int argc, char **argv)
+{
+    int workers = argc > 1 ? atoi(argv[1]) : 16;
+    int messages = argc > 2 ? atoi(argv[2]) : 40;
+    int records = argc > 3 ? atoi(argv[3]) : 500;
+    if (workers < 1 || messages < 1 || records < 1) {
+        fprintf(stderr, "usage: bench_ingest [WORKERS [MESSAGES [RECORDS]]]\n");
+        return 2;
+    }
+    setenv("BFT_DAEMON_LOG_LEVEL", "warn", 0);
+    setenv("BIFOCALD", BENCH_BIFOCALD, 0);
+    setenv("OPTUNA_SCRIPT", BENCH_OPTUNA_SCRIPT, 0);
+    bft_daemon d;
+    if (bft_daemon_start(&d, 60))
+        return 1;
+    char sweep[128];
+    snprintf(sweep, sizeof sweep, "name: ingest\nseeds: %d\n", workers);
+    if (bft_submit(&d, "ingest.yaml", sweep, NULL, NULL) < 0) {
+        fprintf(stderr, "bench_ingest: cannot submit the sweep\n");
+        bft_daemon_cleanup(&d);
+        return 1;
+    }
+
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, (unsigned)workers + 1);
+    worker_arg *args = calloc((size_t)workers, sizeof *args);
+    pthread_t *threads = calloc((size_t)workers, sizeof *threads);
+    for (int i = 0; i < workers; i++) {
+        args[i] = (worker_arg){ .d = &d, .index = i, .messages = messages,
+                                .records = records, .start = &start };
+        pthread_create(&threads[i], NULL, run_worker, &args[i]);
+    }
+    pthread_barrier_wait(&start);
+    double t0 = now_s();
+    int failed = 0;
+    for (int i = 0; i < workers; i++) {
+        pthread_join(threads[i], NULL);
+        failed |= args[i].failed;
+    }
+    double elapsed = now_s() - t0;
+    int stopped = bft_daemon_stop(&d, SIGTERM);
+    long long rows = count_rows(d.db);
+    long long expected = (long long)workers * messages * records * 4;
+    bft_daemon_cleanup(&d);
+    free(threads);
+    free(args);
+    pthread_barrier_destroy(&start);
+    if (failed || stopped != 0 || rows != expected) {
+        fprintf(stderr, "bench_ingest: FAILED (rows %lld of %lld, daemon "
+                "exit %d)\n", rows, expected, stopped);
+        return 1;
+    }
+    double rate = (double)rows / elapsed;
+    printf("bifocald ingest: %d workers x %d messages x %d records = %lld "
+           "rows in %.3f s: %.0f rows/s (target >= %.0f: %s)\n", workers,
+           messages, records, rows, elapsed, rate, TARGET_ROWS_PER_S,
+           rate >= TARGET_ROWS_PER_S ? "met" : "MISSED");
+
+    /* Optuna gets a smaller run (it is orders of magnitude slower); rates
+     * are comparable, totals are not. */
+    double optuna = run_optuna(workers, 50);
+    if (optuna > 0)
+        printf("ratio bifocald / optuna: %.0fx\n", rate / optuna);
+    else
+        printf("optuna reference: skipped (set OPTUNA_SCRIPT)\n");
+    return 0;
+}
