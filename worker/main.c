@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "checkpoint.h"
+#include "group.h"
 #include "job_config.h"
 #include "records.h"
 #include "score.h"
@@ -219,6 +220,9 @@ static const command commands[] = {
 
 int main(int argc, char **argv)
 {
+    /* --server HOST:PORT: an MPI worker group driven by the coordinator. */
+    if (bf_group_requested(argc, argv))
+        return bf_group_main(argc, argv);
     /* A leading word names the subcommand; options alone mean train. */
     if (argc > 1 && argv[1][0] != '-') {
         for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

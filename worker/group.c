@@ -1,0 +1,588 @@
+#include "group.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "log.h"
+#include "wire.h"
+
+enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+enum { TRAIN_SETUP_FAILED = -1, TRAIN_RUN_FAILED = -2 };
+
+/* How often idle ranks look whether rank 0 has broadcast the next job: a
+ * blocking MPI_Bcast would spin a core for as long as rank 0 waits. */
+#define IDLE_POLL_NS 2000000L
+
+static const char usage_text[] =
+    "usage: mpirun -np N bifocal-worker --server HOST:PORT --token-file FILE\n"
+    "           [--checkpoint-dir DIR] [--name NAME] [--max-jobs N]\n"
+    "           [--exit-when-idle] [--log-level debug|info|warn|error]\n"
+    "\n"
+    "A worker group: rank 0 asks the coordinator for jobs, every rank trains\n"
+    "them together (the batch is split over the ranks).\n"
+    "  --server HOST:PORT    the coordinator (bifocald --listen)\n"
+    "  --token-file FILE     its token file (DB.token, mode 0600)\n"
+    "  --checkpoint-dir DIR  checkpoints in DIR/job-<id>/ (a shared file\n"
+    "                        system on a cluster); without it no checkpoints\n"
+    "                        are written and a re-leased job starts over\n"
+    "  --name NAME           worker name (default HOST:PID)\n"
+    "  --max-jobs N          exit 0 after N jobs\n"
+    "  --exit-when-idle      exit 0 when the coordinator has no job\n"
+    "  --log-level LEVEL     least severe event logged (default info)\n";
+
+typedef struct group_opts {
+    const char *server, *token_file, *checkpoint_dir, *name;
+    int max_jobs;          /* 0: no limit */
+    int exit_when_idle;
+} group_opts;
+
+typedef struct group {
+    MPI_Comm comm;
+    int rank, nranks;
+    group_opts o;
+    bf_link *link;         /* rank 0 only */
+} group;
+
+/* ---- signals -------------------------------------------------------------- */
+
+static volatile sig_atomic_t stop_signal;
+static bf_link *signal_link;
+
+static void on_stop_signal(int sig)
+{
+    stop_signal = sig;
+    if (signal_link)
+        bf_link_wake(signal_link);
+}
+
+void bf_group_catch_signals(bf_link *link)
+{
+    signal_link = link;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+}
+
+int bf_group_stop_signal(void) { return stop_signal; }
+
+/* ---- the trainer's hooks -------------------------------------------------- */
+
+typedef struct hooks_ctx {
+    MPI_Comm comm;
+    int nranks;
+    bf_link *link;
+} hooks_ctx;
+
+static void allreduce_sum(void *ctx, float *buf, size_t n)
+{
+    hooks_ctx *h = ctx;
+    for (size_t off = 0; off < n; off += INT_MAX) {
+        size_t chunk = n - off < INT_MAX ? n - off : INT_MAX;
+        MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)chunk, MPI_FLOAT,
+                      MPI_SUM, h->comm);
+    }
+}
+
+static void emit_to_link(void *ctx, const json_t *record)
+{
+    hooks_ctx *h = ctx;
+    if (h->link)
+        bf_link_emit(h->link, record);
+}
+
+/* Every rank gets the same answer, so all stop after the same step. */
+static int should_stop(void *ctx)
+{
+    hooks_ctx *h = ctx;
+    int stop = stop_signal != 0 ||
+               (h->link && bf_link_attempt_state(h->link) != BF_LINK_OK);
+    if (h->nranks > 1)
+        MPI_Allreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, h->comm);
+    return stop;
+}
+
+/* Setup can fail on one rank only (a file missing on one node): all ranks
+ * learn it, with the lowest failing rank's message, and none starts. */
+static int agree_on_setup(MPI_Comm comm, int rank, int nranks, int ok,
+                          bf_error *local)
+{
+    int first_failed = ok ? nranks : rank;
+    MPI_Allreduce(MPI_IN_PLACE, &first_failed, 1, MPI_INT, MPI_MIN, comm);
+    if (first_failed == nranks)
+        return 0;
+    MPI_Bcast(local->msg, (int)sizeof local->msg, MPI_CHAR, first_failed,
+              comm);
+    if (first_failed != 0) {
+        char msg[sizeof local->msg];
+        snprintf(msg, sizeof msg, "%s", local->msg);
+        bf_error_set(local, NULL, 0, NULL, "rank %d: %s", first_failed, msg);
+    }
+    return -1;
+}
+
+int bf_group_train(MPI_Comm comm, const bf_job_config *cfg,
+                   const char *checkpoint_dir, const char *resume_path,
+                   bf_link *link, bf_train_summary *summary, bf_error *err)
+{
+    int rank, nranks;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &nranks);
+    hooks_ctx h = { .comm = comm, .nranks = nranks,
+                    .link = rank == 0 ? link : NULL };
+    bf_trainer_opts opts = {
+        .rank = rank, .nranks = nranks, .checkpoint_dir = checkpoint_dir,
+        .resume_path = resume_path,
+        .hooks = { .ctx = &h, .emit = emit_to_link,
+                   .should_stop = should_stop,
+                   /* One rank has nothing to sum: skip the copies. */
+                   .allreduce_sum = nranks > 1 ? allreduce_sum : NULL },
+    };
+    bf_error local;
+    bf_error_clear(&local);
+    bf_trainer *t = NULL;
+    int ok = bf_trainer_create(&t, cfg, &opts, &local) == 0;
+    int rc = agree_on_setup(comm, rank, nranks, ok, &local);
+    if (rc == 0 && bf_trainer_run(t, &local) != 0)
+        rc = TRAIN_RUN_FAILED;
+    if (rc == 0 && summary)
+        *summary = *bf_trainer_summary(t);
+    bf_trainer_free(t);
+    if (rc != 0 && err)
+        *err = local;
+    return rc;
+}
+
+/* ---- the job plan rank 0 broadcasts --------------------------------------- */
+
+/* Waits for a collective without spinning a core (idle ranks). */
+static void wait_gently(MPI_Request *req)
+{
+    int done = 0;
+    struct timespec ts = { 0, IDLE_POLL_NS };
+    for (MPI_Test(req, &done, MPI_STATUS_IGNORE); !done;
+         MPI_Test(req, &done, MPI_STATUS_IGNORE))
+        nanosleep(&ts, NULL);
+}
+
+/* Rank 0 passes the plan (NULL: stop the group); the other ranks pass NULL
+ * and get it (new reference, NULL: stop). */
+static json_t *bcast_plan(group *g, const json_t *plan)
+{
+    char *text = g->rank == 0 && plan ? json_dumps(plan, JSON_COMPACT) : NULL;
+    int len = text ? (int)strlen(text) + 1 : 0;
+    MPI_Request req;
+    MPI_Ibcast(&len, 1, MPI_INT, 0, g->comm, &req);
+    wait_gently(&req);
+    if (len == 0)
+        return NULL;
+    if (g->rank != 0)
+        text = malloc((size_t)len);
+    MPI_Bcast(text, len, MPI_CHAR, 0, g->comm);
+    json_t *got = g->rank == 0 ? NULL : json_loads(text, 0, NULL);
+    free(text);
+    return got;
+}
+
+/* ---- one job -------------------------------------------------------------- */
+
+static int64_t int_member(const json_t *o, const char *key)
+{
+    return json_integer_value(json_object_get(o, key));
+}
+
+static const char *str_member(const json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+static int config_from_json(bf_job_config *cfg, const json_t *obj,
+                            int64_t job_id, bf_error *err)
+{
+    char where[64];
+    snprintf(where, sizeof where, "job %lld config", (long long)job_id);
+    bf_job_config_defaults(cfg);
+    if (!json_is_object(obj))
+        return bf_error_set(err, where, 0, "config", "must be an object");
+    if (bf_job_config_apply_json(cfg, obj, where, NULL, err) != 0)
+        return -1;
+    return bf_job_config_validate_in(cfg, where, NULL, err);
+}
+
+static int make_dir(const char *dir, bf_error *err)
+{
+    if (mkdir(dir, 0777) == 0 || errno == EEXIST)
+        return 0;
+    return bf_error_set(err, dir, 0, "checkpoint-dir",
+                        "cannot create directory: %s", strerror(errno));
+}
+
+/* DIR/job-<id>: attempts of one job share it, different jobs never do. */
+static int job_checkpoint_dir(const group *g, int64_t job_id, char *dir,
+                              size_t cap, bf_error *err)
+{
+    dir[0] = '\0';
+    if (!g->o.checkpoint_dir)
+        return 0;
+    snprintf(dir, cap, "%s/job-%lld", g->o.checkpoint_dir, (long long)job_id);
+    if (make_dir(g->o.checkpoint_dir, err) != 0)
+        return -1;
+    return make_dir(dir, err);
+}
+
+/* Where a re-leased job continues: the checkpoint the coordinator recorded
+ * (metrics before it are stored for sure), else the newest one in the
+ * job's directory; "" for a fresh start.  Restarting from scratch is always
+ * safe: training is a pure function of the config, so re-sent steps carry
+ * the values the store already has. */
+static void find_resume(const json_t *job, const char *dir, char *path,
+                        size_t cap)
+{
+    path[0] = '\0';
+    const char *recorded = str_member(job, "resume_checkpoint");
+    if (recorded && access(recorded, R_OK) == 0) {
+        snprintf(path, cap, "%s", recorded);
+        return;
+    }
+    if (recorded)
+        bf_log_warn("recorded checkpoint %s is not readable here: %s",
+                    recorded, strerror(errno));
+    if (!dir[0] || int_member(job, "attempt_no") <= 1)
+        return;
+    bf_error err;
+    if (bf_checkpoint_latest(dir, path, cap, &err) != 1)
+        path[0] = '\0';
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Tells the coordinator how the attempt ended. */
+static void report(group *g, int64_t job_id, const char *error)
+{
+    bf_error err;
+    bf_error_clear(&err);
+    int rc = bf_link_finish_attempt(g->link, error, -1, &err);
+    if (rc == BF_LINK_FENCED)
+        bf_log_warn("job %lld: lease lost; not reported", (long long)job_id);
+    else if (rc == BF_LINK_TIMEOUT)
+        bf_log_warn("job %lld: coordinator unreachable; report not "
+                    "acknowledged", (long long)job_id);
+    else if (rc == BF_LINK_ERR)
+        bf_log_error("job %lld: report failed: %s", (long long)job_id,
+                     err.msg);
+    else if (error)
+        bf_log_info("job %lld: reported failure: %s", (long long)job_id,
+                    error);
+}
+
+/* Reports a run that ended early (or not), as the reason requires.  Returns
+ * 1 when a signal stopped it: the group stops too. */
+static int report_outcome(group *g, int64_t job_id,
+                           const bf_train_summary *s, double seconds,
+                           const bf_job_config *cfg)
+{
+    int state = bf_link_attempt_state(g->link);
+    if (!s->stopped) {
+        double tokens = (double)s->step * cfg->batch_size * cfg->seq_len;
+        bf_log_info("job %lld: done at step %d, train loss %.6g "
+                    "(%.1f s, %.0f tokens/s over the whole attempt)",
+                    (long long)job_id, s->step, s->train_loss, seconds,
+                    seconds > 0 ? tokens / seconds : 0.0);
+        report(g, job_id, NULL);
+    } else if (state == BF_LINK_FENCED) {
+        bf_log_warn("job %lld: stopped at step %d: lease lost",
+                    (long long)job_id, s->step);
+        report(g, job_id, NULL);   /* sends nothing: the lease is gone */
+    } else if (state == BF_LINK_CANCELLED) {
+        bf_log_info("job %lld: stopped at step %d: cancelled",
+                    (long long)job_id, s->step);
+        report(g, job_id, "cancelled");
+    } else {
+        char why[64];
+        snprintf(why, sizeof why, "worker stopped by a signal at step %d",
+                 s->step);
+        bf_log_info("job %lld: %s", (long long)job_id, why);
+        report(g, job_id, why);
+        return 1;
+    }
+    return 0;
+}
+
+/* Rank 0: runs one leased job with the whole group and reports it.  Returns
+ * 1 when the group should stop. */
+static int run_leased_job(group *g, const json_t *job)
+{
+    int64_t job_id = int_member(job, "job_id");
+    int64_t attempt = int_member(job, "attempt_id");
+    bf_link_begin_attempt(g->link, attempt,
+                          (int)int_member(job, "lease_seconds"));
+    bf_log_info("job %lld: leased as attempt %lld (#%lld) of sweep %lld",
+                (long long)job_id, (long long)attempt,
+                (long long)int_member(job, "attempt_no"),
+                (long long)int_member(job, "sweep_id"));
+
+    bf_error err;
+    bf_error_clear(&err);
+    bf_job_config cfg;
+    char dir[BF_PATH_MAX], resume[BF_PATH_MAX + 64];
+    json_t *config = json_object_get(job, "config");
+    if (config_from_json(&cfg, config, job_id, &err) != 0 ||
+        job_checkpoint_dir(g, job_id, dir, sizeof dir, &err) != 0) {
+        bf_log_error("job %lld: %s", (long long)job_id, err.msg);
+        report(g, job_id, err.msg);
+        return 0;
+    }
+    find_resume(job, dir, resume, sizeof resume);
+    if (resume[0])
+        bf_log_info("job %lld: resuming from %s", (long long)job_id, resume);
+
+    json_t *plan = json_pack("{s:O, s:s, s:s}", "config", config,
+                             "checkpoint_dir", dir, "resume", resume);
+    bcast_plan(g, plan);
+    json_decref(plan);
+
+    double t0 = now_seconds();
+    bf_train_summary s;
+    int rc = bf_group_train(g->comm, &cfg, dir[0] ? dir : NULL,
+                            resume[0] ? resume : NULL, g->link, &s, &err);
+    if (rc == TRAIN_SETUP_FAILED) {
+        bf_log_error("job %lld: %s", (long long)job_id, err.msg);
+        report(g, job_id, err.msg);
+        return 0;
+    }
+    if (rc == TRAIN_RUN_FAILED) {
+        /* The other ranks are already inside the next step's collective:
+         * the group cannot go on.  Report, then take it down. */
+        bf_log_error("job %lld: %s; stopping the group", (long long)job_id,
+                     err.msg);
+        report(g, job_id, err.msg);
+        MPI_Abort(g->comm, EXIT_RUNTIME);
+        return 1;
+    }
+    return report_outcome(g, job_id, &s, now_seconds() - t0, &cfg);
+}
+
+/* Ranks other than 0: train whatever rank 0 broadcasts, until it says stop. */
+static void follow(group *g)
+{
+    json_t *plan;
+    while ((plan = bcast_plan(g, NULL)) != NULL) {
+        bf_job_config cfg;
+        bf_error err;
+        bf_error_clear(&err);
+        const char *dir = str_member(plan, "checkpoint_dir");
+        const char *resume = str_member(plan, "resume");
+        if (config_from_json(&cfg, json_object_get(plan, "config"), 0,
+                             &err) != 0) {
+            /* Rank 0 validated the same config: this cannot differ. */
+            bf_log_error("rank %d: %s", g->rank, err.msg);
+            MPI_Abort(g->comm, EXIT_RUNTIME);
+        }
+        if (bf_group_train(g->comm, &cfg, dir && dir[0] ? dir : NULL,
+                           resume && resume[0] ? resume : NULL, NULL, NULL,
+                           &err) == TRAIN_RUN_FAILED) {
+            bf_log_error("rank %d: %s", g->rank, err.msg);
+            MPI_Abort(g->comm, EXIT_RUNTIME);
+        }
+        json_decref(plan);
+    }
+}
+
+/* Rank 0: the job loop. */
+static int lead(group *g)
+{
+    int jobs = 0;
+    int status = 0;
+    while (!stop_signal && (g->o.max_jobs == 0 || jobs < g->o.max_jobs)) {
+        json_t *job = NULL;
+        int retry_ms = 0;
+        bf_error err;
+        bf_error_clear(&err);
+        int got = bf_link_request_job(g->link, &job, &retry_ms, &err);
+        if (got == BF_LINK_INTERRUPTED)
+            break;
+        if (got == BF_LINK_ERR) {
+            bf_log_error("%s", err.msg);
+            status = EXIT_RUNTIME;
+            break;
+        }
+        if (got == 0) {
+            if (g->o.exit_when_idle) {
+                bf_log_info("no job queued: exiting (--exit-when-idle)");
+                break;
+            }
+            bf_link_sleep(g->link, retry_ms);   /* early on a signal */
+            continue;
+        }
+        jobs++;
+        int stop = run_leased_job(g, job);
+        json_decref(job);
+        if (stop)
+            break;
+    }
+    if (stop_signal)
+        bf_log_info("stopping on signal %d", stop_signal);
+    bcast_plan(g, NULL);
+    return status;
+}
+
+/* ---- the program ---------------------------------------------------------- */
+
+int bf_group_requested(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--server") == 0 ||
+            strncmp(argv[i], "--server=", 9) == 0)
+            return 1;
+    return 0;
+}
+
+static int positive_int(const char *s, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < 1 || v > INT_MAX)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* Parses argv into o; prints (when loud) and returns EXIT_USAGE on errors,
+ * -1 for --help, 0 otherwise. */
+static int parse_options(int argc, char **argv, group_opts *o, int loud)
+{
+    static const struct option options[] = {
+        {"server", required_argument, NULL, 's'},
+        {"token-file", required_argument, NULL, 't'},
+        {"checkpoint-dir", required_argument, NULL, 'c'},
+        {"name", required_argument, NULL, 'n'},
+        {"max-jobs", required_argument, NULL, 'm'},
+        {"exit-when-idle", no_argument, NULL, 'x'},
+        {"log-level", required_argument, NULL, 'l'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *problem = NULL;
+    int opt, level;
+    opterr = loud;
+    while (!problem &&
+           (opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+        switch (opt) {
+        case 's': o->server = optarg; break;
+        case 't': o->token_file = optarg; break;
+        case 'c': o->checkpoint_dir = optarg; break;
+        case 'n': o->name = optarg; break;
+        case 'x': o->exit_when_idle = 1; break;
+        case 'm':
+            if (positive_int(optarg, &o->max_jobs))
+                problem = "--max-jobs needs a positive integer";
+            break;
+        case 'l':
+            if ((level = bf_log_level_from_name(optarg)) < 0)
+                problem = "--log-level is debug, info, warn or error";
+            else if (loud)
+                bf_log_set_level((bf_log_level)level);
+            break;
+        case 'h':
+            if (loud)
+                fputs(usage_text, stdout);
+            return -1;
+        default: problem = "bad option"; break;
+        }
+    }
+    if (!problem && optind < argc)
+        problem = "unexpected argument";
+    if (!problem && !o->server)
+        problem = "--server HOST:PORT is required";
+    if (!problem && !o->token_file)
+        problem = "--token-file FILE is required";
+    if (problem) {
+        if (loud)
+            fprintf(stderr, "bifocal-worker: %s\n%s", problem, usage_text);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* Rank 0: reads the token and connects. */
+static int open_link(group *g, const char *name, bf_error *err)
+{
+    char token[BF_TOKEN_HEX_LEN + 1], host[256] = "";
+    if (bf_wire_read_token(g->o.token_file, token, sizeof token, err) != 0)
+        return -1;
+    gethostname(host, sizeof host - 1);
+    bf_link_opts lo = { .server = g->o.server, .token = token,
+                        .name = name, .host = host, .ranks = g->nranks,
+                        .interrupt = &stop_signal };
+    return bf_link_start(&g->link, &lo, err);
+}
+
+static int run_group(group *g)
+{
+    if (g->rank != 0) {
+        bf_group_catch_signals(NULL);
+        follow(g);
+        return 0;
+    }
+    char name[320], host[256] = "";
+    gethostname(host, sizeof host - 1);
+    if (g->o.name)
+        snprintf(name, sizeof name, "%s", g->o.name);
+    else
+        snprintf(name, sizeof name, "%s:%ld", host, (long)getpid());
+    bf_error err;
+    bf_error_clear(&err);
+    if (open_link(g, name, &err) != 0) {
+        bf_log_error("%s", err.msg);
+        bcast_plan(g, NULL);
+        return EXIT_RUNTIME;
+    }
+    bf_group_catch_signals(g->link);
+    bf_log_info("worker group %s: %d rank%s, coordinator %s", name,
+                g->nranks, g->nranks == 1 ? "" : "s", g->o.server);
+    int status = lead(g);
+    signal_link = NULL;
+    bf_link_stop(g->link);
+    g->link = NULL;
+    return status;
+}
+
+int bf_group_main(int argc, char **argv)
+{
+    int provided;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) !=
+        MPI_SUCCESS) {
+        fprintf(stderr, "bifocal-worker: MPI_Init failed\n");
+        return EXIT_RUNTIME;
+    }
+    group g = { .comm = MPI_COMM_WORLD };
+    MPI_Comm_rank(g.comm, &g.rank);
+    MPI_Comm_size(g.comm, &g.nranks);
+    if (g.rank != 0)
+        bf_log_set_level(BF_LOG_ERROR);   /* rank 0 speaks for the group */
+    /* Writes to a vanished coordinator must fail, not kill us. */
+    signal(SIGPIPE, SIG_IGN);
+    int status = parse_options(argc, argv, &g.o, g.rank == 0);
+    if (status == 0)
+        status = run_group(&g);
+    MPI_Finalize();
+    if (status == 0 && stop_signal)
+        bf_log_info("stopped by signal %d", stop_signal);
+    return status < 0 ? 0 : status;
+}

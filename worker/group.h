@@ -1,0 +1,51 @@
+/* group: a data-parallel MPI worker group driven by the coordinator.
+ *
+ *   mpirun -np N bifocal-worker --server HOST:PORT --token-file F
+ *          [--checkpoint-dir DIR] [--name NAME] [--max-jobs N]
+ *          [--exit-when-idle] [--log-level LEVEL]
+ *
+ * Rank 0 holds the coordinator link (link.h): it asks for a job, broadcasts
+ * it to every rank, and all ranks train it together with bf_trainer
+ * (train.h): the global batch is split over ranks and one MPI_Allreduce per
+ * step sums the gradients.  Whether to stop after a step (cancel, lost
+ * lease, SIGTERM) is agreed by every rank, so all stop after the same step.
+ * Checkpoints go to DIR/job-<job_id>/, which a re-leased job resumes from.
+ * docs/cluster.md explains running groups on a cluster. */
+#ifndef BF_GROUP_H
+#define BF_GROUP_H
+
+#include <mpi.h>
+
+#include "job_config.h"
+#include "link.h"
+#include "train.h"
+
+/* Whether argv asks for the coordinator-driven mode (it has --server). */
+int bf_group_requested(int argc, char **argv);
+
+/* The whole program in that mode: options, MPI_Init, the job loop,
+ * MPI_Finalize.  Exit status: 0 when told to stop (--max-jobs reached, idle
+ * with --exit-when-idle, SIGTERM/SIGINT), 1 when the coordinator refused us
+ * or MPI failed, 2 on bad usage. */
+int bf_group_main(int argc, char **argv);
+
+/* Trains one job on every rank of comm (collective: every rank calls it
+ * with the same arguments).  Rank 0's records go to `link` (NULL: they are
+ * dropped); training stops early after the step at which any rank saw a
+ * stop request (rank 0: cancel or fenced on the link; any rank: SIGTERM or
+ * SIGINT once bf_group_catch_signals ran).  checkpoint_dir / resume_path may
+ * be NULL.  *summary (may be NULL) gets where the run ended.  Returns 0, or
+ * -1 with err when the trainer could not be set up on some rank (every rank
+ * returns -1 then, with that rank's message). */
+int bf_group_train(MPI_Comm comm, const bf_job_config *cfg,
+                   const char *checkpoint_dir, const char *resume_path,
+                   bf_link *link, bf_train_summary *summary, bf_error *err);
+
+/* Installs SIGTERM/SIGINT handlers that make bf_group_train stop after the
+ * current step (and wake `link`, which may be NULL, on rank 0). */
+void bf_group_catch_signals(bf_link *link);
+
+/* The signal that stopped us, 0 if none. */
+int bf_group_stop_signal(void);
+
+#endif
