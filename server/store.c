@@ -173,7 +173,10 @@ static int configure(bf_store *s, bf_error *err)
         return bf_error_set(err, s->path, 0, NULL,
                             "cannot switch the database to WAL mode "
                             "(is it on a network file system?)");
-    return exec_sql(s, "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;", err);
+    /* A 64 MiB page cache keeps a 100,000-job submission in memory until
+     * its commit instead of spilling pages to the WAL part-way. */
+    return exec_sql(s, "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;"
+                       " PRAGMA cache_size = -65536;", err);
 }
 
 static int prepare_all(bf_store *s, bf_error *err)
