@@ -179,6 +179,7 @@ static void test_expiry_requeue_then_fail(void **state)
     char *e = bft_text(f->s, "SELECT error FROM jobs");
     assert_string_equal(e, "lease expired after 2 attempts");
     free(e);
+    bf_lease_clear(&l);
     assert_int_equal(bf_store_lease_next(f->s, "w", 6000, 1000, &l, NULL), 0);
 }
 
