@@ -85,6 +85,7 @@ int main(int argc, char **argv)
         args[i] = (group_arg){ .d = &d, .index = i, .start = &start };
         pthread_create(&threads[i], NULL, run_group, &args[i]);
     }
+    double cpu0 = bft_daemon_cpu_seconds(&d);
     pthread_barrier_wait(&start);
     double t0 = now_s();
     int failed = 0, leases = 0;
@@ -97,6 +98,7 @@ int main(int argc, char **argv)
     long long succeeded = bft_sql_int(&d, "SELECT count(*) FROM jobs "
                                           "WHERE status = 'succeeded'");
     long long attempts = bft_sql_int(&d, "SELECT count(*) FROM attempts");
+    double cpu = bft_daemon_cpu_seconds(&d) - cpu0;
     int stopped = bft_daemon_stop(&d, SIGTERM);
     bft_daemon_cleanup(&d);
     free(threads);
@@ -115,5 +117,8 @@ int main(int argc, char **argv)
            "%.0f leases/s (target >= %.0f: %s)\n", groups, leases, elapsed,
            rate, TARGET_LEASES_PER_S,
            rate >= TARGET_LEASES_PER_S ? "met" : "MISSED");
+    printf("bifocald dispatch: daemon CPU %.3f s = %.0f us per lease+done "
+           "(%.0f leases per daemon-CPU-second)\n", cpu, 1e6 * cpu / leases,
+           leases / cpu);
     return 0;
 }

@@ -371,7 +371,8 @@ static void finish(bf_conn *c, json_t *msg, const json_t *id, int succeeded)
         || (!succeeded && str_field(c, msg, id, "error", 1, &error_text)))
         return;
     int64_t now = bf_daemon_now_ms();
-    int cancelled = bf_store_attempt_cancelled(d->store, attempt) == 1;
+    int cancelled = !succeeded
+        && bf_store_attempt_cancelled(d->store, attempt) == 1;
     int rc = !succeeded && cancelled
         ? bf_store_attempt_stopped(d->store, attempt, now)
         : bf_store_finish_attempt(d->store, attempt, succeeded,

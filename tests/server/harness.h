@@ -28,6 +28,9 @@ int bft_daemon_start(bft_daemon *d, int lease_seconds);
 int bft_daemon_restart(bft_daemon *d);
 /* Sends sig and waits; returns the exit status (128+N if killed by N). */
 int bft_daemon_stop(bft_daemon *d, int sig);
+/* CPU seconds (user + system) the running daemon has used so far; -1 if
+ * unknown.  Benchmarks print it: wall time on a shared machine is noisy. */
+double bft_daemon_cpu_seconds(const bft_daemon *d);
 /* Stops a running daemon (SIGKILL) and removes the directory. */
 void bft_daemon_cleanup(bft_daemon *d);
 
