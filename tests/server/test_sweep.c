@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,6 +218,37 @@ static void test_visitor_stops(void **state)
     bf_sweep_free(sw);
 }
 
+/* Every example in configs/sweep-*.yaml is a valid sweep. */
+static void test_example_configs(void **state)
+{
+    (void)state;
+    const char *root = getenv("BF_SOURCE_ROOT");
+    char pattern[1024];
+    snprintf(pattern, sizeof pattern, "%s/configs/sweep-*.yaml", root ? root : ".");
+    glob_t g;
+    assert_int_equal(glob(pattern, 0, NULL, &g), 0);
+    assert_true(g.gl_pathc >= 3);
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        FILE *f = fopen(g.gl_pathv[i], "rb");
+        assert_non_null(f);
+        char text[65536];
+        size_t n = fread(text, 1, sizeof text, f);
+        fclose(f);
+        bf_error err = {0};
+        bf_sweep *sw = bf_sweep_parse(g.gl_pathv[i], text, n, &err);
+        if (!sw)
+            fail_msg("%s", err.msg);
+        seen s = {0};
+        int rc = sw->n_jobs <= 64 ? bf_sweep_expand(sw, collect, &s, &err) : -1;
+        if (rc < 0)
+            fail_msg("%s: %s", g.gl_pathv[i], err.msg);
+        assert_true(s.n > 0);
+        seen_free(&s);
+        bf_sweep_free(sw);
+    }
+    globfree(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -225,6 +257,7 @@ int main(void)
         cmocka_unit_test(test_header_fields),
         cmocka_unit_test(test_rejections),
         cmocka_unit_test(test_visitor_stops),
+        cmocka_unit_test(test_example_configs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
