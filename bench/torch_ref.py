@@ -11,6 +11,7 @@ float32 dump of params_memory loads directly.  Used two ways:
     model's loss, gradients and AdamW step.
 """
 import math
+import statistics
 import sys
 import time
 
@@ -157,10 +158,12 @@ def bench(C, L, NH, T, B, V, steps):
 
     for _ in range(2):
         step()
-    t0 = time.perf_counter()
+    times = []
     for _ in range(steps):
+        t0 = time.perf_counter()
         step()
-    dt = (time.perf_counter() - t0) / steps
+        times.append(time.perf_counter() - t0)
+    dt = statistics.median(times)  # as bench_train.c: robust on a shared box
     print(f"torch_step_ms {dt * 1e3:.2f}")
     print(f"torch_tokens_per_s {B * T / dt:.0f}")
 

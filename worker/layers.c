@@ -19,8 +19,12 @@
  * About 1 ulp; branch-free so the loops that call it vectorise. */
 static inline float bf_expf(float x)
 {
-    x = fminf(fmaxf(x, -87.0f), 88.0f);
-    float n = floorf(x * 1.44269504088896341f + 0.5f);
+    /* ternaries, not fminf/fmaxf: those have NaN rules that keep GCC from
+     * vectorising them */
+    x = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
+    /* round to nearest by adding and removing 1.5 * 2^23 (floorf would
+     * not vectorise) */
+    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = x - n * 0.693359375f + n * 2.12194440e-4f;
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
@@ -254,7 +258,7 @@ static void softmax_causal_row(float *row, int len, int T)
     float mx = row[0];
 #pragma omp simd reduction(max : mx)
     for (int j = 0; j < len; j++)
-        mx = fmaxf(mx, row[j]);
+        mx = row[j] > mx ? row[j] : mx;
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (int j = 0; j < len; j++) {

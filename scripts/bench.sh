@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Builds an optimised tree (-Dbuildtype=release) and runs the benchmarks,
+# each printing its figures.  One BLAS thread per process: figures are per
+# core.  Benchmarks: add a section below for yours.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=${BENCH_BUILD_DIR:-build-bench}
+[ -d "$dir" ] || meson setup "$dir" -Dbuildtype=release -Dtests=false
+meson compile -C "$dir"
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+
+echo "== bench_train: one training step of the model, C vs PyTorch"
+torch_args=()
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    torch_args=(--torch bench/torch_ref.py)
+fi
+"$dir/bench/bench_train" "${torch_args[@]}"
