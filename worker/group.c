@@ -49,6 +49,9 @@ typedef struct group {
     int rank, nranks;
     group_opts o;
     bf_link *link;         /* rank 0 only */
+    /* --checkpoint-dir made absolute (rank 0): the paths reported to the
+     * coordinator must mean the same to every group. */
+    char checkpoint_root[BF_PATH_MAX - 32];   /* room for "/job-<id>" */
 } group;
 
 /* ---- signals -------------------------------------------------------------- */
@@ -232,12 +235,26 @@ static int job_checkpoint_dir(const group *g, int64_t job_id, char *dir,
                               size_t cap, bf_error *err)
 {
     dir[0] = '\0';
-    if (!g->o.checkpoint_dir)
+    if (!g->checkpoint_root[0])
         return 0;
-    snprintf(dir, cap, "%s/job-%lld", g->o.checkpoint_dir, (long long)job_id);
-    if (make_dir(g->o.checkpoint_dir, err) != 0)
-        return -1;
+    snprintf(dir, cap, "%s/job-%lld", g->checkpoint_root, (long long)job_id);
     return make_dir(dir, err);
+}
+
+static int resolve_checkpoint_root(group *g, bf_error *err)
+{
+    const char *dir = g->o.checkpoint_dir;
+    if (!dir)
+        return 0;
+    char abs[PATH_MAX];
+    if (make_dir(dir, err) != 0)
+        return -1;
+    if (!realpath(dir, abs) || strlen(abs) >= sizeof g->checkpoint_root)
+        return bf_error_set(err, dir, 0, "checkpoint-dir",
+                            "cannot resolve the directory: %s",
+                            strerror(errno ? errno : ENAMETOOLONG));
+    snprintf(g->checkpoint_root, sizeof g->checkpoint_root, "%s", abs);
+    return 0;
 }
 
 /* Where a re-leased job continues: the checkpoint the coordinator recorded
@@ -548,7 +565,8 @@ static int run_group(group *g)
         snprintf(name, sizeof name, "%s:%ld", host, (long)getpid());
     bf_error err;
     bf_error_clear(&err);
-    if (open_link(g, name, &err) != 0) {
+    if (resolve_checkpoint_root(g, &err) != 0 ||
+        open_link(g, name, &err) != 0) {
         bf_log_error("%s", err.msg);
         bcast_plan(g, NULL);
         return EXIT_RUNTIME;

@@ -1,0 +1,415 @@
+/* The coordinator link (worker/link.h) against a scripted coordinator: a
+ * real loopback socket whose every reply the test chooses, so reconnects,
+ * resends, withheld acks, cancels and fencing happen exactly when the test
+ * says. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "link.h"
+#include "wire.h"
+
+#define TOKEN "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+
+/* ---- a scripted coordinator ------------------------------------------------ */
+
+typedef struct fake {
+    int listen_fd;
+    char addr[64];
+    bf_wire_conn conn;     /* the accepted connection, fd -1 when none */
+    int heartbeats;        /* heartbeats answered */
+    int64_t fence_attempt; /* heartbeats of this attempt get "fenced" */
+} fake;
+
+static void fake_listen(fake *f)
+{
+    memset(f, 0, sizeof *f);
+    f->conn.fd = -1;
+    f->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(f->listen_fd >= 0);
+    struct sockaddr_in a = { .sin_family = AF_INET,
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    assert_int_equal(bind(f->listen_fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(f->listen_fd, 4), 0);
+    socklen_t len = sizeof a;
+    getsockname(f->listen_fd, (struct sockaddr *)&a, &len);
+    snprintf(f->addr, sizeof f->addr, "127.0.0.1:%d", ntohs(a.sin_port));
+}
+
+static void fake_drop(fake *f)
+{
+    if (f->conn.fd >= 0)
+        bf_wire_close(&f->conn);
+    f->conn.fd = -1;
+}
+
+static void fake_close(fake *f)
+{
+    fake_drop(f);
+    close(f->listen_fd);
+}
+
+static void fake_accept(fake *f)
+{
+    struct pollfd p = { .fd = f->listen_fd, .events = POLLIN };
+    assert_int_equal(poll(&p, 1, 5000), 1);
+    int fd = accept(f->listen_fd, NULL, NULL);
+    assert_true(fd >= 0);
+    f->conn.fd = fd;
+    bf_frame_reader_init(&f->conn.rd, 0);
+}
+
+static void fake_send(fake *f, json_t *msg)
+{
+    bf_error err;
+    assert_int_equal(bf_wire_send(&f->conn, msg, &err), 0);
+    json_decref(msg);
+}
+
+static json_t *ack_for(const json_t *msg)
+{
+    return json_pack("{s:s, s:O, s:O}", "type", "ack",
+                     "id", json_object_get(msg, "id"),
+                     "attempt_id", json_object_get(msg, "attempt_id"));
+}
+
+/* The next message other than a heartbeat (answered as the test set up),
+ * or NULL after timeout_ms. */
+static json_t *fake_recv(fake *f, int timeout_ms)
+{
+    for (;;) {
+        bf_error err;
+        json_t *m = bf_wire_recv(&f->conn, timeout_ms, &err);
+        if (!m || strcmp(bf_wire_type(m), "heartbeat") != 0)
+            return m;
+        int64_t attempt = json_integer_value(json_object_get(m,
+                                                             "attempt_id"));
+        json_t *reply = ack_for(m);
+        if (attempt == f->fence_attempt) {
+            json_decref(reply);
+            reply = bf_wire_error("fenced", json_object_get(m, "id"), NULL,
+                                  "attempt %lld is no longer live",
+                                  (long long)attempt);
+            json_object_set_new(reply, "attempt_id", json_integer(attempt));
+        }
+        f->heartbeats++;
+        fake_send(f, reply);
+        json_decref(m);
+    }
+}
+
+static json_t *fake_expect(fake *f, const char *type)
+{
+    json_t *m = fake_recv(f, 5000);
+    assert_non_null(m);
+    assert_string_equal(bf_wire_type(m), type);
+    return m;
+}
+
+/* Accepts the link's connection and acknowledges its hello. */
+static void fake_accept_hello(fake *f)
+{
+    fake_accept(f);
+    json_t *hello = fake_expect(f, "hello");
+    assert_string_equal(json_string_value(json_object_get(hello, "token")),
+                        TOKEN);
+    assert_string_equal(json_string_value(json_object_get(hello, "role")),
+                        "worker");
+    assert_string_equal(json_string_value(json_object_get(hello, "name")),
+                        "w-test");
+    assert_int_equal(json_integer_value(json_object_get(hello, "ranks")), 2);
+    fake_send(f, json_pack("{s:s, s:O, s:i}", "type", "ack", "id",
+                           json_object_get(hello, "id"), "lease_seconds", 30));
+    json_decref(hello);
+}
+
+/* ---- the link under test ---------------------------------------------------- */
+
+static volatile sig_atomic_t interrupt_flag;
+
+static bf_link *start_link(const fake *f)
+{
+    interrupt_flag = 0;
+    bf_link_opts o = { .server = f->addr, .token = TOKEN, .name = "w-test",
+                       .host = "testhost", .ranks = 2, .batch_ms = 50,
+                       .batch_records = 3, .backoff_min_ms = 10,
+                       .backoff_max_ms = 40, .interrupt = &interrupt_flag };
+    bf_link *l;
+    bf_error err;
+    assert_int_equal(bf_link_start(&l, &o, &err), 0);
+    return l;
+}
+
+static void emit_train(bf_link *l, int step)
+{
+    json_t *r = json_pack("{s:s, s:i, s:f, s:f}", "type", "train", "step",
+                          step, "loss", 1.0 / step, "lr", 1e-3);
+    bf_link_emit(l, r);
+    json_decref(r);
+}
+
+static void emit_json(bf_link *l, const char *text)
+{
+    json_t *r = json_loads(text, 0, NULL);
+    bf_link_emit(l, r);
+    json_decref(r);
+}
+
+/* bf_link_finish_attempt blocks until acknowledged: run it aside. */
+typedef struct finisher {
+    pthread_t thread;
+    bf_link *link;
+    const char *error;
+    int result;
+} finisher;
+
+static void *finish_main(void *arg)
+{
+    finisher *fin = arg;
+    bf_error err;
+    fin->result = bf_link_finish_attempt(fin->link, fin->error, 10000, &err);
+    return NULL;
+}
+
+static void finish_async(finisher *fin, bf_link *l, const char *error)
+{
+    fin->link = l;
+    fin->error = error;
+    fin->result = 99;
+    assert_int_equal(pthread_create(&fin->thread, NULL, finish_main, fin), 0);
+}
+
+static int wait_state(bf_link *l, int want)
+{
+    for (int i = 0; i < 500; i++) {
+        if (bf_link_attempt_state(l) == want)
+            return 1;
+        struct timespec ts = { 0, 10000000L };
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+/* ---- tests ---------------------------------------------------------------- */
+
+/* A metrics message that was never acknowledged goes again, unchanged,
+ * after the coordinator comes back; the final report waits for every ack,
+ * and the checkpoint message follows the metrics queued before it. */
+static void test_resend_after_reconnect(void **state)
+{
+    (void)state;
+    fake f;
+    fake_listen(&f);
+    bf_link *l = start_link(&f);
+    fake_accept_hello(&f);
+    bf_link_begin_attempt(l, 77, 30);
+    for (int s = 1; s <= 3; s++)
+        emit_train(l, s);   /* batch_records = 3: sent at once */
+    json_t *first = fake_expect(&f, "metrics");
+    assert_int_equal(json_integer_value(json_object_get(first, "attempt_id")),
+                     77);
+    assert_int_equal(json_integer_value(json_object_get(first, "seq")), 1);
+    assert_int_equal(json_array_size(json_object_get(first, "records")), 3);
+
+    fake_drop(&f);                 /* the coordinator "dies" un-acked */
+    fake_accept_hello(&f);         /* ... and comes back */
+    json_t *again = fake_expect(&f, "metrics");
+    assert_true(json_equal(first, again));
+    fake_send(&f, ack_for(again));
+    json_decref(first);
+    json_decref(again);
+
+    emit_train(l, 4);
+    emit_json(l, "{\"type\":\"checkpoint\",\"step\":4,\"path\":\"/ck/4\"}");
+    emit_json(l, "{\"type\":\"done\",\"step\":4}");
+    finisher fin;
+    finish_async(&fin, l, NULL);
+    json_t *m2 = fake_expect(&f, "metrics");
+    assert_int_equal(json_integer_value(json_object_get(m2, "seq")), 2);
+    json_t *recs = json_object_get(m2, "records");
+    assert_int_equal(json_array_size(recs), 1);
+    assert_int_equal(json_integer_value(json_object_get(
+        json_array_get(recs, 0), "step")), 4);
+    json_t *ck = fake_expect(&f, "checkpoint");
+    assert_string_equal(json_string_value(json_object_get(ck, "path")),
+                        "/ck/4");
+    assert_int_equal(json_integer_value(json_object_get(ck, "step")), 4);
+    /* Nothing acknowledged yet: no job_done may come. */
+    assert_null(fake_recv(&f, 300));
+    fake_send(&f, ack_for(ck));
+    assert_null(fake_recv(&f, 150));
+    fake_send(&f, ack_for(m2));
+    json_t *done = fake_expect(&f, "job_done");
+    assert_int_equal(json_integer_value(json_object_get(done, "attempt_id")),
+                     77);
+    fake_send(&f, ack_for(done));
+    pthread_join(fin.thread, NULL);
+    assert_int_equal(fin.result, BF_LINK_OK);
+
+    bf_link_stats st;
+    bf_link_get_stats(l, &st);
+    assert_int_equal(st.connects, 2);
+    assert_int_equal(st.messages_resent, 1);
+    assert_int_equal(st.records_acked, 4);
+    json_decref(m2);
+    json_decref(ck);
+    json_decref(done);
+    bf_link_stop(l);
+    fake_close(&f);
+}
+
+/* A cancel push stops the attempt; the report says "cancelled".  Then a
+ * fenced heartbeat: the attempt is dropped and nothing more is reported. */
+static void test_cancel_then_fenced(void **state)
+{
+    (void)state;
+    fake f;
+    fake_listen(&f);
+    bf_link *l = start_link(&f);
+    fake_accept_hello(&f);
+    bf_link_begin_attempt(l, 5, 30);
+    assert_int_equal(bf_link_attempt_state(l), BF_LINK_OK);
+    fake_send(&f, json_pack("{s:s, s:i}", "type", "cancel", "attempt_id", 4));
+    fake_send(&f, json_pack("{s:s, s:i}", "type", "cancel", "attempt_id", 5));
+    assert_true(wait_state(l, BF_LINK_CANCELLED));
+    finisher fin;
+    finish_async(&fin, l, "cancelled");
+    json_t *failed = fake_expect(&f, "job_failed");
+    assert_string_equal(json_string_value(json_object_get(failed, "error")),
+                        "cancelled");
+    fake_send(&f, ack_for(failed));
+    pthread_join(fin.thread, NULL);
+    assert_int_equal(fin.result, BF_LINK_OK);
+    json_decref(failed);
+
+    f.fence_attempt = 6;
+    bf_link_begin_attempt(l, 6, 1);   /* heartbeats every 333 ms */
+    assert_int_equal(bf_link_attempt_state(l), BF_LINK_OK);
+    assert_null(fake_recv(&f, 600));  /* answers the heartbeat: fenced */
+    assert_true(f.heartbeats >= 1);
+    assert_true(wait_state(l, BF_LINK_FENCED));
+    for (int s = 1; s <= 3; s++)
+        emit_train(l, s);             /* dropped: the lease is gone */
+    bf_error err;
+    assert_int_equal(bf_link_finish_attempt(l, NULL, 1000, &err),
+                     BF_LINK_FENCED);
+    assert_null(fake_recv(&f, 300));  /* no metrics, no job_done */
+    bf_link_stop(l);
+    fake_close(&f);
+}
+
+/* bf_link_request_job blocks until answered: run it aside too. */
+struct req { bf_link *l; json_t *job; int retry, rc; };
+
+static void *request_main(void *arg)
+{
+    struct req *r = arg;
+    bf_error err;
+    r->rc = bf_link_request_job(r->l, &r->job, &r->retry, &err);
+    return NULL;
+}
+
+/* request_job: no_job carries its retry time; a request whose reply was
+ * lost with the connection is asked again after the reconnect. */
+static void test_request_job(void **state)
+{
+    (void)state;
+    fake f;
+    fake_listen(&f);
+    bf_link *l = start_link(&f);
+    fake_accept_hello(&f);
+    json_t *job = NULL;
+    int retry = 0;
+    bf_error err;
+
+    /* 1: no_job */
+    struct req r1 = { .l = l };
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, request_main, &r1), 0);
+    json_t *q = fake_expect(&f, "request_job");
+    fake_send(&f, json_pack("{s:s, s:O, s:i}", "type", "no_job", "id",
+                            json_object_get(q, "id"), "retry_ms", 123));
+    json_decref(q);
+    pthread_join(th, NULL);
+    assert_int_equal(r1.rc, 0);
+    assert_int_equal(r1.retry, 123);
+    assert_null(r1.job);
+
+    /* 2: the reply is lost with the connection; asked again, then a job */
+    struct req r2 = { .l = l };
+    assert_int_equal(pthread_create(&th, NULL, request_main, &r2), 0);
+    json_decref(fake_expect(&f, "request_job"));
+    fake_drop(&f);
+    fake_accept_hello(&f);
+    q = fake_expect(&f, "request_job");
+    fake_send(&f, json_pack("{s:s, s:O, s:i, s:i, s:{s:i}}", "type", "job",
+                            "id", json_object_get(q, "id"), "job_id", 9,
+                            "attempt_id", 21, "config", "steps", 10));
+    json_decref(q);
+    pthread_join(th, NULL);
+    assert_int_equal(r2.rc, 1);
+    assert_non_null(r2.job);
+    assert_int_equal(json_integer_value(json_object_get(r2.job,
+                                                        "attempt_id")), 21);
+    json_decref(r2.job);
+
+    /* 3: interrupted while waiting */
+    interrupt_flag = 1;
+    bf_link_wake(l);
+    assert_int_equal(bf_link_request_job(l, &job, &retry, &err),
+                     BF_LINK_INTERRUPTED);
+    assert_int_equal(bf_link_sleep(l, 5000), BF_LINK_INTERRUPTED);
+    bf_link_stop(l);
+    fake_close(&f);
+}
+
+/* A refused hello (wrong token) is final: calls fail with the reason and
+ * the link does not hammer the coordinator with reconnects. */
+static void test_hello_refused(void **state)
+{
+    (void)state;
+    fake f;
+    fake_listen(&f);
+    bf_link *l = start_link(&f);
+    fake_accept(&f);
+    json_t *hello = fake_expect(&f, "hello");
+    fake_send(&f, bf_wire_error("auth", json_object_get(hello, "id"), NULL,
+                                "wrong token"));
+    json_decref(hello);
+    json_t *job = NULL;
+    int retry;
+    bf_error err;
+    bf_error_clear(&err);
+    assert_int_equal(bf_link_request_job(l, &job, &retry, &err), BF_LINK_ERR);
+    assert_non_null(strstr(err.msg, "wrong token"));
+    struct pollfd p = { .fd = f.listen_fd, .events = POLLIN };
+    assert_int_equal(poll(&p, 1, 200), 0);   /* no second connection */
+    bf_link_stop(l);
+    fake_close(&f);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_resend_after_reconnect),
+        cmocka_unit_test(test_cancel_then_fenced),
+        cmocka_unit_test(test_request_job),
+        cmocka_unit_test(test_hello_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
