@@ -82,11 +82,22 @@ bf_held_attempt *bf_conn_find_held(bf_conn *c, int64_t attempt_id)
     return NULL;
 }
 
+static void release(bf_conn *c, int64_t attempt_id)
+{
+    bf_held_attempt *h = bf_conn_find_held(c, attempt_id);
+    if (h)
+        *h = c->held[--c->n_held];
+}
+
 static bf_held_attempt *hold(bf_conn *c, int64_t attempt_id, int64_t now)
 {
     bf_held_attempt *h = bf_conn_find_held(c, attempt_id);
     if (h)
         return h;
+    /* A worker that reconnected may leave its old, half-dead connection
+     * behind: the attempt belongs to the newest one, where cancels go. */
+    for (bf_conn *other; (other = bf_net_find_holder(c->d, attempt_id));)
+        release(other, attempt_id);
     if (c->n_held == c->cap_held) {
         c->cap_held = c->cap_held ? 2 * c->cap_held : 4;
         c->held = realloc(c->held, (size_t)c->cap_held * sizeof *c->held);
@@ -95,13 +106,6 @@ static bf_held_attempt *hold(bf_conn *c, int64_t attempt_id, int64_t now)
     h->attempt_id = attempt_id;
     h->renewed_ms = now;
     return h;
-}
-
-static void release(bf_conn *c, int64_t attempt_id)
-{
-    bf_held_attempt *h = bf_conn_find_held(c, attempt_id);
-    if (h)
-        *h = c->held[--c->n_held];
 }
 
 /* The reply for a store call on an attempt that is no longer live. */
@@ -644,10 +648,15 @@ void bf_protocol_flush(bf_daemon *d)
     int rc = bf_store_flush(d->store, &err);
     if (rc)
         bf_log_error("flush failed: %s", err.msg);
-    for (bf_conn *c = d->conns; c; c = c->next) {
+    /* A send may close its connection (and unlink it): keep `next`, and
+     * take each connection's acks out before sending them. */
+    for (bf_conn *c = d->conns, *next; c; c = next) {
+        next = c->next;
+        json_t *acks = c->pending_acks;
+        c->pending_acks = json_array();
         size_t i;
         json_t *ack;
-        json_array_foreach(c->pending_acks, i, ack) {
+        json_array_foreach(acks, i, ack) {
             if (rc == 0)
                 bf_conn_send(c, json_incref(ack));
             else
@@ -657,7 +666,7 @@ void bf_protocol_flush(bf_daemon *d)
                              (long long)json_integer_value(
                                  json_object_get(ack, "seq")), err.msg));
         }
-        json_array_clear(c->pending_acks);
+        json_decref(acks);
     }
     d->n_pending_acks = 0;
 }

@@ -444,6 +444,38 @@ static void test_cancel(void **state)
     bft_worker_close(&w);
 }
 
+/* A worker that reconnected (its old connection still open) gets the
+ * cancel on the connection that last claimed the attempt. */
+static void test_cancel_reaches_reconnected_worker(void **state)
+{
+    bft_daemon *d = *state;
+    assert_true(bft_submit(d, "one.yaml", "name: one\n", NULL, NULL) > 0);
+    bft_worker old, renewed;
+    /* Connected first, so a holder search that simply took the first or
+     * the last connection would pick the wrong one either way round. */
+    assert_int_equal(bft_worker_connect(&renewed, d, "w"), 0);
+    assert_int_equal(bft_worker_connect(&old, d, "w"), 0);
+    int64_t job, attempt = bft_worker_lease(&old, &job);
+    assert_true(attempt > 0);
+    json_t *r = bft_worker_heartbeat(&renewed, attempt);
+    assert_string_equal(bf_wire_type(r), "ack");
+    json_decref(r);
+
+    bf_wire_conn c;
+    assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
+    r = bft_request(&c, json_pack("{s:s, s:I}", "type", "cancel", "job_id",
+                                  (json_int_t)job));
+    assert_int_equal(json_integer_value(json_object_get(r, "running")), 1);
+    json_decref(r);
+    bf_wire_close(&c);
+    json_t *push = bft_worker_wait_push(&renewed, "cancel", 5000);
+    assert_non_null(push);
+    json_decref(push);
+    assert_null(bft_worker_wait_push(&old, "cancel", 300));
+    bft_worker_close(&renewed);
+    bft_worker_close(&old);
+}
+
 /* The sqlite3 CLI reads while the daemon ingests, and never sees a locked
  * database or a count going backwards. */
 static void test_sqlite_reads_during_ingest(void **state)
@@ -504,6 +536,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_idempotent_metrics, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_reaches_reconnected_worker,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_sqlite_reads_during_ingest,
                                         setup, teardown),
     };
