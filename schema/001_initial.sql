@@ -42,7 +42,6 @@ CREATE TABLE jobs (
     created_ms       INTEGER NOT NULL,
     started_ms       INTEGER,                 -- first lease
     finished_ms      INTEGER,
-    UNIQUE (sweep_id, idx),
     UNIQUE (sweep_id, config_hash)
 );
 

@@ -42,17 +42,20 @@ extern const int bf_schema_n_migrations;
     X(ST_JOB_GET,                                                              \
       "SELECT status, sweep_id FROM jobs WHERE job_id = ?1")                   \
     /* the queue */                                                            \
+    /* Scalar subqueries pin priority and sweep, so the final lookup walks  \
+     * jobs_queue in job_id order and stops at the first row (no sort);     \
+     * INDEXED BY also fails loudly at open if an index went missing. */    \
     X(ST_LEASE_PICK,                                                           \
-      "WITH top(pr) AS (SELECT priority FROM jobs WHERE status = 'queued'"     \
-      "   ORDER BY priority DESC LIMIT 1),"                                    \
-      " pick(sid) AS (SELECT s.sweep_id FROM sweeps s, top"                    \
+      "WITH top(pr) AS (SELECT priority FROM jobs INDEXED BY jobs_queue"       \
+      "   WHERE status = 'queued' ORDER BY priority DESC LIMIT 1),"            \
+      " pick(sid) AS (SELECT s.sweep_id FROM sweeps s INDEXED BY sweeps_active"\
       "   WHERE s.status = 'active' AND EXISTS (SELECT 1 FROM jobs q"          \
-      "     WHERE q.status = 'queued' AND q.priority = top.pr"                 \
-      "       AND q.sweep_id = s.sweep_id)"                                    \
+      "     INDEXED BY jobs_queue WHERE q.status = 'queued'"                   \
+      "       AND q.priority = (SELECT pr FROM top) AND q.sweep_id = s.sweep_id)"\
       "   ORDER BY s.last_lease_seq, s.sweep_id LIMIT 1)"                      \
-      " SELECT j.job_id, j.sweep_id FROM jobs j, top, pick"                    \
-      "  WHERE j.status = 'queued' AND j.priority = top.pr"                    \
-      "    AND j.sweep_id = pick.sid ORDER BY j.job_id LIMIT 1")               \
+      " SELECT j.job_id, j.sweep_id FROM jobs j INDEXED BY jobs_queue"         \
+      "  WHERE j.status = 'queued' AND j.priority = (SELECT pr FROM top)"      \
+      "    AND j.sweep_id = (SELECT sid FROM pick) ORDER BY j.job_id LIMIT 1") \
     X(ST_LEASE_MAX_SEQ, "SELECT coalesce(max(last_lease_seq), 0) FROM sweeps") \
     X(ST_LEASE_TOUCH_SWEEP,                                                    \
       "UPDATE sweeps SET last_lease_seq = ?2 WHERE sweep_id = ?1")             \
