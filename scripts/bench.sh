@@ -15,3 +15,6 @@ if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
     torch_args=(--torch bench/torch_ref.py)
 fi
 "$dir/bench/bench_train" "${torch_args[@]}"
+
+echo "== bench_store: 100k-job sweep submission, leasing, direct metric ingest"
+"$dir/bench/bench_store"
