@@ -326,24 +326,25 @@ static float omega_of(float theta)
     return (float)exp((double)theta);
 }
 
-/* Rebuilds omega and the cos/sin tables when theta or T changed since the
- * last build (micro-batches of one step share them). */
+/* Rebuilds omega and the cos/sin tables of every head whose theta changed
+ * since the last build, all of them when T changed: micro-batches of one
+ * step share the tables, and fixed heads are built once. */
 static void refresh_rotary(bf_model *m, bf_acts *a, int T)
 {
     const bf_model_shape *s = &m->shape;
-    int NH = s->n_heads, P = s->d_model / NH / 2;
-    size_t n = (size_t)s->n_layers * NH * P;
-    const float *theta = m->params.log_freq;
-    if (a->table_T == T &&
-        memcmp(a->table_theta, theta, n * sizeof *theta) == 0)
-        return;
-    for (size_t i = 0; i < n; i++)
-        a->omega[i] = omega_of(theta[i]);
-    size_t per_layer = (size_t)NH * T * P;
-    for (int l = 0; l < s->n_layers; l++)
-        bf_rotary_tables(a->cosv + l * per_layer, a->sinv + l * per_layer,
-                         a->omega + (size_t)l * NH * P, NH, T, P);
-    memcpy(a->table_theta, theta, n * sizeof *theta);
+    int P = s->d_model / s->n_heads / 2;
+    int all = a->table_T != T;
+    for (int lh = 0; lh < s->n_layers * s->n_heads; lh++) {
+        size_t hp = (size_t)lh * P, table = hp * T;
+        const float *theta = m->params.log_freq + hp;
+        if (!all && !memcmp(a->table_theta + hp, theta, P * sizeof *theta))
+            continue;
+        for (int i = 0; i < P; i++)
+            a->omega[hp + i] = omega_of(theta[i]);
+        bf_rotary_tables(a->cosv + table, a->sinv + table, a->omega + hp, 1,
+                         T, P);
+        memcpy(a->table_theta + hp, theta, P * sizeof *theta);
+    }
     a->table_T = T;
 }
 
@@ -356,6 +357,9 @@ double bf_model_forward(bf_model *m, const int *inputs, const int *targets,
     int C = s->d_model, NH = s->n_heads, V = s->vocab, N = B * T;
     act_sizes cap = act_sizes_of(s, m->B, m->T); /* per-layer strides */
     size_t btc = (size_t)N * C;
+    assert(B >= 1 && B <= m->B && T >= 1 && T <= m->T);
+    for (int i = 0; i < N; i++)
+        assert(inputs[i] >= 0 && inputs[i] < V && targets[i] < V);
     if (s->rope != BF_ROPE_NONE)
         refresh_rotary(m, a, T);
     a->B = B;
