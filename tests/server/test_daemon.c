@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <cmocka.h>
 
@@ -102,6 +103,12 @@ static void test_auth_refusals(void **state)
 {
     bft_daemon *d = *state;
     bf_wire_conn c;
+
+    /* The token the daemon made on first start is its owner's secret. */
+    struct stat st;
+    assert_int_equal(stat(d->token_file, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    assert_int_equal(strlen(d->token), BF_TOKEN_HEX_LEN);
 
     assert_int_equal(bft_connect(d, &c, NULL, NULL), 0);
     send_msg(&c, json_pack("{s:s, s:i, s:s, s:s}", "type", "hello",
