@@ -88,6 +88,8 @@ void bf_model_shape_from_config(bf_model_shape *s, const bf_job_config *cfg,
 
 int bf_model_micro_batch(const bf_model_shape *s, int local_batch, int T)
 {
+    if (local_batch < 1)
+        return 1;
     size_t per_row = act_floats(s, 1, T) * sizeof(float);
     size_t budget = (size_t)BF_MICRO_ACT_MIB << 20;
     int cap = (int)(budget / per_row);
@@ -166,7 +168,7 @@ static int check_shape(const bf_model_shape *s, int B, int T, bf_error *err)
         return bf_error_set(err, NULL, 0, "spectral_heads",
                             "must be in 0..%d, got %d", s->n_heads,
                             s->spectral_heads);
-    if (s->rope != BF_ROPE_NONE && !(s->rope_base > 1.0))
+    if (!(s->rope_base > 1.0)) /* theta is initialised even without rope */
         return bf_error_set(err, NULL, 0, "rope_base", "must be > 1, got %g",
                             s->rope_base);
     if (B < 1)
