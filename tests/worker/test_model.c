@@ -118,6 +118,10 @@ static void test_create_rejects_bad_shapes(void **state)
     assert_string_equal(err.field, "seq_len");
     assert_int_equal(bf_model_create(&m, &s, 0, T, &err), -1);
     assert_string_equal(err.field, "batch_size");
+    s = tiny_shape(BF_ROPE_NONE, 2, 0);
+    s.rope_base = 0.5;
+    assert_int_equal(bf_model_create(&m, &s, 2, T, &err), -1);
+    assert_string_equal(err.field, "rope_base");
 }
 
 static void test_shape_from_config(void **state)
@@ -350,6 +354,7 @@ static void test_micro_batch_rule(void **state)
     wide.d_model = 256;
     assert_true(bf_model_micro_batch(&wide, 1024, 64) < base);
     assert_int_equal(bf_model_micro_batch(&a, 1, 4096), 1);
+    assert_int_equal(bf_model_micro_batch(&a, 0, 64), 1);
 }
 
 static void test_train_flops(void **state)
