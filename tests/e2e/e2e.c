@@ -1,0 +1,194 @@
+#include "e2e.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *env_path(const char *name)
+{
+    const char *p = getenv(name);
+    if (!p || !*p) {
+        fprintf(stderr, "e2e: environment variable %s is not set\n", name);
+        exit(2);
+    }
+    return p;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+long long e2e_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+pid_t e2e_group_start(const bft_daemon *d, int np, const char *tag, ...)
+{
+    char nps[16], ckpt[400], log[400];
+    snprintf(nps, sizeof nps, "%d", np);
+    snprintf(ckpt, sizeof ckpt, "%s/ck", d->dir);
+    snprintf(log, sizeof log, "%s/%s.log", d->dir, tag);
+    const char *argv[40];
+    int argc = 0;
+    argv[argc++] = "mpirun";
+    argv[argc++] = "--oversubscribe";
+    argv[argc++] = "--bind-to";
+    argv[argc++] = "none";
+    argv[argc++] = "-np";
+    argv[argc++] = nps;
+    argv[argc++] = env_path("BIFOCAL_WORKER");
+    argv[argc++] = "--server";
+    argv[argc++] = d->addr;
+    argv[argc++] = "--token-file";
+    argv[argc++] = d->token_file;
+    argv[argc++] = "--checkpoint-dir";
+    argv[argc++] = ckpt;
+    argv[argc++] = "--name";
+    argv[argc++] = tag;
+    va_list ap;
+    va_start(ap, tag);
+    for (const char *a = va_arg(ap, const char *); a && argc < 39;
+         a = va_arg(ap, const char *))
+        argv[argc++] = a;
+    va_end(ap);
+    argv[argc] = NULL;
+
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        setpgid(0, 0);   /* kill(-pid) reaches mpirun and its ranks */
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, STDOUT_FILENO);
+            dup2(fd, STDERR_FILENO);
+        }
+        execv(env_path("MPIRUN"), (char *const *)argv);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    return pid;
+}
+
+int e2e_group_wait(pid_t pid, int timeout_ms)
+{
+    long long deadline = e2e_now_ms() + timeout_ms;
+    int status;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (e2e_now_ms() > deadline) {
+            fprintf(stderr, "e2e: group %d still running after %d ms\n",
+                    (int)pid, timeout_ms);
+            e2e_group_kill(pid);
+            return -1;
+        }
+        sleep_ms(20);
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Open MPI puts every rank in a process group of its own, so the ranks
+ * are found as mpirun's children. */
+static void kill_children(pid_t parent)
+{
+    DIR *proc = opendir("/proc");
+    struct dirent *de;
+    while (proc && (de = readdir(proc)) != NULL) {
+        char path[300], comm[64];
+        int pid = atoi(de->d_name), ppid = 0;
+        if (pid <= 0)
+            continue;
+        snprintf(path, sizeof path, "/proc/%d/stat", pid);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (fscanf(f, "%*d (%63[^)]) %*c %d", comm, &ppid) == 2 &&
+            ppid == parent)
+            kill(pid, SIGKILL);
+        fclose(f);
+    }
+    if (proc)
+        closedir(proc);
+}
+
+void e2e_group_kill(pid_t pid)
+{
+    kill_children(pid);
+    kill(-pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+long long e2e_wait_sql(bft_daemon *d, const char *sql, long long at_least,
+                       int timeout_ms)
+{
+    long long deadline = e2e_now_ms() + timeout_ms, v;
+    while ((v = bft_sql_int(d, sql)) < at_least && e2e_now_ms() < deadline)
+        sleep_ms(20);
+    return v;
+}
+
+int e2e_daemon_restart_same_port(bft_daemon *d)
+{
+    unlink(d->port_file);
+    char lease[16];
+    snprintf(lease, sizeof lease, "%d", d->lease_seconds);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0)
+            dup2(fd, STDERR_FILENO);
+        execl(env_path("BIFOCALD"), "bifocald", "--db", d->db, "--listen",
+              d->addr, "--port-file", d->port_file, "--lease-seconds", lease,
+              (char *)NULL);
+        _exit(127);
+    }
+    d->pid = pid;
+    for (int i = 0; i < 1000; i++) {
+        if (access(d->port_file, R_OK) == 0)
+            return 0;
+        if (waitpid(pid, NULL, WNOHANG) == pid) {
+            d->pid = 0;
+            fprintf(stderr, "e2e: bifocald did not restart (see %s)\n",
+                    d->log);
+            return -1;
+        }
+        sleep_ms(5);
+    }
+    return -1;
+}
+
+int e2e_log_contains(const bft_daemon *d, const char *tag, const char *text)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/%s.log", d->dir, tag);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[4096];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, text) != NULL;
+    fclose(f);
+    return found;
+}
+
+int e2e_scheduled(int steps, int every)
+{
+    int n = 0;
+    for (int s = 1; s <= steps; s++)
+        n += s == steps || (every > 0 && s % every == 0);
+    return n;
+}

@@ -1,0 +1,44 @@
+/* End-to-end helpers: real worker groups (mpirun + bifocal-worker) against
+ * the real bifocald of tests/server/harness.h.  Binaries come from the
+ * environment set by tests/e2e/meson.build: BIFOCALD, BIFOCAL,
+ * BIFOCAL_WORKER and MPIRUN. */
+#ifndef BF_TEST_E2E_H
+#define BF_TEST_E2E_H
+
+#include <sys/types.h>
+
+#include "harness.h"
+
+/* Starts `mpirun -np np bifocal-worker --server ... --token-file ...
+ * --checkpoint-dir DIR/ck --name tag ARGS...` (NULL-terminated) in its own
+ * process group, output in DIR/<tag>.log.  Returns the pid or -1. */
+pid_t e2e_group_start(const bft_daemon *d, int np, const char *tag, ...)
+    __attribute__((sentinel));
+
+/* Waits for the group to exit: its status (128+N if killed by signal N), or
+ * -1 after timeout_ms (the group is then killed). */
+int e2e_group_wait(pid_t pid, int timeout_ms);
+
+/* kill -9 of the whole group (mpirun and every rank), then reaps it. */
+void e2e_group_kill(pid_t pid);
+
+/* Polls `sqlite3 DB SQL` (one integer) until it is >= at_least or
+ * timeout_ms passed; returns the last value. */
+long long e2e_wait_sql(bft_daemon *d, const char *sql, long long at_least,
+                       int timeout_ms);
+
+/* Starts the daemon again on the same database AND the same port (the
+ * workers only know HOST:PORT). */
+int e2e_daemon_restart_same_port(bft_daemon *d);
+
+/* Whether the group log DIR/<tag>.log contains text. */
+int e2e_log_contains(const bft_daemon *d, const char *tag, const char *text);
+
+/* Rows a schedule "every `every` steps and at the end" produces over
+ * steps 1..steps (every <= 0: only at the end). */
+int e2e_scheduled(int steps, int every);
+
+/* Milliseconds on a monotonic clock. */
+long long e2e_now_ms(void);
+
+#endif
