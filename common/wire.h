@@ -103,10 +103,11 @@ json_t *bf_wire_recv(bf_wire_conn *c, int timeout_ms, bf_error *err);
  * its reply (e.g. a server-initiated "cancel").  Borrowed reference. */
 typedef void (*bf_wire_push_fn)(void *ctx, const json_t *msg);
 
-/* Sends msg (taking a reference of nothing: msg stays the caller's) with a
- * fresh "id" and waits for the message carrying that id, which it returns
- * (new reference; an "error" reply is returned too, and err filled from
- * it).  Other messages go to on_push (may be NULL: they are dropped). */
+/* Sets a fresh "id" on msg (which stays the caller's), sends it and waits
+ * for the message carrying that id, which it returns (new reference; an
+ * "error" reply is returned too, with err filled from it).  Messages that
+ * arrive meanwhile go to on_push (may be NULL: they are dropped).  NULL on
+ * timeout, EOF or a bad frame. */
 json_t *bf_wire_request(bf_wire_conn *c, json_t *msg, int timeout_ms,
                         bf_wire_push_fn on_push, void *ctx, bf_error *err);
 
