@@ -152,8 +152,8 @@ static int token_equal(const char *a, const char *b)
 static void handle_hello(bf_conn *c, json_t *msg, const json_t *id)
 {
     bf_daemon *d = c->d;
-    int64_t version;
-    const char *token, *role;
+    int64_t version = 0;
+    const char *token = NULL, *role = NULL;
     if (int_field(c, msg, id, "version", 0, &version)
         || str_field(c, msg, id, "token", 0, &token)
         || str_field(c, msg, id, "role", 0, &role)) {
@@ -182,7 +182,7 @@ static void handle_hello(bf_conn *c, json_t *msg, const json_t *id)
         c->role = BF_ROLE_CLIENT;
         snprintf(c->name, sizeof c->name, "client@%s", c->peer);
     } else if (strcmp(role, "worker") == 0) {
-        const char *name, *host = "";
+        const char *name = NULL, *host = "";
         int64_t ranks = 1;
         if (str_field(c, msg, id, "name", 0, &name)
             || str_field(c, msg, id, "host", 1, &host)
@@ -272,7 +272,7 @@ static int renew(bf_conn *c, int64_t attempt_id, int64_t now)
 
 static void handle_heartbeat(bf_conn *c, json_t *msg, const json_t *id)
 {
-    int64_t attempt;
+    int64_t attempt = 0;
     if (int_field(c, msg, id, "attempt_id", 0, &attempt))
         return;
     int64_t now = bf_daemon_now_ms();
@@ -297,7 +297,7 @@ static void handle_heartbeat(bf_conn *c, json_t *msg, const json_t *id)
 static void handle_metrics(bf_conn *c, json_t *msg, const json_t *id)
 {
     bf_daemon *d = c->d;
-    int64_t attempt, seq = 0;
+    int64_t attempt = 0, seq = 0;
     if (int_field(c, msg, id, "attempt_id", 0, &attempt)
         || int_field(c, msg, id, "seq", 1, &seq))
         return;
@@ -338,8 +338,8 @@ static void handle_metrics(bf_conn *c, json_t *msg, const json_t *id)
 
 static void handle_checkpoint(bf_conn *c, json_t *msg, const json_t *id)
 {
-    int64_t attempt, step;
-    const char *path;
+    int64_t attempt = 0, step = 0;
+    const char *path = NULL;
     if (int_field(c, msg, id, "attempt_id", 0, &attempt)
         || str_field(c, msg, id, "path", 0, &path)
         || int_field(c, msg, id, "step", 0, &step))
@@ -369,7 +369,7 @@ static void handle_checkpoint(bf_conn *c, json_t *msg, const json_t *id)
 static void finish(bf_conn *c, json_t *msg, const json_t *id, int succeeded)
 {
     bf_daemon *d = c->d;
-    int64_t attempt;
+    int64_t attempt = 0;
     const char *error_text = "failed";
     if (int_field(c, msg, id, "attempt_id", 0, &attempt)
         || (!succeeded && str_field(c, msg, id, "error", 1, &error_text)))
@@ -414,7 +414,7 @@ static void handle_job_failed(bf_conn *c, json_t *msg, const json_t *id)
 
 static void handle_submit(bf_conn *c, json_t *msg, const json_t *id)
 {
-    const char *filename, *text;
+    const char *filename = NULL, *text = NULL;
     if (str_field(c, msg, id, "filename", 0, &filename)
         || str_field(c, msg, id, "text", 0, &text))
         return;
@@ -479,7 +479,7 @@ static void handle_jobs(bf_conn *c, json_t *msg, const json_t *id)
 
 static void handle_results(bf_conn *c, json_t *msg, const json_t *id)
 {
-    int64_t sweep;
+    int64_t sweep = 0;
     if (int_field(c, msg, id, "sweep_id", 0, &sweep))
         return;
     bf_error err;
@@ -552,7 +552,7 @@ static void handle_cancel(bf_conn *c, json_t *msg, const json_t *id)
 
 static void handle_retry(bf_conn *c, json_t *msg, const json_t *id)
 {
-    int64_t job;
+    int64_t job = 0;
     if (int_field(c, msg, id, "job_id", 0, &job))
         return;
     bf_error err;
