@@ -26,3 +26,9 @@ build bench_train && "$dir/bench/bench_train" "${torch_args[@]}"
 
 echo "== bench_store: 100k-job sweep submission, leasing, direct metric ingest"
 build bench_store && "$dir/bench/bench_store"
+
+echo "== bench_ingest: 16 loopback workers streaming metrics into bifocald, vs Optuna"
+build bifocald && build bench_ingest && "$dir/bench/bench_ingest"
+
+echo "== bench_dispatch: 64 worker groups leasing jobs from bifocald"
+build bifocald && build bench_dispatch && "$dir/bench/bench_dispatch"
