@@ -2,6 +2,7 @@
  * daemon over the wire protocol (docs/protocol.md) and a printer of its
  * reply; the daemon does all the work. */
 #include "client.h"
+#include "run.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -102,8 +103,6 @@ static int call_and_drop(bf_client *cl, json_t *req, json_t **reply_out)
 
 /* ---- printing rows -------------------------------------------------------- */
 
-typedef enum { FORMAT_TABLE, FORMAT_CSV, FORMAT_JSON } row_format;
-
 static char *cell_text(const json_t *v)
 {
     char buf[64];
@@ -141,9 +140,9 @@ static void print_csv_cell(const char *s)
 
 /* Prints an array of flat objects; the columns are the keys of the first
  * row, in the order the server sent them. */
-static void print_rows(const json_t *rows, row_format fmt)
+static void print_rows(const json_t *rows, bf_row_format fmt)
 {
-    if (fmt == FORMAT_JSON) {
+    if (fmt == BF_FORMAT_JSON) {
         char *text = json_dumps(rows, JSON_INDENT(2));
         puts(text);
         free(text);
@@ -151,7 +150,7 @@ static void print_rows(const json_t *rows, row_format fmt)
     }
     size_t n_rows = json_array_size(rows);
     if (n_rows == 0) {
-        if (fmt == FORMAT_TABLE)
+        if (fmt == BF_FORMAT_TABLE)
             puts("(none)");
         return;
     }
@@ -179,7 +178,7 @@ static void print_rows(const json_t *rows, row_format fmt)
     for (size_t r = 0; r <= n_rows; r++) {
         for (c = 0; c < n_cols; c++) {
             const char *s = r == 0 ? keys[c] : cells[(r - 1) * n_cols + c];
-            if (fmt == FORMAT_CSV) {
+            if (fmt == BF_FORMAT_CSV) {
                 if (c)
                     putchar(',');
                 print_csv_cell(s);
@@ -198,7 +197,7 @@ static void print_rows(const json_t *rows, row_format fmt)
 
 /* Requests `req`, prints the array under `key` of the reply as a table. */
 static int query_and_print(bf_client *cl, json_t *req, const char *key,
-                           row_format fmt)
+                           bf_row_format fmt)
 {
     json_t *reply;
     if (call_and_drop(cl, req, &reply))
@@ -228,30 +227,40 @@ static char *read_file(const char *path, size_t *len)
     return buf;
 }
 
-static int cmd_submit(bf_client *cl, int argc, char **argv)
+int bf_client_submit(bf_client *cl, const char *path, int64_t *sweep_id,
+                     int *n_jobs)
 {
-    if (argc != 2)
-        return usage_error(argv[0], "expected one sweep FILE");
     size_t len;
-    char *text = read_file(argv[1], &len);
+    char *text = read_file(path, &len);
     if (!text) {
-        fprintf(stderr, "bifocal: cannot read %s\n", argv[1]);
+        fprintf(stderr, "bifocal: cannot read %s\n", path);
         return 1;
     }
     json_t *req = json_pack("{s:s, s:s, s:s%}", "type", "submit",
-                            "filename", argv[1], "text", text, len);
+                            "filename", path, "text", text, len);
     free(text);
     if (!req) {
-        fprintf(stderr, "bifocal: %s is not valid UTF-8 text\n", argv[1]);
+        fprintf(stderr, "bifocal: %s is not valid UTF-8 text\n", path);
         return 1;
     }
     json_t *reply;
     if (call_and_drop(cl, req, &reply))
         return 1;
-    printf("sweep %lld: %lld jobs\n",
-           (long long)json_integer_value(json_object_get(reply, "sweep_id")),
-           (long long)json_integer_value(json_object_get(reply, "jobs")));
+    *sweep_id = json_integer_value(json_object_get(reply, "sweep_id"));
+    *n_jobs = (int)json_integer_value(json_object_get(reply, "jobs"));
     json_decref(reply);
+    return 0;
+}
+
+static int cmd_submit(bf_client *cl, int argc, char **argv)
+{
+    if (argc != 2)
+        return usage_error(argv[0], "expected one sweep FILE");
+    int64_t sweep;
+    int n_jobs;
+    if (bf_client_submit(cl, argv[1], &sweep, &n_jobs))
+        return 1;
+    printf("sweep %lld: %d jobs\n", (long long)sweep, n_jobs);
     return 0;
 }
 
@@ -265,7 +274,7 @@ static int cmd_status(bf_client *cl, int argc, char **argv)
     }
     if (argc == 2)
         json_object_set_new(req, "sweep_id", json_integer(sweep));
-    return query_and_print(cl, req, "sweeps", FORMAT_TABLE);
+    return query_and_print(cl, req, "sweeps", BF_FORMAT_TABLE);
 }
 
 static int cmd_jobs(bf_client *cl, int argc, char **argv)
@@ -292,7 +301,7 @@ static int cmd_jobs(bf_client *cl, int argc, char **argv)
         json_decref(req);
         return usage_error(argv[0], "unexpected argument");
     }
-    return query_and_print(cl, req, "jobs", FORMAT_TABLE);
+    return query_and_print(cl, req, "jobs", BF_FORMAT_TABLE);
 }
 
 static int cmd_cancel(bf_client *cl, int argc, char **argv)
@@ -338,18 +347,18 @@ static int cmd_results(bf_client *cl, int argc, char **argv)
     static const struct option opts[] = {
         { "format", required_argument, NULL, 'f' },
         { NULL, 0, NULL, 0 } };
-    row_format fmt = FORMAT_TABLE;
+    bf_row_format fmt = BF_FORMAT_TABLE;
     int opt;
     optind = 0;
     while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (opt != 'f')
             return usage_error(argv[0], "bad option");
         if (strcmp(optarg, "table") == 0)
-            fmt = FORMAT_TABLE;
+            fmt = BF_FORMAT_TABLE;
         else if (strcmp(optarg, "csv") == 0)
-            fmt = FORMAT_CSV;
+            fmt = BF_FORMAT_CSV;
         else if (strcmp(optarg, "json") == 0)
-            fmt = FORMAT_JSON;
+            fmt = BF_FORMAT_JSON;
         else
             return usage_error(argv[0], "--format is table, csv or json");
     }
@@ -358,8 +367,14 @@ static int cmd_results(bf_client *cl, int argc, char **argv)
         return usage_error(argv[0], "expected one SWEEP id");
     if (parse_id("SWEEP", argv[optind], &sweep))
         return 2;
+    return bf_client_print_results(cl, sweep, fmt);
+}
+
+int bf_client_print_results(bf_client *cl, int64_t sweep_id, bf_row_format fmt)
+{
     return query_and_print(cl, json_pack("{s:s, s:I}", "type", "results",
-                                         "sweep_id", sweep), "rows", fmt);
+                                         "sweep_id", (json_int_t)sweep_id),
+                           "rows", fmt);
 }
 
 static int cmd_workers(bf_client *cl, int argc, char **argv)
@@ -367,7 +382,7 @@ static int cmd_workers(bf_client *cl, int argc, char **argv)
     if (argc != 1)
         return usage_error(argv[0], "takes no arguments");
     return query_and_print(cl, json_pack("{s:s}", "type", "workers"),
-                           "workers", FORMAT_TABLE);
+                           "workers", BF_FORMAT_TABLE);
 }
 
 /* One progress line: a bar on a terminal (redrawn in place), plain text
@@ -405,6 +420,12 @@ static int cmd_watch(bf_client *cl, int argc, char **argv)
         return usage_error(argv[0], "expected one SWEEP id");
     if (parse_id("SWEEP", argv[1], &sweep))
         return 2;
+    return bf_client_watch(cl, sweep, NULL, NULL);
+}
+
+int bf_client_watch(bf_client *cl, int64_t sweep, int (*tick)(void *ctx),
+                    void *ctx)
+{
     int tty = isatty(STDOUT_FILENO);
     char *last = NULL;
     for (;;) {
@@ -437,6 +458,10 @@ static int cmd_watch(bf_client *cl, int argc, char **argv)
             break;
         struct timespec ts = { 0, BF_WATCH_POLL_MS * 1000000L };
         nanosleep(&ts, NULL);
+        if (tick && tick(ctx)) {
+            free(last);
+            return 1;
+        }
     }
     if (tty)
         putchar('\n');
@@ -465,6 +490,15 @@ const bf_client_command bf_client_commands[] = {
     { "results", "SWEEP [--format table|csv|json]",
       "One row per job: losses and accuracies at the training depth and the "
       "deepest evaluation depth.", cmd_results },
+    { "run", "FILE [--db FILE] [--groups G] [--ranks N] [--checkpoint-dir DIR] "
+      "[--lease-seconds S]",
+      "The embedded default: starts a coordinator on a free loopback port "
+      "(database ./bifocal.db or --db, token and log beside it), G local "
+      "worker groups of N MPI ranks (default 1 x 2), submits the sweep FILE, "
+      "shows its progress, prints the results table and stops everything; "
+      "the database stays for sqlite3 queries.  Checkpoints go to "
+      "DB.checkpoints/ unless --checkpoint-dir says otherwise.",
+      bf_client_cmd_run },
     { "workers", "",
       "Workers known to the server, connected or not.", cmd_workers },
     { NULL, NULL, NULL, NULL },

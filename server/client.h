@@ -4,6 +4,7 @@
 #ifndef BF_CLIENT_H
 #define BF_CLIENT_H
 
+#include <stdint.h>
 #include <jansson.h>
 
 #include "wire.h"
@@ -34,5 +35,22 @@ int bf_client_connect(bf_client *cl);
 json_t *bf_client_call(bf_client *cl, json_t *req);
 
 void bf_client_close(bf_client *cl);
+
+typedef enum { BF_FORMAT_TABLE, BF_FORMAT_CSV, BF_FORMAT_JSON } bf_row_format;
+
+/* Submits the sweep file at path; 0 with the new sweep's id and job count,
+ * or 1 after printing the server's refusal. */
+int bf_client_submit(bf_client *cl, const char *path, int64_t *sweep_id,
+                     int *n_jobs);
+
+/* Follows a sweep until it ends, printing progress (a bar on a terminal).
+ * tick (may be NULL) runs between polls; non-zero from it stops the watch
+ * with status 1.  Returns 0 when the sweep ended. */
+int bf_client_watch(bf_client *cl, int64_t sweep_id, int (*tick)(void *ctx),
+                    void *ctx);
+
+/* Prints the `results` rows of a sweep; 0 or 1. */
+int bf_client_print_results(bf_client *cl, int64_t sweep_id,
+                            bf_row_format fmt);
 
 #endif
