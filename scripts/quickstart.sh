@@ -1,39 +1,34 @@
 #!/usr/bin/env bash
-# Quickstart: installs what is missing, builds, trains one small job on the
-# Dyck task standalone (no coordinator) and prints a short summary.
-#   scripts/quickstart.sh [JOB_FILE]      (default configs/job-dyck.yaml)
-# BUILD_DIR (default build) names the meson build directory.
-# Every record the worker prints is kept in BUILD_DIR/quickstart/records.jsonl,
-# the checkpoints in BUILD_DIR/quickstart/checkpoints/.
+# Quickstart: installs what is missing, builds, and runs the quickstart sweep
+# (configs/quickstart.yaml: rope, spectral and bifocal on Dyck-2 at two
+# training depths) on the embedded default: one coordinator and one local
+# worker group of 2 MPI ranks, started and stopped by `bifocal run`.
+#
+#   scripts/quickstart.sh [SWEEP_FILE] [bifocal run options...]
+#
+# The database stays in runs/quickstart.db for sqlite3 queries (see
+# docs/schema.md); the coordinator's and workers' log is beside it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
 bf_install_pkgs "${BUILD_PKGS[@]}"
 
 build=${BUILD_DIR:-build}
-[ -d "$build" ] || meson setup "$build"
-meson compile -C "$build" bifocal-worker
+[ -d "$build" ] || meson setup "$build" -Dbuildtype=release
+meson compile -C "$build" bifocal bifocald bifocal-worker
 
-job=${1:-configs/job-dyck.yaml}
-out=$build/quickstart
-rm -rf "$out"
-mkdir -p "$out"
-echo "training $job (records: $out/records.jsonl)" >&2
-"$build"/worker/bifocal-worker --job "$job" --checkpoint-dir "$out/checkpoints" \
-    | tee "$out/records.jsonl" \
-    | grep --line-buffered '"type":"train"' \
-    | sed -u 's/.*"step":\([0-9]*\),"loss":\([^,]*\),.*/  step \1  loss \2/' >&2
+sweep=${1:-configs/quickstart.yaml}
+shift || true
+mkdir -p runs
+db=runs/quickstart.db
+# A fresh database each time, so the table shows this run only.
+rm -rf "$db" "$db"-wal "$db"-shm "$db".checkpoints "$db".log
+"$build"/server/bifocal run "$sweep" --db "$db" "$@"
 
-# The last record is the run's summary:
-#   {"type":"done","step":N,"train_loss":x,"stopped":b,"eval":[{...},...]}
-done_line=$(tail -n 1 "$out/records.jsonl")
-field() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" <<<"$2"; }
-echo
-echo "finished after $(field step "$done_line") steps"
-echo "final train loss:  $(field train_loss "$done_line")"
-grep -o '{"depth":[0-9]*,"loss":[^,]*,"accuracy":[^}]*}' <<<"$done_line" |
-while read -r ev; do
-    printf 'eval depth %-3s loss %-12s exact-match accuracy %s\n' \
-        "$(field depth "$ev")" "$(field loss "$ev")" "$(field accuracy "$ev")"
-done
-echo "checkpoint: $(ls "$out"/checkpoints/step-*.safetensors | tail -n 1)"
+cat <<EOT
+
+Every metric is in $db, e.g.:
+  sqlite3 -header -column $db 'SELECT * FROM results'
+  sqlite3 -header -column $db "SELECT job_id, rope, layer, head, pair, step, omega
+                               FROM frequency_evolution WHERE pair = 0 LIMIT 20"
+EOT

@@ -198,7 +198,7 @@ static int settle(bf_store *s, const live_attempt *a, const char *outcome,
 int bf_store_renew(bf_store *s, int64_t attempt_id, int64_t now_ms,
                    int64_t lease_ms)
 {
-    live_attempt a;
+    live_attempt a = { 0 };
     int rc = begin_live(s, attempt_id, &a);
     if (rc != BF_STORE_OK)
         return rc;
@@ -211,7 +211,7 @@ int bf_store_renew(bf_store *s, int64_t attempt_id, int64_t now_ms,
 int bf_store_finish_attempt(bf_store *s, int64_t attempt_id, int succeeded,
                             const char *error_text, int64_t now_ms)
 {
-    live_attempt a;
+    live_attempt a = { 0 };
     int rc = begin_live(s, attempt_id, &a);
     if (rc != BF_STORE_OK)
         return rc;
@@ -224,7 +224,7 @@ int bf_store_finish_attempt(bf_store *s, int64_t attempt_id, int succeeded,
 
 int bf_store_attempt_stopped(bf_store *s, int64_t attempt_id, int64_t now_ms)
 {
-    live_attempt a;
+    live_attempt a = { 0 };
     int rc = begin_live(s, attempt_id, &a);
     if (rc != BF_STORE_OK)
         return rc;
@@ -235,7 +235,7 @@ int bf_store_record_checkpoint(bf_store *s, int64_t attempt_id,
                                const char *path, int64_t step, int64_t now_ms)
 {
     (void)now_ms;
-    live_attempt a;
+    live_attempt a = { 0 };
     int rc = begin_live(s, attempt_id, &a);
     if (rc != BF_STORE_OK)
         return rc;
@@ -248,7 +248,7 @@ int bf_store_record_checkpoint(bf_store *s, int64_t attempt_id,
 
 int bf_store_attempt_cancelled(bf_store *s, int64_t attempt_id)
 {
-    live_attempt a;
+    live_attempt a = { 0 };
     int live = load_live(s, attempt_id, &a);
     if (live <= 0)
         return live == 0 ? BF_STORE_FENCED : BF_STORE_ERR;
@@ -282,7 +282,7 @@ int bf_store_expire_leases(bf_store *s, int64_t now_ms, int *n_expired)
     if (failed)
         bf_store_fail(s, NULL, "listing expired leases");
     for (size_t i = 0; i < n && !failed; i++) {
-        live_attempt a;
+        live_attempt a = { 0 };
         failed = load_live(s, ids[i], &a) != 1 ||
                  settle(s, &a, "expired", NULL, now_ms) < 0;
     }
