@@ -551,7 +551,8 @@ double bf_model_train_flops(const bf_model_shape *s, int T, double tokens)
     /* weights of every matmul, the tied output projection included */
     double matmul_params = L * 12.0 * C * C + (double)s->vocab * C;
     /* per token and layer: q.k over T keys and att @ v, 2 FLOPs per MAC,
-     * forward 4TC, backward twice that */
+     * forward 4TC, backward twice that.  As in PaLM's MFU, the causal mask
+     * is not discounted, though attention skips most masked blocks. */
     double attention = 12.0 * L * T * C;
     return tokens * (6.0 * matmul_params + attention);
 }

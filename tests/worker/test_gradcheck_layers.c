@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -269,54 +270,80 @@ static void test_rotary(void **state)
 /* ---------------------------------------------------------------- attention */
 
 typedef struct att_ctx {
-    float qkv[B * T * 3 * C], out[B * T * C], att[B * NH * T * T],
-        r[B * T * C];
+    int b, t;  /* batch and length of this case */
+    float *qkv, *out, *att, *r;
 } att_ctx;
 
 static double att_loss(void *p)
 {
     att_ctx *c = p;
-    bf_attention_forward(c->out, c->att, c->qkv, B, T, C, NH);
-    return dot_r(c->out, c->r, B * T * C);
+    bf_attention_forward(c->out, c->att, c->qkv, c->b, c->t, C, NH);
+    return dot_r(c->out, c->r, (size_t)c->b * c->t * C);
+}
+
+/* Lengths below, at and past the attention block size (32) matter: past it
+ * the scores are computed block by block and dK, dV summed over blocks. */
+static void check_attention(int b, int t, uint64_t seed)
+{
+    att_ctx c = {.b = b, .t = t};
+    size_t n_qkv = (size_t)b * t * 3 * C, n_out = (size_t)b * t * C;
+    c.qkv = malloc(n_qkv * sizeof(float));
+    c.out = malloc(n_out * sizeof(float));
+    c.r = malloc(n_out * sizeof(float));
+    c.att = malloc((size_t)b * NH * t * t * sizeof(float));
+    gc_fill_normal(c.qkv, n_qkv, 1.0, seed);
+    gc_fill_normal(c.r, n_out, 1.0, seed + 1);
+    att_loss(&c);
+
+    /* causal rows of probabilities, checked against a double softmax */
+    double scale = 1.0 / sqrt((double)HD);
+    double *sc = malloc(t * sizeof *sc);
+    for (int bb = 0; bb < b; bb++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < t; i++) {
+                const float *a = c.att + (((size_t)bb * NH + h) * t + i) * t;
+                const float *q = c.qkv + ((size_t)bb * t + i) * 3 * C + h * HD;
+                double mx = -1e300, sum = 0;
+                for (int j = 0; j <= i; j++) {
+                    const float *k = c.qkv + ((size_t)bb * t + j) * 3 * C +
+                                     C + h * HD;
+                    sc[j] = 0;
+                    for (int e = 0; e < HD; e++)
+                        sc[j] += (double)q[e] * k[e] * scale;
+                    mx = fmax(mx, sc[j]);
+                }
+                for (int j = 0; j <= i; j++)
+                    sum += exp(sc[j] - mx);
+                for (int j = 0; j < t; j++) {
+                    double want = j <= i ? exp(sc[j] - mx) / sum : 0.0;
+                    assert_float_equal(a[j], want, 1e-6);
+                }
+            }
+    free(sc);
+
+    float *d = malloc(n_qkv * sizeof(float));
+    float *scratch = malloc((size_t)t * t * sizeof(float));
+    fill_const(d, n_qkv, 1e9f); /* overwritten */
+    fill_const(scratch, (size_t)t * t, 1e9f);
+    bf_attention_backward(d, scratch, c.r, c.qkv, c.att, b, t, C, NH);
+    char what[64];
+    snprintf(what, sizeof what, "attention dqkv (T=%d)", t);
+    assert_true(gc_rel_error(what, att_loss, &c, c.qkv, d, n_qkv, MAXCHK,
+                             EPS) < TOL);
+    free(d);
+    free(scratch);
+    free(c.qkv);
+    free(c.out);
+    free(c.r);
+    free(c.att);
 }
 
 static void test_attention(void **state)
 {
     (void)state;
-    att_ctx c;
-    gc_fill_normal(c.qkv, B * T * 3 * C, 1.0, 40);
-    gc_fill_normal(c.r, B * T * C, 1.0, 41);
-    att_loss(&c);
-
-    /* causal rows of probabilities, checked against a double softmax */
-    double scale = 1.0 / sqrt((double)HD);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
-            for (int t = 0; t < T; t++) {
-                const float *a = c.att + (((size_t)b * NH + h) * T + t) * T;
-                const float *q = c.qkv + ((size_t)b * T + t) * 3 * C + h * HD;
-                double s[T], mx = -1e300, sum = 0;
-                for (int j = 0; j <= t; j++) {
-                    const float *k = c.qkv + ((size_t)b * T + j) * 3 * C + C +
-                                     h * HD;
-                    s[j] = 0;
-                    for (int i = 0; i < HD; i++)
-                        s[j] += (double)q[i] * k[i] * scale;
-                    mx = fmax(mx, s[j]);
-                }
-                for (int j = 0; j <= t; j++)
-                    sum += exp(s[j] - mx);
-                for (int j = 0; j < T; j++) {
-                    double want = j <= t ? exp(s[j] - mx) / sum : 0.0;
-                    assert_float_equal(a[j], want, 1e-6);
-                }
-            }
-
-    float d[B * T * 3 * C], scratch[T * T];
-    fill_const(d, B * T * 3 * C, 1e9f); /* overwritten */
-    bf_attention_backward(d, scratch, c.r, c.qkv, c.att, B, T, C, NH);
-    assert_true(gc_rel_error("attention dqkv", att_loss, &c, c.qkv, d,
-                             B * T * 3 * C, MAXCHK, EPS) < TOL);
+    check_attention(B, T, 40);
+    check_attention(1, 32, 42);
+    check_attention(1, 70, 44);
 }
 
 /* --------------------------------------------------------------------- gelu */
