@@ -127,20 +127,22 @@ void bf_layernorm_backward(float *dinp, float *dw, float *db,
 }
 
 void bf_matmul_forward(float *out, const float *inp, const float *w,
-                       const float *bias, int N, int C, int OC,
-                       int accumulate)
+                       const float *bias, const float *residual, int N,
+                       int C, int OC)
 {
-    if (bias) {
-        for (int n = 0; n < N; n++) {
-            float *y = out + (size_t)n * OC;
-            if (accumulate)
-                for (int o = 0; o < OC; o++)
-                    y[o] += bias[o];
-            else
-                memcpy(y, bias, (size_t)OC * sizeof *y);
-        }
+    /* out starts as residual + bias (one pass), then sgemm adds to it */
+    for (int n = 0; residual && n < N; n++) {
+        float *y = out + (size_t)n * OC;
+        const float *x = residual + (size_t)n * OC;
+        if (bias)
+            for (int o = 0; o < OC; o++)
+                y[o] = x[o] + bias[o];
+        else if (y != x)
+            memcpy(y, x, (size_t)OC * sizeof *y);
     }
-    float beta = (accumulate || bias) ? 1.0f : 0.0f;
+    for (int n = 0; !residual && bias && n < N; n++)
+        memcpy(out + (size_t)n * OC, bias, (size_t)OC * sizeof *out);
+    float beta = (residual || bias) ? 1.0f : 0.0f;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, OC, C, 1.0f,
                 inp, C, w, OC, beta, out, OC);
 }

@@ -36,12 +36,12 @@ void bf_layernorm_backward(float *dinp, float *dw, float *db,
                            const float *w, const float *mean,
                            const float *rstd, int N, int C);
 
-/* out [N,OC] = inp [N,C] @ w [C,OC] + bias [OC] (bias may be NULL).  With
- * accumulate, the product is added to what out holds (a residual add for
- * free). */
+/* out [N,OC] = residual [N,OC] + inp [N,C] @ w [C,OC] + bias [OC]: the
+ * residual add comes free with the product.  bias and residual may be NULL;
+ * residual may be out itself. */
 void bf_matmul_forward(float *out, const float *inp, const float *w,
-                       const float *bias, int N, int C, int OC,
-                       int accumulate);
+                       const float *bias, const float *residual, int N,
+                       int C, int OC);
 /* dinp [N,C] = dout @ w^T (overwritten; skipped if dinp is NULL);
  * dw [C,OC] += inp^T @ dout and dbias [OC] += column sums of dout (skipped
  * if dw is NULL; dbias may be NULL).  dout [N,OC]. */

@@ -381,26 +381,24 @@ double bf_model_forward(bf_model *m, const int *inputs, const int *targets,
         bf_layernorm_forward(ln, a->ln1_mean + l * cap.bt,
                              a->ln1_rstd + l * cap.bt, x, w->ln1w + lc,
                              w->ln1b + lc, N, C);
-        bf_matmul_forward(qkv, ln, w->qkvw + lc * 3 * C, w->qkvb + lc * 3, N,
-                          C, 3 * C, 0);
+        bf_matmul_forward(qkv, ln, w->qkvw + lc * 3 * C, w->qkvb + lc * 3,
+                          NULL, N, C, 3 * C);
         if (s->rope != BF_ROPE_NONE) {
             size_t tl = (size_t)l * NH * T * (C / NH / 2);
             bf_rotary_forward(qkv, a->cosv + tl, a->sinv + tl, B, T, C, NH);
         }
         bf_attention_forward(atty, a->att + l * cap.att, qkv, B, T, C, NH);
-        memcpy(x2, x, btc * sizeof *x);
-        bf_matmul_forward(x2, atty, w->attprojw + lc * C, w->attprojb + lc, N,
-                          C, C, 1);
+        bf_matmul_forward(x2, atty, w->attprojw + lc * C, w->attprojb + lc, x,
+                          N, C, C);
 
         bf_layernorm_forward(ln, a->ln2_mean + l * cap.bt,
                              a->ln2_rstd + l * cap.bt, x2, w->ln2w + lc,
                              w->ln2b + lc, N, C);
-        bf_matmul_forward(fch, ln, w->fcw + lc * 4 * C, w->fcb + lc * 4, N, C,
-                          4 * C, 0);
+        bf_matmul_forward(fch, ln, w->fcw + lc * 4 * C, w->fcb + lc * 4, NULL,
+                          N, C, 4 * C);
         bf_gelu_forward(gelu, fch, N * 4 * C);
-        memcpy(y, x2, btc * sizeof *y);
         bf_matmul_forward(y, gelu, w->fcprojw + lc * 4 * C, w->fcprojb + lc,
-                          N, 4 * C, C, 1);
+                          x2, N, 4 * C, C);
     }
     bf_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd,
                          a->res + s->n_layers * cap.btc, w->lnfw, w->lnfb, N,

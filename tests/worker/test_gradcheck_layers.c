@@ -115,7 +115,7 @@ typedef struct mm_ctx {
 static double mm_loss(void *p)
 {
     mm_ctx *c = p;
-    bf_matmul_forward(c->out, c->x, c->w, c->bias, N, C, OC, 0);
+    bf_matmul_forward(c->out, c->x, c->w, c->bias, NULL, N, C, OC);
     return dot_r(c->out, c->r, N * OC);
 }
 
@@ -137,12 +137,20 @@ static void test_matmul(void **state)
                 s += (double)c.x[n * C + i] * c.w[i * OC + o];
             assert_float_equal(c.out[n * OC + o], s, 1e-4);
         }
-    /* accumulate adds the same product on top of what out held */
-    float acc[N * OC];
-    fill_const(acc, N * OC, 3.0f);
-    bf_matmul_forward(acc, c.x, c.w, c.bias, N, C, OC, 1);
-    for (int i = 0; i < N * OC; i++)
-        assert_float_equal(acc[i] - 3.0f, c.out[i], 1e-5);
+    /* a residual adds on top, from another buffer or in place; without a
+     * bias only the product is added */
+    float res[N * OC], acc[N * OC], nobias[N * OC];
+    gc_fill_normal(res, N * OC, 1.0, 14);
+    bf_matmul_forward(acc, c.x, c.w, c.bias, res, N, C, OC);
+    memcpy(nobias, res, sizeof res);
+    bf_matmul_forward(nobias, c.x, c.w, NULL, nobias, N, C, OC);
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) {
+            int i = n * OC + o;
+            assert_float_equal(acc[i] - res[i], c.out[i], 1e-5);
+            assert_float_equal(nobias[i] - res[i], c.out[i] - c.bias[o],
+                               1e-5);
+        }
 
     float dx[N * C], dw[C * OC], db[OC];
     fill_const(dx, N * C, 1e9f); /* overwritten */
