@@ -34,6 +34,34 @@ long long e2e_now_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+#define MAX_GROUPS 16
+
+static pid_t groups[MAX_GROUPS];   /* started and not yet reaped */
+static bft_daemon fixture_daemon;
+
+static void forget_group(pid_t pid)
+{
+    for (int i = 0; i < MAX_GROUPS; i++)
+        if (groups[i] == pid)
+            groups[i] = 0;
+}
+
+int e2e_setup(void **state)
+{
+    memset(&fixture_daemon, 0, sizeof fixture_daemon);
+    *state = &fixture_daemon;
+    return 0;
+}
+
+int e2e_teardown(void **state)
+{
+    for (int i = 0; i < MAX_GROUPS; i++)
+        if (groups[i])
+            e2e_group_kill(groups[i]);
+    bft_daemon_cleanup(*state);
+    return 0;
+}
+
 pid_t e2e_group_start(const bft_daemon *d, int np, const char *tag, ...)
 {
     char nps[16], ckpt[400], log[400];
@@ -79,6 +107,11 @@ pid_t e2e_group_start(const bft_daemon *d, int np, const char *tag, ...)
         _exit(127);
     }
     setpgid(pid, pid);
+    for (int i = 0; i < MAX_GROUPS; i++)
+        if (!groups[i]) {
+            groups[i] = pid;
+            break;
+        }
     return pid;
 }
 
@@ -95,6 +128,7 @@ int e2e_group_wait(pid_t pid, int timeout_ms)
         }
         sleep_ms(20);
     }
+    forget_group(pid);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
@@ -127,6 +161,7 @@ void e2e_group_kill(pid_t pid)
     kill_children(pid);
     kill(-pid, SIGKILL);
     waitpid(pid, NULL, 0);
+    forget_group(pid);
 }
 
 long long e2e_wait_sql(bft_daemon *d, const char *sql, long long at_least,

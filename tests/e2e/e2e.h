@@ -9,6 +9,12 @@
 
 #include "harness.h"
 
+/* cmocka fixtures: *state is a bft_daemon for the test to start; the
+ * teardown kills every group still running and the daemon, pass or fail
+ * (a failed assertion skips the rest of the test). */
+int e2e_setup(void **state);
+int e2e_teardown(void **state);
+
 /* Starts `mpirun -np np bifocal-worker --server ... --token-file ...
  * --checkpoint-dir DIR/ck --name tag ARGS...` (NULL-terminated) in its own
  * process group, output in DIR/<tag>.log.  Returns the pid or -1. */

@@ -27,46 +27,45 @@ static const char short_sweep[] =
 
 static void test_cancel_running_sweep(void **state)
 {
-    (void)state;
-    bft_daemon d;
-    assert_int_equal(bft_daemon_start(&d, 10), 0);
-    long long sweep = bft_submit(&d, "endless.yaml", long_sweep, NULL, NULL);
+    bft_daemon *d = *state;
+    assert_int_equal(bft_daemon_start(d, 10), 0);
+    long long sweep = bft_submit(d, "endless.yaml", long_sweep, NULL, NULL);
     assert_true(sweep > 0);
-    pid_t g = e2e_group_start(&d, 2, "group", "--exit-when-idle", NULL);
+    pid_t g = e2e_group_start(d, 2, "group", "--exit-when-idle", NULL);
     assert_true(g > 0);
     /* Running, and streaming. */
-    assert_true(e2e_wait_sql(&d, "SELECT count(*) FROM metrics WHERE "
+    assert_true(e2e_wait_sql(d, "SELECT count(*) FROM metrics WHERE "
                              "key = 'loss'", 3, 60000) >= 3);
-    long long after = bft_submit(&d, "after.yaml", short_sweep, NULL, NULL);
+    long long after = bft_submit(d, "after.yaml", short_sweep, NULL, NULL);
     assert_true(after > 0);
 
     char id[32], *out = NULL;
     snprintf(id, sizeof id, "%lld", sweep);
     long long t0 = e2e_now_ms();
-    assert_int_equal(bft_run_client(&d, &out, NULL, "cancel", id, NULL), 0);
+    assert_int_equal(bft_run_client(d, &out, NULL, "cancel", id, NULL), 0);
     free(out);
     char sql[256];
     snprintf(sql, sizeof sql, "SELECT count(*) FROM jobs WHERE sweep_id = "
              "%lld AND status = 'cancelled'", sweep);
-    assert_int_equal(e2e_wait_sql(&d, sql, 2, 5000), 2);
+    assert_int_equal(e2e_wait_sql(d, sql, 2, 5000), 2);
     long long took = e2e_now_ms() - t0;
     assert_true(took < 5000);
-    assert_int_equal(bft_sql_int(&d, "SELECT count(*) FROM attempts WHERE "
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM attempts WHERE "
                                  "outcome = 'cancelled'"), 1);
 
     /* The group moved on to the next sweep's job, then found nothing. */
     assert_int_equal(e2e_group_wait(g, 60000), 0);
     snprintf(sql, sizeof sql, "SELECT count(*) FROM jobs WHERE sweep_id = "
              "%lld AND status = 'succeeded'", after);
-    assert_int_equal(bft_sql_int(&d, sql), 1);
-    assert_true(e2e_log_contains(&d, "group", "cancelled"));
-    bft_daemon_cleanup(&d);
+    assert_int_equal(bft_sql_int(d, sql), 1);
+    assert_true(e2e_log_contains(d, "group", "cancelled"));
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cancel_running_sweep),
+        cmocka_unit_test_setup_teardown(test_cancel_running_sweep, e2e_setup,
+                                        e2e_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -34,53 +34,52 @@ static long long sql1(bft_daemon *d, const char *sql)
 
 static void test_kill_coordinator(void **state)
 {
-    (void)state;
-    bft_daemon d;
-    assert_int_equal(bft_daemon_start(&d, 10), 0);
+    bft_daemon *d = *state;
+    assert_int_equal(bft_daemon_start(d, 10), 0);
     char yaml[512];
     snprintf(yaml, sizeof yaml, sweep_fmt, STEPS, EVAL_EVERY, FREQ_EVERY,
              JOBS);
     int n_jobs = 0;
-    assert_true(bft_submit(&d, "restart.yaml", yaml, &n_jobs, NULL) > 0);
+    assert_true(bft_submit(d, "restart.yaml", yaml, &n_jobs, NULL) > 0);
     assert_int_equal(n_jobs, JOBS);
 
-    pid_t g = e2e_group_start(&d, 1, "group", "--exit-when-idle", NULL);
+    pid_t g = e2e_group_start(d, 1, "group", "--exit-when-idle", NULL);
     assert_true(g > 0);
     /* Into the second job: one done, one half-streamed. */
-    assert_true(e2e_wait_sql(&d, "SELECT count(*) FROM metrics WHERE "
+    assert_true(e2e_wait_sql(d, "SELECT count(*) FROM metrics WHERE "
                              "key = 'loss'", STEPS + 50, 60000) >= STEPS + 50);
-    assert_true(bft_daemon_stop(&d, SIGKILL) == 128 + SIGKILL);
+    assert_true(bft_daemon_stop(d, SIGKILL) == 128 + SIGKILL);
     struct timespec down = { 1, 0 };
     nanosleep(&down, NULL);   /* the group keeps training meanwhile */
-    assert_int_equal(e2e_daemon_restart_same_port(&d), 0);
+    assert_int_equal(e2e_daemon_restart_same_port(d), 0);
 
     assert_int_equal(e2e_group_wait(g, 120000), 0);
-    assert_int_equal(sql1(&d, "SELECT count(*) FROM jobs WHERE status = "
+    assert_int_equal(sql1(d, "SELECT count(*) FROM jobs WHERE status = "
                           "'succeeded'"), JOBS);
-    assert_true(e2e_log_contains(&d, "group", "lost the coordinator"));
+    assert_true(e2e_log_contains(d, "group", "lost the coordinator"));
     /* No metric lost, none twice (keys are unique: counts say no gaps). */
-    assert_int_equal(sql1(&d, "SELECT count(*) FROM metrics WHERE key = "
+    assert_int_equal(sql1(d, "SELECT count(*) FROM metrics WHERE key = "
                           "'loss'"), JOBS * STEPS);
-    assert_int_equal(sql1(&d, "SELECT count(*) FROM (SELECT job_id, step "
+    assert_int_equal(sql1(d, "SELECT count(*) FROM (SELECT job_id, step "
                           "FROM metrics WHERE key = 'loss' GROUP BY job_id, "
                           "step)"), JOBS * STEPS);
-    assert_int_equal(sql1(&d, "SELECT count(*) FROM evals"),
+    assert_int_equal(sql1(d, "SELECT count(*) FROM evals"),
                      JOBS * 2 * e2e_scheduled(STEPS, EVAL_EVERY));
-    long long heads = sql1(&d, "SELECT 2 * learnable_heads FROM jobs "
+    long long heads = sql1(d, "SELECT 2 * learnable_heads FROM jobs "
                            "LIMIT 1");   /* 2 layers */
     assert_true(heads > 0);
     /* d_head 8: 4 pairs per head; emitted at step 0 and on schedule. */
-    long long freq_rows = sql1(&d, "SELECT count(*) FROM frequencies");
+    long long freq_rows = sql1(d, "SELECT count(*) FROM frequencies");
     assert_int_equal(freq_rows,
                      JOBS * heads * 4 * (1 + e2e_scheduled(STEPS,
                                                            FREQ_EVERY)));
-    bft_daemon_cleanup(&d);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_kill_coordinator),
+        cmocka_unit_test_setup_teardown(test_kill_coordinator, e2e_setup,
+                                        e2e_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,9 @@
 /* Data parallelism changes nothing but speed: the same job trained by a
  * group of 1 rank and a group of 2 ranks, through a real coordinator,
  * stores the same train losses at every step (relative difference < 1e-5;
- * only the order of float sums differs). */
+ * only the order of float sums differs).  At lr 3e-4 the run is stable;
+ * at lr 1e-3 some configs hit loss spikes that amplify those last-bit
+ * differences to percent level, which says nothing about the group. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +20,7 @@ static const char sweep_fmt[] =
     "name: %s\n"
     "base: {d_model: 32, n_layers: 2, n_heads: 4, seq_len: 40,\n"
     "       batch_size: 8, steps: %d, warmup_steps: 10, rope: bifocal,\n"
+    "       lr: 0.0003,\n"
     "       log_every: 1, eval_every: 100, freq_every: 50,\n"
     "       eval_examples: 16}\n";
 
@@ -41,39 +44,38 @@ static long long train_with(bft_daemon *d, int np)
 
 static void test_np1_equals_np2(void **state)
 {
-    (void)state;
-    bft_daemon d;
-    assert_int_equal(bft_daemon_start(&d, 10), 0);
-    long long j1 = train_with(&d, 1), j2 = train_with(&d, 2);
+    bft_daemon *d = *state;
+    assert_int_equal(bft_daemon_start(d, 10), 0);
+    long long j1 = train_with(d, 1), j2 = train_with(d, 2);
     char sql[512];
     snprintf(sql, sizeof sql, "SELECT count(*) FROM metrics a JOIN metrics b "
              "ON a.key = b.key AND a.step = b.step WHERE a.key = 'loss' "
              "AND a.job_id = %lld AND b.job_id = %lld", j1, j2);
-    assert_int_equal(bft_sql_int(&d, sql), STEPS);
+    assert_int_equal(bft_sql_int(d, sql), STEPS);
     snprintf(sql, sizeof sql, "SELECT count(*) FROM metrics a JOIN metrics b "
              "ON a.key = b.key AND a.step = b.step WHERE a.key = 'loss' "
              "AND a.job_id = %lld AND b.job_id = %lld "
              "AND abs(a.value - b.value) > 1e-5 * abs(a.value)", j1, j2);
-    assert_int_equal(bft_sql_int(&d, sql), 0);
+    assert_int_equal(bft_sql_int(d, sql), 0);
     /* ... and it did train: the loss fell. */
     snprintf(sql, sizeof sql, "SELECT (SELECT value FROM metrics WHERE "
              "job_id = %lld AND key = 'loss' AND step = %d) < 0.5 * (SELECT "
              "value FROM metrics WHERE job_id = %lld AND key = 'loss' AND "
              "step = 1)", j2, STEPS, j2);
-    assert_int_equal(bft_sql_int(&d, sql), 1);
+    assert_int_equal(bft_sql_int(d, sql), 1);
     /* Evaluations agree too (they are split over ranks as well). */
     snprintf(sql, sizeof sql, "SELECT count(*) FROM evals a JOIN evals b "
              "ON a.step = b.step AND a.depth = b.depth WHERE a.job_id = %lld "
              "AND b.job_id = %lld AND abs(a.loss - b.loss) <= "
              "1e-4 * abs(a.loss)", j1, j2);
-    assert_int_equal(bft_sql_int(&d, sql), 2 * e2e_scheduled(STEPS, 100));
-    bft_daemon_cleanup(&d);
+    assert_int_equal(bft_sql_int(d, sql), 2 * e2e_scheduled(STEPS, 100));
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_np1_equals_np2),
+        cmocka_unit_test_setup_teardown(test_np1_equals_np2, e2e_setup,
+                                        e2e_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -48,70 +48,69 @@ static long long count(bft_daemon *d, const char *fmt, long long job)
 
 static void test_kill_worker_group(void **state)
 {
-    (void)state;
-    bft_daemon d;
-    assert_int_equal(bft_daemon_start(&d, LEASE_SECONDS), 0);
-    long long job = submit(&d, "interrupted");
+    bft_daemon *d = *state;
+    assert_int_equal(bft_daemon_start(d, LEASE_SECONDS), 0);
+    long long job = submit(d, "interrupted");
 
-    pid_t a = e2e_group_start(&d, 2, "group-a", NULL);
+    pid_t a = e2e_group_start(d, 2, "group-a", NULL);
     assert_true(a > 0);
     char sql[256];
     snprintf(sql, sizeof sql, "SELECT coalesce(max(checkpoint_step), 0) FROM "
              "jobs WHERE job_id = %lld", job);
-    assert_true(e2e_wait_sql(&d, sql, CHECKPOINT_EVERY, 60000) >=
+    assert_true(e2e_wait_sql(d, sql, CHECKPOINT_EVERY, 60000) >=
                 CHECKPOINT_EVERY);
     e2e_group_kill(a);
-    long long at_kill = count(&d, "SELECT coalesce(max(checkpoint_step), 0) "
+    long long at_kill = count(d, "SELECT coalesce(max(checkpoint_step), 0) "
                               "FROM jobs WHERE job_id = %lld", job);
     assert_true(at_kill < STEPS);   /* it really was in the middle */
 
     /* A second group waits for the lease to expire, then takes the job. */
-    pid_t b = e2e_group_start(&d, 2, "group-b", "--max-jobs", "1", NULL);
+    pid_t b = e2e_group_start(d, 2, "group-b", "--max-jobs", "1", NULL);
     assert_true(b > 0);
     assert_int_equal(e2e_group_wait(b, 90000), 0);
-    assert_true(e2e_log_contains(&d, "group-b", "resuming from"));
-    assert_int_equal(count(&d, "SELECT count(*) FROM attempts WHERE job_id = "
+    assert_true(e2e_log_contains(d, "group-b", "resuming from"));
+    assert_int_equal(count(d, "SELECT count(*) FROM attempts WHERE job_id = "
                            "%lld AND outcome = 'expired'", job), 1);
-    assert_int_equal(count(&d, "SELECT count(*) FROM jobs WHERE job_id = "
+    assert_int_equal(count(d, "SELECT count(*) FROM jobs WHERE job_id = "
                            "%lld AND status = 'succeeded'", job), 1);
 
     /* Every step once: the table's key forbids twice, the count forbids
      * gaps. */
-    assert_int_equal(count(&d, "SELECT count(DISTINCT step) FROM metrics "
+    assert_int_equal(count(d, "SELECT count(DISTINCT step) FROM metrics "
                            "WHERE job_id = %lld AND key = 'loss' AND step "
                            "BETWEEN 1 AND 400", job), STEPS);
-    assert_int_equal(count(&d, "SELECT count(*) FROM evals WHERE job_id = "
+    assert_int_equal(count(d, "SELECT count(*) FROM evals WHERE job_id = "
                            "%lld", job), 2 * e2e_scheduled(STEPS, EVAL_EVERY));
-    long long heads = count(&d, "SELECT 2 * learnable_heads FROM jobs WHERE "
+    long long heads = count(d, "SELECT 2 * learnable_heads FROM jobs WHERE "
                             "job_id = %lld", job);   /* 2 layers */
     assert_true(heads > 0);
     /* d_head 8: 4 pairs per head; emitted at step 0 and on schedule. */
-    assert_int_equal(count(&d, "SELECT count(*) FROM frequencies WHERE "
+    assert_int_equal(count(d, "SELECT count(*) FROM frequencies WHERE "
                            "job_id = %lld", job),
                      heads * 4 * (1 + e2e_scheduled(STEPS, FREQ_EVERY)));
 
     /* The same job, never interrupted, in a sweep of its own. */
-    long long ref = submit(&d, "reference");
-    pid_t c = e2e_group_start(&d, 2, "group-c", "--exit-when-idle", NULL);
+    long long ref = submit(d, "reference");
+    pid_t c = e2e_group_start(d, 2, "group-c", "--exit-when-idle", NULL);
     assert_int_equal(e2e_group_wait(c, 90000), 0);
     char cmp[512];
     snprintf(cmp, sizeof cmp, "SELECT count(*) FROM metrics a JOIN metrics b "
              "ON a.key = b.key AND a.step = b.step WHERE a.key = 'loss' AND "
              "a.job_id = %lld AND b.job_id = %lld AND "
              "abs(a.value - b.value) <= 1e-6 * abs(b.value)", job, ref);
-    assert_int_equal(bft_sql_int(&d, cmp), STEPS);
+    assert_int_equal(bft_sql_int(d, cmp), STEPS);
     snprintf(cmp, sizeof cmp, "SELECT count(*) FROM evals a JOIN evals b "
              "ON a.step = b.step AND a.depth = b.depth WHERE a.job_id = %lld "
              "AND b.job_id = %lld AND a.loss = b.loss", job, ref);
-    assert_int_equal(bft_sql_int(&d, cmp), 2 * e2e_scheduled(STEPS,
+    assert_int_equal(bft_sql_int(d, cmp), 2 * e2e_scheduled(STEPS,
                                                              EVAL_EVERY));
-    bft_daemon_cleanup(&d);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_kill_worker_group),
+        cmocka_unit_test_setup_teardown(test_kill_worker_group, e2e_setup,
+                                        e2e_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
