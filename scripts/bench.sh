@@ -32,3 +32,6 @@ build bifocald && build bench_ingest && "$dir/bench/bench_ingest"
 
 echo "== bench_dispatch: 64 worker groups leasing jobs from bifocald"
 build bifocald && build bench_dispatch && "$dir/bench/bench_dispatch"
+
+echo "== bench_group: worker group on config A, np=1 vs np=2, streaming overhead"
+build bench_group && build bifocald && bench/bench_group.sh "$dir"

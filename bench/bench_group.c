@@ -1,0 +1,195 @@
+/* bench_group: one worker group training config A, under mpirun.
+ *
+ *   mpirun -np N bench_group [--steps S]
+ *       throughput of the data-parallel group: tokens/s over S steps
+ *       (no coordinator, no records), best of 2 runs
+ *   mpirun -np N bench_group --server HOST:PORT --token-file F [--steps S]
+ *       the cost of streaming: the same job with log_every 1 and
+ *       freq_every 1, once with records dropped and once streamed through
+ *       the coordinator link to a real bifocald (leased like any job),
+ *       alternated twice; prints the step time of both and the overhead.
+ *
+ * Config A: d_model 128, 4 layers, 4 heads, seq_len 64, batch 32, bifocal,
+ * dyck.  Run one BLAS thread per rank (OPENBLAS_NUM_THREADS=1). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "group.h"
+#include "log.h"
+#include "wire.h"
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void config_a(bf_job_config *cfg, int steps, int stream)
+{
+    bf_job_config_defaults(cfg);
+    cfg->task = BF_TASK_DYCK;
+    cfg->rope = BF_ROPE_BIFOCAL;
+    cfg->d_model = 128;
+    cfg->n_layers = 4;
+    cfg->n_heads = 4;
+    cfg->seq_len = 64;
+    cfg->batch_size = 32;
+    cfg->steps = steps;
+    cfg->warmup_steps = steps / 10;
+    cfg->eval_every = 0;          /* only the final evaluation */
+    cfg->eval_examples = 32;
+    cfg->log_every = stream ? 1 : steps;
+    cfg->freq_every = stream ? 1 : 0;
+}
+
+/* Seconds for one collective training run of cfg. */
+static double timed_run(const bf_job_config *cfg, bf_link *link)
+{
+    bf_error err;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = now_seconds();
+    if (bf_group_train(MPI_COMM_WORLD, cfg, NULL, NULL, link, NULL,
+                       &err) != 0) {
+        fprintf(stderr, "bench_group: %s\n", err.msg);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    return now_seconds() - t0;
+}
+
+static void bench_throughput(int steps, int rank, int nranks)
+{
+    bf_job_config cfg;
+    config_a(&cfg, steps, 0);
+    double best = 1e30;
+    for (int i = 0; i < 2; i++) {
+        double s = timed_run(&cfg, NULL);
+        best = s < best ? s : best;
+    }
+    if (rank == 0)
+        printf("np=%d  %d steps in %.3f s  %.0f tokens/s  (%.1f ms/step)\n",
+               nranks, steps, best,
+               (double)steps * cfg.batch_size * cfg.seq_len / best,
+               1e3 * best / steps);
+}
+
+/* Rank 0: submits config A as a one-job sweep and leases it through the
+ * link, so the streamed records are really ingested. */
+static void lease_bench_job(bf_link *link, const char *server,
+                            const char *token, const bf_job_config *cfg)
+{
+    bf_wire_conn c;
+    bf_error err;
+    char *config = bf_job_config_to_canonical_json(cfg);
+    /* JSON is YAML: the canonical config is the sweep's base. */
+    size_t cap = strlen(config) + 64;
+    char *text = malloc(cap);
+    snprintf(text, cap, "name: bench-group-%ld\nbase: %s\n", (long)getpid(),
+             config);
+    json_t *sweep = json_pack("{s:s, s:s, s:s}", "type", "submit",
+                              "filename", "bench_group.yaml", "text", text);
+    if (bf_wire_connect(&c, server, &err) ||
+        bf_wire_hello(&c, token, "client", NULL, NULL, 0, &err)) {
+        fprintf(stderr, "bench_group: %s\n", err.msg);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    json_decref(bf_wire_request(&c, sweep, 5000, NULL, NULL, &err));
+    bf_wire_close(&c);
+    json_decref(sweep);
+    free(text);
+    free(config);
+
+    json_t *job = NULL;
+    int retry;
+    if (bf_link_request_job(link, &job, &retry, &err) != 1) {
+        fprintf(stderr, "bench_group: no job leased\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    bf_link_begin_attempt(link, json_integer_value(json_object_get(job,
+                          "attempt_id")), 30);
+    json_decref(job);
+}
+
+static void bench_streaming(int steps, int rank, const char *server,
+                            const char *token_file)
+{
+    bf_job_config cfg;
+    config_a(&cfg, steps, 1);
+    bf_link *link = NULL;
+    if (rank == 0) {
+        char token[BF_TOKEN_HEX_LEN + 1];
+        bf_error err;
+        bf_link_opts o = { .server = server, .token = token,
+                           .name = "bench-group", .host = "bench",
+                           .ranks = 1 };
+        if (bf_wire_read_token(token_file, token, sizeof token, &err) ||
+            bf_link_start(&link, &o, &err)) {
+            fprintf(stderr, "bench_group: %s\n", err.msg);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        lease_bench_job(link, server, token, &cfg);
+    }
+    double quiet = 1e30, streamed = 1e30;
+    for (int i = 0; i < 2; i++) {
+        double q = timed_run(&cfg, NULL), s = timed_run(&cfg, link);
+        quiet = q < quiet ? q : quiet;
+        streamed = s < streamed ? s : streamed;
+    }
+    if (rank == 0) {
+        bf_link_stats st;
+        bf_error err;
+        int rc = bf_link_finish_attempt(link, NULL, 30000, &err);
+        bf_link_get_stats(link, &st);
+        bf_link_stop(link);
+        printf("log_every 1, freq_every 1, %d steps: records dropped %.2f "
+               "ms/step, streamed to bifocald %.2f ms/step: overhead %.2f%% "
+               "(%lld records acknowledged, job_done %s)\n", steps,
+               1e3 * quiet / steps, 1e3 * streamed / steps,
+               100.0 * (streamed - quiet) / quiet,
+               (long long)st.records_acked, rc == BF_LINK_OK ? "acked"
+                                                             : "not acked");
+    }
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, nranks;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    bf_log_set_level(BF_LOG_WARN);
+    static const struct option options[] = {
+        {"steps", required_argument, NULL, 's'},
+        {"server", required_argument, NULL, 'S'},
+        {"token-file", required_argument, NULL, 't'},
+        {NULL, 0, NULL, 0},
+    };
+    int steps = 30, opt;
+    const char *server = NULL, *token_file = NULL;
+    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        if (opt == 's')
+            steps = atoi(optarg);
+        else if (opt == 'S')
+            server = optarg;
+        else if (opt == 't')
+            token_file = optarg;
+    }
+    if (steps < 2 || (server && !token_file)) {
+        if (rank == 0)
+            fprintf(stderr, "usage: bench_group [--steps S] [--server "
+                    "HOST:PORT --token-file F]\n");
+        MPI_Finalize();
+        return 2;
+    }
+    if (server)
+        bench_streaming(steps, rank, server, token_file);
+    else
+        bench_throughput(steps, rank, nranks);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Worker-group benchmarks on config A (bench/bench_group.c):
+#   1. throughput of one group with np=1 and np=2, side by side, and the
+#      ratio (target: np=2 >= 1.8x np=1 on a 2-core machine);
+#   2. the overhead of streaming every record (log_every 1, freq_every 1)
+#      to a real bifocald, against the same job with records dropped
+#      (target: under 2% of step time).
+# usage: bench/bench_group.sh [BUILD_DIR] [STEPS]   (default build-bench, 30)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=${1:-build-bench}
+steps=${2:-30}
+export OPENBLAS_NUM_THREADS=1
+if [ "$(id -u)" -eq 0 ]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+mpi=(mpirun --oversubscribe --bind-to none -x OPENBLAS_NUM_THREADS)
+bench="$dir/bench/bench_group"
+
+tmp=$(mktemp -d)
+daemon=""
+cleanup() {
+    [ -n "$daemon" ] && kill "$daemon" 2>/dev/null && wait "$daemon" || true
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+one=$("${mpi[@]}" -np 1 "$bench" --steps "$steps")
+two=$("${mpi[@]}" -np 2 "$bench" --steps "$steps")
+echo "$one"
+echo "$two"
+tps() { sed -n 's/.* \([0-9]*\) tokens\/s.*/\1/p' <<<"$1"; }
+awk -v a="$(tps "$one")" -v b="$(tps "$two")" \
+    'BEGIN { printf "np=2 / np=1 throughput: %.2fx (target >= 1.8x)\n", b / a }'
+
+"$dir/server/bifocald" --db "$tmp/bench.db" --listen 127.0.0.1:0 \
+    --port-file "$tmp/port" --log-level warn 2>"$tmp/daemon.log" &
+daemon=$!
+for _ in $(seq 200); do [ -s "$tmp/port" ] && break; sleep 0.05; done
+"${mpi[@]}" -np 1 "$bench" --steps "$steps" \
+    --server "127.0.0.1:$(cat "$tmp/port")" --token-file "$tmp/bench.db.token"
