@@ -302,13 +302,20 @@ static void emit_eval(bf_trainer *t)
                                t->summary.evals[k].accuracy));
 }
 
+/* Learnable heads on the freq_every schedule; every head, fixed ones too,
+ * at the first and the last step, so that the frequency_evolution view sets
+ * the geometric eyes standing still beside the spectral ones moving.  NoPE
+ * has no frequencies to report. */
 static void emit_freqs(bf_trainer *t)
 {
     const bf_model_shape *s = &t->model.shape;
     int P = s->d_model / s->n_heads / 2;
+    int every_head = t->step == 0 || t->step == t->cfg.steps;
+    if (s->rope == BF_ROPE_NONE)
+        return;
     for (int l = 0; l < s->n_layers; l++)
         for (int h = 0; h < s->n_heads; h++) {
-            if (!t->model.freq_learnable[l * s->n_heads + h])
+            if (!every_head && !t->model.freq_learnable[l * s->n_heads + h])
                 continue;
             bf_model_omega(&t->model, l, h, t->omega);
             emit(t, bf_record_freq(t->step, l, h, t->omega, P));

@@ -68,11 +68,12 @@ static void test_kill_coordinator(void **state)
     long long heads = sql1(d, "SELECT 2 * learnable_heads FROM jobs "
                            "LIMIT 1");   /* 2 layers */
     assert_true(heads > 0);
-    /* d_head 8: 4 pairs per head; emitted at step 0 and on schedule. */
+    /* d_head 8: 4 pairs per head; learnable heads on schedule, every head
+     * (8 in 2 layers) at step 0 and at the last step. */
     long long freq_rows = sql1(d, "SELECT count(*) FROM frequencies");
     assert_int_equal(freq_rows,
-                     JOBS * heads * 4 * (1 + e2e_scheduled(STEPS,
-                                                           FREQ_EVERY)));
+                     JOBS * (heads * 4 * (e2e_scheduled(STEPS, FREQ_EVERY) - 1)
+                             + 8 * 4 * 2));
 }
 
 int main(void)

@@ -84,10 +84,12 @@ static void test_kill_worker_group(void **state)
     long long heads = count(d, "SELECT 2 * learnable_heads FROM jobs WHERE "
                             "job_id = %lld", job);   /* 2 layers */
     assert_true(heads > 0);
-    /* d_head 8: 4 pairs per head; emitted at step 0 and on schedule. */
+    /* d_head 8: 4 pairs per head; learnable heads on schedule, every head
+     * (8 in 2 layers) at step 0 and at the last step. */
     assert_int_equal(count(d, "SELECT count(*) FROM frequencies WHERE "
                            "job_id = %lld", job),
-                     heads * 4 * (1 + e2e_scheduled(STEPS, FREQ_EVERY)));
+                     heads * 4 * (e2e_scheduled(STEPS, FREQ_EVERY) - 1)
+                         + 8 * 4 * 2);
 
     /* The same job, never interrupted, in a sweep of its own. */
     long long ref = submit(d, "reference");

@@ -76,16 +76,21 @@ static void test_records_schedule(void **state)
     run_job(&c, NULL, NULL, &log, NULL);
 
     /* train at 3, 6 and the last step 7; eval at 3, 6, 7 for two depths;
-     * freq at 0, 3, 6, 7 for the 2 learnable heads; then done. */
+     * freq at 3 and 6 for the 2 learnable heads, and at 0 and 7 for all 4
+     * heads (the fixed ones too); then done. */
     assert_int_equal(count_type(&log, "train"), 3);
     assert_int_equal(count_type(&log, "eval"), 6);
-    assert_int_equal(count_type(&log, "freq"), 8);
+    assert_int_equal(count_type(&log, "freq"), 2 * 2 + 2 * 4);
     assert_int_equal(count_type(&log, "checkpoint"), 0);
     size_t from = 0;
     const json_t *r = find_record(&log, "freq", 0, &from);
     assert_non_null(r);
-    assert_int_equal(json_integer_value(json_object_get(r, "head")), 1);
+    assert_int_equal(json_integer_value(json_object_get(r, "head")), 0);
     assert_int_equal(json_array_size(json_object_get(r, "omega")), 4);
+    from = 0;
+    r = find_record(&log, "freq", 3, &from);
+    assert_non_null(r);
+    assert_int_equal(json_integer_value(json_object_get(r, "head")), 1);
     const int train_steps[] = {3, 6, 7};
     from = 0;
     for (int k = 0; k < 3; k++) {
