@@ -750,7 +750,9 @@ void bf_link_emit(bf_link *l, const json_t *record)
             bf_log_error("link: checkpoint record without path/step dropped");
         bf_link_wake(l);
     } else {
-        json_array_append_new(l->pending, json_deep_copy(record));
+        /* A reference, not a copy: the trainer never changes a record
+         * after emitting it, and jansson's reference counts are atomic. */
+        json_array_append(l->pending, (json_t *)record);
         if (json_array_size(l->pending) >= (size_t)l->batch_records)
             bf_link_wake(l);
     }

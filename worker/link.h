@@ -79,7 +79,8 @@ int bf_link_sleep(bf_link *l, int ms);
  * it and heartbeats renew its lease every lease_seconds/3. */
 void bf_link_begin_attempt(bf_link *l, int64_t attempt_id, int lease_seconds);
 
-/* Queues one trainer record (borrowed; copied): train/eval/freq records go
+/* Queues one trainer record (the link takes a reference: the caller must
+ * not change the record afterwards): train/eval/freq records go
  * into metrics batches, a {"type":"checkpoint","step","path"} record becomes
  * a `checkpoint` message sent after the metrics queued before it, and the
  * "done" record is dropped (bf_link_finish_attempt reports the end).  Never
