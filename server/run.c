@@ -356,13 +356,13 @@ static int parse_run_args(int argc, char **argv, bf_run_opts *o)
 
 static int prepare(bf_run *r, const bf_run_opts *o)
 {
-    if (find_binary("bifocald", "server", "BIFOCAL_DAEMON", r->daemon_bin,
+    if (find_binary("bifocald", "server", "BIFOCALD", r->daemon_bin,
                     sizeof r->daemon_bin)
         || find_binary("bifocal-worker", "worker", "BIFOCAL_WORKER",
                        r->worker_bin, sizeof r->worker_bin)) {
         fprintf(stderr, "bifocal run: cannot find bifocald and bifocal-worker "
                         "(beside this binary, in the build tree, or on PATH; "
-                        "or set BIFOCAL_DAEMON / BIFOCAL_WORKER)\n");
+                        "or set BIFOCALD / BIFOCAL_WORKER)\n");
         return -1;
     }
     snprintf(r->port_file, sizeof r->port_file, "%s.port", o->db);
