@@ -34,9 +34,12 @@ int bf_group_main(int argc, char **argv);
  * dropped); training stops early after the step at which any rank saw a
  * stop request (rank 0: cancel or fenced on the link; any rank: SIGTERM or
  * SIGINT once bf_group_catch_signals ran).  checkpoint_dir / resume_path may
- * be NULL.  *summary (may be NULL) gets where the run ended.  Returns 0, or
+ * be NULL.  *summary (may be NULL) gets where the run ended.  Returns 0;
  * -1 with err when the trainer could not be set up on some rank (every rank
- * returns -1 then, with that rank's message). */
+ * returns -1 then, with that rank's message); -2 with err when training
+ * failed on this rank mid-run (rank 0 could not write a checkpoint): the
+ * other ranks are then inside the next collective, so the caller reports
+ * and calls MPI_Abort. */
 int bf_group_train(MPI_Comm comm, const bf_job_config *cfg,
                    const char *checkpoint_dir, const char *resume_path,
                    bf_link *link, bf_train_summary *summary, bf_error *err);
