@@ -5,16 +5,19 @@
 #   2. the overhead of streaming every record (log_every 1, freq_every 1)
 #      to a real bifocald, against the same job with records dropped
 #      (target: under 2% of step time).
-# usage: bench/bench_group.sh [BUILD_DIR] [STEPS]   (default build-bench, 30)
+# usage: bench/bench_group.sh [BUILD_DIR] [STEPS]   (default build-bench, 60)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-build-bench}
-steps=${2:-30}
+steps=${2:-60}
 export OPENBLAS_NUM_THREADS=1
 if [ "$(id -u)" -eq 0 ]; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
-mpi=(mpirun --oversubscribe --bind-to none -x OPENBLAS_NUM_THREADS)
+# One rank per core, bound: --oversubscribe would put Open MPI in its
+# yield-when-idle mode, which costs the np=2 run ~10%.  Rank 0's network
+# thread shares rank 0's core, as it does on a fully used node.
+mpi=(mpirun --bind-to core -x OPENBLAS_NUM_THREADS)
 bench="$dir/bench/bench_group"
 
 tmp=$(mktemp -d)
