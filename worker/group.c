@@ -257,28 +257,22 @@ static int resolve_checkpoint_root(group *g, bf_error *err)
     return 0;
 }
 
-/* Where a re-leased job continues: the checkpoint the coordinator recorded
- * (metrics before it are stored for sure), else the newest one in the
- * job's directory; "" for a fresh start.  Restarting from scratch is always
+/* Where a re-leased job continues: the checkpoint the coordinator recorded,
+ * and no other.  The link reports a checkpoint only after every record
+ * before it was acknowledged, so resuming there can never skip a record
+ * that was not stored; a newer file in the directory carries no such
+ * promise.  Without a readable one the job starts over, which is always
  * safe: training is a pure function of the config, so re-sent steps carry
- * the values the store already has. */
-static void find_resume(const json_t *job, const char *dir, char *path,
-                        size_t cap)
+ * the values the store already has.  "" means a fresh start. */
+static void find_resume(const json_t *job, char *path, size_t cap)
 {
     path[0] = '\0';
     const char *recorded = str_member(job, "resume_checkpoint");
-    if (recorded && access(recorded, R_OK) == 0) {
+    if (recorded && access(recorded, R_OK) == 0)
         snprintf(path, cap, "%s", recorded);
-        return;
-    }
-    if (recorded)
-        bf_log_warn("recorded checkpoint %s is not readable here: %s",
-                    recorded, strerror(errno));
-    if (!dir[0] || int_member(job, "attempt_no") <= 1)
-        return;
-    bf_error err;
-    if (bf_checkpoint_latest(dir, path, cap, &err) != 1)
-        path[0] = '\0';
+    else if (recorded)
+        bf_log_warn("recorded checkpoint %s is not readable here (%s): "
+                    "starting the job over", recorded, strerror(errno));
 }
 
 static double now_seconds(void)
@@ -364,7 +358,7 @@ static int run_leased_job(group *g, const json_t *job)
         report(g, job_id, err.msg);
         return 0;
     }
-    find_resume(job, dir, resume, sizeof resume);
+    find_resume(job, resume, sizeof resume);
     if (resume[0])
         bf_log_info("job %lld: resuming from %s", (long long)job_id, resume);
 
