@@ -141,6 +141,65 @@ void bf_trainer_free(bf_trainer *t)
 
 /* ---- one step ------------------------------------------------------------- */
 
+/* The stream forward_micro_batches draws from: the training examples, or
+ * (any other value) the eval examples of that depth, which is >= 1. */
+#define TRAIN_STREAM 0
+
+/* What follows the forward pass of each micro-batch: backward in training,
+ * scoring in evaluation.  Returns the exactly-right rows it counted. */
+typedef int (*after_forward_fn)(bf_trainer *t, int rows);
+
+/* Runs examples [first, first + count) of one stream through the model,
+ * t->micro rows at a time (the activations are sized for one micro-batch),
+ * calling after() on each.  sums[3] += loss sum, target count, exact rows. */
+static void forward_micro_batches(bf_trainer *t, int stream, uint64_t first,
+                                  int count, after_forward_fn after,
+                                  double *sums)
+{
+    int T = t->cfg.seq_len;
+    for (int r0 = 0; r0 < count; r0 += t->micro) {
+        int rows = count - r0 < t->micro ? count - r0 : t->micro;
+        for (int i = 0; i < rows; i++) {
+            uint64_t index = first + (uint64_t)(r0 + i);
+            int *inputs = t->inputs + (size_t)i * T;
+            int *targets = t->targets + (size_t)i * T;
+            if (stream == TRAIN_STREAM)
+                bf_task_train_example(&t->cfg, index, inputs, targets, T);
+            else
+                bf_task_eval_example(&t->cfg, stream, index, inputs, targets,
+                                     T);
+        }
+        int n = 0;
+        sums[0] += bf_model_forward(&t->model, t->inputs, t->targets, rows,
+                                    T, &n);
+        sums[1] += n;
+        sums[2] += after(t, rows);
+    }
+}
+
+static int backward_micro_batch(bf_trainer *t, int rows)
+{
+    (void)rows;
+    bf_model_backward(&t->model, 1.0f);
+    return 0;
+}
+
+/* Scores one micro-batch just forwarded: returns its exactly-right rows. */
+static int count_exact(bf_trainer *t, int rows)
+{
+    int T = t->cfg.seq_len, exact = 0;
+    bf_model_argmax(&t->model, t->predicted);
+    for (int i = 0; i < rows; i++) {
+        const int *tg = t->targets + (size_t)i * T;
+        const int *pr = t->predicted + (size_t)i * T;
+        int ok = 1;
+        for (int p = 0; p < T && ok; p++)
+            ok = tg[p] < 0 || tg[p] == pr[p];
+        exact += ok;
+    }
+    return exact;
+}
+
 /* Sums the gradients, loss sum and target count over ranks, through one
  * buffer so the hook is called once per step. */
 static void allreduce_step(bf_trainer *t, double *loss_sum, double *n_targets)
@@ -161,25 +220,14 @@ void bf_trainer_step(bf_trainer *t, double *loss, double *grad_norm,
                      double *lr)
 {
     const bf_job_config *cfg = &t->cfg;
-    int T = cfg->seq_len;
     uint64_t first = (uint64_t)t->step * (uint64_t)cfg->batch_size +
                      (uint64_t)t->opts.rank * (uint64_t)t->local_batch;
-    double loss_sum = 0, n_targets = 0;
+    double sums[3] = { 0, 0, 0 };
 
     bf_model_zero_grad(&t->model);
-    for (int r0 = 0; r0 < t->local_batch; r0 += t->micro) {
-        int rows = t->local_batch - r0 < t->micro ? t->local_batch - r0
-                                                  : t->micro;
-        for (int i = 0; i < rows; i++)
-            bf_task_train_example(cfg, first + (uint64_t)(r0 + i),
-                                  t->inputs + (size_t)i * T,
-                                  t->targets + (size_t)i * T, T);
-        int n = 0;
-        loss_sum += bf_model_forward(&t->model, t->inputs, t->targets, rows,
-                                     T, &n);
-        n_targets += n;
-        bf_model_backward(&t->model, 1.0f);
-    }
+    forward_micro_batches(t, TRAIN_STREAM, first, t->local_batch,
+                          backward_micro_batch, sums);
+    double loss_sum = sums[0], n_targets = sums[1];
     allreduce_step(t, &loss_sum, &n_targets);
 
     /* Gradients hold sums; the mean over target tokens is 1/n of them. */
@@ -206,44 +254,17 @@ void bf_trainer_step(bf_trainer *t, double *loss, double *grad_norm,
 
 /* ---- evaluation ----------------------------------------------------------- */
 
-/* Scores one micro-batch just forwarded: adds its exactly-right rows. */
-static int count_exact(const bf_trainer *t, int rows)
-{
-    int T = t->cfg.seq_len, exact = 0;
-    bf_model_argmax(&t->model, t->predicted);
-    for (int i = 0; i < rows; i++) {
-        const int *tg = t->targets + (size_t)i * T;
-        const int *pr = t->predicted + (size_t)i * T;
-        int ok = 1;
-        for (int p = 0; p < T && ok; p++)
-            ok = tg[p] < 0 || tg[p] == pr[p];
-        exact += ok;
-    }
-    return exact;
-}
-
 /* sums[3] += loss sum, target count, exact rows of this rank's share. */
 static void evaluate_depth(bf_trainer *t, int depth, float *sums)
 {
-    int T = t->cfg.seq_len, E = t->cfg.eval_examples;
+    int E = t->cfg.eval_examples;
     int N = t->opts.nranks, r = t->opts.rank;
     int lo = (int)((long)r * E / N), hi = (int)((long)(r + 1) * E / N);
-    double loss_sum = 0, n_targets = 0, exact = 0;
-    for (int i0 = lo; i0 < hi; i0 += t->micro) {
-        int rows = hi - i0 < t->micro ? hi - i0 : t->micro;
-        for (int i = 0; i < rows; i++)
-            bf_task_eval_example(&t->cfg, depth, (uint64_t)(i0 + i),
-                                 t->inputs + (size_t)i * T,
-                                 t->targets + (size_t)i * T, T);
-        int n = 0;
-        loss_sum += bf_model_forward(&t->model, t->inputs, t->targets, rows,
-                                     T, &n);
-        n_targets += n;
-        exact += count_exact(t, rows);
-    }
-    sums[0] = (float)loss_sum;
-    sums[1] = (float)n_targets;
-    sums[2] = (float)exact;
+    double d[3] = { 0, 0, 0 };
+    forward_micro_batches(t, depth, (uint64_t)lo, hi - lo, count_exact, d);
+    sums[0] = (float)d[0];
+    sums[1] = (float)d[1];
+    sums[2] = (float)d[2];
 }
 
 void bf_trainer_evaluate(bf_trainer *t, bf_eval_result *out)
