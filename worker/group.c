@@ -12,6 +12,7 @@
 
 #include "checkpoint.h"
 #include "log.h"
+#include "stop_signals.h"
 #include "wire.h"
 
 enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
@@ -69,12 +70,7 @@ static void on_stop_signal(int sig)
 void bf_group_catch_signals(bf_link *link)
 {
     signal_link = link;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
+    bf_catch_stop_signals(on_stop_signal);
 }
 
 int bf_group_stop_signal(void) { return stop_signal; }

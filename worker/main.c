@@ -20,6 +20,7 @@
 #include "job_config.h"
 #include "records.h"
 #include "score.h"
+#include "stop_signals.h"
 #include "train.h"
 
 enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
@@ -76,18 +77,6 @@ static void print_record(void *ctx, const json_t *record)
     bf_record_print(ctx, record);
 }
 
-/* SIGINT/SIGTERM end training after the current step, with a checkpoint
- * when a directory is given, so an interrupted run can be resumed. */
-static void install_stop_handlers(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
-
 /* The checkpoint --resume continues from, or "" for a fresh start. */
 static int find_resume(const char *dir, char *path, size_t cap,
                        bf_error *err)
@@ -125,7 +114,9 @@ static int train_job(const bf_job_config *cfg, const char *ckpt_dir,
     bf_trainer *t;
     if (bf_trainer_create(&t, cfg, &opts, &err) != 0)
         return fail(EXIT_RUNTIME, &err);
-    install_stop_handlers();
+    /* SIGINT/SIGTERM end training after the current step, with a checkpoint
+     * when a directory is given, so an interrupted run can be resumed. */
+    bf_catch_stop_signals(on_stop_signal);
     int rc = bf_trainer_run(t, &err);
     int stopped = bf_trainer_summary(t)->stopped;
     bf_trainer_free(t);
