@@ -11,22 +11,6 @@
 #include "safetensors.h"
 #include "tasks.h"
 
-static char dir[64];
-
-static int setup(void **state)
-{
-    (void)state;
-    scratch_dir(dir, sizeof dir);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    remove_tree(dir);
-    return 0;
-}
-
 static void path_in(char *buf, size_t cap, const char *name)
 {
     snprintf(buf, cap, "%s/%s", dir, name);
@@ -428,5 +412,5 @@ int main(void)
         cmocka_unit_test(test_checkpoint_dir_latest),
         cmocka_unit_test(test_not_a_checkpoint),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, scratch_setup, scratch_teardown);
 }

@@ -9,22 +9,6 @@
 #include "model.h"
 #include "tasks.h"
 
-static char dir[64];
-
-static int setup(void **state)
-{
-    (void)state;
-    scratch_dir(dir, sizeof dir);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    remove_tree(dir);
-    return 0;
-}
-
 static void test_lr_schedule(void **state)
 {
     (void)state;
@@ -372,5 +356,5 @@ int main(void)
         cmocka_unit_test(test_uneven_split_refused),
         cmocka_unit_test(test_learns_dyck),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, scratch_setup, scratch_teardown);
 }

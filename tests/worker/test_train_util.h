@@ -1,6 +1,6 @@
 /* Fixtures shared by the trainer's tests: a tiny valid job, a scratch
- * directory, and a record collector for the emit hook.  Header-only so each
- * test stays one executable. */
+ * directory with its group fixtures, and a record collector for the emit
+ * hook.  Header-only so each test stays one executable. */
 #ifndef TEST_TRAIN_UTIL_H
 #define TEST_TRAIN_UTIL_H
 
@@ -69,6 +69,24 @@ static inline char *scratch_dir(char *buf, size_t cap)
 static inline void remove_tree(const char *dir)
 {
     nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* The scratch directory of the test file, made by the group fixtures below
+ * before its first test and removed after its last. */
+static char dir[64];
+
+static inline int scratch_setup(void **state)
+{
+    (void)state;
+    scratch_dir(dir, sizeof dir);
+    return 0;
+}
+
+static inline int scratch_teardown(void **state)
+{
+    (void)state;
+    remove_tree(dir);
+    return 0;
 }
 
 static inline void write_text(const char *path, const char *text)

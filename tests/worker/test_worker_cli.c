@@ -15,21 +15,6 @@
 #include "tasks.h"
 
 static const char *worker;
-static char dir[64];
-
-static int setup(void **state)
-{
-    (void)state;
-    scratch_dir(dir, sizeof dir);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    remove_tree(dir);
-    return 0;
-}
 
 /* Runs `bifocal-worker ARGS >dir/out 2>dir/err`; returns the exit status. */
 static int run_worker(const char *args)
@@ -345,5 +330,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_eval_matches_forward),
         cmocka_unit_test(test_sigterm_stops_with_checkpoint),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, scratch_setup, scratch_teardown);
 }
