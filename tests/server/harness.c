@@ -13,13 +13,13 @@
 #include <time.h>
 #include <unistd.h>
 
-static void sleep_ms(int ms)
+void bft_sleep_ms(int ms)
 {
     struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
     nanosleep(&ts, NULL);
 }
 
-static const char *binary(const char *env)
+const char *bft_env_path(const char *env)
 {
     const char *p = getenv(env);
     if (!p || !*p) {
@@ -29,7 +29,9 @@ static const char *binary(const char *env)
     return p;
 }
 
-int bft_daemon_restart(bft_daemon *d)
+/* Starts bifocald on d's database, listening on listen, and waits until it
+ * has written its port file. */
+static int spawn_daemon(bft_daemon *d, const char *listen)
 {
     unlink(d->port_file);
     char lease[16];
@@ -44,8 +46,8 @@ int bft_daemon_restart(bft_daemon *d)
         int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd >= 0)
             dup2(fd, STDERR_FILENO);
-        execl(binary("BIFOCALD"), "bifocald", "--db", d->db, "--listen",
-              "127.0.0.1:0", "--port-file", d->port_file, "--lease-seconds",
+        execl(bft_env_path("BIFOCALD"), "bifocald", "--db", d->db, "--listen",
+              listen, "--port-file", d->port_file, "--lease-seconds",
               lease, "--log-level", log_level, (char *)NULL);
         _exit(127);
     }
@@ -71,10 +73,20 @@ int bft_daemon_restart(bft_daemon *d)
                     d->log);
             return -1;
         }
-        sleep_ms(5);
+        bft_sleep_ms(5);
     }
     fprintf(stderr, "harness: bifocald did not start\n");
     return -1;
+}
+
+int bft_daemon_restart(bft_daemon *d)
+{
+    return spawn_daemon(d, "127.0.0.1:0");
+}
+
+int bft_daemon_restart_same_port(bft_daemon *d)
+{
+    return spawn_daemon(d, d->addr);
 }
 
 int bft_daemon_start(bft_daemon *d, int lease_seconds)
@@ -90,6 +102,34 @@ int bft_daemon_start(bft_daemon *d, int lease_seconds)
     snprintf(d->log, sizeof d->log, "%s/daemon.log", d->dir);
     d->lease_seconds = lease_seconds;
     return bft_daemon_restart(d);
+}
+
+static int setup_daemon(void **state, int lease_seconds)
+{
+    bft_daemon *d = calloc(1, sizeof *d);
+    if (bft_daemon_start(d, lease_seconds)) {
+        free(d);
+        return -1;
+    }
+    *state = d;
+    return 0;
+}
+
+int bft_daemon_setup(void **state) { return setup_daemon(state, 30); }
+
+int bft_daemon_setup_short_lease(void **state)
+{
+    return setup_daemon(state, 1);
+}
+
+int bft_daemon_teardown(void **state)
+{
+    bft_daemon *d = *state;
+    /* Every test leaves a daemon that still stops cleanly. */
+    int rc = bft_daemon_stop(d, SIGTERM);
+    bft_daemon_cleanup(d);
+    free(d);
+    return rc == 0 ? 0 : -1;
 }
 
 int bft_daemon_stop(bft_daemon *d, int sig)
@@ -267,7 +307,7 @@ int bft_run_client(bft_daemon *d, char **out, char **err, const char *arg,
         int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(o, STDOUT_FILENO);
         dup2(e, STDERR_FILENO);
-        execv(binary("BIFOCAL"), (char *const *)argv);
+        execv(bft_env_path("BIFOCAL"), (char *const *)argv);
         _exit(127);
     }
     int status;

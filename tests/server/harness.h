@@ -24,8 +24,11 @@ typedef struct bft_daemon {
 
 /* Makes a fresh directory and starts a daemon in it.  0 or -1. */
 int bft_daemon_start(bft_daemon *d, int lease_seconds);
-/* Starts again on the same database (after a stop). */
+/* Starts again on the same database (after a stop), on a new port. */
 int bft_daemon_restart(bft_daemon *d);
+/* Starts again on the same database AND the same port (for peers that only
+ * know HOST:PORT, such as worker groups). */
+int bft_daemon_restart_same_port(bft_daemon *d);
 /* Sends sig and waits; returns the exit status (128+N if killed by N). */
 int bft_daemon_stop(bft_daemon *d, int sig);
 /* CPU seconds (user + system) the running daemon has used so far; -1 if
@@ -33,6 +36,16 @@ int bft_daemon_stop(bft_daemon *d, int sig);
 double bft_daemon_cpu_seconds(const bft_daemon *d);
 /* Stops a running daemon (SIGKILL) and removes the directory. */
 void bft_daemon_cleanup(bft_daemon *d);
+
+/* cmocka fixtures: *state is a started daemon (malloc'd) with a 30 s or a
+ * 1 s lease; the teardown fails the test unless it stops cleanly on
+ * SIGTERM, then removes it. */
+int bft_daemon_setup(void **state);
+int bft_daemon_setup_short_lease(void **state);
+int bft_daemon_teardown(void **state);
+/* A cmocka test with a fresh 30 s-lease daemon of its own. */
+#define BFT_DAEMON_TEST(f) \
+    cmocka_unit_test_setup_teardown(f, bft_daemon_setup, bft_daemon_teardown)
 
 /* Connects; for role "worker" or "client" also says hello (name used for
  * workers).  role NULL: no hello.  0 or -1. */
@@ -60,5 +73,11 @@ int bft_run_client(bft_daemon *d, char **out, char **err, const char *arg,
 
 /* Writes text to DIR/name and returns the path (static buffer). */
 const char *bft_write_file(bft_daemon *d, const char *name, const char *text);
+
+/* The value of environment variable env (a binary's path); exits with 2 if
+ * it is unset or empty, since no test can run without it. */
+const char *bft_env_path(const char *env);
+
+void bft_sleep_ms(int ms);
 
 #endif

@@ -1,7 +1,6 @@
 /* The `bifocal` client binary against a real daemon: output, exit status
  * and error messages of every command. */
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -11,26 +10,6 @@
 
 #include "fake_worker.h"
 #include "harness.h"
-
-static int setup(void **state)
-{
-    bft_daemon *d = calloc(1, sizeof *d);
-    if (bft_daemon_start(d, 30)) {
-        free(d);
-        return -1;
-    }
-    *state = d;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    bft_daemon *d = *state;
-    int rc = bft_daemon_stop(d, SIGTERM);
-    bft_daemon_cleanup(d);
-    free(d);
-    return rc == 0 ? 0 : -1;
-}
 
 static int count_lines(const char *s)
 {
@@ -177,14 +156,10 @@ static void test_usage_and_failures(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_submit_status_jobs, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_rejected_sweep_names_place,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_cancel_watch_retry_workers,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_usage_and_failures, setup,
-                                        teardown),
+        BFT_DAEMON_TEST(test_submit_status_jobs),
+        BFT_DAEMON_TEST(test_rejected_sweep_names_place),
+        BFT_DAEMON_TEST(test_cancel_watch_retry_workers),
+        BFT_DAEMON_TEST(test_usage_and_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,6 @@
 /* The daemon end to end over loopback: a real bifocald process, a real
  * database file, the wire library and the fake worker. */
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -9,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <cmocka.h>
 
 #include "fake_worker.h"
@@ -20,44 +18,6 @@ static const char sweep_4[] =
     "grid:\n"
     "  rope: [rope, spectral]\n"
     "seeds: 2\n";
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
-
-static int setup(void **state)
-{
-    bft_daemon *d = calloc(1, sizeof *d);
-    if (bft_daemon_start(d, 30)) {
-        free(d);
-        return -1;
-    }
-    *state = d;
-    return 0;
-}
-
-static int setup_short_lease(void **state)
-{
-    bft_daemon *d = calloc(1, sizeof *d);
-    if (bft_daemon_start(d, 1)) {
-        free(d);
-        return -1;
-    }
-    *state = d;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    bft_daemon *d = *state;
-    /* Every test leaves a daemon that still stops cleanly. */
-    int rc = bft_daemon_stop(d, SIGTERM);
-    bft_daemon_cleanup(d);
-    free(d);
-    return rc == 0 ? 0 : -1;
-}
 
 static void send_msg(bf_wire_conn *c, json_t *msg)
 {
@@ -320,7 +280,7 @@ static void test_lease_expiry_and_fencing(void **state)
         json_t *r = bft_worker_heartbeat(&live, lattempt);
         assert_string_equal(bf_wire_type(r), "ack");
         json_decref(r);
-        sleep_ms(250);
+        bft_sleep_ms(250);
     }
     assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM attempts "
                                     "WHERE outcome = 'expired'"), 1);
@@ -530,23 +490,18 @@ static void test_sqlite_reads_during_ingest(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_auth_refusals, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_messages_get_errors, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_oversized_frame_closes, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_submit_and_reject, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_leasing_order, setup, teardown),
+        BFT_DAEMON_TEST(test_auth_refusals),
+        BFT_DAEMON_TEST(test_bad_messages_get_errors),
+        BFT_DAEMON_TEST(test_oversized_frame_closes),
+        BFT_DAEMON_TEST(test_submit_and_reject),
+        BFT_DAEMON_TEST(test_leasing_order),
         cmocka_unit_test_setup_teardown(test_lease_expiry_and_fencing,
-                                        setup_short_lease, teardown),
-        cmocka_unit_test_setup_teardown(test_idempotent_metrics, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_cancel_reaches_reconnected_worker,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sqlite_reads_during_ingest,
-                                        setup, teardown),
+                                        bft_daemon_setup_short_lease,
+                                        bft_daemon_teardown),
+        BFT_DAEMON_TEST(test_idempotent_metrics),
+        BFT_DAEMON_TEST(test_cancel),
+        BFT_DAEMON_TEST(test_cancel_reaches_reconnected_worker),
+        BFT_DAEMON_TEST(test_sqlite_reads_during_ingest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

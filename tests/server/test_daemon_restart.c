@@ -8,7 +8,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <cmocka.h>
 
 #include "fake_worker.h"
@@ -18,12 +17,6 @@ static const char sweep_3[] =
     "name: three\n"
     "grid:\n"
     "  rope: [rope, spectral, bifocal]\n";
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
 
 /* Submits three jobs, leases one and gets 20 records (80 rows) acked. */
 static int64_t start_work(bft_daemon *d, bft_worker *w, int64_t *job)
@@ -102,7 +95,7 @@ static void test_sigkill_restart_expires_lease(void **state)
     assert_nothing_lost(&d);
 
     assert_int_equal(bft_daemon_restart(&d), 0);
-    sleep_ms(2000);   /* two lease periods without a heartbeat */
+    bft_sleep_ms(2000);   /* two lease periods without a heartbeat */
     bft_worker next;
     assert_int_equal(bft_worker_connect(&next, &d, "w2"), 0);
     int found = 0;
