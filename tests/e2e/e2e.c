@@ -11,22 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *env_path(const char *name)
-{
-    const char *p = getenv(name);
-    if (!p || !*p) {
-        fprintf(stderr, "e2e: environment variable %s is not set\n", name);
-        exit(2);
-    }
-    return p;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
-
 long long e2e_now_ms(void)
 {
     struct timespec ts;
@@ -76,7 +60,7 @@ pid_t e2e_group_start(const bft_daemon *d, int np, const char *tag, ...)
     argv[argc++] = "none";
     argv[argc++] = "-np";
     argv[argc++] = nps;
-    argv[argc++] = env_path("BIFOCAL_WORKER");
+    argv[argc++] = bft_env_path("BIFOCAL_WORKER");
     argv[argc++] = "--server";
     argv[argc++] = d->addr;
     argv[argc++] = "--token-file";
@@ -103,7 +87,7 @@ pid_t e2e_group_start(const bft_daemon *d, int np, const char *tag, ...)
             dup2(fd, STDOUT_FILENO);
             dup2(fd, STDERR_FILENO);
         }
-        execv(env_path("MPIRUN"), (char *const *)argv);
+        execv(bft_env_path("MPIRUN"), (char *const *)argv);
         _exit(127);
     }
     setpgid(pid, pid);
@@ -126,7 +110,7 @@ int e2e_group_wait(pid_t pid, int timeout_ms)
             e2e_group_kill(pid);
             return -1;
         }
-        sleep_ms(20);
+        bft_sleep_ms(20);
     }
     forget_group(pid);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -169,40 +153,8 @@ long long e2e_wait_sql(bft_daemon *d, const char *sql, long long at_least,
 {
     long long deadline = e2e_now_ms() + timeout_ms, v;
     while ((v = bft_sql_int(d, sql)) < at_least && e2e_now_ms() < deadline)
-        sleep_ms(20);
+        bft_sleep_ms(20);
     return v;
-}
-
-int e2e_daemon_restart_same_port(bft_daemon *d)
-{
-    unlink(d->port_file);
-    char lease[16];
-    snprintf(lease, sizeof lease, "%d", d->lease_seconds);
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (fd >= 0)
-            dup2(fd, STDERR_FILENO);
-        execl(env_path("BIFOCALD"), "bifocald", "--db", d->db, "--listen",
-              d->addr, "--port-file", d->port_file, "--lease-seconds", lease,
-              (char *)NULL);
-        _exit(127);
-    }
-    d->pid = pid;
-    for (int i = 0; i < 1000; i++) {
-        if (access(d->port_file, R_OK) == 0)
-            return 0;
-        if (waitpid(pid, NULL, WNOHANG) == pid) {
-            d->pid = 0;
-            fprintf(stderr, "e2e: bifocald did not restart (see %s)\n",
-                    d->log);
-            return -1;
-        }
-        sleep_ms(5);
-    }
-    return -1;
 }
 
 int e2e_log_contains(const bft_daemon *d, const char *tag, const char *text)

@@ -33,10 +33,6 @@ void e2e_group_kill(pid_t pid);
 long long e2e_wait_sql(bft_daemon *d, const char *sql, long long at_least,
                        int timeout_ms);
 
-/* Starts the daemon again on the same database AND the same port (the
- * workers only know HOST:PORT). */
-int e2e_daemon_restart_same_port(bft_daemon *d);
-
 /* Whether the group log DIR/<tag>.log contains text. */
 int e2e_log_contains(const bft_daemon *d, const char *tag, const char *text);
 

@@ -51,7 +51,7 @@ static void test_kill_coordinator(void **state)
     assert_true(bft_daemon_stop(d, SIGKILL) == 128 + SIGKILL);
     struct timespec down = { 1, 0 };
     nanosleep(&down, NULL);   /* the group keeps training meanwhile */
-    assert_int_equal(e2e_daemon_restart_same_port(d), 0);
+    assert_int_equal(bft_daemon_restart_same_port(d), 0);
 
     assert_int_equal(e2e_group_wait(g, 120000), 0);
     assert_int_equal(sql1(d, "SELECT count(*) FROM jobs WHERE status = "
