@@ -7,51 +7,39 @@
  *
  * usage: bench_dispatch [GROUPS [JOBS]]
  * env:   BIFOCALD (daemon binary; default: the one built with this) */
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench_daemon.h"
 #include "fake_worker.h"
-#include "harness.h"
 
 #define TARGET_LEASES_PER_S 2000.0
 
 typedef struct group_arg {
-    bft_daemon *d;
-    int index;
-    pthread_barrier_t *start;
+    bench_client c;
     int leases;
-    int failed;
 } group_arg;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void *run_group(void *p)
 {
     group_arg *a = p;
     bft_worker w;
     char name[32];
-    snprintf(name, sizeof name, "group-%d", a->index);
-    a->failed = bft_worker_connect(&w, a->d, name) != 0;
-    pthread_barrier_wait(a->start);
-    while (!a->failed) {
+    snprintf(name, sizeof name, "group-%d", a->c.index);
+    a->c.failed = bft_worker_connect(&w, a->c.d, name) != 0;
+    pthread_barrier_wait(a->c.start);
+    while (!a->c.failed) {
         int64_t attempt = bft_worker_lease(&w, NULL);
         if (attempt < 0)
             break;      /* no_job: the queue is drained */
         json_t *r = bft_worker_done(&w, attempt);
-        a->failed = !r || strcmp(bf_wire_type(r), "ack") != 0;
+        a->c.failed = !r || strcmp(bf_wire_type(r), "ack") != 0;
         json_decref(r);
         a->leases++;
     }
-    if (!a->failed)
+    if (!a->c.failed)
         bft_worker_close(&w);
     return NULL;
 }
@@ -64,46 +52,24 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_dispatch [GROUPS [JOBS]]\n");
         return 2;
     }
-    setenv("BFT_DAEMON_LOG_LEVEL", "warn", 0);
-    setenv("BIFOCALD", BENCH_BIFOCALD, 0);
     bft_daemon d;
-    if (bft_daemon_start(&d, 60))
+    if (bench_daemon_start(&d, "dispatch", jobs))
         return 1;
-    char sweep[128];
-    snprintf(sweep, sizeof sweep, "name: dispatch\nseeds: %d\n", jobs);
-    if (bft_submit(&d, "dispatch.yaml", sweep, NULL, NULL) < 0) {
-        fprintf(stderr, "bench_dispatch: cannot submit the sweep\n");
-        bft_daemon_cleanup(&d);
-        return 1;
-    }
 
-    pthread_barrier_t start;
-    pthread_barrier_init(&start, NULL, (unsigned)groups + 1);
     group_arg *args = calloc((size_t)groups, sizeof *args);
-    pthread_t *threads = calloc((size_t)groups, sizeof *threads);
-    for (int i = 0; i < groups; i++) {
-        args[i] = (group_arg){ .d = &d, .index = i, .start = &start };
-        pthread_create(&threads[i], NULL, run_group, &args[i]);
-    }
-    double cpu0 = bft_daemon_cpu_seconds(&d);
-    pthread_barrier_wait(&start);
-    double t0 = now_s();
-    int failed = 0, leases = 0;
-    for (int i = 0; i < groups; i++) {
-        pthread_join(threads[i], NULL);
-        failed |= args[i].failed;
+    double cpu0;
+    int failed, leases = 0;
+    double elapsed = bench_run_clients(&d, run_group, args, sizeof *args,
+                                       groups, &cpu0, &failed);
+    for (int i = 0; i < groups; i++)
         leases += args[i].leases;
-    }
-    double elapsed = now_s() - t0;
     long long succeeded = bft_sql_int(&d, "SELECT count(*) FROM jobs "
                                           "WHERE status = 'succeeded'");
     long long attempts = bft_sql_int(&d, "SELECT count(*) FROM attempts");
     double cpu = bft_daemon_cpu_seconds(&d) - cpu0;
     int stopped = bft_daemon_stop(&d, SIGTERM);
     bft_daemon_cleanup(&d);
-    free(threads);
     free(args);
-    pthread_barrier_destroy(&start);
     /* Every job exactly once: no job handed to two groups. */
     if (failed || stopped != 0 || leases != jobs || succeeded != jobs
         || attempts != jobs) {

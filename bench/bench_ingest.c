@@ -12,36 +12,25 @@
  * usage: bench_ingest [WORKERS [MESSAGES [RECORDS]]]
  * env:   BIFOCALD (daemon binary; default: the one built with this), OPTUNA_SCRIPT (path of optuna_ingest.py;
  *        empty = skip; default: the source tree's), PYTHON (default /usr/bin/python3) */
-#include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench_daemon.h"
 #include "fake_worker.h"
-#include "harness.h"
 
 #define WINDOW 8
 #define TARGET_ROWS_PER_S 200000.0
 
 typedef struct worker_arg {
-    bft_daemon *d;
-    int index, messages, records;
-    pthread_barrier_t *start;
+    bench_client c;
+    int messages, records;
     char **frames;            /* pre-encoded, so the bench's own JSON work
                                  is not timed against the daemon */
     size_t *lens;
-    int failed;
 } worker_arg;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void encode_messages(worker_arg *a, int64_t attempt)
 {
@@ -74,27 +63,27 @@ static void *run_worker(void *p)
     worker_arg *a = p;
     bft_worker w;
     char name[32];
-    snprintf(name, sizeof name, "bench-%d", a->index);
+    snprintf(name, sizeof name, "bench-%d", a->c.index);
     int64_t attempt = -1;
-    if (bft_worker_connect(&w, a->d, name) == 0)
+    if (bft_worker_connect(&w, a->c.d, name) == 0)
         attempt = bft_worker_lease(&w, NULL);
-    a->failed = attempt < 0;
-    if (!a->failed)
+    a->c.failed = attempt < 0;
+    if (!a->c.failed)
         encode_messages(a, attempt);
-    pthread_barrier_wait(a->start);
-    if (a->failed)
+    pthread_barrier_wait(a->c.start);
+    if (a->c.failed)
         return NULL;
     int outstanding = 0;
-    for (int m = 0; m < a->messages && !a->failed; m++) {
+    for (int m = 0; m < a->messages && !a->c.failed; m++) {
         if (bft_send_raw(&w.conn, a->frames[m], a->lens[m]))
-            a->failed = 1;
+            a->c.failed = 1;
         if (++outstanding == WINDOW) {
-            a->failed |= expect_ack(&w) != 0;
+            a->c.failed |= expect_ack(&w) != 0;
             outstanding--;
         }
     }
-    while (outstanding-- > 0 && !a->failed)
-        a->failed |= expect_ack(&w) != 0;
+    while (outstanding-- > 0 && !a->c.failed)
+        a->c.failed |= expect_ack(&w) != 0;
     bft_worker_close(&w);
     for (int m = 0; m < a->messages; m++)
         free(a->frames[m]);
@@ -153,46 +142,24 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_ingest [WORKERS [MESSAGES [RECORDS]]]\n");
         return 2;
     }
-    setenv("BFT_DAEMON_LOG_LEVEL", "warn", 0);
-    setenv("BIFOCALD", BENCH_BIFOCALD, 0);
     setenv("OPTUNA_SCRIPT", BENCH_OPTUNA_SCRIPT, 0);
     bft_daemon d;
-    if (bft_daemon_start(&d, 60))
+    if (bench_daemon_start(&d, "ingest", workers))
         return 1;
-    char sweep[128];
-    snprintf(sweep, sizeof sweep, "name: ingest\nseeds: %d\n", workers);
-    if (bft_submit(&d, "ingest.yaml", sweep, NULL, NULL) < 0) {
-        fprintf(stderr, "bench_ingest: cannot submit the sweep\n");
-        bft_daemon_cleanup(&d);
-        return 1;
-    }
 
-    pthread_barrier_t start;
-    pthread_barrier_init(&start, NULL, (unsigned)workers + 1);
     worker_arg *args = calloc((size_t)workers, sizeof *args);
-    pthread_t *threads = calloc((size_t)workers, sizeof *threads);
-    for (int i = 0; i < workers; i++) {
-        args[i] = (worker_arg){ .d = &d, .index = i, .messages = messages,
-                                .records = records, .start = &start };
-        pthread_create(&threads[i], NULL, run_worker, &args[i]);
-    }
-    double cpu0 = bft_daemon_cpu_seconds(&d);
-    pthread_barrier_wait(&start);
-    double t0 = now_s();
-    int failed = 0;
-    for (int i = 0; i < workers; i++) {
-        pthread_join(threads[i], NULL);
-        failed |= args[i].failed;
-    }
-    double elapsed = now_s() - t0;
+    for (int i = 0; i < workers; i++)
+        args[i] = (worker_arg){ .messages = messages, .records = records };
+    double cpu0;
+    int failed;
+    double elapsed = bench_run_clients(&d, run_worker, args, sizeof *args,
+                                       workers, &cpu0, &failed);
     double cpu = bft_daemon_cpu_seconds(&d) - cpu0;
     int stopped = bft_daemon_stop(&d, SIGTERM);
     long long rows = count_rows(d.db);
     long long expected = (long long)workers * messages * records * 4;
     bft_daemon_cleanup(&d);
-    free(threads);
     free(args);
-    pthread_barrier_destroy(&start);
     if (failed || stopped != 0 || rows != expected) {
         fprintf(stderr, "bench_ingest: FAILED (rows %lld of %lld, daemon "
                 "exit %d)\n", rows, expected, stopped);

@@ -1,0 +1,37 @@
+/* What bench_ingest and bench_dispatch share: a real bifocald (through the
+ * daemon test harness) with a sweep queued, and client threads that get
+ * ready first and are then released together, so the clock measures the
+ * daemon rather than connection set-up. */
+#ifndef BF_BENCH_DAEMON_H
+#define BF_BENCH_DAEMON_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+#include "harness.h"
+
+/* The first member of each benchmark's thread argument. */
+typedef struct bench_client {
+    bft_daemon *d;
+    int index;                  /* 0..n-1 */
+    pthread_barrier_t *start;   /* wait here once ready */
+    int failed;
+} bench_client;
+
+/* Seconds on a monotonic clock. */
+double bench_now_s(void);
+
+/* Starts a daemon (logging at warn unless BFT_DAEMON_LOG_LEVEL is set; the
+ * binary from BIFOCALD, default the one built with this) and submits
+ * NAME.yaml, "name: NAME" with `seeds` jobs.  0, or -1 after printing why
+ * (the daemon is then cleaned up). */
+int bench_daemon_start(bft_daemon *d, const char *name, int seeds);
+
+/* Runs fn on n threads; thread i gets (char *)args + i * size, which starts
+ * with a bench_client this fills in.  Returns the wall time from the moment
+ * every thread waits at start to the end of the last one; *cpu0 is the
+ * daemon's CPU seconds before that, *failed whether any client failed. */
+double bench_run_clients(bft_daemon *d, void *(*fn)(void *), void *args,
+                         size_t size, int n, double *cpu0, int *failed);
+
+#endif
