@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "daemon.h"
 #include "log.h"
 
@@ -82,7 +83,6 @@ int main(int argc, char **argv)
                             .lease_seconds = 30 };
     const char *token_file = NULL;
     int opt, level;
-    char *end;
     while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (opt) {
         case 'd': o.db_path = optarg; break;
@@ -90,10 +90,10 @@ int main(int argc, char **argv)
         case 't': token_file = optarg; break;
         case 'p': o.port_file = optarg; break;
         case 's':
-            o.lease_seconds = (int)strtol(optarg, &end, 10);
-            if (*end || o.lease_seconds < 1) {
+            if (bf_parse_int_arg(optarg, 1, 7 * 24 * 3600,
+                                 &o.lease_seconds)) {
                 fprintf(stderr, "bifocald: --lease-seconds: '%s' is not a "
-                        "positive integer\n", optarg);
+                        "number of seconds from 1 to 604800\n", optarg);
                 return 2;
             }
             break;

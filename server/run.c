@@ -14,6 +14,9 @@
  * pointing at the log file instead of watching forever. */
 #include "run.h"
 
+#include "args.h"
+#include "stop_signals.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -333,23 +336,22 @@ static int parse_run_args(int argc, char **argv, bf_run_opts *o)
         { NULL, 0, NULL, 0 } };
     *o = (bf_run_opts){ .db = "./bifocal.db", .groups = 1, .ranks = 2,
                         .lease_seconds = 30 };
-    int opt;
+    int opt, *number;
     optind = 0;
     while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        char *end = NULL;
-        long v = optarg ? strtol(optarg, &end, 10) : 0;
-        int bad_num = !optarg || !*optarg || *end || v < 1 || v > 1024;
         switch (opt) {
         case 'd': o->db = optarg; continue;
         case 'c': o->checkpoint_dir = optarg; continue;
-        case 'g': if (!bad_num) { o->groups = (int)v; continue; } break;
-        case 'r': if (!bad_num) { o->ranks = (int)v; continue; } break;
-        case 'l': if (!bad_num) { o->lease_seconds = (int)v; continue; } break;
+        case 'g': number = &o->groups; break;
+        case 'r': number = &o->ranks; break;
+        case 'l': number = &o->lease_seconds; break;
         default: return -1;
         }
-        fprintf(stderr, "bifocal run: %s needs a number from 1 to 1024, got "
-                        "'%s'\n", argv[optind - 1], optarg);
-        return -1;
+        if (bf_parse_int_arg(optarg, 1, 1024, number)) {
+            fprintf(stderr, "bifocal run: %s needs a number from 1 to 1024, "
+                            "got '%s'\n", argv[optind - 1], optarg);
+            return -1;
+        }
     }
     if (optind + 1 != argc) {
         fprintf(stderr, "bifocal run: expected one sweep FILE\n");
@@ -438,9 +440,7 @@ int bf_client_cmd_run(bf_client *cl, int argc, char **argv)
     int status = 1;
     if (prepare(&r, &o))
         goto out;
-    struct sigaction sa = { .sa_handler = on_interrupt };
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    bf_catch_stop_signals(on_interrupt);
     if (start_daemon(&r, &o))
         goto out;
     r.groups = calloc((size_t)o.groups, sizeof *r.groups);

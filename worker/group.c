@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "checkpoint.h"
 #include "log.h"
 #include "stop_signals.h"
@@ -79,7 +80,6 @@ int bf_group_stop_signal(void) { return stop_signal; }
 
 typedef struct hooks_ctx {
     MPI_Comm comm;
-    int nranks;
     bf_link *link;
 } hooks_ctx;
 
@@ -100,15 +100,13 @@ static void emit_to_link(void *ctx, const json_t *record)
         bf_link_emit(h->link, record);
 }
 
-/* Every rank gets the same answer, so all stop after the same step. */
+/* This rank's vote; the trainer sums the votes in the step's gradient
+ * allreduce, so all ranks stop after the same step. */
 static int should_stop(void *ctx)
 {
     hooks_ctx *h = ctx;
-    int stop = stop_signal != 0 ||
-               (h->link && bf_link_attempt_state(h->link) != BF_LINK_OK);
-    if (h->nranks > 1)
-        MPI_Allreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, h->comm);
-    return stop;
+    return stop_signal != 0 ||
+           (h->link && bf_link_attempt_state(h->link) != BF_LINK_OK);
 }
 
 /* Setup can fail on one rank only (a file missing on one node): all ranks
@@ -137,7 +135,7 @@ int bf_group_train(MPI_Comm comm, const bf_job_config *cfg,
     int rank, nranks;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &nranks);
-    hooks_ctx h = { .comm = comm, .nranks = nranks,
+    hooks_ctx h = { .comm = comm,
                     .link = rank == 0 ? link : NULL };
     bf_trainer_opts opts = {
         .rank = rank, .nranks = nranks, .checkpoint_dir = checkpoint_dir,
@@ -459,17 +457,6 @@ int bf_group_requested(int argc, char **argv)
     return 0;
 }
 
-static int positive_int(const char *s, int *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < 1 || v > INT_MAX)
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
 /* Parses argv into o; prints (when loud) and returns EXIT_USAGE on errors,
  * -1 for --help, 0 otherwise. */
 static int parse_options(int argc, char **argv, group_opts *o, int loud)
@@ -497,7 +484,7 @@ static int parse_options(int argc, char **argv, group_opts *o, int loud)
         case 'n': o->name = optarg; break;
         case 'x': o->exit_when_idle = 1; break;
         case 'm':
-            if (positive_int(optarg, &o->max_jobs))
+            if (bf_parse_int_arg(optarg, 1, INT_MAX, &o->max_jobs))
                 problem = "--max-jobs needs a positive integer";
             break;
         case 'l':

@@ -12,8 +12,11 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include <cblas.h>
 
 #include "checkpoint.h"
 #include "group.h"
@@ -209,8 +212,19 @@ static const command commands[] = {
     {"eval", cmd_eval},
 };
 
+/* One BLAS thread per process unless the environment asks for more: the
+ * ranks of a group (or the other jobs on the machine) are the parallelism,
+ * and a BLAS thread pool in every rank would fight them for the cores. */
+static void default_blas_threads(void)
+{
+    if (!getenv("OPENBLAS_NUM_THREADS") && !getenv("GOTO_NUM_THREADS")
+        && !getenv("OMP_NUM_THREADS"))
+        openblas_set_num_threads(1);
+}
+
 int main(int argc, char **argv)
 {
+    default_blas_threads();
     /* --server HOST:PORT: an MPI worker group driven by the coordinator. */
     if (bf_group_requested(argc, argv))
         return bf_group_main(argc, argv);

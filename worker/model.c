@@ -254,7 +254,7 @@ int bf_model_create(bf_model *m, const bf_model_shape *s, int B, int T,
     m->T = T;
     fill_param_table(m);
     m->params_memory = alloc_floats(m->num_params);
-    m->grads_memory = alloc_floats(m->num_params);
+    m->grads_memory = alloc_floats(m->num_params + BF_GRAD_SLOTS);
     m->adam_m = alloc_floats(m->num_params);
     m->adam_v = alloc_floats(m->num_params);
     m->freq_learnable = calloc((size_t)s->n_layers * s->n_heads, 1);

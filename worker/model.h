@@ -40,6 +40,12 @@ void bf_model_shape_from_config(bf_model_shape *s, const bf_job_config *cfg,
 
 enum { BF_NUM_PARAM_TENSORS = 16 };
 
+/* grads_memory holds num_params gradients and then BF_GRAD_SLOTS floats
+ * that belong to the caller: scalars (loss sum, target count, stop votes)
+ * placed there ride along the one gradient allreduce of a step, with no
+ * copy and no second collective.  The model never reads or clears them. */
+enum { BF_GRAD_SLOTS = 4 };
+
 typedef struct bf_params {
     float *wte;       /* [V, C]  tied with the output projection */
     float *ln1w;      /* [L, C] */
@@ -75,7 +81,7 @@ typedef struct bf_model {
     bf_param_info tensors[BF_NUM_PARAM_TENSORS];
     size_t num_params;
     float *params_memory;  bf_params params;
-    float *grads_memory;   bf_params grads;
+    float *grads_memory;   bf_params grads;  /* + BF_GRAD_SLOTS floats */
     float *adam_m;         /* first moments, layout of params_memory */
     float *adam_v;         /* second moments */
     uint8_t *freq_learnable; /* [L * NH] */

@@ -24,7 +24,7 @@ struct bf_trainer {
     int *inputs, *targets;  /* [micro, T] */
     int *predicted;         /* [micro, T] argmax of the last forward */
     float *omega;           /* [d_head / 2] for freq records */
-    float *reduce_buf;      /* [num_params + 2]; only with an allreduce */
+    int stop_agreed;        /* some rank asked to stop after this step */
     bf_train_summary summary;
     /* throughput since the last train record */
     double window_seconds;
@@ -76,11 +76,7 @@ static int alloc_buffers(bf_trainer *t, bf_error *err)
     t->predicted = malloc(cells * sizeof *t->predicted);
     t->omega = malloc((size_t)t->cfg.d_model / (size_t)t->cfg.n_heads *
                       sizeof *t->omega);
-    if (t->opts.hooks.allreduce_sum)
-        t->reduce_buf = malloc((t->model.num_params + 2) *
-                               sizeof *t->reduce_buf);
-    if (!t->inputs || !t->targets || !t->predicted || !t->omega ||
-        (t->opts.hooks.allreduce_sum && !t->reduce_buf))
+    if (!t->inputs || !t->targets || !t->predicted || !t->omega)
         return bf_error_set(err, NULL, 0, NULL, "out of memory");
     return 0;
 }
@@ -135,7 +131,6 @@ void bf_trainer_free(bf_trainer *t)
     free(t->targets);
     free(t->predicted);
     free(t->omega);
-    free(t->reduce_buf);
     free(t);
 }
 
@@ -200,20 +195,30 @@ static int count_exact(bf_trainer *t, int rows)
     return exact;
 }
 
-/* Sums the gradients, loss sum and target count over ranks, through one
- * buffer so the hook is called once per step. */
-static void allreduce_step(bf_trainer *t, double *loss_sum, double *n_targets)
+static int stop_requested(bf_trainer *t)
+{
+    return t->opts.hooks.should_stop &&
+           t->opts.hooks.should_stop(t->opts.hooks.ctx);
+}
+
+/* Sums the gradients, the loss sum, the target count and the stop votes
+ * over ranks in one collective: the scalars ride in the gradient buffer's
+ * trailing slots (BF_GRAD_SLOTS in model.h). */
+static void allreduce_step(bf_trainer *t, double *loss_sum, double *n_targets,
+                           int *stop)
 {
     if (!t->opts.hooks.allreduce_sum)
         return;
     size_t n = t->model.num_params;
-    memcpy(t->reduce_buf, t->model.grads_memory, n * sizeof(float));
-    t->reduce_buf[n] = (float)*loss_sum;
-    t->reduce_buf[n + 1] = (float)*n_targets;
-    t->opts.hooks.allreduce_sum(t->opts.hooks.ctx, t->reduce_buf, n + 2);
-    memcpy(t->model.grads_memory, t->reduce_buf, n * sizeof(float));
-    *loss_sum = t->reduce_buf[n];
-    *n_targets = t->reduce_buf[n + 1];
+    float *slot = t->model.grads_memory + n;
+    slot[0] = (float)*loss_sum;
+    slot[1] = (float)*n_targets;
+    slot[2] = *stop ? 1.0f : 0.0f;
+    t->opts.hooks.allreduce_sum(t->opts.hooks.ctx, t->model.grads_memory,
+                                n + 3);
+    *loss_sum = slot[0];
+    *n_targets = slot[1];
+    *stop = slot[2] > 0.0f;
 }
 
 void bf_trainer_step(bf_trainer *t, double *loss, double *grad_norm,
@@ -228,7 +233,9 @@ void bf_trainer_step(bf_trainer *t, double *loss, double *grad_norm,
     forward_micro_batches(t, TRAIN_STREAM, first, t->local_batch,
                           backward_micro_batch, sums);
     double loss_sum = sums[0], n_targets = sums[1];
-    allreduce_step(t, &loss_sum, &n_targets);
+    int stop = stop_requested(t);
+    allreduce_step(t, &loss_sum, &n_targets, &stop);
+    t->stop_agreed = stop;
 
     /* Gradients hold sums; the mean over target tokens is 1/n of them. */
     double mean = n_targets > 0 ? 1.0 / n_targets : 0.0;
@@ -371,12 +378,6 @@ static json_t *done_record(const bf_trainer *t)
                      "stopped", t->summary.stopped, "eval", evals);
 }
 
-static int stop_requested(bf_trainer *t)
-{
-    return t->opts.hooks.should_stop &&
-           t->opts.hooks.should_stop(t->opts.hooks.ctx);
-}
-
 /* What the schedule asks for after step t->step. */
 static int after_step(bf_trainer *t, bf_error *err)
 {
@@ -419,7 +420,7 @@ int bf_trainer_run(bf_trainer *t, bf_error *err)
         t->summary.step = t->step;
         if (after_step(t, err) != 0)
             return -1;
-        if (t->step < t->cfg.steps && stop_requested(t)) {
+        if (t->step < t->cfg.steps && t->stop_agreed) {
             if (stop_here(t, err) != 0)
                 return -1;
             break;

@@ -28,15 +28,18 @@ typedef struct bf_train_hooks {
     void *ctx;
     /* Sums n floats over all ranks in place; NULL in a single process.
      * Collective: every rank calls it in the same order — once per training
-     * step (the gradient buffer with loss sum and target count appended, so
-     * results do not depend on nranks) and once per evaluation (3 floats per
-     * eval depth). */
+     * step (the gradient buffer with the loss sum, target count and stop
+     * votes in its trailing slots, so results do not depend on nranks) and
+     * once per evaluation (3 floats per eval depth). */
     void (*allreduce_sum)(void *ctx, float *buf, size_t n);
     /* Receives every record on rank 0 (train/eval/freq/checkpoint/done);
      * the trainer keeps ownership of the json_t.  May be NULL. */
     void (*emit)(void *ctx, const json_t *record);
-    /* Polled after each step: non-zero stops training (cancel).  In MPI the
-     * caller must make every rank give the same answer.  May be NULL. */
+    /* Polled on every rank once per step, just before the gradient
+     * allreduce: non-zero asks to stop after this step (cancel, SIGTERM).
+     * The ranks' answers are summed in that same allreduce, so all ranks
+     * stop after the same step even when only one of them asked, without
+     * a collective of their own.  May be NULL. */
     int (*should_stop)(void *ctx);
 } bf_train_hooks;
 
