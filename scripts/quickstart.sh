@@ -14,7 +14,7 @@ source scripts/deps.sh
 bf_install_pkgs "${BUILD_PKGS[@]}"
 
 build=${BUILD_DIR:-build}
-[ -d "$build" ] || meson setup "$build" -Dbuildtype=release
+[ -d "$build" ] || meson setup "$build"
 meson compile -C "$build" bifocal bifocald bifocal-worker
 
 sweep=${1:-configs/quickstart.yaml}
