@@ -4,6 +4,8 @@
 # core.  Benchmarks: add a section below for yours.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/deps.sh
+bf_install_pkgs "${BUILD_PKGS[@]}" "${BENCH_PKGS[@]}"
 dir=${BENCH_BUILD_DIR:-build-bench}
 [ -d "$dir" ] || meson setup "$dir" -Dbuildtype=release -Dtests=false
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
@@ -26,6 +28,9 @@ build bench_train && "$dir/bench/bench_train" "${torch_args[@]}"
 
 echo "== bench_store: 100k-job sweep submission, leasing, direct metric ingest"
 build bench_store && "$dir/bench/bench_store"
+
+echo "== bench_submit: a 100k-job sweep submitted through bifocald"
+build bifocald && build bench_submit && "$dir/bench/bench_submit"
 
 echo "== bench_ingest: 16 loopback workers streaming metrics into bifocald, vs Optuna"
 build bifocald && build bench_ingest && "$dir/bench/bench_ingest"
