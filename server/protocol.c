@@ -318,6 +318,14 @@ static void handle_metrics(bf_conn *c, json_t *msg, const json_t *id)
         reply_fenced(c, id, attempt);
         return;
     }
+    if (rc == BF_STORE_DB_FAILED) {
+        /* Not the records' fault (disk full, I/O): `store` makes the worker
+         * keep the batch and resend it; `bad_records` would make it drop
+         * metrics that were never wrong. */
+        reply_error(c, id, "store", &err,
+                    err.msg[0] ? err.msg : "metrics could not be stored");
+        return;
+    }
     if (rc != BF_STORE_OK) {
         reply_error(c, id, "bad_records", &err,
                     err.msg[0] ? err.msg : "metrics rejected");
@@ -641,13 +649,16 @@ void bf_protocol_handle(bf_conn *c, const char *line, size_t len)
 
 void bf_protocol_flush(bf_daemon *d)
 {
-    if (d->n_pending_acks == 0)
-        return;
+    /* Flushed even with no acks waiting, so that a batch lost without any
+     * (its own ingest failed) is reported now, not to a later pass whose
+     * acks it would turn into errors. */
     bf_error err;
     bf_error_clear(&err);
     int rc = bf_store_flush(d->store, &err);
     if (rc)
         bf_log_error("flush failed: %s", err.msg);
+    if (d->n_pending_acks == 0)
+        return;
     /* A send may close its connection (and unlink it): keep `next`, and
      * take each connection's acks out before sending them. */
     for (bf_conn *c = d->conns, *next; c; c = next) {

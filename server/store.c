@@ -60,19 +60,49 @@ int bf_store_exec(bf_store *s, sqlite3_stmt *st, bf_error *err)
 
 /* ---- transactions ------------------------------------------------------- */
 
-int bf_store_flush(bf_store *s, bf_error *err)
+void bf_store_batch_lost(bf_store *s)
+{
+    if (!s->batch_lost)
+        s->lost = s->last;
+    s->batch_lost = 1;
+}
+
+/* Ends the open metric batch, committed or (if COMMIT fails) rolled back
+ * and marked lost.  A failed COMMIT (disk full, I/O error) may or may not
+ * have rolled the transaction back itself.  Before, in_batch stayed set
+ * over a transaction SQLite had already rolled back, so every later begin
+ * or flush failed with "no transaction is active": one SQLITE_FULL wedged
+ * the daemon until it was restarted. */
+static int end_batch(bf_store *s, bf_error *err)
 {
     if (!s->in_batch)
         return 0;
-    if (bf_store_exec(s, bf_store_stmt(s, ST_COMMIT), err) < 0)
-        return -1;
     s->in_batch = 0;
-    return 0;
+    if (bf_store_exec(s, bf_store_stmt(s, ST_COMMIT), err) == 0)
+        return 0;
+    bf_store_batch_lost(s);
+    if (!sqlite3_get_autocommit(s->db))
+        bf_store_exec(s, bf_store_stmt(s, ST_ROLLBACK), NULL);
+    return -1;
+}
+
+/* Only this call reports (and forgets) a lost batch, so whatever call ended
+ * the batch, the daemon's flush that would send its acks sends errors. */
+int bf_store_flush(bf_store *s, bf_error *err)
+{
+    end_batch(s, NULL);
+    if (!s->batch_lost)
+        return 0;
+    s->batch_lost = 0;
+    if (err)
+        *err = s->lost;
+    s->last = s->lost;
+    return -1;
 }
 
 int bf_store_begin(bf_store *s, bf_error *err)
 {
-    if (bf_store_flush(s, err) < 0)
+    if (end_batch(s, err) < 0)
         return -1;
     return bf_store_exec(s, bf_store_stmt(s, ST_BEGIN), err);
 }
@@ -220,8 +250,7 @@ void bf_store_close(bf_store *s)
     if (!s)
         return;
     if (s->db) {
-        if (bf_store_flush(s, NULL) < 0)
-            bf_store_rollback(s);
+        bf_store_flush(s, NULL);
         for (int i = 0; i < ST_COUNT; i++)
             sqlite3_finalize(s->st[i]);
         sqlite3_close(s->db);

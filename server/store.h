@@ -28,7 +28,11 @@ enum {
     BF_STORE_OK = 0,
     BF_STORE_ERR = -1,
     BF_STORE_FENCED = -2,   /* attempt is no longer the live lease of its job */
-    BF_STORE_NOT_FOUND = -3
+    BF_STORE_NOT_FOUND = -3,
+    /* The database failed (disk full, I/O error), not the input: the same
+     * call may succeed later (bf_store_ingest; the daemon replies `store`,
+     * which workers retry, not `bad_records`, which they drop). */
+    BF_STORE_DB_FAILED = -4
 };
 
 /* Opens (creating if needed) the database, sets WAL, foreign keys and a busy
@@ -110,7 +114,12 @@ int bf_store_attempt_cancelled(bf_store *s, int64_t attempt_id);
 int bf_store_ingest(bf_store *s, int64_t attempt_id, const json_t *records,
                     int64_t now_ms, int *n_rows, bf_error *err);
 
-/* Commits the open batch transaction, if any. */
+/* Commits the open batch transaction, if any.  Fails (-1) when that commit
+ * fails, and also when a batch ingested since the last failed flush was
+ * lost otherwise (a failing ingest or an implicit flush by another call
+ * rolled it back): so a failed flush means "ack none of the batches since
+ * the previous flush"; they are rolled back or, if committed, re-sent
+ * batches are no-ops. */
 int bf_store_flush(bf_store *s, bf_error *err);
 
 /* ---- cancel / retry ------------------------------------------------------ */

@@ -138,6 +138,12 @@ struct bf_store {
     sqlite3 *db;
     char *path;
     int in_batch;          /* a metric batch transaction is open */
+    /* A batch was lost (its commit failed, or a failing statement rolled
+     * the whole batch transaction back) since the last bf_store_flush that
+     * reported an error: the next flush fails, so no ack waiting for it is
+     * sent; `lost` says why. */
+    int batch_lost;
+    bf_error lost;
     int64_t lease_seq;     /* last value given to sweeps.last_lease_seq */
     sqlite3_stmt *st[ST_COUNT];
     bf_error last;         /* why the last call without a bf_error failed */
@@ -154,6 +160,10 @@ int bf_store_fail(bf_store *s, bf_error *err, const char *what);
 int bf_store_begin(bf_store *s, bf_error *err);
 int bf_store_commit(bf_store *s, bf_error *err);
 void bf_store_rollback(bf_store *s);
+
+/* Marks the open metric batch as lost (why: s->last) so that the next
+ * bf_store_flush fails. */
+void bf_store_batch_lost(bf_store *s);
 
 /* Runs a statement that returns no rows (or whose rows are not needed).
  * Returns 0, or -1 with err set. */

@@ -197,24 +197,33 @@ int bf_store_ingest(bf_store *s, int64_t attempt_id, const json_t *records,
         return BF_STORE_ERR;
     if (!s->in_batch) {
         if (bf_store_exec(s, bf_store_stmt(s, ST_BEGIN), err) < 0)
-            return BF_STORE_ERR;
+            return BF_STORE_DB_FAILED;
         s->in_batch = 1;
     }
     int live = live_job(s, attempt_id, &w.job_id, err);
     if (live <= 0)
-        return live == 0 ? BF_STORE_FENCED : BF_STORE_ERR;
+        return live == 0 ? BF_STORE_FENCED : BF_STORE_DB_FAILED;
     /* A savepoint per call: a failure part-way (disk full) takes back this
      * batch only, not the others waiting in the same transaction. */
     if (bf_store_exec(s, bf_store_stmt(s, ST_SAVEPOINT), err) < 0)
-        return BF_STORE_ERR;
+        return BF_STORE_DB_FAILED;
     w.s = s;
     if (walk_records(&w, records) < 0) {
+        /* SQLITE_FULL / IOERR may have rolled back the whole batch
+         * transaction, taking other batches still waiting for their acks
+         * with it: then the flush must fail (so none is acked) and the next
+         * ingest must begin a new transaction. */
+        if (sqlite3_get_autocommit(s->db)) {
+            bf_store_batch_lost(s);
+            s->in_batch = 0;
+            return BF_STORE_DB_FAILED;
+        }
         bf_store_exec(s, bf_store_stmt(s, ST_ROLLBACK_TO), NULL);
         bf_store_exec(s, bf_store_stmt(s, ST_RELEASE), NULL);
-        return BF_STORE_ERR;
+        return BF_STORE_DB_FAILED;
     }
     if (bf_store_exec(s, bf_store_stmt(s, ST_RELEASE), err) < 0)
-        return BF_STORE_ERR;
+        return BF_STORE_DB_FAILED;
     if (n_rows)
         *n_rows = w.n_rows;
     return BF_STORE_OK;
