@@ -28,13 +28,20 @@ cleanup() {
 }
 trap cleanup EXIT
 
-one=$("${mpi[@]}" -np 1 "$bench" --steps "$steps")
-two=$("${mpi[@]}" -np 2 "$bench" --steps "$steps")
-echo "$one"
-echo "$two"
+# np=1 and np=2 alternate three times and the best of each counts, so that
+# a burst of load from elsewhere on a shared machine hits both sides alike.
 tps() { sed -n 's/.* \([0-9]*\) tokens\/s.*/\1/p' <<<"$1"; }
-awk -v a="$(tps "$one")" -v b="$(tps "$two")" \
-    'BEGIN { printf "np=2 / np=1 throughput: %.2fx (target >= 1.8x)\n", b / a }'
+best1=0 best2=0
+for _ in 1 2 3; do
+    one=$("${mpi[@]}" -np 1 "$bench" --steps "$steps")
+    two=$("${mpi[@]}" -np 2 "$bench" --steps "$steps")
+    echo "$one"
+    echo "$two"
+    [ "$(tps "$one")" -gt "$best1" ] && best1=$(tps "$one")
+    [ "$(tps "$two")" -gt "$best2" ] && best2=$(tps "$two")
+done
+awk -v a="$best1" -v b="$best2" \
+    'BEGIN { printf "np=2 / np=1 throughput (best of 3 each): %d / %d tokens/s = %.2fx (target >= 1.8x)\n", b, a, b / a }'
 
 "$dir/server/bifocald" --db "$tmp/bench.db" --listen 127.0.0.1:0 \
     --port-file "$tmp/port" --log-level warn 2>"$tmp/daemon.log" &
