@@ -38,31 +38,17 @@ static void cap_pages(bf_store *s, int extra, int on)
     assert_int_equal(sqlite3_exec(s->db, sql, NULL, NULL, NULL), SQLITE_OK);
 }
 
-typedef struct fixture {
-    char *dir, *path;
-    bf_store *s;
-    bf_lease l;
-} fixture;
+typedef bft_leased fixture;
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    f->dir = bft_tmpdir();
-    f->s = bft_open(f->dir, "faults.db", &f->path);
-    bft_submit(f->s, bft_sweep_small, 1, NULL);
-    assert_int_equal(bf_store_lease_next(f->s, "w", 10, 600000, &f->l, NULL), 1);
-    *state = f;
+    *state = bft_leased_open("faults.db", bft_sweep_small, 600000);
     return 0;
 }
 
 static int teardown(void **state)
 {
-    fixture *f = *state;
-    bf_lease_clear(&f->l);
-    bf_store_close(f->s);
-    bft_rmdir(f->dir);
-    free(f->path);
-    free(f);
+    bft_leased_close(*state);
     return 0;
 }
 

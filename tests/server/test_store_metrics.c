@@ -11,33 +11,19 @@
 #include "store_internal.h"
 #include "test_store_util.h"
 
-typedef struct fixture {
-    char *dir, *path;
-    bf_store *s;
-    bf_lease l;
-} fixture;
+typedef bft_leased fixture;
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    f->dir = bft_tmpdir();
-    f->s = bft_open(f->dir, "m.db", &f->path);
     /* One bifocal job: depth 4, eval_depths [4, 8], 4 heads of which 2 learn. */
-    bft_submit(f->s, "name: m\nbase: {rope: bifocal, depth: 4, eval_depths: [4, 8]}\n",
-               1, NULL);
-    assert_int_equal(bf_store_lease_next(f->s, "w", 10, 60000, &f->l, NULL), 1);
-    *state = f;
+    *state = bft_leased_open("m.db", "name: m\nbase: {rope: bifocal, depth: 4, "
+                             "eval_depths: [4, 8]}\n", 60000);
     return 0;
 }
 
 static int teardown(void **state)
 {
-    fixture *f = *state;
-    bf_lease_clear(&f->l);
-    bf_store_close(f->s);
-    bft_rmdir(f->dir);
-    free(f->path);
-    free(f);
+    bft_leased_close(*state);
     return 0;
 }
 

@@ -139,3 +139,24 @@ char *bft_run(const char *cmd, int *status)
     *status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
     return out;
 }
+
+bft_leased *bft_leased_open(const char *db_name, const char *yaml,
+                            int64_t lease_ms)
+{
+    bft_leased *f = calloc(1, sizeof *f);
+    f->dir = bft_tmpdir();
+    f->s = bft_open(f->dir, db_name, &f->path);
+    bft_submit(f->s, yaml, 1, NULL);
+    assert_int_equal(bf_store_lease_next(f->s, "w", 10, lease_ms, &f->l, NULL),
+                     1);
+    return f;
+}
+
+void bft_leased_close(bft_leased *f)
+{
+    bf_lease_clear(&f->l);
+    bf_store_close(f->s);
+    bft_rmdir(f->dir);
+    free(f->path);
+    free(f);
+}

@@ -33,6 +33,18 @@ char *bft_text(bf_store *s, const char *fmt, ...)
  * *status gets the exit status. */
 char *bft_run(const char *cmd, int *status);
 
+/* A store in a fresh directory with `yaml` submitted and its first job
+ * leased to worker "w" at time 10 for lease_ms: where the metric tests
+ * start.  bft_leased_close frees all of it. */
+typedef struct bft_leased {
+    char *dir, *path;
+    bf_store *s;
+    bf_lease l;
+} bft_leased;
+bft_leased *bft_leased_open(const char *db_name, const char *yaml,
+                            int64_t lease_ms);
+void bft_leased_close(bft_leased *f);
+
 /* A small valid sweep: 3 ropes x 2 depths x 2 seeds = 12 jobs. */
 extern const char *const bft_sweep_small;
 
