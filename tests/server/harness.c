@@ -203,6 +203,19 @@ json_t *bft_request(bf_wire_conn *c, json_t *msg)
     return reply;
 }
 
+int bft_serves_status(bft_daemon *d)
+{
+    bf_wire_conn c;
+    if (bft_connect(d, &c, "client", NULL) != 0)
+        return 0;
+    json_t *r = bft_request(&c, json_pack("{s:s}", "type", "status"));
+    int ok = r && strcmp(bf_wire_type(r), "status") == 0
+             && json_is_array(json_object_get(r, "sweeps"));
+    json_decref(r);
+    bf_wire_close(&c);
+    return ok;
+}
+
 int bft_send_raw(bf_wire_conn *c, const char *bytes, size_t n)
 {
     size_t off = 0;

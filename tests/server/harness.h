@@ -53,6 +53,9 @@ int bft_connect(bft_daemon *d, bf_wire_conn *c, const char *role,
                 const char *name);
 /* Sends msg (stolen) with an id and returns the reply (5 s timeout). */
 json_t *bft_request(bf_wire_conn *c, json_t *msg);
+/* Whether a fresh client connection still gets its status request answered
+ * (a status reply with a sweeps array): the daemon is up and serving. */
+int bft_serves_status(bft_daemon *d);
 /* Sends raw bytes. */
 int bft_send_raw(bf_wire_conn *c, const char *bytes, size_t n);
 

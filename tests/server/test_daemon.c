@@ -37,14 +37,7 @@ static const char *error_code(const json_t *m)
 /* A fresh client connection can still be served. */
 static void assert_serving(bft_daemon *d)
 {
-    bf_wire_conn c;
-    assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
-    json_t *r = bft_request(&c, json_pack("{s:s}", "type", "status"));
-    assert_non_null(r);
-    assert_string_equal(bf_wire_type(r), "status");
-    assert_true(json_is_array(json_object_get(r, "sweeps")));
-    json_decref(r);
-    bf_wire_close(&c);
+    assert_true(bft_serves_status(d));
 }
 
 /* Expects the next message to be an error with this code, then EOF. */
