@@ -5,8 +5,10 @@
  * G local worker groups (`mpirun -np N bifocal-worker --server ...`),
  * submits the sweep, follows it with a progress bar, prints the results
  * table, and stops everything it started.  The database stays behind for
- * `sqlite3` queries, and running it again on the same --db resumes any
- * unfinished sweeps there too (they are in the queue).
+ * `sqlite3` queries.  Run again on the same --db after an interruption, it
+ * follows the unfinished sweep of the same file instead of submitting it
+ * twice, so finished jobs stay done and running ones resume from their
+ * checkpoints.
  *
  * Children are libuv processes on a private loop that is run without
  * blocking between status polls, so their exits are noticed at once: a dead
@@ -395,12 +397,44 @@ static int prepare(bf_run *r, const bf_run_opts *o)
     return 0;
 }
 
-/* Submits, follows and reports the sweep on a running daemon and groups. */
+/* The unfinished sweep that an earlier, interrupted run of the same file
+ * left in this database (0: none), with its job count in *n_jobs.  Following
+ * it again, instead of submitting the file twice, lets an interrupted run
+ * pick up where it stopped: its finished jobs stay finished and its
+ * checkpoints are resumed. */
+static int64_t unfinished_sweep(bf_client *cl, const char *file, int *n_jobs)
+{
+    json_t *req = json_pack("{s:s}", "type", "status");
+    json_t *reply = bf_client_call(cl, req);
+    json_decref(req);
+    int64_t found = 0;
+    size_t i;
+    json_t *row;
+    json_array_foreach(json_object_get(reply, "sweeps"), i, row) {
+        const char *name = json_string_value(json_object_get(row, "filename"));
+        const char *status = json_string_value(json_object_get(row, "status"));
+        json_int_t open = json_integer_value(json_object_get(row, "queued"))
+                          + json_integer_value(json_object_get(row, "running"));
+        if (name && status && strcmp(name, file) == 0
+            && strcmp(status, "active") == 0 && open > 0) {
+            found = json_integer_value(json_object_get(row, "sweep_id"));
+            *n_jobs = (int)json_integer_value(json_object_get(row, "total"));
+        }
+    }
+    json_decref(reply);
+    return found;
+}
+
+/* Submits (or resumes), follows and reports the sweep on a running daemon
+ * and groups. */
 static int submit_and_follow(bf_run *r, bf_client *cl, const bf_run_opts *o)
 {
-    int64_t sweep;
     int n_jobs;
-    if (bf_client_submit(cl, o->sweep_file, &sweep, &n_jobs))
+    int64_t sweep = unfinished_sweep(cl, o->sweep_file, &n_jobs);
+    if (sweep > 0)
+        printf("resuming sweep %lld, left unfinished in %s by an earlier run "
+               "of %s\n", (long long)sweep, o->db, o->sweep_file);
+    else if (bf_client_submit(cl, o->sweep_file, &sweep, &n_jobs))
         return 1;
     printf("sweep %lld: %d jobs on %d worker group(s) x %d rank(s); "
            "database %s\n", (long long)sweep, n_jobs, o->groups, o->ranks,
