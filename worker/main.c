@@ -32,6 +32,8 @@ static const char usage_text[] =
     "usage: bifocal-worker [train] --job FILE [--checkpoint-dir DIR] "
     "[--resume]\n"
     "       bifocal-worker eval --checkpoint FILE --input FILE\n"
+    "       mpirun -np N bifocal-worker --server HOST:PORT --token-file F "
+    "[...]\n"
     "\n"
     "train (default)   train one job standalone; prints one JSON record per\n"
     "                  line on stdout (train, eval, freq, checkpoint, done)\n"
@@ -43,7 +45,10 @@ static const char usage_text[] =
     "                  {\"input\": [ids], \"target\": [ids or -1]}\n"
     "  --checkpoint FILE     a checkpoint written by train\n"
     "  --input FILE          JSON lines to score\n"
-    "  -h, --help            this text\n";
+    "  -h, --help            this text\n"
+    "--server          a worker group driven by the coordinator (under\n"
+    "                  mpirun): `bifocal-worker --server X --help` lists its\n"
+    "                  options; docs/cluster.md explains them\n";
 
 __attribute__((format(printf, 1, 2)))
 static int usage_error(const char *fmt, ...)
