@@ -257,8 +257,13 @@ static void send_request_job(bf_link *l)
 }
 
 /* Sends everything that is due on this connection, in outbox order.  The
- * final report waits until it is the oldest message left, i.e. until every
- * message before it was acknowledged. */
+ * final report and a checkpoint report wait until they are the oldest
+ * message left, i.e. until every message before them was acknowledged.
+ * Ordering alone is not enough for the checkpoint: a metrics batch can fail
+ * at ingest (`store` error, kept for a resend) while the checkpoint
+ * pipelined behind it commits; the next attempt would then resume past
+ * records that were never stored, lost for good if we die before the
+ * resend.  Later messages wait behind it (one round trip per checkpoint). */
 static void pump(bf_link *l)
 {
     if (!l->online)
@@ -268,7 +273,9 @@ static void pump(bf_link *l)
     for (entry *e = l->head; e && l->online; e = e->next) {
         if (e->sent)
             continue;
-        if (l->hold_resends || (e->kind == ENTRY_FINISH && e != l->head))
+        if (l->hold_resends ||
+            ((e->kind == ENTRY_FINISH || e->kind == ENTRY_CHECKPOINT) &&
+             e != l->head))
             break;
         e->sent = 1;
         if (e->writes++ > 0)

@@ -82,7 +82,8 @@ void bf_link_begin_attempt(bf_link *l, int64_t attempt_id, int lease_seconds);
 /* Queues one trainer record (the link takes a reference: the caller must
  * not change the record afterwards): train/eval/freq records go
  * into metrics batches, a {"type":"checkpoint","step","path"} record becomes
- * a `checkpoint` message sent after the metrics queued before it, and the
+ * a `checkpoint` message sent once the metrics queued before it were
+ * acknowledged, and the
  * "done" record is dropped (bf_link_finish_attempt reports the end).  Never
  * waits for the network.  Dropped when no attempt is live or it is fenced. */
 void bf_link_emit(bf_link *l, const json_t *record);

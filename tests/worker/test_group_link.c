@@ -244,6 +244,9 @@ static void test_resend_after_reconnect(void **state)
     assert_int_equal(json_array_size(recs), 1);
     assert_int_equal(json_integer_value(json_object_get(
         json_array_get(recs, 0), "step")), 4);
+    /* The checkpoint waits for the ack of the metrics before it. */
+    assert_null(fake_recv(&f, 300));
+    fake_send(&f, ack_for(m2));
     json_t *ck = fake_expect(&f, "checkpoint");
     assert_string_equal(json_string_value(json_object_get(ck, "path")),
                         "/ck/4");
@@ -251,8 +254,6 @@ static void test_resend_after_reconnect(void **state)
     /* Nothing acknowledged yet: no job_done may come. */
     assert_null(fake_recv(&f, 300));
     fake_send(&f, ack_for(ck));
-    assert_null(fake_recv(&f, 150));
-    fake_send(&f, ack_for(m2));
     json_t *done = fake_expect(&f, "job_done");
     assert_int_equal(json_integer_value(json_object_get(done, "attempt_id")),
                      77);
@@ -308,6 +309,48 @@ static void test_cancel_then_fenced(void **state)
     assert_int_equal(bf_link_finish_attempt(l, NULL, 1000, &err),
                      BF_LINK_FENCED);
     assert_null(fake_recv(&f, 300));  /* no metrics, no job_done */
+    bf_link_stop(l);
+    fake_close(&f);
+}
+
+/* A checkpoint is reported only once every metrics message before it was
+ * acknowledged: if the coordinator fails to store a batch (`store` error at
+ * ingest) but records the checkpoint pipelined right behind it, the next
+ * attempt would resume past records that were never stored, and a worker
+ * that died before its resend would lose them for good. */
+static void test_checkpoint_waits_for_metrics_ack(void **state)
+{
+    (void)state;
+    fake f;
+    fake_listen(&f);
+    bf_link *l = start_link(&f);
+    fake_accept_hello(&f);
+    bf_link_begin_attempt(l, 31, 30);
+    emit_train(l, 1);
+    emit_json(l, "{\"type\":\"checkpoint\",\"step\":1,\"path\":\"/ck/1\"}");
+    json_t *m = fake_expect(&f, "metrics");
+    /* Not acknowledged yet: the checkpoint must not be on its way. */
+    assert_null(fake_recv(&f, 300));
+    json_t *e = bf_wire_error("store", json_object_get(m, "id"), NULL,
+                              "disk full");
+    json_object_set_new(e, "attempt_id", json_integer(31));
+    fake_send(&f, e);
+    json_t *again = fake_expect(&f, "metrics");   /* kept and resent */
+    assert_true(json_equal(m, again));
+    assert_null(fake_recv(&f, 150));
+    fake_send(&f, ack_for(again));
+    json_t *ck = fake_expect(&f, "checkpoint");
+    fake_send(&f, ack_for(ck));
+    finisher fin;
+    finish_async(&fin, l, NULL);
+    json_t *done = fake_expect(&f, "job_done");
+    fake_send(&f, ack_for(done));
+    pthread_join(fin.thread, NULL);
+    assert_int_equal(fin.result, BF_LINK_OK);
+    json_decref(m);
+    json_decref(again);
+    json_decref(ck);
+    json_decref(done);
     bf_link_stop(l);
     fake_close(&f);
 }
@@ -408,6 +451,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resend_after_reconnect),
         cmocka_unit_test(test_cancel_then_fenced),
+        cmocka_unit_test(test_checkpoint_waits_for_metrics_ack),
         cmocka_unit_test(test_request_job),
         cmocka_unit_test(test_hello_refused),
     };
