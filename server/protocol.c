@@ -129,6 +129,29 @@ static void reply_store_error(bf_conn *c, const json_t *id, const char *what)
     reply_error(c, id, "store", NULL, text);
 }
 
+/* Checks, before any store call on attempt_id, that c's worker may act for
+ * it; otherwise replies (fenced, or store) and returns -1.  An attempt this
+ * connection holds was leased or re-claimed by this worker already.  Any
+ * other must have been leased to a worker of the same name: attempt ids are
+ * small integers that a fresh database hands out again, so a worker that
+ * outlived its daemon and reconnected to one on a new database (the token
+ * file stays when bifocal.db is deleted) used to heartbeat "its" attempt id
+ * and take over another worker's live attempt, putting one job on two live
+ * workers and mixing their metrics. */
+static int check_owner(bf_conn *c, const json_t *id, int64_t attempt_id)
+{
+    if (bf_conn_find_held(c, attempt_id))
+        return 0;
+    int owned = bf_store_attempt_owned_by(c->d->store, attempt_id, c->name);
+    if (owned == 1)
+        return 0;
+    if (owned < 0)
+        reply_store_error(c, id, "looking up the attempt");
+    else
+        reply_fenced(c, id, attempt_id);
+    return -1;
+}
+
 /* Adds "cancel": true to a worker's reply when its job is being cancelled. */
 static void mark_cancel(bf_daemon *d, json_t *reply, int64_t attempt_id)
 {
@@ -273,7 +296,8 @@ static int renew(bf_conn *c, int64_t attempt_id, int64_t now)
 static void handle_heartbeat(bf_conn *c, json_t *msg, const json_t *id)
 {
     int64_t attempt = 0;
-    if (int_field(c, msg, id, "attempt_id", 0, &attempt))
+    if (int_field(c, msg, id, "attempt_id", 0, &attempt)
+        || check_owner(c, id, attempt))
         return;
     int64_t now = bf_daemon_now_ms();
     int rc = renew(c, attempt, now);
@@ -299,7 +323,8 @@ static void handle_metrics(bf_conn *c, json_t *msg, const json_t *id)
     bf_daemon *d = c->d;
     int64_t attempt = 0, seq = 0;
     if (int_field(c, msg, id, "attempt_id", 0, &attempt)
-        || int_field(c, msg, id, "seq", 1, &seq))
+        || int_field(c, msg, id, "seq", 1, &seq)
+        || check_owner(c, id, attempt))
         return;
     json_t *records = json_object_get(msg, "records");
     if (!json_is_array(records)) {
@@ -350,7 +375,8 @@ static void handle_checkpoint(bf_conn *c, json_t *msg, const json_t *id)
     const char *path = NULL;
     if (int_field(c, msg, id, "attempt_id", 0, &attempt)
         || str_field(c, msg, id, "path", 0, &path)
-        || int_field(c, msg, id, "step", 0, &step))
+        || int_field(c, msg, id, "step", 0, &step)
+        || check_owner(c, id, attempt))
         return;
     int64_t now = bf_daemon_now_ms();
     int rc = bf_store_record_checkpoint(c->d->store, attempt, path, step, now);
@@ -380,7 +406,8 @@ static void finish(bf_conn *c, json_t *msg, const json_t *id, int succeeded)
     int64_t attempt = 0;
     const char *error_text = "failed";
     if (int_field(c, msg, id, "attempt_id", 0, &attempt)
-        || (!succeeded && str_field(c, msg, id, "error", 1, &error_text)))
+        || (!succeeded && str_field(c, msg, id, "error", 1, &error_text))
+        || check_owner(c, id, attempt))
         return;
     int64_t now = bf_daemon_now_ms();
     int cancelled = !succeeded

@@ -97,6 +97,12 @@ int bf_store_record_checkpoint(bf_store *s, int64_t attempt_id,
 
 /* Is the job of this attempt being cancelled? 1 yes, 0 no, <0 fenced/error. */
 int bf_store_attempt_cancelled(bf_store *s, int64_t attempt_id);
+/* Whether the live attempt was leased to `worker`: 1 yes, 0 no (another
+ * worker's, or not live), -1 on error.  Attempt ids are small integers
+ * that a fresh database hands out again, so an id alone does not prove that
+ * a worker owns the attempt it names. */
+int bf_store_attempt_owned_by(bf_store *s, int64_t attempt_id,
+                              const char *worker);
 
 /* ---- metrics ------------------------------------------------------------- */
 

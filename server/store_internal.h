@@ -73,6 +73,9 @@ extern const int bf_schema_n_migrations;
       " s.max_attempts FROM attempts a JOIN jobs j ON j.job_id = a.job_id"     \
       " JOIN sweeps s ON s.sweep_id = j.sweep_id"                              \
       " WHERE a.attempt_id = ?1 AND a.outcome = 'running'")                    \
+    X(ST_ATTEMPT_OWNER,                                                        \
+      "SELECT worker = ?2 FROM attempts"                                       \
+      " WHERE attempt_id = ?1 AND outcome = 'running'")                        \
     X(ST_ATTEMPT_RENEW,                                                        \
       "UPDATE attempts SET lease_expires_ms = ?2"                              \
       " WHERE attempt_id = ?1 AND outcome = 'running'")                        \

@@ -255,6 +255,20 @@ int bf_store_attempt_cancelled(bf_store *s, int64_t attempt_id)
     return a.cancel_requested;
 }
 
+int bf_store_attempt_owned_by(bf_store *s, int64_t attempt_id,
+                              const char *worker)
+{
+    sqlite3_stmt *st = bf_store_stmt(s, ST_ATTEMPT_OWNER);
+    sqlite3_bind_int64(st, 1, attempt_id);
+    sqlite3_bind_text(st, 2, worker, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    int owned = rc == SQLITE_ROW && sqlite3_column_int(st, 0) == 1;
+    sqlite3_reset(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return bf_store_fail(s, NULL, "looking up the attempt's worker");
+    return owned;
+}
+
 int bf_store_expire_leases(bf_store *s, int64_t now_ms, int *n_expired)
 {
     if (n_expired)

@@ -436,6 +436,44 @@ static void test_cancel_reaches_reconnected_worker(void **state)
     bft_worker_close(&old);
 }
 
+/* An attempt id names a lease only together with the worker it was leased
+ * to: another worker quoting it (one that outlived its daemon and came back
+ * to a fresh database, where ids start at 1 again) is fenced and changes
+ * nothing, so one job never runs on two live workers. */
+static void test_attempt_of_another_worker_is_fenced(void **state)
+{
+    bft_daemon *d = *state;
+    assert_true(bft_submit(d, "one.yaml", "name: one\n", NULL, NULL) > 0);
+    bft_worker owner, other;
+    assert_int_equal(bft_worker_connect(&owner, d, "owner"), 0);
+    assert_int_equal(bft_worker_connect(&other, d, "other"), 0);
+    int64_t attempt = bft_worker_lease(&owner, NULL);
+    assert_true(attempt > 0);
+
+    json_t *r = bft_worker_heartbeat(&other, attempt);
+    assert_string_equal(error_code(r), "fenced");
+    json_decref(r);
+    r = bft_worker_metrics(&other, attempt, 1, bft_train_records(0, 3));
+    assert_string_equal(error_code(r), "fenced");
+    json_decref(r);
+    r = bft_worker_done(&other, attempt);
+    assert_string_equal(error_code(r), "fenced");
+    json_decref(r);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM metrics"), 0);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs"
+                                    " WHERE status = 'running'"), 1);
+
+    /* The owner's lease is untouched and still its own. */
+    r = bft_worker_heartbeat(&owner, attempt);
+    assert_string_equal(bf_wire_type(r), "ack");
+    json_decref(r);
+    r = bft_worker_done(&owner, attempt);
+    assert_string_equal(bf_wire_type(r), "ack");
+    json_decref(r);
+    bft_worker_close(&other);
+    bft_worker_close(&owner);
+}
+
 /* The sqlite3 CLI reads while the daemon ingests, and never sees a locked
  * database or a count going backwards. */
 static void test_sqlite_reads_during_ingest(void **state)
@@ -495,6 +533,7 @@ int main(void)
         BFT_DAEMON_TEST(test_cancel),
         BFT_DAEMON_TEST(test_cancel_reaches_reconnected_worker),
         BFT_DAEMON_TEST(test_sqlite_reads_during_ingest),
+        BFT_DAEMON_TEST(test_attempt_of_another_worker_is_fenced),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
