@@ -1,6 +1,7 @@
 /* protocol: what each message means.  One handler per message type; each
  * validates its fields, calls the store, and replies.  docs/protocol.md is
  * the reference for every message handled here. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -214,11 +215,21 @@ static void handle_hello(bf_conn *c, json_t *msg, const json_t *id)
             bf_conn_fail(c, NULL);
             return;
         }
-        if (!name[0] || ranks < 1) {
+        /* The name is kept in c->name and recorded with every lease and
+         * on disconnect: one longer than that buffer used to be cut short
+         * there, so the workers row of the full name stayed connected
+         * forever and a second row appeared.  ranks is kept as an int: 2^32
+         * used to wrap to 0. */
+        int name_ok = name[0] && strlen(name) < sizeof c->name;
+        if (!name_ok || ranks < 1 || ranks > INT_MAX) {
             json_decref(reply);
             bf_error e;
-            bf_error_set(&e, NULL, 0, name[0] ? "ranks" : "name",
-                         "must be %s", name[0] ? ">= 1" : "non-empty");
+            if (!name_ok)
+                bf_error_set(&e, NULL, 0, "name", "must be non-empty and at "
+                             "most %zu bytes", sizeof c->name - 1);
+            else
+                bf_error_set(&e, NULL, 0, "ranks", "must be in 1 .. %d",
+                             INT_MAX);
             bf_conn_fail(c, bf_wire_error("bad_message", id, &e, "hello: %s",
                                           e.msg));
             return;

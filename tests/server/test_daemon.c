@@ -436,6 +436,33 @@ static void test_cancel_reaches_reconnected_worker(void **state)
     bft_worker_close(&old);
 }
 
+/* A worker hello whose name or ranks the daemon could not keep as given
+ * is refused rather than silently cut short or wrapped. */
+static void test_hello_limits(void **state)
+{
+    bft_daemon *d = *state;
+    bf_wire_conn c;
+    char name[201];
+    memset(name, 'n', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    assert_int_equal(bft_connect(d, &c, NULL, NULL), 0);
+    send_msg(&c, json_pack("{s:s, s:i, s:s, s:s, s:s}", "type", "hello",
+                           "version", BF_WIRE_VERSION, "token", d->token,
+                           "role", "worker", "name", name));
+    assert_refused(&c, "bad_message");
+    bf_wire_close(&c);
+
+    assert_int_equal(bft_connect(d, &c, NULL, NULL), 0);
+    send_msg(&c, json_pack("{s:s, s:i, s:s, s:s, s:s, s:I}", "type", "hello",
+                           "version", BF_WIRE_VERSION, "token", d->token,
+                           "role", "worker", "name", "w", "ranks",
+                           (json_int_t)1 << 32));
+    assert_refused(&c, "bad_message");
+    bf_wire_close(&c);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM workers"), 0);
+    assert_serving(d);
+}
+
 /* An attempt id names a lease only together with the worker it was leased
  * to: another worker quoting it (one that outlived its daemon and came back
  * to a fresh database, where ids start at 1 again) is fenced and changes
@@ -534,6 +561,7 @@ int main(void)
         BFT_DAEMON_TEST(test_cancel_reaches_reconnected_worker),
         BFT_DAEMON_TEST(test_sqlite_reads_during_ingest),
         BFT_DAEMON_TEST(test_attempt_of_another_worker_is_fenced),
+        BFT_DAEMON_TEST(test_hello_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
