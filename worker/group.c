@@ -63,9 +63,13 @@ static bf_link *signal_link;
 
 static void on_stop_signal(int sig)
 {
+    /* bf_link_wake write()s: keep the interrupted code's errno (e.g.
+     * make_dir's EEXIST check, a strerror after a failed write). */
+    int saved_errno = errno;
     stop_signal = sig;
     if (signal_link)
         bf_link_wake(signal_link);
+    errno = saved_errno;
 }
 
 void bf_group_catch_signals(bf_link *link)
