@@ -722,7 +722,15 @@ void bf_protocol_flush(bf_daemon *d)
 
 void bf_protocol_closed(bf_conn *c)
 {
-    if (c->role == BF_ROLE_WORKER)
-        bf_store_worker_seen(c->d->store, c->name, c->host, c->ranks, 0,
+    if (c->role != BF_ROLE_WORKER)
+        return;
+    /* A worker that reconnected leaves its old connection behind, and that
+     * one may be noticed dead only after the new hello: it must not mark
+     * the worker disconnected while a connection of the same name is open
+     * (c is already unlinked from d->conns). */
+    for (bf_conn *o = c->d->conns; o; o = o->next)
+        if (o->role == BF_ROLE_WORKER && strcmp(o->name, c->name) == 0)
+            return;
+    bf_store_worker_seen(c->d->store, c->name, c->host, c->ranks, 0,
                              bf_daemon_now_ms());
 }

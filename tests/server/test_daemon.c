@@ -436,6 +436,26 @@ static void test_cancel_reaches_reconnected_worker(void **state)
     bft_worker_close(&old);
 }
 
+/* A worker's old connection closing after it reconnected leaves the
+ * worker connected; the last one closing marks it disconnected. */
+static void test_worker_connected_across_reconnect(void **state)
+{
+    bft_daemon *d = *state;
+    bft_worker old, renewed;
+    assert_int_equal(bft_worker_connect(&old, d, "w"), 0);
+    assert_int_equal(bft_worker_connect(&renewed, d, "w"), 0);
+    bft_worker_close(&old);
+    assert_serving(d);  /* the close has been handled by now */
+    assert_int_equal(bft_sql_int(d, "SELECT connected FROM workers"
+                                    " WHERE name = 'w'"), 1);
+    bft_worker_close(&renewed);
+    for (int i = 0; i < 100 && bft_sql_int(d, "SELECT connected FROM workers"
+                                              " WHERE name = 'w'") != 0; i++)
+        bft_sleep_ms(20);
+    assert_int_equal(bft_sql_int(d, "SELECT connected FROM workers"
+                                    " WHERE name = 'w'"), 0);
+}
+
 /* A worker hello whose name or ranks the daemon could not keep as given
  * is refused rather than silently cut short or wrapped. */
 static void test_hello_limits(void **state)
@@ -562,6 +582,7 @@ int main(void)
         BFT_DAEMON_TEST(test_sqlite_reads_during_ingest),
         BFT_DAEMON_TEST(test_attempt_of_another_worker_is_fenced),
         BFT_DAEMON_TEST(test_hello_limits),
+        BFT_DAEMON_TEST(test_worker_connected_across_reconnect),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
