@@ -233,12 +233,14 @@ static int start_daemon(bf_run *r, const bf_run_opts *o)
             return 0;
         }
         uv_run(&r->loop, UV_RUN_NOWAIT);
-        if (!r->daemon.running)
+        if (!r->daemon.running || interrupted)
             break;
         sleep_ms(50);
     }
     char why[128];
-    if (r->daemon.running)
+    if (interrupted)
+        snprintf(why, sizeof why, "interrupted while bifocald was starting");
+    else if (r->daemon.running)
         snprintf(why, sizeof why, "bifocald did not start listening");
     else
         describe_exit(&r->daemon, why, sizeof why);
@@ -475,8 +477,11 @@ int bf_client_cmd_run(bf_client *cl, int argc, char **argv)
     if (prepare(&r, &o))
         goto out;
     bf_catch_stop_signals(on_interrupt);
+    /* A daemon that did not start listening in time (or was interrupted
+     * while starting) may still be running: it used to be left behind, as
+     * `out` only closes the handles.  `stop` stops whatever is running. */
     if (start_daemon(&r, &o))
-        goto out;
+        goto stop;
     r.groups = calloc((size_t)o.groups, sizeof *r.groups);
     int share_cores = o.groups > 1 || o.ranks > (int)sysconf(_SC_NPROCESSORS_ONLN);
     for (int i = 0; i < o.groups; i++, r.n_groups++)

@@ -90,4 +90,21 @@ expect "every job of the resumed sweep succeeded" \
 # which may lie off the log_every schedule.)
 expect "every scheduled loss stored across both runs" \
     "SELECT count(*) FROM metrics WHERE key = 'loss' AND step % 5 = 0" $((3 * 1500 / 5))
+# A daemon that never starts listening, interrupted while bifocal run waits
+# for it: the run ends at once (130) and stops the daemon it started,
+# instead of waiting out the start-up timeout and leaving it running.
+printf '#!/bin/sh\necho $$ > "%s"\nexec sleep 600\n' "$dir/hang.pid" > "$dir/hang.sh"
+chmod +x "$dir/hang.sh"
+BIFOCALD="$dir/hang.sh" "$BIFOCAL" run "$dir/sweep.yaml" --db "$dir/h.db" \
+    > "$dir/outh" 2>&1 &
+run=$!
+for _ in $(seq 100); do [ -s "$dir/hang.pid" ] && break; sleep 0.05; done
+[ -s "$dir/hang.pid" ] || fail "bifocal run did not start the fake daemon"
+kill -INT "$run"
+rc=0; SECONDS=0; wait "$run" || rc=$?
+[ "$rc" = 130 ] || { cat "$dir/outh" >&2; fail "run interrupted while its daemon started exited $rc, expected 130"; }
+[ "$SECONDS" -lt 5 ] || fail "run took ${SECONDS}s to notice the interruption"
+hang=$(cat "$dir/hang.pid")
+if kill -0 "$hang" 2> /dev/null; then kill -9 "$hang"; fail "a daemon that never listened was left running"; fi
+
 echo "bifocal run end to end: ok"
