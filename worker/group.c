@@ -132,6 +132,22 @@ static int agree_on_setup(MPI_Comm comm, int rank, int nranks, int ok,
     return -1;
 }
 
+/* Every rank reads the resume checkpoint (from the shared file system on a
+ * cluster).  If one of them cannot, all start over, as docs/cluster.md
+ * promises, instead of failing every attempt of the job in set-up. */
+static const char *agree_on_resume(MPI_Comm comm, int rank,
+                                   const char *resume_path)
+{
+    int readable = !resume_path || access(resume_path, R_OK) == 0;
+    MPI_Allreduce(MPI_IN_PLACE, &readable, 1, MPI_INT, MPI_MIN, comm);
+    if (readable)
+        return resume_path;
+    if (rank == 0)
+        bf_log_warn("checkpoint %s is not readable on every rank: starting "
+                    "the job over", resume_path);
+    return NULL;
+}
+
 int bf_group_train(MPI_Comm comm, const bf_job_config *cfg,
                    const char *checkpoint_dir, const char *resume_path,
                    bf_link *link, bf_train_summary *summary, bf_error *err)
@@ -139,6 +155,7 @@ int bf_group_train(MPI_Comm comm, const bf_job_config *cfg,
     int rank, nranks;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &nranks);
+    resume_path = agree_on_resume(comm, rank, resume_path);
     hooks_ctx h = { .comm = comm,
                     .link = rank == 0 ? link : NULL };
     bf_trainer_opts opts = {
@@ -146,7 +163,7 @@ int bf_group_train(MPI_Comm comm, const bf_job_config *cfg,
         .resume_path = resume_path,
         .hooks = { .ctx = &h, .emit = emit_to_link,
                    .should_stop = should_stop,
-                   /* One rank has nothing to sum: skip the copies. */
+                   /* One rank has nothing to sum. */
                    .allreduce_sum = nranks > 1 ? allreduce_sum : NULL },
     };
     bf_error local;

@@ -15,6 +15,8 @@
 #define DEFAULT_BACKOFF_MAX_MS 5000
 #define DEFAULT_RETRY_MS 1000
 #define MIN_HEARTBEAT_MS 100
+#define MAX_RETRY_MS 60000           /* longest no_job wait honoured */
+#define MAX_LEASE_SECONDS (7 * 24 * 3600)   /* bifocald allows no longer */
 /* How long an unlimited final report may still take once interrupted. */
 #define INTERRUPT_GRACE_MS 3000
 /* TCP keep-alive notices a coordinator host that vanished without a reset
@@ -89,6 +91,7 @@ struct bf_link {
     int lease_seconds;
     int64_t seq;              /* last metrics seq of the attempt */
     int cancelled, fenced;
+    int64_t early_cancel;     /* a cancel push for an attempt not begun yet */
     int finish_result;        /* FINISH_NONE, FINISH_WAITING or BF_LINK_* */
     char finish_error[sizeof(((bf_error *)0)->msg)];
     req_state req;
@@ -391,10 +394,14 @@ static void handle_frame(bf_link *l, const json_t *msg)
     int current = attempt != 0 && attempt == l->attempt_id;
     const char *code = json_string_value(json_object_get(msg, "code"));
 
-    /* A cancel push, or "cancel": true on any reply about our attempt. */
+    /* A cancel push, or "cancel": true on any reply about our attempt.  A
+     * push can also overtake the start of the attempt it names (it may
+     * follow the job reply at once): it is kept for bf_link_begin_attempt. */
     if (current && (strcmp(type, "cancel") == 0 ||
                     json_is_true(json_object_get(msg, "cancel"))))
         mark_cancelled(l);
+    else if (attempt != 0 && strcmp(type, "cancel") == 0)
+        l->early_cancel = attempt;
     if (current && strcmp(type, "error") == 0 && code &&
         strcmp(code, "fenced") == 0)
         fence(l);
@@ -696,8 +703,11 @@ int bf_link_request_job(bf_link *l, json_t **job, int *retry_ms,
     }
     if (strcmp(type, "no_job") == 0) {
         json_t *r = json_object_get(reply, "retry_ms");
+        /* Bounded: a daemon's word must not put the group to sleep for
+         * days (or, past INT_MAX, forever). */
         if (json_is_integer(r) && json_integer_value(r) > 0)
-            *retry_ms = (int)json_integer_value(r);
+            *retry_ms = json_integer_value(r) < MAX_RETRY_MS
+                        ? (int)json_integer_value(r) : MAX_RETRY_MS;
     } else {
         bf_log_warn("link: request_job answered with '%s': %s", type,
                     error_text(reply));
@@ -722,9 +732,13 @@ void bf_link_begin_attempt(bf_link *l, int64_t attempt_id, int lease_seconds)
 {
     pthread_mutex_lock(&l->mu);
     l->attempt_id = attempt_id;
-    l->lease_seconds = lease_seconds > 0 ? lease_seconds : 30;
+    /* Heartbeats every lease/3 ms must fit an int. */
+    l->lease_seconds = lease_seconds <= 0 ? 30
+                     : lease_seconds > MAX_LEASE_SECONDS ? MAX_LEASE_SECONDS
+                     : lease_seconds;
     l->seq = 0;
-    l->cancelled = l->fenced = 0;
+    l->cancelled = attempt_id == l->early_cancel;
+    l->fenced = 0;
     l->finish_result = FINISH_NONE;
     json_array_clear(l->pending);
     bf_link_wake(l);

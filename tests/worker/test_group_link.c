@@ -420,6 +420,37 @@ static void test_request_job(void **state)
     fake_close(&f);
 }
 
+/* A cancel push can overtake the job it cancels: the daemon sends it as
+ * soon as a user cancels, which may be right after the job reply and
+ * before the group began the attempt.  It must still stop that attempt
+ * (and no other). */
+static void test_cancel_before_attempt_begins(void **state)
+{
+    (void)state;
+    fake f;
+    fake_listen(&f);
+    bf_link *l = start_link(&f);
+    fake_accept_hello(&f);
+    struct req r = { .l = l };
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, request_main, &r), 0);
+    json_t *q = fake_expect(&f, "request_job");
+    fake_send(&f, json_pack("{s:s, s:i}", "type", "cancel", "attempt_id", 7));
+    fake_send(&f, json_pack("{s:s, s:O, s:i, s:i, s:{s:i}}", "type", "job",
+                            "id", json_object_get(q, "id"), "job_id", 3,
+                            "attempt_id", 7, "config", "steps", 10));
+    json_decref(q);
+    pthread_join(th, NULL);
+    assert_int_equal(r.rc, 1);
+    json_decref(r.job);
+    bf_link_begin_attempt(l, 7, 30);
+    assert_int_equal(bf_link_attempt_state(l), BF_LINK_CANCELLED);
+    bf_link_begin_attempt(l, 8, 30);
+    assert_int_equal(bf_link_attempt_state(l), BF_LINK_OK);
+    bf_link_stop(l);
+    fake_close(&f);
+}
+
 /* A refused hello (wrong token) is final: calls fail with the reason and
  * the link does not hammer the coordinator with reconnects. */
 static void test_hello_refused(void **state)
@@ -451,6 +482,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resend_after_reconnect),
         cmocka_unit_test(test_cancel_then_fenced),
+        cmocka_unit_test(test_cancel_before_attempt_begins),
         cmocka_unit_test(test_checkpoint_waits_for_metrics_ack),
         cmocka_unit_test(test_request_job),
         cmocka_unit_test(test_hello_refused),
