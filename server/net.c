@@ -190,7 +190,7 @@ static void on_connection(uv_stream_t *server, int status)
     c->d = d;
     c->serial = ++d->next_serial;
     c->pending_acks = json_array();
-    bf_frame_reader_init(&c->rd, d->max_frame);
+    bf_frame_reader_init(&c->rd, BF_WIRE_HELLO_MAX_FRAME);
     uv_tcp_init(d->loop, &c->tcp);
     if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
         uv_close((uv_handle_t *)&c->tcp, on_closed);

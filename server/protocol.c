@@ -248,6 +248,7 @@ static void handle_hello(bf_conn *c, json_t *msg, const json_t *id)
                                       e.msg));
         return;
     }
+    c->rd.max_frame = d->max_frame;   /* no longer a stranger */
     LOGC(BF_LOG_INFO, c, "hello role=%s ranks=%d", role, c->ranks);
     bf_conn_send(c, reply);
 }

@@ -177,6 +177,35 @@ static void test_oversized_frame_closes(void **state)
     assert_serving(d);
 }
 
+/* Before its hello a peer may send only small frames: 100 KiB is refused
+ * there, while the same size after a hello is an ordinary message. */
+static void test_stranger_frame_limit(void **state)
+{
+    bft_daemon *d = *state;
+    size_t n = 100 << 10;
+    char *big = malloc(n + 64);
+    int len = snprintf(big, 64, "{\"type\":\"status\",\"pad\":\"");
+    memset(big + len, 'a', n);
+    memcpy(big + len + n, "\"}\n", 4);
+    size_t frame = (size_t)len + n + 3;
+
+    bf_wire_conn c;
+    assert_int_equal(bft_connect(d, &c, NULL, NULL), 0);
+    bft_send_raw(&c, big, frame);
+    assert_refused(&c, "too_large");
+    bf_wire_close(&c);
+
+    assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
+    assert_int_equal(bft_send_raw(&c, big, frame), 0);
+    bf_error err;
+    json_t *r = bf_wire_recv(&c, 5000, &err);
+    assert_non_null(r);
+    assert_string_equal(bf_wire_type(r), "status");
+    json_decref(r);
+    bf_wire_close(&c);
+    free(big);
+}
+
 static void test_submit_and_reject(void **state)
 {
     bft_daemon *d = *state;
@@ -571,6 +600,7 @@ int main(void)
         BFT_DAEMON_TEST(test_auth_refusals),
         BFT_DAEMON_TEST(test_bad_messages_get_errors),
         BFT_DAEMON_TEST(test_oversized_frame_closes),
+        BFT_DAEMON_TEST(test_stranger_frame_limit),
         BFT_DAEMON_TEST(test_submit_and_reject),
         BFT_DAEMON_TEST(test_leasing_order),
         cmocka_unit_test_setup_teardown(test_lease_expiry_and_fencing,
