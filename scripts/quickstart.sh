@@ -29,6 +29,6 @@ cat <<EOT
 
 Every metric is in $db, e.g.:
   sqlite3 -header -column $db 'SELECT * FROM results'
-  sqlite3 -header -column $db "SELECT job_id, rope, layer, head, pair, step, omega
-                               FROM frequency_evolution WHERE pair = 0 LIMIT 20"
+  sqlite3 -header -column $db "SELECT rope, learnable, max(abs(omega_change)) AS moved
+                               FROM frequency_evolution GROUP BY rope, learnable"
 EOT
