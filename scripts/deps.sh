@@ -6,7 +6,9 @@ set -euo pipefail
 BUILD_PKGS=(meson ninja-build pkg-config gcc libc6-dev
             libuv1-dev libsqlite3-dev sqlite3 libjansson-dev libyaml-dev
             libcmocka-dev libopenmpi-dev openmpi-bin libopenblas-dev)
-# Only the benchmarks' reference implementations need these.
+# The model's reference check (tests/worker/torch_check.py) runs PyTorch.
+TEST_PKGS=(python3-torch python3-numpy)
+# The benchmarks' reference implementations.
 BENCH_PKGS=(python3-torch python3-optuna python3-numpy)
 
 bf_missing_pkgs() {

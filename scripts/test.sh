@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
-bf_install_pkgs "${BUILD_PKGS[@]}"
+bf_install_pkgs "${BUILD_PKGS[@]}" "${TEST_PKGS[@]}"
 
 run_suite() {
     local dir=$1; shift
