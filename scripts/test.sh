@@ -1,16 +1,31 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test: once in a normal
-# build and once under AddressSanitizer + UndefinedBehaviorSanitizer.
+# build and once under AddressSanitizer + UndefinedBehaviorSanitizer.  Ends
+# with one line "tests: N passed, M failed" over both builds; the exit status
+# is non-zero if anything failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
 bf_install_pkgs "${BUILD_PKGS[@]}" "${TEST_PKGS[@]}"
 
+passed=0 failed=0
+# meson test's summary: "Ok: N", "Fail: N", "Timeout: N", ...
+count() { sed -n "s/^$1: *\([0-9]*\).*/\1/p" "$2" | tail -n 1; }
+
 run_suite() {
     local dir=$1; shift
     [ -d "$dir" ] || meson setup "$dir" "$@"
     meson compile -C "$dir"
-    meson test -C "$dir" --print-errorlogs --num-processes 2
+    local log="$dir/test-summary.txt" rc=0
+    meson test -C "$dir" --print-errorlogs --num-processes 2 | tee "$log" || rc=$?
+    local ok fail timeout xpass
+    ok=$(count Ok "$log"); fail=$(count Fail "$log")
+    timeout=$(count Timeout "$log"); xpass=$(count "Unexpected Pass" "$log")
+    passed=$((passed + ${ok:-0}))
+    failed=$((failed + ${fail:-0} + ${timeout:-0} + ${xpass:-0}))
+    # A run that died before its summary still counts as a failure.
+    [ "$rc" -eq 0 ] || [ $((${fail:-0} + ${timeout:-0} + ${xpass:-0})) -gt 0 ] \
+        || failed=$((failed + 1))
 }
 
 run_suite build
@@ -19,3 +34,6 @@ run_suite build
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 run_suite build-asan -Db_sanitize=address,undefined -Db_lundef=false
+
+echo "tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
