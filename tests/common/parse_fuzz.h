@@ -3,7 +3,8 @@
  * duplicated and deleted lines, and inserted YAML constructs (anchors,
  * aliases, tags, documents, block scalars, deep nesting, tabs, BOMs, NULs,
  * very long lines).  Header-only; every draw comes from the caller's
- * bf_rng, so a seed names the whole run. */
+ * bf_rng, so a seed names the whole run.  Include it after <cmocka.h>: the
+ * run helpers at the end assert. */
 #ifndef BFT_PARSE_FUZZ_H
 #define BFT_PARSE_FUZZ_H
 
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bf_error.h"
 #include "rng.h"
 
 typedef struct bft_text { char *p; size_t n, cap; } bft_text;
@@ -177,12 +179,24 @@ static inline uint64_t bft_fuzz_seed(uint64_t dflt)
     return seed;
 }
 
-/* Reads a whole file (asserting nothing: NULL when missing). */
-static inline char *bft_slurp(const char *path, size_t *len)
+/* One example file under fuzz: its original text and the run's PRNG. */
+typedef struct bft_fuzz_run {
+    char *orig;
+    size_t len;
+    bf_rng r;
+} bft_fuzz_run;
+
+/* Reads example (a path relative to $BF_SOURCE_ROOT, default ".") and seeds
+ * the run from seed and the example, failing the test if it is missing. */
+static inline void bft_fuzz_begin(bft_fuzz_run *run, const char *example,
+                                  uint64_t seed)
 {
+    const char *root = getenv("BF_SOURCE_ROOT");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", root ? root : ".", example);
     FILE *f = fopen(path, "rb");
     if (!f)
-        return NULL;
+        fail_msg("cannot read %s", path);
     size_t cap = 4096, n = 0, got;
     char *buf = malloc(cap);
     while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
@@ -192,8 +206,36 @@ static inline char *bft_slurp(const char *path, size_t *len)
     }
     fclose(f);
     buf[n] = '\0';
-    *len = n;
-    return buf;
+    run->orig = buf;
+    run->len = n;
+    bf_rng_seed(&run->r, bf_rng_key(seed, (uint64_t)strlen(example)));
+}
+
+/* The next input: the original with one to four mutations. */
+static inline void bft_fuzz_next(bft_fuzz_run *run, bft_text *t)
+{
+    bft_text_set(t, run->orig, run->len);
+    for (int k = 0, n = 1 + (int)bf_rng_below(&run->r, 4); k < n; k++)
+        bft_mutate_text(&run->r, t);
+}
+
+static inline void bft_fuzz_end(bft_fuzz_run *run, bft_text *t)
+{
+    free(t->p);
+    free(run->orig);
+}
+
+/* A rejected input's error must say what and where: a message naming file,
+ * and a line > 0 when need_line (broken YAML). */
+static inline void bft_assert_error_names(const bf_error *err,
+                                          const char *file, int need_line,
+                                          const char *stage, const bft_text *t)
+{
+    if (!err->msg[0] || strcmp(err->file, file) != 0 || !strstr(err->msg, file)
+        || (need_line && err->line <= 0))
+        fail_msg("bad %s error for %s (line %d, file '%s'): '%s'\n--- input "
+                 "(%zu bytes) ---\n%.2000s", stage, file, err->line, err->file,
+                 err->msg, t->n, t->p);
 }
 
 #endif

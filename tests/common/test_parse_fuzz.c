@@ -24,39 +24,20 @@
 static const char *const examples[] = {"configs/job-dyck.yaml",
                                        "configs/job-counter.json"};
 
-static void check_failure(const bf_error *err, const char *file,
-                          int need_line, const bft_text *t)
-{
-    if (!err->msg[0] || strcmp(err->file, file) != 0 || !strstr(err->msg, file)
-        || (need_line && err->line <= 0))
-        fail_msg("bad error for %s (line %d, file '%s'): '%s'\n--- input "
-                 "(%zu bytes) ---\n%.2000s", file, err->line, err->file,
-                 err->msg, t->n, t->p);
-}
-
 static void fuzz_file(const char *example, uint64_t seed)
 {
-    const char *root = getenv("BF_SOURCE_ROOT");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", root ? root : ".", example);
-    size_t len = 0;
-    char *orig = bft_slurp(path, &len);
-    if (!orig)
-        fail_msg("cannot read %s", path);
+    bft_fuzz_run run;
+    bft_fuzz_begin(&run, example, seed);
     char tmpl[] = "/tmp/bf-parse-fuzz-XXXXXX";
     assert_non_null(mkdtemp(tmpl));
     char file[1100];
     snprintf(file, sizeof file, "%s/job%s", tmpl,
              strstr(example, ".json") ? ".json" : ".yaml");
 
-    bf_rng r;
-    bf_rng_seed(&r, bf_rng_key(seed, (uint64_t)strlen(example)));
     bft_text t = {0};
     int ok_yaml = 0, ok_job = 0;
     for (int it = 0; it < ITERATIONS; it++) {
-        bft_text_set(&t, orig, len);
-        for (int k = 0, n = 1 + (int)bf_rng_below(&r, 4); k < n; k++)
-            bft_mutate_text(&r, &t);
+        bft_fuzz_next(&run, &t);
 
         bf_error err;
         bf_error_clear(&err);
@@ -67,7 +48,7 @@ static void fuzz_file(const char *example, uint64_t seed)
             assert_non_null(lines);
         } else {
             assert_null(lines);
-            check_failure(&err, file, 1, &t);
+            bft_assert_error_names(&err, file, 1, "YAML", &t);
         }
         json_decref(doc);
         json_decref(lines);
@@ -85,7 +66,7 @@ static void fuzz_file(const char *example, uint64_t seed)
             free(canon);
         } else {
             /* Broken YAML: the same error, with its line. */
-            check_failure(&err, file, !doc, &t);
+            bft_assert_error_names(&err, file, !doc, "job", &t);
         }
     }
     print_message("%s: %d mutations, %d parse as YAML, %d load as jobs\n",
@@ -96,8 +77,7 @@ static void fuzz_file(const char *example, uint64_t seed)
     assert_true(ok_job > 0 && ok_job < ok_yaml);
     unlink(file);
     rmdir(tmpl);
-    free(t.p);
-    free(orig);
+    bft_fuzz_end(&run, &t);
 }
 
 static uint64_t seed;

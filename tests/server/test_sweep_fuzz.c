@@ -25,16 +25,6 @@ static const char *const examples[] = {
     "configs/sweep-lr.yaml", "configs/sweep-smoke.yaml",
     "configs/sweep-structure-gap.yaml", "configs/quickstart.yaml"};
 
-static void check_failure(const bf_error *err, const char *file,
-                          int need_line, const char *stage, const bft_text *t)
-{
-    if (!err->msg[0] || strcmp(err->file, file) != 0 || !strstr(err->msg, file)
-        || (need_line && err->line <= 0))
-        fail_msg("bad %s error (line %d, file '%s'): '%s'\n--- input (%zu "
-                 "bytes) ---\n%.2000s", stage, err->line, err->file, err->msg,
-                 t->n, t->p);
-}
-
 typedef struct visit_ctx { size_t next; } visit_ctx;
 
 static int visit(void *ctx, const bf_sweep_job *job, bf_error *err)
@@ -51,22 +41,13 @@ static int visit(void *ctx, const bf_sweep_job *job, bf_error *err)
 
 static void fuzz_file(const char *example, uint64_t seed)
 {
-    const char *root = getenv("BF_SOURCE_ROOT");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", root ? root : ".", example);
-    size_t len = 0;
-    char *orig = bft_slurp(path, &len);
-    if (!orig)
-        fail_msg("cannot read %s", path);
+    bft_fuzz_run run;
+    bft_fuzz_begin(&run, example, seed);
     const char *file = strrchr(example, '/') + 1;
-    bf_rng r;
-    bf_rng_seed(&r, bf_rng_key(seed, (uint64_t)strlen(example)));
     bft_text t = {0};
     int parsed = 0, expanded = 0;
     for (int it = 0; it < ITERATIONS; it++) {
-        bft_text_set(&t, orig, len);
-        for (int k = 0, n = 1 + (int)bf_rng_below(&r, 4); k < n; k++)
-            bft_mutate_text(&r, &t);
+        bft_fuzz_next(&run, &t);
         bf_error err;
         bf_error_clear(&err);
         json_t *doc = bf_yaml_parse(t.p, t.n, file, NULL, &err);
@@ -75,7 +56,7 @@ static void fuzz_file(const char *example, uint64_t seed)
         bf_error_clear(&err);
         bf_sweep *sw = bf_sweep_parse(file, t.p, t.n, &err);
         if (!sw) {
-            check_failure(&err, file, !yaml_ok, "parse", &t);
+            bft_assert_error_names(&err, file, !yaml_ok, "parse", &t);
             continue;
         }
         parsed++;
@@ -90,7 +71,7 @@ static void fuzz_file(const char *example, uint64_t seed)
             expanded++;
             assert_int_equal(v.next, sw->n_jobs);
         } else {
-            check_failure(&err, file, 0, "expand", &t);
+            bft_assert_error_names(&err, file, 0, "expand", &t);
             assert_true(v.next < sw->n_jobs);
         }
         bf_sweep_free(sw);
@@ -99,8 +80,7 @@ static void fuzz_file(const char *example, uint64_t seed)
                   ITERATIONS, parsed, expanded);
     assert_true(parsed > 0 && parsed < ITERATIONS);
     assert_true(expanded > 0);
-    free(t.p);
-    free(orig);
+    bft_fuzz_end(&run, &t);
 }
 
 static uint64_t seed;
