@@ -203,6 +203,19 @@ json_t *bft_request(bf_wire_conn *c, json_t *msg)
     return reply;
 }
 
+int bft_reply_is(json_t *r, const char *type)
+{
+    int ok = r && strcmp(bf_wire_type(r), type) == 0;
+    if (!ok) {
+        char *text = r ? json_dumps(r, JSON_COMPACT) : NULL;
+        fprintf(stderr, "expected a '%s' reply, got %s\n", type,
+                text ? text : "none");
+        free(text);
+    }
+    json_decref(r);
+    return ok;
+}
+
 int bft_serves_status(bft_daemon *d)
 {
     bf_wire_conn c;

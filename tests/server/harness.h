@@ -53,6 +53,9 @@ int bft_connect(bft_daemon *d, bf_wire_conn *c, const char *role,
                 const char *name);
 /* Sends msg (stolen) with an id and returns the reply (5 s timeout). */
 json_t *bft_request(bf_wire_conn *c, json_t *msg);
+/* Whether reply r (stolen, may be NULL) is of this type; says what it was
+ * instead on stderr.  For `assert_true(bft_reply_is(r, "ack"))`. */
+int bft_reply_is(json_t *r, const char *type);
 /* Whether a fresh client connection still gets its status request answered
  * (a status reply with a sweeps array): the daemon is up and serving. */
 int bft_serves_status(bft_daemon *d);

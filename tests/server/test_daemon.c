@@ -200,8 +200,7 @@ static void test_stranger_frame_limit(void **state)
     bf_error err;
     json_t *r = bf_wire_recv(&c, 5000, &err);
     assert_non_null(r);
-    assert_string_equal(bf_wire_type(r), "status");
-    json_decref(r);
+    assert_true(bft_reply_is(r, "status"));
     bf_wire_close(&c);
     free(big);
 }
@@ -300,8 +299,7 @@ static void test_lease_expiry_and_fencing(void **state)
      * silent. */
     for (int i = 0; i < 10; i++) {
         json_t *r = bft_worker_heartbeat(&live, lattempt);
-        assert_string_equal(bf_wire_type(r), "ack");
-        json_decref(r);
+        assert_true(bft_reply_is(r, "ack"));
         bft_sleep_ms(250);
     }
     assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM attempts "
@@ -370,11 +368,9 @@ static void test_idempotent_metrics(void **state)
     assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM metrics"), 40);
 
     r = bft_worker_checkpoint(&w, attempt, "/ckpt/step10.safetensors", 10);
-    assert_string_equal(bf_wire_type(r), "ack");
-    json_decref(r);
+    assert_true(bft_reply_is(r, "ack"));
     r = bft_worker_done(&w, attempt);
-    assert_string_equal(bf_wire_type(r), "ack");
-    json_decref(r);
+    assert_true(bft_reply_is(r, "ack"));
     assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs WHERE "
                                     "status = 'succeeded' AND "
                                     "checkpoint_step = 10"), 1);
@@ -411,24 +407,20 @@ static void test_cancel(void **state)
     assert_true(json_is_true(json_object_get(r, "cancel")));
     json_decref(r);
     r = bft_worker_failed(&w, attempt, "cancelled");
-    assert_string_equal(bf_wire_type(r), "ack");
-    json_decref(r);
+    assert_true(bft_reply_is(r, "ack"));
     assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs "
                                     "WHERE status = 'cancelled'"), 4);
     r = bft_worker_request_job(&w);
-    assert_string_equal(bf_wire_type(r), "no_job");
-    json_decref(r);
+    assert_true(bft_reply_is(r, "no_job"));
 
     /* Retry puts one back. */
     r = bft_request(&c, json_pack("{s:s, s:I}", "type", "retry", "job_id",
                                   (json_int_t)job));
-    assert_string_equal(bf_wire_type(r), "ack");
-    json_decref(r);
+    assert_true(bft_reply_is(r, "ack"));
     assert_int_equal(bft_worker_lease(&w, NULL) > 0, 1);
     r = bft_request(&c, json_pack("{s:s, s:i}", "type", "retry", "job_id",
                                   999999));
-    assert_string_equal(bf_wire_type(r), "error");
-    json_decref(r);
+    assert_true(bft_reply_is(r, "error"));
     bf_wire_close(&c);
     bft_worker_close(&w);
 }
@@ -447,8 +439,7 @@ static void test_cancel_reaches_reconnected_worker(void **state)
     int64_t job, attempt = bft_worker_lease(&old, &job);
     assert_true(attempt > 0);
     json_t *r = bft_worker_heartbeat(&renewed, attempt);
-    assert_string_equal(bf_wire_type(r), "ack");
-    json_decref(r);
+    assert_true(bft_reply_is(r, "ack"));
 
     bf_wire_conn c;
     assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
@@ -541,11 +532,9 @@ static void test_attempt_of_another_worker_is_fenced(void **state)
 
     /* The owner's lease is untouched and still its own. */
     r = bft_worker_heartbeat(&owner, attempt);
-    assert_string_equal(bf_wire_type(r), "ack");
-    json_decref(r);
+    assert_true(bft_reply_is(r, "ack"));
     r = bft_worker_done(&owner, attempt);
-    assert_string_equal(bf_wire_type(r), "ack");
-    json_decref(r);
+    assert_true(bft_reply_is(r, "ack"));
     bft_worker_close(&other);
     bft_worker_close(&owner);
 }

@@ -26,8 +26,7 @@ static int64_t start_work(bft_daemon *d, bft_worker *w, int64_t *job)
     int64_t attempt = bft_worker_lease(w, job);
     assert_true(attempt > 0);
     json_t *r = bft_worker_metrics(w, attempt, 1, bft_train_records(0, 20));
-    assert_string_equal(bf_wire_type(r), "ack");
-    json_decref(r);
+    assert_true(bft_reply_is(r, "ack"));
     return attempt;
 }
 
@@ -54,8 +53,7 @@ static void test_sigterm_restart_reclaims_lease(void **state)
     /* The worker comes back with its old attempt id and carries on. */
     assert_int_equal(bft_worker_connect(&w, &d, "w1"), 0);
     json_t *r = bft_worker_heartbeat(&w, attempt);
-    assert_string_equal(bf_wire_type(r), "ack");
-    json_decref(r);
+    assert_true(bft_reply_is(r, "ack"));
     r = bft_worker_metrics(&w, attempt, 2, bft_train_records(20, 5));
     assert_string_equal(bf_wire_type(r), "ack");
     assert_int_equal(json_integer_value(json_object_get(r, "rows")), 20);
@@ -69,11 +67,9 @@ static void test_sigterm_restart_reclaims_lease(void **state)
     assert_true(bft_worker_lease(&other, &j3) > 0);
     assert_true(j2 != job && j3 != job && j2 != j3);
     r = bft_worker_request_job(&other);
-    assert_string_equal(bf_wire_type(r), "no_job");
-    json_decref(r);
+    assert_true(bft_reply_is(r, "no_job"));
     r = bft_worker_done(&w, attempt);
-    assert_string_equal(bf_wire_type(r), "ack");
-    json_decref(r);
+    assert_true(bft_reply_is(r, "ack"));
     bft_worker_close(&other);
     bft_worker_close(&w);
     assert_int_equal(bft_daemon_stop(&d, SIGTERM), 0);
