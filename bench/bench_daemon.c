@@ -2,14 +2,8 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
-double bench_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "clock.h"
 
 int bench_daemon_start(bft_daemon *d, const char *name, int seeds)
 {
@@ -47,13 +41,13 @@ double bench_run_clients(bft_daemon *d, void *(*fn)(void *), void *args,
     }
     *cpu0 = bft_daemon_cpu_seconds(d);
     pthread_barrier_wait(&start);
-    double t0 = bench_now_s();
+    double t0 = bf_now_seconds();
     *failed = 0;
     for (int i = 0; i < n; i++) {
         pthread_join(threads[i], NULL);
         *failed |= client_at(args, size, i)->failed;
     }
-    double elapsed = bench_now_s() - t0;
+    double elapsed = bf_now_seconds() - t0;
     free(threads);
     pthread_barrier_destroy(&start);
     return elapsed;

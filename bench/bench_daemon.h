@@ -18,9 +18,6 @@ typedef struct bench_client {
     int failed;
 } bench_client;
 
-/* Seconds on a monotonic clock. */
-double bench_now_s(void);
-
 /* Starts a daemon (logging at warn unless BFT_DAEMON_LOG_LEVEL is set; the
  * binary from BIFOCALD, default the one built with this) and submits
  * NAME.yaml, "name: NAME" with `seeds` jobs.  0, or -1 after printing why

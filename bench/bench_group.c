@@ -16,19 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "group.h"
 #include "log.h"
 #include "wire.h"
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void config_a(bf_job_config *cfg, int steps, int stream)
 {
@@ -53,14 +46,14 @@ static double timed_run(const bf_job_config *cfg, bf_link *link)
 {
     bf_error err;
     MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = now_seconds();
+    double t0 = bf_now_seconds();
     if (bf_group_train(MPI_COMM_WORLD, cfg, NULL, NULL, link, NULL,
                        &err) != 0) {
         fprintf(stderr, "bench_group: %s\n", err.msg);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    return now_seconds() - t0;
+    return bf_now_seconds() - t0;
 }
 
 static void bench_throughput(int steps, int rank, int nranks)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "bench_daemon.h"
+#include "clock.h"
 
 enum { N_LR = 1000, N_SEEDS = 100 };
 
@@ -32,9 +33,9 @@ int main(void)
         return 1;
     char *text = sweep_text();
     int n_jobs = 0;
-    double t0 = bench_now_s();
+    double t0 = bf_now_seconds();
     long long sweep = bft_submit(&d, "submit.yaml", text, &n_jobs, NULL);
-    double seconds = bench_now_s() - t0;
+    double seconds = bf_now_seconds() - t0;
     free(text);
     long long stored = sweep > 0 ? bft_sql_int(&d, "SELECT count(*) FROM jobs")
                                  : -1;

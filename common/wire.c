@@ -10,8 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 /* ---- frame reader --------------------------------------------------------- */
 
@@ -252,16 +253,9 @@ int bf_wire_send(bf_wire_conn *c, const json_t *msg, bf_error *err)
     return 0;
 }
 
-static int64_t monotonic_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 json_t *bf_wire_recv(bf_wire_conn *c, int timeout_ms, bf_error *err)
 {
-    int64_t deadline = timeout_ms < 0 ? -1 : monotonic_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? -1 : bf_monotonic_ms() + timeout_ms;
     for (;;) {
         const char *line;
         size_t len;
@@ -276,7 +270,7 @@ json_t *bf_wire_recv(bf_wire_conn *c, int timeout_ms, bf_error *err)
 
         int wait = -1;
         if (deadline >= 0) {
-            int64_t left = deadline - monotonic_ms();
+            int64_t left = deadline - bf_monotonic_ms();
             wait = left > 0 ? (int)left : 0;
         }
         struct pollfd pfd = { .fd = c->fd, .events = POLLIN };

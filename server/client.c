@@ -2,13 +2,14 @@
  * daemon over the wire protocol (docs/protocol.md) and a printer of its
  * reply; the daemon does all the work. */
 #include "client.h"
+
+#include "clock.h"
 #include "run.h"
 
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define BF_CLIENT_TIMEOUT_MS 60000
@@ -456,8 +457,7 @@ int bf_client_watch(bf_client *cl, int64_t sweep, int (*tick)(void *ctx),
         json_decref(reply);
         if (ended)
             break;
-        struct timespec ts = { 0, BF_WATCH_POLL_MS * 1000000L };
-        nanosleep(&ts, NULL);
+        bf_sleep_ms(BF_WATCH_POLL_MS);
         if (tick && tick(ctx)) {
             free(last);
             return 1;

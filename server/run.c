@@ -17,6 +17,7 @@
 #include "run.h"
 
 #include "args.h"
+#include "clock.h"
 #include "stop_signals.h"
 
 #include <errno.h>
@@ -28,7 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -162,12 +162,6 @@ static void describe_exit(const bf_child *c, char *buf, size_t cap)
                  (long long)c->exit_status);
 }
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
-
 /* Waits until every child in cs[0..n) has exited or ms have passed;
  * returns the number still running. */
 static int wait_children(bf_run *r, bf_child *const *cs, int n, int ms)
@@ -179,7 +173,7 @@ static int wait_children(bf_run *r, bf_child *const *cs, int n, int ms)
             alive += cs[i]->running;
         if (alive == 0 || waited >= ms)
             return alive;
-        sleep_ms(50);
+        bf_sleep_ms(50);
     }
 }
 
@@ -235,7 +229,7 @@ static int start_daemon(bf_run *r, const bf_run_opts *o)
         uv_run(&r->loop, UV_RUN_NOWAIT);
         if (!r->daemon.running || interrupted)
             break;
-        sleep_ms(50);
+        bf_sleep_ms(50);
     }
     char why[128];
     if (interrupted)

@@ -12,6 +12,7 @@
 
 #include "args.h"
 #include "checkpoint.h"
+#include "clock.h"
 #include "log.h"
 #include "stop_signals.h"
 #include "wire.h"
@@ -290,13 +291,6 @@ static void find_resume(const json_t *job, char *path, size_t cap)
                     "starting the job over", recorded, strerror(errno));
 }
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Tells the coordinator how the attempt ended. */
 static void report(group *g, int64_t job_id, const char *error)
 {
@@ -382,7 +376,7 @@ static int run_leased_job(group *g, const json_t *job)
     bcast_plan(g, plan);
     json_decref(plan);
 
-    double t0 = now_seconds();
+    double t0 = bf_now_seconds();
     bf_train_summary s;
     int rc = bf_group_train(g->comm, &cfg, dir[0] ? dir : NULL,
                             resume[0] ? resume : NULL, g->link, &s, &err);
@@ -400,7 +394,7 @@ static int run_leased_job(group *g, const json_t *job)
         MPI_Abort(g->comm, EXIT_RUNTIME);
         return 1;
     }
-    return report_outcome(g, job_id, &s, now_seconds() - t0, &cfg);
+    return report_outcome(g, job_id, &s, bf_now_seconds() - t0, &cfg);
 }
 
 /* Ranks other than 0: train whatever rank 0 broadcasts, until it says stop. */

@@ -6,6 +6,7 @@
 #include <time.h>
 #include <uv.h>
 
+#include "clock.h"
 #include "log.h"
 #include "wire.h"
 
@@ -102,13 +103,6 @@ struct bf_link {
 
 static void schedule_reconnect(bf_link *l);
 static void pump(bf_link *l);
-
-static int64_t monotonic_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- the outbox (under mu) ------------------------------------------------ */
 
@@ -662,12 +656,12 @@ static void wait_changed(bf_link *l, int64_t deadline_ms)
 
 static int64_t deadline_after(int timeout_ms)
 {
-    return timeout_ms < 0 ? -1 : monotonic_ms() + timeout_ms;
+    return timeout_ms < 0 ? -1 : bf_monotonic_ms() + timeout_ms;
 }
 
 static int expired(int64_t deadline_ms)
 {
-    return deadline_ms >= 0 && monotonic_ms() >= deadline_ms;
+    return deadline_ms >= 0 && bf_monotonic_ms() >= deadline_ms;
 }
 
 static int fatal_error(bf_link *l, bf_error *err)

@@ -3,9 +3,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "checkpoint.h"
+#include "clock.h"
 #include "records.h"
 #include "tasks.h"
 
@@ -31,13 +31,6 @@ struct bf_trainer {
     int window_steps;
     double last_grad_norm, last_lr;
 };
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 double bf_lr_at(const bf_job_config *cfg, int n)
 {
@@ -412,9 +405,9 @@ int bf_trainer_run(bf_trainer *t, bf_error *err)
     if (t->step == 0)
         emit_freqs(t);
     while (t->step < t->cfg.steps) {
-        double t0 = now_seconds(), loss;
+        double t0 = bf_now_seconds(), loss;
         bf_trainer_step(t, &loss, &t->last_grad_norm, &t->last_lr);
-        t->window_seconds += now_seconds() - t0;
+        t->window_seconds += bf_now_seconds() - t0;
         t->window_steps++;
         t->summary.train_loss = loss;
         t->summary.step = t->step;

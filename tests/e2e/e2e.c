@@ -8,15 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-long long e2e_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "clock.h"
 
 #define MAX_GROUPS 16
 
@@ -101,16 +95,16 @@ pid_t e2e_group_start(const bft_daemon *d, int np, const char *tag, ...)
 
 int e2e_group_wait(pid_t pid, int timeout_ms)
 {
-    long long deadline = e2e_now_ms() + timeout_ms;
+    long long deadline = bf_monotonic_ms() + timeout_ms;
     int status;
     while (waitpid(pid, &status, WNOHANG) == 0) {
-        if (e2e_now_ms() > deadline) {
+        if (bf_monotonic_ms() > deadline) {
             fprintf(stderr, "e2e: group %d still running after %d ms\n",
                     (int)pid, timeout_ms);
             e2e_group_kill(pid);
             return -1;
         }
-        bft_sleep_ms(20);
+        bf_sleep_ms(20);
     }
     forget_group(pid);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -151,9 +145,9 @@ void e2e_group_kill(pid_t pid)
 long long e2e_wait_sql(bft_daemon *d, const char *sql, long long at_least,
                        int timeout_ms)
 {
-    long long deadline = e2e_now_ms() + timeout_ms, v;
-    while ((v = bft_sql_int(d, sql)) < at_least && e2e_now_ms() < deadline)
-        bft_sleep_ms(20);
+    long long deadline = bf_monotonic_ms() + timeout_ms, v;
+    while ((v = bft_sql_int(d, sql)) < at_least && bf_monotonic_ms() < deadline)
+        bf_sleep_ms(20);
     return v;
 }
 

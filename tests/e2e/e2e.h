@@ -41,6 +41,5 @@ int e2e_log_contains(const bft_daemon *d, const char *tag, const char *text);
 int e2e_scheduled(int steps, int every);
 
 /* Milliseconds on a monotonic clock. */
-long long e2e_now_ms(void);
 
 #endif

@@ -10,8 +10,8 @@
 
 #include <signal.h>
 #include <stdio.h>
-#include <time.h>
 
+#include "clock.h"
 #include "e2e.h"
 
 #define JOBS 3
@@ -49,8 +49,7 @@ static void test_kill_coordinator(void **state)
     assert_true(e2e_wait_sql(d, "SELECT count(*) FROM metrics WHERE "
                              "key = 'loss'", STEPS + 50, 60000) >= STEPS + 50);
     assert_true(bft_daemon_stop(d, SIGKILL) == 128 + SIGKILL);
-    struct timespec down = { 1, 0 };
-    nanosleep(&down, NULL);   /* the group keeps training meanwhile */
+    bf_sleep_ms(1000);   /* the group keeps training meanwhile */
     assert_int_equal(bft_daemon_restart_same_port(d), 0);
 
     assert_int_equal(e2e_group_wait(g, 120000), 0);

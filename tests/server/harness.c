@@ -10,14 +10,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-void bft_sleep_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
+#include "clock.h"
 
 const char *bft_env_path(const char *env)
 {
@@ -73,7 +68,7 @@ static int spawn_daemon(bft_daemon *d, const char *listen)
                     d->log);
             return -1;
         }
-        bft_sleep_ms(5);
+        bf_sleep_ms(5);
     }
     fprintf(stderr, "harness: bifocald did not start\n");
     return -1;

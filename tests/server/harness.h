@@ -84,6 +84,5 @@ const char *bft_write_file(bft_daemon *d, const char *name, const char *text);
  * it is unset or empty, since no test can run without it. */
 const char *bft_env_path(const char *env);
 
-void bft_sleep_ms(int ms);
 
 #endif

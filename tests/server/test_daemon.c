@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <cmocka.h>
 
+#include "clock.h"
 #include "fake_worker.h"
 #include "harness.h"
 
@@ -300,7 +301,7 @@ static void test_lease_expiry_and_fencing(void **state)
     for (int i = 0; i < 10; i++) {
         json_t *r = bft_worker_heartbeat(&live, lattempt);
         assert_true(bft_reply_is(r, "ack"));
-        bft_sleep_ms(250);
+        bf_sleep_ms(250);
     }
     assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM attempts "
                                     "WHERE outcome = 'expired'"), 1);
@@ -471,7 +472,7 @@ static void test_worker_connected_across_reconnect(void **state)
     bft_worker_close(&renewed);
     for (int i = 0; i < 100 && bft_sql_int(d, "SELECT connected FROM workers"
                                               " WHERE name = 'w'") != 0; i++)
-        bft_sleep_ms(20);
+        bf_sleep_ms(20);
     assert_int_equal(bft_sql_int(d, "SELECT connected FROM workers"
                                     " WHERE name = 'w'"), 0);
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "clock.h"
 #include "fake_worker.h"
 #include "harness.h"
 
@@ -91,7 +92,7 @@ static void test_sigkill_restart_expires_lease(void **state)
     assert_nothing_lost(&d);
 
     assert_int_equal(bft_daemon_restart(&d), 0);
-    bft_sleep_ms(2000);   /* two lease periods without a heartbeat */
+    bf_sleep_ms(2000);   /* two lease periods without a heartbeat */
     bft_worker next;
     assert_int_equal(bft_worker_connect(&next, &d, "w2"), 0);
     int found = 0;

@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "link.h"
 #include "wire.h"
 
@@ -198,8 +198,7 @@ static int wait_state(bf_link *l, int want)
     for (int i = 0; i < 500; i++) {
         if (bf_link_attempt_state(l) == want)
             return 1;
-        struct timespec ts = { 0, 10000000L };
-        nanosleep(&ts, NULL);
+        bf_sleep_ms(10);
     }
     return 0;
 }

@@ -2,13 +2,13 @@
  * exit codes and messages for bad jobs and bad eval input, resume, and
  * `eval` agreeing with an in-process forward pass over the checkpoint.
  * argv[1] is the path of the bifocal-worker binary. */
+#include "clock.h"
 #include "test_train_util.h"
 
 #include <math.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
-#include <time.h>
 
 #include "checkpoint.h"
 #include "model.h"
@@ -273,7 +273,7 @@ static void wait_for_training(void)
         free(text);
         if (seen)
             return;
-        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+        bf_sleep_ms(10);
     }
     fail_msg("the worker printed no train record");
 }
