@@ -11,6 +11,8 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "file.h"
+
 /* Deep enough for any config; shallow enough that hostile input cannot
  * exhaust the C stack through recursion. */
 #define MAX_NESTING 64
@@ -435,32 +437,10 @@ json_t *bf_yaml_parse_file(const char *path, json_t **lines, bf_error *err)
 {
     if (lines)
         *lines = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        bf_error_set(err, path, 0, NULL, "cannot open file: %s",
-                     strerror(errno));
+    size_t len;
+    char *text = bf_read_file(path, &len, err);
+    if (!text)
         return NULL;
-    }
-    size_t len = 0, cap = 4096;
-    char *text = malloc(cap);
-    while (text) {
-        len += fread(text + len, 1, cap - len, f);
-        if (len < cap)
-            break;
-        char *bigger = realloc(text, cap * 2);
-        if (!bigger)
-            free(text);
-        text = bigger;
-        cap *= 2;
-    }
-    int read_failed = ferror(f);
-    fclose(f);
-    if (!text || read_failed) {
-        bf_error_set(err, path, 0, NULL, "cannot read file: %s",
-                     text ? "I/O error" : "out of memory");
-        free(text);
-        return NULL;
-    }
     json_t *root = bf_yaml_parse(text, len, path, lines, err);
     free(text);
     return root;

@@ -4,6 +4,7 @@
 #include "client.h"
 
 #include "clock.h"
+#include "file.h"
 #include "run.h"
 
 #include <getopt.h>
@@ -210,31 +211,14 @@ static int query_and_print(bf_client *cl, json_t *req, const char *key,
 
 /* ---- commands ------------------------------------------------------------- */
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 4096, n = 0, got;
-    char *buf = malloc(cap + 1);
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap)
-            buf = realloc(buf, (cap *= 2) + 1);
-    }
-    fclose(f);
-    buf[n] = '\0';
-    *len = n;
-    return buf;
-}
-
 int bf_client_submit(bf_client *cl, const char *path, int64_t *sweep_id,
                      int *n_jobs)
 {
     size_t len;
-    char *text = read_file(path, &len);
+    bf_error err;
+    char *text = bf_read_file(path, &len, &err);
     if (!text) {
-        fprintf(stderr, "bifocal: cannot read %s\n", path);
+        fprintf(stderr, "bifocal: %s\n", err.msg);
         return 1;
     }
     json_t *req = json_pack("{s:s, s:s, s:s%}", "type", "submit",

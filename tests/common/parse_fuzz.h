@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "bf_error.h"
+#include "file.h"
 #include "rng.h"
 
 typedef struct bft_text { char *p; size_t n, cap; } bft_text;
@@ -194,20 +195,10 @@ static inline void bft_fuzz_begin(bft_fuzz_run *run, const char *example,
     const char *root = getenv("BF_SOURCE_ROOT");
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", root ? root : ".", example);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot read %s", path);
-    size_t cap = 4096, n = 0, got;
-    char *buf = malloc(cap);
-    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (cap - n < 2)
-            buf = realloc(buf, cap *= 2);
-    }
-    fclose(f);
-    buf[n] = '\0';
-    run->orig = buf;
-    run->len = n;
+    bf_error err;
+    run->orig = bf_read_file(path, &run->len, &err);
+    if (!run->orig)
+        fail_msg("%s", err.msg);
     bf_rng_seed(&run->r, bf_rng_key(seed, (uint64_t)strlen(example)));
 }
 

@@ -8,22 +8,17 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "file.h"
 #include "test_store_util.h"
 
 static const char *sqlite3_cli, *schema_md;   /* argv[1], argv[2] */
 
 static char *read_file(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *text = malloc((size_t)n + 1);
-    assert_int_equal(fread(text, 1, (size_t)n, f), (size_t)n);
-    text[n] = '\0';
-    fclose(f);
+    bf_error err;
+    char *text = bf_read_file(path, NULL, &err);
+    if (!text)
+        fail_msg("%s", err.msg);
     return text;
 }
 

@@ -3,6 +3,7 @@
  * `eval` agreeing with an in-process forward pass over the checkpoint.
  * argv[1] is the path of the bifocal-worker binary. */
 #include "clock.h"
+#include "file.h"
 #include "test_train_util.h"
 
 #include <math.h>
@@ -32,14 +33,11 @@ static char *slurp(const char *name)
 {
     char path[128];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *fp = fopen(path, "r");
-    assert_non_null(fp);
-    static const size_t cap = 1 << 20;
-    char *buf = calloc(1, cap);
-    size_t n = fread(buf, 1, cap - 1, fp);
-    buf[n] = '\0';
-    fclose(fp);
-    return buf;
+    bf_error err;
+    char *text = bf_read_file(path, NULL, &err);
+    if (!text)
+        fail_msg("%s", err.msg);
+    return text;
 }
 
 /* Every stdout line as a JSON array (each line must parse). */
