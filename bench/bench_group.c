@@ -21,7 +21,7 @@
 #include "clock.h"
 #include "group.h"
 #include "log.h"
-#include "wire.h"
+#include "conn.h"
 
 static void config_a(bf_job_config *cfg, int steps, int stream)
 {

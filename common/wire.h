@@ -8,11 +8,10 @@
  * refused: the peer gets an error and the connection is closed, so a reader
  * never needs to resynchronise in the middle of a stream.
  *
- * Two layers:
- *   - bf_frame_reader + bf_wire_parse/bf_wire_encode: pure byte handling,
- *     used by the libuv daemon on whatever chunks the socket delivers;
- *   - bf_wire_conn: a blocking TCP connection for clients and workers, with
- *     request/reply matching on the "id" field. */
+ * This file is pure byte handling (bf_frame_reader, bf_wire_parse,
+ * bf_wire_encode), used on whatever chunks a socket delivers: by the daemon's
+ * libuv loop, the worker's libuv link and the client's blocking connection
+ * (client/conn.h). */
 #ifndef BF_WIRE_H
 #define BF_WIRE_H
 
@@ -82,43 +81,5 @@ int bf_wire_parse_host_port(const char *s, char *host, size_t host_cap,
 /* Reads a token file (hex, surrounding whitespace ignored) into
  * out[BF_TOKEN_HEX_LEN + 1]. */
 int bf_wire_read_token(const char *path, char *out, size_t cap, bf_error *err);
-
-/* ---- blocking connection -------------------------------------------------- */
-
-typedef struct bf_wire_conn {
-    int fd;                 /* -1 when closed */
-    bf_frame_reader rd;
-    int64_t next_id;        /* ids for bf_wire_request */
-} bf_wire_conn;
-
-/* Connects to "HOST:PORT" (TCP_NODELAY).  On failure c->fd is -1. */
-int bf_wire_connect(bf_wire_conn *c, const char *host_port, bf_error *err);
-void bf_wire_close(bf_wire_conn *c);
-
-/* Writes one message completely. */
-int bf_wire_send(bf_wire_conn *c, const json_t *msg, bf_error *err);
-
-/* Receives the next message, waiting at most timeout_ms (< 0: forever).
- * New reference, or NULL on timeout, EOF, bad frame (err says which). */
-json_t *bf_wire_recv(bf_wire_conn *c, int timeout_ms, bf_error *err);
-
-/* Called for messages that arrive while bf_wire_request waits but are not
- * its reply (e.g. a server-initiated "cancel").  Borrowed reference. */
-typedef void (*bf_wire_push_fn)(void *ctx, const json_t *msg);
-
-/* Sets a fresh "id" on msg (which stays the caller's), sends it and waits
- * for the message carrying that id, which it returns (new reference; an
- * "error" reply is returned too, with err filled from it).  Messages that
- * arrive meanwhile go to on_push (may be NULL: they are dropped).  NULL on
- * timeout, EOF or a bad frame. */
-json_t *bf_wire_request(bf_wire_conn *c, json_t *msg, int timeout_ms,
-                        bf_wire_push_fn on_push, void *ctx, bf_error *err);
-
-/* Sends the hello and checks the reply.  role is "worker" or "client";
- * name/host/ranks matter for workers only (name/host may be NULL for
- * clients).  Returns 0, or -1 with the server's refusal in err. */
-int bf_wire_hello(bf_wire_conn *c, const char *token, const char *role,
-                  const char *name, const char *host, int ranks,
-                  bf_error *err);
 
 #endif

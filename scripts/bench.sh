@@ -22,7 +22,7 @@ build() {
 echo "== bench_train: one training step of the model, C vs PyTorch"
 torch_args=()
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-    torch_args=(--torch bench/torch_ref.py)
+    torch_args=(--torch tests/reference/torch_ref.py)
 fi
 build bench_train && "$dir/bench/bench_train" "${torch_args[@]}"
 

@@ -6,7 +6,7 @@ set -euo pipefail
 BUILD_PKGS=(meson ninja-build pkg-config gcc libc6-dev
             libuv1-dev libsqlite3-dev sqlite3 libjansson-dev libyaml-dev
             libcmocka-dev libopenmpi-dev openmpi-bin libopenblas-dev)
-# The model's reference check (tests/worker/torch_check.py) runs PyTorch;
+# The model's reference check (tests/reference/torch_check.py) runs PyTorch;
 # tests/e2e/test_e2e_run.sh looks for leftover processes with pgrep.
 TEST_PKGS=(python3-torch python3-numpy procps)
 # The benchmarks' reference implementations.

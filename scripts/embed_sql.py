@@ -5,7 +5,7 @@ usage: embed_sql.py OUTPUT.c NNN_name.sql...
 
 Migration N (1-based) is the file whose name starts with N; the numbers must
 run 1, 2, 3, ... without gaps, since PRAGMA user_version counts them.  The
-output defines the array and count declared in server/store_internal.h.
+output defines the array and count declared in server/store/store_internal.h.
 """
 import os
 import re

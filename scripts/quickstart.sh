@@ -23,7 +23,7 @@ mkdir -p runs
 db=runs/quickstart.db
 # A fresh database each time, so the table shows this run only.
 rm -rf "$db" "$db"-wal "$db"-shm "$db".checkpoints "$db".log
-"$build"/server/bifocal run "$sweep" --db "$db" "$@"
+"$build"/client/bifocal run "$sweep" --db "$db" "$@"
 
 cat <<EOT
 

@@ -11,7 +11,7 @@
 #include <sys/types.h>
 #include <jansson.h>
 
-#include "wire.h"
+#include "conn.h"
 
 typedef struct bft_daemon {
     char dir[256];           /* temporary directory, removed by cleanup */

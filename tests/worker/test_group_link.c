@@ -21,7 +21,7 @@
 
 #include "clock.h"
 #include "link.h"
-#include "wire.h"
+#include "conn.h"
 
 #define TOKEN "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 

@@ -2,7 +2,7 @@
  *   store.c          open, migrations, transactions, sweeps, workers, queries
  *   store_queue.c    leases, attempts, cancel, retry
  *   store_metrics.c  batched metric ingest
- * Nothing outside server/store*.c and the store tests includes this. */
+ * Nothing outside the files in server/store/ and the store tests includes this. */
 #ifndef BF_STORE_INTERNAL_H
 #define BF_STORE_INTERNAL_H
 

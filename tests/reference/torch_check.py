@@ -19,8 +19,7 @@ try:
 except ImportError:
     sys.exit(77)
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "..", "bench"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_ref import BifocalTorch  # noqa: E402
 
 

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <jansson.h>
 
-#include "wire.h"
+#include "conn.h"
 
 typedef struct bf_client {
     const char *server;      /* HOST:PORT (option, env, or default) */

@@ -1,6 +1,6 @@
 /* The worker's records: one JSON object per event, printed one per line on
  * stdout in standalone mode and batched to the coordinator later.  Field
- * names are a contract with the coordinator's store (server/store.h) and are
+ * names are a contract with the coordinator's store (server/store/store.h) and are
  * listed in docs/training.md.  Every builder returns a new reference (NULL
  * only when out of memory); a non-finite real becomes JSON null, since JSON
  * has no NaN. */

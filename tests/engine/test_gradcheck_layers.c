@@ -1,4 +1,4 @@
-/* Finite-difference checks of every layer's backward in worker/layers.c.
+/* Finite-difference checks of every layer's backward in engine/layers.c.
  *
  * Each layer's output is reduced to a scalar L = sum(out * R) with a fixed
  * random R, so the analytic gradient is the layer's backward with dout = R.

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch reference of the bifocal transformer (worker/model.h).
+"""PyTorch reference of the bifocal transformer (engine/model.h).
 
 The same model, parameter names and layout as the C code (per-layer tensors
 stacked with a leading L dimension, matrices stored [in, out]), so a flat
@@ -7,7 +7,7 @@ float32 dump of params_memory loads directly.  Used two ways:
 
   * bench: `torch_ref.py --bench C L NH T B V STEPS` times forward +
     backward + AdamW on one thread and prints `torch_tokens_per_s X`;
-  * tests/worker/torch_check.py imports BifocalTorch to check the C
+  * tests/reference/torch_check.py imports BifocalTorch to check the C
     model's loss, gradients and AdamW step.
 """
 import math

@@ -1,4 +1,4 @@
-/* The C model against PyTorch (bench/torch_ref.py) on the same weights and
+/* The C model against PyTorch (tests/reference/torch_ref.py) on the same weights and
  * batch, for every rope variant: loss, predictions, every gradient tensor,
  * and the parameters after one AdamW step.
  *
