@@ -1,0 +1,29 @@
+/* alloc: the one out-of-memory policy of every Bifocal program.
+ *
+ * Memory exhaustion is not an error a caller can handle usefully in a
+ * training job, a coordinator or a CLI: half-built state is worse than a
+ * clean exit that a supervisor (Slurm, systemd, a retrying lease) restarts.
+ * So, as Redis's zmalloc does, every allocation goes through these wrappers,
+ * which log one line naming the size and abort when the allocator says no.
+ * A caller never checks their result.
+ *
+ * bf_alloc_init routes jansson's allocations through the same policy; the
+ * programs that use libuv also hand it bf_xmalloc & co (uv_replace_allocator),
+ * SQLite keeps its own (it reports SQLITE_NOMEM, which the store turns into
+ * an error with its cause). */
+#ifndef BF_ALLOC_H
+#define BF_ALLOC_H
+
+#include <stddef.h>
+
+void *bf_xmalloc(size_t n);
+void *bf_xcalloc(size_t count, size_t size);
+void *bf_xrealloc(void *p, size_t n);
+char *bf_xstrdup(const char *s);
+/* At most n bytes of s, always terminated. */
+char *bf_xstrndup(const char *s, size_t n);
+
+/* Routes jansson through bf_xmalloc.  Call once at the start of main. */
+void bf_alloc_init(void);
+
+#endif
