@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tasks.h"
 #include "yaml_json.h"
 
 typedef enum {
@@ -521,7 +520,7 @@ static int validate_cross(const bf_job_config *cfg, const apply_ctx *c)
                             "(allowed: 0 .. steps)", cfg->warmup_steps,
                             cfg->steps);
     int deepest = bf_job_config_max_depth(cfg);
-    int need = bf_task_max_len(cfg, deepest);
+    int need = bf_task_max_len(cfg->task, deepest);
     if (cfg->seq_len < need)
         return bf_error_set(c->err, c->file,
                             field_line(c->lines, "seq_len", -1), "seq_len",

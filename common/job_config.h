@@ -16,12 +16,11 @@
 #include <jansson.h>
 
 #include "bf_error.h"
+#include "task_kind.h"
 
 #define BF_MAX_EVAL_DEPTHS 16
 #define BF_MAX_DEPTH 256     /* largest depth / eval depth a task accepts */
 #define BF_PATH_MAX 1024
-
-typedef enum { BF_TASK_DYCK, BF_TASK_COUNTER, BF_TASK_MODARITH } bf_task_kind;
 
 typedef enum {
     BF_ROPE_NONE,     /* NoPE baseline: no rotation */

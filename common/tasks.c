@@ -97,7 +97,6 @@ static int dyck_measure(const bf_job_config *cfg, const int *tokens, int n)
 /* ---- counter: ITER, item, MARK, then digits 0..modulus-1 -------------- */
 
 enum { CNT_ITER = TOK_FIRST, CNT_ITEM, CNT_MARK, CNT_DIGIT0 };
-#define CNT_MAX_ITEMS 3 /* items per iteration: 1..CNT_MAX_ITEMS */
 
 static int counter_generate(const bf_job_config *cfg, int depth, bf_rng *rng,
                             int *seq, int *answer_start)
@@ -105,7 +104,7 @@ static int counter_generate(const bf_job_config *cfg, int depth, bf_rng *rng,
     int n = 0, marked = 0;
     for (int it = 0; it < depth; it++) {
         seq[n++] = CNT_ITER;
-        int items = 1 + (int)bf_rng_below(rng, CNT_MAX_ITEMS);
+        int items = 1 + (int)bf_rng_below(rng, BF_COUNTER_MAX_ITEMS);
         for (int j = 0; j < items; j++) {
             int mark = (int)bf_rng_below(rng, 2);
             marked += mark;
@@ -189,19 +188,6 @@ int bf_task_vocab_size(const bf_job_config *cfg)
         return CNT_DIGIT0 + cfg->modulus;
     case BF_TASK_MODARITH:
         return MA_DIGIT0 + cfg->modulus;
-    }
-    return 0;
-}
-
-int bf_task_max_len(const bf_job_config *cfg, int depth)
-{
-    switch (cfg->task) {
-    case BF_TASK_DYCK: /* d opens + 2d filler + SEP + d closes + END */
-        return 4 * depth + 2;
-    case BF_TASK_COUNTER: /* d * (ITER + 3 items) + SEP + digit + END */
-        return (1 + CNT_MAX_ITEMS) * depth + 3;
-    case BF_TASK_MODARITH: /* 4 tokens per level + digit + SEP + digit + END */
-        return 4 * depth + 4;
     }
     return 0;
 }

@@ -22,16 +22,12 @@
 
 #include <stdint.h>
 
-#include "job_config.h"
+#include "job_config.h"   /* and task_kind.h: bf_task_max_len */
 
 enum { BF_TOK_PAD = 0 };
 
 /* Vocabulary size of the task named by cfg (depends on dyck_k / modulus). */
 int bf_task_vocab_size(const bf_job_config *cfg);
-
-/* Longest sequence (tokens, answer included) an example of this depth can
- * have; an example fits a row of T tokens iff max_len <= T. */
-int bf_task_max_len(const bf_job_config *cfg, int depth);
 
 /* Training example `index`: its depth is drawn uniformly from 1..cfg->depth
  * (as a function of seed and index).  Returns the depth used. */

@@ -173,7 +173,7 @@ static void check_task_examples(bf_job_config cfg)
 {
     row r;
     for (int depth = 1; depth <= MAX_TEST_DEPTH; depth++) {
-        int max_len = bf_task_max_len(&cfg, depth);
+        int max_len = bf_task_max_len(cfg.task, depth);
         assert_true(max_len <= ROW);
         for (uint64_t i = 0; i < INDICES; i++) {
             eval_row(&cfg, depth, i, &r);
@@ -215,7 +215,7 @@ static void test_max_len_is_attained(void **state)
     for (int task = 0; task < 3; task++) {
         bf_job_config cfg = config_for(task, 2, 10);
         for (int depth = 1; depth <= 4; depth++) {
-            int max_len = bf_task_max_len(&cfg, depth), longest = 0;
+            int max_len = bf_task_max_len(cfg.task, depth), longest = 0;
             row r;
             for (uint64_t i = 0; i < 2000; i++) {
                 eval_row(&cfg, depth, i, &r);
@@ -234,9 +234,9 @@ static void test_lengths_are_modest(void **state)
     (void)state;
     for (int task = 0; task < 3; task++) {
         bf_job_config cfg = config_for(task, 2, 10);
-        assert_true(bf_task_max_len(&cfg, 8) <= cfg.seq_len);
-        assert_true(bf_task_max_len(&cfg, 16) <= 128);
-        assert_true(bf_task_max_len(&cfg, 5) > bf_task_max_len(&cfg, 4));
+        assert_true(bf_task_max_len(cfg.task, 8) <= cfg.seq_len);
+        assert_true(bf_task_max_len(cfg.task, 16) <= 128);
+        assert_true(bf_task_max_len(cfg.task, 5) > bf_task_max_len(cfg.task, 4));
     }
 }
 
