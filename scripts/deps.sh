@@ -9,6 +9,8 @@ BUILD_PKGS=(meson ninja-build pkg-config gcc libc6-dev
 # The model's reference check (tests/reference/torch_check.py) runs PyTorch;
 # tests/e2e/test_e2e_run.sh looks for leftover processes with pgrep.
 TEST_PKGS=(python3-torch python3-numpy procps)
+# scripts/coverage.sh: line coverage per folder.
+COVERAGE_PKGS=(gcovr)
 # The benchmarks' reference implementations.
 BENCH_PKGS=(python3-torch python3-optuna python3-numpy)
 
