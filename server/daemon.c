@@ -8,8 +8,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "daemon.h"
 #include "log.h"
 
@@ -17,18 +17,11 @@
  * connections that do not read. */
 #define BF_SHUTDOWN_GRACE_MS 2000
 
-int64_t bf_daemon_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void on_lease_timer(uv_timer_t *t)
 {
     bf_daemon *d = t->data;
     int n = 0;
-    if (bf_store_expire_leases(d->store, bf_daemon_now_ms(), &n))
+    if (bf_store_expire_leases(d->store, bf_wall_ms(), &n))
         bf_log_error("lease expiry failed");
     else if (n > 0)
         bf_log_info("expired %d lease%s", n, n == 1 ? "" : "s");
