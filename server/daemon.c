@@ -4,13 +4,13 @@
  *     that commits the metrics ingested during the iteration in one
  *     transaction and then sends their acks,
  *   - SIGINT/SIGTERM handlers for an orderly stop. */
-#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "clock.h"
 #include "daemon.h"
+#include "file.h"
 #include "log.h"
 
 /* How long a stopping daemon waits for replies to drain before it cuts
@@ -60,18 +60,13 @@ void bf_daemon_stop(bf_daemon *d)
     uv_timer_start(&d->grace_timer, on_grace_timer, BF_SHUTDOWN_GRACE_MS, 0);
 }
 
+/* Replaced atomically, so a reader polling for the file never sees it
+ * half-written, and it names the port of this daemon after a crash. */
 static int write_port_file(const char *path, int port, bf_error *err)
 {
-    /* Written whole under a temporary name, then renamed, so a reader
-     * polling for the file never sees it half-written. */
-    char tmp[PATH_MAX + 8];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0
-        || rename(tmp, path) != 0)
-        return bf_error_set(err, path, 0, "port-file",
-                            "cannot write the port file");
-    return 0;
+    char line[16];
+    int n = snprintf(line, sizeof line, "%d\n", port);
+    return bf_write_file_atomic(path, line, (size_t)n, err);
 }
 
 int bf_daemon_init(bf_daemon *d, uv_loop_t *loop, const bf_daemon_options *o,
