@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alloc.h"
+
 char *bf_read_file(const char *path, size_t *len, bf_error *err)
 {
     FILE *f = fopen(path, "rb");
@@ -17,22 +19,18 @@ char *bf_read_file(const char *path, size_t *len, bf_error *err)
         return NULL;
     }
     size_t n = 0, cap = 4096;
-    char *text = malloc(cap + 1);
-    while (text) {
+    char *text = bf_xmalloc(cap + 1);
+    for (;;) {
         n += fread(text + n, 1, cap - n, f);
         if (n < cap)
             break;
-        char *bigger = realloc(text, 2 * cap + 1);
-        if (!bigger)
-            free(text);
-        text = bigger;
+        text = bf_xrealloc(text, 2 * cap + 1);
         cap *= 2;
     }
     int read_failed = ferror(f);
     fclose(f);
-    if (!text || read_failed) {
-        bf_error_set(err, path, 0, NULL, "cannot read file: %s",
-                     text ? "I/O error" : "out of memory");
+    if (read_failed) {
+        bf_error_set(err, path, 0, NULL, "cannot read file: I/O error");
         free(text);
         return NULL;
     }

@@ -6,8 +6,10 @@
  *   - SIGINT/SIGTERM handlers for an orderly stop. */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "clock.h"
 #include "daemon.h"
 #include "file.h"
@@ -72,6 +74,10 @@ static int write_port_file(const char *path, int port, bf_error *err)
 int bf_daemon_init(bf_daemon *d, uv_loop_t *loop, const bf_daemon_options *o,
                    bf_error *err)
 {
+    /* libuv allocates under the one out-of-memory policy too.  The caller
+     * may have made `loop` with plain malloc already: that is safe, since
+     * bf_xmalloc & co allocate with malloc and libuv frees with free. */
+    uv_replace_allocator(bf_xmalloc, bf_xrealloc, bf_xcalloc, free);
     memset(d, 0, sizeof *d);
     d->loop = loop;
     d->lease_ms = (int64_t)o->lease_seconds * 1000;

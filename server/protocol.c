@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "clock.h"
 #include "daemon.h"
 #include "log.h"
@@ -102,7 +103,7 @@ static bf_held_attempt *hold(bf_conn *c, int64_t attempt_id, int64_t now)
         release(other, attempt_id);
     if (c->n_held == c->cap_held) {
         c->cap_held = c->cap_held ? 2 * c->cap_held : 4;
-        c->held = realloc(c->held, (size_t)c->cap_held * sizeof *c->held);
+        c->held = bf_xrealloc(c->held, (size_t)c->cap_held * sizeof *c->held);
     }
     h = &c->held[c->n_held++];
     h->attempt_id = attempt_id;

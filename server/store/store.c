@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "job_config.h"
 #include "sweep.h"
 
@@ -226,11 +227,8 @@ static int prepare_all(bf_store *s, bf_error *err)
 int bf_store_open(bf_store **out, const char *path, bf_error *err)
 {
     *out = NULL;
-    bf_store *s = calloc(1, sizeof *s);
-    if (!s || !(s->path = strdup(path))) {
-        free(s);
-        return bf_error_set(err, path, 0, NULL, "out of memory");
-    }
+    bf_store *s = bf_xcalloc(1, sizeof *s);
+    s->path = bf_xstrdup(path);
     if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
                         NULL) != SQLITE_OK) {
         store__fail(s, err, "cannot open the database");

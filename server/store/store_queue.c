@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
+
 void bf_lease_clear(bf_lease *l)
 {
     free(l->config_json);
@@ -22,7 +24,7 @@ void bf_lease_clear(bf_lease *l)
 static char *column_strdup(sqlite3_stmt *st, int i)
 {
     const unsigned char *t = sqlite3_column_text(st, i);
-    return t ? strdup((const char *)t) : NULL;
+    return t ? bf_xstrdup((const char *)t) : NULL;
 }
 
 /* ---- leasing ------------------------------------------------------------ */
@@ -284,10 +286,7 @@ int bf_store_expire_leases(bf_store *s, int64_t now_ms, int *n_expired)
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (n == cap) {
             cap = cap ? 2 * cap : 16;
-            int64_t *grown = realloc(ids, cap * sizeof *ids);
-            if (!grown)
-                break;
-            ids = grown;
+            ids = bf_xrealloc(ids, cap * sizeof *ids);
         }
         ids[n++] = sqlite3_column_int64(st, 0);
     }
@@ -330,12 +329,7 @@ static int cancel_scope(bf_store *s, int queued_stmt, int running_stmt,
             continue;
         if (*n_running == cap) {
             cap = cap ? 2 * cap : 8;
-            int64_t *grown = realloc(*running, (size_t)cap * sizeof **running);
-            if (!grown) {
-                sqlite3_reset(st);
-                return bf_error_set(err, NULL, 0, NULL, "out of memory");
-            }
-            *running = grown;
+            *running = bf_xrealloc(*running, (size_t)cap * sizeof **running);
         }
         (*running)[(*n_running)++] = sqlite3_column_int64(st, 0);
     }
