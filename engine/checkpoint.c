@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "file.h"
+
 /* Hugging Face GPT-2 names, in bf_params order; per-layer tensors get an
  * "h.N." prefix.  log_freq is ours: theta = log(omega), [n_heads, d_head/2]. */
 static const struct { const char *name; int per_layer; }
@@ -353,14 +355,7 @@ int bf_checkpoint_save_in_dir(const char *dir, const bf_model *m,
     char line[64];
     int n = snprintf(line, sizeof line, "step-%06d.safetensors\n", step);
     snprintf(latest, sizeof latest, "%s/%s", dir, LATEST_NAME);
-    bf_atomic_file f;
-    if (bf_atomic_open(&f, latest, err) != 0)
-        return -1;
-    if (bf_atomic_write(&f, line, (size_t)n, err) != 0) {
-        bf_atomic_abort(&f);
-        return -1;
-    }
-    if (bf_atomic_commit(&f, err) != 0)
+    if (bf_write_file_atomic(latest, line, (size_t)n, err) != 0)
         return -1;
     if (path_out)
         snprintf(path_out, cap, "%s", path);

@@ -10,36 +10,17 @@
  * Only F32 tensors are written or accepted: that is all Bifocal stores.
  * The host must be little-endian (checked at compile time).
  *
- * Writing goes through bf_atomic_file, so a crash leaves either the old file
+ * Writing goes through bf_atomic_file (common/file.h), so a crash leaves either the old file
  * or the complete new one, never a torn checkpoint. */
 #ifndef BF_SAFETENSORS_H
 #define BF_SAFETENSORS_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "bf_error.h"
 
 enum { BF_ST_MAX_DIMS = 8 };
-
-/* ---- atomic file replacement -------------------------------------------- */
-
-/* Writes go to a temporary file in the destination's directory; commit
- * flushes, fsyncs, renames it over `path` and fsyncs the directory. */
-typedef struct bf_atomic_file {
-    FILE *fp;
-    char path[1024];
-    char tmp_path[1040];
-} bf_atomic_file;
-
-int bf_atomic_open(bf_atomic_file *f, const char *path, bf_error *err);
-int bf_atomic_write(bf_atomic_file *f, const void *buf, size_t n,
-                    bf_error *err);
-/* On failure the temporary file is removed and `path` is untouched. */
-int bf_atomic_commit(bf_atomic_file *f, bf_error *err);
-/* Drops an uncommitted file (no-op after commit). */
-void bf_atomic_abort(bf_atomic_file *f);
 
 /* ---- writer --------------------------------------------------------------- */
 

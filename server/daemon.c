@@ -4,31 +4,26 @@
  *     that commits the metrics ingested during the iteration in one
  *     transaction and then sends their acks,
  *   - SIGINT/SIGTERM handlers for an orderly stop. */
-#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "alloc.h"
+#include "clock.h"
 #include "daemon.h"
+#include "file.h"
 #include "log.h"
 
 /* How long a stopping daemon waits for replies to drain before it cuts
  * connections that do not read. */
 #define BF_SHUTDOWN_GRACE_MS 2000
 
-int64_t bf_daemon_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void on_lease_timer(uv_timer_t *t)
 {
     bf_daemon *d = t->data;
     int n = 0;
-    if (bf_store_expire_leases(d->store, bf_daemon_now_ms(), &n))
+    if (bf_store_expire_leases(d->store, bf_wall_ms(), &n))
         bf_log_error("lease expiry failed");
     else if (n > 0)
         bf_log_info("expired %d lease%s", n, n == 1 ? "" : "s");
@@ -67,23 +62,22 @@ void bf_daemon_stop(bf_daemon *d)
     uv_timer_start(&d->grace_timer, on_grace_timer, BF_SHUTDOWN_GRACE_MS, 0);
 }
 
+/* Replaced atomically, so a reader polling for the file never sees it
+ * half-written, and it names the port of this daemon after a crash. */
 static int write_port_file(const char *path, int port, bf_error *err)
 {
-    /* Written whole under a temporary name, then renamed, so a reader
-     * polling for the file never sees it half-written. */
-    char tmp[PATH_MAX + 8];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) != 0
-        || rename(tmp, path) != 0)
-        return bf_error_set(err, path, 0, "port-file",
-                            "cannot write the port file");
-    return 0;
+    char line[16];
+    int n = snprintf(line, sizeof line, "%d\n", port);
+    return bf_write_file_atomic(path, line, (size_t)n, err);
 }
 
 int bf_daemon_init(bf_daemon *d, uv_loop_t *loop, const bf_daemon_options *o,
                    bf_error *err)
 {
+    /* libuv allocates under the one out-of-memory policy too.  The caller
+     * may have made `loop` with plain malloc already: that is safe, since
+     * bf_xmalloc & co allocate with malloc and libuv frees with free. */
+    uv_replace_allocator(bf_xmalloc, bf_xrealloc, bf_xcalloc, free);
     memset(d, 0, sizeof *d);
     d->loop = loop;
     d->lease_ms = (int64_t)o->lease_seconds * 1000;

@@ -81,8 +81,6 @@ int bf_daemon_init(bf_daemon *d, uv_loop_t *loop, const bf_daemon_options *o,
 int bf_daemon_run(bf_daemon *d);
 /* Starts the orderly shutdown: stop accepting, flush, close everything. */
 void bf_daemon_stop(bf_daemon *d);
-/* Milliseconds since the Unix epoch (the store's clock). */
-int64_t bf_daemon_now_ms(void);
 
 /* ---- net.c ---------------------------------------------------------------- */
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "daemon.h"
 #include "log.h"
 
@@ -74,7 +75,7 @@ void bf_conn_send(bf_conn *c, json_t *msg)
         bf_conn_close(c);
         return;
     }
-    write_req *w = malloc(sizeof *w);
+    write_req *w = bf_xmalloc(sizeof *w);
     w->frame = frame;
     uv_buf_t buf = uv_buf_init(frame, (unsigned)len);
     int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &buf, 1, on_written);
@@ -100,7 +101,7 @@ static void close_after_writes(bf_conn *c)
     if (c->closing)
         return;
     c->closing = 1;
-    uv_shutdown_t *req = malloc(sizeof *req);
+    uv_shutdown_t *req = bf_xmalloc(sizeof *req);
     req->data = c;
     if (uv_shutdown(req, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
         free(req);
@@ -186,7 +187,7 @@ static void on_connection(uv_stream_t *server, int status)
         bf_log_warn("accept: %s", uv_strerror(status));
         return;
     }
-    bf_conn *c = calloc(1, sizeof *c);
+    bf_conn *c = bf_xcalloc(1, sizeof *c);
     c->d = d;
     c->serial = ++d->next_serial;
     c->pending_acks = json_array();

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
+#include "clock.h"
 #include "daemon.h"
 #include "log.h"
 
@@ -101,7 +103,7 @@ static bf_held_attempt *hold(bf_conn *c, int64_t attempt_id, int64_t now)
         release(other, attempt_id);
     if (c->n_held == c->cap_held) {
         c->cap_held = c->cap_held ? 2 * c->cap_held : 4;
-        c->held = realloc(c->held, (size_t)c->cap_held * sizeof *c->held);
+        c->held = bf_xrealloc(c->held, (size_t)c->cap_held * sizeof *c->held);
     }
     h = &c->held[c->n_held++];
     h->attempt_id = attempt_id;
@@ -239,7 +241,7 @@ static void handle_hello(bf_conn *c, json_t *msg, const json_t *id)
         snprintf(c->name, sizeof c->name, "%s", name);
         snprintf(c->host, sizeof c->host, "%s", host);
         bf_store_worker_seen(d->store, name, host, c->ranks, 1,
-                             bf_daemon_now_ms());
+                             bf_wall_ms());
     } else {
         json_decref(reply);
         bf_error e;
@@ -259,7 +261,7 @@ static void handle_request_job(bf_conn *c, json_t *msg, const json_t *id)
 {
     (void)msg;
     bf_daemon *d = c->d;
-    int64_t now = bf_daemon_now_ms();
+    int64_t now = bf_wall_ms();
     bf_lease lease;
     bf_error err;
     bf_error_clear(&err);
@@ -311,7 +313,7 @@ static void handle_heartbeat(bf_conn *c, json_t *msg, const json_t *id)
     if (int_field(c, msg, id, "attempt_id", 0, &attempt)
         || check_owner(c, id, attempt))
         return;
-    int64_t now = bf_daemon_now_ms();
+    int64_t now = bf_wall_ms();
     int rc = renew(c, attempt, now);
     if (rc == BF_STORE_FENCED || rc == BF_STORE_NOT_FOUND) {
         reply_fenced(c, id, attempt);
@@ -346,7 +348,7 @@ static void handle_metrics(bf_conn *c, json_t *msg, const json_t *id)
                     "metrics: field 'records' must be an array");
         return;
     }
-    int64_t now = bf_daemon_now_ms();
+    int64_t now = bf_wall_ms();
     bf_error err;
     bf_error_clear(&err);
     int rows = 0;
@@ -390,7 +392,7 @@ static void handle_checkpoint(bf_conn *c, json_t *msg, const json_t *id)
         || int_field(c, msg, id, "step", 0, &step)
         || check_owner(c, id, attempt))
         return;
-    int64_t now = bf_daemon_now_ms();
+    int64_t now = bf_wall_ms();
     int rc = bf_store_record_checkpoint(c->d->store, attempt, path, step, now);
     if (rc == BF_STORE_FENCED || rc == BF_STORE_NOT_FOUND) {
         reply_fenced(c, id, attempt);
@@ -421,7 +423,7 @@ static void finish(bf_conn *c, json_t *msg, const json_t *id, int succeeded)
         || (!succeeded && str_field(c, msg, id, "error", 1, &error_text))
         || check_owner(c, id, attempt))
         return;
-    int64_t now = bf_daemon_now_ms();
+    int64_t now = bf_wall_ms();
     int cancelled = !succeeded
         && bf_store_attempt_cancelled(d->store, attempt) == 1;
     int rc = !succeeded && cancelled
@@ -471,7 +473,7 @@ static void handle_submit(bf_conn *c, json_t *msg, const json_t *id)
     bf_error_clear(&err);
     if (bf_store_submit_sweep(c->d->store, filename, text,
                               json_string_length(json_object_get(msg, "text")),
-                              bf_daemon_now_ms(), &sweep_id, &n_jobs, &err)) {
+                              bf_wall_ms(), &sweep_id, &n_jobs, &err)) {
         reply_error(c, id, "invalid", &err,
                     err.msg[0] ? err.msg : "sweep rejected");
         return;
@@ -576,7 +578,7 @@ static void handle_cancel(bf_conn *c, json_t *msg, const json_t *id)
     int n_running = 0;
     bf_error err;
     bf_error_clear(&err);
-    int64_t now = bf_daemon_now_ms();
+    int64_t now = bf_wall_ms();
     int rc = sweep > 0
         ? bf_store_cancel_sweep(d->store, sweep, now, &running, &n_running,
                                 &err)
@@ -733,5 +735,5 @@ void bf_protocol_closed(bf_conn *c)
         if (o->role == BF_ROLE_WORKER && strcmp(o->name, c->name) == 0)
             return;
     bf_store_worker_seen(c->d->store, c->name, c->host, c->ranks, 0,
-                             bf_daemon_now_ms());
+                             bf_wall_ms());
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "job_config.h"
 #include "sweep.h"
 
@@ -30,7 +31,7 @@ const char *bf_store_last_error(const bf_store *s)
     return s->last.msg;
 }
 
-int bf_store_fail(bf_store *s, bf_error *err, const char *what)
+int store__fail(bf_store *s, bf_error *err, const char *what)
 {
     const char *why = s->db ? sqlite3_errmsg(s->db) : "out of memory";
     bf_error_set(&s->last, s->path, 0, NULL, "%s: %s", what, why);
@@ -39,7 +40,7 @@ int bf_store_fail(bf_store *s, bf_error *err, const char *what)
     return -1;
 }
 
-sqlite3_stmt *bf_store_stmt(bf_store *s, int id)
+sqlite3_stmt *store__stmt(bf_store *s, int id)
 {
     sqlite3_stmt *st = s->st[id];
     sqlite3_reset(st);
@@ -47,20 +48,20 @@ sqlite3_stmt *bf_store_stmt(bf_store *s, int id)
     return st;
 }
 
-int bf_store_exec(bf_store *s, sqlite3_stmt *st, bf_error *err)
+int store__exec(bf_store *s, sqlite3_stmt *st, bf_error *err)
 {
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW)
         ;
     sqlite3_reset(st);
     if (rc != SQLITE_DONE)
-        return bf_store_fail(s, err, sqlite3_sql(st));
+        return store__fail(s, err, sqlite3_sql(st));
     return 0;
 }
 
 /* ---- transactions ------------------------------------------------------- */
 
-void bf_store_batch_lost(bf_store *s)
+void store__batch_lost(bf_store *s)
 {
     if (!s->batch_lost)
         s->lost = s->last;
@@ -78,11 +79,11 @@ static int end_batch(bf_store *s, bf_error *err)
     if (!s->in_batch)
         return 0;
     s->in_batch = 0;
-    if (bf_store_exec(s, bf_store_stmt(s, ST_COMMIT), err) == 0)
+    if (store__exec(s, store__stmt(s, ST_COMMIT), err) == 0)
         return 0;
-    bf_store_batch_lost(s);
+    store__batch_lost(s);
     if (!sqlite3_get_autocommit(s->db))
-        bf_store_exec(s, bf_store_stmt(s, ST_ROLLBACK), NULL);
+        store__exec(s, store__stmt(s, ST_ROLLBACK), NULL);
     return -1;
 }
 
@@ -100,30 +101,30 @@ int bf_store_flush(bf_store *s, bf_error *err)
     return -1;
 }
 
-int bf_store_begin(bf_store *s, bf_error *err)
+int store__begin(bf_store *s, bf_error *err)
 {
     if (end_batch(s, err) < 0)
         return -1;
-    return bf_store_exec(s, bf_store_stmt(s, ST_BEGIN), err);
+    return store__exec(s, store__stmt(s, ST_BEGIN), err);
 }
 
-int bf_store_commit(bf_store *s, bf_error *err)
+int store__commit(bf_store *s, bf_error *err)
 {
-    return bf_store_exec(s, bf_store_stmt(s, ST_COMMIT), err);
+    return store__exec(s, store__stmt(s, ST_COMMIT), err);
 }
 
-void bf_store_rollback(bf_store *s)
+void store__rollback(bf_store *s)
 {
     /* Rolls back whatever is open; a failure here means nothing was. */
-    bf_store_exec(s, bf_store_stmt(s, ST_ROLLBACK), NULL);
+    store__exec(s, store__stmt(s, ST_ROLLBACK), NULL);
     s->in_batch = 0;
 }
 
-int bf_store_refresh_sweep(bf_store *s, int64_t sweep_id, bf_error *err)
+int store__refresh_sweep(bf_store *s, int64_t sweep_id, bf_error *err)
 {
-    sqlite3_stmt *st = bf_store_stmt(s, ST_SWEEP_REFRESH);
+    sqlite3_stmt *st = store__stmt(s, ST_SWEEP_REFRESH);
     sqlite3_bind_int64(st, 1, sweep_id);
-    return bf_store_exec(s, st, err);
+    return store__exec(s, st, err);
 }
 
 /* ---- open / migrate / close --------------------------------------------- */
@@ -143,11 +144,11 @@ static int read_user_version(bf_store *s, int *version, bf_error *err)
 {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
-        return bf_store_fail(s, err, "reading the schema version");
+        return store__fail(s, err, "reading the schema version");
     int rc = sqlite3_step(st);
     *version = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
     sqlite3_finalize(st);
-    return rc == SQLITE_ROW ? 0 : bf_store_fail(s, err, "reading the schema version");
+    return rc == SQLITE_ROW ? 0 : store__fail(s, err, "reading the schema version");
 }
 
 /* Applies every migration the database lacks, each in its own transaction
@@ -195,7 +196,7 @@ static int configure(bf_store *s, bf_error *err)
     sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &st, NULL) != SQLITE_OK)
-        return bf_store_fail(s, err, "setting WAL mode");
+        return store__fail(s, err, "setting WAL mode");
     int ok = sqlite3_step(st) == SQLITE_ROW &&
              strcmp((const char *)sqlite3_column_text(st, 0), "wal") == 0;
     sqlite3_finalize(st);
@@ -214,10 +215,10 @@ static int prepare_all(bf_store *s, bf_error *err)
     for (int i = 0; i < ST_COUNT; i++)
         if (sqlite3_prepare_v3(s->db, statement_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
                                &s->st[i], NULL) != SQLITE_OK)
-            return bf_store_fail(s, err, statement_sql[i]);
-    sqlite3_stmt *st = bf_store_stmt(s, ST_LEASE_MAX_SEQ);
+            return store__fail(s, err, statement_sql[i]);
+    sqlite3_stmt *st = store__stmt(s, ST_LEASE_MAX_SEQ);
     if (sqlite3_step(st) != SQLITE_ROW)
-        return bf_store_fail(s, err, "reading the lease counter");
+        return store__fail(s, err, "reading the lease counter");
     s->lease_seq = sqlite3_column_int64(st, 0);
     sqlite3_reset(st);
     return 0;
@@ -226,14 +227,11 @@ static int prepare_all(bf_store *s, bf_error *err)
 int bf_store_open(bf_store **out, const char *path, bf_error *err)
 {
     *out = NULL;
-    bf_store *s = calloc(1, sizeof *s);
-    if (!s || !(s->path = strdup(path))) {
-        free(s);
-        return bf_error_set(err, path, 0, NULL, "out of memory");
-    }
+    bf_store *s = bf_xcalloc(1, sizeof *s);
+    s->path = bf_xstrdup(path);
     if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
                         NULL) != SQLITE_OK) {
-        bf_store_fail(s, err, "cannot open the database");
+        store__fail(s, err, "cannot open the database");
         bf_store_close(s);
         return -1;
     }
@@ -270,7 +268,7 @@ typedef struct submit_ctx {
 static int insert_job(void *ctx, const bf_sweep_job *job, bf_error *err)
 {
     submit_ctx *c = ctx;
-    sqlite3_stmt *st = bf_store_stmt(c->s, ST_JOB_INSERT);
+    sqlite3_stmt *st = store__stmt(c->s, ST_JOB_INSERT);
     sqlite3_bind_int64(st, 1, c->sweep_id);
     sqlite3_bind_int64(st, 2, (sqlite3_int64)job->index);
     sqlite3_bind_text(st, 3, job->config_json, -1, SQLITE_STATIC);
@@ -282,21 +280,21 @@ static int insert_job(void *ctx, const bf_sweep_job *job, bf_error *err)
     sqlite3_bind_int(st, 9, bf_job_config_spectral_heads(job->cfg));
     sqlite3_bind_int(st, 10, c->priority);
     sqlite3_bind_int64(st, 11, c->now_ms);
-    return bf_store_exec(c->s, st, err);
+    return store__exec(c->s, st, err);
 }
 
 static int insert_sweep(bf_store *s, const bf_sweep *sw, const char *filename,
                         const char *text, size_t len, int64_t now_ms,
                         int64_t *sweep_id, bf_error *err)
 {
-    sqlite3_stmt *st = bf_store_stmt(s, ST_SWEEP_INSERT);
+    sqlite3_stmt *st = store__stmt(s, ST_SWEEP_INSERT);
     sqlite3_bind_text(st, 1, sw->name, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, filename, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, text, (int)len, SQLITE_STATIC);
     sqlite3_bind_int64(st, 4, now_ms);
     sqlite3_bind_int(st, 5, sw->max_attempts);
     sqlite3_bind_int(st, 6, sw->priority);
-    if (bf_store_exec(s, st, err) < 0)
+    if (store__exec(s, st, err) < 0)
         return -1;
     *sweep_id = sqlite3_last_insert_rowid(s->db);
     return 0;
@@ -314,15 +312,15 @@ int bf_store_submit_sweep(bf_store *s, const char *filename, const char *text,
     if (!sw)
         return -1;
     submit_ctx c = {.s = s, .now_ms = now_ms, .priority = sw->priority};
-    if (bf_store_begin(s, err) < 0)
+    if (store__begin(s, err) < 0)
         goto fail;
     if (insert_sweep(s, sw, filename, text, len, now_ms, &c.sweep_id, err) < 0 ||
         bf_sweep_expand(sw, insert_job, &c, err) < 0)
         goto rollback;
-    sqlite3_stmt *st = bf_store_stmt(s, ST_SWEEP_SET_NJOBS);
+    sqlite3_stmt *st = store__stmt(s, ST_SWEEP_SET_NJOBS);
     sqlite3_bind_int64(st, 1, c.sweep_id);
     sqlite3_bind_int64(st, 2, (sqlite3_int64)sw->n_jobs);
-    if (bf_store_exec(s, st, err) < 0 || bf_store_commit(s, err) < 0)
+    if (store__exec(s, st, err) < 0 || store__commit(s, err) < 0)
         goto rollback;
     if (sweep_id)
         *sweep_id = c.sweep_id;
@@ -331,7 +329,7 @@ int bf_store_submit_sweep(bf_store *s, const char *filename, const char *text,
     bf_sweep_free(sw);
     return 0;
 rollback:
-    bf_store_rollback(s);
+    store__rollback(s);
 fail:
     bf_sweep_free(sw);
     return -1;
@@ -342,16 +340,16 @@ fail:
 int bf_store_worker_seen(bf_store *s, const char *name, const char *host,
                          int ranks, int connected, int64_t now_ms)
 {
-    if (bf_store_begin(s, NULL) < 0)
+    if (store__begin(s, NULL) < 0)
         return -1;
-    sqlite3_stmt *st = bf_store_stmt(s, ST_WORKER_SEEN);
+    sqlite3_stmt *st = store__stmt(s, ST_WORKER_SEEN);
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, host ? host : "", -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 3, ranks);
     sqlite3_bind_int(st, 4, connected ? 1 : 0);
     sqlite3_bind_int64(st, 5, now_ms);
-    if (bf_store_exec(s, st, NULL) < 0 || bf_store_commit(s, NULL) < 0) {
-        bf_store_rollback(s);
+    if (store__exec(s, st, NULL) < 0 || store__commit(s, NULL) < 0) {
+        store__rollback(s);
         return -1;
     }
     return 0;
@@ -386,7 +384,7 @@ static json_t *rows_to_json(bf_store *s, sqlite3_stmt *st, bf_error *err)
     }
     if (rc != SQLITE_DONE) {
         json_decref(rows);
-        bf_store_fail(s, err, sqlite3_sql(st));
+        store__fail(s, err, sqlite3_sql(st));
         rows = NULL;
     }
     sqlite3_finalize(st);
@@ -398,7 +396,7 @@ static sqlite3_stmt *prepare_query(bf_store *s, const char *sql, bf_error *err)
 {
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
-        bf_store_fail(s, err, sql);
+        store__fail(s, err, sql);
         return NULL;
     }
     return st;
@@ -406,14 +404,14 @@ static sqlite3_stmt *prepare_query(bf_store *s, const char *sql, bf_error *err)
 
 static int sweep_exists(bf_store *s, int64_t sweep_id, bf_error *err)
 {
-    sqlite3_stmt *st = bf_store_stmt(s, ST_SWEEP_STATUS);
+    sqlite3_stmt *st = store__stmt(s, ST_SWEEP_STATUS);
     sqlite3_bind_int64(st, 1, sweep_id);
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
     if (rc == SQLITE_ROW)
         return 1;
     if (rc != SQLITE_DONE)
-        return bf_store_fail(s, err, "looking up the sweep");
+        return store__fail(s, err, "looking up the sweep");
     bf_error_set(err, NULL, 0, "sweep", "no sweep with id %lld", (long long)sweep_id);
     return 0;
 }

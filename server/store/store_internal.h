@@ -2,7 +2,9 @@
  *   store.c          open, migrations, transactions, sweeps, workers, queries
  *   store_queue.c    leases, attempts, cancel, retry
  *   store_metrics.c  batched metric ingest
- * Nothing outside the files in server/store/ and the store tests includes this. */
+ * Its functions are named store__* (libuv's uv__ convention): internal to the
+ * store, not part of bf_store's API in store.h.  Nothing outside the files in
+ * server/store/ and the store tests includes this. */
 #ifndef BF_STORE_INTERNAL_H
 #define BF_STORE_INTERNAL_H
 
@@ -153,26 +155,26 @@ struct bf_store {
 };
 
 /* The statement `id`, reset and with its bindings cleared, ready to bind. */
-sqlite3_stmt *bf_store_stmt(bf_store *s, int id);
+sqlite3_stmt *store__stmt(bf_store *s, int id);
 
 /* Fills err (and s->last) with "what: sqlite's message". Returns -1. */
-int bf_store_fail(bf_store *s, bf_error *err, const char *what);
+int store__fail(bf_store *s, bf_error *err, const char *what);
 
 /* Write transactions.  begin commits an open metric batch first, so every
  * call but ingest leaves the database committed when it returns. */
-int bf_store_begin(bf_store *s, bf_error *err);
-int bf_store_commit(bf_store *s, bf_error *err);
-void bf_store_rollback(bf_store *s);
+int store__begin(bf_store *s, bf_error *err);
+int store__commit(bf_store *s, bf_error *err);
+void store__rollback(bf_store *s);
 
 /* Marks the open metric batch as lost (why: s->last) so that the next
  * bf_store_flush fails. */
-void bf_store_batch_lost(bf_store *s);
+void store__batch_lost(bf_store *s);
 
 /* Runs a statement that returns no rows (or whose rows are not needed).
  * Returns 0, or -1 with err set. */
-int bf_store_exec(bf_store *s, sqlite3_stmt *st, bf_error *err);
+int store__exec(bf_store *s, sqlite3_stmt *st, bf_error *err);
 
 /* Marks the sweep done once none of its jobs is queued or running. */
-int bf_store_refresh_sweep(bf_store *s, int64_t sweep_id, bf_error *err);
+int store__refresh_sweep(bf_store *s, int64_t sweep_id, bf_error *err);
 
 #endif

@@ -57,7 +57,7 @@ static int get_number(walk *w, size_t i, const json_t *rec, const char *type,
 /* Steps an INSERT OR IGNORE and counts the row if it was new. */
 static int insert(walk *w, sqlite3_stmt *st)
 {
-    if (bf_store_exec(w->s, st, w->err) < 0)
+    if (store__exec(w->s, st, w->err) < 0)
         return -1;
     w->n_rows += sqlite3_changes(w->s->db);
     return 0;
@@ -75,7 +75,7 @@ static int walk_train(walk *w, size_t i, const json_t *rec, json_int_t step)
             return record_error(w, i, key, "train record: '%s' must be a number", key);
         if (!w->s)
             continue;
-        sqlite3_stmt *st = bf_store_stmt(w->s, ST_METRIC_INSERT);
+        sqlite3_stmt *st = store__stmt(w->s, ST_METRIC_INSERT);
         sqlite3_bind_int64(st, 1, w->job_id);
         sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 3, step);
@@ -97,7 +97,7 @@ static int walk_eval(walk *w, size_t i, const json_t *rec, json_int_t step)
         return -1;
     if (!w->s)
         return 0;
-    sqlite3_stmt *st = bf_store_stmt(w->s, ST_EVAL_INSERT);
+    sqlite3_stmt *st = store__stmt(w->s, ST_EVAL_INSERT);
     sqlite3_bind_int64(st, 1, w->job_id);
     sqlite3_bind_int64(st, 2, step);
     sqlite3_bind_int64(st, 3, depth);
@@ -125,7 +125,7 @@ static int walk_freq(walk *w, size_t i, const json_t *rec, json_int_t step)
                                 "number", pair);
         if (!w->s)
             continue;
-        sqlite3_stmt *st = bf_store_stmt(w->s, ST_FREQ_INSERT);
+        sqlite3_stmt *st = store__stmt(w->s, ST_FREQ_INSERT);
         sqlite3_bind_int64(st, 1, w->job_id);
         sqlite3_bind_int64(st, 2, step);
         sqlite3_bind_int64(st, 3, layer);
@@ -172,14 +172,14 @@ static int walk_records(walk *w, const json_t *records)
 /* The job of a live attempt: 1, or 0 when fenced, -1 on error. */
 static int live_job(bf_store *s, int64_t attempt_id, int64_t *job_id, bf_error *err)
 {
-    sqlite3_stmt *st = bf_store_stmt(s, ST_ATTEMPT_LIVE);
+    sqlite3_stmt *st = store__stmt(s, ST_ATTEMPT_LIVE);
     sqlite3_bind_int64(st, 1, attempt_id);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW)
         *job_id = sqlite3_column_int64(st, 0);
     sqlite3_reset(st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return bf_store_fail(s, err, "looking up the attempt");
+        return store__fail(s, err, "looking up the attempt");
     if (rc == SQLITE_DONE)
         bf_error_set(err, NULL, 0, "attempt_id", "attempt %lld is not live (fenced)",
                      (long long)attempt_id);
@@ -196,7 +196,7 @@ int bf_store_ingest(bf_store *s, int64_t attempt_id, const json_t *records,
     if (walk_records(&w, records) < 0)
         return BF_STORE_ERR;
     if (!s->in_batch) {
-        if (bf_store_exec(s, bf_store_stmt(s, ST_BEGIN), err) < 0)
+        if (store__exec(s, store__stmt(s, ST_BEGIN), err) < 0)
             return BF_STORE_DB_FAILED;
         s->in_batch = 1;
     }
@@ -205,7 +205,7 @@ int bf_store_ingest(bf_store *s, int64_t attempt_id, const json_t *records,
         return live == 0 ? BF_STORE_FENCED : BF_STORE_DB_FAILED;
     /* A savepoint per call: a failure part-way (disk full) takes back this
      * batch only, not the others waiting in the same transaction. */
-    if (bf_store_exec(s, bf_store_stmt(s, ST_SAVEPOINT), err) < 0)
+    if (store__exec(s, store__stmt(s, ST_SAVEPOINT), err) < 0)
         return BF_STORE_DB_FAILED;
     w.s = s;
     if (walk_records(&w, records) < 0) {
@@ -214,15 +214,15 @@ int bf_store_ingest(bf_store *s, int64_t attempt_id, const json_t *records,
          * with it: then the flush must fail (so none is acked) and the next
          * ingest must begin a new transaction. */
         if (sqlite3_get_autocommit(s->db)) {
-            bf_store_batch_lost(s);
+            store__batch_lost(s);
             s->in_batch = 0;
             return BF_STORE_DB_FAILED;
         }
-        bf_store_exec(s, bf_store_stmt(s, ST_ROLLBACK_TO), NULL);
-        bf_store_exec(s, bf_store_stmt(s, ST_RELEASE), NULL);
+        store__exec(s, store__stmt(s, ST_ROLLBACK_TO), NULL);
+        store__exec(s, store__stmt(s, ST_RELEASE), NULL);
         return BF_STORE_DB_FAILED;
     }
-    if (bf_store_exec(s, bf_store_stmt(s, ST_RELEASE), err) < 0)
+    if (store__exec(s, store__stmt(s, ST_RELEASE), err) < 0)
         return BF_STORE_DB_FAILED;
     if (n_rows)
         *n_rows = w.n_rows;

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
+
 void bf_lease_clear(bf_lease *l)
 {
     free(l->config_json);
@@ -22,7 +24,7 @@ void bf_lease_clear(bf_lease *l)
 static char *column_strdup(sqlite3_stmt *st, int i)
 {
     const unsigned char *t = sqlite3_column_text(st, i);
-    return t ? strdup((const char *)t) : NULL;
+    return t ? bf_xstrdup((const char *)t) : NULL;
 }
 
 /* ---- leasing ------------------------------------------------------------ */
@@ -30,7 +32,7 @@ static char *column_strdup(sqlite3_stmt *st, int i)
 /* Picks the best queued job: 1 found, 0 none, -1 error. */
 static int pick_job(bf_store *s, int64_t *job_id, int64_t *sweep_id, bf_error *err)
 {
-    sqlite3_stmt *st = bf_store_stmt(s, ST_LEASE_PICK);
+    sqlite3_stmt *st = store__stmt(s, ST_LEASE_PICK);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         *job_id = sqlite3_column_int64(st, 0);
@@ -38,66 +40,66 @@ static int pick_job(bf_store *s, int64_t *job_id, int64_t *sweep_id, bf_error *e
     }
     sqlite3_reset(st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return bf_store_fail(s, err, "choosing the next job");
+        return store__fail(s, err, "choosing the next job");
     return rc == SQLITE_ROW;
 }
 
 static int start_job(bf_store *s, int64_t job_id, int64_t now_ms, bf_lease *out,
                      bf_error *err)
 {
-    sqlite3_stmt *st = bf_store_stmt(s, ST_JOB_START);
+    sqlite3_stmt *st = store__stmt(s, ST_JOB_START);
     sqlite3_bind_int64(st, 1, job_id);
     sqlite3_bind_int64(st, 2, now_ms);
     if (sqlite3_step(st) != SQLITE_ROW)
-        return bf_store_fail(s, err, "starting the job");
+        return store__fail(s, err, "starting the job");
     out->config_json = column_strdup(st, 0);
     out->resume_checkpoint = column_strdup(st, 1);
     out->resume_step = sqlite3_column_int64(st, 2);
-    return bf_store_exec(s, st, err);   /* RETURNING: step to the end */
+    return store__exec(s, st, err);   /* RETURNING: step to the end */
 }
 
 static int insert_attempt(bf_store *s, const char *worker, int64_t now_ms,
                           bf_lease *out, bf_error *err)
 {
-    sqlite3_stmt *st = bf_store_stmt(s, ST_ATTEMPT_INSERT);
+    sqlite3_stmt *st = store__stmt(s, ST_ATTEMPT_INSERT);
     sqlite3_bind_int64(st, 1, out->job_id);
     sqlite3_bind_text(st, 2, worker, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, now_ms);
     sqlite3_bind_int64(st, 4, out->lease_expires_ms);
     if (sqlite3_step(st) != SQLITE_ROW)
-        return bf_store_fail(s, err, "recording the attempt");
+        return store__fail(s, err, "recording the attempt");
     out->attempt_id = sqlite3_column_int64(st, 0);
     out->attempt_no = sqlite3_column_int(st, 1);
-    return bf_store_exec(s, st, err);
+    return store__exec(s, st, err);
 }
 
 static int touch_sweep(bf_store *s, int64_t sweep_id, bf_error *err)
 {
-    sqlite3_stmt *st = bf_store_stmt(s, ST_LEASE_TOUCH_SWEEP);
+    sqlite3_stmt *st = store__stmt(s, ST_LEASE_TOUCH_SWEEP);
     sqlite3_bind_int64(st, 1, sweep_id);
     sqlite3_bind_int64(st, 2, s->lease_seq + 1);
     /* Counted even if the transaction rolls back: gaps are harmless, only
      * monotonicity matters. */
     s->lease_seq++;
-    return bf_store_exec(s, st, err);
+    return store__exec(s, st, err);
 }
 
 int bf_store_lease_next(bf_store *s, const char *worker, int64_t now_ms,
                         int64_t lease_ms, bf_lease *out, bf_error *err)
 {
     memset(out, 0, sizeof *out);
-    if (bf_store_begin(s, err) < 0)
+    if (store__begin(s, err) < 0)
         return -1;
     int found = pick_job(s, &out->job_id, &out->sweep_id, err);
     if (found <= 0) {
-        bf_store_rollback(s);
+        store__rollback(s);
         return found;
     }
     out->lease_expires_ms = now_ms + lease_ms;
     if (start_job(s, out->job_id, now_ms, out, err) < 0 ||
         insert_attempt(s, worker, now_ms, out, err) < 0 ||
-        touch_sweep(s, out->sweep_id, err) < 0 || bf_store_commit(s, err) < 0) {
-        bf_store_rollback(s);
+        touch_sweep(s, out->sweep_id, err) < 0 || store__commit(s, err) < 0) {
+        store__rollback(s);
         bf_lease_clear(out);
         return -1;
     }
@@ -114,7 +116,7 @@ typedef struct live_attempt {
 /* 1 live, 0 not live (fenced), -1 error. */
 static int load_live(bf_store *s, int64_t attempt_id, live_attempt *a)
 {
-    sqlite3_stmt *st = bf_store_stmt(s, ST_ATTEMPT_LIVE);
+    sqlite3_stmt *st = store__stmt(s, ST_ATTEMPT_LIVE);
     sqlite3_bind_int64(st, 1, attempt_id);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
@@ -127,7 +129,7 @@ static int load_live(bf_store *s, int64_t attempt_id, live_attempt *a)
     }
     sqlite3_reset(st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return bf_store_fail(s, NULL, "looking up the attempt");
+        return store__fail(s, NULL, "looking up the attempt");
     return rc == SQLITE_ROW;
 }
 
@@ -135,20 +137,20 @@ static int load_live(bf_store *s, int64_t attempt_id, live_attempt *a)
  * transaction open, else FENCED/ERR with it closed. */
 static int begin_live(bf_store *s, int64_t attempt_id, live_attempt *a)
 {
-    if (bf_store_begin(s, NULL) < 0)
+    if (store__begin(s, NULL) < 0)
         return BF_STORE_ERR;
     int live = load_live(s, attempt_id, a);
     if (live == 1)
         return BF_STORE_OK;
-    bf_store_rollback(s);
+    store__rollback(s);
     return live == 0 ? BF_STORE_FENCED : BF_STORE_ERR;
 }
 
 static int commit_or_rollback(bf_store *s, int rc)
 {
-    if (rc == 0 && bf_store_commit(s, NULL) == 0)
+    if (rc == 0 && store__commit(s, NULL) == 0)
         return BF_STORE_OK;
-    bf_store_rollback(s);
+    store__rollback(s);
     return BF_STORE_ERR;
 }
 
@@ -173,15 +175,15 @@ static int settle(bf_store *s, const live_attempt *a, const char *outcome,
                  a->attempts == 1 ? "" : "s");
         error = why;
     }
-    sqlite3_stmt *st = bf_store_stmt(s, ST_ATTEMPT_END);
+    sqlite3_stmt *st = store__stmt(s, ST_ATTEMPT_END);
     sqlite3_bind_int64(st, 1, a->attempt_id);
     sqlite3_bind_text(st, 2, outcome, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, now_ms);
     if (error)
         sqlite3_bind_text(st, 4, error, -1, SQLITE_TRANSIENT);
-    if (bf_store_exec(s, st, NULL) < 0)
+    if (store__exec(s, st, NULL) < 0)
         return -1;
-    st = bf_store_stmt(s, ST_JOB_SETTLE);
+    st = store__stmt(s, ST_JOB_SETTLE);
     sqlite3_bind_int64(st, 1, a->job_id);
     sqlite3_bind_text(st, 2, job_status, -1, SQLITE_STATIC);
     if (strcmp(job_status, "queued") != 0)
@@ -190,9 +192,9 @@ static int settle(bf_store *s, const live_attempt *a, const char *outcome,
         error = "cancelled";
     if (error)
         sqlite3_bind_text(st, 4, error, -1, SQLITE_TRANSIENT);
-    if (bf_store_exec(s, st, NULL) < 0)
+    if (store__exec(s, st, NULL) < 0)
         return -1;
-    return bf_store_refresh_sweep(s, a->sweep_id, NULL);
+    return store__refresh_sweep(s, a->sweep_id, NULL);
 }
 
 int bf_store_renew(bf_store *s, int64_t attempt_id, int64_t now_ms,
@@ -202,10 +204,10 @@ int bf_store_renew(bf_store *s, int64_t attempt_id, int64_t now_ms,
     int rc = begin_live(s, attempt_id, &a);
     if (rc != BF_STORE_OK)
         return rc;
-    sqlite3_stmt *st = bf_store_stmt(s, ST_ATTEMPT_RENEW);
+    sqlite3_stmt *st = store__stmt(s, ST_ATTEMPT_RENEW);
     sqlite3_bind_int64(st, 1, attempt_id);
     sqlite3_bind_int64(st, 2, now_ms + lease_ms);
-    return commit_or_rollback(s, bf_store_exec(s, st, NULL));
+    return commit_or_rollback(s, store__exec(s, st, NULL));
 }
 
 int bf_store_finish_attempt(bf_store *s, int64_t attempt_id, int succeeded,
@@ -239,11 +241,11 @@ int bf_store_record_checkpoint(bf_store *s, int64_t attempt_id,
     int rc = begin_live(s, attempt_id, &a);
     if (rc != BF_STORE_OK)
         return rc;
-    sqlite3_stmt *st = bf_store_stmt(s, ST_JOB_CHECKPOINT);
+    sqlite3_stmt *st = store__stmt(s, ST_JOB_CHECKPOINT);
     sqlite3_bind_int64(st, 1, a.job_id);
     sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, step);
-    return commit_or_rollback(s, bf_store_exec(s, st, NULL));
+    return commit_or_rollback(s, store__exec(s, st, NULL));
 }
 
 int bf_store_attempt_cancelled(bf_store *s, int64_t attempt_id)
@@ -258,14 +260,14 @@ int bf_store_attempt_cancelled(bf_store *s, int64_t attempt_id)
 int bf_store_attempt_owned_by(bf_store *s, int64_t attempt_id,
                               const char *worker)
 {
-    sqlite3_stmt *st = bf_store_stmt(s, ST_ATTEMPT_OWNER);
+    sqlite3_stmt *st = store__stmt(s, ST_ATTEMPT_OWNER);
     sqlite3_bind_int64(st, 1, attempt_id);
     sqlite3_bind_text(st, 2, worker, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     int owned = rc == SQLITE_ROW && sqlite3_column_int(st, 0) == 1;
     sqlite3_reset(st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return bf_store_fail(s, NULL, "looking up the attempt's worker");
+        return store__fail(s, NULL, "looking up the attempt's worker");
     return owned;
 }
 
@@ -273,28 +275,25 @@ int bf_store_expire_leases(bf_store *s, int64_t now_ms, int *n_expired)
 {
     if (n_expired)
         *n_expired = 0;
-    if (bf_store_begin(s, NULL) < 0)
+    if (store__begin(s, NULL) < 0)
         return BF_STORE_ERR;
     /* Collect first: settling writes the table the query reads. */
     int64_t *ids = NULL;
     size_t n = 0, cap = 0;
-    sqlite3_stmt *st = bf_store_stmt(s, ST_ATTEMPTS_EXPIRED);
+    sqlite3_stmt *st = store__stmt(s, ST_ATTEMPTS_EXPIRED);
     sqlite3_bind_int64(st, 1, now_ms);
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (n == cap) {
             cap = cap ? 2 * cap : 16;
-            int64_t *grown = realloc(ids, cap * sizeof *ids);
-            if (!grown)
-                break;
-            ids = grown;
+            ids = bf_xrealloc(ids, cap * sizeof *ids);
         }
         ids[n++] = sqlite3_column_int64(st, 0);
     }
     sqlite3_reset(st);
     int failed = rc != SQLITE_DONE;
     if (failed)
-        bf_store_fail(s, NULL, "listing expired leases");
+        store__fail(s, NULL, "listing expired leases");
     for (size_t i = 0; i < n && !failed; i++) {
         live_attempt a = { 0 };
         failed = load_live(s, ids[i], &a) != 1 ||
@@ -317,12 +316,12 @@ static int cancel_scope(bf_store *s, int queued_stmt, int running_stmt,
                         int64_t id, int64_t now_ms, int64_t **running,
                         int *n_running, bf_error *err)
 {
-    sqlite3_stmt *st = bf_store_stmt(s, queued_stmt);
+    sqlite3_stmt *st = store__stmt(s, queued_stmt);
     sqlite3_bind_int64(st, 1, id);
     sqlite3_bind_int64(st, 2, now_ms);
-    if (bf_store_exec(s, st, err) < 0)
+    if (store__exec(s, st, err) < 0)
         return -1;
-    st = bf_store_stmt(s, running_stmt);
+    st = store__stmt(s, running_stmt);
     sqlite3_bind_int64(st, 1, id);
     int rc, cap = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -330,33 +329,28 @@ static int cancel_scope(bf_store *s, int queued_stmt, int running_stmt,
             continue;
         if (*n_running == cap) {
             cap = cap ? 2 * cap : 8;
-            int64_t *grown = realloc(*running, (size_t)cap * sizeof **running);
-            if (!grown) {
-                sqlite3_reset(st);
-                return bf_error_set(err, NULL, 0, NULL, "out of memory");
-            }
-            *running = grown;
+            *running = bf_xrealloc(*running, (size_t)cap * sizeof **running);
         }
         (*running)[(*n_running)++] = sqlite3_column_int64(st, 0);
     }
     sqlite3_reset(st);
-    return rc == SQLITE_DONE ? 0 : bf_store_fail(s, err, "flagging running jobs");
+    return rc == SQLITE_DONE ? 0 : store__fail(s, err, "flagging running jobs");
 }
 
 static int set_sweep_status(bf_store *s, int64_t sweep_id, const char *status,
                             bf_error *err)
 {
-    sqlite3_stmt *st = bf_store_stmt(s, ST_SWEEP_SET_STATUS);
+    sqlite3_stmt *st = store__stmt(s, ST_SWEEP_SET_STATUS);
     sqlite3_bind_int64(st, 1, sweep_id);
     sqlite3_bind_text(st, 2, status, -1, SQLITE_STATIC);
-    return bf_store_exec(s, st, err);
+    return store__exec(s, st, err);
 }
 
 /* Reads a job's status and sweep: 1 found, 0 not (err set), -1 error. */
 static int get_job(bf_store *s, int64_t job_id, char *status, size_t cap,
                    int64_t *sweep_id, bf_error *err)
 {
-    sqlite3_stmt *st = bf_store_stmt(s, ST_JOB_GET);
+    sqlite3_stmt *st = store__stmt(s, ST_JOB_GET);
     sqlite3_bind_int64(st, 1, job_id);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
@@ -367,16 +361,16 @@ static int get_job(bf_store *s, int64_t job_id, char *status, size_t cap,
     if (rc == SQLITE_DONE)
         bf_error_set(err, NULL, 0, "job", "no job with id %lld", (long long)job_id);
     else if (rc != SQLITE_ROW)
-        return bf_store_fail(s, err, "looking up the job");
+        return store__fail(s, err, "looking up the job");
     return rc == SQLITE_ROW;
 }
 
 static int finish_cancel(bf_store *s, int rc, int64_t **running, int *n_running,
                          bf_error *err)
 {
-    if (rc == 0 && bf_store_commit(s, err) == 0)
+    if (rc == 0 && store__commit(s, err) == 0)
         return BF_STORE_OK;
-    bf_store_rollback(s);
+    store__rollback(s);
     free(*running);
     *running = NULL;
     *n_running = 0;
@@ -388,9 +382,9 @@ int bf_store_cancel_sweep(bf_store *s, int64_t sweep_id, int64_t now_ms,
 {
     *running = NULL;
     *n_running = 0;
-    if (bf_store_begin(s, err) < 0)
+    if (store__begin(s, err) < 0)
         return BF_STORE_ERR;
-    sqlite3_stmt *st = bf_store_stmt(s, ST_SWEEP_STATUS);
+    sqlite3_stmt *st = store__stmt(s, ST_SWEEP_STATUS);
     sqlite3_bind_int64(st, 1, sweep_id);
     int found = sqlite3_step(st);
     /* A sweep that is already done stays done: nothing of it was cancelled. */
@@ -402,7 +396,7 @@ int bf_store_cancel_sweep(bf_store *s, int64_t sweep_id, int64_t now_ms,
         bf_error_set(err, NULL, 0, "sweep", "no sweep with id %lld", (long long)sweep_id);
         rc = BF_STORE_NOT_FOUND;
     } else if (found != SQLITE_ROW) {
-        rc = bf_store_fail(s, err, "looking up the sweep");
+        rc = store__fail(s, err, "looking up the sweep");
     } else if (cancel_scope(s, ST_CANCEL_QUEUED_SWEEP, ST_CANCEL_RUNNING_SWEEP, sweep_id,
                             now_ms, running, n_running, err) < 0 ||
                (!was_done && set_sweep_status(s, sweep_id, "cancelled", err) < 0)) {
@@ -416,7 +410,7 @@ int bf_store_cancel_job(bf_store *s, int64_t job_id, int64_t now_ms,
 {
     *running = NULL;
     *n_running = 0;
-    if (bf_store_begin(s, err) < 0)
+    if (store__begin(s, err) < 0)
         return BF_STORE_ERR;
     char status[16];
     int64_t sweep_id;
@@ -430,13 +424,13 @@ int bf_store_cancel_job(bf_store *s, int64_t job_id, int64_t now_ms,
     else
         rc = cancel_scope(s, ST_CANCEL_QUEUED_JOB, ST_CANCEL_RUNNING_JOB, job_id, now_ms,
                           running, n_running, err) < 0 ||
-             bf_store_refresh_sweep(s, sweep_id, err) < 0 ? -1 : 0;
+             store__refresh_sweep(s, sweep_id, err) < 0 ? -1 : 0;
     return finish_cancel(s, rc, running, n_running, err);
 }
 
 int bf_store_retry_job(bf_store *s, int64_t job_id, bf_error *err)
 {
-    if (bf_store_begin(s, err) < 0)
+    if (store__begin(s, err) < 0)
         return BF_STORE_ERR;
     char status[16];
     int64_t sweep_id;
@@ -446,13 +440,13 @@ int bf_store_retry_job(bf_store *s, int64_t job_id, bf_error *err)
         rc = bf_error_set(err, NULL, 0, "job", "job %lld is %s; only failed or "
                           "cancelled jobs can be retried", (long long)job_id, status);
     if (rc == 0) {
-        sqlite3_stmt *st = bf_store_stmt(s, ST_JOB_RETRY);
+        sqlite3_stmt *st = store__stmt(s, ST_JOB_RETRY);
         sqlite3_bind_int64(st, 1, job_id);
-        rc = bf_store_exec(s, st, err) < 0 ||
+        rc = store__exec(s, st, err) < 0 ||
              set_sweep_status(s, sweep_id, "active", err) < 0 ? -1 : 0;
     }
-    if (rc == 0 && bf_store_commit(s, err) == 0)
+    if (rc == 0 && store__commit(s, err) == 0)
         return BF_STORE_OK;
-    bf_store_rollback(s);
+    store__rollback(s);
     return rc == BF_STORE_NOT_FOUND ? rc : BF_STORE_ERR;
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "yaml_json.h"
 
 /* One grid axis: a job field and its values.  assign[v] is the one-member
@@ -115,7 +116,7 @@ static int parse_header(bf_sweep *sw, bf_error *err)
     if (desc && !json_is_string(desc))
         return bf_error_set(err, sw->file, line_of(sw, "/description"),
                             "description", "must be a string");
-    sw->name = strdup(json_string_value(name));
+    sw->name = bf_xstrdup(json_string_value(name));
     if (parse_int(sw, "max_attempts", 1, 1000, 3, &sw->max_attempts, err) < 0)
         return -1;
     return parse_int(sw, "priority", INT_MIN, INT_MAX, 0, &sw->priority, err);
@@ -153,10 +154,8 @@ static int parse_axis(bf_sweep *sw, bf_sweep_axis *axis, const char *field,
         return bf_error_set(err, sw->file, line, field,
                             "grid axis '%s' is empty", field);
     axis->n = json_array_size(values);
-    axis->assign = calloc(axis->n, sizeof *axis->assign);
-    axis->lines = calloc(axis->n, sizeof *axis->lines);
-    if (!axis->assign || !axis->lines)
-        return bf_error_set(err, sw->file, line, field, "out of memory");
+    axis->assign = bf_xcalloc(axis->n, sizeof *axis->assign);
+    axis->lines = bf_xcalloc(axis->n, sizeof *axis->lines);
     for (size_t v = 0; v < axis->n; v++) {
         axis->assign[v] = json_pack("{sO}", field, json_array_get(values, v));
         axis->lines[v] = line_of(sw, "/grid/%s/%zu", field, v);
@@ -180,9 +179,7 @@ static int parse_grid(bf_sweep *sw, bf_error *err)
         return bf_error_set(err, sw->file, line_of(sw, "/grid"), "grid",
                             "must be a mapping from job-config field to a list "
                             "of values");
-    sw->axes = calloc(json_object_size(grid) + 1, sizeof *sw->axes);
-    if (!sw->axes)
-        return bf_error_set(err, sw->file, 0, "grid", "out of memory");
+    sw->axes = bf_xcalloc(json_object_size(grid) + 1, sizeof *sw->axes);
     bf_job_config defaults;
     bf_job_config_defaults(&defaults);
     json_t *job_fields = bf_job_config_to_json(&defaults);
@@ -218,13 +215,13 @@ static int parse_seeds(bf_sweep *sw, bf_error *err)
                                 "seeds: %lld must be in [1, %d] (seeds N means "
                                 "seeds 1..N)", (long long)n, BF_SWEEP_MAX_JOBS);
         sw->n_seeds = (size_t)n;
-        sw->seeds = malloc(sw->n_seeds * sizeof *sw->seeds);
-        for (size_t i = 0; sw->seeds && i < sw->n_seeds; i++)
+        sw->seeds = bf_xmalloc(sw->n_seeds * sizeof *sw->seeds);
+        for (size_t i = 0; i < sw->n_seeds; i++)
             sw->seeds[i] = i + 1;
     } else if (json_is_array(seeds) && json_array_size(seeds) > 0) {
         sw->n_seeds = json_array_size(seeds);
-        sw->seeds = malloc(sw->n_seeds * sizeof *sw->seeds);
-        for (size_t i = 0; sw->seeds && i < sw->n_seeds; i++) {
+        sw->seeds = bf_xmalloc(sw->n_seeds * sizeof *sw->seeds);
+        for (size_t i = 0; i < sw->n_seeds; i++) {
             json_t *v = json_array_get(seeds, i);
             if (!json_is_integer(v) || json_integer_value(v) < 0) {
                 char text[128];
@@ -240,7 +237,7 @@ static int parse_seeds(bf_sweep *sw, bf_error *err)
                             "seeds must be a positive integer N or a non-empty "
                             "list of seeds");
     }
-    return sw->seeds ? 0 : bf_error_set(err, sw->file, 0, "seeds", "out of memory");
+    return 0;
 }
 
 static int count_jobs(bf_sweep *sw, bf_error *err)
@@ -260,12 +257,8 @@ static int count_jobs(bf_sweep *sw, bf_error *err)
 bf_sweep *bf_sweep_parse(const char *file, const char *text, size_t len,
                          bf_error *err)
 {
-    bf_sweep *sw = calloc(1, sizeof *sw);
-    if (!sw || !(sw->file = strdup(file ? file : "<sweep>"))) {
-        free(sw);
-        bf_error_set(err, file, 0, NULL, "out of memory");
-        return NULL;
-    }
+    bf_sweep *sw = bf_xcalloc(1, sizeof *sw);
+    sw->file = bf_xstrdup(file ? file : "<sweep>");
     sw->doc = bf_yaml_parse(text, len, sw->file, &sw->lines, err);
     if (!sw->doc)
         goto fail;
@@ -429,15 +422,14 @@ typedef struct hash_set {
     size_t mask;
 } hash_set;
 
-static int set_init(hash_set *hs, size_t n)
+static void set_init(hash_set *hs, size_t n)
 {
     size_t cap = 16;
     while (cap < 2 * n)
         cap *= 2;
     hs->mask = cap - 1;
-    hs->hash = malloc(cap * sizeof *hs->hash);
-    hs->index1 = calloc(cap, sizeof *hs->index1);
-    return hs->hash && hs->index1 ? 0 : -1;
+    hs->hash = bf_xmalloc(cap * sizeof *hs->hash);
+    hs->index1 = bf_xcalloc(cap, sizeof *hs->index1);
 }
 
 /* Inserts (h, index); returns the earlier index + 1 if h was there, else 0. */
@@ -482,11 +474,7 @@ int bf_sweep_expand(const bf_sweep *sw, bf_sweep_visit_fn visit, void *ctx,
         return bf_error_set(err, sw->file, line_of(sw, "/grid"), "grid",
                             "more than %zu grid axes", MAX_AXES);
     hash_set seen;
-    if (set_init(&seen, sw->n_jobs) < 0) {
-        free(seen.hash);
-        free(seen.index1);
-        return bf_error_set(err, sw->file, 0, NULL, "out of memory");
-    }
+    set_init(&seen, sw->n_jobs);
     int rc = 0;
     for (size_t i = 0; i < sw->n_jobs && rc == 0; i++) {
         combo c;
