@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "layers.h"
 #include "rng.h"
 
@@ -182,22 +183,16 @@ static int check_shape(const bf_model_shape *s, int B, int T, bf_error *err)
 
 static float *alloc_floats(size_t n)
 {
-    return calloc(n ? n : 1, sizeof(float));
+    return bf_xcalloc(n, sizeof(float));
 }
 
 /* Carves the activations out of one allocation. */
 static bf_acts *acts_create(const bf_model_shape *s, int B, int T)
 {
-    bf_acts *a = calloc(1, sizeof *a);
+    bf_acts *a = bf_xcalloc(1, sizeof *a);
     size_t total = act_floats(s, B, T);
     float *base = alloc_floats(total);
-    int *ints = calloc((size_t)B * T * 3, sizeof(int));
-    if (!a || !base || !ints) {
-        free(a);
-        free(base);
-        free(ints);
-        return NULL;
-    }
+    int *ints = bf_xcalloc((size_t)B * T * 3, sizeof(int));
     act_sizes z = act_sizes_of(s, B, T);
     size_t L = (size_t)s->n_layers;
     float *p = base;
@@ -257,15 +252,8 @@ int bf_model_create(bf_model *m, const bf_model_shape *s, int B, int T,
     m->grads_memory = alloc_floats(m->num_params + BF_GRAD_SLOTS);
     m->adam_m = alloc_floats(m->num_params);
     m->adam_v = alloc_floats(m->num_params);
-    m->freq_learnable = calloc((size_t)s->n_layers * s->n_heads, 1);
+    m->freq_learnable = bf_xcalloc((size_t)s->n_layers * s->n_heads, 1);
     m->impl = acts_create(s, B, T);
-    if (!m->params_memory || !m->grads_memory || !m->adam_m || !m->adam_v ||
-        !m->freq_learnable || !m->impl) {
-        bf_model_free(m);
-        return bf_error_set(err, NULL, 0, "", "out of memory for a model of "
-                            "%zu parameters, micro-batch %d x %d",
-                            m->num_params, B, T);
-    }
     point_params(&m->params, m->params_memory, m->tensors);
     point_params(&m->grads, m->grads_memory, m->tensors);
     int first_spectral = s->n_heads - s->spectral_heads;
