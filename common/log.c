@@ -14,8 +14,6 @@ static const char *const level_tags[] = { "DEBUG", "INFO ", "WARN ", "ERROR" };
 
 void bf_log_set_level(bf_log_level level) { current_level = level; }
 
-bf_log_level bf_log_get_level(void) { return current_level; }
-
 int bf_log_level_from_name(const char *name)
 {
     for (int i = 0; i <= BF_LOG_ERROR; i++)

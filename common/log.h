@@ -13,8 +13,6 @@ typedef enum {
 } bf_log_level;
 
 void bf_log_set_level(bf_log_level level);
-bf_log_level bf_log_get_level(void);
-
 /* "debug", "info", "warn", "error" -> level; -1 on anything else. */
 int bf_log_level_from_name(const char *name);
 

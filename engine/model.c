@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "layers.h"
 #include "rng.h"
 
@@ -182,22 +183,16 @@ static int check_shape(const bf_model_shape *s, int B, int T, bf_error *err)
 
 static float *alloc_floats(size_t n)
 {
-    return calloc(n ? n : 1, sizeof(float));
+    return bf_xcalloc(n, sizeof(float));
 }
 
 /* Carves the activations out of one allocation. */
 static bf_acts *acts_create(const bf_model_shape *s, int B, int T)
 {
-    bf_acts *a = calloc(1, sizeof *a);
+    bf_acts *a = bf_xcalloc(1, sizeof *a);
     size_t total = act_floats(s, B, T);
     float *base = alloc_floats(total);
-    int *ints = calloc((size_t)B * T * 3, sizeof(int));
-    if (!a || !base || !ints) {
-        free(a);
-        free(base);
-        free(ints);
-        return NULL;
-    }
+    int *ints = bf_xcalloc((size_t)B * T * 3, sizeof(int));
     act_sizes z = act_sizes_of(s, B, T);
     size_t L = (size_t)s->n_layers;
     float *p = base;
@@ -257,15 +252,8 @@ int bf_model_create(bf_model *m, const bf_model_shape *s, int B, int T,
     m->grads_memory = alloc_floats(m->num_params + BF_GRAD_SLOTS);
     m->adam_m = alloc_floats(m->num_params);
     m->adam_v = alloc_floats(m->num_params);
-    m->freq_learnable = calloc((size_t)s->n_layers * s->n_heads, 1);
+    m->freq_learnable = bf_xcalloc((size_t)s->n_layers * s->n_heads, 1);
     m->impl = acts_create(s, B, T);
-    if (!m->params_memory || !m->grads_memory || !m->adam_m || !m->adam_v ||
-        !m->freq_learnable || !m->impl) {
-        bf_model_free(m);
-        return bf_error_set(err, NULL, 0, "", "out of memory for a model of "
-                            "%zu parameters, micro-batch %d x %d",
-                            m->num_params, B, T);
-    }
     point_params(&m->params, m->params_memory, m->tensors);
     point_params(&m->grads, m->grads_memory, m->tensors);
     int first_spectral = s->n_heads - s->spectral_heads;
@@ -350,14 +338,87 @@ static void refresh_rotary(bf_model *m, bf_acts *a, int T)
     a->table_T = T;
 }
 
+/* One layer's slices of a bf_params layout: its weights, or their
+ * gradients (shapes of one layer, see bf_params). */
+typedef struct layer_params {
+    float *ln1w, *ln1b;         /* [C] */
+    float *qkvw, *qkvb;         /* [C, 3C], [3C] */
+    float *attprojw, *attprojb; /* [C, C], [C] */
+    float *ln2w, *ln2b;         /* [C] */
+    float *fcw, *fcb;           /* [C, 4C], [4C] */
+    float *fcprojw, *fcprojb;   /* [4C, C], [C] */
+    float *log_freq;            /* [NH, P] */
+} layer_params;
+
+static layer_params layer_params_of(const bf_params *p,
+                                    const bf_model_shape *s, int l)
+{
+    size_t C = (size_t)s->d_model, lc = (size_t)l * C;
+    size_t hp = (size_t)l * s->n_heads * (C / s->n_heads / 2);
+    return (layer_params){
+        .ln1w = p->ln1w + lc,
+        .ln1b = p->ln1b + lc,
+        .qkvw = p->qkvw + lc * 3 * C,
+        .qkvb = p->qkvb + lc * 3,
+        .attprojw = p->attprojw + lc * C,
+        .attprojb = p->attprojb + lc,
+        .ln2w = p->ln2w + lc,
+        .ln2b = p->ln2b + lc,
+        .fcw = p->fcw + lc * 4 * C,
+        .fcb = p->fcb + lc * 4,
+        .fcprojw = p->fcprojw + lc * 4 * C,
+        .fcprojb = p->fcprojb + lc,
+        .log_freq = p->log_freq + hp,
+    };
+}
+
+/* One layer's slices of the activations.  Strides are those of the
+ * capacity (m->B, m->T); the rotary tables are built for the T of the
+ * current forward. */
+typedef struct layer_acts {
+    float *x;         /* [B, T, C] residual entering the layer */
+    float *x2;        /* [B, T, C] residual after the attention branch */
+    float *y;         /* [B, T, C] residual leaving the layer */
+    float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; /* [B*T] */
+    float *qkv;       /* [B, T, 3C] */
+    float *att;       /* [B, NH, T, T] */
+    float *atty;      /* [B, T, C] */
+    float *fch;       /* [B, T, 4C] */
+    float *cosv, *sinv; /* [NH, T, P] */
+    float *omega;     /* [NH, P] */
+} layer_acts;
+
+static layer_acts layer_acts_of(const bf_model *m, int l, int T)
+{
+    bf_acts *a = m->impl;
+    const bf_model_shape *s = &m->shape;
+    act_sizes cap = act_sizes_of(s, m->B, m->T);
+    size_t hp = (size_t)l * s->n_heads * (s->d_model / s->n_heads / 2);
+    size_t tl = hp * T;
+    return (layer_acts){
+        .x = a->res + l * cap.btc,
+        .x2 = a->res2 + l * cap.btc,
+        .y = a->res + (l + 1) * cap.btc,
+        .ln1_mean = a->ln1_mean + l * cap.bt,
+        .ln1_rstd = a->ln1_rstd + l * cap.bt,
+        .ln2_mean = a->ln2_mean + l * cap.bt,
+        .ln2_rstd = a->ln2_rstd + l * cap.bt,
+        .qkv = a->qkv + l * 3 * cap.btc,
+        .att = a->att + l * cap.att,
+        .atty = a->atty + l * cap.btc,
+        .fch = a->fch + l * 4 * cap.btc,
+        .cosv = a->cosv + tl,
+        .sinv = a->sinv + tl,
+        .omega = a->omega + hp,
+    };
+}
+
 double bf_model_forward(bf_model *m, const int *inputs, const int *targets,
                         int B, int T, int *n_targets)
 {
     bf_acts *a = m->impl;
     const bf_model_shape *s = &m->shape;
-    const bf_params *w = &m->params;
     int C = s->d_model, NH = s->n_heads, V = s->vocab, N = B * T;
-    act_sizes cap = act_sizes_of(s, m->B, m->T); /* per-layer strides */
     size_t btc = (size_t)N * C;
     assert(B >= 1 && B <= m->B && T >= 1 && T <= m->T);
     for (int i = 0; i < N; i++)
@@ -369,41 +430,32 @@ double bf_model_forward(bf_model *m, const int *inputs, const int *targets,
     memcpy(a->inputs, inputs, (size_t)N * sizeof *inputs);
     memcpy(a->targets, targets, (size_t)N * sizeof *targets);
 
-    bf_encoder_forward(a->res, inputs, w->wte, N, C);
-    float *ln = a->scratch, *gelu = a->scratch + btc;
+    bf_encoder_forward(a->res, inputs, m->params.wte, N, C);
+    float *ln = a->scratch, *gelu = a->scratch + btc; /* [B, T, C], [B, T, 4C] */
     for (int l = 0; l < s->n_layers; l++) {
-        size_t lc = (size_t)l * C;
-        float *x = a->res + l * cap.btc, *x2 = a->res2 + l * cap.btc;
-        float *qkv = a->qkv + l * 3 * cap.btc, *atty = a->atty + l * cap.btc;
-        float *fch = a->fch + l * 4 * cap.btc;
-        float *y = a->res + (l + 1) * cap.btc;
+        layer_params w = layer_params_of(&m->params, s, l);
+        layer_acts la = layer_acts_of(m, l, T);
 
-        bf_layernorm_forward(ln, a->ln1_mean + l * cap.bt,
-                             a->ln1_rstd + l * cap.bt, x, w->ln1w + lc,
-                             w->ln1b + lc, N, C);
-        bf_matmul_forward(qkv, ln, w->qkvw + lc * 3 * C, w->qkvb + lc * 3,
-                          NULL, N, C, 3 * C);
-        if (s->rope != BF_ROPE_NONE) {
-            size_t tl = (size_t)l * NH * T * (C / NH / 2);
-            bf_rotary_forward(qkv, a->cosv + tl, a->sinv + tl, B, T, C, NH);
-        }
-        bf_attention_forward(atty, a->att + l * cap.att, qkv, B, T, C, NH);
-        bf_matmul_forward(x2, atty, w->attprojw + lc * C, w->attprojb + lc, x,
-                          N, C, C);
+        bf_layernorm_forward(ln, la.ln1_mean, la.ln1_rstd, la.x, w.ln1w,
+                             w.ln1b, N, C);
+        bf_matmul_forward(la.qkv, ln, w.qkvw, w.qkvb, NULL, N, C, 3 * C);
+        if (s->rope != BF_ROPE_NONE)
+            bf_rotary_forward(la.qkv, la.cosv, la.sinv, B, T, C, NH);
+        bf_attention_forward(la.atty, la.att, la.qkv, B, T, C, NH);
+        bf_matmul_forward(la.x2, la.atty, w.attprojw, w.attprojb, la.x, N, C,
+                          C);
 
-        bf_layernorm_forward(ln, a->ln2_mean + l * cap.bt,
-                             a->ln2_rstd + l * cap.bt, x2, w->ln2w + lc,
-                             w->ln2b + lc, N, C);
-        bf_matmul_forward(fch, ln, w->fcw + lc * 4 * C, w->fcb + lc * 4, NULL,
-                          N, C, 4 * C);
-        bf_gelu_forward(gelu, fch, N * 4 * C);
-        bf_matmul_forward(y, gelu, w->fcprojw + lc * 4 * C, w->fcprojb + lc,
-                          x2, N, 4 * C, C);
+        bf_layernorm_forward(ln, la.ln2_mean, la.ln2_rstd, la.x2, w.ln2w,
+                             w.ln2b, N, C);
+        bf_matmul_forward(la.fch, ln, w.fcw, w.fcb, NULL, N, C, 4 * C);
+        bf_gelu_forward(gelu, la.fch, N * 4 * C);
+        bf_matmul_forward(la.y, gelu, w.fcprojw, w.fcprojb, la.x2, N, 4 * C,
+                          C);
     }
-    bf_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd,
-                         a->res + s->n_layers * cap.btc, w->lnfw, w->lnfb, N,
-                         C);
-    bf_logits_forward(a->logits, a->lnf, w->wte, N, C, V);
+    const float *x_final = layer_acts_of(m, s->n_layers - 1, T).y;
+    bf_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x_final,
+                         m->params.lnfw, m->params.lnfb, N, C);
+    bf_logits_forward(a->logits, a->lnf, m->params.wte, N, C, V);
     return bf_crossentropy_forward(a->lse, a->argmax, n_targets, a->logits,
                                    targets, N, V);
 }
@@ -419,73 +471,85 @@ void bf_model_zero_grad(bf_model *m)
     memset(m->grads_memory, 0, m->num_params * sizeof(float));
 }
 
+/* The MLP branch of layer l, backward: y = x2 + gelu(ln2(x2) @ fcw) @
+ * fcprojw.  On entry a->dres holds dy; on return, dx2.  Uses all 8 BTC
+ * floats of scratch. */
+static void mlp_backward(bf_model *m, const layer_params *w,
+                         const layer_params *dw, const layer_acts *la)
+{
+    bf_acts *a = m->impl;
+    int C = m->shape.d_model, N = a->B * a->T;
+    size_t btc = (size_t)N * C;
+    float *dh = a->scratch;              /* [B, T, 4C] */
+    float *h = a->scratch + 4 * btc;     /* [B, T, 4C] gelu, rebuilt */
+    float *ln = h, *dln = h + btc;       /* [B, T, C] each, once h is dead */
+
+    bf_matmul_backward(dh, NULL, NULL, a->dres, NULL, w->fcprojw, N, 4 * C,
+                       C);
+    bf_gelu_backward(dh, h, la->fch, N * 4 * C);
+    bf_matmul_backward(NULL, dw->fcprojw, dw->fcprojb, a->dres, h, NULL, N,
+                       4 * C, C);
+    bf_layernorm_apply(ln, la->x2, la->ln2_mean, la->ln2_rstd, w->ln2w,
+                       w->ln2b, N, C);
+    bf_matmul_backward(dln, dw->fcw, dw->fcb, dh, ln, w->fcw, N, C, 4 * C);
+    bf_layernorm_backward(a->dres, dw->ln2w, dw->ln2b, dln, la->x2, w->ln2w,
+                          la->ln2_mean, la->ln2_rstd, N, C);
+}
+
+/* The attention branch of layer l, backward: x2 = x + attn(ln1(x)) @
+ * attprojw.  On entry a->dres holds dx2; on return, dx.  Uses the first
+ * 6 BTC floats of scratch. */
+static void attention_backward(bf_model *m, int l, const layer_params *w,
+                               const layer_params *dw, const layer_acts *la)
+{
+    bf_acts *a = m->impl;
+    const bf_model_shape *s = &m->shape;
+    int B = a->B, T = a->T, C = s->d_model, NH = s->n_heads, N = B * T;
+    size_t btc = (size_t)N * C;
+    float *datty = a->scratch;           /* [B, T, C] */
+    float *dqkv = a->scratch + btc;      /* [B, T, 3C] */
+    float *ln = a->scratch + 4 * btc;    /* [B, T, C] */
+    float *dln = a->scratch + 5 * btc;   /* [B, T, C] */
+
+    bf_matmul_backward(datty, dw->attprojw, dw->attprojb, a->dres, la->atty,
+                       w->attprojw, N, C, C);
+    bf_attention_backward(dqkv, a->datt, datty, la->qkv, la->att, B, T, C,
+                          NH);
+    if (s->rope != BF_ROPE_NONE)
+        bf_rotary_backward(dqkv, dw->log_freq, la->qkv, la->cosv, la->sinv,
+                           la->omega, m->freq_learnable + l * NH, B, T, C,
+                           NH);
+    bf_layernorm_apply(ln, la->x, la->ln1_mean, la->ln1_rstd, w->ln1w,
+                       w->ln1b, N, C);
+    bf_matmul_backward(dln, dw->qkvw, dw->qkvb, dqkv, ln, w->qkvw, N, C,
+                       3 * C);
+    bf_layernorm_backward(a->dres, dw->ln1w, dw->ln1b, dln, la->x, w->ln1w,
+                          la->ln1_mean, la->ln1_rstd, N, C);
+}
+
 void bf_model_backward(bf_model *m, float grad_scale)
 {
     bf_acts *a = m->impl;
     const bf_model_shape *s = &m->shape;
-    const bf_params *w = &m->params;
-    const bf_params *g = &m->grads;
-    int B = a->B, T = a->T, C = s->d_model, NH = s->n_heads, V = s->vocab;
-    int N = B * T, P = C / NH / 2;
-    act_sizes cap = act_sizes_of(s, m->B, m->T);
-    size_t btc = (size_t)N * C;
+    const bf_params *w = &m->params, *g = &m->grads;
+    int N = a->B * a->T, C = s->d_model, V = s->vocab;
 
     float *dlogits = a->logits; /* overwritten in place */
     bf_crossentropy_backward(dlogits, a->logits, a->lse, a->targets,
                              grad_scale, N, V);
     float *dlnf = a->scratch;
     bf_logits_backward(dlnf, g->wte, dlogits, a->lnf, w->wte, N, C, V);
-    memset(a->dres, 0, btc * sizeof *a->dres);
-    bf_layernorm_backward(a->dres, g->lnfw, g->lnfb, dlnf,
-                          a->res + s->n_layers * cap.btc, w->lnfw,
+    memset(a->dres, 0, (size_t)N * C * sizeof *a->dres);
+    const float *x_final = layer_acts_of(m, s->n_layers - 1, a->T).y;
+    bf_layernorm_backward(a->dres, g->lnfw, g->lnfb, dlnf, x_final, w->lnfw,
                           a->lnf_mean, a->lnf_rstd, N, C);
 
     for (int l = s->n_layers - 1; l >= 0; l--) {
-        size_t lc = (size_t)l * C;
-        const float *x = a->res + l * cap.btc, *x2 = a->res2 + l * cap.btc;
-        const float *qkv = a->qkv + l * 3 * cap.btc;
-        const float *atty = a->atty + l * cap.btc;
-        const float *fch = a->fch + l * 4 * cap.btc;
-
-        /* MLP branch: y = x2 + gelu(ln2(x2) @ fcw) @ fcprojw; dres = dy */
-        float *dh = a->scratch, *h = a->scratch + 4 * btc;
-        bf_matmul_backward(dh, NULL, NULL, a->dres, NULL, w->fcprojw +
-                           lc * 4 * C, N, 4 * C, C);
-        bf_gelu_backward(dh, h, fch, N * 4 * C);
-        bf_matmul_backward(NULL, g->fcprojw + lc * 4 * C, g->fcprojb + lc,
-                           a->dres, h, NULL, N, 4 * C, C);
-        float *ln = h, *dln = h + btc; /* h is dead now */
-        bf_layernorm_apply(ln, x2, a->ln2_mean + l * cap.bt,
-                           a->ln2_rstd + l * cap.bt, w->ln2w + lc,
-                           w->ln2b + lc, N, C);
-        bf_matmul_backward(dln, g->fcw + lc * 4 * C, g->fcb + lc * 4, dh, ln,
-                           w->fcw + lc * 4 * C, N, C, 4 * C);
-        bf_layernorm_backward(a->dres, g->ln2w + lc, g->ln2b + lc, dln, x2,
-                              w->ln2w + lc, a->ln2_mean + l * cap.bt,
-                              a->ln2_rstd + l * cap.bt, N, C);
-
-        /* attention branch: x2 = x + attn(ln1(x)) @ attprojw; dres = dx2 */
-        float *datty = a->scratch, *dqkv = a->scratch + btc;
-        ln = a->scratch + 4 * btc;
-        dln = a->scratch + 5 * btc;
-        bf_matmul_backward(datty, g->attprojw + lc * C, g->attprojb + lc,
-                           a->dres, atty, w->attprojw + lc * C, N, C, C);
-        bf_attention_backward(dqkv, a->datt, datty, qkv, a->att + l * cap.att,
-                              B, T, C, NH);
-        if (s->rope != BF_ROPE_NONE) {
-            size_t tl = (size_t)l * NH * T * P, hp = (size_t)l * NH * P;
-            bf_rotary_backward(dqkv, g->log_freq + hp, qkv, a->cosv + tl,
-                               a->sinv + tl, a->omega + hp,
-                               m->freq_learnable + l * NH, B, T, C, NH);
-        }
-        bf_layernorm_apply(ln, x, a->ln1_mean + l * cap.bt,
-                           a->ln1_rstd + l * cap.bt, w->ln1w + lc,
-                           w->ln1b + lc, N, C);
-        bf_matmul_backward(dln, g->qkvw + lc * 3 * C, g->qkvb + lc * 3, dqkv,
-                           ln, w->qkvw + lc * 3 * C, N, C, 3 * C);
-        bf_layernorm_backward(a->dres, g->ln1w + lc, g->ln1b + lc, dln, x,
-                              w->ln1w + lc, a->ln1_mean + l * cap.bt,
-                              a->ln1_rstd + l * cap.bt, N, C);
+        layer_params lw = layer_params_of(w, s, l);
+        layer_params dlw = layer_params_of(g, s, l);
+        layer_acts la = layer_acts_of(m, l, a->T);
+        mlp_backward(m, &lw, &dlw, &la);
+        attention_backward(m, l, &lw, &dlw, &la);
     }
     bf_encoder_backward(g->wte, a->dres, a->inputs, N, C);
 }

@@ -8,6 +8,8 @@
 
 #include "file.h"
 
+#include "alloc.h"
+
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian; this code copies it verbatim"
 #endif
@@ -62,13 +64,8 @@ struct bf_st_writer {
 
 bf_st_writer *bf_st_writer_new(void)
 {
-    bf_st_writer *w = calloc(1, sizeof *w);
-    if (w)
-        w->metadata = json_object();
-    if (w && !w->metadata) {
-        free(w);
-        return NULL;
-    }
+    bf_st_writer *w = bf_xcalloc(1, sizeof *w);
+    w->metadata = json_object(); /* jansson allocates through bf_xmalloc */
     return w;
 }
 
@@ -102,16 +99,11 @@ int bf_st_writer_add_f32(bf_st_writer *w, const char *name, int ndim,
         return bf_st_tensor_error(err, "", name, "duplicate or reserved name");
     if (w->n == w->cap) {
         size_t cap = w->cap ? 2 * w->cap : 64;
-        st_entry *e = realloc(w->entries, cap * sizeof *e);
-        if (!e)
-            return bf_error_set(err, NULL, 0, NULL, "out of memory");
-        w->entries = e;
+        w->entries = bf_xrealloc(w->entries, cap * sizeof *w->entries);
         w->cap = cap;
     }
     st_entry *e = &w->entries[w->n];
-    e->name = strdup(name);
-    if (!e->name)
-        return bf_error_set(err, NULL, 0, NULL, "out of memory");
+    e->name = bf_xstrdup(name);
     e->ndim = ndim;
     size_t count = 1;
     for (int i = 0; i < ndim; i++) {
@@ -156,11 +148,7 @@ static char *writer_header(const bf_st_writer *w, size_t *len)
     if (!text)
         return NULL;
     size_t n = strlen(text), padded = (n + 7) / 8 * 8;
-    char *out = realloc(text, padded + 1);
-    if (!out) {
-        free(text);
-        return NULL;
-    }
+    char *out = bf_xrealloc(text, padded + 1);
     memset(out + n, ' ', padded - n);
     out[padded] = '\0';
     *len = padded;
@@ -218,8 +206,8 @@ static int read_whole_file(const char *path, unsigned char **out,
         return bf_error_set(err, path, 0, NULL, "not a regular file");
     }
     size_t n = (size_t)st.st_size;
-    unsigned char *buf = malloc(n ? n : 1);
-    if (!buf || fread(buf, 1, n, fp) != n) {
+    unsigned char *buf = bf_xmalloc(n);
+    if (fread(buf, 1, n, fp) != n) {
         free(buf);
         fclose(fp);
         return bf_error_set(err, path, 0, NULL, "cannot read %zu bytes", n);
@@ -310,9 +298,7 @@ static int span_cmp(const void *a, const void *b)
 static int check_layout(bf_st_file *f, size_t data_size, const size_t *begins,
                         bf_error *err)
 {
-    span *s = malloc((f->n ? f->n : 1) * sizeof *s);
-    if (!s)
-        return bf_error_set(err, f->path, 0, NULL, "out of memory");
+    span *s = bf_xcalloc(f->n, sizeof *s);
     for (size_t i = 0; i < f->n; i++)
         s[i] = (span){begins[i], begins[i] + f->tensors[i].nbytes,
                       f->tensors[i].name};
@@ -375,12 +361,8 @@ static int parse_header(bf_st_file *f, bf_error *err)
     const unsigned char *data = f->bytes + 8 + hlen;
     size_t data_size = f->size - 8 - (size_t)hlen;
     size_t ntensors = json_object_size(f->header) - (meta ? 1 : 0);
-    f->tensors = calloc(ntensors ? ntensors : 1, sizeof *f->tensors);
-    size_t *begins = calloc(ntensors ? ntensors : 1, sizeof *begins);
-    if (!f->tensors || !begins) {
-        free(begins);
-        return bf_error_set(err, f->path, 0, NULL, "out of memory");
-    }
+    f->tensors = bf_xcalloc(ntensors, sizeof *f->tensors);
+    size_t *begins = bf_xcalloc(ntensors, sizeof *begins);
     const char *name;
     json_t *v;
     int rc = 0;
@@ -402,11 +384,8 @@ static int parse_header(bf_st_file *f, bf_error *err)
 int bf_st_open(bf_st_file **out, const char *path, bf_error *err)
 {
     *out = NULL;
-    bf_st_file *f = calloc(1, sizeof *f);
-    if (!f || !(f->path = strdup(path))) {
-        free(f);
-        return bf_error_set(err, path, 0, NULL, "out of memory");
-    }
+    bf_st_file *f = bf_xcalloc(1, sizeof *f);
+    f->path = bf_xstrdup(path);
     if (read_whole_file(path, &f->bytes, &f->size, err) != 0 ||
         parse_header(f, err) != 0) {
         bf_st_close(f);
@@ -429,11 +408,6 @@ void bf_st_close(bf_st_file *f)
 
 const char *bf_st_path(const bf_st_file *f) { return f->path; }
 size_t bf_st_num_tensors(const bf_st_file *f) { return f->n; }
-
-const bf_st_tensor *bf_st_tensor_at(const bf_st_file *f, size_t i)
-{
-    return i < f->n ? &f->tensors[i] : NULL;
-}
 
 const bf_st_tensor *bf_st_find(const bf_st_file *f, const char *name)
 {

@@ -65,7 +65,6 @@ void bf_st_close(bf_st_file *f);
 
 const char *bf_st_path(const bf_st_file *f);
 size_t bf_st_num_tensors(const bf_st_file *f);
-const bf_st_tensor *bf_st_tensor_at(const bf_st_file *f, size_t i);
 /* NULL when absent. */
 const bf_st_tensor *bf_st_find(const bf_st_file *f, const char *name);
 /* Metadata value, NULL when absent; owned by the bf_st_file. */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "checkpoint.h"
 #include "model.h"
 #include "records.h"
@@ -35,14 +36,8 @@ static int scorer_open(scorer *s, const char *checkpoint_path, bf_error *err)
     bf_checkpoint_close(&ck);
     if (rc != 0)
         return -1;
-    s->inputs = malloc((size_t)s->max_len * sizeof *s->inputs);
-    s->targets = malloc((size_t)s->max_len * sizeof *s->targets);
-    if (!s->inputs || !s->targets) {
-        bf_model_free(&s->model);
-        free(s->inputs);
-        free(s->targets);
-        return bf_error_set(err, NULL, 0, NULL, "out of memory");
-    }
+    s->inputs = bf_xmalloc((size_t)s->max_len * sizeof *s->inputs);
+    s->targets = bf_xmalloc((size_t)s->max_len * sizeof *s->targets);
     return 0;
 }
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "checkpoint.h"
 #include "clock.h"
 #include "records.h"
@@ -61,17 +62,14 @@ static int check_ranks(const bf_job_config *cfg, const bf_trainer_opts *o,
     return 0;
 }
 
-static int alloc_buffers(bf_trainer *t, bf_error *err)
+static void alloc_buffers(bf_trainer *t)
 {
     size_t cells = (size_t)t->micro * (size_t)t->cfg.seq_len;
-    t->inputs = malloc(cells * sizeof *t->inputs);
-    t->targets = malloc(cells * sizeof *t->targets);
-    t->predicted = malloc(cells * sizeof *t->predicted);
-    t->omega = malloc((size_t)t->cfg.d_model / (size_t)t->cfg.n_heads *
-                      sizeof *t->omega);
-    if (!t->inputs || !t->targets || !t->predicted || !t->omega)
-        return bf_error_set(err, NULL, 0, NULL, "out of memory");
-    return 0;
+    t->inputs = bf_xmalloc(cells * sizeof *t->inputs);
+    t->targets = bf_xmalloc(cells * sizeof *t->targets);
+    t->predicted = bf_xmalloc(cells * sizeof *t->predicted);
+    t->omega = bf_xmalloc((size_t)t->cfg.d_model / (size_t)t->cfg.n_heads *
+                          sizeof *t->omega);
 }
 
 static int load_initial_state(bf_trainer *t, bf_error *err)
@@ -91,9 +89,7 @@ int bf_trainer_create(bf_trainer **out, const bf_job_config *cfg,
     *out = NULL;
     if (check_ranks(cfg, opts, err) != 0)
         return -1;
-    bf_trainer *t = calloc(1, sizeof *t);
-    if (!t)
-        return bf_error_set(err, NULL, 0, NULL, "out of memory");
+    bf_trainer *t = bf_xcalloc(1, sizeof *t);
     t->cfg = *cfg;
     t->opts = *opts;
     t->local_batch = cfg->batch_size / opts->nranks;
@@ -106,7 +102,8 @@ int bf_trainer_create(bf_trainer **out, const bf_job_config *cfg,
         free(t);
         return -1;
     }
-    if (alloc_buffers(t, err) != 0 || load_initial_state(t, err) != 0) {
+    alloc_buffers(t);
+    if (load_initial_state(t, err) != 0) {
         bf_trainer_free(t);
         return -1;
     }
@@ -429,4 +426,3 @@ const bf_train_summary *bf_trainer_summary(const bf_trainer *t)
     return &t->summary;
 }
 bf_model *bf_trainer_model(bf_trainer *t) { return &t->model; }
-int bf_trainer_micro_batch(const bf_trainer *t) { return t->micro; }

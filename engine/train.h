@@ -92,8 +92,6 @@ int bf_trainer_current_step(const bf_trainer *t);
 const bf_train_summary *bf_trainer_summary(const bf_trainer *t);
 /* The trainer's model (owned by the trainer). */
 bf_model *bf_trainer_model(bf_trainer *t);
-/* Rows per micro-batch this trainer runs. */
-int bf_trainer_micro_batch(const bf_trainer *t);
 
 /* Learning rate of the step that completes step number n (1..steps):
  * linear warm-up to lr over warmup_steps, then cosine to 0.1*lr at steps. */

@@ -79,8 +79,6 @@ void bf_group_catch_signals(bf_link *link)
     bf_catch_stop_signals(on_stop_signal);
 }
 
-int bf_group_stop_signal(void) { return stop_signal; }
-
 /* ---- the trainer's hooks -------------------------------------------------- */
 
 typedef struct hooks_ctx {

@@ -48,7 +48,4 @@ int bf_group_train(MPI_Comm comm, const bf_job_config *cfg,
  * current step (and wake `link`, which may be NULL, on rank 0). */
 void bf_group_catch_signals(bf_link *link);
 
-/* The signal that stopped us, 0 if none. */
-int bf_group_stop_signal(void);
-
 #endif
