@@ -125,10 +125,13 @@ static void reply_fenced(bf_conn *c, const json_t *id, int64_t attempt_id)
     bf_conn_send(c, m);
 }
 
+/* The reply for a store call that takes no bf_error: the cause is the
+ * store's last error. */
 static void reply_store_error(bf_conn *c, const json_t *id, const char *what)
 {
-    char text[256];
-    snprintf(text, sizeof text, "%s failed in the store", what);
+    char text[1200];
+    snprintf(text, sizeof text, "%s failed in the store: %s", what,
+             bf_store_last_error(c->d->store));
     reply_error(c, id, "store", NULL, text);
 }
 
@@ -153,6 +156,15 @@ static int check_owner(bf_conn *c, const json_t *id, int64_t attempt_id)
     else
         reply_fenced(c, id, attempt_id);
     return -1;
+}
+
+/* Records c's worker in the workers table as connected or not. */
+static void record_worker(bf_conn *c, int connected)
+{
+    if (bf_store_worker_seen(c->d->store, c->name, c->host, c->ranks,
+                             connected, bf_wall_ms()))
+        LOGC(BF_LOG_ERROR, c, "recording the worker failed: %s",
+             bf_store_last_error(c->d->store));
 }
 
 /* Adds "cancel": true to a worker's reply when its job is being cancelled. */
@@ -240,8 +252,7 @@ static void handle_hello(bf_conn *c, json_t *msg, const json_t *id)
         c->ranks = (int)ranks;
         snprintf(c->name, sizeof c->name, "%s", name);
         snprintf(c->host, sizeof c->host, "%s", host);
-        bf_store_worker_seen(d->store, name, host, c->ranks, 1,
-                             bf_wall_ms());
+        record_worker(c, 1);
     } else {
         json_decref(reply);
         bf_error e;
@@ -487,14 +498,14 @@ static void handle_submit(bf_conn *c, json_t *msg, const json_t *id)
 }
 
 /* status / jobs / results / workers: a store query wrapped in a reply named
- * like the request, under `key`. */
+ * like the request, under `key`.  A query refused for its input names the
+ * field (no such sweep, an unknown status); a database failure does not. */
 static void reply_query(bf_conn *c, const json_t *id, const char *type,
                         const char *key, json_t *result, const bf_error *err)
 {
     if (!result) {
-        int not_found = err->msg[0] != '\0';
-        reply_error(c, id, not_found ? "not_found" : "store", err,
-                    not_found ? err->msg : "query failed");
+        reply_error(c, id, err->field[0] ? "not_found" : "store", err,
+                    err->msg);
         return;
     }
     json_t *r = new_reply(type, id);
@@ -734,6 +745,5 @@ void bf_protocol_closed(bf_conn *c)
     for (bf_conn *o = c->d->conns; o; o = o->next)
         if (o->role == BF_ROLE_WORKER && strcmp(o->name, c->name) == 0)
             return;
-    bf_store_worker_seen(c->d->store, c->name, c->host, c->ranks, 0,
-                             bf_wall_ms());
+    record_worker(c, 0);
 }

@@ -33,8 +33,14 @@ const char *bf_store_last_error(const bf_store *s)
 
 int store__fail(bf_store *s, bf_error *err, const char *what)
 {
-    const char *why = s->db ? sqlite3_errmsg(s->db) : "out of memory";
-    bf_error_set(&s->last, s->path, 0, NULL, "%s: %s", what, why);
+    /* `what` is often a statement's SQL: cut short, so the cause after it
+     * always fits. */
+    if (s->db)
+        bf_error_set(&s->last, s->path, 0, NULL, "%.200s: %s (SQLite error %d)",
+                     what, sqlite3_errmsg(s->db),
+                     sqlite3_extended_errcode(s->db));
+    else
+        bf_error_set(&s->last, s->path, 0, NULL, "%.200s: out of memory", what);
     if (err)
         *err = s->last;
     return -1;
@@ -82,8 +88,7 @@ static int end_batch(bf_store *s, bf_error *err)
     if (store__exec(s, store__stmt(s, ST_COMMIT), err) == 0)
         return 0;
     store__batch_lost(s);
-    if (!sqlite3_get_autocommit(s->db))
-        store__exec(s, store__stmt(s, ST_ROLLBACK), NULL);
+    store__rollback(s);
     return -1;
 }
 
@@ -115,8 +120,12 @@ int store__commit(bf_store *s, bf_error *err)
 
 void store__rollback(bf_store *s)
 {
-    /* Rolls back whatever is open; a failure here means nothing was. */
-    store__exec(s, store__stmt(s, ST_ROLLBACK), NULL);
+    /* Rolls back whatever is open.  A failure here means nothing was (a
+     * failed COMMIT may have rolled back already), and is not recorded:
+     * s->last keeps the failure that made the caller roll back. */
+    sqlite3_stmt *st = store__stmt(s, ST_ROLLBACK);
+    sqlite3_step(st);
+    sqlite3_reset(st);
     s->in_batch = 0;
 }
 

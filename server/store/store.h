@@ -44,8 +44,10 @@ void bf_store_close(bf_store *s);   /* flushes, closes cleanly */
 /* The user_version this binary migrates to. */
 int bf_store_schema_version(void);
 
-/* Why the last failing call that takes no bf_error failed (renew, expire,
- * finish, ...); "" when none has.  Owned by the store. */
+/* Why the last failing call failed, with SQLite's message and result code:
+ * the cause of a call that takes no bf_error (renew, expire, finish, ...)
+ * for the daemon's log lines and `store` replies; "" when none has failed.
+ * Owned by the store. */
 const char *bf_store_last_error(const bf_store *s);
 
 /* ---- sweeps -------------------------------------------------------------- */

@@ -157,7 +157,8 @@ struct bf_store {
 /* The statement `id`, reset and with its bindings cleared, ready to bind. */
 sqlite3_stmt *store__stmt(bf_store *s, int id);
 
-/* Fills err (and s->last) with "what: sqlite's message". Returns -1. */
+/* Fills err (and s->last) with "what: SQLite's message (SQLite error
+ * CODE)", the extended result code.  Returns -1. */
 int store__fail(bf_store *s, bf_error *err, const char *what);
 
 /* Write transactions.  begin commits an open metric batch first, so every

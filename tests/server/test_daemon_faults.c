@@ -4,7 +4,8 @@
  * process) and the flush of a metrics batch fails.  The daemon must not ack
  * that batch (it answers `store`, which workers retry), must stay up, must
  * not leave the batch half-written, and once the limit is lifted the
- * worker's resend is stored exactly once and every other call works. */
+ * worker's resend is stored exactly once and every other call works.
+ * Every store failure carries its cause into the reply and the log. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -17,7 +18,9 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "clock.h"
 #include "fake_worker.h"
+#include "file.h"
 #include "harness.h"
 
 static void set_fsize(bft_daemon *d, rlim_t soft)
@@ -155,6 +158,63 @@ static void test_fault_across_workers(void **state)
     assert_int_equal(q_int(d, "SELECT count(*) FROM metrics"), 1200);
 }
 
+/* A store failure reaches the worker with its cause (SQLite's message and
+ * result code), not just "failed in the store". */
+static void test_store_reply_has_its_cause(void **state)
+{
+    bft_daemon *d = *state;
+    assert_true(bft_submit(d, "s.yaml", "name: s\nbase: {steps: 100, depth: 2,"
+                           " eval_depths: [2]}\nseeds: 1\n", NULL, NULL) > 0);
+    bft_worker w;
+    assert_int_equal(bft_worker_connect(&w, d, "w"), 0);
+    int64_t attempt = bft_worker_lease(&w, NULL);
+    assert_true(attempt > 0);
+    set_fsize(d, 1);
+    json_t *r = bft_worker_heartbeat(&w, attempt);
+    assert_non_null(r);
+    const char *msg = json_string_value(json_object_get(r, "message"));
+    print_message("heartbeat under the fault: %s\n", msg);
+    assert_string_equal(code_of(r), "store");
+    assert_non_null(strstr(msg, "heartbeat failed in the store: "));
+    assert_non_null(strstr(msg, "COMMIT: disk I/O error (SQLite error "));
+    json_decref(r);
+    set_fsize(d, RLIM_INFINITY);
+    r = bft_worker_heartbeat(&w, attempt);
+    assert_true(bft_reply_is(r, "ack"));
+    bft_worker_close(&w);
+}
+
+/* The same for the daemon's own store calls, which only the log sees: a
+ * lease-expiry pass that cannot get the write lock (another process holds
+ * it past the busy timeout) logs why.  The log is a file, so this fault is a
+ * lock rather than the file-size limit. */
+static void test_store_log_has_its_cause(void **state)
+{
+    bft_daemon *d = *state;
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open_v2(d->db, &db, SQLITE_OPEN_READWRITE, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL),
+                     SQLITE_OK);
+    char *line = NULL;
+    for (int waited = 0; !line && waited < 20000; waited += 200) {
+        bf_sleep_ms(200);
+        char *log = bf_read_file(d->log, NULL, NULL);
+        assert_non_null(log);
+        const char *at = strstr(log, "lease expiry failed: ");
+        if (at)
+            line = strndup(at, strcspn(at, "\n"));
+        free(log);
+    }
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(db);
+    assert_non_null(line);
+    print_message("%s\n", line);
+    assert_non_null(strstr(line, "database is locked (SQLite error 5)"));
+    free(line);
+    assert_true(bft_serves_status(d));
+}
+
 int main(void)
 {
     /* Inherited by the daemon: a write past the limit fails with EFBIG
@@ -164,6 +224,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failed_flush_not_acked,
                                         bft_daemon_setup, bft_daemon_teardown),
         cmocka_unit_test_setup_teardown(test_fault_across_workers,
+                                        bft_daemon_setup, bft_daemon_teardown),
+        cmocka_unit_test_setup_teardown(test_store_reply_has_its_cause,
+                                        bft_daemon_setup, bft_daemon_teardown),
+        cmocka_unit_test_setup_teardown(test_store_log_has_its_cause,
                                         bft_daemon_setup, bft_daemon_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
