@@ -1,9 +1,7 @@
-/* daemon: the coordinator's event loop.  Besides the sockets (net.c) it runs
- *   - a timer that expires overdue leases (re-queueing their jobs),
- *   - a check handle, run once per loop iteration after all I/O callbacks,
- *     that commits the metrics ingested during the iteration in one
- *     transaction and then sends their acks,
- *   - SIGINT/SIGTERM handlers for an orderly stop. */
+/* daemon: start-up, the timers and signals of daemon.h, and the orderly
+ * stop. */
+#include "daemon.h"
+
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +9,6 @@
 
 #include "alloc.h"
 #include "clock.h"
-#include "daemon.h"
 #include "file.h"
 #include "log.h"
 
@@ -32,7 +29,8 @@ static void on_lease_timer(uv_timer_t *t)
 
 static void on_flush_check(uv_check_t *h)
 {
-    bf_protocol_flush(h->data);
+    bf_daemon *d = h->data;
+    bf_protocol_flush(&d->protocol);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -45,8 +43,7 @@ static void on_signal(uv_signal_t *h, int signum)
 static void on_grace_timer(uv_timer_t *t)
 {
     bf_daemon *d = t->data;
-    while (d->conns)
-        bf_conn_close(d->conns);
+    bf_net_close_all(&d->net);
 }
 
 void bf_daemon_stop(bf_daemon *d)
@@ -54,12 +51,12 @@ void bf_daemon_stop(bf_daemon *d)
     if (d->stopping)
         return;
     d->stopping = 1;
-    bf_protocol_flush(d);   /* acks for what is already durable go out */
+    bf_protocol_flush(&d->protocol);   /* acks for what is durable go out */
     uv_close((uv_handle_t *)&d->lease_timer, NULL);
     uv_close((uv_handle_t *)&d->flush_check, NULL);
     uv_close((uv_handle_t *)&d->sigint, NULL);
     uv_close((uv_handle_t *)&d->sigterm, NULL);
-    bf_net_shutdown(d);
+    bf_net_shutdown(&d->net);
     uv_timer_start(&d->grace_timer, on_grace_timer, BF_SHUTDOWN_GRACE_MS, 0);
 }
 
@@ -72,6 +69,32 @@ static int write_port_file(const char *path, int port, bf_error *err)
     return bf_write_file_atomic(path, line, (size_t)n, err);
 }
 
+/* Starts the lease timer, the flush check and the signal handlers. */
+static void arm(bf_daemon *d, int64_t lease_ms)
+{
+    /* Expiry is checked twice per lease period (at most once a second), so
+     * a dead worker's job is back in the queue within 1.5 lease periods. */
+    int64_t every = lease_ms / 2 < 1000 ? lease_ms / 2 : 1000;
+    if (every < 100)
+        every = 100;
+    uv_timer_init(d->loop, &d->lease_timer);
+    d->lease_timer.data = d;
+    uv_timer_start(&d->lease_timer, on_lease_timer, 0, (uint64_t)every);
+    uv_check_init(d->loop, &d->flush_check);
+    d->flush_check.data = d;
+    uv_check_start(&d->flush_check, on_flush_check);
+    uv_signal_init(d->loop, &d->sigint);
+    uv_signal_init(d->loop, &d->sigterm);
+    d->sigint.data = d->sigterm.data = d;
+    uv_signal_start(&d->sigint, on_signal, SIGINT);
+    uv_signal_start(&d->sigterm, on_signal, SIGTERM);
+    /* Armed only while stopping; unreferenced so it never keeps a loop
+     * whose connections are all closed alive. */
+    uv_timer_init(d->loop, &d->grace_timer);
+    d->grace_timer.data = d;
+    uv_unref((uv_handle_t *)&d->grace_timer);
+}
+
 int bf_daemon_init(bf_daemon *d, uv_loop_t *loop, const bf_daemon_options *o,
                    bf_error *err)
 {
@@ -81,42 +104,25 @@ int bf_daemon_init(bf_daemon *d, uv_loop_t *loop, const bf_daemon_options *o,
     uv_replace_allocator(bf_xmalloc, bf_xrealloc, bf_xcalloc, free);
     memset(d, 0, sizeof *d);
     d->loop = loop;
-    d->lease_ms = (int64_t)o->lease_seconds * 1000;
-    d->max_frame = BF_WIRE_MAX_FRAME;
-    snprintf(d->token, sizeof d->token, "%s", o->token);
+    int64_t lease_ms = (int64_t)o->lease_seconds * 1000;
     if (bf_store_open(&d->store, o->db_path, err))
         return -1;
-    if (bf_net_listen(d, o->listen, err)
-        || (o->port_file && write_port_file(o->port_file, d->port, err))) {
-        if (d->listener.loop)
-            uv_close((uv_handle_t *)&d->listener, NULL);
-        uv_run(loop, UV_RUN_DEFAULT);
+    bf_protocol_init(&d->protocol, &d->net, d->store, o->token, lease_ms);
+    int listening = bf_net_listen(&d->net, loop, o->listen,
+                                  &bf_protocol_callbacks, &d->protocol,
+                                  err) == 0;
+    if (!listening
+        || (o->port_file && write_port_file(o->port_file, d->net.port, err))) {
+        if (listening)
+            bf_net_shutdown(&d->net);
+        uv_run(loop, UV_RUN_DEFAULT);   /* lets the closes complete */
+        bf_protocol_free(&d->protocol);
         bf_store_close(d->store);
         d->store = NULL;
         return -1;
     }
-    /* Expiry is checked twice per lease period (at most once a second), so
-     * a dead worker's job is back in the queue within 1.5 lease periods. */
-    int64_t every = d->lease_ms / 2 < 1000 ? d->lease_ms / 2 : 1000;
-    if (every < 100)
-        every = 100;
-    uv_timer_init(loop, &d->lease_timer);
-    d->lease_timer.data = d;
-    uv_timer_start(&d->lease_timer, on_lease_timer, 0, (uint64_t)every);
-    uv_check_init(loop, &d->flush_check);
-    d->flush_check.data = d;
-    uv_check_start(&d->flush_check, on_flush_check);
-    uv_signal_init(loop, &d->sigint);
-    uv_signal_init(loop, &d->sigterm);
-    d->sigint.data = d->sigterm.data = d;
-    uv_signal_start(&d->sigint, on_signal, SIGINT);
-    uv_signal_start(&d->sigterm, on_signal, SIGTERM);
-    /* Armed only while stopping; unreferenced so it never keeps a loop
-     * whose connections are all closed alive. */
-    uv_timer_init(loop, &d->grace_timer);
-    d->grace_timer.data = d;
-    uv_unref((uv_handle_t *)&d->grace_timer);
-    bf_log_info("listening on port %d, database %s, lease %d s", d->port,
+    arm(d, lease_ms);
+    bf_log_info("listening on port %d, database %s, lease %d s", d->net.port,
                 o->db_path, o->lease_seconds);
     return 0;
 }
@@ -126,6 +132,7 @@ int bf_daemon_run(bf_daemon *d)
     uv_run(d->loop, UV_RUN_DEFAULT);
     uv_close((uv_handle_t *)&d->grace_timer, NULL);
     uv_run(d->loop, UV_RUN_DEFAULT);
+    bf_protocol_free(&d->protocol);
     bf_store_close(d->store);
     d->store = NULL;
     bf_log_info("stopped cleanly");

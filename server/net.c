@@ -1,11 +1,11 @@
-/* net: libuv TCP for the daemon.  Turns socket bytes into frames for
- * protocol.c and protocol replies into writes; knows nothing of what the
- * messages mean. */
+/* net: libuv TCP for the daemon.  Turns socket bytes into frames for the
+ * callbacks of net.h and messages into writes. */
+#include "net.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
-#include "daemon.h"
 #include "log.h"
 
 /* A client that stops reading while we keep writing to it is cut off here
@@ -21,8 +21,6 @@ static void on_closed(uv_handle_t *h)
 {
     bf_conn *c = (bf_conn *)h;
     bf_frame_reader_free(&c->rd);
-    json_decref(c->pending_acks);
-    free(c->held);
     free(c);
 }
 
@@ -31,17 +29,15 @@ void bf_conn_close(bf_conn *c)
     if (uv_is_closing((uv_handle_t *)&c->tcp))
         return;
     c->closing = 1;
-    bf_daemon *d = c->d;
-    d->n_pending_acks -= (int)json_array_size(c->pending_acks);
-    json_array_clear(c->pending_acks);
+    bf_net *n = c->net;
     if (c->prev)
         c->prev->next = c->next;
     else
-        d->conns = c->next;
+        n->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
     c->prev = c->next = NULL;
-    bf_protocol_closed(c);
+    n->cb.on_close(c);
     bf_log_info("conn %llu %s closed", (unsigned long long)c->serial,
                 c->peer);
     uv_close((uv_handle_t *)&c->tcp, on_closed);
@@ -156,7 +152,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
                 "frame exceeds the limit of %zu bytes", c->rd.max_frame));
             return;
         }
-        bf_protocol_handle(c, line, len);
+        c->net->cb.on_frame(c, line, len);
     }
 }
 
@@ -182,34 +178,39 @@ static void describe_peer(bf_conn *c)
 
 static void on_connection(uv_stream_t *server, int status)
 {
-    bf_daemon *d = server->data;
+    bf_net *n = server->data;
     if (status < 0) {
         bf_log_warn("accept: %s", uv_strerror(status));
         return;
     }
     bf_conn *c = bf_xcalloc(1, sizeof *c);
-    c->d = d;
-    c->serial = ++d->next_serial;
-    c->pending_acks = json_array();
+    c->net = n;
+    c->serial = ++n->next_serial;
     bf_frame_reader_init(&c->rd, BF_WIRE_HELLO_MAX_FRAME);
-    uv_tcp_init(d->loop, &c->tcp);
+    uv_tcp_init(n->loop, &c->tcp);
     if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
         uv_close((uv_handle_t *)&c->tcp, on_closed);
         return;
     }
     uv_tcp_nodelay(&c->tcp, 1);
     describe_peer(c);
-    c->next = d->conns;
-    if (d->conns)
-        d->conns->prev = c;
-    d->conns = c;
+    c->next = n->conns;
+    if (n->conns)
+        n->conns->prev = c;
+    n->conns = c;
     bf_log_info("conn %llu %s connected", (unsigned long long)c->serial,
                 c->peer);
+    n->cb.on_connect(c);
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
 
-int bf_net_listen(bf_daemon *d, const char *host_port, bf_error *err)
+int bf_net_listen(bf_net *n, uv_loop_t *loop, const char *host_port,
+                  const bf_net_callbacks *cb, void *data, bf_error *err)
 {
+    memset(n, 0, sizeof *n);
+    n->loop = loop;
+    n->cb = *cb;
+    n->data = data;
     char host[256];
     int port;
     if (bf_wire_parse_host_port(host_port, host, sizeof host, &port, err))
@@ -219,38 +220,38 @@ int bf_net_listen(bf_daemon *d, const char *host_port, bf_error *err)
         && uv_ip6_addr(host, port, (struct sockaddr_in6 *)&addr) != 0)
         return bf_error_set(err, NULL, 0, "listen",
                             "'%s' is not a numeric IPv4/IPv6 address", host);
-    uv_tcp_init(d->loop, &d->listener);
-    d->listener.data = d;
-    int rc = uv_tcp_bind(&d->listener, (struct sockaddr *)&addr, 0);
+    uv_tcp_init(loop, &n->listener);
+    n->listener.data = n;
+    int rc = uv_tcp_bind(&n->listener, (struct sockaddr *)&addr, 0);
     if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&d->listener, 511, on_connection);
-    if (rc < 0)
+        rc = uv_listen((uv_stream_t *)&n->listener, 511, on_connection);
+    if (rc < 0) {
+        uv_close((uv_handle_t *)&n->listener, NULL);
         return bf_error_set(err, NULL, 0, "listen", "cannot listen on %s: %s",
                             host_port, uv_strerror(rc));
+    }
     struct sockaddr_storage bound;
     int len = sizeof bound;
-    uv_tcp_getsockname(&d->listener, (struct sockaddr *)&bound, &len);
-    d->port = ntohs(bound.ss_family == AF_INET6
+    uv_tcp_getsockname(&n->listener, (struct sockaddr *)&bound, &len);
+    n->port = ntohs(bound.ss_family == AF_INET6
                     ? ((struct sockaddr_in6 *)&bound)->sin6_port
                     : ((struct sockaddr_in *)&bound)->sin_port);
     return 0;
 }
 
-void bf_net_shutdown(bf_daemon *d)
+void bf_net_shutdown(bf_net *n)
 {
-    if (!uv_is_closing((uv_handle_t *)&d->listener))
-        uv_close((uv_handle_t *)&d->listener, NULL);
-    for (bf_conn *c = d->conns, *next; c; c = next) {
+    if (!uv_is_closing((uv_handle_t *)&n->listener))
+        uv_close((uv_handle_t *)&n->listener, NULL);
+    for (bf_conn *c = n->conns, *next; c; c = next) {
         next = c->next;
         uv_read_stop((uv_stream_t *)&c->tcp);
         close_after_writes(c);
     }
 }
 
-bf_conn *bf_net_find_holder(bf_daemon *d, int64_t attempt_id)
+void bf_net_close_all(bf_net *n)
 {
-    for (bf_conn *c = d->conns; c; c = c->next)
-        if (c->role == BF_ROLE_WORKER && bf_conn_find_held(c, attempt_id))
-            return c;
-    return NULL;
+    while (n->conns)
+        bf_conn_close(n->conns);
 }

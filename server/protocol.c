@@ -1,13 +1,14 @@
 /* protocol: what each message means.  One handler per message type; each
  * validates its fields, calls the store, and replies.  docs/protocol.md is
  * the reference for every message handled here. */
+#include "protocol.h"
+
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
 #include "clock.h"
-#include "daemon.h"
 #include "log.h"
 
 /* How long a worker told "no job" waits before asking again. */
@@ -16,17 +17,31 @@
  * renewal is a commit, and a commit per metrics batch would undo batching. */
 #define BF_RENEW_INTERVAL_MS 1000
 
-#define LOGC(level, c, fmt, ...)                                            \
-    bf_log(level, "conn %llu %s: " fmt, (unsigned long long)(c)->serial,    \
-           (c)->name[0] ? (c)->name : (c)->peer, __VA_ARGS__)
+typedef enum { ROLE_NONE = 0, ROLE_WORKER = 1, ROLE_CLIENT = 2 } peer_role;
+
+/* What the protocol knows of one connection (its bf_conn's data). */
+typedef struct session {
+    bf_conn *conn;
+    bf_protocol *p;
+    peer_role role;             /* ROLE_NONE until a good hello */
+    char name[128];             /* worker name, or "client@PEER" */
+    char host[128];             /* worker host from its hello */
+    int ranks;
+    json_t *pending_acks;       /* acks to send after the next flush */
+} session;
+
+#define LOGC(level, s, fmt, ...)                                            \
+    bf_log(level, "conn %llu %s: " fmt,                                     \
+           (unsigned long long)(s)->conn->serial,                           \
+           (s)->name[0] ? (s)->name : (s)->conn->peer, __VA_ARGS__)
 
 /* ---- small helpers -------------------------------------------------------- */
 
-static void reply_error(bf_conn *c, const json_t *id, const char *code,
+static void reply_error(session *s, const json_t *id, const char *code,
                         const bf_error *err, const char *text)
 {
-    LOGC(BF_LOG_WARN, c, "error %s: %s", code, text);
-    bf_conn_send(c, bf_wire_error(code, id, err, "%s", text));
+    LOGC(BF_LOG_WARN, s, "error %s: %s", code, text);
+    bf_conn_send(s->conn, bf_wire_error(code, id, err, "%s", text));
 }
 
 static json_t *new_reply(const char *type, const json_t *id)
@@ -37,105 +52,87 @@ static json_t *new_reply(const char *type, const json_t *id)
     return m;
 }
 
+/* Replies bad_message naming the field and what it must be; returns -1. */
+static int bad_field(session *s, const json_t *msg, const json_t *id,
+                     const char *key, const char *must_be)
+{
+    char text[256];
+    snprintf(text, sizeof text, "%s: field '%s' must be %s",
+             bf_wire_type(msg), key, must_be);
+    bf_error e;
+    bf_error_set(&e, NULL, 0, key, "must be %s", must_be);
+    reply_error(s, id, "bad_message", &e, text);
+    return -1;
+}
+
 /* Reads an integer field; on a missing/wrong one replies bad_message naming
  * it and returns -1.  optional: absence leaves *out alone and returns 0. */
-static int int_field(bf_conn *c, const json_t *msg, const json_t *id,
+static int int_field(session *s, const json_t *msg, const json_t *id,
                      const char *key, int optional, int64_t *out)
 {
     json_t *v = json_object_get(msg, key);
     if (!v && optional)
         return 0;
-    if (!json_is_integer(v)) {
-        char text[256];
-        snprintf(text, sizeof text, "%s: field '%s' must be an integer",
-                 bf_wire_type(msg), key);
-        bf_error e;
-        bf_error_set(&e, NULL, 0, key, "must be an integer");
-        reply_error(c, id, "bad_message", &e, text);
-        return -1;
-    }
+    if (!json_is_integer(v))
+        return bad_field(s, msg, id, key, "an integer");
     *out = json_integer_value(v);
     return 0;
 }
 
-static int str_field(bf_conn *c, const json_t *msg, const json_t *id,
+/* The same for a string field. */
+static int str_field(session *s, const json_t *msg, const json_t *id,
                      const char *key, int optional, const char **out)
 {
     json_t *v = json_object_get(msg, key);
     if (!v && optional)
         return 0;
-    if (!json_is_string(v)) {
-        char text[256];
-        snprintf(text, sizeof text, "%s: field '%s' must be a string",
-                 bf_wire_type(msg), key);
-        bf_error e;
-        bf_error_set(&e, NULL, 0, key, "must be a string");
-        reply_error(c, id, "bad_message", &e, text);
-        return -1;
-    }
+    if (!json_is_string(v))
+        return bad_field(s, msg, id, key, "a string");
     *out = json_string_value(v);
     return 0;
 }
 
-bf_held_attempt *bf_conn_find_held(bf_conn *c, int64_t attempt_id)
+/* Attempt holding goes through the one table of holders.h. */
+static bf_held_attempt *held(session *s, int64_t attempt_id)
 {
-    for (int i = 0; i < c->n_held; i++)
-        if (c->held[i].attempt_id == attempt_id)
-            return &c->held[i];
-    return NULL;
+    return bf_holders_held_by(&s->p->holders, s->conn, attempt_id);
 }
 
-static void release(bf_conn *c, int64_t attempt_id)
+static bf_held_attempt *hold(session *s, int64_t attempt_id, int64_t now)
 {
-    bf_held_attempt *h = bf_conn_find_held(c, attempt_id);
-    if (h)
-        *h = c->held[--c->n_held];
+    return bf_holders_hold(&s->p->holders, s->conn, attempt_id, now);
 }
 
-static bf_held_attempt *hold(bf_conn *c, int64_t attempt_id, int64_t now)
+static void release(session *s, int64_t attempt_id)
 {
-    bf_held_attempt *h = bf_conn_find_held(c, attempt_id);
-    if (h)
-        return h;
-    /* A worker that reconnected may leave its old, half-dead connection
-     * behind: the attempt belongs to the newest one, where cancels go. */
-    for (bf_conn *other; (other = bf_net_find_holder(c->d, attempt_id));)
-        release(other, attempt_id);
-    if (c->n_held == c->cap_held) {
-        c->cap_held = c->cap_held ? 2 * c->cap_held : 4;
-        c->held = bf_xrealloc(c->held, (size_t)c->cap_held * sizeof *c->held);
-    }
-    h = &c->held[c->n_held++];
-    h->attempt_id = attempt_id;
-    h->renewed_ms = now;
-    return h;
+    bf_holders_release(&s->p->holders, s->conn, attempt_id);
 }
 
 /* The reply for a store call on an attempt that is no longer live. */
-static void reply_fenced(bf_conn *c, const json_t *id, int64_t attempt_id)
+static void reply_fenced(session *s, const json_t *id, int64_t attempt_id)
 {
-    release(c, attempt_id);
+    release(s, attempt_id);
     char text[128];
     snprintf(text, sizeof text,
              "attempt %lld is no longer the live lease of its job: stop it",
              (long long)attempt_id);
     json_t *m = bf_wire_error("fenced", id, NULL, "%s", text);
     json_object_set_new(m, "attempt_id", json_integer(attempt_id));
-    LOGC(BF_LOG_INFO, c, "fenced attempt %lld", (long long)attempt_id);
-    bf_conn_send(c, m);
+    LOGC(BF_LOG_INFO, s, "fenced attempt %lld", (long long)attempt_id);
+    bf_conn_send(s->conn, m);
 }
 
 /* The reply for a store call that takes no bf_error: the cause is the
  * store's last error. */
-static void reply_store_error(bf_conn *c, const json_t *id, const char *what)
+static void reply_store_error(session *s, const json_t *id, const char *what)
 {
     char text[1200];
     snprintf(text, sizeof text, "%s failed in the store: %s", what,
-             bf_store_last_error(c->d->store));
-    reply_error(c, id, "store", NULL, text);
+             bf_store_last_error(s->p->store));
+    reply_error(s, id, "store", NULL, text);
 }
 
-/* Checks, before any store call on attempt_id, that c's worker may act for
+/* Checks, before any store call on attempt_id, that s's worker may act for
  * it; otherwise replies (fenced, or store) and returns -1.  An attempt this
  * connection holds was leased or re-claimed by this worker already.  Any
  * other must have been leased to a worker of the same name: attempt ids are
@@ -144,33 +141,33 @@ static void reply_store_error(bf_conn *c, const json_t *id, const char *what)
  * file stays when bifocal.db is deleted) used to heartbeat "its" attempt id
  * and take over another worker's live attempt, putting one job on two live
  * workers and mixing their metrics. */
-static int check_owner(bf_conn *c, const json_t *id, int64_t attempt_id)
+static int check_owner(session *s, const json_t *id, int64_t attempt_id)
 {
-    if (bf_conn_find_held(c, attempt_id))
+    if (held(s, attempt_id))
         return 0;
-    int owned = bf_store_attempt_owned_by(c->d->store, attempt_id, c->name);
+    int owned = bf_store_attempt_owned_by(s->p->store, attempt_id, s->name);
     if (owned == 1)
         return 0;
     if (owned < 0)
-        reply_store_error(c, id, "looking up the attempt");
+        reply_store_error(s, id, "looking up the attempt");
     else
-        reply_fenced(c, id, attempt_id);
+        reply_fenced(s, id, attempt_id);
     return -1;
 }
 
-/* Records c's worker in the workers table as connected or not. */
-static void record_worker(bf_conn *c, int connected)
+/* Records s's worker in the workers table as connected or not. */
+static void record_worker(session *s, int connected)
 {
-    if (bf_store_worker_seen(c->d->store, c->name, c->host, c->ranks,
+    if (bf_store_worker_seen(s->p->store, s->name, s->host, s->ranks,
                              connected, bf_wall_ms()))
-        LOGC(BF_LOG_ERROR, c, "recording the worker failed: %s",
-             bf_store_last_error(c->d->store));
+        LOGC(BF_LOG_ERROR, s, "recording the worker failed: %s",
+             bf_store_last_error(s->p->store));
 }
 
 /* Adds "cancel": true to a worker's reply when its job is being cancelled. */
-static void mark_cancel(bf_daemon *d, json_t *reply, int64_t attempt_id)
+static void mark_cancel(bf_protocol *p, json_t *reply, int64_t attempt_id)
 {
-    if (bf_store_attempt_cancelled(d->store, attempt_id) == 1)
+    if (bf_store_attempt_cancelled(p->store, attempt_id) == 1)
         json_object_set_new(reply, "cancel", json_true());
 }
 
@@ -187,175 +184,229 @@ static int token_equal(const char *a, const char *b)
     return diff == 0;
 }
 
-static void handle_hello(bf_conn *c, json_t *msg, const json_t *id)
+static void refuse_hello(session *s, const json_t *id, const bf_error *e)
 {
-    bf_daemon *d = c->d;
+    bf_conn_fail(s->conn, bf_wire_error("bad_message", id, e, "hello: %s",
+                                        e->msg));
+}
+
+/* Reads version, token and role, and refuses the connection (-1) unless
+ * the version is ours and the token right. */
+static int admit(session *s, json_t *msg, const json_t *id, const char **role)
+{
     int64_t version = 0;
-    const char *token = NULL, *role = NULL;
-    if (int_field(c, msg, id, "version", 0, &version)
-        || str_field(c, msg, id, "token", 0, &token)
-        || str_field(c, msg, id, "role", 0, &role)) {
-        bf_conn_fail(c, NULL);
-        return;
+    const char *token = NULL;
+    if (int_field(s, msg, id, "version", 0, &version)
+        || str_field(s, msg, id, "token", 0, &token)
+        || str_field(s, msg, id, "role", 0, role)) {
+        bf_conn_fail(s->conn, NULL);
+        return -1;
     }
     if (version != BF_WIRE_VERSION) {
         char text[128];
         snprintf(text, sizeof text,
                  "protocol version %lld is not supported (server speaks %d)",
                  (long long)version, BF_WIRE_VERSION);
-        LOGC(BF_LOG_WARN, c, "refused: %s", text);
-        bf_conn_fail(c, bf_wire_error("version", id, NULL, "%s", text));
+        LOGC(BF_LOG_WARN, s, "refused: %s", text);
+        bf_conn_fail(s->conn, bf_wire_error("version", id, NULL, "%s", text));
+        return -1;
+    }
+    if (!token_equal(token, s->p->token)) {
+        LOGC(BF_LOG_WARN, s, "refused: %s", "wrong token");
+        bf_conn_fail(s->conn, bf_wire_error("auth", id, NULL, "wrong token"));
+        return -1;
+    }
+    return 0;
+}
+
+/* A worker's hello names it (name, host, ranks); the workers table records
+ * it connected.  -1: refused. */
+static int hello_worker(session *s, json_t *msg, const json_t *id)
+{
+    const char *name = NULL, *host = "";
+    int64_t ranks = 1;
+    if (str_field(s, msg, id, "name", 0, &name)
+        || str_field(s, msg, id, "host", 1, &host)
+        || int_field(s, msg, id, "ranks", 1, &ranks)) {
+        bf_conn_fail(s->conn, NULL);
+        return -1;
+    }
+    /* The name is kept in s->name and recorded with every lease and on
+     * disconnect: one longer than that buffer used to be cut short there,
+     * so the workers row of the full name stayed connected forever and a
+     * second row appeared.  ranks is kept as an int: 2^32 used to wrap
+     * to 0. */
+    bf_error e;
+    if (!name[0] || strlen(name) >= sizeof s->name) {
+        bf_error_set(&e, NULL, 0, "name", "must be non-empty and at most %zu "
+                     "bytes", sizeof s->name - 1);
+        refuse_hello(s, id, &e);
+        return -1;
+    }
+    if (ranks < 1 || ranks > INT_MAX) {
+        bf_error_set(&e, NULL, 0, "ranks", "must be in 1 .. %d", INT_MAX);
+        refuse_hello(s, id, &e);
+        return -1;
+    }
+    s->role = ROLE_WORKER;
+    s->ranks = (int)ranks;
+    snprintf(s->name, sizeof s->name, "%s", name);
+    snprintf(s->host, sizeof s->host, "%s", host);
+    record_worker(s, 1);
+    return 0;
+}
+
+static void handle_hello(session *s, json_t *msg, const json_t *id)
+{
+    const char *role = NULL;
+    if (admit(s, msg, id, &role) < 0)
+        return;
+    if (strcmp(role, "client") == 0) {
+        s->role = ROLE_CLIENT;
+        snprintf(s->name, sizeof s->name, "client@%s", s->conn->peer);
+    } else if (strcmp(role, "worker") != 0) {
+        bf_error e;
+        bf_error_set(&e, NULL, 0, "role", "must be \"worker\" or \"client\"");
+        refuse_hello(s, id, &e);
+        return;
+    } else if (hello_worker(s, msg, id) < 0) {
         return;
     }
-    if (!token_equal(token, d->token)) {
-        LOGC(BF_LOG_WARN, c, "refused: %s", "wrong token");
-        bf_conn_fail(c, bf_wire_error("auth", id, NULL, "wrong token"));
-        return;
-    }
+    s->conn->rd.max_frame = s->p->max_frame;   /* no longer a stranger */
+    LOGC(BF_LOG_INFO, s, "hello role=%s ranks=%d", role, s->ranks);
     json_t *reply = new_reply("ack", id);
     json_object_set_new(reply, "version", json_integer(BF_WIRE_VERSION));
     json_object_set_new(reply, "lease_seconds",
-                        json_integer(d->lease_ms / 1000));
-    if (strcmp(role, "client") == 0) {
-        c->role = BF_ROLE_CLIENT;
-        snprintf(c->name, sizeof c->name, "client@%s", c->peer);
-    } else if (strcmp(role, "worker") == 0) {
-        const char *name = NULL, *host = "";
-        int64_t ranks = 1;
-        if (str_field(c, msg, id, "name", 0, &name)
-            || str_field(c, msg, id, "host", 1, &host)
-            || int_field(c, msg, id, "ranks", 1, &ranks)) {
-            json_decref(reply);
-            bf_conn_fail(c, NULL);
-            return;
-        }
-        /* The name is kept in c->name and recorded with every lease and
-         * on disconnect: one longer than that buffer used to be cut short
-         * there, so the workers row of the full name stayed connected
-         * forever and a second row appeared.  ranks is kept as an int: 2^32
-         * used to wrap to 0. */
-        int name_ok = name[0] && strlen(name) < sizeof c->name;
-        if (!name_ok || ranks < 1 || ranks > INT_MAX) {
-            json_decref(reply);
-            bf_error e;
-            if (!name_ok)
-                bf_error_set(&e, NULL, 0, "name", "must be non-empty and at "
-                             "most %zu bytes", sizeof c->name - 1);
-            else
-                bf_error_set(&e, NULL, 0, "ranks", "must be in 1 .. %d",
-                             INT_MAX);
-            bf_conn_fail(c, bf_wire_error("bad_message", id, &e, "hello: %s",
-                                          e.msg));
-            return;
-        }
-        c->role = BF_ROLE_WORKER;
-        c->ranks = (int)ranks;
-        snprintf(c->name, sizeof c->name, "%s", name);
-        snprintf(c->host, sizeof c->host, "%s", host);
-        record_worker(c, 1);
-    } else {
-        json_decref(reply);
-        bf_error e;
-        bf_error_set(&e, NULL, 0, "role", "must be \"worker\" or \"client\"");
-        bf_conn_fail(c, bf_wire_error("bad_message", id, &e, "hello: %s",
-                                      e.msg));
-        return;
-    }
-    c->rd.max_frame = d->max_frame;   /* no longer a stranger */
-    LOGC(BF_LOG_INFO, c, "hello role=%s ranks=%d", role, c->ranks);
-    bf_conn_send(c, reply);
+                        json_integer(s->p->lease_ms / 1000));
+    bf_conn_send(s->conn, reply);
 }
 
 /* ---- worker messages ------------------------------------------------------ */
 
-static void handle_request_job(bf_conn *c, json_t *msg, const json_t *id)
+/* The `job` reply that hands a lease to a worker. */
+static json_t *job_reply(const json_t *id, const bf_lease *lease,
+                         int64_t lease_ms)
+{
+    json_t *config = json_loads(lease->config_json, 0, NULL);
+    json_t *r = new_reply("job", id);
+    json_object_set_new(r, "job_id", json_integer(lease->job_id));
+    json_object_set_new(r, "attempt_id", json_integer(lease->attempt_id));
+    json_object_set_new(r, "sweep_id", json_integer(lease->sweep_id));
+    json_object_set_new(r, "attempt_no", json_integer(lease->attempt_no));
+    json_object_set_new(r, "config", config ? config : json_object());
+    json_object_set_new(r, "resume_checkpoint",
+                        lease->resume_checkpoint
+                            ? json_string(lease->resume_checkpoint)
+                            : json_null());
+    json_object_set_new(r, "resume_step", json_integer(lease->resume_step));
+    json_object_set_new(r, "lease_seconds", json_integer(lease_ms / 1000));
+    return r;
+}
+
+static void handle_request_job(session *s, json_t *msg, const json_t *id)
 {
     (void)msg;
-    bf_daemon *d = c->d;
+    bf_protocol *p = s->p;
     int64_t now = bf_wall_ms();
     bf_lease lease;
     bf_error err;
     bf_error_clear(&err);
-    int got = bf_store_lease_next(d->store, c->name, now, d->lease_ms, &lease,
+    int got = bf_store_lease_next(p->store, s->name, now, p->lease_ms, &lease,
                                   &err);
     if (got < 0) {
-        reply_error(c, id, "store", &err, err.msg[0] ? err.msg : "lease failed");
+        reply_error(s, id, "store", &err, err.msg[0] ? err.msg : "lease failed");
         return;
     }
     if (got == 0) {
         json_t *r = new_reply("no_job", id);
         json_object_set_new(r, "retry_ms", json_integer(BF_NO_JOB_RETRY_MS));
-        bf_conn_send(c, r);
+        bf_conn_send(s->conn, r);
         return;
     }
-    hold(c, lease.attempt_id, now);
-    json_t *config = json_loads(lease.config_json, 0, NULL);
-    json_t *r = new_reply("job", id);
-    json_object_set_new(r, "job_id", json_integer(lease.job_id));
-    json_object_set_new(r, "attempt_id", json_integer(lease.attempt_id));
-    json_object_set_new(r, "sweep_id", json_integer(lease.sweep_id));
-    json_object_set_new(r, "attempt_no", json_integer(lease.attempt_no));
-    json_object_set_new(r, "config", config ? config : json_object());
-    json_object_set_new(r, "resume_checkpoint",
-                        lease.resume_checkpoint
-                            ? json_string(lease.resume_checkpoint)
-                            : json_null());
-    json_object_set_new(r, "resume_step", json_integer(lease.resume_step));
-    json_object_set_new(r, "lease_seconds", json_integer(d->lease_ms / 1000));
-    LOGC(BF_LOG_INFO, c, "lease job=%lld attempt=%lld (#%d) sweep=%lld",
+    hold(s, lease.attempt_id, now);
+    LOGC(BF_LOG_INFO, s, "lease job=%lld attempt=%lld (#%d) sweep=%lld",
          (long long)lease.job_id, (long long)lease.attempt_id,
          lease.attempt_no, (long long)lease.sweep_id);
+    bf_conn_send(s->conn, job_reply(id, &lease, p->lease_ms));
     bf_lease_clear(&lease);
-    bf_conn_send(c, r);
 }
 
-/* Renews the lease of attempt_id for c; returns the store's result. */
-static int renew(bf_conn *c, int64_t attempt_id, int64_t now)
+/* Renews the lease of attempt_id for s; returns the store's result. */
+static int renew(session *s, int64_t attempt_id, int64_t now)
 {
-    int rc = bf_store_renew(c->d->store, attempt_id, now, c->d->lease_ms);
+    int rc = bf_store_renew(s->p->store, attempt_id, now, s->p->lease_ms);
     if (rc == BF_STORE_OK)
-        hold(c, attempt_id, now)->renewed_ms = now;
+        hold(s, attempt_id, now)->renewed_ms = now;
     return rc;
 }
 
-static void handle_heartbeat(bf_conn *c, json_t *msg, const json_t *id)
+static void handle_heartbeat(session *s, json_t *msg, const json_t *id)
 {
     int64_t attempt = 0;
-    if (int_field(c, msg, id, "attempt_id", 0, &attempt)
-        || check_owner(c, id, attempt))
+    if (int_field(s, msg, id, "attempt_id", 0, &attempt)
+        || check_owner(s, id, attempt))
         return;
     int64_t now = bf_wall_ms();
-    int rc = renew(c, attempt, now);
+    int rc = renew(s, attempt, now);
     if (rc == BF_STORE_FENCED || rc == BF_STORE_NOT_FOUND) {
-        reply_fenced(c, id, attempt);
+        reply_fenced(s, id, attempt);
         return;
     }
     if (rc != BF_STORE_OK) {
-        reply_store_error(c, id, "heartbeat");
+        reply_store_error(s, id, "heartbeat");
         return;
     }
     json_t *r = new_reply("ack", id);
     json_object_set_new(r, "attempt_id", json_integer(attempt));
     json_object_set_new(r, "lease_seconds",
-                        json_integer(c->d->lease_ms / 1000));
-    mark_cancel(c->d, r, attempt);
-    LOGC(BF_LOG_DEBUG, c, "heartbeat attempt=%lld", (long long)attempt);
-    bf_conn_send(c, r);
+                        json_integer(s->p->lease_ms / 1000));
+    mark_cancel(s->p, r, attempt);
+    LOGC(BF_LOG_DEBUG, s, "heartbeat attempt=%lld", (long long)attempt);
+    bf_conn_send(s->conn, r);
 }
 
-static void handle_metrics(bf_conn *c, json_t *msg, const json_t *id)
+/* A metrics batch the store did not take. */
+static void reply_ingest_error(session *s, const json_t *id, int64_t attempt,
+                               int rc, const bf_error *err)
 {
-    bf_daemon *d = c->d;
+    if (rc == BF_STORE_FENCED || rc == BF_STORE_NOT_FOUND)
+        reply_fenced(s, id, attempt);
+    else if (rc == BF_STORE_DB_FAILED)
+        /* Not the records' fault (disk full, I/O): `store` makes the worker
+         * keep the batch and resend it; `bad_records` would make it drop
+         * metrics that were never wrong. */
+        reply_error(s, id, "store", err,
+                    err->msg[0] ? err->msg : "metrics could not be stored");
+    else
+        reply_error(s, id, "bad_records", err,
+                    err->msg[0] ? err->msg : "metrics rejected");
+}
+
+/* The ack of a metrics batch waits for the flush that makes it durable. */
+static void defer_ack(session *s, const json_t *id, int64_t attempt,
+                      int64_t seq, int rows)
+{
+    json_t *ack = new_reply("ack", id);
+    json_object_set_new(ack, "attempt_id", json_integer(attempt));
+    json_object_set_new(ack, "seq", json_integer(seq));
+    json_object_set_new(ack, "rows", json_integer(rows));
+    mark_cancel(s->p, ack, attempt);
+    json_array_append_new(s->pending_acks, ack);
+    s->p->n_pending_acks++;
+}
+
+static void handle_metrics(session *s, json_t *msg, const json_t *id)
+{
     int64_t attempt = 0, seq = 0;
-    if (int_field(c, msg, id, "attempt_id", 0, &attempt)
-        || int_field(c, msg, id, "seq", 1, &seq)
-        || check_owner(c, id, attempt))
+    if (int_field(s, msg, id, "attempt_id", 0, &attempt)
+        || int_field(s, msg, id, "seq", 1, &seq)
+        || check_owner(s, id, attempt))
         return;
     json_t *records = json_object_get(msg, "records");
     if (!json_is_array(records)) {
         bf_error e;
         bf_error_set(&e, NULL, 0, "records", "must be an array");
-        reply_error(c, id, "bad_message", &e,
+        reply_error(s, id, "bad_message", &e,
                     "metrics: field 'records' must be an array");
         return;
     }
@@ -363,225 +414,207 @@ static void handle_metrics(bf_conn *c, json_t *msg, const json_t *id)
     bf_error err;
     bf_error_clear(&err);
     int rows = 0;
-    int rc = bf_store_ingest(d->store, attempt, records, now, &rows, &err);
-    if (rc == BF_STORE_FENCED || rc == BF_STORE_NOT_FOUND) {
-        reply_fenced(c, id, attempt);
-        return;
-    }
-    if (rc == BF_STORE_DB_FAILED) {
-        /* Not the records' fault (disk full, I/O): `store` makes the worker
-         * keep the batch and resend it; `bad_records` would make it drop
-         * metrics that were never wrong. */
-        reply_error(c, id, "store", &err,
-                    err.msg[0] ? err.msg : "metrics could not be stored");
-        return;
-    }
+    int rc = bf_store_ingest(s->p->store, attempt, records, now, &rows,
+                             &err);
     if (rc != BF_STORE_OK) {
-        reply_error(c, id, "bad_records", &err,
-                    err.msg[0] ? err.msg : "metrics rejected");
+        reply_ingest_error(s, id, attempt, rc, &err);
         return;
     }
-    bf_held_attempt *h = bf_conn_find_held(c, attempt);
+    bf_held_attempt *h = held(s, attempt);
     if (!h || now - h->renewed_ms >= BF_RENEW_INTERVAL_MS)
-        renew(c, attempt, now);
-
-    json_t *ack = new_reply("ack", id);
-    json_object_set_new(ack, "attempt_id", json_integer(attempt));
-    json_object_set_new(ack, "seq", json_integer(seq));
-    json_object_set_new(ack, "rows", json_integer(rows));
-    mark_cancel(d, ack, attempt);
-    json_array_append_new(c->pending_acks, ack);
-    d->n_pending_acks++;
+        renew(s, attempt, now);
+    defer_ack(s, id, attempt, seq, rows);
 }
 
-static void handle_checkpoint(bf_conn *c, json_t *msg, const json_t *id)
+static void handle_checkpoint(session *s, json_t *msg, const json_t *id)
 {
     int64_t attempt = 0, step = 0;
     const char *path = NULL;
-    if (int_field(c, msg, id, "attempt_id", 0, &attempt)
-        || str_field(c, msg, id, "path", 0, &path)
-        || int_field(c, msg, id, "step", 0, &step)
-        || check_owner(c, id, attempt))
+    if (int_field(s, msg, id, "attempt_id", 0, &attempt)
+        || str_field(s, msg, id, "path", 0, &path)
+        || int_field(s, msg, id, "step", 0, &step)
+        || check_owner(s, id, attempt))
         return;
     int64_t now = bf_wall_ms();
-    int rc = bf_store_record_checkpoint(c->d->store, attempt, path, step, now);
+    int rc = bf_store_record_checkpoint(s->p->store, attempt, path, step, now);
     if (rc == BF_STORE_FENCED || rc == BF_STORE_NOT_FOUND) {
-        reply_fenced(c, id, attempt);
+        reply_fenced(s, id, attempt);
         return;
     }
     if (rc != BF_STORE_OK) {
-        reply_store_error(c, id, "checkpoint");
+        reply_store_error(s, id, "checkpoint");
         return;
     }
-    renew(c, attempt, now);
-    LOGC(BF_LOG_INFO, c, "checkpoint attempt=%lld step=%lld %s",
+    renew(s, attempt, now);
+    LOGC(BF_LOG_INFO, s, "checkpoint attempt=%lld step=%lld %s",
          (long long)attempt, (long long)step, path);
     json_t *r = new_reply("ack", id);
     json_object_set_new(r, "attempt_id", json_integer(attempt));
-    mark_cancel(c->d, r, attempt);
-    bf_conn_send(c, r);
+    mark_cancel(s->p, r, attempt);
+    bf_conn_send(s->conn, r);
 }
 
 /* job_done and job_failed: the attempt ends.  A failure report for a job
  * being cancelled is the worker saying it stopped, so the job ends
  * cancelled rather than going back to the queue. */
-static void finish(bf_conn *c, json_t *msg, const json_t *id, int succeeded)
+static void finish(session *s, json_t *msg, const json_t *id, int succeeded)
 {
-    bf_daemon *d = c->d;
+    bf_protocol *p = s->p;
     int64_t attempt = 0;
     const char *error_text = "failed";
-    if (int_field(c, msg, id, "attempt_id", 0, &attempt)
-        || (!succeeded && str_field(c, msg, id, "error", 1, &error_text))
-        || check_owner(c, id, attempt))
+    if (int_field(s, msg, id, "attempt_id", 0, &attempt)
+        || (!succeeded && str_field(s, msg, id, "error", 1, &error_text))
+        || check_owner(s, id, attempt))
         return;
     int64_t now = bf_wall_ms();
     int cancelled = !succeeded
-        && bf_store_attempt_cancelled(d->store, attempt) == 1;
+        && bf_store_attempt_cancelled(p->store, attempt) == 1;
     int rc = !succeeded && cancelled
-        ? bf_store_attempt_stopped(d->store, attempt, now)
-        : bf_store_finish_attempt(d->store, attempt, succeeded,
+        ? bf_store_attempt_stopped(p->store, attempt, now)
+        : bf_store_finish_attempt(p->store, attempt, succeeded,
                                   succeeded ? NULL : error_text, now);
     if (rc == BF_STORE_FENCED || rc == BF_STORE_NOT_FOUND) {
-        reply_fenced(c, id, attempt);
+        reply_fenced(s, id, attempt);
         return;
     }
     if (rc != BF_STORE_OK) {
-        reply_store_error(c, id, succeeded ? "job_done" : "job_failed");
+        reply_store_error(s, id, succeeded ? "job_done" : "job_failed");
         return;
     }
-    release(c, attempt);
+    release(s, attempt);
     if (succeeded)
-        LOGC(BF_LOG_INFO, c, "done attempt=%lld", (long long)attempt);
+        LOGC(BF_LOG_INFO, s, "done attempt=%lld", (long long)attempt);
     else
-        LOGC(BF_LOG_INFO, c, "%s attempt=%lld: %s",
+        LOGC(BF_LOG_INFO, s, "%s attempt=%lld: %s",
              cancelled ? "stopped" : "failed", (long long)attempt, error_text);
     json_t *r = new_reply("ack", id);
     json_object_set_new(r, "attempt_id", json_integer(attempt));
-    bf_conn_send(c, r);
+    bf_conn_send(s->conn, r);
 }
 
-static void handle_job_done(bf_conn *c, json_t *msg, const json_t *id)
+static void handle_job_done(session *s, json_t *msg, const json_t *id)
 {
-    finish(c, msg, id, 1);
+    finish(s, msg, id, 1);
 }
 
-static void handle_job_failed(bf_conn *c, json_t *msg, const json_t *id)
+static void handle_job_failed(session *s, json_t *msg, const json_t *id)
 {
-    finish(c, msg, id, 0);
+    finish(s, msg, id, 0);
 }
 
 /* ---- client messages ------------------------------------------------------ */
 
-static void handle_submit(bf_conn *c, json_t *msg, const json_t *id)
+static void handle_submit(session *s, json_t *msg, const json_t *id)
 {
     const char *filename = NULL, *text = NULL;
-    if (str_field(c, msg, id, "filename", 0, &filename)
-        || str_field(c, msg, id, "text", 0, &text))
+    if (str_field(s, msg, id, "filename", 0, &filename)
+        || str_field(s, msg, id, "text", 0, &text))
         return;
     int64_t sweep_id = 0;
     int n_jobs = 0;
     bf_error err;
     bf_error_clear(&err);
-    if (bf_store_submit_sweep(c->d->store, filename, text,
+    if (bf_store_submit_sweep(s->p->store, filename, text,
                               json_string_length(json_object_get(msg, "text")),
                               bf_wall_ms(), &sweep_id, &n_jobs, &err)) {
-        reply_error(c, id, "invalid", &err,
+        reply_error(s, id, "invalid", &err,
                     err.msg[0] ? err.msg : "sweep rejected");
         return;
     }
-    LOGC(BF_LOG_INFO, c, "submitted sweep %lld from %s: %d jobs",
+    LOGC(BF_LOG_INFO, s, "submitted sweep %lld from %s: %d jobs",
          (long long)sweep_id, filename, n_jobs);
     json_t *r = new_reply("ack", id);
     json_object_set_new(r, "sweep_id", json_integer(sweep_id));
     json_object_set_new(r, "jobs", json_integer(n_jobs));
-    bf_conn_send(c, r);
+    bf_conn_send(s->conn, r);
 }
 
 /* status / jobs / results / workers: a store query wrapped in a reply named
  * like the request, under `key`.  A query refused for its input names the
  * field (no such sweep, an unknown status); a database failure does not. */
-static void reply_query(bf_conn *c, const json_t *id, const char *type,
+static void reply_query(session *s, const json_t *id, const char *type,
                         const char *key, json_t *result, const bf_error *err)
 {
     if (!result) {
-        reply_error(c, id, err->field[0] ? "not_found" : "store", err,
+        reply_error(s, id, err->field[0] ? "not_found" : "store", err,
                     err->msg);
         return;
     }
     json_t *r = new_reply(type, id);
     json_object_set_new(r, key, result);
-    bf_conn_send(c, r);
+    bf_conn_send(s->conn, r);
 }
 
-static void handle_status(bf_conn *c, json_t *msg, const json_t *id)
+static void handle_status(session *s, json_t *msg, const json_t *id)
 {
     int64_t sweep = 0;
-    if (int_field(c, msg, id, "sweep_id", 1, &sweep))
+    if (int_field(s, msg, id, "sweep_id", 1, &sweep))
         return;
     bf_error err;
     bf_error_clear(&err);
-    json_t *res = bf_store_status(c->d->store, sweep, &err);
-    reply_query(c, id, "status", "sweeps", res, &err);
+    json_t *res = bf_store_status(s->p->store, sweep, &err);
+    reply_query(s, id, "status", "sweeps", res, &err);
 }
 
-static void handle_jobs(bf_conn *c, json_t *msg, const json_t *id)
+static void handle_jobs(session *s, json_t *msg, const json_t *id)
 {
     int64_t sweep = 0;
     const char *status = NULL;
-    if (int_field(c, msg, id, "sweep_id", 1, &sweep)
-        || str_field(c, msg, id, "status", 1, &status))
+    if (int_field(s, msg, id, "sweep_id", 1, &sweep)
+        || str_field(s, msg, id, "status", 1, &status))
         return;
     bf_error err;
     bf_error_clear(&err);
-    json_t *res = bf_store_jobs(c->d->store, sweep, status, &err);
-    reply_query(c, id, "jobs", "jobs", res, &err);
+    json_t *res = bf_store_jobs(s->p->store, sweep, status, &err);
+    reply_query(s, id, "jobs", "jobs", res, &err);
 }
 
-static void handle_results(bf_conn *c, json_t *msg, const json_t *id)
+static void handle_results(session *s, json_t *msg, const json_t *id)
 {
     int64_t sweep = 0;
-    if (int_field(c, msg, id, "sweep_id", 0, &sweep))
+    if (int_field(s, msg, id, "sweep_id", 0, &sweep))
         return;
     bf_error err;
     bf_error_clear(&err);
-    json_t *res = bf_store_results(c->d->store, sweep, &err);
-    reply_query(c, id, "results", "rows", res, &err);
+    json_t *res = bf_store_results(s->p->store, sweep, &err);
+    reply_query(s, id, "results", "rows", res, &err);
 }
 
-static void handle_workers(bf_conn *c, json_t *msg, const json_t *id)
+static void handle_workers(session *s, json_t *msg, const json_t *id)
 {
     (void)msg;
     bf_error err;
     bf_error_clear(&err);
-    json_t *res = bf_store_workers(c->d->store, &err);
-    reply_query(c, id, "workers", "workers", res, &err);
+    json_t *res = bf_store_workers(s->p->store, &err);
+    reply_query(s, id, "workers", "workers", res, &err);
 }
 
 /* Tells each worker holding one of the attempts to stop it. */
-static void send_cancels(bf_daemon *d, const int64_t *attempts, int n)
+static void send_cancels(bf_protocol *p, const int64_t *attempts, int n)
 {
     for (int i = 0; i < n; i++) {
-        bf_conn *w = bf_net_find_holder(d, attempts[i]);
+        bf_conn *w = bf_holders_holder(&p->holders, attempts[i]);
         if (!w)
             continue;   /* the reply to its next heartbeat tells it */
-        LOGC(BF_LOG_INFO, w, "cancel attempt=%lld", (long long)attempts[i]);
+        LOGC(BF_LOG_INFO, (session *)w->data, "cancel attempt=%lld",
+             (long long)attempts[i]);
         bf_conn_send(w, json_pack("{s:s, s:I}", "type", "cancel",
                                   "attempt_id", (json_int_t)attempts[i]));
     }
 }
 
-static void handle_cancel(bf_conn *c, json_t *msg, const json_t *id)
+static void handle_cancel(session *s, json_t *msg, const json_t *id)
 {
-    bf_daemon *d = c->d;
+    bf_protocol *p = s->p;
     int64_t sweep = 0, job = 0;
-    if (int_field(c, msg, id, "sweep_id", 1, &sweep)
-        || int_field(c, msg, id, "job_id", 1, &job))
+    if (int_field(s, msg, id, "sweep_id", 1, &sweep)
+        || int_field(s, msg, id, "job_id", 1, &job))
         return;
     if ((sweep > 0) == (job > 0)) {
         bf_error e;
         bf_error_set(&e, NULL, 0, "sweep_id", "give exactly one of "
                      "sweep_id or job_id");
-        reply_error(c, id, "bad_message", &e,
+        reply_error(s, id, "bad_message", &e,
                     "cancel: give exactly one of sweep_id or job_id");
         return;
     }
@@ -591,159 +624,230 @@ static void handle_cancel(bf_conn *c, json_t *msg, const json_t *id)
     bf_error_clear(&err);
     int64_t now = bf_wall_ms();
     int rc = sweep > 0
-        ? bf_store_cancel_sweep(d->store, sweep, now, &running, &n_running,
+        ? bf_store_cancel_sweep(p->store, sweep, now, &running, &n_running,
                                 &err)
-        : bf_store_cancel_job(d->store, job, now, &running, &n_running, &err);
+        : bf_store_cancel_job(p->store, job, now, &running, &n_running, &err);
     if (rc != BF_STORE_OK) {
-        reply_error(c, id, rc == BF_STORE_NOT_FOUND ? "not_found" : "store",
+        reply_error(s, id, rc == BF_STORE_NOT_FOUND ? "not_found" : "store",
                     &err, err.msg[0] ? err.msg : "cancel failed");
         free(running);
         return;
     }
-    LOGC(BF_LOG_INFO, c, "cancel %s %lld (%d running)",
+    LOGC(BF_LOG_INFO, s, "cancel %s %lld (%d running)",
          sweep > 0 ? "sweep" : "job", (long long)(sweep > 0 ? sweep : job),
          n_running);
-    send_cancels(d, running, n_running);
+    send_cancels(p, running, n_running);
     free(running);
     json_t *r = new_reply("ack", id);
     json_object_set_new(r, "running", json_integer(n_running));
-    bf_conn_send(c, r);
+    bf_conn_send(s->conn, r);
 }
 
-static void handle_retry(bf_conn *c, json_t *msg, const json_t *id)
+static void handle_retry(session *s, json_t *msg, const json_t *id)
 {
     int64_t job = 0;
-    if (int_field(c, msg, id, "job_id", 0, &job))
+    if (int_field(s, msg, id, "job_id", 0, &job))
         return;
     bf_error err;
     bf_error_clear(&err);
-    int rc = bf_store_retry_job(c->d->store, job, &err);
+    int rc = bf_store_retry_job(s->p->store, job, &err);
     if (rc != BF_STORE_OK) {
-        reply_error(c, id, rc == BF_STORE_NOT_FOUND ? "not_found" : "invalid",
+        reply_error(s, id, rc == BF_STORE_NOT_FOUND ? "not_found" : "invalid",
                     &err, err.msg[0] ? err.msg : "retry refused");
         return;
     }
-    LOGC(BF_LOG_INFO, c, "retry job=%lld", (long long)job);
-    bf_conn_send(c, new_reply("ack", id));
+    LOGC(BF_LOG_INFO, s, "retry job=%lld", (long long)job);
+    bf_conn_send(s->conn, new_reply("ack", id));
 }
 
 /* ---- dispatch ------------------------------------------------------------- */
 
-typedef void (*handler_fn)(bf_conn *c, json_t *msg, const json_t *id);
+typedef void (*handler_fn)(session *s, json_t *msg, const json_t *id);
 
 static const struct handler {
     const char *type;
-    bf_role role;       /* who may send it; NONE = before hello only */
+    peer_role role;       /* who may send it; NONE = before hello only */
     handler_fn fn;
 } handlers[] = {
-    { "hello",       BF_ROLE_NONE,   handle_hello },
-    { "request_job", BF_ROLE_WORKER, handle_request_job },
-    { "heartbeat",   BF_ROLE_WORKER, handle_heartbeat },
-    { "metrics",     BF_ROLE_WORKER, handle_metrics },
-    { "checkpoint",  BF_ROLE_WORKER, handle_checkpoint },
-    { "job_done",    BF_ROLE_WORKER, handle_job_done },
-    { "job_failed",  BF_ROLE_WORKER, handle_job_failed },
-    { "submit",      BF_ROLE_CLIENT, handle_submit },
-    { "status",      BF_ROLE_CLIENT, handle_status },
-    { "jobs",        BF_ROLE_CLIENT, handle_jobs },
-    { "results",     BF_ROLE_CLIENT, handle_results },
-    { "workers",     BF_ROLE_CLIENT, handle_workers },
-    { "cancel",      BF_ROLE_CLIENT, handle_cancel },
-    { "retry",       BF_ROLE_CLIENT, handle_retry },
+    { "hello",       ROLE_NONE,   handle_hello },
+    { "request_job", ROLE_WORKER, handle_request_job },
+    { "heartbeat",   ROLE_WORKER, handle_heartbeat },
+    { "metrics",     ROLE_WORKER, handle_metrics },
+    { "checkpoint",  ROLE_WORKER, handle_checkpoint },
+    { "job_done",    ROLE_WORKER, handle_job_done },
+    { "job_failed",  ROLE_WORKER, handle_job_failed },
+    { "submit",      ROLE_CLIENT, handle_submit },
+    { "status",      ROLE_CLIENT, handle_status },
+    { "jobs",        ROLE_CLIENT, handle_jobs },
+    { "results",     ROLE_CLIENT, handle_results },
+    { "workers",     ROLE_CLIENT, handle_workers },
+    { "cancel",      ROLE_CLIENT, handle_cancel },
+    { "retry",       ROLE_CLIENT, handle_retry },
 };
 
-static const char *role_name(bf_role r)
+static const char *role_name(peer_role r)
 {
-    return r == BF_ROLE_WORKER ? "worker" : r == BF_ROLE_CLIENT ? "client"
-                                                                : "none";
+    return r == ROLE_WORKER ? "worker" : r == ROLE_CLIENT ? "client" : "none";
 }
 
-void bf_protocol_handle(bf_conn *c, const char *line, size_t len)
+static const struct handler *find_handler(const char *type)
 {
-    bf_error err;
-    bf_error_clear(&err);
-    json_t *msg = bf_wire_parse(line, len, &err);
-    if (!msg) {
-        if (c->role == BF_ROLE_NONE) {
-            LOGC(BF_LOG_WARN, c, "refused before hello: %s", err.msg);
-            bf_conn_fail(c, bf_wire_error("no_hello", NULL, &err,
-                         "expected a hello first; got: %s", err.msg));
-        } else {
-            reply_error(c, NULL, "bad_json", &err, err.msg);
-        }
-        return;
-    }
-    const json_t *id = json_object_get(msg, "id");
-    const char *type = bf_wire_type(msg);
-    const struct handler *h = NULL;
     for (size_t i = 0; i < sizeof handlers / sizeof handlers[0]; i++)
         if (strcmp(handlers[i].type, type) == 0)
-            h = &handlers[i];
+            return &handlers[i];
+    return NULL;
+}
 
-    if (c->role == BF_ROLE_NONE && (!h || h->role != BF_ROLE_NONE)) {
-        LOGC(BF_LOG_WARN, c, "refused: '%s' before hello", type);
-        bf_conn_fail(c, bf_wire_error("no_hello", id, NULL,
+/* A frame that is not a JSON object with a type: a stranger is cut off. */
+static void refuse_unparsed(session *s, const bf_error *err)
+{
+    if (s->role == ROLE_NONE) {
+        LOGC(BF_LOG_WARN, s, "refused before hello: %s", err->msg);
+        bf_conn_fail(s->conn, bf_wire_error("no_hello", NULL, err,
+                     "expected a hello first; got: %s", err->msg));
+    } else {
+        reply_error(s, NULL, "bad_json", err, err->msg);
+    }
+}
+
+/* Hands msg to its handler if the connection's role may send it. */
+static void dispatch(session *s, json_t *msg)
+{
+    const json_t *id = json_object_get(msg, "id");
+    const char *type = bf_wire_type(msg);
+    const struct handler *h = find_handler(type);
+    if (s->role == ROLE_NONE && (!h || h->role != ROLE_NONE)) {
+        LOGC(BF_LOG_WARN, s, "refused: '%s' before hello", type);
+        bf_conn_fail(s->conn, bf_wire_error("no_hello", id, NULL,
                      "the first message must be a hello, not '%s'", type));
     } else if (!h) {
         char text[200];
         snprintf(text, sizeof text, "unknown message type '%.100s'", type);
-        reply_error(c, id, "unknown_type", NULL, text);
-    } else if (h->role != c->role) {
+        reply_error(s, id, "unknown_type", NULL, text);
+    } else if (h->role != s->role) {
         char text[200];
         snprintf(text, sizeof text, "'%s' is not allowed for a %s connection",
-                 type, role_name(c->role));
-        reply_error(c, id, "out_of_place", NULL, text);
+                 type, role_name(s->role));
+        reply_error(s, id, "out_of_place", NULL, text);
     } else {
-        h->fn(c, msg, id);
+        h->fn(s, msg, id);
     }
+}
+
+/* ---- the connection's life (bf_net_callbacks) ------------------------------ */
+
+static void on_connect(bf_conn *c)
+{
+    session *s = bf_xcalloc(1, sizeof *s);
+    s->conn = c;
+    s->p = c->net->data;
+    s->pending_acks = json_array();
+    c->data = s;
+}
+
+static void on_frame(bf_conn *c, const char *frame, size_t len)
+{
+    session *s = c->data;
+    bf_error err;
+    bf_error_clear(&err);
+    json_t *msg = bf_wire_parse(frame, len, &err);
+    if (!msg) {
+        refuse_unparsed(s, &err);
+        return;
+    }
+    dispatch(s, msg);
     json_decref(msg);
 }
 
-void bf_protocol_flush(bf_daemon *d)
+/* A worker that reconnected leaves its old connection behind, and that one
+ * may be noticed dead only after the new hello: it must not mark the worker
+ * disconnected while a connection of the same name is open (s's own
+ * connection is off the list already). */
+static int worker_still_connected(const session *s)
+{
+    for (bf_conn *o = s->p->net->conns; o; o = o->next) {
+        const session *other = o->data;
+        if (other->role == ROLE_WORKER && strcmp(other->name, s->name) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static void on_close(bf_conn *c)
+{
+    session *s = c->data;
+    bf_protocol *p = s->p;
+    p->n_pending_acks -= (int)json_array_size(s->pending_acks);
+    bf_holders_release_all(&p->holders, c);
+    if (s->role == ROLE_WORKER && !worker_still_connected(s))
+        record_worker(s, 0);
+    json_decref(s->pending_acks);
+    free(s);
+    c->data = NULL;
+}
+
+const bf_net_callbacks bf_protocol_callbacks = {
+    .on_connect = on_connect,
+    .on_frame = on_frame,
+    .on_close = on_close,
+};
+
+void bf_protocol_init(bf_protocol *p, bf_net *net, bf_store *store,
+                      const char *token, int64_t lease_ms)
+{
+    memset(p, 0, sizeof *p);
+    p->net = net;
+    p->store = store;
+    snprintf(p->token, sizeof p->token, "%s", token);
+    p->lease_ms = lease_ms;
+    p->max_frame = BF_WIRE_MAX_FRAME;
+}
+
+void bf_protocol_free(bf_protocol *p)
+{
+    bf_holders_free(&p->holders);
+}
+
+/* ---- flush ---------------------------------------------------------------- */
+
+/* Sends c the acks that waited for a flush, or (rc != 0) an error in place
+ * of each. */
+static void send_acks(bf_conn *c, json_t *acks, int rc, const bf_error *err)
+{
+    size_t i;
+    json_t *ack;
+    json_array_foreach(acks, i, ack) {
+        if (rc == 0)
+            bf_conn_send(c, json_incref(ack));
+        else
+            bf_conn_send(c, bf_wire_error("store", json_object_get(ack, "id"),
+                         NULL, "metrics batch seq %lld was not stored: %s",
+                         (long long)json_integer_value(
+                             json_object_get(ack, "seq")), err->msg));
+    }
+}
+
+void bf_protocol_flush(bf_protocol *p)
 {
     /* Flushed even with no acks waiting, so that a batch lost without any
      * (its own ingest failed) is reported now, not to a later pass whose
      * acks it would turn into errors. */
     bf_error err;
     bf_error_clear(&err);
-    int rc = bf_store_flush(d->store, &err);
+    int rc = bf_store_flush(p->store, &err);
     if (rc)
         bf_log_error("flush failed: %s", err.msg);
-    if (d->n_pending_acks == 0)
+    if (p->n_pending_acks == 0)
         return;
-    /* A send may close its connection (and unlink it): keep `next`, and
-     * take each connection's acks out before sending them. */
-    for (bf_conn *c = d->conns, *next; c; c = next) {
+    /* A send may close its connection (unlinking it and freeing its
+     * session): keep `next`, and take each connection's acks out first. */
+    for (bf_conn *c = p->net->conns, *next; c; c = next) {
         next = c->next;
-        json_t *acks = c->pending_acks;
-        c->pending_acks = json_array();
-        size_t i;
-        json_t *ack;
-        json_array_foreach(acks, i, ack) {
-            if (rc == 0)
-                bf_conn_send(c, json_incref(ack));
-            else
-                bf_conn_send(c, bf_wire_error("store",
-                             json_object_get(ack, "id"), NULL,
-                             "metrics batch seq %lld was not stored: %s",
-                             (long long)json_integer_value(
-                                 json_object_get(ack, "seq")), err.msg));
-        }
+        session *s = c->data;
+        json_t *acks = s->pending_acks;
+        s->pending_acks = json_array();
+        send_acks(c, acks, rc, &err);
         json_decref(acks);
     }
-    d->n_pending_acks = 0;
-}
-
-void bf_protocol_closed(bf_conn *c)
-{
-    if (c->role != BF_ROLE_WORKER)
-        return;
-    /* A worker that reconnected leaves its old connection behind, and that
-     * one may be noticed dead only after the new hello: it must not mark
-     * the worker disconnected while a connection of the same name is open
-     * (c is already unlinked from d->conns). */
-    for (bf_conn *o = c->d->conns; o; o = o->next)
-        if (o->role == BF_ROLE_WORKER && strcmp(o->name, c->name) == 0)
-            return;
-    record_worker(c, 0);
+    p->n_pending_acks = 0;
 }

@@ -1,0 +1,38 @@
+/* protocol: what each message means (docs/protocol.md is the reference).
+ * It serves the connections of a bf_net through bf_protocol_callbacks:
+ * every frame is parsed, checked against the connection's role, handed to
+ * its handler, which calls the store and replies.  Acks of metrics wait
+ * for the flush that makes their batch durable. */
+#ifndef BF_PROTOCOL_H
+#define BF_PROTOCOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "holders.h"
+#include "net.h"
+#include "store.h"
+#include "wire.h"
+
+typedef struct bf_protocol {
+    bf_net *net;                /* the connections served */
+    bf_store *store;
+    char token[BF_TOKEN_HEX_LEN + 1];   /* every hello must present it */
+    int64_t lease_ms;
+    size_t max_frame;           /* after a good hello: BF_WIRE_MAX_FRAME */
+    bf_holders holders;         /* which connection holds each attempt */
+    int n_pending_acks;         /* over all connections */
+} bf_protocol;
+
+/* For bf_net_listen, with the bf_protocol as its data. */
+extern const bf_net_callbacks bf_protocol_callbacks;
+
+void bf_protocol_init(bf_protocol *p, bf_net *net, bf_store *store,
+                      const char *token, int64_t lease_ms);
+/* Commits pending metrics and sends the acks that waited for it (or, if
+ * the commit failed, `store` errors in their place). */
+void bf_protocol_flush(bf_protocol *p);
+/* Frees what the protocol holds; its connections are closed already. */
+void bf_protocol_free(bf_protocol *p);
+
+#endif
