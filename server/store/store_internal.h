@@ -151,7 +151,7 @@ struct bf_store {
     bf_error lost;
     int64_t lease_seq;     /* last value given to sweeps.last_lease_seq */
     sqlite3_stmt *st[ST_COUNT];
-    bf_error last;         /* why the last call without a bf_error failed */
+    bf_error last;         /* why the last failing call failed */
 };
 
 /* The statement `id`, reset and with its bindings cleared, ready to bind. */

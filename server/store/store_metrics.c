@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* One pass over the records.  With `st_ctx` NULL it only validates; with a
+/* One pass over the records.  With `s` NULL it only validates; with a
  * store it also writes.  Sharing the walk keeps validation and writing from
  * drifting apart. */
 typedef struct walk {
