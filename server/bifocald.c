@@ -131,7 +131,6 @@ static void tune_process(void)
 int main(int argc, char **argv)
 {
     bf_alloc_init();
-    uv_replace_allocator(bf_xmalloc, bf_xrealloc, bf_xcalloc, free);
     bf_daemon_options o = { .db_path = "./bifocal.db",
                             .listen = "127.0.0.1:7070",
                             .lease_seconds = 30 };
