@@ -16,7 +16,8 @@
 
 /* ---- connection ----------------------------------------------------------- */
 
-int bf_client_connect(bf_client *cl)
+/* Connects and says hello as a client, once.  0 or -1 (message printed). */
+static int session__connect(bf_client *cl)
 {
     if (cl->connected)
         return 0;
@@ -48,7 +49,7 @@ void bf_client_close(bf_client *cl)
 /* The reply to req (stays the caller's), or NULL after printing why. */
 static json_t *session__call(bf_client *cl, json_t *req)
 {
-    if (bf_client_connect(cl))
+    if (session__connect(cl))
         return NULL;
     bf_error err;
     bf_error_clear(&err);

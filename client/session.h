@@ -14,12 +14,9 @@
 typedef struct bf_client {
     const char *server;      /* HOST:PORT (option, env, or default) */
     const char *token_file;
-    bf_wire_conn conn;       /* opened by bf_client_connect */
+    bf_wire_conn conn;       /* opened by the first request */
     int connected;
 } bf_client;
-
-/* Connects and says hello as a client, once.  0 or -1 (message printed). */
-int bf_client_connect(bf_client *cl);
 
 /* Sends req (taken over: the caller's reference is dropped) and waits for
  * the reply.  0 with the reply in *reply (dropped if reply is NULL), or 1

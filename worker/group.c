@@ -73,7 +73,9 @@ static void on_stop_signal(int sig)
     errno = saved_errno;
 }
 
-void bf_group_catch_signals(bf_link *link)
+/* Installs SIGTERM/SIGINT handlers that make bf_group_train stop after the
+ * current step (and wake `link`, which may be NULL, on rank 0). */
+static void catch_signals(bf_link *link)
 {
     signal_link = link;
     bf_catch_stop_signals(on_stop_signal);
@@ -529,7 +531,7 @@ static int open_link(group *g, const char *name, bf_error *err)
 static int run_group(group *g)
 {
     if (g->rank != 0) {
-        bf_group_catch_signals(NULL);
+        catch_signals(NULL);
         follow(g);
         return 0;
     }
@@ -547,7 +549,7 @@ static int run_group(group *g)
         bcast_plan(g, NULL);
         return EXIT_RUNTIME;
     }
-    bf_group_catch_signals(g->link);
+    catch_signals(g->link);
     bf_log_info("worker group %s: %d rank%s, coordinator %s", name,
                 g->nranks, g->nranks == 1 ? "" : "s", g->o.server);
     int status = lead(g);
