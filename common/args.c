@@ -22,8 +22,11 @@ static int args__parse_int(const char *s, long min, long max, int *out)
     return 0;
 }
 
-__attribute__((format(printf, 2, 3)))
-static int args__error(const bf_args *a, const char *fmt, ...)
+/* Prints "prog: " and the message; with list_options, then every valid
+ * option with its value: what to type instead.  Returns BF_ARGS_USAGE. */
+__attribute__((format(printf, 3, 4)))
+static int args__error(const bf_args *a, int list_options, const char *fmt,
+                       ...)
 {
     if (a->quiet)
         return BF_ARGS_USAGE;
@@ -33,21 +36,9 @@ static int args__error(const bf_args *a, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
-    return BF_ARGS_USAGE;
-}
-
-/* The error, then every valid option with its value: what to type instead. */
-__attribute__((format(printf, 2, 3)))
-static int args__option_error(const bf_args *a, const char *fmt, ...)
-{
-    if (a->quiet)
+    if (!list_options)
         return BF_ARGS_USAGE;
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "%s: ", a->prog);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\nvalid options:");
+    fprintf(stderr, "valid options:");
     for (const bf_option *o = a->options; o && o->name; o++)
         fprintf(stderr, " --%s%s%s,", o->name, o->value ? " " : "",
                 o->value ? o->value : "");
@@ -78,7 +69,7 @@ static int args__store(const bf_args *a, const bf_option *o,
     case BF_OPT_INT:
         if (args__parse_int(value, o->min, o->max, o->out) == 0)
             return 0;
-        return args__error(a, "--%s: '%s' is not a number from %ld to %ld",
+        return args__error(a, 0, "--%s: '%s' is not a number from %ld to %ld",
                            o->name, value, o->min, o->max);
     }
     return BF_ARGS_USAGE;
@@ -93,18 +84,18 @@ static int args__option(bf_args *a, int argc, char **argv, int *i)
         return BF_ARGS_HELP;
     const bf_option *o = args__find(a, name, len);
     if (!o)
-        return args__option_error(a, "unknown option '--%.*s'", (int)len,
+        return args__error(a, 1, "unknown option '--%.*s'", (int)len,
                                    name);
     if (o->kind == BF_OPT_FLAG) {
         if (eq)
-            return args__option_error(a, "option '--%s' takes no value",
+            return args__error(a, 1, "option '--%s' takes no value",
                                       o->name);
         return args__store(a, o, NULL);
     }
     if (eq)
         return args__store(a, o, eq + 1);
     if (*i + 1 >= argc)
-        return args__option_error(a, "option '--%s' needs a value %s",
+        return args__error(a, 1, "option '--%s' needs a value %s",
                                   o->name, o->value);
     return args__store(a, o, argv[++*i]);
 }
@@ -125,14 +116,14 @@ int bf_args_parse(bf_args *a, int argc, char **argv)
             if (a->stop_at_positional)
                 return BF_ARGS_OK;
             if (a->n_positional >= a->max_positional)
-                return args__error(a, "unexpected argument '%s'", arg);
+                return args__error(a, 0, "unexpected argument '%s'", arg);
             a->positional[a->n_positional++] = arg;
             continue;
         }
         if (strcmp(arg, "-h") == 0)
             return BF_ARGS_HELP;
         if (arg[1] != '-')
-            return args__option_error(a, "unknown option '%s'", arg);
+            return args__error(a, 1, "unknown option '%s'", arg);
         int rc = args__option(a, argc, argv, &i);
         if (rc != 0)
             return rc;
