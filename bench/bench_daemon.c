@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "alloc.h"
 #include "clock.h"
 
 int bench_daemon_start(bft_daemon *d, const char *name, int seeds)
@@ -33,7 +34,7 @@ double bench_run_clients(bft_daemon *d, void *(*fn)(void *), void *args,
 {
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, (unsigned)n + 1);
-    pthread_t *threads = calloc((size_t)n, sizeof *threads);
+    pthread_t *threads = bf_xcalloc((size_t)n, sizeof *threads);
     for (int i = 0; i < n; i++) {
         bench_client *c = client_at(args, size, i);
         *c = (bench_client){ .d = d, .index = i, .start = &start };

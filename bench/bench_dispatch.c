@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "bench_daemon.h"
 #include "fake_worker.h"
 
@@ -56,7 +57,7 @@ int main(int argc, char **argv)
     if (bench_daemon_start(&d, "dispatch", jobs))
         return 1;
 
-    group_arg *args = calloc((size_t)groups, sizeof *args);
+    group_arg *args = bf_xcalloc((size_t)groups, sizeof *args);
     double cpu0;
     int failed, leases = 0;
     double elapsed = bench_run_clients(&d, run_group, args, sizeof *args,

@@ -12,12 +12,13 @@
  *
  * Config A: d_model 128, 4 layers, 4 heads, seq_len 64, batch 32, bifocal,
  * dyck.  Run one BLAS thread per rank (OPENBLAS_NUM_THREADS=1). */
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "alloc.h"
+#include "args.h"
 #include "clock.h"
 #include "group.h"
 #include "log.h"
@@ -82,7 +83,7 @@ static void lease_bench_job(bf_link *link, const char *server,
     char *config = bf_job_config_to_canonical_json(cfg);
     /* JSON is YAML: the canonical config is the sweep's base. */
     size_t cap = strlen(config) + 64;
-    char *text = malloc(cap);
+    char *text = bf_xmalloc(cap);
     snprintf(text, cap, "name: bench-group-%ld\nbase: %s\n", (long)getpid(),
              config);
     json_t *sweep = json_pack("{s:s, s:s, s:s}", "type", "submit",
@@ -157,23 +158,18 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     bf_log_set_level(BF_LOG_WARN);
-    static const struct option options[] = {
-        {"steps", required_argument, NULL, 's'},
-        {"server", required_argument, NULL, 'S'},
-        {"token-file", required_argument, NULL, 't'},
-        {NULL, 0, NULL, 0},
-    };
-    int steps = 30, opt;
+    int steps = 30;
     const char *server = NULL, *token_file = NULL;
-    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
-        if (opt == 's')
-            steps = atoi(optarg);
-        else if (opt == 'S')
-            server = optarg;
-        else if (opt == 't')
-            token_file = optarg;
-    }
-    if (steps < 2 || (server && !token_file)) {
+    const bf_option options[] = {
+        BF_OPT_INT("steps", "S", &steps, 2, 1000000),
+        BF_OPT_STR("server", "HOST:PORT", &server),
+        BF_OPT_STR("token-file", "F", &token_file),
+        BF_OPT_END,
+    };
+    bf_args a = { .prog = "bench_group", .options = options,
+                  .quiet = rank != 0 };
+    if (bf_args_parse(&a, argc, argv) != BF_ARGS_OK
+        || (server && !token_file)) {
         if (rank == 0)
             fprintf(stderr, "usage: bench_group [--steps S] [--server "
                     "HOST:PORT --token-file F]\n");

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "bench_daemon.h"
 #include "fake_worker.h"
 
@@ -34,8 +35,8 @@ typedef struct worker_arg {
 
 static void encode_messages(worker_arg *a, int64_t attempt)
 {
-    a->frames = calloc((size_t)a->messages, sizeof *a->frames);
-    a->lens = calloc((size_t)a->messages, sizeof *a->lens);
+    a->frames = bf_xcalloc((size_t)a->messages, sizeof *a->frames);
+    a->lens = bf_xcalloc((size_t)a->messages, sizeof *a->lens);
     for (int m = 0; m < a->messages; m++) {
         json_t *msg = json_pack("{s:s, s:I, s:i, s:i, s:o}", "type",
             "metrics", "id", m, "attempt_id", (json_int_t)attempt, "seq", m,
@@ -147,7 +148,7 @@ int main(int argc, char **argv)
     if (bench_daemon_start(&d, "ingest", workers))
         return 1;
 
-    worker_arg *args = calloc((size_t)workers, sizeof *args);
+    worker_arg *args = bf_xcalloc((size_t)workers, sizeof *args);
     for (int i = 0; i < workers; i++)
         args[i] = (worker_arg){ .messages = messages, .records = records };
     double cpu0;

@@ -7,9 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "alloc.h"
+#include "clock.h"
 #include "store.h"
 
 #define N_LR 100
@@ -18,13 +19,6 @@
 #define RECORDS_PER_BATCH 250   /* x 4 metric keys = 1,000 rows per batch */
 #define N_BATCHES 1000          /* 1,000,000 rows */
 #define BATCHES_PER_FLUSH 8     /* the daemon flushes on each loop turn */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void die(const char *what, const bf_error *err)
 {
@@ -35,7 +29,7 @@ static void die(const char *what, const bf_error *err)
 static char *sweep_text(void)
 {
     size_t cap = 64 + 24 * N_LR, n = 0;
-    char *t = malloc(cap);
+    char *t = bf_xmalloc(cap);
     n += (size_t)snprintf(t + n, cap - n, "name: bench\ngrid:\n  lr: [");
     for (int i = 0; i < N_LR; i++)
         n += (size_t)snprintf(t + n, cap - n, "%s%.6g", i ? ", " : "", 1e-4 * (i + 1));
@@ -69,32 +63,32 @@ int main(int argc, char **argv)
     char *text = sweep_text();
     int64_t sweep_id;
     int n_jobs;
-    double t0 = now_s();
+    double t0 = bf_now_seconds();
     if (bf_store_submit_sweep(s, "bench.yaml", text, strlen(text), 0, &sweep_id,
                               &n_jobs, &err) < 0)
         die("submit", &err);
-    double submit_s = now_s() - t0;
+    double submit_s = bf_now_seconds() - t0;
     printf("submit: %d jobs in %.3f s (%.0f jobs/s; target < 3 s)\n", n_jobs, submit_s,
            n_jobs / submit_s);
     free(text);
 
     bf_lease l;
-    t0 = now_s();
+    t0 = bf_now_seconds();
     for (int i = 0; i < N_LEASES; i++) {
         if (bf_store_lease_next(s, "bench", i, 60000, &l, &err) != 1)
             die("lease", &err);
         if (i < N_LEASES - 1)
             bf_lease_clear(&l);
     }
-    double lease_s = now_s() - t0;
+    double lease_s = bf_now_seconds() - t0;
     printf("lease: %d leases from %d queued in %.3f s (%.0f leases/s; target >= 2000)\n",
            N_LEASES, n_jobs, lease_s, N_LEASES / lease_s);
 
-    json_t **batches = malloc(N_BATCHES * sizeof *batches);
+    json_t **batches = bf_xmalloc(N_BATCHES * sizeof *batches);
     for (int i = 0; i < N_BATCHES; i++)
         batches[i] = train_batch(i * RECORDS_PER_BATCH);
     long rows = 0;
-    t0 = now_s();
+    t0 = bf_now_seconds();
     for (int i = 0; i < N_BATCHES; i++) {
         int n = 0;
         if (bf_store_ingest(s, l.attempt_id, batches[i], 0, &n, &err) != 0)
@@ -105,7 +99,7 @@ int main(int argc, char **argv)
     }
     if (bf_store_flush(s, &err) < 0)
         die("flush", &err);
-    double ingest_s = now_s() - t0;
+    double ingest_s = bf_now_seconds() - t0;
     printf("ingest: %ld metric rows in %.3f s (%.0f rows/s; target >> 200000), "
            "%d rows per batch, flush every %d batches\n", rows, ingest_s,
            rows / ingest_s, RECORDS_PER_BATCH * 4, BATCHES_PER_FLUSH);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "alloc.h"
 #include "bench_daemon.h"
 #include "clock.h"
 
@@ -15,7 +16,7 @@ enum { N_LR = 1000, N_SEEDS = 100 };
 static char *sweep_text(void)
 {
     size_t cap = 64 + 24 * N_LR, n = 0;
-    char *t = malloc(cap);
+    char *t = bf_xmalloc(cap);
     n += (size_t)snprintf(t + n, cap - n, "name: submit\ngrid:\n  lr: [");
     for (int i = 0; i < N_LR; i++)
         n += (size_t)snprintf(t + n, cap - n, "%s%.6g", i ? ", " : "",

@@ -17,9 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "alloc.h"
+#include "clock.h"
 #include "model.h"
 #include "rng.h"
 #include "tasks.h"
@@ -36,30 +37,23 @@ static const bench_config CONFIGS[] = {
 };
 enum { N_CONFIGS = sizeof CONFIGS / sizeof CONFIGS[0] };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Best of 20 1024^3 sgemms: what one core can do at best (on a shared
  * machine the best run is the one least disturbed). */
 static double sgemm_peak_flops(void)
 {
     enum { S = 1024 };
-    float *a = malloc(sizeof(float) * S * S), *b = malloc(sizeof(float) * S * S);
-    float *c = malloc(sizeof(float) * S * S);
+    float *a = bf_xmalloc(sizeof(float) * S * S), *b = bf_xmalloc(sizeof(float) * S * S);
+    float *c = bf_xmalloc(sizeof(float) * S * S);
     for (size_t i = 0; i < (size_t)S * S; i++) {
         a[i] = (float)(i % 13) * 0.01f;
         b[i] = (float)(i % 7) * 0.01f;
     }
     double best = 1e30;
     for (int rep = 0; rep < 20; rep++) {
-        double t0 = now_s();
+        double t0 = bf_now_seconds();
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, S, S, S, 1.0f,
                     a, S, b, S, 0.0f, c, S);
-        double dt = now_s() - t0;
+        double dt = bf_now_seconds() - t0;
         if (dt < best)
             best = dt;
     }
@@ -101,7 +95,7 @@ static int run_child(const bench_config *bc, int steps)
         return 1;
     }
     bf_model_init_weights(&m, 1);
-    int *in = malloc(sizeof(int) * rows * T), *tg = malloc(sizeof(int) * rows * T);
+    int *in = bf_xmalloc(sizeof(int) * rows * T), *tg = bf_xmalloc(sizeof(int) * rows * T);
     bf_rng r;
     bf_rng_seed(&r, 2);
     for (int i = 0; i < rows * T; i++) {
@@ -116,7 +110,7 @@ static int run_child(const bench_config *bc, int steps)
     double norm_sum = 0, dt = 1e30;
     const int warmup = 2;
     for (int step = 1; step <= warmup + steps; step++) {
-        double t0 = now_s();
+        double t0 = bf_now_seconds();
         bf_model_zero_grad(&m);
         for (int row = 0; row < rows; row += mb) {
             int b = rows - row < mb ? rows - row : mb, n;
@@ -125,8 +119,8 @@ static int run_child(const bench_config *bc, int steps)
         }
         norm_sum += bf_model_grad_norm(&m); /* the trainer clips with it */
         bf_adamw_step(&m, &hp, step, 1.0f);
-        if (step > warmup && now_s() - t0 < dt)
-            dt = now_s() - t0;
+        if (step > warmup && bf_now_seconds() - t0 < dt)
+            dt = bf_now_seconds() - t0;
     }
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);

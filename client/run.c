@@ -16,13 +16,12 @@
  * pointing at the log file instead of watching forever. */
 #include "run.h"
 
-#include "args.h"
+#include "alloc.h"
 #include "clock.h"
 #include "stop_signals.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -325,37 +324,23 @@ static int check_children(void *ctx)
 
 static int parse_run_args(int argc, char **argv, bf_run_opts *o)
 {
-    static const struct option opts[] = {
-        { "db", required_argument, NULL, 'd' },
-        { "groups", required_argument, NULL, 'g' },
-        { "ranks", required_argument, NULL, 'r' },
-        { "checkpoint-dir", required_argument, NULL, 'c' },
-        { "lease-seconds", required_argument, NULL, 'l' },
-        { NULL, 0, NULL, 0 } };
     *o = (bf_run_opts){ .db = "./bifocal.db", .groups = 1, .ranks = 2,
                         .lease_seconds = 30 };
-    int opt, *number;
-    optind = 0;
-    while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-        switch (opt) {
-        case 'd': o->db = optarg; continue;
-        case 'c': o->checkpoint_dir = optarg; continue;
-        case 'g': number = &o->groups; break;
-        case 'r': number = &o->ranks; break;
-        case 'l': number = &o->lease_seconds; break;
-        default: return -1;
-        }
-        if (bf_parse_int_arg(optarg, 1, 1024, number)) {
-            fprintf(stderr, "bifocal run: %s needs a number from 1 to 1024, "
-                            "got '%s'\n", argv[optind - 1], optarg);
-            return -1;
-        }
-    }
-    if (optind + 1 != argc) {
+    const bf_option options[] = {
+        BF_OPT_STR("db", "FILE", &o->db),
+        BF_OPT_INT("groups", "G", &o->groups, 1, 1024),
+        BF_OPT_INT("ranks", "N", &o->ranks, 1, 1024),
+        BF_OPT_STR("checkpoint-dir", "DIR", &o->checkpoint_dir),
+        BF_OPT_INT("lease-seconds", "S", &o->lease_seconds, 1, 1024),
+        BF_OPT_END,
+    };
+    int n = bf_client_args(options, &o->sweep_file, 1, argc, argv);
+    if (n < 0)
+        return -1;
+    if (n != 1) {
         fprintf(stderr, "bifocal run: expected one sweep FILE\n");
         return -1;
     }
-    o->sweep_file = argv[optind];
     return 0;
 }
 
@@ -400,10 +385,10 @@ static int prepare(bf_run *r, const bf_run_opts *o)
  * checkpoints are resumed. */
 static int64_t unfinished_sweep(bf_client *cl, const char *file, int *n_jobs)
 {
-    json_t *req = json_pack("{s:s}", "type", "status");
-    json_t *reply = bf_client_call(cl, req);
-    json_decref(req);
+    json_t *reply;
     int64_t found = 0;
+    if (bf_client_request(cl, json_pack("{s:s}", "type", "status"), &reply))
+        return 0;
     size_t i;
     json_t *row;
     json_array_foreach(json_object_get(reply, "sweeps"), i, row) {
@@ -466,6 +451,8 @@ int bf_client_cmd_run(bf_client *cl, int argc, char **argv)
     if (parse_run_args(argc, argv, &o))
         return 2;
     bf_run r = { .log_fd = -1 };
+    /* Before any other libuv call: libuv allocates through common/alloc. */
+    uv_replace_allocator(bf_xmalloc, bf_xrealloc, bf_xcalloc, free);
     uv_loop_init(&r.loop);
     int status = 1;
     if (prepare(&r, &o))
@@ -476,7 +463,7 @@ int bf_client_cmd_run(bf_client *cl, int argc, char **argv)
      * `out` only closes the handles.  `stop` stops whatever is running. */
     if (start_daemon(&r, &o))
         goto stop;
-    r.groups = calloc((size_t)o.groups, sizeof *r.groups);
+    r.groups = bf_xcalloc((size_t)o.groups, sizeof *r.groups);
     int share_cores = o.groups > 1 || o.ranks > (int)sysconf(_SC_NPROCESSORS_ONLN);
     for (int i = 0; i < o.groups; i++, r.n_groups++)
         if (start_group(&r, i, o.ranks, share_cores))

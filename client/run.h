@@ -5,7 +5,7 @@
 #ifndef BF_RUN_H
 #define BF_RUN_H
 
-#include "client.h"
+#include "session.h"
 
 /* A bf_client_command: argv[0] is "run".  Returns the exit status. */
 int bf_client_cmd_run(bf_client *cl, int argc, char **argv);

@@ -14,7 +14,7 @@
 /* Token ids shared by every task; task-specific ids start at TOK_FIRST. */
 enum { TOK_END = 1, TOK_SEP = 2, TOK_FIRST = 3 };
 
-/* Streams of bf_task_example used by the train/eval helpers.  The depth
+/* Streams of task_example used by the train/eval helpers.  The depth
  * draw of a training example has a stream of its own. */
 enum { STREAM_TRAIN = 1, STREAM_EVAL = 2, STREAM_TRAIN_DEPTH = 3 };
 
@@ -192,8 +192,11 @@ int bf_task_vocab_size(const bf_job_config *cfg)
     return 0;
 }
 
-void bf_task_example(const bf_job_config *cfg, uint64_t stream, int depth,
-                     uint64_t index, int *inputs, int *targets, int T)
+/* Exact-depth generator underneath the train and eval examples; `stream`
+ * separates them. */
+static void task_example(const bf_job_config *cfg, uint64_t stream,
+                         int depth, uint64_t index, int *inputs,
+                         int *targets, int T)
 {
     assert(depth >= 1 && depth <= BF_MAX_DEPTH);
     uint64_t key = bf_rng_key(bf_rng_key(bf_rng_key(cfg->seed, stream),
@@ -230,14 +233,14 @@ int bf_task_train_example(const bf_job_config *cfg, uint64_t index,
     bf_rng_seed(&rng, bf_rng_key(bf_rng_key(cfg->seed, STREAM_TRAIN_DEPTH),
                                  index));
     int depth = 1 + (int)bf_rng_below(&rng, (uint32_t)cfg->depth);
-    bf_task_example(cfg, STREAM_TRAIN, depth, index, inputs, targets, T);
+    task_example(cfg, STREAM_TRAIN, depth, index, inputs, targets, T);
     return depth;
 }
 
 void bf_task_eval_example(const bf_job_config *cfg, int depth, uint64_t index,
                           int *inputs, int *targets, int T)
 {
-    bf_task_example(cfg, STREAM_EVAL, depth, index, inputs, targets, T);
+    task_example(cfg, STREAM_EVAL, depth, index, inputs, targets, T);
 }
 
 int bf_task_measure_depth(const bf_job_config *cfg, const int *inputs, int T)

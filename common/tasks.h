@@ -39,10 +39,6 @@ int bf_task_train_example(const bf_job_config *cfg, uint64_t index,
 void bf_task_eval_example(const bf_job_config *cfg, int depth, uint64_t index,
                           int *inputs, int *targets, int T);
 
-/* Exact-depth generator underneath both; `stream` separates train/eval. */
-void bf_task_example(const bf_job_config *cfg, uint64_t stream, int depth,
-                     uint64_t index, int *inputs, int *targets, int T);
-
 /* Recursion depth of a generated sequence (tokens up to the answer), as the
  * task defines it: used by tests to prove examples have the requested depth. */
 int bf_task_measure_depth(const bf_job_config *cfg, const int *inputs, int T);

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "clock.h"
 
 /* ---- frame reader --------------------------------------------------------- */
@@ -43,10 +44,7 @@ int bf_frame_reader_feed(bf_frame_reader *r, const char *data, size_t n)
         size_t cap = r->cap ? r->cap : 65536;
         while (cap - r->len < n)
             cap *= 2;
-        char *buf = realloc(r->buf, cap);
-        if (!buf)
-            return -1;
-        r->buf = buf;
+        r->buf = bf_xrealloc(r->buf, cap);
         r->cap = cap;
     }
     memcpy(r->buf + r->len, data, n);
@@ -102,11 +100,7 @@ char *bf_wire_encode(const json_t *msg, size_t *len)
     if (!text)
         return NULL;
     size_t n = strlen(text);
-    char *frame = realloc(text, n + 2);
-    if (!frame) {
-        free(text);
-        return NULL;
-    }
+    char *frame = bf_xrealloc(text, n + 2);
     frame[n] = '\n';
     frame[n + 1] = '\0';
     if (len)

@@ -44,7 +44,7 @@ typedef struct bf_frame_reader {
 void bf_frame_reader_init(bf_frame_reader *r, size_t max_frame);
 void bf_frame_reader_free(bf_frame_reader *r);
 
-/* Appends n bytes.  Returns 0, or -1 when memory runs out. */
+/* Appends n bytes.  Returns 0 (running out of memory aborts: alloc.h). */
 int bf_frame_reader_feed(bf_frame_reader *r, const char *data, size_t n);
 
 /* Takes the next complete line.  Returns 1 with *line / *len set (without the

@@ -2,7 +2,6 @@
  * exists, and runs the loop of daemon.c. */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <malloc.h>
 #include <signal.h>
@@ -11,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "args.h"
 #include "daemon.h"
 #include "log.h"
@@ -66,71 +66,57 @@ static int load_or_create_token(const char *path, char *token, size_t cap,
     return bf_wire_read_token(path, token, cap, err);
 }
 
-int main(int argc, char **argv)
+/* Fills o and *token_file from the command line.  Returns BF_ARGS_OK;
+ * BF_ARGS_HELP after printing the usage; BF_ARGS_USAGE after saying what
+ * is wrong. */
+static int parse_options(int argc, char **argv, bf_daemon_options *o,
+                         const char **token_file)
 {
-    static const struct option longopts[] = {
-        { "db", required_argument, NULL, 'd' },
-        { "listen", required_argument, NULL, 'l' },
-        { "token-file", required_argument, NULL, 't' },
-        { "port-file", required_argument, NULL, 'p' },
-        { "lease-seconds", required_argument, NULL, 's' },
-        { "log-level", required_argument, NULL, 'v' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
+    const char *log_level = NULL;
+    const bf_option options[] = {
+        BF_OPT_STR("db", "FILE", &o->db_path),
+        BF_OPT_STR("listen", "HOST:PORT", &o->listen),
+        BF_OPT_STR("token-file", "FILE", token_file),
+        BF_OPT_STR("port-file", "FILE", &o->port_file),
+        BF_OPT_INT("lease-seconds", "N", &o->lease_seconds, 1, 7 * 24 * 3600),
+        BF_OPT_STR("log-level", "LEVEL", &log_level),
+        BF_OPT_END,
     };
-    bf_daemon_options o = { .db_path = "./bifocal.db",
-                            .listen = "127.0.0.1:7070",
-                            .lease_seconds = 30 };
-    const char *token_file = NULL;
-    int opt, level;
-    while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (opt) {
-        case 'd': o.db_path = optarg; break;
-        case 'l': o.listen = optarg; break;
-        case 't': token_file = optarg; break;
-        case 'p': o.port_file = optarg; break;
-        case 's':
-            if (bf_parse_int_arg(optarg, 1, 7 * 24 * 3600,
-                                 &o.lease_seconds)) {
-                fprintf(stderr, "bifocald: --lease-seconds: '%s' is not a "
-                        "number of seconds from 1 to 604800\n", optarg);
-                return 2;
-            }
-            break;
-        case 'v':
-            level = bf_log_level_from_name(optarg);
-            if (level < 0) {
-                fprintf(stderr, "bifocald: --log-level: '%s' is not one of "
-                        "debug, info, warn, error\n", optarg);
-                return 2;
-            }
-            bf_log_set_level((bf_log_level)level);
-            break;
-        case 'h': fputs(usage, stdout); return 0;
-        default: fputs(usage, stderr); return 2;
+    bf_args a = { .prog = "bifocald", .options = options };
+    int rc = bf_args_parse(&a, argc, argv);
+    if (rc == BF_ARGS_HELP) {
+        fputs(usage, stdout);
+        return BF_ARGS_HELP;
+    }
+    if (rc != BF_ARGS_OK)
+        return rc;
+    if (log_level) {
+        int level = bf_log_level_from_name(log_level);
+        if (level < 0) {
+            fprintf(stderr, "bifocald: --log-level: '%s' is not one of "
+                    "debug, info, warn, error\n", log_level);
+            return BF_ARGS_USAGE;
         }
+        bf_log_set_level((bf_log_level)level);
     }
-    if (optind < argc) {
-        fprintf(stderr, "bifocald: unexpected argument '%s'\n%s", argv[optind],
-                usage);
-        return 2;
-    }
+    return BF_ARGS_OK;
+}
 
+/* The daemon's token, from --token-file or DB.token, made if missing. */
+static int setup_token(const bf_daemon_options *o, const char *token_file,
+                       char *token, size_t cap, bf_error *err)
+{
     char default_token_file[PATH_MAX];
     if (!token_file) {
         snprintf(default_token_file, sizeof default_token_file, "%s.token",
-                 o.db_path);
+                 o->db_path);
         token_file = default_token_file;
     }
-    char token[BF_TOKEN_HEX_LEN + 1];
-    bf_error err;
-    bf_error_clear(&err);
-    if (load_or_create_token(token_file, token, sizeof token, &err)) {
-        bf_log_error("%s", err.msg);
-        return 1;
-    }
-    o.token = token;
+    return load_or_create_token(token_file, token, cap, err);
+}
 
+static void tune_process(void)
+{
     /* Every request allocates and frees (JSON, SQLite statements); with
      * glibc's default trim threshold the heap top is returned to the kernel
      * and faulted back in on almost every request, which doubled the CPU
@@ -140,12 +126,33 @@ int main(int argc, char **argv)
     /* A peer that vanishes mid-write must cost an error code, not the
      * process. */
     signal(SIGPIPE, SIG_IGN);
+}
+
+int main(int argc, char **argv)
+{
+    bf_alloc_init();
+    bf_daemon_options o = { .db_path = "./bifocal.db",
+                            .listen = "127.0.0.1:7070",
+                            .lease_seconds = 30 };
+    const char *token_file = NULL;
+    int rc = parse_options(argc, argv, &o, &token_file);
+    if (rc != BF_ARGS_OK)
+        return rc == BF_ARGS_HELP ? 0 : rc;
+    char token[BF_TOKEN_HEX_LEN + 1];
+    bf_error err;
+    bf_error_clear(&err);
+    if (setup_token(&o, token_file, token, sizeof token, &err)) {
+        bf_log_error("%s", err.msg);
+        return 1;
+    }
+    o.token = token;
+    tune_process();
     bf_daemon d;
     if (bf_daemon_init(&d, uv_default_loop(), &o, &err)) {
         bf_log_error("%s", err.msg);
         return 1;
     }
-    int rc = bf_daemon_run(&d);
+    rc = bf_daemon_run(&d);
     uv_loop_close(uv_default_loop());
     return rc;
 }

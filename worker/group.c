@@ -1,7 +1,6 @@
 #include "group.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "args.h"
 #include "checkpoint.h"
 #include "clock.h"
@@ -73,7 +73,9 @@ static void on_stop_signal(int sig)
     errno = saved_errno;
 }
 
-void bf_group_catch_signals(bf_link *link)
+/* Installs SIGTERM/SIGINT handlers that make bf_group_train stop after the
+ * current step (and wake `link`, which may be NULL, on rank 0). */
+static void catch_signals(bf_link *link)
 {
     signal_link = link;
     bf_catch_stop_signals(on_stop_signal);
@@ -204,7 +206,7 @@ static json_t *bcast_plan(group *g, const json_t *plan)
     if (len == 0)
         return NULL;
     if (g->rank != 0)
-        text = malloc((size_t)len);
+        text = bf_xmalloc((size_t)len);
     MPI_Bcast(text, len, MPI_CHAR, 0, g->comm);
     json_t *got = g->rank == 0 ? NULL : json_loads(text, 0, NULL);
     free(text);
@@ -474,56 +476,42 @@ int bf_group_requested(int argc, char **argv)
  * -1 for --help, 0 otherwise. */
 static int parse_options(int argc, char **argv, group_opts *o, int loud)
 {
-    static const struct option options[] = {
-        {"server", required_argument, NULL, 's'},
-        {"token-file", required_argument, NULL, 't'},
-        {"checkpoint-dir", required_argument, NULL, 'c'},
-        {"name", required_argument, NULL, 'n'},
-        {"max-jobs", required_argument, NULL, 'm'},
-        {"exit-when-idle", no_argument, NULL, 'x'},
-        {"log-level", required_argument, NULL, 'l'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+    const char *log_level = NULL;
+    const bf_option options[] = {
+        BF_OPT_STR("server", "HOST:PORT", &o->server),
+        BF_OPT_STR("token-file", "FILE", &o->token_file),
+        BF_OPT_STR("checkpoint-dir", "DIR", &o->checkpoint_dir),
+        BF_OPT_STR("name", "NAME", &o->name),
+        BF_OPT_INT("max-jobs", "N", &o->max_jobs, 1, INT_MAX),
+        BF_OPT_FLAG("exit-when-idle", &o->exit_when_idle),
+        BF_OPT_STR("log-level", "LEVEL", &log_level),
+        BF_OPT_END,
     };
-    const char *problem = NULL;
-    int opt, level;
-    opterr = loud;
-    while (!problem &&
-           (opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-        switch (opt) {
-        case 's': o->server = optarg; break;
-        case 't': o->token_file = optarg; break;
-        case 'c': o->checkpoint_dir = optarg; break;
-        case 'n': o->name = optarg; break;
-        case 'x': o->exit_when_idle = 1; break;
-        case 'm':
-            if (bf_parse_int_arg(optarg, 1, INT_MAX, &o->max_jobs))
-                problem = "--max-jobs needs a positive integer";
-            break;
-        case 'l':
-            if ((level = bf_log_level_from_name(optarg)) < 0)
-                problem = "--log-level is debug, info, warn or error";
-            else if (loud)
-                bf_log_set_level((bf_log_level)level);
-            break;
-        case 'h':
-            if (loud)
-                fputs(usage_text, stdout);
-            return -1;
-        default: problem = "bad option"; break;
-        }
+    bf_args a = { .prog = "bifocal-worker", .options = options,
+                  .quiet = !loud };
+    int rc = bf_args_parse(&a, argc, argv);
+    if (rc == BF_ARGS_HELP) {
+        if (loud)
+            fputs(usage_text, stdout);
+        return -1;
     }
-    if (!problem && optind < argc)
-        problem = "unexpected argument";
-    if (!problem && !o->server)
+    if (rc != BF_ARGS_OK)
+        return EXIT_USAGE;
+    const char *problem = NULL;
+    int level = log_level ? bf_log_level_from_name(log_level) : BF_LOG_INFO;
+    if (level < 0)
+        problem = "--log-level is debug, info, warn or error";
+    else if (!o->server)
         problem = "--server HOST:PORT is required";
-    if (!problem && !o->token_file)
+    else if (!o->token_file)
         problem = "--token-file FILE is required";
     if (problem) {
         if (loud)
             fprintf(stderr, "bifocal-worker: %s\n%s", problem, usage_text);
         return EXIT_USAGE;
     }
+    if (loud && log_level)
+        bf_log_set_level((bf_log_level)level);
     return 0;
 }
 
@@ -543,7 +531,7 @@ static int open_link(group *g, const char *name, bf_error *err)
 static int run_group(group *g)
 {
     if (g->rank != 0) {
-        bf_group_catch_signals(NULL);
+        catch_signals(NULL);
         follow(g);
         return 0;
     }
@@ -561,7 +549,7 @@ static int run_group(group *g)
         bcast_plan(g, NULL);
         return EXIT_RUNTIME;
     }
-    bf_group_catch_signals(g->link);
+    catch_signals(g->link);
     bf_log_info("worker group %s: %d rank%s, coordinator %s", name,
                 g->nranks, g->nranks == 1 ? "" : "s", g->o.server);
     int status = lead(g);

@@ -33,7 +33,7 @@ int bf_group_main(int argc, char **argv);
  * with the same arguments).  Rank 0's records go to `link` (NULL: they are
  * dropped); training stops early after the step at which any rank saw a
  * stop request (rank 0: cancel or fenced on the link; any rank: SIGTERM or
- * SIGINT once bf_group_catch_signals ran).  checkpoint_dir / resume_path may
+ * SIGINT once bf_group_main caught them).  checkpoint_dir / resume_path may
  * be NULL.  *summary (may be NULL) gets where the run ended.  Returns 0;
  * -1 with err when the trainer could not be set up on some rank (every rank
  * returns -1 then, with that rank's message); -2 with err when training
@@ -43,9 +43,5 @@ int bf_group_main(int argc, char **argv);
 int bf_group_train(MPI_Comm comm, const bf_job_config *cfg,
                    const char *checkpoint_dir, const char *resume_path,
                    bf_link *link, bf_train_summary *summary, bf_error *err);
-
-/* Installs SIGTERM/SIGINT handlers that make bf_group_train stop after the
- * current step (and wake `link`, which may be NULL, on rank 0). */
-void bf_group_catch_signals(bf_link *link);
 
 #endif

@@ -6,6 +6,7 @@
 #include <time.h>
 #include <uv.h>
 
+#include "alloc.h"
 #include "clock.h"
 #include "log.h"
 #include "wire.h"
@@ -109,7 +110,7 @@ static void pump(bf_link *l);
 static void append_entry(bf_link *l, entry_kind kind, json_t *msg, int64_t id,
                          size_t n_records)
 {
-    entry *e = calloc(1, sizeof *e);
+    entry *e = bf_xcalloc(1, sizeof *e);
     e->kind = kind;
     e->attempt_id = l->attempt_id;
     e->id = id;
@@ -218,7 +219,7 @@ static int send_msg(bf_link *l, const json_t *msg)
         bf_log_error("link: cannot encode a '%s' message", bf_wire_type(msg));
         return 0;
     }
-    write_req *w = malloc(sizeof *w);
+    write_req *w = bf_xmalloc(sizeof *w);
     w->frame = frame;
     uv_buf_t buf = uv_buf_init(frame, (unsigned)len);
     int rc = uv_write(&w->req, (uv_stream_t *)&l->conn->tcp, &buf, 1,
@@ -449,8 +450,8 @@ static void drop_conn(bf_link *l, const char *why)
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)h;
-    buf->base = malloc(suggested);
-    buf->len = buf->base ? suggested : 0;
+    buf->base = bf_xmalloc(suggested);
+    buf->len = suggested;
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -528,7 +529,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status,
                      uv_strerror(status));
         schedule_reconnect(l);
     } else {
-        conn *c = calloc(1, sizeof *c);
+        conn *c = bf_xcalloc(1, sizeof *c);
         c->l = l;
         c->connect_req.data = c;
         bf_frame_reader_init(&c->rd, 0);
@@ -552,7 +553,7 @@ static void connect_now(bf_link *l)
     snprintf(port, sizeof port, "%d", l->port);
     struct addrinfo hints = { .ai_family = AF_UNSPEC,
                               .ai_socktype = SOCK_STREAM };
-    uv_getaddrinfo_t *req = malloc(sizeof *req);
+    uv_getaddrinfo_t *req = bf_xmalloc(sizeof *req);
     req->data = l;
     l->resolving = req;
     int rc = uv_getaddrinfo(&l->loop, req, on_resolved, l->addr_host, port,
@@ -868,12 +869,19 @@ static void init_handles(bf_link *l)
                    (uint64_t)l->batch_ms);
 }
 
+/* libuv allocates through common/alloc too.  Once per process, before
+ * the first libuv call of any link. */
+static void link__replace_allocator(void)
+{
+    uv_replace_allocator(bf_xmalloc, bf_xrealloc, bf_xcalloc, free);
+}
+
 int bf_link_start(bf_link **out, const bf_link_opts *o, bf_error *err)
 {
+    static pthread_once_t allocator_once = PTHREAD_ONCE_INIT;
+    pthread_once(&allocator_once, link__replace_allocator);
     *out = NULL;
-    bf_link *l = calloc(1, sizeof *l);
-    if (!l)
-        return bf_error_set(err, NULL, 0, NULL, "out of memory");
+    bf_link *l = bf_xcalloc(1, sizeof *l);
     pthread_mutex_init(&l->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -888,10 +896,10 @@ int bf_link_start(bf_link **out, const bf_link_opts *o, bf_error *err)
         link_free(l);
         return -1;
     }
-    l->server = strdup(o->server);
-    l->token = strdup(o->token);
-    l->name = strdup(o->name);
-    l->host = strdup(o->host ? o->host : "");
+    l->server = bf_xstrdup(o->server);
+    l->token = bf_xstrdup(o->token);
+    l->name = bf_xstrdup(o->name);
+    l->host = bf_xstrdup(o->host ? o->host : "");
     l->ranks = positive_or(o->ranks, 1);
     l->batch_ms = positive_or(o->batch_ms, DEFAULT_BATCH_MS);
     l->batch_records = positive_or(o->batch_records, DEFAULT_BATCH_RECORDS);

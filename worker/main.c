@@ -4,11 +4,10 @@
  *   bifocal-worker eval --checkpoint FILE --input FILE
  *
  * Subcommands live in one table; each parses its own options with
- * getopt_long, so a new mode (e.g. the coordinator-driven MPI worker) is one
- * more table row.  Exit status: 0 done, 1 runtime failure, 2 bad usage or
- * bad input, 128+signal when a signal stopped training early. */
+ * common/args.  --server anywhere selects the coordinator-driven MPI worker
+ * group instead (group.c).  Exit status: 0 done, 1 runtime failure, 2 bad
+ * usage or bad input, 128+signal when a signal stopped training early. */
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,6 +17,8 @@
 
 #include <cblas.h>
 
+#include "alloc.h"
+#include "args.h"
 #include "checkpoint.h"
 #include "group.h"
 #include "job_config.h"
@@ -133,28 +134,30 @@ static int train_job(const bf_job_config *cfg, const char *ckpt_dir,
     return stopped ? 128 + stop_signal : 0;
 }
 
+/* Parses a subcommand's options (no positional arguments); prints the
+ * usage at --help.  Returns what bf_args_parse returns. */
+static int parse_options(const bf_option *options, int argc, char **argv)
+{
+    bf_args a = { .prog = "bifocal-worker", .options = options };
+    int rc = bf_args_parse(&a, argc, argv);
+    if (rc == BF_ARGS_HELP)
+        fputs(usage_text, stdout);
+    return rc;
+}
+
 static int cmd_train(int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"job", required_argument, NULL, 'j'},
-        {"checkpoint-dir", required_argument, NULL, 'c'},
-        {"resume", no_argument, NULL, 'r'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     const char *job = NULL, *dir = NULL;
-    int resume = 0, opt;
-    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-        switch (opt) {
-        case 'j': job = optarg; break;
-        case 'c': dir = optarg; break;
-        case 'r': resume = 1; break;
-        case 'h': fputs(usage_text, stdout); return 0;
-        default: return usage_error("%s", "bad option");
-        }
-    }
-    if (optind < argc)
-        return usage_error("unexpected argument '%s'", argv[optind]);
+    int resume = 0;
+    const bf_option options[] = {
+        BF_OPT_STR("job", "FILE", &job),
+        BF_OPT_STR("checkpoint-dir", "DIR", &dir),
+        BF_OPT_FLAG("resume", &resume),
+        BF_OPT_END,
+    };
+    int parsed = parse_options(options, argc, argv);
+    if (parsed != BF_ARGS_OK)
+        return parsed == BF_ARGS_HELP ? 0 : parsed;
     if (!job)
         return usage_error("%s", "--job FILE is required");
     if (resume && !dir)
@@ -177,24 +180,15 @@ static int cmd_train(int argc, char **argv)
 
 static int cmd_eval(int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"checkpoint", required_argument, NULL, 'c'},
-        {"input", required_argument, NULL, 'i'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     const char *checkpoint = NULL, *input = NULL;
-    int opt;
-    while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-        switch (opt) {
-        case 'c': checkpoint = optarg; break;
-        case 'i': input = optarg; break;
-        case 'h': fputs(usage_text, stdout); return 0;
-        default: return usage_error("%s", "bad option");
-        }
-    }
-    if (optind < argc)
-        return usage_error("unexpected argument '%s'", argv[optind]);
+    const bf_option options[] = {
+        BF_OPT_STR("checkpoint", "FILE", &checkpoint),
+        BF_OPT_STR("input", "FILE", &input),
+        BF_OPT_END,
+    };
+    int parsed = parse_options(options, argc, argv);
+    if (parsed != BF_ARGS_OK)
+        return parsed == BF_ARGS_HELP ? 0 : parsed;
     if (!checkpoint || !input)
         return usage_error("%s", "eval needs --checkpoint FILE and "
                            "--input FILE");
@@ -229,6 +223,7 @@ static void default_blas_threads(void)
 
 int main(int argc, char **argv)
 {
+    bf_alloc_init();
     default_blas_threads();
     /* --server HOST:PORT: an MPI worker group driven by the coordinator. */
     if (bf_group_requested(argc, argv))

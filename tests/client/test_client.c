@@ -6,9 +6,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <cmocka.h>
 
 #include "fake_worker.h"
+#include "file.h"
 #include "harness.h"
 
 static int count_lines(const char *s)
@@ -153,6 +155,61 @@ static void test_usage_and_failures(void **state)
     free(err);
 }
 
+/* Runs `timeout 20 $ENV ARGS` with stderr in *err (caller frees); returns
+ * the exit status.  The timeout ends a daemon that took bad options for
+ * good ones and started serving (exit 124). */
+static int run_program(bft_daemon *d, const char *env, const char *args,
+                       char **err)
+{
+    char cmd[2048], path[400];
+    snprintf(path, sizeof path, "%s/program.err", d->dir);
+    snprintf(cmd, sizeof cmd, "timeout 20 %s %s >/dev/null 2>%s",
+             bft_env_path(env), args, path);
+    int st = system(cmd);
+    bf_error e;
+    *err = bf_read_file(path, NULL, &e);
+    assert_non_null(*err);
+    assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+/* One option convention (common/args): no prefix matching, and an unknown
+ * option is named as such, with the valid ones, in every program. */
+static void test_unknown_options_refused(void **state)
+{
+    bft_daemon *d = *state;
+    char *out, *err;
+    assert_int_equal(bft_run_client(d, &out, &err, "status", "--verbose",
+                                    NULL), 2);
+    assert_non_null(strstr(err, "unknown option '--verbose'"));
+    assert_non_null(strstr(err, "valid options:"));
+    assert_null(strstr(err, "SWEEP must be"));
+    assert_string_equal(out, "");
+    free(out);
+    free(err);
+    /* getopt_long took "--form" for "--format". */
+    assert_int_equal(bft_run_client(d, &out, &err, "results", "1", "--form",
+                                    "csv", NULL), 2);
+    assert_non_null(strstr(err, "unknown option '--form'"));
+    assert_non_null(strstr(err, "--format table|csv|json"));
+    free(out);
+    free(err);
+
+    /* getopt_long took "--port 9" for "--port-file 9" and served on the
+     * default address. */
+    char args[1024];
+    snprintf(args, sizeof args, "--db %s/other.db --listen 127.0.0.1:0 "
+             "--port 9", d->dir);
+    assert_int_equal(run_program(d, "BIFOCALD", args, &err), 2);
+    assert_non_null(strstr(err, "bifocald: unknown option '--port'"));
+    assert_non_null(strstr(err, "--port-file FILE"));
+    free(err);
+    assert_int_equal(run_program(d, "BIFOCALD", "--lease-seconds=0", &err),
+                     2);
+    assert_non_null(strstr(err, "--lease-seconds"));
+    free(err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -160,6 +217,7 @@ int main(void)
         BFT_DAEMON_TEST(test_rejected_sweep_names_place),
         BFT_DAEMON_TEST(test_cancel_watch_retry_workers),
         BFT_DAEMON_TEST(test_usage_and_failures),
+        BFT_DAEMON_TEST(test_unknown_options_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

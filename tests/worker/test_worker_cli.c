@@ -139,6 +139,20 @@ static void test_bad_job_file(void **state)
     free(out);
 
     assert_int_equal(run_worker("--no-such-option"), 2);
+    /* No prefix matching (getopt_long took "--jo" for "--job", "--nam" for
+     * "--name"): the program names the option and lists the valid ones. */
+    snprintf(args, sizeof args, "--jo %s/bad.yaml", dir);
+    assert_int_equal(run_worker(args), 2);
+    err = slurp("err");
+    assert_non_null(strstr(err, "unknown option '--jo'"));
+    assert_non_null(strstr(err, "--job FILE"));
+    free(err);
+    assert_int_equal(run_worker("--server 127.0.0.1:9 --token-file t "
+                                "--nam w"), 2);
+    err = slurp("err");
+    assert_non_null(strstr(err, "unknown option '--nam'"));
+    assert_non_null(strstr(err, "--name NAME"));
+    free(err);
     assert_int_equal(run_worker("frobnicate"), 2);
     assert_int_equal(run_worker(""), 2);   /* --job is required */
     assert_int_equal(run_worker("--help"), 0);

@@ -1,0 +1,58 @@
+/* session: what the commands of `bifocal` (client.c) and `bifocal run`
+ * (run.c) share: one connection to the daemon, requests over it, submitting
+ * a sweep, following it, printing rows of a reply, and parsing a command's
+ * arguments.  Both build on this module; neither includes the other. */
+#ifndef BF_SESSION_H
+#define BF_SESSION_H
+
+#include <stdint.h>
+#include <jansson.h>
+
+#include "args.h"
+#include "conn.h"
+
+typedef struct bf_client {
+    const char *server;      /* HOST:PORT (option, env, or default) */
+    const char *token_file;
+    bf_wire_conn conn;       /* opened by the first request */
+    int connected;
+} bf_client;
+
+/* Sends req (taken over: the caller's reference is dropped) and waits for
+ * the reply.  0 with the reply in *reply (dropped if reply is NULL), or 1
+ * after printing why (connection failure or the server's error). */
+int bf_client_request(bf_client *cl, json_t *req, json_t **reply);
+
+void bf_client_close(bf_client *cl);
+
+typedef enum { BF_FORMAT_TABLE, BF_FORMAT_CSV, BF_FORMAT_JSON } bf_row_format;
+
+/* Requests req (taken over) and prints the array under `key` of the reply:
+ * columns are the keys of the first row, in the order the server sent
+ * them.  0 or 1. */
+int bf_client_print_rows(bf_client *cl, json_t *req, const char *key,
+                         bf_row_format fmt);
+
+/* Prints the `results` rows of a sweep; 0 or 1. */
+int bf_client_print_results(bf_client *cl, int64_t sweep_id,
+                            bf_row_format fmt);
+
+/* Submits the sweep file at path; 0 with the new sweep's id and job count,
+ * or 1 after printing the server's refusal. */
+int bf_client_submit(bf_client *cl, const char *path, int64_t *sweep_id,
+                     int *n_jobs);
+
+/* Follows a sweep until it ends, printing progress (a bar on a terminal).
+ * tick (may be NULL) runs between polls; non-zero from it stops the watch
+ * with status 1.  Returns 0 when the sweep ended. */
+int bf_client_watch(bf_client *cl, int64_t sweep_id, int (*tick)(void *ctx),
+                    void *ctx);
+
+/* Parses the arguments of command argv[0] with common/args into options
+ * and at most max_positional arguments in pos (bifocal.c has answered
+ * --help before the command runs).  Returns how many positional arguments
+ * there were, or -1 after printing what is wrong. */
+int bf_client_args(const bf_option *options, const char **pos,
+                   int max_positional, int argc, char **argv);
+
+#endif
