@@ -33,20 +33,14 @@ static void on_flush_check(uv_check_t *h)
     bf_protocol_flush(&d->protocol);
 }
 
-static void on_signal(uv_signal_t *h, int signum)
-{
-    bf_daemon *d = h->data;
-    bf_log_info("received %s, stopping", strsignal(signum));
-    bf_daemon_stop(d);
-}
-
 static void on_grace_timer(uv_timer_t *t)
 {
     bf_daemon *d = t->data;
     bf_net_close_all(&d->net);
 }
 
-void bf_daemon_stop(bf_daemon *d)
+/* The orderly shutdown: stop accepting, flush, close everything. */
+static void stop(bf_daemon *d)
 {
     if (d->stopping)
         return;
@@ -58,6 +52,13 @@ void bf_daemon_stop(bf_daemon *d)
     uv_close((uv_handle_t *)&d->sigterm, NULL);
     bf_net_shutdown(&d->net);
     uv_timer_start(&d->grace_timer, on_grace_timer, BF_SHUTDOWN_GRACE_MS, 0);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    bf_daemon *d = h->data;
+    bf_log_info("received %s, stopping", strsignal(signum));
+    stop(d);
 }
 
 /* Replaced atomically, so a reader polling for the file never sees it

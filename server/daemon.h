@@ -42,10 +42,9 @@ typedef struct bf_daemon {
  * opened is closed again. */
 int bf_daemon_init(bf_daemon *d, uv_loop_t *loop, const bf_daemon_options *o,
                    bf_error *err);
-/* Runs until SIGINT/SIGTERM (or bf_daemon_stop), then flushes and closes the
- * database.  Returns 0 on a clean stop. */
+/* Runs until SIGINT/SIGTERM, then stops in order (stop accepting, flush,
+ * let the replies drain) and closes the database.  Returns 0 on a clean
+ * stop. */
 int bf_daemon_run(bf_daemon *d);
-/* Starts the orderly shutdown: stop accepting, flush, close everything. */
-void bf_daemon_stop(bf_daemon *d);
 
 #endif

@@ -24,7 +24,8 @@ static void on_closed(uv_handle_t *h)
     free(c);
 }
 
-void bf_conn_close(bf_conn *c)
+/* Closes now; pending writes are dropped. */
+static void close_now(bf_conn *c)
 {
     if (uv_is_closing((uv_handle_t *)&c->tcp))
         return;
@@ -68,7 +69,7 @@ void bf_conn_send(bf_conn *c, json_t *msg)
         bf_log_warn("conn %llu %s: not reading its replies, closing",
                     (unsigned long long)c->serial, c->peer);
         free(frame);
-        bf_conn_close(c);
+        close_now(c);
         return;
     }
     write_req *w = bf_xmalloc(sizeof *w);
@@ -78,7 +79,7 @@ void bf_conn_send(bf_conn *c, json_t *msg)
     if (rc < 0) {
         free(frame);
         free(w);
-        bf_conn_close(c);
+        close_now(c);
     }
 }
 
@@ -87,7 +88,7 @@ static void on_shutdown(uv_shutdown_t *req, int status)
     (void)status;
     bf_conn *c = req->data;
     free(req);
-    bf_conn_close(c);
+    close_now(c);
 }
 
 /* Closes after the queued writes went out; bytes still arriving meanwhile
@@ -102,7 +103,7 @@ static void close_after_writes(bf_conn *c)
     if (uv_shutdown(req, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
         free(req);
         c->closing = 0;
-        bf_conn_close(c);
+        close_now(c);
     }
 }
 
@@ -130,7 +131,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
             bf_log_info("conn %llu %s: read error: %s",
                         (unsigned long long)c->serial, c->peer,
                         uv_strerror((int)n));
-        bf_conn_close(c);
+        close_now(c);
         return;
     }
     if (n == 0 || c->closing)
@@ -253,5 +254,5 @@ void bf_net_shutdown(bf_net *n)
 void bf_net_close_all(bf_net *n)
 {
     while (n->conns)
-        bf_conn_close(n->conns);
+        close_now(n->conns);
 }

@@ -60,8 +60,6 @@ int bf_net_listen(bf_net *n, uv_loop_t *loop, const char *host_port,
 void bf_conn_send(bf_conn *c, json_t *msg);
 /* Sends msg (stolen; may be NULL), then closes once it is written. */
 void bf_conn_fail(bf_conn *c, json_t *msg);
-/* Closes now; pending writes are dropped. */
-void bf_conn_close(bf_conn *c);
 /* Stops accepting and closes every connection after its pending writes. */
 void bf_net_shutdown(bf_net *n);
 /* Closes every connection now (those that would not drain). */

@@ -143,8 +143,11 @@ static int exec_sql(bf_store *s, const char *sql, bf_error *err)
     char *msg = NULL;
     if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) == SQLITE_OK)
         return 0;
-    bf_error_set(err, s->path, 0, NULL, "%s", msg ? msg : "sqlite3_exec failed");
-    s->last = err ? *err : s->last;
+    bf_error_set(&s->last, s->path, 0, NULL, "%s (SQLite error %d)",
+                 msg ? msg : "sqlite3_exec failed",
+                 sqlite3_extended_errcode(s->db));
+    if (err)
+        *err = s->last;
     sqlite3_free(msg);
     return -1;
 }

@@ -75,18 +75,28 @@ static void test_write_creates_and_replaces(void **state)
     assert_int_equal(entries(s->dir), 1);   /* no temporary left behind */
 }
 
+/* Writes `old` to path, then starts replacing it by `new`, in two writes. */
+static void start_replacing(bf_atomic_file *f, const char *path,
+                            const char *old, const char *new)
+{
+    bf_error err;
+    assert_int_equal(bf_write_file_atomic(path, old, strlen(old), &err), 0);
+    assert_int_equal(bf_atomic_open(f, path, &err), 0);
+    size_t half = strlen(new) / 2;
+    assert_int_equal(bf_atomic_write(f, new, half, &err), 0);
+    assert_int_equal(bf_atomic_write(f, new + half, strlen(new) - half, &err),
+                     0);
+}
+
 /* Until commit, the destination keeps its old contents: a reader polling
  * for the file never sees a part of the new one. */
 static void test_streamed_write_appears_at_commit(void **state)
 {
     scratch *s = *state;
-    bf_error err;
-    assert_int_equal(bf_write_file_atomic(s->path, "old", 3, &err), 0);
     bf_atomic_file f;
-    assert_int_equal(bf_atomic_open(&f, s->path, &err), 0);
-    assert_int_equal(bf_atomic_write(&f, "new ", 4, &err), 0);
-    assert_int_equal(bf_atomic_write(&f, "contents", 8, &err), 0);
+    start_replacing(&f, s->path, "old", "new contents");
     assert_contents(s->path, "old");
+    bf_error err;
     assert_int_equal(bf_atomic_commit(&f, &err), 0);
     assert_contents(s->path, "new contents");
     assert_int_equal(entries(s->dir), 1);
@@ -95,11 +105,8 @@ static void test_streamed_write_appears_at_commit(void **state)
 static void test_abort_keeps_the_old_file(void **state)
 {
     scratch *s = *state;
-    bf_error err;
-    assert_int_equal(bf_write_file_atomic(s->path, "kept", 4, &err), 0);
     bf_atomic_file f;
-    assert_int_equal(bf_atomic_open(&f, s->path, &err), 0);
-    assert_int_equal(bf_atomic_write(&f, "dropped", 7, &err), 0);
+    start_replacing(&f, s->path, "kept", "dropped");
     assert_int_equal(entries(s->dir), 2);   /* the temporary, beside it */
     bf_atomic_abort(&f);
     bf_atomic_abort(&f);                    /* a second abort is a no-op */

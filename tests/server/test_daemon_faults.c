@@ -55,15 +55,23 @@ static const char *code_of(const json_t *m)
     return c ? c : "";
 }
 
+/* Submits a two-job sweep and leases a job to a new worker "w"; returns
+ * the attempt. */
+static int64_t lease_to_new_worker(bft_daemon *d, bft_worker *w, int64_t *job)
+{
+    assert_true(bft_submit(d, "s.yaml", "name: s\nbase: {steps: 100, depth: 2,"
+                           " eval_depths: [2]}\nseeds: 2\n", NULL, NULL) > 0);
+    assert_int_equal(bft_worker_connect(w, d, "w"), 0);
+    int64_t attempt = bft_worker_lease(w, job);
+    assert_true(attempt > 0);
+    return attempt;
+}
+
 static void test_failed_flush_not_acked(void **state)
 {
     bft_daemon *d = *state;
-    assert_true(bft_submit(d, "s.yaml", "name: s\nbase: {steps: 100, depth: 2,"
-                           " eval_depths: [2]}\nseeds: 2\n", NULL, NULL) > 0);
     bft_worker w;
-    assert_int_equal(bft_worker_connect(&w, d, "w"), 0);
-    int64_t job = 0, attempt = bft_worker_lease(&w, &job);
-    assert_true(attempt > 0);
+    int64_t job = 0, attempt = lease_to_new_worker(d, &w, &job);
     json_t *r = bft_worker_metrics(&w, attempt, 1, bft_train_records(1, 5));
     assert_true(bft_reply_is(r, "ack"));
 
@@ -163,12 +171,8 @@ static void test_fault_across_workers(void **state)
 static void test_store_reply_has_its_cause(void **state)
 {
     bft_daemon *d = *state;
-    assert_true(bft_submit(d, "s.yaml", "name: s\nbase: {steps: 100, depth: 2,"
-                           " eval_depths: [2]}\nseeds: 1\n", NULL, NULL) > 0);
     bft_worker w;
-    assert_int_equal(bft_worker_connect(&w, d, "w"), 0);
-    int64_t attempt = bft_worker_lease(&w, NULL);
-    assert_true(attempt > 0);
+    int64_t attempt = lease_to_new_worker(d, &w, NULL);
     set_fsize(d, 1);
     json_t *r = bft_worker_heartbeat(&w, attempt);
     assert_non_null(r);
