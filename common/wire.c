@@ -1,19 +1,12 @@
 #include "wire.h"
 
 #include <errno.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "alloc.h"
-#include "clock.h"
 
 /* ---- frame reader --------------------------------------------------------- */
 
