@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compare.h"
+#include "report.h"
+#include "results.h"
 #include "run.h"
 
 /* ---- argument helpers ----------------------------------------------------- */
@@ -49,37 +52,54 @@ static int cmd_submit(bf_client *cl, int argc, char **argv)
     return 0;
 }
 
+/* The value of --format; -1 after printing a bad one. */
+static int format_of(const char *cmd, const char *name, bf_row_format *fmt)
+{
+    if (bf_format_parse(name, fmt) == 0)
+        return 0;
+    usage_error(cmd, "--format is table, csv or json");
+    return -1;
+}
+
 static int cmd_status(bf_client *cl, int argc, char **argv)
 {
-    const char *sweep_arg;
+    const char *sweep_arg, *format = "table";
+    const bf_option options[] = {
+        BF_OPT_STR("format", "table|csv|json", &format), BF_OPT_END,
+    };
     json_int_t sweep;
-    int n = bf_client_args(NULL, &sweep_arg, 1, argc, argv);
-    if (n < 0 || (n == 1 && parse_id("SWEEP", sweep_arg, &sweep)))
+    bf_row_format fmt;
+    int n = bf_client_args(options, &sweep_arg, 1, argc, argv);
+    if (n < 0 || (n == 1 && parse_id("SWEEP", sweep_arg, &sweep))
+        || format_of(argv[0], format, &fmt))
         return 2;
     json_t *req = json_pack("{s:s}", "type", "status");
     if (n == 1)
         json_object_set_new(req, "sweep_id", json_integer(sweep));
-    return bf_client_print_rows(cl, req, "sweeps", BF_FORMAT_TABLE);
+    return bf_client_print_rows(cl, req, "sweeps", fmt);
 }
 
 static int cmd_jobs(bf_client *cl, int argc, char **argv)
 {
-    const char *sweep_arg = NULL, *status = NULL;
+    const char *sweep_arg = NULL, *status = NULL, *format = "table";
     const bf_option options[] = {
         BF_OPT_STR("sweep", "N", &sweep_arg),
         BF_OPT_STR("status", "S", &status),
+        BF_OPT_STR("format", "table|csv|json", &format),
         BF_OPT_END,
     };
     json_int_t sweep;
+    bf_row_format fmt;
     if (bf_client_args(options, NULL, 0, argc, argv) < 0
-        || (sweep_arg && parse_id("--sweep", sweep_arg, &sweep)))
+        || (sweep_arg && parse_id("--sweep", sweep_arg, &sweep))
+        || format_of(argv[0], format, &fmt))
         return 2;
     json_t *req = json_pack("{s:s}", "type", "jobs");
     if (sweep_arg)
         json_object_set_new(req, "sweep_id", json_integer(sweep));
     if (status)
         json_object_set_new(req, "status", json_string(status));
-    return bf_client_print_rows(cl, req, "jobs", BF_FORMAT_TABLE);
+    return bf_client_print_rows(cl, req, "jobs", fmt);
 }
 
 static int cmd_cancel(bf_client *cl, int argc, char **argv)
@@ -125,38 +145,18 @@ static int cmd_retry(bf_client *cl, int argc, char **argv)
     return 0;
 }
 
-static int cmd_results(bf_client *cl, int argc, char **argv)
+static int cmd_workers(bf_client *cl, int argc, char **argv)
 {
-    const char *format = "table", *sweep_arg;
+    const char *format = "table";
     const bf_option options[] = {
         BF_OPT_STR("format", "table|csv|json", &format), BF_OPT_END,
     };
-    int n = bf_client_args(options, &sweep_arg, 1, argc, argv);
-    if (n < 0)
-        return 2;
     bf_row_format fmt;
-    if (strcmp(format, "table") == 0)
-        fmt = BF_FORMAT_TABLE;
-    else if (strcmp(format, "csv") == 0)
-        fmt = BF_FORMAT_CSV;
-    else if (strcmp(format, "json") == 0)
-        fmt = BF_FORMAT_JSON;
-    else
-        return usage_error(argv[0], "--format is table, csv or json");
-    json_int_t sweep;
-    if (n != 1)
-        return usage_error(argv[0], "expected one SWEEP id");
-    if (parse_id("SWEEP", sweep_arg, &sweep))
-        return 2;
-    return bf_client_print_results(cl, sweep, fmt);
-}
-
-static int cmd_workers(bf_client *cl, int argc, char **argv)
-{
-    if (bf_client_args(NULL, NULL, 0, argc, argv) < 0)
+    if (bf_client_args(options, NULL, 0, argc, argv) < 0
+        || format_of(argv[0], format, &fmt))
         return 2;
     return bf_client_print_rows(cl, json_pack("{s:s}", "type", "workers"),
-                                "workers", BF_FORMAT_TABLE);
+                                "workers", fmt);
 }
 
 static int cmd_watch(bf_client *cl, int argc, char **argv)
@@ -170,7 +170,11 @@ static int cmd_watch(bf_client *cl, int argc, char **argv)
     json_int_t sweep;
     if (parse_id("SWEEP", sweep_arg, &sweep))
         return 2;
-    return bf_client_watch(cl, sweep, NULL, NULL);
+    if (bf_client_watch(cl, sweep, NULL, NULL))
+        return 1;
+    bf_source src;
+    bf_source_open(&src, cl, NULL);
+    return bf_results_check_failed(&src, sweep);
 }
 
 const bf_client_command bf_client_commands[] = {
@@ -178,11 +182,12 @@ const bf_client_command bf_client_commands[] = {
       "Submits a sweep file (YAML).  Prints the sweep id and the number of "
       "jobs it expanded to; a rejected sweep prints the server's error, "
       "naming file, line and field.", cmd_submit },
-    { "status", "[SWEEP]",
+    { "status", "[SWEEP] [--format table|csv|json]",
       "Progress of every sweep, or of one.", cmd_status },
-    { "jobs", "[--sweep N] [--status S]",
+    { "jobs", "[--sweep N] [--status S] [--format table|csv|json]",
       "Lists jobs, optionally of one sweep and/or in one status (queued, "
-      "running, succeeded, failed, cancelled).", cmd_jobs },
+      "running, succeeded, failed, cancelled).  The table leaves out the "
+      "config (JSON has it).", cmd_jobs },
     { "cancel", "SWEEP | --job N",
       "Cancels a sweep or one job: queued jobs at once, running ones are "
       "told to stop.", cmd_cancel },
@@ -190,20 +195,41 @@ const bf_client_command bf_client_commands[] = {
       "Puts a failed or cancelled job back in the queue.", cmd_retry },
     { "watch", "SWEEP",
       "Follows a sweep until it ends: a progress bar on a terminal, one "
-      "line per change otherwise.", cmd_watch },
-    { "results", "SWEEP [--format table|csv|json]",
-      "One row per job: losses and accuracies at the training depth and the "
-      "deepest evaluation depth.", cmd_results },
+      "line per change otherwise; then lists the failed jobs with their "
+      "errors and exits 1 if there are any.", cmd_watch },
+    { "results", "SWEEP [--format table|csv|json] [--db FILE]",
+      "One row per job: the config fields that vary in the sweep, losses "
+      "and accuracies at the training depth and the deepest evaluation "
+      "depth, times and the error of a failed job (JSON: every column and "
+      "the full config).  --db reads a database file instead of the "
+      "daemon.", bf_client_cmd_results },
+    { "compare", "SWEEP [--by FIELD,...] [--baseline FIELD=VALUE] "
+      "[--format table|csv|json] [--db FILE]",
+      "Seed statistics: per group of jobs that differ only in their seed "
+      "(or per --by fields) and eval depth, n, mean, sd and 95% CI of eval "
+      "loss, accuracy and final train loss; each group against its baseline "
+      "(default rope=rope): the difference with its 95% CI (paired t by "
+      "seed, else Welch), the relative loss change, and a verdict line.  "
+      "--db reads a database file instead of the daemon.",
+      bf_client_cmd_compare },
+    { "report", "SWEEP [-o FILE.html] [--json] [--baseline FIELD=VALUE] "
+      "[--db FILE]",
+      "Writes one self-contained HTML report (no network needed): accuracy "
+      "and loss against eval depth, training-loss curves, learned "
+      "frequencies, the comparison and per-job tables and the sweep file.  "
+      "--json writes the report's data instead.  Default output: "
+      "bifocal-report-SWEEP.html.", bf_client_cmd_report },
     { "run", "FILE [--db FILE] [--groups G] [--ranks N] [--checkpoint-dir DIR] "
       "[--lease-seconds S]",
       "The embedded default: starts a coordinator on a free loopback port "
       "(database ./bifocal.db or --db, token and log beside it), G local "
       "worker groups of N MPI ranks (default 1 x 2), submits the sweep FILE, "
-      "shows its progress, prints the results table and stops everything; "
+      "shows its progress, prints the results table (and the failed jobs, "
+      "exiting 1 if any) and stops everything; "
       "the database stays for sqlite3 queries.  Checkpoints go to "
       "DB.checkpoints/ unless --checkpoint-dir says otherwise.",
       bf_client_cmd_run },
-    { "workers", "",
+    { "workers", "[--format table|csv|json]",
       "Workers known to the server, connected or not.", cmd_workers },
     { NULL, NULL, NULL, NULL },
 };

@@ -15,6 +15,7 @@
  * daemon or the death of every worker group ends the run with an error
  * pointing at the log file instead of watching forever. */
 #include "run.h"
+#include "results.h"
 
 #include "alloc.h"
 #include "clock.h"
@@ -424,7 +425,10 @@ static int submit_and_follow(bf_run *r, bf_client *cl, const bf_run_opts *o)
     if (bf_client_watch(cl, sweep, check_children, r))
         return 1;
     printf("\n");
-    return bf_client_print_results(cl, sweep, BF_FORMAT_TABLE);
+    bf_source src;
+    bf_source_open(&src, cl, NULL);
+    int status = bf_results_print(&src, sweep, BF_FORMAT_TABLE);
+    return bf_results_check_failed(&src, sweep) || status;
 }
 
 static void close_handle(uv_handle_t *h, void *arg)

@@ -82,140 +82,15 @@ int bf_client_request(bf_client *cl, json_t *req, json_t **reply_out)
 
 /* ---- printing rows -------------------------------------------------------- */
 
-static char *session__cell_text(const json_t *v)
-{
-    char buf[64];
-    if (json_is_null(v) || !v)
-        return bf_xstrdup("");
-    if (json_is_string(v))
-        return bf_xstrdup(json_string_value(v));
-    if (json_is_integer(v)) {
-        snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
-        return bf_xstrdup(buf);
-    }
-    if (json_is_real(v)) {
-        snprintf(buf, sizeof buf, "%.6g", json_real_value(v));
-        return bf_xstrdup(buf);
-    }
-    if (json_is_boolean(v))
-        return bf_xstrdup(json_is_true(v) ? "true" : "false");
-    return json_dumps(v, JSON_COMPACT);
-}
-
-static void session__print_csv_cell(const char *s)
-{
-    if (!strpbrk(s, ",\"\n\r")) {
-        fputs(s, stdout);
-        return;
-    }
-    putchar('"');
-    for (; *s; s++) {
-        if (*s == '"')
-            putchar('"');
-        putchar(*s);
-    }
-    putchar('"');
-}
-
-/* Rows of flat objects as text: the header and the cells. */
-typedef struct row_table {
-    size_t n_rows, n_cols;
-    const char **keys;   /* [n_cols] the first row's keys, borrowed */
-    char **cells;        /* [n_rows * n_cols] */
-    size_t *width;       /* [n_cols] widest of the key and the cells */
-} row_table;
-
-static void session__table_fill(row_table *t, const json_t *rows)
-{
-    const json_t *first = json_array_get(rows, 0);
-    t->n_rows = json_array_size(rows);
-    t->n_cols = json_object_size(first);
-    t->keys = bf_xcalloc(t->n_cols, sizeof *t->keys);
-    t->width = bf_xcalloc(t->n_cols, sizeof *t->width);
-    t->cells = bf_xcalloc(t->n_rows * t->n_cols, sizeof *t->cells);
-    size_t c = 0;
-    const char *key;
-    json_t *v;
-    json_object_foreach((json_t *)first, key, v) {
-        t->keys[c] = key;
-        t->width[c] = strlen(key);
-        c++;
-    }
-    for (size_t r = 0; r < t->n_rows; r++)
-        for (c = 0; c < t->n_cols; c++) {
-            const json_t *row = json_array_get(rows, r);
-            char *s = session__cell_text(json_object_get(row, t->keys[c]));
-            t->cells[r * t->n_cols + c] = s;
-            if (strlen(s) > t->width[c])
-                t->width[c] = strlen(s);
-        }
-}
-
-/* The header line, then one line per row: padded columns or CSV. */
-static void session__table_print(const row_table *t, bf_row_format fmt)
-{
-    for (size_t r = 0; r <= t->n_rows; r++) {
-        for (size_t c = 0; c < t->n_cols; c++) {
-            const char *s = r == 0 ? t->keys[c]
-                                   : t->cells[(r - 1) * t->n_cols + c];
-            if (fmt == BF_FORMAT_CSV) {
-                if (c)
-                    putchar(',');
-                session__print_csv_cell(s);
-            } else {
-                printf(c + 1 < t->n_cols ? "%-*s  " : "%-*s",
-                       (int)t->width[c], s);
-            }
-        }
-        putchar('\n');
-    }
-}
-
-static void session__table_free(row_table *t)
-{
-    for (size_t i = 0; i < t->n_rows * t->n_cols; i++)
-        free(t->cells[i]);
-    free(t->cells);
-    free(t->width);
-    free(t->keys);
-}
-
-static void session__print_rows(const json_t *rows, bf_row_format fmt)
-{
-    if (fmt == BF_FORMAT_JSON) {
-        char *text = json_dumps(rows, JSON_INDENT(2));
-        puts(text);
-        free(text);
-        return;
-    }
-    if (json_array_size(rows) == 0) {
-        if (fmt == BF_FORMAT_TABLE)
-            puts("(none)");
-        return;
-    }
-    row_table t;
-    session__table_fill(&t, rows);
-    session__table_print(&t, fmt);
-    session__table_free(&t);
-}
-
 int bf_client_print_rows(bf_client *cl, json_t *req, const char *key,
                          bf_row_format fmt)
 {
     json_t *reply;
     if (bf_client_request(cl, req, &reply))
         return 1;
-    session__print_rows(json_object_get(reply, key), fmt);
+    bf_format_print_readable(stdout, json_object_get(reply, key), fmt);
     json_decref(reply);
     return 0;
-}
-
-int bf_client_print_results(bf_client *cl, int64_t sweep_id, bf_row_format fmt)
-{
-    return bf_client_print_rows(cl, json_pack("{s:s, s:I}", "type",
-                                              "results", "sweep_id",
-                                              (json_int_t)sweep_id),
-                                "rows", fmt);
 }
 
 /* ---- submit and watch ----------------------------------------------------- */

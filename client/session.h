@@ -1,6 +1,7 @@
 /* session: what the commands of `bifocal` (client.c) and `bifocal run`
  * (run.c) share: one connection to the daemon, requests over it, submitting
- * a sweep, following it, printing rows of a reply, and parsing a command's
+ * a sweep, following it, printing rows of a reply (client/format.c), and
+ * parsing a command's
  * arguments.  Both build on this module; neither includes the other. */
 #ifndef BF_SESSION_H
 #define BF_SESSION_H
@@ -10,6 +11,7 @@
 
 #include "args.h"
 #include "conn.h"
+#include "format.h"
 
 typedef struct bf_client {
     const char *server;      /* HOST:PORT (option, env, or default) */
@@ -25,17 +27,11 @@ int bf_client_request(bf_client *cl, json_t *req, json_t **reply);
 
 void bf_client_close(bf_client *cl);
 
-typedef enum { BF_FORMAT_TABLE, BF_FORMAT_CSV, BF_FORMAT_JSON } bf_row_format;
-
-/* Requests req (taken over) and prints the array under `key` of the reply:
- * columns are the keys of the first row, in the order the server sent
- * them.  0 or 1. */
+/* Requests req (taken over) and prints the array under `key` of the reply
+ * (bf_format_print_readable: JSON whole; a table or CSV without the config
+ * and with readable times).  0 or 1. */
 int bf_client_print_rows(bf_client *cl, json_t *req, const char *key,
                          bf_row_format fmt);
-
-/* Prints the `results` rows of a sweep; 0 or 1. */
-int bf_client_print_results(bf_client *cl, int64_t sweep_id,
-                            bf_row_format fmt);
 
 /* Submits the sweep file at path; 0 with the new sweep's id and job count,
  * or 1 after printing the server's refusal. */

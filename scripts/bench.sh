@@ -40,3 +40,6 @@ build bifocald && build bench_dispatch && "$dir/bench/bench_dispatch"
 
 echo "== bench_group: worker group on config A, np=1 vs np=2, streaming overhead"
 build bench_group && build bifocald && bench/bench_group.sh "$dir"
+
+echo "== bench_report: bifocal report on a 1,000-job sweep with 5M metric rows"
+build bifocal && build bench_report && "$dir/bench/bench_report"

@@ -8,7 +8,10 @@ BUILD_PKGS=(meson ninja-build pkg-config gcc libc6-dev
             libcmocka-dev libopenmpi-dev openmpi-bin libopenblas-dev)
 # The model's reference check (tests/reference/torch_check.py) runs PyTorch;
 # tests/e2e/test_e2e_run.sh looks for leftover processes with pgrep.
-TEST_PKGS=(python3-torch python3-numpy procps)
+# The report's browser test (tests/client/browser) drives Debian's chromium
+# with playwright-core from npm (scripts/browser-deps.sh installs it; npm is
+# Debian's package unless the installed nodejs brings its own).
+TEST_PKGS=(python3-torch python3-numpy procps chromium nodejs)
 # scripts/coverage.sh: line coverage per folder.
 COVERAGE_PKGS=(gcovr)
 # The benchmarks' reference implementations.

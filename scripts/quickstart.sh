@@ -23,12 +23,23 @@ mkdir -p runs
 db=runs/quickstart.db
 # A fresh database each time, so the table shows this run only.
 rm -rf "$db" "$db"-wal "$db"-shm "$db".checkpoints "$db".log
-"$build"/client/bifocal run "$sweep" --db "$db" "$@"
+# bifocal run exits non-zero when a job failed (it lists them); the
+# comparison and the report still show what succeeded.
+status=0
+"$build"/client/bifocal run "$sweep" --db "$db" "$@" || status=$?
+
+echo
+echo "Seed statistics and comparison with plain RoPE (bifocal compare):"
+"$build"/client/bifocal compare 1 --db "$db" || status=$?
+echo
+"$build"/client/bifocal report 1 --db "$db" -o runs/quickstart-report.html || status=$?
 
 cat <<EOT
 
-Every metric is in $db, e.g.:
+The report (figures, tables, the sweep file) is runs/quickstart-report.html:
+open it in a browser; it needs no network.  Every metric is in $db, e.g.:
   sqlite3 -header -column $db 'SELECT * FROM results'
   sqlite3 -header -column $db "SELECT rope, learnable, max(abs(omega_change)) AS moved
                                FROM frequency_evolution GROUP BY rope, learnable"
 EOT
+exit "$status"

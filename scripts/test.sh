@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
 bf_install_pkgs "${BUILD_PKGS[@]}" "${TEST_PKGS[@]}"
+scripts/browser-deps.sh
 
 passed=0 failed=0
 # meson test's summary: "Ok: N", "Fail: N", "Timeout: N", ...

@@ -580,6 +580,19 @@ static void handle_results(session *s, json_t *msg, const json_t *id)
     reply_query(s, id, "results", "rows", res, &err);
 }
 
+static void handle_rows(session *s, json_t *msg, const json_t *id)
+{
+    int64_t sweep = 0;
+    const char *view;
+    if (int_field(s, msg, id, "sweep_id", 0, &sweep)
+        || str_field(s, msg, id, "view", 0, &view))
+        return;
+    bf_error err;
+    bf_error_clear(&err);
+    json_t *res = bf_store_view_rows(s->p->store, view, sweep, &err);
+    reply_query(s, id, "rows", "rows", res, &err);
+}
+
 static void handle_workers(session *s, json_t *msg, const json_t *id)
 {
     (void)msg;
@@ -681,6 +694,7 @@ static const struct handler {
     { "jobs",        ROLE_CLIENT, handle_jobs },
     { "results",     ROLE_CLIENT, handle_results },
     { "workers",     ROLE_CLIENT, handle_workers },
+    { "rows",        ROLE_CLIENT, handle_rows },
     { "cancel",      ROLE_CLIENT, handle_cancel },
     { "retry",       ROLE_CLIENT, handle_retry },
 };

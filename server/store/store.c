@@ -3,6 +3,8 @@
  * store_queue.c, metric ingest in store_metrics.c. */
 #include "store_internal.h"
 
+#include "result_views.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -484,6 +486,24 @@ json_t *bf_store_results(bf_store *s, int64_t sweep_id, bf_error *err)
         return NULL;
     sqlite3_stmt *st = prepare_query(s,
         "SELECT * FROM results WHERE sweep_id = ?1 ORDER BY job_id", err);
+    if (!st)
+        return NULL;
+    sqlite3_bind_int64(st, 1, sweep_id);
+    return rows_to_json(s, st, err);
+}
+
+json_t *bf_store_view_rows(bf_store *s, const char *view, int64_t sweep_id,
+                           bf_error *err)
+{
+    char sql[256];
+    if (bf_result_view_sql(view, sql, sizeof sql)) {
+        bf_error_set(err, NULL, 0, "view", "unknown view '%s' (allowed: %s)",
+                     view, bf_result_view_names());
+        return NULL;
+    }
+    if (sweep_exists(s, sweep_id, err) <= 0)
+        return NULL;
+    sqlite3_stmt *st = prepare_query(s, sql, err);
     if (!st)
         return NULL;
     sqlite3_bind_int64(st, 1, sweep_id);

@@ -163,5 +163,8 @@ json_t *bf_store_jobs(bf_store *s, int64_t sweep_id, const char *status,
 /* Rows of the `results` view for a sweep. */
 json_t *bf_store_results(bf_store *s, int64_t sweep_id, bf_error *err);
 json_t *bf_store_workers(bf_store *s, bf_error *err);
+/* Rows of one of the result views (common/result_views.h) for a sweep. */
+json_t *bf_store_view_rows(bf_store *s, const char *view, int64_t sweep_id,
+                           bf_error *err);
 
 #endif

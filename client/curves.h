@@ -1,0 +1,31 @@
+/* curves: the report's curves, downsampled while they are read so that a
+ * sweep of millions of metric rows yields a few hundred points per group.
+ *
+ * Training loss: each job's steps fall into BF_CURVE_BUCKETS equal buckets
+ * of its run (the job's mean loss per bucket) plus one bucket for its last
+ * logged point, kept exactly; per group and bucket, the mean over seeds
+ * with its 95% interval.
+ * Frequencies: per group and (layer, head, pair), omega / omega(first
+ * recorded step) averaged over seeds in BF_FREQ_BUCKETS buckets (plus the
+ * last point), and the first and last omega for the spectrum. */
+#ifndef BF_CURVES_H
+#define BF_CURVES_H
+
+#include <jansson.h>
+
+#include "source.h"
+#include "sweep_view.h"
+
+#define BF_CURVE_BUCKETS 200
+#define BF_FREQ_BUCKETS 40
+
+/* [{group, step: [...], mean: [...], low: [...], high: [...], n: [...]}],
+ * one per group with training loss.  NULL after printing the problem. */
+json_t *bf_curves_train_loss(const bf_sweep_view *v, bf_source *src);
+
+/* [{group, step: [...], series: [{layer, head, pair, ratio: [...]}],
+ *   spectrum: {pair: [...], initial: [...], final: [{layer, head,
+ *   omega: [...]}]}}], one per group with learned frequencies. */
+json_t *bf_curves_frequencies(const bf_sweep_view *v, bf_source *src);
+
+#endif

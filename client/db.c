@@ -1,0 +1,63 @@
+/* db: read-only access to a Bifocal database file, refusing anything else
+ * with a message that names the file and the problem. */
+#include "db.h"
+
+#include <stdio.h>
+
+static int count_tables(sqlite3 *db, int *n)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db,
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+            "   AND name IN ('sweeps', 'jobs', 'evals', 'metrics')",
+            -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    int rc = sqlite3_step(st);
+    *n = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? 0 : -1;
+}
+
+static int user_version(sqlite3 *db, int *version)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL)
+        != SQLITE_OK)
+        return -1;
+    int rc = sqlite3_step(st);
+    *version = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? 0 : -1;
+}
+
+sqlite3 *bf_db_open(const char *path)
+{
+    sqlite3 *db = NULL;
+    /* NOMUTEX: one thread reads; spares a lock per column read. */
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
+                        NULL) != SQLITE_OK) {
+        fprintf(stderr, "bifocal: cannot open database %s: %s\n", path,
+                db ? sqlite3_errmsg(db) : "out of memory");
+        sqlite3_close(db);
+        return NULL;
+    }
+    sqlite3_busy_timeout(db, 5000);
+    int n_tables = 0, version = 0;
+    if (count_tables(db, &n_tables)) {
+        fprintf(stderr, "bifocal: %s is not a SQLite database (%s)\n", path,
+                sqlite3_errmsg(db));
+    } else if (n_tables != 4) {
+        fprintf(stderr, "bifocal: %s is a SQLite database but not a Bifocal "
+                        "one (it lacks the sweeps, jobs, evals and metrics "
+                        "tables)\n", path);
+    } else if (user_version(db, &version) || version < BF_DB_MIN_VERSION) {
+        fprintf(stderr, "bifocal: %s has Bifocal schema version %d, older "
+                        "than the %d this bifocal reads; start a bifocald "
+                        "on it once to upgrade it\n", path, version,
+                BF_DB_MIN_VERSION);
+    } else {
+        return db;
+    }
+    sqlite3_close(db);
+    return NULL;
+}

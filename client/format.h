@@ -1,0 +1,34 @@
+/* format: rows of results printed as an aligned table, CSV or JSON
+ * (`--format table|csv|json`). */
+#ifndef BF_FORMAT_H
+#define BF_FORMAT_H
+
+#include <stdio.h>
+#include <jansson.h>
+
+typedef enum { BF_FORMAT_TABLE, BF_FORMAT_CSV, BF_FORMAT_JSON } bf_row_format;
+
+/* Parses "table", "csv" or "json"; -1 on anything else. */
+int bf_format_parse(const char *name, bf_row_format *out);
+
+/* Prints an array of flat objects.  columns (NULL-terminated; NULL: the
+ * keys of the first row) picks and orders the columns of a table or CSV;
+ * JSON prints every row whole.  Numbers print with 4 significant digits in
+ * a table and in full in CSV; a missing value is an empty cell. */
+void bf_format_print(FILE *out, const json_t *rows, const char *const *columns,
+                     bf_row_format fmt);
+
+/* Rows of a daemon reply (status, jobs, workers): JSON whole; a table or
+ * CSV without the config blob and with each *_ms time as a local clock time
+ * ("2026-12-02 18:04:05", column named without _ms). */
+void bf_format_print_readable(FILE *out, const json_t *rows,
+                              bf_row_format fmt);
+
+/* "2026-12-02 18:04:05" (local time) of a time in ms since the epoch, or
+ * json null. */
+json_t *bf_format_time_ms(const json_t *ms);
+
+/* A cell's text in a table (csv = 0) or CSV (csv = 1).  Caller frees. */
+char *bf_format_cell(const json_t *v, int csv);
+
+#endif

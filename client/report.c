@@ -1,0 +1,211 @@
+/* report: the report data (JSON) and the self-contained page around it. */
+#include "report.h"
+
+#include "alloc.h"
+#include "compare.h"
+#include "curves.h"
+#include "results.h"
+#include "sweep_view.h"
+#include "web_assets.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define BF_REPORT_VERSION 1
+
+static json_t *groups_json(const bf_sweep_view *v)
+{
+    json_t *groups = json_array();
+    for (int g = 0; g < v->n_groups; g++) {
+        int jobs = 0, succeeded = 0;
+        size_t i;
+        json_t *row;
+        json_array_foreach(v->jobs, i, row) {
+            if (v->job_group[i] != g)
+                continue;
+            const char *s = json_string_value(json_object_get(row, "status"));
+            jobs++;
+            succeeded += s && strcmp(s, "succeeded") == 0;
+        }
+        char *label = bf_sweep_view_label(v, g);
+        json_array_append_new(groups, json_pack(
+            "{s:s, s:O, s:i, s:i}", "label", label, "fields",
+            json_array_get(v->groups, (size_t)g), "jobs", jobs,
+            "succeeded", succeeded));
+        free(label);
+    }
+    return groups;
+}
+
+static json_t *names_json(const char *const *names, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(a, json_string(names[i]));
+    return a;
+}
+
+/* The distinct training depths of the succeeded jobs, to mark them. */
+static json_t *train_depths(const bf_sweep_view *v)
+{
+    json_t *depths = json_array();
+    size_t i, k;
+    json_t *row, *d;
+    json_array_foreach(v->jobs, i, row) {
+        json_t *depth = json_object_get(row, "depth");
+        int seen = 0;
+        json_array_foreach(depths, k, d)
+            seen |= json_equal(d, depth);
+        if (!seen && depth)
+            json_array_append(depths, depth);
+    }
+    return depths;
+}
+
+static json_t *sweep_json(const bf_sweep_view *v)
+{
+    static const char *const keys[] = { "sweep_id", "name", "filename",
+                                        "status", "source", "submitted_ms" };
+    json_t *s = json_object();
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        json_object_set(s, keys[i], json_object_get(v->sweep, keys[i]));
+    json_object_set_new(s, "n_jobs", json_integer((json_int_t)json_array_size(v->jobs)));
+    return s;
+}
+
+json_t *bf_report_data(bf_source *src, int64_t sweep_id, const char *baseline)
+{
+    bf_sweep_view v;
+    json_t *data = NULL, *compare = NULL, *loss = NULL, *freq = NULL;
+    if (bf_sweep_view_load(&v, src, sweep_id, NULL) == 0
+        && (compare = bf_compare_rows(&v, src, baseline))
+        && (loss = bf_curves_train_loss(&v, src))
+        && (freq = bf_curves_frequencies(&v, src))) {
+        time_t now = time(NULL);
+        char stamp[32];
+        strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+        data = json_pack("{s:s, s:i, s:s, s:o, s:o, s:o, s:o, s:o, s:O, s:O, "
+                         "s:O, s:o}",
+                         "format", "bifocal-report",
+                         "version", BF_REPORT_VERSION,
+                         "generated", stamp,
+                         "sweep", sweep_json(&v),
+                         "varying", names_json(v.varying, v.n_varying),
+                         "fields", names_json(v.by, v.n_by),
+                         "groups", groups_json(&v),
+                         "train_depths", train_depths(&v),
+                         "compare", compare,
+                         "train_loss", loss,
+                         "frequencies", freq,
+                         "jobs", bf_results_rows(&v));
+    }
+    json_decref(compare);
+    json_decref(loss);
+    json_decref(freq);
+    bf_sweep_view_clear(&v);
+    return data;
+}
+
+/* Writes JSON text into a <script> element: '<' only occurs inside JSON
+ * strings, where \u003c means the same, so no "</script>" or "<!--" in a
+ * sweep file can end or confuse the element. */
+static int write_script_json(const char *buffer, size_t size, void *out)
+{
+    for (size_t i = 0; i < size; i++)
+        if (buffer[i] == '<' ? fputs("\\u003c", out) < 0
+                             : fputc(buffer[i], out) == EOF)
+            return -1;
+    return 0;
+}
+
+/* The text a /\*@NAME@*\/ marker of the template stands for. */
+static int write_asset(FILE *out, const char *name, size_t len,
+                       const json_t *data)
+{
+    static const struct {
+        const char *name;
+        const char *text;
+    } assets[] = {
+        { "uPlot.min.css", bf_web_uPlot_min_css },
+        { "uPlot.iife.min.js", bf_web_uPlot_iife_min_js },
+        { "report.css", bf_web_report_css },
+        { "report.js", bf_web_report_js },
+    };
+    if (len == 4 && strncmp(name, "data", 4) == 0)
+        return json_dump_callback(data, write_script_json, out,
+                                  JSON_COMPACT | JSON_REAL_PRECISION(6));
+    for (size_t i = 0; i < sizeof assets / sizeof *assets; i++)
+        if (strlen(assets[i].name) == len
+            && strncmp(assets[i].name, name, len) == 0) {
+            fputs(assets[i].text, out);
+            return 0;
+        }
+    fprintf(stderr, "bifocal: report template names no asset '%.*s'\n",
+            (int)len, name);
+    return -1;
+}
+
+int bf_report_write_html(FILE *out, const json_t *data)
+{
+    const char *p = bf_web_report_html;
+    for (;;) {
+        const char *open = strstr(p, "/*@");
+        const char *close = open ? strstr(open, "@*/") : NULL;
+        if (!close) {
+            fputs(p, out);
+            break;
+        }
+        fwrite(p, 1, (size_t)(open - p), out);
+        if (write_asset(out, open + 3, (size_t)(close - open - 3), data))
+            return -1;
+        p = close + 3;
+    }
+    return ferror(out) ? -1 : 0;
+}
+
+static int write_report(const char *path, const json_t *data, int as_json)
+{
+    FILE *out = fopen(path, "w");
+    if (!out) {
+        fprintf(stderr, "bifocal: cannot write %s: %s\n", path,
+                strerror(errno));
+        return 1;
+    }
+    int rc = as_json ? json_dumpf(data, out, JSON_INDENT(1)
+                                             | JSON_REAL_PRECISION(6))
+                     : bf_report_write_html(out, data);
+    if (fclose(out) != 0 || rc != 0) {
+        fprintf(stderr, "bifocal: writing %s failed\n", path);
+        return 1;
+    }
+    struct stat st;
+    stat(path, &st);
+    printf("wrote %s (%.1f KB)%s\n", path, st.st_size / 1024.0,
+           as_json ? "" : ": open it in a browser, no network needed");
+    return 0;
+}
+
+int bf_client_cmd_report(bf_client *cl, int argc, char **argv)
+{
+    bf_result_opts o;
+    bf_source src;
+    int rc = bf_result_command_start(cl, argc, argv, BF_RESULT_OPT_OUTPUT
+                                     | BF_RESULT_OPT_JSON | BF_RESULT_OPT_BASELINE,
+                                     &o, &src);
+    if (rc)
+        return rc;
+    char fallback[64];
+    if (!o.output) {
+        snprintf(fallback, sizeof fallback, "bifocal-report-%d.%s", o.sweep,
+                 o.json ? "json" : "html");
+        o.output = fallback;
+    }
+    json_t *data = bf_report_data(&src, o.sweep, o.baseline);
+    int status = data ? write_report(o.output, data, o.json) : 1;
+    json_decref(data);
+    bf_source_close(&src);
+    return status;
+}

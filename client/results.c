@@ -1,0 +1,192 @@
+/* results: per-job rows that show what varied and why a job failed. */
+#include "results.h"
+
+#include "alloc.h"
+#include "args.h"
+#include "sweep_view.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* "1h02m", "3m05s", "12.3s" between two times in ms, or null. */
+static json_t *duration(const json_t *from_ms, const json_t *to_ms)
+{
+    if (!json_is_integer(from_ms) || !json_is_integer(to_ms))
+        return json_null();
+    double s = (double)(json_integer_value(to_ms)
+                        - json_integer_value(from_ms)) / 1000.0;
+    char buf[32];
+    if (s >= 3600)
+        snprintf(buf, sizeof buf, "%dh%02dm", (int)(s / 3600),
+                 (int)(s / 60) % 60);
+    else if (s >= 60)
+        snprintf(buf, sizeof buf, "%dm%02ds", (int)(s / 60), (int)s % 60);
+    else
+        snprintf(buf, sizeof buf, "%.1fs", s);
+    return json_string(buf);
+}
+
+/* The row a table or CSV shows: the job, the varying config fields, its
+ * outcome, readable times and its error; no config blob. */
+static json_t *shown_row(const bf_sweep_view *v, const json_t *row)
+{
+    static const char *const before[] = { "sweep_id", "job_id", "task",
+                                          "rope", "depth", "seed", NULL };
+    static const char *const after[] = {
+        "status", "train_loss", "eval_step", "eval_loss", "eval_accuracy",
+        "ood_depth", "ood_loss", "ood_accuracy", NULL };
+    json_t *out = json_object(), *config = json_object_get(row, "config");
+    for (const char *const *k = before; *k; k++)
+        json_object_set(out, *k, json_object_get(row, *k));
+    for (int i = 0; i < v->n_varying; i++)
+        if (!json_object_get(out, v->varying[i]))
+            json_object_set(out, v->varying[i],
+                            json_object_get(config, v->varying[i]));
+    for (const char *const *k = after; *k; k++)
+        json_object_set(out, *k, json_object_get(row, *k));
+    json_object_set_new(out, "started",
+                        bf_format_time_ms(json_object_get(row, "started_ms")));
+    json_object_set_new(out, "took",
+                        duration(json_object_get(row, "started_ms"),
+                                 json_object_get(row, "finished_ms")));
+    json_object_set(out, "error", json_object_get(row, "error"));
+    return out;
+}
+
+json_t *bf_results_rows(const bf_sweep_view *v)
+{
+    json_t *rows = json_array();
+    size_t i;
+    json_t *row;
+    json_array_foreach(v->jobs, i, row)
+        json_array_append_new(rows, shown_row(v, row));
+    return rows;
+}
+
+int bf_results_print(bf_source *src, int64_t sweep_id, bf_row_format fmt)
+{
+    bf_sweep_view v;
+    if (bf_sweep_view_load(&v, src, sweep_id, NULL)) {
+        bf_sweep_view_clear(&v);
+        return 1;
+    }
+    if (fmt == BF_FORMAT_JSON) {
+        bf_format_print(stdout, v.jobs, NULL, fmt);
+    } else {
+        json_t *rows = bf_results_rows(&v);
+        bf_format_print(stdout, rows, NULL, fmt);
+        json_decref(rows);
+    }
+    bf_sweep_view_clear(&v);
+    return 0;
+}
+
+int bf_results_check_failed(bf_source *src, int64_t sweep_id)
+{
+    bf_sweep_view v;
+    if (bf_sweep_view_load(&v, src, sweep_id, NULL)) {
+        bf_sweep_view_clear(&v);
+        return 1;
+    }
+    int n_failed = 0;
+    size_t i;
+    json_t *row;
+    json_array_foreach(v.jobs, i, row) {
+        const char *status = json_string_value(json_object_get(row, "status"));
+        if (!status || strcmp(status, "failed") != 0)
+            continue;
+        if (n_failed++ == 0)
+            fprintf(stderr, "\nfailed jobs of sweep %lld:\n",
+                    (long long)sweep_id);
+        char *label = bf_sweep_view_label(&v, v.job_group[i]);
+        const char *error = json_string_value(json_object_get(row, "error"));
+        fprintf(stderr, "  job %lld (%s seed=%lld): %s\n",
+                (long long)json_integer_value(json_object_get(row, "job_id")),
+                label,
+                (long long)json_integer_value(json_object_get(row, "seed")),
+                error ? error : "(no error recorded)");
+        free(label);
+    }
+    if (n_failed)
+        fprintf(stderr, "bifocal: %d of %zu job(s) of sweep %lld failed\n",
+                n_failed, json_array_size(v.jobs), (long long)sweep_id);
+    bf_sweep_view_clear(&v);
+    return n_failed > 0;
+}
+
+static int usage(const char *cmd, const char *text)
+{
+    fprintf(stderr, "bifocal %s: %s (see bifocal %s --help)\n", cmd, text,
+            cmd);
+    return 2;
+}
+
+/* -o FILE is --output FILE (the one short option, as the issue names it). */
+static void expand_short_output(int argc, char **argv)
+{
+    static char output[] = "--output";
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "-o") == 0)
+            argv[i] = output;
+}
+
+static int parse_opts(int argc, char **argv, unsigned allowed,
+                      bf_result_opts *o)
+{
+    const char *format = "table", *sweep = NULL;
+    *o = (bf_result_opts){ .fmt = BF_FORMAT_TABLE };
+    const bf_option all[] = {
+        BF_OPT_STR("db", "FILE", &o->db),
+        BF_OPT_STR("format", "table|csv|json", &format),
+        BF_OPT_STR("by", "FIELD,...", &o->by),
+        BF_OPT_STR("baseline", "FIELD=VALUE", &o->baseline),
+        BF_OPT_STR("output", "FILE", &o->output),
+        BF_OPT_FLAG("json", &o->json),
+    };
+    static const unsigned bit[] = { 0, BF_RESULT_OPT_FORMAT, BF_RESULT_OPT_BY,
+                                    BF_RESULT_OPT_BASELINE,
+                                    BF_RESULT_OPT_OUTPUT, BF_RESULT_OPT_JSON };
+    bf_option options[sizeof all / sizeof *all + 1];
+    int n = 0;
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        if (bit[i] == 0 || (allowed & bit[i]))
+            options[n++] = all[i];
+    options[n] = (bf_option)BF_OPT_END;
+    expand_short_output(argc, argv);
+    int n_pos = bf_client_args(options, &sweep, 1, argc, argv);
+    if (n_pos < 0)
+        return 2;
+    if (bf_format_parse(format, &o->fmt))
+        return usage(argv[0], "--format is table, csv or json");
+    char *end = NULL;
+    long id = n_pos == 1 ? strtol(sweep, &end, 10) : 0;
+    if (n_pos != 1 || !*sweep || *end || id < 1 || id > 2147483647)
+        return usage(argv[0], "expected one SWEEP id (a positive integer)");
+    o->sweep = (int)id;
+    return 0;
+}
+
+int bf_result_command_start(bf_client *cl, int argc, char **argv,
+                            unsigned allowed, bf_result_opts *o,
+                            bf_source *src)
+{
+    int rc = parse_opts(argc, argv, allowed, o);
+    if (rc)
+        return rc;
+    return bf_source_open(src, cl, o->db) ? 1 : 0;
+}
+
+int bf_client_cmd_results(bf_client *cl, int argc, char **argv)
+{
+    bf_result_opts o;
+    bf_source src;
+    int rc = bf_result_command_start(cl, argc, argv, BF_RESULT_OPT_FORMAT, &o,
+                                     &src);
+    if (rc)
+        return rc;
+    int status = bf_results_print(&src, o.sweep, o.fmt);
+    bf_source_close(&src);
+    return status;
+}

@@ -1,0 +1,189 @@
+/* source: result views read through the daemon or straight from a file. */
+#include "source.h"
+
+#include "db.h"
+#include "result_views.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+int bf_source_open(bf_source *src, bf_client *cl, const char *db_path)
+{
+    *src = (bf_source){ .cl = cl, .db_path = db_path };
+    if (!db_path)
+        return 0;
+    src->db = bf_db_open(db_path);
+    return src->db ? 0 : -1;
+}
+
+void bf_source_close(bf_source *src)
+{
+    sqlite3_close(src->db);
+    src->db = NULL;
+}
+
+/* Prepares the view's query for one sweep on the file, after checking the
+ * sweep is there; NULL after printing why. */
+static sqlite3_stmt *prepare_view(bf_source *src, const char *view,
+                                  int64_t sweep_id)
+{
+    char sql[256];
+    if (bf_result_view_sql(view, sql, sizeof sql)) {
+        fprintf(stderr, "bifocal: unknown view '%s'\n", view);
+        return NULL;
+    }
+    sqlite3_stmt *st = NULL;
+    int found = 0;
+    if (sqlite3_prepare_v2(src->db, "SELECT 1 FROM sweeps WHERE sweep_id = ?1",
+                           -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, sweep_id);
+        found = sqlite3_step(st) == SQLITE_ROW;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (!found) {
+        fprintf(stderr, "bifocal: no sweep with id %lld in %s\n",
+                (long long)sweep_id, src->db_path);
+        return NULL;
+    }
+    if (sqlite3_prepare_v2(src->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        fprintf(stderr, "bifocal: %s: reading %s: %s\n", src->db_path, view,
+                sqlite3_errmsg(src->db));
+        return NULL;
+    }
+    sqlite3_bind_int64(st, 1, sweep_id);
+    return st;
+}
+
+static int step_failed(bf_source *src, int rc)
+{
+    if (rc == SQLITE_DONE)
+        return 0;
+    fprintf(stderr, "bifocal: %s: %s\n", src->db_path, sqlite3_errmsg(src->db));
+    return -1;
+}
+
+static json_t *column_json(sqlite3_stmt *st, int i)
+{
+    switch (sqlite3_column_type(st, i)) {
+    case SQLITE_INTEGER: return json_integer(sqlite3_column_int64(st, i));
+    case SQLITE_FLOAT:   return json_real(sqlite3_column_double(st, i));
+    case SQLITE_NULL:    return json_null();
+    default: break;
+    }
+    const char *text = (const char *)sqlite3_column_text(st, i);
+    json_t *v = NULL;
+    if (strcmp(sqlite3_column_name(st, i), "config") == 0)
+        v = json_loads(text, 0, NULL);
+    return v ? v : json_string(text);
+}
+
+static json_t *file_rows(bf_source *src, const char *view, int64_t sweep_id)
+{
+    sqlite3_stmt *st = prepare_view(src, view, sweep_id);
+    if (!st)
+        return NULL;
+    json_t *rows = json_array();
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        json_t *row = json_object();
+        for (int i = 0; i < sqlite3_column_count(st); i++)
+            json_object_set_new(row, sqlite3_column_name(st, i),
+                                column_json(st, i));
+        json_array_append_new(rows, row);
+    }
+    if (step_failed(src, rc)) {
+        json_decref(rows);
+        rows = NULL;
+    }
+    sqlite3_finalize(st);
+    return rows;
+}
+
+static json_t *daemon_rows(bf_source *src, const char *view, int64_t sweep_id)
+{
+    json_t *req = json_pack("{s:s, s:s, s:I}", "type", "rows", "view", view,
+                            "sweep_id", (json_int_t)sweep_id);
+    json_t *reply;
+    if (bf_client_request(src->cl, req, &reply))
+        return NULL;
+    json_t *rows = json_incref(json_object_get(reply, "rows"));
+    json_decref(reply);
+    if (!json_is_array(rows)) {
+        fprintf(stderr, "bifocal: %s sent a rows reply without rows\n",
+                src->cl->server);
+        json_decref(rows);
+        return NULL;
+    }
+    return rows;
+}
+
+json_t *bf_source_rows(bf_source *src, const char *view, int64_t sweep_id)
+{
+    return src->db ? file_rows(src, view, sweep_id)
+                   : daemon_rows(src, view, sweep_id);
+}
+
+/* Maps the wanted column names to the statement's column indexes. */
+static int column_indexes(sqlite3_stmt *st, const char *const *columns, int n,
+                          int *index)
+{
+    for (int c = 0; c < n; c++) {
+        index[c] = -1;
+        for (int i = 0; i < sqlite3_column_count(st); i++)
+            if (strcmp(sqlite3_column_name(st, i), columns[c]) == 0)
+                index[c] = i;
+        if (index[c] < 0) {
+            fprintf(stderr, "bifocal: the view has no column %s\n", columns[c]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int file_scan(bf_source *src, const char *view, int64_t sweep_id,
+                     const char *const *columns, int n,
+                     bf_source_row_cb on_row, void *ctx)
+{
+    sqlite3_stmt *st = prepare_view(src, view, sweep_id);
+    if (!st)
+        return -1;
+    int index[n];
+    double values[n];
+    int failed = -1;
+    if (column_indexes(st, columns, n, index) == 0) {
+        int rc;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            for (int c = 0; c < n; c++)
+                values[c] = sqlite3_column_double(st, index[c]);
+            on_row(ctx, values);
+        }
+        failed = step_failed(src, rc);
+    }
+    sqlite3_finalize(st);
+    return failed;
+}
+
+int bf_source_scan(bf_source *src, const char *view, int64_t sweep_id,
+                   const char *const *columns, int n_columns,
+                   bf_source_row_cb on_row, void *ctx)
+{
+    if (src->db)
+        return file_scan(src, view, sweep_id, columns, n_columns, on_row, ctx);
+    json_t *rows = daemon_rows(src, view, sweep_id);
+    if (!rows)
+        return -1;
+    double values[n_columns];
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        for (int c = 0; c < n_columns; c++) {
+            json_t *v = json_object_get(row, columns[c]);
+            values[c] = json_is_number(v) ? json_number_value(v) : NAN;
+        }
+        on_row(ctx, values);
+    }
+    json_decref(rows);
+    return 0;
+}

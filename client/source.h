@@ -1,0 +1,38 @@
+/* source: where `results`, `compare` and `report` read a sweep from: the
+ * daemon (the `rows` request) or a database file opened read-only
+ * (`--db FILE`).  Both run the same result-view queries
+ * (common/result_views.h) and give the same rows. */
+#ifndef BF_SOURCE_H
+#define BF_SOURCE_H
+
+#include <stdint.h>
+#include <jansson.h>
+#include <sqlite3.h>
+
+#include "session.h"
+
+typedef struct bf_source {
+    bf_client *cl;      /* used when db is NULL */
+    sqlite3 *db;        /* --db FILE */
+    const char *db_path;
+} bf_source;
+
+/* The daemon of cl, or the file db_path when it is not NULL.  0, or -1
+ * after printing why the file cannot be read. */
+int bf_source_open(bf_source *src, bf_client *cl, const char *db_path);
+void bf_source_close(bf_source *src);
+
+/* The rows of a result view for one sweep as an array of objects keyed by
+ * column ("config" parsed into an object).  NULL after printing the problem
+ * (no such sweep, connection lost, ...). */
+json_t *bf_source_rows(bf_source *src, const char *view, int64_t sweep_id);
+
+/* Streams the named numeric columns of a result view's rows to on_row,
+ * values in the order of columns, without building JSON for a file (the
+ * curves run to millions of rows).  0, or -1 after printing the problem. */
+typedef void (*bf_source_row_cb)(void *ctx, const double *values);
+int bf_source_scan(bf_source *src, const char *view, int64_t sweep_id,
+                   const char *const *columns, int n_columns,
+                   bf_source_row_cb on_row, void *ctx);
+
+#endif

@@ -1,0 +1,53 @@
+/* sweep_view: one sweep as the results commands see it: its jobs (rows of
+ * the job_results view), the config fields that vary between them, and the
+ * jobs grouped by those fields except the seed (or by the fields the user
+ * names), so that a group's jobs differ only in their seed. */
+#ifndef BF_SWEEP_VIEW_H
+#define BF_SWEEP_VIEW_H
+
+#include <stdint.h>
+#include <jansson.h>
+
+#include "source.h"
+
+#define BF_SWEEP_MAX_FIELDS 32
+
+typedef struct bf_sweep_view {
+    int64_t sweep_id;
+    json_t *sweep;          /* the sweeps row (name, filename, source, ...) */
+    json_t *jobs;           /* job_results rows, by job_id */
+    /* Config fields whose value differs between jobs, in the order of the
+     * sweep file's grid (then alphabetical); "seed" among them if seeds. */
+    const char *varying[BF_SWEEP_MAX_FIELDS];
+    int n_varying;
+    /* The grouping fields: varying minus seed, or the --by fields. */
+    const char *by[BF_SWEEP_MAX_FIELDS];
+    int n_by;
+    int n_groups;
+    json_t *groups;         /* per group: {field: value} over `by` */
+    int *job_group;         /* per jobs row: its group */
+    int64_t *sorted_ids;    /* job ids ascending, with their rows: */
+    int *sorted_rows;       /* for bf_sweep_view_row_of */
+} bf_sweep_view;
+
+/* Reads the sweep and groups its jobs.  by is a comma-separated field list
+ * or NULL; a field that does not vary in the sweep is refused by name.
+ * 0, or -1 after printing the problem. */
+int bf_sweep_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
+                       const char *by);
+void bf_sweep_view_clear(bf_sweep_view *v);
+
+/* The row in v->jobs of a job id (binary search); -1 if not in the sweep. */
+int bf_sweep_view_row_of(const bf_sweep_view *v, int64_t job_id);
+
+/* The group of a job id; -1 if the job is not in the sweep. */
+int bf_sweep_view_group_of(const bf_sweep_view *v, int64_t job_id);
+
+/* "rope=spectral depth=4" (by-field values), or "all jobs" with no
+ * grouping field.  Caller frees. */
+char *bf_sweep_view_label(const bf_sweep_view *v, int group);
+
+/* The number of jobs of the sweep that succeeded. */
+int bf_sweep_view_succeeded(const bf_sweep_view *v);
+
+#endif

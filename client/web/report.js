@@ -1,0 +1,405 @@
+/* Bifocal's front-end: draws a sweep's report from the JSON that the C
+ * client produces (`bifocal report --json`, docs/results.md) with uPlot.
+ * `BifocalReport.render(element, data)` fills the element; the page of
+ * `bifocal report` calls it with the data inlined, a live dashboard can call
+ * it again with fresh data.  Every figure shows values on hover (uPlot's
+ * legend), toggles a group by a click on its legend entry, and saves as PNG
+ * and its data as CSV.  window.bifocalFigures lists the figures drawn. */
+"use strict";
+
+var BifocalReport = (function () {
+  var PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                 "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
+
+  function color(i) { return PALETTE[i % PALETTE.length]; }
+
+  function fade(hex, alpha) {
+    var n = parseInt(hex.slice(1), 16);
+    return "rgba(" + (n >> 16) + "," + ((n >> 8) & 255) + "," + (n & 255) +
+           "," + alpha + ")";
+  }
+
+  function el(tag, attrs, children) {
+    var e = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) {
+      if (k === "text") e.textContent = attrs[k];
+      else e.setAttribute(k, attrs[k]);
+    });
+    (children || []).forEach(function (c) { e.appendChild(c); });
+    return e;
+  }
+
+  function fmt(x, digits) {
+    if (x === null || x === undefined || !isFinite(x)) return "";
+    return Number(x).toPrecision(digits || 4).replace(/\.?0+(e|$)/, "$1");
+  }
+
+  function download(name, href) {
+    var a = el("a", { href: href, download: name });
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+  }
+
+  /* ---- figures ---------------------------------------------------------- */
+
+  /* spec: {id, title, xLabel, yLabel, x: [...], series: [{label, y, color,
+   * low, high, dash}], logY, logToggle, xTicksAtData, marks: [{x, label}]}.  Bands (low/high) are
+   * drawn as two hidden series filled between, shown and hidden with their
+   * line. */
+  function figure(parent, spec) {
+    var box = el("figure", { class: "bf-figure", id: spec.id });
+    box.appendChild(el("figcaption", { text: spec.title }));
+    var tools = el("div", { class: "bf-tools" });
+    box.appendChild(tools);
+    var plotBox = el("div", { class: "bf-plot" });
+    box.appendChild(plotBox);
+    parent.appendChild(box);
+
+    var state = { logY: !!spec.logY, plot: null };
+    function build() {
+      if (state.plot) state.plot.destroy();
+      state.plot = makePlot(plotBox, spec, state.logY);
+      registry[spec.id] = { id: spec.id, title: spec.title, plot: state.plot };
+    }
+    if (spec.logToggle) {
+      var cb = el("input", { type: "checkbox" });
+      cb.checked = state.logY;
+      cb.addEventListener("change", function () { state.logY = cb.checked; build(); });
+      tools.appendChild(el("label", {}, [cb, document.createTextNode(" log scale")]));
+    }
+    var png = el("button", { type: "button", text: "PNG" });
+    png.addEventListener("click", function () { savePng(state.plot, spec); });
+    var csv = el("button", { type: "button", text: "CSV" });
+    csv.addEventListener("click", function () { saveCsv(spec); });
+    tools.appendChild(png);
+    tools.appendChild(csv);
+    build();
+    return state;
+  }
+
+  function makePlot(target, spec, logY) {
+    /* a log axis cannot show 0 or less (a band's low end with few seeds) */
+    var shown = function (ys) {
+      return logY ? ys.map(function (y) { return y > 0 ? y : null; }) : ys;
+    };
+    var data = [spec.x], series = [{ label: spec.xLabel }], bands = [];
+    var bandOf = {};     /* line series index -> its two band series */
+    spec.series.forEach(function (s) {
+      data.push(shown(s.y));
+      var line = series.length;
+      series.push({ label: s.label, stroke: s.color, width: 2,
+                    spanGaps: true, dash: s.dash,
+                    points: { show: spec.x.length <= 30 },
+                    value: function (u, v) { return fmt(v); } });
+      if (s.low && s.high) {
+        data.push(shown(s.high));
+        data.push(shown(s.low));
+        series.push({ label: s.label + " high", stroke: "transparent", spanGaps: true,
+                      points: { show: false }, bfBand: true });
+        series.push({ label: s.label + " low", stroke: "transparent", spanGaps: true,
+                      points: { show: false }, bfBand: true });
+        bands.push({ series: [line + 1, line + 2], fill: fade(s.color, 0.18) });
+        bandOf[line] = [line + 1, line + 2];
+      }
+    });
+    var width = Math.max(320, Math.min(target.clientWidth || 900, 1100));
+    var opts = {
+      width: width,
+      height: spec.height || 320,
+      series: series,
+      bands: bands,
+      scales: { x: { time: false }, y: logY ? { distr: 3 } : {} },
+      axes: [spec.xTicksAtData
+               ? { label: spec.xLabel, splits: function () { return spec.x; } }
+               : { label: spec.xLabel },
+             { label: spec.yLabel, size: 70 }],
+      cursor: { drag: { x: true, y: false } },
+      hooks: {
+        init: [function (u) {
+          /* band series are not groups: keep them out of the legend */
+          u.series.forEach(function (s, i) {
+            var row = u.root.querySelectorAll(".u-legend .u-series")[i];
+            if (s.bfBand && row) row.style.display = "none";
+          });
+        }],
+        setSeries: [function (u, i) {
+          (bandOf[i] || []).forEach(function (b) {
+            if (u.series[b].show !== u.series[i].show)
+              u.setSeries(b, { show: u.series[i].show });
+          });
+        }],
+        draw: [function (u) { drawMarks(u, spec.marks || []); }],
+      },
+    };
+    return new uPlot(opts, data, target);
+  }
+
+  function drawMarks(u, marks) {
+    var ctx = u.ctx;
+    marks.forEach(function (m) {
+      var x = u.valToPos(m.x, "x", true);
+      if (!isFinite(x)) return;
+      ctx.save();
+      ctx.strokeStyle = "#555";
+      ctx.setLineDash([6, 4]);
+      ctx.lineWidth = 1.5 * devicePixelRatio;
+      ctx.beginPath();
+      ctx.moveTo(x, u.bbox.top);
+      ctx.lineTo(x, u.bbox.top + u.bbox.height);
+      ctx.stroke();
+      ctx.fillStyle = "#333";
+      ctx.font = (11 * devicePixelRatio) + "px sans-serif";
+      ctx.fillText(m.label, x + 4 * devicePixelRatio, u.bbox.top + 12 * devicePixelRatio);
+      ctx.restore();
+    });
+  }
+
+  function savePng(plot, spec) {
+    var src = plot.ctx.canvas;
+    var out = document.createElement("canvas");
+    out.width = src.width;
+    out.height = src.height;
+    var ctx = out.getContext("2d");
+    ctx.fillStyle = "#fff";
+    ctx.fillRect(0, 0, out.width, out.height);
+    ctx.drawImage(src, 0, 0);
+    download(spec.id + ".png", out.toDataURL("image/png"));
+  }
+
+  function csvCell(v) {
+    var s = v === null || v === undefined ? "" : String(v);
+    return /[",\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
+  }
+
+  function figureCsv(spec) {
+    var head = [spec.xLabel], cols = [];
+    spec.series.forEach(function (s) {
+      head.push(s.label); cols.push(s.y);
+      if (s.low && s.high) {
+        head.push(s.label + " ci_low", s.label + " ci_high");
+        cols.push(s.low, s.high);
+      }
+    });
+    var lines = [head.map(csvCell).join(",")];
+    spec.x.forEach(function (x, i) {
+      lines.push([x].concat(cols.map(function (c) { return c[i]; })).map(csvCell).join(","));
+    });
+    return lines.join("\n") + "\n";
+  }
+
+  function saveCsv(spec) {
+    download(spec.id + ".csv",
+             "data:text/csv;charset=utf-8," + encodeURIComponent(figureCsv(spec)));
+  }
+
+  /* ---- the sections ------------------------------------------------------ */
+
+  /* Sorted union of xs, and each series' values re-indexed on it. */
+  function align(lists) {
+    var set = {};
+    lists.forEach(function (l) { l.x.forEach(function (x) { set[x] = true; }); });
+    var xs = Object.keys(set).map(Number).sort(function (a, b) { return a - b; });
+    var pos = {};
+    xs.forEach(function (x, i) { pos[x] = i; });
+    return {
+      x: xs,
+      on: function (l, ys) {
+        var out = xs.map(function () { return null; });
+        l.x.forEach(function (x, i) { out[pos[x]] = ys[i]; });
+        return out;
+      },
+    };
+  }
+
+  function depthFigures(root, data) {
+    var byGroup = {};
+    data.compare.forEach(function (r) {
+      var g = byGroup[r.group] || (byGroup[r.group] = { label: r.group, rows: [] });
+      g.rows.push(r);
+    });
+    var groups = Object.keys(byGroup).map(function (k) { return byGroup[k]; });
+    groups.forEach(function (g) { g.x = g.rows.map(function (r) { return r.eval_depth; }); });
+    var a = align(groups);
+    var marks = (data.train_depths || []).map(function (d) {
+      return { x: d, label: "train depth " + d };
+    });
+    function series(key) {
+      return groups.map(function (g, i) {
+        function col(k) { return a.on(g, g.rows.map(function (r) { return r[k]; })); }
+        return { label: g.label, color: color(i), y: col(key + "_mean"),
+                 low: col(key + "_ci_low"), high: col(key + "_ci_high") };
+      });
+    }
+    var sec = section(root, "Structure gap",
+      "Final evaluation against eval depth: mean over seeds per group with its " +
+      "95% Student-t band; dashed lines mark the training depths.");
+    figure(sec, { id: "fig-accuracy-depth", title: "Exact-match accuracy vs eval depth",
+                  xLabel: "eval depth", yLabel: "accuracy", x: a.x, xTicksAtData: true,
+                  series: series("accuracy"), marks: marks });
+    figure(sec, { id: "fig-loss-depth", title: "Eval loss vs eval depth",
+                  xLabel: "eval depth", yLabel: "loss", x: a.x, xTicksAtData: true,
+                  series: series("loss"), marks: marks, logToggle: true });
+  }
+
+  function label(data, g) { return data.groups[g].label; }
+
+  function lossFigure(root, data) {
+    var curves = data.train_loss || [];
+    var sec = section(root, "Training loss",
+      "Mean over seeds per group with its 95% band, downsampled to at most " +
+      "201 points per group (each job's last point kept).");
+    if (!curves.length) { sec.appendChild(el("p", { text: "No training loss recorded." })); return; }
+    var lists = curves.map(function (c) { return { x: c.step }; });
+    var a = align(lists);
+    figure(sec, { id: "fig-train-loss", title: "Training loss", xLabel: "step",
+                  yLabel: "loss", x: a.x, logY: true, logToggle: true,
+                  series: curves.map(function (c, i) {
+                    return { label: label(data, c.group), color: color(c.group),
+                             y: a.on(lists[i], c.mean), low: a.on(lists[i], c.low),
+                             high: a.on(lists[i], c.high) };
+                  }) });
+  }
+
+  function frequencyFigures(root, data) {
+    var freq = data.frequencies || [];
+    var sec = section(root, "Spectral evolution",
+      "Learnable heads only: omega(step) / omega(0) per (layer, head, pair), mean " +
+      "over seeds; and the final spectrum (log omega against pair index) against " +
+      "the geometric initialisation.");
+    if (!freq.length) {
+      sec.appendChild(el("p", { text: "No group has learnable frequencies." }));
+      return;
+    }
+    var pick = el("select", { id: "bf-freq-group" });
+    freq.forEach(function (f, i) {
+      pick.appendChild(el("option", { value: String(i), text: label(data, f.group) }));
+    });
+    sec.appendChild(el("label", {}, [document.createTextNode("group "), pick]));
+    var holder = el("div");
+    sec.appendChild(holder);
+    function show(i) {
+      var f = freq[i];
+      holder.textContent = "";
+      figure(holder, { id: "fig-freq-ratio", title: "omega / omega(0) over training, " +
+                         label(data, f.group),
+                       xLabel: "step", yLabel: "omega / omega(0)", x: f.step,
+                       series: f.series.map(function (s, k) {
+                         return { label: "L" + s.layer + " H" + s.head + " p" + s.pair,
+                                  color: color(k), y: s.ratio };
+                       }) });
+      var sp = f.spectrum;
+      figure(holder, { id: "fig-spectrum", title: "Final spectrum vs geometric init, " +
+                         label(data, f.group),
+                       xLabel: "pair index", yLabel: "omega", x: sp.pair, logY: true,
+                       xTicksAtData: sp.pair.length <= 32,
+                       series: [{ label: "initial (geometric)", color: "#000000",
+                                  y: sp.initial, dash: [6, 4] }].concat(
+                         sp.final.map(function (h, k) {
+                           return { label: "final L" + h.layer + " H" + h.head,
+                                    color: color(k + 1), y: h.omega };
+                         })) });
+    }
+    pick.addEventListener("change", function () { show(Number(pick.value)); });
+    show(0);
+  }
+
+  function table(parent, rows, columns, cls) {
+    var t = el("table", { class: cls || "bf-table" });
+    t.appendChild(el("thead", {}, [el("tr", {}, columns.map(function (c) {
+      return el("th", { text: c.title || c.key });
+    }))]));
+    var body = el("tbody");
+    rows.forEach(function (r) {
+      body.appendChild(el("tr", {}, columns.map(function (c) {
+        var v = c.get ? c.get(r) : r[c.key];
+        return el("td", { text: typeof v === "number" ? fmt(v) : (v === null || v === undefined ? "" : String(v)) });
+      })));
+    });
+    t.appendChild(body);
+    parent.appendChild(el("div", { class: "bf-scroll" }, [t]));
+    return t;
+  }
+
+  function meanSd(r, k, digits) {
+    var m = fmt(r[k + "_mean"], digits), s = fmt(r[k + "_sd"], digits);
+    return s ? m + " ± " + s : m;
+  }
+
+  function ci(r, k, digits) {
+    var lo = r[k + "_ci_low"], hi = r[k + "_ci_high"];
+    return lo === null || lo === undefined ? "" : "[" + fmt(lo, digits) + ", " + fmt(hi, digits) + "]";
+  }
+
+  function compareSection(root, data) {
+    var sec = section(root, "Comparison",
+      "Per group and eval depth over seeds: mean ± sd and 95% CI; against the " +
+      "baseline, the loss change in percent with its 95% CI (* : the interval " +
+      "excludes zero).");
+    table(sec, data.compare, [
+      { key: "group" }, { key: "eval_depth", title: "eval depth" }, { key: "n" },
+      { title: "loss", get: function (r) { return meanSd(r, "loss"); } },
+      { title: "loss 95% CI", get: function (r) { return ci(r, "loss"); } },
+      { title: "accuracy", get: function (r) { return meanSd(r, "accuracy", 3); } },
+      { title: "accuracy 95% CI", get: function (r) { return ci(r, "accuracy", 3); } },
+      { title: "train loss", get: function (r) { return meanSd(r, "train_loss"); } },
+      { title: "loss vs baseline", get: function (r) {
+          if (r.loss_reduction_pct === undefined || r.loss_reduction_pct === null)
+            return r.baseline ? "baseline" : "";
+          var s = fmt(-r.loss_reduction_pct, 3) + "%";
+          if (r.loss_reduction_ci_low !== null)
+            s += " [" + fmt(-r.loss_reduction_ci_high, 3) + "%, " +
+                 fmt(-r.loss_reduction_ci_low, 3) + "%]";
+          return s + (r.loss_diff_excludes_zero ? " *" : "");
+        } },
+    ], "bf-table bf-compare");
+    var verdicts = data.compare.filter(function (r) { return r.verdict; });
+    if (verdicts.length) {
+      var ul = el("ul", { class: "bf-verdicts" });
+      verdicts.forEach(function (r) { ul.appendChild(el("li", { text: r.verdict })); });
+      sec.appendChild(ul);
+    }
+  }
+
+  function jobsSection(root, data) {
+    var sec = section(root, "Jobs", "One row per job of the sweep.");
+    var rows = data.jobs || [];
+    var keys = [];
+    rows.forEach(function (r) {
+      Object.keys(r).forEach(function (k) { if (keys.indexOf(k) < 0) keys.push(k); });
+    });
+    table(sec, rows, keys.map(function (k) { return { key: k }; }), "bf-table bf-jobs");
+  }
+
+  function section(root, title, text) {
+    var s = el("section", {}, [el("h2", { text: title })]);
+    if (text) s.appendChild(el("p", { class: "bf-note", text: text }));
+    root.appendChild(s);
+    return s;
+  }
+
+  var registry = {};
+
+  function render(root, data) {
+    registry = {};
+    root.textContent = "";
+    var sw = data.sweep || {};
+    root.appendChild(el("h1", { text: "Sweep " + sw.sweep_id + ": " + sw.name }));
+    root.appendChild(el("p", { class: "bf-note", text:
+      sw.n_jobs + " jobs, status " + sw.status + ", file " + sw.filename +
+      "; grouped by " + ((data.fields || []).join(", ") || "nothing") +
+      "; report generated " + data.generated + " by bifocal." }));
+    depthFigures(root, data);
+    lossFigure(root, data);
+    frequencyFigures(root, data);
+    compareSection(root, data);
+    jobsSection(root, data);
+    var src = section(root, "Sweep file", "As submitted.");
+    src.appendChild(el("pre", { class: "bf-source", text: sw.source || "" }));
+    window.bifocalFigures = function () {
+      return Object.keys(registry).map(function (k) { return registry[k]; });
+    };
+  }
+
+  return { render: render, figureCsv: figureCsv };
+})();

@@ -1,0 +1,151 @@
+/* results_fixture DB: writes a Bifocal database through the real store, with
+ * known, varied results for the tests of `results`, `compare` and `report`:
+ *
+ *   sweep 1 "fixture": rope x {rope, spectral, bifocal}, seeds 1..3, eval
+ *     depths 4 and 8, 200 steps.  Every job succeeds but bifocal seed 3,
+ *     which fails ("loss is NaN at step 120").  Each job is evaluated at
+ *     step 100 and again at step 200 (the final one, which counts); trains
+ *     with a loss every 10 steps; spectral and bifocal report frequencies
+ *     of their learnable heads at steps 0, 100 and 200.
+ *   sweep 2 "all-failed": two jobs, both fail.
+ *
+ * The description holds HTML that would end or confuse the report's
+ * inline <script> elements if it were written as it is.
+ * The values follow no statistics on purpose: the tests recompute every
+ * statistic from the raw tables. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <jansson.h>
+
+#include "store.h"
+
+static const char *const fixture_sweep =
+    "name: fixture\n"
+    "description: \"markup in a sweep file must not break the report: "
+    "</script> <!--<script> --> &amp;\"\n"
+    "base:\n"
+    "  task: dyck\n"
+    "  depth: 4\n"
+    "  eval_depths: [4, 8]\n"
+    "  d_model: 32\n"
+    "  n_heads: 4\n"
+    "  n_layers: 1\n"
+    "  seq_len: 40\n"
+    "  steps: 200\n"
+    "grid:\n"
+    "  rope: [rope, spectral, bifocal]\n"
+    "seeds: 3\n"
+    "max_attempts: 1\n";
+
+static const char *const failing_sweep =
+    "name: all-failed\n"
+    "base: {steps: 50}\n"
+    "grid:\n"
+    "  lr: [0.001, 0.002]\n"
+    "max_attempts: 1\n";
+
+static void die(const char *what, const bf_error *err)
+{
+    fprintf(stderr, "results_fixture: %s: %s\n", what, err ? err->msg : "");
+    exit(1);
+}
+
+static json_t *job_records(const char *rope, int r, int seed)
+{
+    json_t *recs = json_array();
+    for (int step = 10; step <= 200; step += 10)
+        json_array_append_new(recs, json_pack(
+            "{s:s, s:i, s:f, s:f}", "type", "train", "step", step, "loss",
+            3.0 / (1.0 + step / 40.0) + 0.02 * r + 0.013 * ((seed * 5 + step) % 7),
+            "lr", 0.001));
+    for (int step = 100; step <= 200; step += 100)
+        for (int depth = 4; depth <= 8; depth += 4) {
+            double wobble = 0.017 * ((seed * 7 + r * 3 + depth) % 5);
+            double loss = step == 100 ? 9.0
+                          : 0.8 + 0.25 * (2 - r) * depth / 4.0 + 0.05 * seed
+                            + wobble;
+            double acc = step == 100 ? 0.0
+                         : 0.95 - 0.08 * (2 - r) * depth / 4.0
+                           - 0.01 * seed * seed + wobble;
+            json_array_append_new(recs, json_pack(
+                "{s:s, s:i, s:i, s:f, s:f}", "type", "eval", "step", step,
+                "depth", depth, "loss", loss, "accuracy", acc));
+        }
+    int first_head = strcmp(rope, "spectral") == 0 ? 0
+                     : strcmp(rope, "bifocal") == 0 ? 2 : 4;
+    for (int step = 0; step <= 200; step += 100)
+        for (int head = first_head; head < 4; head++) {
+            json_t *omega = json_array();
+            for (int p = 0; p < 4; p++)
+                json_array_append_new(omega, json_real(
+                    (1.0 + 0.001 * step * (head + 1) * (seed + p))
+                    * (p == 0 ? 1.0 : p == 1 ? 0.1 : p == 2 ? 0.01 : 0.001)));
+            json_array_append_new(recs, json_pack(
+                "{s:s, s:i, s:i, s:i, s:o}", "type", "freq", "step", step,
+                "layer", 0, "head", head, "omega", omega));
+        }
+    return recs;
+}
+
+static int64_t now_ms = 1780000000000;
+
+static void run_jobs(bf_store *s, int fail_all)
+{
+    bf_lease l;
+    bf_error err;
+    int rc;
+    while ((rc = bf_store_lease_next(s, "fixture-worker", now_ms, 60000, &l,
+                                     &err)) == 1) {
+        now_ms += 61000;
+        json_t *config = json_loads(l.config_json, 0, NULL);
+        const char *rope = json_string_value(json_object_get(config, "rope"));
+        int seed = (int)json_integer_value(json_object_get(config, "seed"));
+        int r = strcmp(rope, "spectral") == 0 ? 1 : strcmp(rope, "bifocal") == 0 ? 2 : 0;
+        json_t *recs = job_records(rope, r, seed);
+        if (bf_store_ingest(s, l.attempt_id, recs, now_ms, NULL, &err)
+            || bf_store_flush(s, &err))
+            die("ingest", &err);
+        int fail = fail_all || (r == 2 && seed == 3);
+        if (bf_store_finish_attempt(s, l.attempt_id, !fail,
+                                    fail ? "loss is NaN at step 120" : NULL,
+                                    now_ms + 1000))
+            die("finish", NULL);
+        json_decref(recs);
+        json_decref(config);
+        bf_lease_clear(&l);
+    }
+    if (rc < 0)
+        die("lease", &err);
+}
+
+static void submit(bf_store *s, const char *name, const char *text)
+{
+    int64_t id;
+    int n;
+    bf_error err;
+    if (bf_store_submit_sweep(s, name, text, strlen(text), now_ms, &id, &n,
+                              &err))
+        die("submit", &err);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: results_fixture DB\n");
+        return 2;
+    }
+    bf_store *s;
+    bf_error err;
+    remove(argv[1]);
+    if (bf_store_open(&s, argv[1], &err))
+        die("open", &err);
+    if (bf_store_worker_seen(s, "fixture-worker", "localhost", 2, 0, now_ms))
+        die("worker", NULL);
+    submit(s, "fixture.yaml", fixture_sweep);
+    run_jobs(s, 0);
+    submit(s, "all-failed.yaml", failing_sweep);
+    run_jobs(s, 1);
+    bf_store_close(s);
+    return 0;
+}
