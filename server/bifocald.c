@@ -126,6 +126,10 @@ static void tune_process(void)
     /* A peer that vanishes mid-write must cost an error code, not the
      * process. */
     signal(SIGPIPE, SIG_IGN);
+    /* A file-size limit (RLIMIT_FSIZE) reached by a write to the database
+     * must be a failed write (EFBIG, a `store` error and a log line), not
+     * a silent death. */
+    signal(SIGXFSZ, SIG_IGN);
 }
 
 int main(int argc, char **argv)

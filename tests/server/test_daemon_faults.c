@@ -1,7 +1,7 @@
 /* Fault injection on the real daemon: its file-size limit (RLIMIT_FSIZE,
  * set from outside with prlimit) drops to one byte, so every write SQLite
- * makes to the WAL fails (EFBIG; SIGXFSZ is ignored, inherited from this
- * process) and the flush of a metrics batch fails.  The daemon must not ack
+ * makes to the WAL fails (EFBIG: bifocald ignores SIGXFSZ itself; this
+ * process restores its default so the daemon inherits nothing) and the flush of a metrics batch fails.  The daemon must not ack
  * that batch (it answers `store`, which workers retry), must stay up, must
  * not leave the batch half-written, and once the limit is lifted the
  * worker's resend is stored exactly once and every other call works.
@@ -217,9 +217,10 @@ static void test_store_log_has_its_cause(void **state)
 
 int main(void)
 {
-    /* Inherited by the daemon: a write past the limit fails with EFBIG
-     * instead of killing it. */
-    signal(SIGXFSZ, SIG_IGN);
+    /* The default action (kill) is what bifocald inherits: it must ignore
+     * SIGXFSZ on its own so that a write past the limit fails with EFBIG
+     * (a store error) instead of killing it without a log line. */
+    signal(SIGXFSZ, SIG_DFL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_failed_flush_not_acked,
                                         bft_daemon_setup, bft_daemon_teardown),
