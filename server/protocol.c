@@ -313,6 +313,10 @@ static void handle_request_job(session *s, json_t *msg, const json_t *id)
     bf_error_clear(&err);
     int got = bf_store_lease_next(p->store, s->name, now, p->lease_ms, &lease,
                                   &err);
+    if (got == BF_STORE_CONFLICT) {
+        reply_error(c, id, "busy", &err, err.msg);
+        return;
+    }
     if (got < 0) {
         reply_error(s, id, "store", &err, err.msg[0] ? err.msg : "lease failed");
         return;

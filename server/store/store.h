@@ -32,7 +32,10 @@ enum {
     /* The database failed (disk full, I/O error), not the input: the same
      * call may succeed later (bf_store_ingest; the daemon replies `store`,
      * which workers retry, not `bad_records`, which they drop). */
-    BF_STORE_DB_FAILED = -4
+    BF_STORE_DB_FAILED = -4,
+    /* The request conflicts with the current state (bf_store_lease_next:
+     * the worker already holds a live attempt); err says which. */
+    BF_STORE_CONFLICT = -5
 };
 
 /* Opens (creating if needed) the database, sets WAL, foreign keys and a busy
@@ -73,7 +76,9 @@ void bf_lease_clear(bf_lease *l);
 
 /* Leases the best queued job (priority desc, then round-robin across sweeps,
  * then age) to `worker` as a new running attempt.  Returns 1 with *out filled,
- * 0 if nothing is queued, -1 on error. */
+ * 0 if nothing is queued, -1 on error, BF_STORE_CONFLICT (err names the
+ * attempt) when `worker` still holds a live attempt: a worker group trains
+ * one job at a time, so one connection cannot drain the queue. */
 int bf_store_lease_next(bf_store *s, const char *worker, int64_t now_ms,
                         int64_t lease_ms, bf_lease *out, bf_error *err);
 

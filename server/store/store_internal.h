@@ -75,6 +75,9 @@ extern const int bf_schema_n_migrations;
       " s.max_attempts FROM attempts a JOIN jobs j ON j.job_id = a.job_id"     \
       " JOIN sweeps s ON s.sweep_id = j.sweep_id"                              \
       " WHERE a.attempt_id = ?1 AND a.outcome = 'running'")                    \
+    X(ST_WORKER_LIVE_ATTEMPT,                                                  \
+      "SELECT attempt_id, job_id FROM attempts"                                \
+      " WHERE outcome = 'running' AND worker = ?1 LIMIT 1")                    \
     X(ST_ATTEMPT_OWNER,                                                        \
       "SELECT worker = ?2 FROM attempts"                                       \
       " WHERE attempt_id = ?1 AND outcome = 'running'")                        \

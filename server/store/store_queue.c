@@ -84,12 +84,42 @@ static int touch_sweep(bf_store *s, int64_t sweep_id, bf_error *err)
     return store__exec(s, st, err);
 }
 
+/* BF_STORE_CONFLICT when worker holds a live attempt, 0 when not, -1 on
+ * error. */
+static int check_no_live_attempt(bf_store *s, const char *worker,
+                                 bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_WORKER_LIVE_ATTEMPT);
+    sqlite3_bind_text(st, 1, worker, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    int64_t attempt = 0, job = 0;
+    if (rc == SQLITE_ROW) {
+        attempt = sqlite3_column_int64(st, 0);
+        job = sqlite3_column_int64(st, 1);
+    }
+    sqlite3_reset(st);
+    if (rc == SQLITE_DONE)
+        return 0;
+    if (rc != SQLITE_ROW)
+        return store__fail(s, err, "looking up the worker's attempts");
+    bf_error_set(err, NULL, 0, "attempt_id", "worker '%s' still holds live "
+                 "attempt %lld (job %lld): report job_done or job_failed for "
+                 "it (or let its lease expire) before asking for another job",
+                 worker, (long long)attempt, (long long)job);
+    return BF_STORE_CONFLICT;
+}
+
 int bf_store_lease_next(bf_store *s, const char *worker, int64_t now_ms,
                         int64_t lease_ms, bf_lease *out, bf_error *err)
 {
     memset(out, 0, sizeof *out);
     if (store__begin(s, err) < 0)
         return -1;
+    int busy = check_no_live_attempt(s, worker, err);
+    if (busy < 0) {
+        store__rollback(s);
+        return busy;
+    }
     int found = pick_job(s, &out->job_id, &out->sweep_id, err);
     if (found <= 0) {
         store__rollback(s);

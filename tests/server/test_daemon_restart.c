@@ -61,16 +61,20 @@ static void test_sigterm_restart_reclaims_lease(void **state)
     json_decref(r);
     /* The two queued jobs are still there, and the running one is not
      * handed out again. */
-    bft_worker other;
+    bft_worker other, third;
     assert_int_equal(bft_worker_connect(&other, &d, "w2"), 0);
+    assert_int_equal(bft_worker_connect(&third, &d, "w3"), 0);
     int64_t j2, j3;
     assert_true(bft_worker_lease(&other, &j2) > 0);
-    assert_true(bft_worker_lease(&other, &j3) > 0);
+    assert_true(bft_worker_lease(&third, &j3) > 0);
     assert_true(j2 != job && j3 != job && j2 != j3);
-    r = bft_worker_request_job(&other);
+    bft_worker_close(&third);
+    assert_int_equal(bft_worker_connect(&third, &d, "w4"), 0);
+    r = bft_worker_request_job(&third);
     assert_true(bft_reply_is(r, "no_job"));
     r = bft_worker_done(&w, attempt);
     assert_true(bft_reply_is(r, "ack"));
+    bft_worker_close(&third);
     bft_worker_close(&other);
     bft_worker_close(&w);
     assert_int_equal(bft_daemon_stop(&d, SIGTERM), 0);
@@ -94,9 +98,13 @@ static void test_sigkill_restart_expires_lease(void **state)
     assert_int_equal(bft_daemon_restart(&d), 0);
     bf_sleep_ms(2000);   /* two lease periods without a heartbeat */
     bft_worker next;
-    assert_int_equal(bft_worker_connect(&next, &d, "w2"), 0);
     int found = 0;
     for (int i = 0; i < 3; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "w%d", i + 2);
+        if (i > 0)
+            bft_worker_close(&next);
+        assert_int_equal(bft_worker_connect(&next, &d, name), 0);
         json_t *r = bft_worker_request_job(&next);
         assert_string_equal(bf_wire_type(r), "job");
         if (json_integer_value(json_object_get(r, "job_id")) == job) {
