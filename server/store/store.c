@@ -214,9 +214,17 @@ static int configure(bf_store *s, bf_error *err)
                             "cannot switch the database to WAL mode "
                             "(is it on a network file system?)");
     /* A 64 MiB page cache keeps a 100,000-job submission in memory until
-     * its commit instead of spilling pages to the WAL part-way. */
-    return exec_sql(s, "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;"
-                       " PRAGMA cache_size = -65536;", err);
+     * its commit instead of spilling pages to the WAL part-way.  While a
+     * reader (the sqlite3 CLI) holds a transaction no checkpoint can reset
+     * the WAL and it grows; journal_size_limit truncates it back to
+     * BF_STORE_WAL_LIMIT once a checkpoint completes after the reader
+     * leaves, instead of leaving it at its peak for good. */
+    char sql[256];
+    snprintf(sql, sizeof sql, "PRAGMA synchronous = NORMAL;"
+             " PRAGMA foreign_keys = ON; PRAGMA cache_size = -65536;"
+             " PRAGMA journal_size_limit = %lld;",
+             (long long)BF_STORE_WAL_LIMIT);
+    return exec_sql(s, sql, err);
 }
 
 static int prepare_all(bf_store *s, bf_error *err)

@@ -38,6 +38,11 @@ enum {
     BF_STORE_CONFLICT = -5
 };
 
+/* The WAL file is truncated to this size whenever a checkpoint resets it
+ * (journal_size_limit): a reader holding a transaction lets it grow, but
+ * not for good. */
+#define BF_STORE_WAL_LIMIT ((int64_t)64 << 20)
+
 /* Opens (creating if needed) the database, sets WAL, foreign keys and a busy
  * timeout, and applies the migrations of schema/ up to the newest.  A
  * database newer than this binary is refused with a clear message. */
