@@ -9,6 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "fake_worker.h"
@@ -128,11 +132,53 @@ static void test_sigkill_restart_expires_lease(void **state)
     bft_daemon_cleanup(&d);
 }
 
+/* A second bifocald on the same database used to start, and both expired
+ * leases: now it exits at once, naming the running one. */
+static void test_second_daemon_refused(void **state)
+{
+    (void)state;
+    bft_daemon d;
+    assert_int_equal(bft_daemon_start(&d, 30), 0);
+    char err_path[400];
+    snprintf(err_path, sizeof err_path, "%s/second.err", d.dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(e, STDERR_FILENO);
+        execl(bft_env_path("BIFOCALD"), "bifocald", "--db", d.db, "--listen",
+              "127.0.0.1:0", "--token-file", d.token_file, (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 1);
+    FILE *f = fopen(err_path, "r");
+    assert_non_null(f);
+    char text[1024] = "";
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    char running[128];
+    snprintf(running, sizeof running, "pid %ld, listening on %s",
+             (long)d.pid, d.addr);
+    if (!strstr(text, running) || !strstr(text, "in use by another"))
+        fail_msg("expected '%s' in: %s", running, text);
+    /* The first one is unharmed, and once it stops the database is free. */
+    assert_true(bft_serves_status(&d));
+    assert_int_equal(bft_daemon_stop(&d, SIGTERM), 0);
+    assert_int_equal(bft_daemon_restart(&d), 0);
+    assert_true(bft_serves_status(&d));
+    assert_int_equal(bft_daemon_stop(&d, SIGTERM), 0);
+    bft_daemon_cleanup(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sigterm_restart_reclaims_lease),
         cmocka_unit_test(test_sigkill_restart_expires_lease),
+        cmocka_unit_test(test_second_daemon_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
