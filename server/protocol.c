@@ -388,12 +388,17 @@ static void reply_ingest_error(session *s, const json_t *id, int64_t attempt,
 
 /* The ack of a metrics batch waits for the flush that makes it durable. */
 static void defer_ack(session *s, const json_t *id, int64_t attempt,
-                      int64_t seq, int rows)
+                      int64_t seq, int rows, const json_t *rejected)
 {
     json_t *ack = new_reply("ack", id);
     json_object_set_new(ack, "attempt_id", json_integer(attempt));
     json_object_set_new(ack, "seq", json_integer(seq));
     json_object_set_new(ack, "rows", json_integer(rows));
+    if (rejected) {
+        json_object_set(ack, "rejected", json_object_get(rejected, "records"));
+        json_object_set(ack, "rejected_count",
+                        json_object_get(rejected, "count"));
+    }
     mark_cancel(s->p, ack, attempt);
     json_array_append_new(s->pending_acks, ack);
     s->p->n_pending_acks++;
@@ -418,16 +423,26 @@ static void handle_metrics(session *s, json_t *msg, const json_t *id)
     bf_error err;
     bf_error_clear(&err);
     int rows = 0;
+    json_t *rejected = NULL;
     int rc = bf_store_ingest(s->p->store, attempt, records, now, &rows,
-                             &err);
+                             &rejected, &err);
     if (rc != BF_STORE_OK) {
         reply_ingest_error(s, id, attempt, rc, &err);
         return;
     }
+    if (rejected) {
+        /* The valid records of the batch are stored all the same. */
+        json_t *first = json_array_get(json_object_get(rejected, "records"), 0);
+        LOGC(BF_LOG_WARN, s, "metrics attempt=%lld seq=%lld: %lld record(s) "
+             "rejected, first: %s", (long long)attempt, (long long)seq,
+             (long long)json_integer_value(json_object_get(rejected, "count")),
+             json_string_value(json_object_get(first, "error")));
+    }
     bf_held_attempt *h = held(s, attempt);
     if (!h || now - h->renewed_ms >= BF_RENEW_INTERVAL_MS)
         renew(s, attempt, now);
-    defer_ack(s, id, attempt, seq, rows);
+    defer_ack(s, id, attempt, seq, rows, rejected);
+    json_decref(rejected);
 }
 
 static void handle_checkpoint(session *s, json_t *msg, const json_t *id)

@@ -317,7 +317,14 @@ static int report_outcome(group *g, int64_t job_id,
                            const bf_job_config *cfg)
 {
     int state = bf_link_attempt_state(g->link);
-    if (!s->stopped) {
+    if (s->diverged) {
+        /* The records up to and including the diverged step go first
+         * (bf_link_finish_attempt waits for their acks). */
+        char why[64];
+        snprintf(why, sizeof why, "diverged at step %d", s->diverged);
+        bf_log_warn("job %lld: %s", (long long)job_id, why);
+        report(g, job_id, why);
+    } else if (!s->stopped) {
         double tokens = (double)s->step * cfg->batch_size * cfg->seq_len;
         bf_log_info("job %lld: done at step %d, train loss %.6g "
                     "(%.1f s, %.0f tokens/s over the whole attempt)",

@@ -350,11 +350,39 @@ static void on_hello_reply(bf_link *l, const json_t *msg)
     pump(l);
 }
 
+/* The coordinator stored a batch but for the records it names: they are
+ * lost, so each is said loudly here (the batch is not resent for them). */
+static void log_rejected(const entry *e, const json_t *ack)
+{
+    json_t *rejected = json_object_get(ack, "rejected");
+    if (!json_is_array(rejected))
+        return;
+    json_int_t count = json_integer_value(json_object_get(ack,
+                                                          "rejected_count"));
+    bf_log_error("link: coordinator rejected %lld record(s) of metrics "
+                 "batch seq %lld (attempt %lld); the rest are stored",
+                 (long long)(count > 0 ? count
+                             : (json_int_t)json_array_size(rejected)),
+                 (long long)json_integer_value(json_object_get(e->msg, "seq")),
+                 (long long)e->attempt_id);
+    size_t i;
+    json_t *r;
+    json_array_foreach(rejected, i, r) {
+        const char *why = json_string_value(json_object_get(r, "error"));
+        bf_log_error("link:   record %lld: %s",
+                     (long long)json_integer_value(json_object_get(r,
+                                                                   "index")),
+                     why ? why : "(no reason given)");
+    }
+}
+
 static void on_entry_reply(bf_link *l, entry *e, const json_t *msg)
 {
     if (strcmp(bf_wire_type(msg), "ack") == 0) {
-        if (e->kind == ENTRY_METRICS)
+        if (e->kind == ENTRY_METRICS) {
+            log_rejected(e, msg);
             l->stats.records_acked += (int64_t)e->n_records;
+        }
         if (e->kind == ENTRY_FINISH)
             l->finish_result = BF_LINK_OK;
         remove_entry(l, e);

@@ -3,6 +3,7 @@
  * store_queue.c, metric ingest in store_metrics.c. */
 #include "store_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -374,6 +375,12 @@ int bf_store_worker_seen(bf_store *s, const char *name, const char *host,
 
 /* ---- queries ------------------------------------------------------------ */
 
+/* JSON has no infinities: they go out as the worker sends them. */
+static json_t *real_to_json(double x)
+{
+    return isinf(x) ? json_string(x > 0 ? "inf" : "-inf") : json_real(x);
+}
+
 /* One JSON object per row, keyed by column name.  A column named "config"
  * holds the job's canonical JSON and is returned as an object. */
 static json_t *rows_to_json(bf_store *s, sqlite3_stmt *st, bf_error *err)
@@ -388,7 +395,7 @@ static json_t *rows_to_json(bf_store *s, sqlite3_stmt *st, bf_error *err)
             json_t *v;
             switch (sqlite3_column_type(st, i)) {
             case SQLITE_INTEGER: v = json_integer(sqlite3_column_int64(st, i)); break;
-            case SQLITE_FLOAT:   v = json_real(sqlite3_column_double(st, i)); break;
+            case SQLITE_FLOAT:   v = real_to_json(sqlite3_column_double(st, i)); break;
             case SQLITE_NULL:    v = json_null(); break;
             default:
                 v = strcmp(name, "config") == 0 ? json_loads(text, 0, NULL) : NULL;

@@ -124,13 +124,23 @@ int bf_store_attempt_owned_by(bf_store *s, int64_t attempt_id,
  *      -> one metrics row per numeric key other than type/step
  *   {"type":"eval","step":N,"depth":D,"loss":x,"accuracy":x}
  *   {"type":"freq","step":N,"layer":l,"head":h,"omega":[...]}
+ * A value is a JSON number or a non-finite one: "nan" or null (stored as
+ * the text 'nan': SQLite has no NaN), "inf" / "-inf" (stored as REAL
+ * infinities).
  * The same (job, key, step) / (job, step, depth) / (job, step, layer, head,
- * pair) arriving twice is stored once.  The whole batch is validated before
- * anything is written: a malformed record rejects the batch (err says which
- * record and field).  BF_STORE_FENCED for a dead attempt.
+ * pair) arriving twice is stored once.  Each record is validated on its
+ * own: the valid ones are stored, a malformed one costs only itself and is
+ * described in *rejected (may be NULL; set to NULL when all are valid,
+ * else a new {"count": N, "records": [{"index": i, "field": "records[i].x",
+ * "error": "..."}, ...]}
+ * listing the first BF_STORE_MAX_REJECTED).  BF_STORE_FENCED for a dead
+ * attempt, BF_STORE_DB_FAILED when the database failed (nothing of the
+ * batch stored), BF_STORE_ERR when records is not an array.
  * *n_rows (may be NULL) gets the rows newly stored. */
+#define BF_STORE_MAX_REJECTED 20
 int bf_store_ingest(bf_store *s, int64_t attempt_id, const json_t *records,
-                    int64_t now_ms, int *n_rows, bf_error *err);
+                    int64_t now_ms, int *n_rows, json_t **rejected,
+                    bf_error *err);
 
 /* Commits the open batch transaction, if any.  Fails (-1) when that commit
  * fails, and also when a batch ingested since the last failed flush was

@@ -394,13 +394,21 @@ static void test_idempotent_metrics(void **state)
     json_decref(r);
     assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM metrics"), 40);
 
-    /* A malformed record rejects its whole batch. */
+    /* A malformed record costs only itself: the ack names it, and the
+     * valid records beside it are stored. */
     json_t *recs = bft_train_records(100, 5);
-    json_array_append_new(recs, json_pack("{s:s}", "type", "train"));
+    json_array_insert_new(recs, 2, json_pack("{s:s}", "type", "train"));
     r = bft_worker_metrics(&w, attempt, 2, recs);
-    assert_string_equal(error_code(r), "bad_records");
+    assert_string_equal(bf_wire_type(r), "ack");
+    assert_int_equal(json_integer_value(json_object_get(r, "rows")), 20);
+    assert_int_equal(json_integer_value(json_object_get(r, "rejected_count")),
+                     1);
+    json_t *bad = json_array_get(json_object_get(r, "rejected"), 0);
+    assert_int_equal(json_integer_value(json_object_get(bad, "index")), 2);
+    assert_string_equal(json_string_value(json_object_get(bad, "field")),
+                        "records[2].step");
     json_decref(r);
-    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM metrics"), 40);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM metrics"), 60);
 
     r = bft_worker_checkpoint(&w, attempt, "/ckpt/step10.safetensors", 10);
     assert_true(bft_reply_is(r, "ack"));

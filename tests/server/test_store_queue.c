@@ -224,7 +224,7 @@ static void assert_fenced(bf_store *s, int64_t attempt)
     assert_int_equal(bf_store_record_checkpoint(s, attempt, "/c", 5, 10), BF_STORE_FENCED);
     assert_int_equal(bf_store_attempt_cancelled(s, attempt), BF_STORE_FENCED);
     assert_int_equal(bf_store_attempt_stopped(s, attempt, 10), BF_STORE_FENCED);
-    assert_int_equal(bf_store_ingest(s, attempt, recs, 10, NULL, &err), BF_STORE_FENCED);
+    assert_int_equal(bf_store_ingest(s, attempt, recs, 10, NULL, NULL, &err), BF_STORE_FENCED);
     assert_int_equal(bf_store_flush(s, &err), 0);
     assert_int_equal(sqlite3_total_changes(s->db), changes);
     json_decref(recs);
