@@ -281,6 +281,7 @@ typedef struct submit_ctx {
     bf_store *s;
     int64_t sweep_id, now_ms;
     int priority;
+    int db_failed;      /* an insert failed: the database's fault */
 } submit_ctx;
 
 static int insert_job(void *ctx, const bf_sweep_job *job, bf_error *err)
@@ -298,7 +299,10 @@ static int insert_job(void *ctx, const bf_sweep_job *job, bf_error *err)
     sqlite3_bind_int(st, 9, bf_job_config_spectral_heads(job->cfg));
     sqlite3_bind_int(st, 10, c->priority);
     sqlite3_bind_int64(st, 11, c->now_ms);
-    return store__exec(c->s, st, err);
+    if (store__exec(c->s, st, err) == 0)
+        return 0;
+    c->db_failed = 1;
+    return -1;
 }
 
 static int insert_sweep(bf_store *s, const bf_sweep *sw, const char *filename,
@@ -329,12 +333,16 @@ int bf_store_submit_sweep(bf_store *s, const char *filename, const char *text,
     bf_sweep *sw = bf_sweep_parse(filename, text, len, err);
     if (!sw)
         return -1;
-    submit_ctx c = {.s = s, .now_ms = now_ms, .priority = sw->priority};
+    submit_ctx c = {.s = s, .now_ms = now_ms, .priority = sw->priority,
+                    .db_failed = 1};
     if (store__begin(s, err) < 0)
         goto fail;
-    if (insert_sweep(s, sw, filename, text, len, now_ms, &c.sweep_id, err) < 0 ||
-        bf_sweep_expand(sw, insert_job, &c, err) < 0)
+    if (insert_sweep(s, sw, filename, text, len, now_ms, &c.sweep_id, err) < 0)
         goto rollback;
+    c.db_failed = 0;   /* from here on a job may also be invalid */
+    if (bf_sweep_expand(sw, insert_job, &c, err) < 0)
+        goto rollback;
+    c.db_failed = 1;
     sqlite3_stmt *st = store__stmt(s, ST_SWEEP_SET_NJOBS);
     sqlite3_bind_int64(st, 1, c.sweep_id);
     sqlite3_bind_int64(st, 2, (sqlite3_int64)sw->n_jobs);
@@ -350,7 +358,7 @@ rollback:
     store__rollback(s);
 fail:
     bf_sweep_free(sw);
-    return -1;
+    return c.db_failed ? BF_STORE_DB_FAILED : BF_STORE_ERR;
 }
 
 /* ---- workers ------------------------------------------------------------ */

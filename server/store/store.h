@@ -35,7 +35,10 @@ enum {
     BF_STORE_DB_FAILED = -4,
     /* The request conflicts with the current state (bf_store_lease_next:
      * the worker already holds a live attempt); err says which. */
-    BF_STORE_CONFLICT = -5
+    BF_STORE_CONFLICT = -5,
+    /* The input contradicts what the store knows (a checkpoint step past
+     * the job's steps); bf_store_last_error says how. */
+    BF_STORE_INVALID = -6
 };
 
 /* The WAL file is truncated to this size whenever a checkpoint resets it
@@ -62,7 +65,9 @@ const char *bf_store_last_error(const bf_store *s);
 
 /* Parses, expands and validates a sweep file (YAML), then stores the sweep
  * verbatim and all its jobs in one transaction.  Any invalid job rejects the
- * whole sweep (err names file, line, field and value) and stores nothing. */
+ * whole sweep (err names file, line, field and value) and stores nothing:
+ * BF_STORE_ERR.  BF_STORE_DB_FAILED when the database failed instead (disk
+ * full): the sweep was not at fault. */
 int bf_store_submit_sweep(bf_store *s, const char *filename, const char *text,
                           size_t len, int64_t now_ms, int64_t *sweep_id,
                           int *n_jobs, bf_error *err);
@@ -103,9 +108,18 @@ int bf_store_expire_leases(bf_store *s, int64_t now_ms, int *n_expired);
 int bf_store_finish_attempt(bf_store *s, int64_t attempt_id, int succeeded,
                             const char *error_text, int64_t now_ms);
 
-/* Records the newest checkpoint of a live attempt (told to the next attempt). */
+/* Records the newest checkpoint of a live attempt (told to the next
+ * attempt).  BF_STORE_INVALID (bf_store_last_error says why) for a step
+ * outside the job's 0 .. steps: resuming there would "finish" the job
+ * without training it. */
 int bf_store_record_checkpoint(bf_store *s, int64_t attempt_id,
                                const char *path, int64_t step, int64_t now_ms);
+
+/* A live attempt found the job's recorded checkpoint `path` unloadable
+ * (truncated, another config, a step past the job's): the job no longer
+ * resumes from it (a later attempt starts over unless a newer checkpoint is
+ * recorded).  A path that is not the recorded one changes nothing. */
+int bf_store_checkpoint_bad(bf_store *s, int64_t attempt_id, const char *path);
 
 /* Is the job of this attempt being cancelled? 1 yes, 0 no, <0 fenced/error. */
 int bf_store_attempt_cancelled(bf_store *s, int64_t attempt_id);
@@ -165,8 +179,11 @@ int bf_store_cancel_job(bf_store *s, int64_t job_id, int64_t now_ms,
  * with outcome 'cancelled' and the job as cancelled. */
 int bf_store_attempt_stopped(bf_store *s, int64_t attempt_id, int64_t now_ms);
 
-/* Re-queues a failed or cancelled job (attempt count reset). */
-int bf_store_retry_job(bf_store *s, int64_t job_id, bf_error *err);
+/* Re-queues a failed or cancelled job (attempt count reset).  from_scratch:
+ * it also forgets the job's checkpoint, so the next attempt starts at step
+ * 0 (a checkpoint that keeps failing the job is no longer handed out). */
+int bf_store_retry_job(bf_store *s, int64_t job_id, int from_scratch,
+                       bf_error *err);
 
 /* ---- workers ------------------------------------------------------------- */
 

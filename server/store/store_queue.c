@@ -263,6 +263,17 @@ int bf_store_attempt_stopped(bf_store *s, int64_t attempt_id, int64_t now_ms)
     return commit_or_rollback(s, settle(s, &a, "cancelled", NULL, now_ms));
 }
 
+/* The job's own step count, for the refusal message. */
+static int64_t job_steps(bf_store *s, int64_t job_id)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_JOB_STEPS);
+    sqlite3_bind_int64(st, 1, job_id);
+    int64_t steps = sqlite3_step(st) == SQLITE_ROW
+                    ? sqlite3_column_int64(st, 0) : -1;
+    sqlite3_reset(st);
+    return steps;
+}
+
 int bf_store_record_checkpoint(bf_store *s, int64_t attempt_id,
                                const char *path, int64_t step, int64_t now_ms)
 {
@@ -275,6 +286,27 @@ int bf_store_record_checkpoint(bf_store *s, int64_t attempt_id,
     sqlite3_bind_int64(st, 1, a.job_id);
     sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, step);
+    int ok = store__exec(s, st, NULL) == 0;
+    if (ok && sqlite3_changes(s->db) == 0) {
+        bf_error_set(&s->last, NULL, 0, "step", "checkpoint step %lld is "
+                     "outside job %lld's 0 .. %lld steps: refused",
+                     (long long)step, (long long)a.job_id,
+                     (long long)job_steps(s, a.job_id));
+        store__rollback(s);
+        return BF_STORE_INVALID;
+    }
+    return commit_or_rollback(s, ok ? 0 : -1);
+}
+
+int bf_store_checkpoint_bad(bf_store *s, int64_t attempt_id, const char *path)
+{
+    live_attempt a = { 0 };
+    int rc = begin_live(s, attempt_id, &a);
+    if (rc != BF_STORE_OK)
+        return rc;
+    sqlite3_stmt *st = store__stmt(s, ST_JOB_CHECKPOINT_BAD);
+    sqlite3_bind_int64(st, 1, a.job_id);
+    sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
     return commit_or_rollback(s, store__exec(s, st, NULL));
 }
 
@@ -458,7 +490,8 @@ int bf_store_cancel_job(bf_store *s, int64_t job_id, int64_t now_ms,
     return finish_cancel(s, rc, running, n_running, err);
 }
 
-int bf_store_retry_job(bf_store *s, int64_t job_id, bf_error *err)
+int bf_store_retry_job(bf_store *s, int64_t job_id, int from_scratch,
+                       bf_error *err)
 {
     if (store__begin(s, err) < 0)
         return BF_STORE_ERR;
@@ -472,6 +505,7 @@ int bf_store_retry_job(bf_store *s, int64_t job_id, bf_error *err)
     if (rc == 0) {
         sqlite3_stmt *st = store__stmt(s, ST_JOB_RETRY);
         sqlite3_bind_int64(st, 1, job_id);
+        sqlite3_bind_int(st, 2, from_scratch != 0);
         rc = store__exec(s, st, err) < 0 ||
              set_sweep_status(s, sweep_id, "active", err) < 0 ? -1 : 0;
     }

@@ -215,6 +215,26 @@ static void test_store_log_has_its_cause(void **state)
     assert_true(bft_serves_status(d));
 }
 
+/* A submission the disk cannot take is a storage failure (`store`, with
+ * the cause), not a bad sweep: it used to be answered `invalid`. */
+static void test_submit_on_full_disk_is_store(void **state)
+{
+    bft_daemon *d = *state;
+    set_fsize(d, 1);
+    json_t *error = NULL;
+    assert_int_equal(bft_submit(d, "s.yaml", "name: s\nseeds: 3\n", NULL,
+                                &error), -1);
+    assert_non_null(error);
+    print_message("submit under the fault: %s\n",
+                  json_string_value(json_object_get(error, "message")));
+    assert_string_equal(code_of(error), "store");
+    json_decref(error);
+    set_fsize(d, RLIM_INFINITY);
+    assert_true(bft_submit(d, "s.yaml", "name: s\nseeds: 3\n", NULL,
+                           NULL) > 0);
+    assert_int_equal(q_int(d, "SELECT count(*) FROM jobs"), 3);
+}
+
 int main(void)
 {
     /* The default action (kill) is what bifocald inherits: it must ignore
@@ -229,6 +249,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_store_reply_has_its_cause,
                                         bft_daemon_setup, bft_daemon_teardown),
         cmocka_unit_test_setup_teardown(test_store_log_has_its_cause,
+                                        bft_daemon_setup, bft_daemon_teardown),
+        cmocka_unit_test_setup_teardown(test_submit_on_full_disk_is_store,
                                         bft_daemon_setup, bft_daemon_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
