@@ -851,6 +851,21 @@ void bf_link_emit(bf_link *l, const json_t *record)
     pthread_mutex_unlock(&l->mu);
 }
 
+void bf_link_checkpoint_bad(bf_link *l, const char *path, const char *why)
+{
+    pthread_mutex_lock(&l->mu);
+    if (l->attempt_id && !l->fenced) {
+        int64_t id = ++l->next_id;
+        json_t *msg = json_pack("{s:s, s:I, s:I, s:s, s:s}",
+                                "type", "checkpoint_bad", "id", (json_int_t)id,
+                                "attempt_id", (json_int_t)l->attempt_id,
+                                "path", path, "error", why);
+        append_entry(l, ENTRY_CHECKPOINT, msg, id, 0);
+        bf_link_wake(l);
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
 int bf_link_attempt_state(bf_link *l)
 {
     pthread_mutex_lock(&l->mu);

@@ -61,6 +61,11 @@ int bf_link_start(bf_link **out, const bf_link_opts *opts, bf_error *err);
 /* Stops the thread at once (whatever is unsent is dropped) and frees. */
 void bf_link_stop(bf_link *l);
 
+/* Tells the coordinator that the live attempt's recorded checkpoint `path`
+ * would not load (`why`), so the job stops resuming from it.  Queued like
+ * a checkpoint report (sent once everything before it is acknowledged). */
+void bf_link_checkpoint_bad(bf_link *l, const char *path, const char *why);
+
 /* Makes the network thread look at the shared state now; async-signal-safe. */
 void bf_link_wake(bf_link *l);
 
