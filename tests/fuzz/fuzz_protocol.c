@@ -1,6 +1,7 @@
-/* libFuzzer: the daemon's message handlers (server/protocol.c) over a real
- * store (a SQLite file in a scratch directory).  Only the socket layer of
- * net.c is replaced, by the four functions below: every reply must encode
+/* libFuzzer: the daemon's message handlers (server/protocol.c, through
+ * bf_protocol_callbacks as net.c drives them) over a real store (a SQLite
+ * file in a scratch directory).  Only the socket layer of net.c is
+ * replaced, by the two functions below: every reply must encode
  * as a frame, and nothing may crash, leak or corrupt the database (an
  * integrity check runs whenever the database is replaced).
  *
@@ -16,14 +17,16 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "daemon.h"
 #include "log.h"
+#include "protocol.h"
 #include "store_internal.h"
 #include "sweep.h"
 
 #define REFRESH 2000
 
-static bf_daemon d;
+static bf_net net;
+static bf_protocol proto;
+static bf_store *store;
 static char dir[64], db[128];
 static const char token[] = "00112233445566778899aabbccddeeff";
 
@@ -52,28 +55,21 @@ void bf_conn_fail(bf_conn *c, json_t *msg)
     c->closing = 1;
 }
 
-bf_conn *bf_net_find_holder(bf_daemon *dm, int64_t attempt_id)
-{
-    for (bf_conn *c = dm->conns; c; c = c->next)
-        if (bf_conn_find_held(c, attempt_id))
-            return c;
-    return NULL;
-}
-
 /* ---- the database ------------------------------------------------------------ */
 
 static void fresh_store(void)
 {
-    if (d.store) {
+    if (store) {
         sqlite3_stmt *st;
-        if (sqlite3_prepare_v2(d.store->db, "PRAGMA integrity_check", -1, &st,
+        if (sqlite3_prepare_v2(store->db, "PRAGMA integrity_check", -1, &st,
                                NULL) != SQLITE_OK
             || sqlite3_step(st) != SQLITE_ROW
             || strcmp((const char *)sqlite3_column_text(st, 0), "ok") != 0)
             abort();
         sqlite3_finalize(st);
-        bf_store_close(d.store);
-        d.store = NULL;
+        bf_protocol_free(&proto);
+        bf_store_close(store);
+        store = NULL;
     }
     unlink(db);
     char side[160];
@@ -82,20 +78,24 @@ static void fresh_store(void)
     snprintf(side, sizeof side, "%s-shm", db);
     unlink(side);
     bf_error err;
-    if (bf_store_open(&d.store, db, &err) != 0)
+    if (bf_store_open(&store, db, &err) != 0)
         abort();
     /* Durability is not under test here; speed is. */
-    sqlite3_exec(d.store->db, "PRAGMA synchronous = OFF", NULL, NULL, NULL);
+    sqlite3_exec(store->db, "PRAGMA synchronous = OFF", NULL, NULL, NULL);
     static const char sweep[] = "name: fuzz\nbase: {steps: 20, "
                                 "warmup_steps: 0}\nseeds: 64\n";
-    if (bf_store_submit_sweep(d.store, "fuzz.yaml", sweep, sizeof sweep - 1,
+    if (bf_store_submit_sweep(store, "fuzz.yaml", sweep, sizeof sweep - 1,
                               1, NULL, NULL, &err) != 0)
         abort();
+    static const char *const names[] = {"w0", "w1", "w2"};
     bf_lease l;
     for (int i = 0; i < 3; i++)   /* attempts 1..3 live, of w0..w2 */
-        if (bf_store_lease_next(d.store, (const char[][3]){"w0", "w1", "w2"}[i],
-                                bf_wall_ms(), 3600000, &l, &err) == 1)
+        if (bf_store_lease_next(store, names[i], bf_wall_ms(), 3600000, &l,
+                                &err) == 1)
             bf_lease_clear(&l);
+    bf_protocol_init(&proto, &net, store, token, 3600000);
+    net.cb = bf_protocol_callbacks;
+    net.data = &proto;
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -108,9 +108,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         abort();
     snprintf(db, sizeof db, "%s/fuzz.db", dir);
     bf_log_set_level(BF_LOG_ERROR);
-    d.lease_ms = 3600000;
-    d.max_frame = BF_WIRE_MAX_FRAME;
-    snprintf(d.token, sizeof d.token, "%s", token);
     fresh_store();
     return 0;
 }
@@ -136,32 +133,22 @@ static int too_big_to_fuzz(const char *line, size_t len)
 
 /* ---- one input: one connection ----------------------------------------------- */
 
-static void connect_as(bf_conn *c, uint8_t pick)
+/* A hello as a worker (of one of four names) or a client, or none: the
+ * input then has to say hello itself. */
+static void say_hello(bf_conn *c, uint8_t pick)
 {
-    memset(c, 0, sizeof *c);
-    c->d = &d;
-    c->pending_acks = json_array();
-    snprintf(c->peer, sizeof c->peer, "127.0.0.1:9");
-    bf_frame_reader_init(&c->rd, BF_WIRE_HELLO_MAX_FRAME);
-    if (pick % 6 >= 1 && pick % 6 <= 4) {
-        c->role = BF_ROLE_WORKER;
-        c->ranks = 1;
-        snprintf(c->name, sizeof c->name, "w%d", pick % 6 - 1);
-    } else if (pick % 6 == 5) {
-        c->role = BF_ROLE_CLIENT;
-        snprintf(c->name, sizeof c->name, "client@%s", c->peer);
-    }
-    d.conns = c;
-}
-
-static void disconnect(bf_conn *c)
-{
-    bf_protocol_flush(&d);
-    d.conns = NULL;
-    bf_protocol_closed(c);
-    json_decref(c->pending_acks);
-    free(c->held);
-    bf_frame_reader_free(&c->rd);
+    char hello[256];
+    if (pick % 6 == 0)
+        return;
+    if (pick % 6 == 5)
+        snprintf(hello, sizeof hello, "{\"type\":\"hello\",\"version\":%d,"
+                 "\"token\":\"%s\",\"role\":\"client\"}", BF_WIRE_VERSION,
+                 token);
+    else
+        snprintf(hello, sizeof hello, "{\"type\":\"hello\",\"version\":%d,"
+                 "\"token\":\"%s\",\"role\":\"worker\",\"name\":\"w%d\"}",
+                 BF_WIRE_VERSION, token, pick % 6 - 1);
+    net.cb.on_frame(c, hello, strlen(hello));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -172,15 +159,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     bf_conn c;
-    connect_as(&c, data[0]);
+    memset(&c, 0, sizeof c);
+    c.net = &net;
+    snprintf(c.peer, sizeof c.peer, "127.0.0.1:9");
+    bf_frame_reader_init(&c.rd, BF_WIRE_HELLO_MAX_FRAME);
+    net.conns = &c;
+    net.cb.on_connect(&c);
+    say_hello(&c, data[0]);
     const char *p = (const char *)data + 1, *end = (const char *)data + size;
     while (p < end && !c.closing) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t len = (size_t)((nl ? nl : end) - p);
         if (!too_big_to_fuzz(p, len))
-            bf_protocol_handle(&c, p, len);
+            net.cb.on_frame(&c, p, len);
         p += len + 1;
     }
-    disconnect(&c);
+    bf_protocol_flush(&proto);
+    net.conns = NULL;
+    net.cb.on_close(&c);
+    bf_frame_reader_free(&c.rd);
     return 0;
 }
