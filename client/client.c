@@ -128,20 +128,25 @@ static int cmd_cancel(bf_client *cl, int argc, char **argv)
 static int cmd_retry(bf_client *cl, int argc, char **argv)
 {
     const char *job_arg = NULL;
+    int scratch = 0;
     const bf_option options[] = {
-        BF_OPT_STR("job", "N", &job_arg), BF_OPT_END,
+        BF_OPT_STR("job", "N", &job_arg),
+        BF_OPT_FLAG("from-scratch", &scratch),
+        BF_OPT_END,
     };
     if (bf_client_args(options, NULL, 0, argc, argv) < 0)
         return 2;
     if (!job_arg)
-        return usage_error(argv[0], "expected --job N");
+        return usage_error(argv[0], "expected --job N [--from-scratch]");
     json_int_t job;
     if (parse_id("--job", job_arg, &job))
         return 2;
-    if (bf_client_request(cl, json_pack("{s:s, s:I}", "type", "retry",
-                                        "job_id", job), NULL))
+    if (bf_client_request(cl, json_pack("{s:s, s:I, s:b}", "type", "retry",
+                                        "job_id", job, "from_scratch",
+                                        scratch), NULL))
         return 1;
-    printf("job %lld re-queued\n", (long long)job);
+    printf("job %lld re-queued%s\n", (long long)job,
+           scratch ? " (from step 0)" : "");
     return 0;
 }
 
@@ -191,8 +196,10 @@ const bf_client_command bf_client_commands[] = {
     { "cancel", "SWEEP | --job N",
       "Cancels a sweep or one job: queued jobs at once, running ones are "
       "told to stop.", cmd_cancel },
-    { "retry", "--job N",
-      "Puts a failed or cancelled job back in the queue.", cmd_retry },
+    { "retry", "--job N [--from-scratch]",
+      "Puts a failed or cancelled job back in the queue; --from-scratch "
+      "also forgets its checkpoint, so it starts again at step 0.",
+      cmd_retry },
     { "watch", "SWEEP",
       "Follows a sweep until it ends: a progress bar on a terminal, one "
       "line per change otherwise; then lists the failed jobs with their "

@@ -22,7 +22,8 @@ typedef enum {
     KIND_TASK,   /* bf_task_kind, JSON string */
     KIND_ROPE,   /* bf_rope_kind, JSON string */
     KIND_DEPTHS, /* eval_depths + n_eval_depths, JSON array of integers */
-    KIND_PATH    /* char[BF_PATH_MAX], JSON string */
+    KIND_PATH,   /* char[BF_PATH_MAX], JSON string */
+    KIND_BOOL    /* int 0 / 1, JSON true / false */
 } field_kind;
 
 typedef struct field_spec {
@@ -66,6 +67,7 @@ static const field_spec job_fields[] = {
     FIELD(checkpoint_every, KIND_INT, 0, INT_MAX),
     FIELD(eval_examples, KIND_INT, 1, 1 << 24),
     FIELD(init_from, KIND_PATH, 0, 0),
+    FIELD(stop_on_nonfinite, KIND_BOOL, 0, 1),
 };
 #define N_JOB_FIELDS (sizeof job_fields / sizeof job_fields[0])
 
@@ -107,6 +109,7 @@ void bf_job_config_defaults(bf_job_config *cfg)
     cfg->checkpoint_every = 0;
     cfg->eval_examples = 128;
     cfg->init_from[0] = '\0';
+    cfg->stop_on_nonfinite = 1;
 }
 
 /* ---- names ------------------------------------------------------------ */
@@ -389,6 +392,11 @@ static int apply_field(const apply_ctx *c, const field_spec *f,
         memcpy(FIELD_PTR(char, cfg, f), json_string_value(v), n + 1);
         return 0;
     }
+    case KIND_BOOL:
+        if (!json_is_boolean(v))
+            return type_error(c, f, line, "true or false", v);
+        *FIELD_PTR(int, cfg, f) = json_is_true(v);
+        return 0;
     }
     return bf_error_set(c->err, c->file, line, f->name, "unhandled field kind");
 }
@@ -585,6 +593,8 @@ static json_t *field_to_json(const bf_job_config *cfg, const field_spec *f)
     case KIND_PATH:
         return json_stringn(cfg->init_from,
                             strnlen(cfg->init_from, sizeof cfg->init_from));
+    case KIND_BOOL:
+        return json_boolean(*FIELD_CPTR(int, cfg, f));
     }
     return json_null();
 }

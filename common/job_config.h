@@ -7,7 +7,7 @@
  *   spectral_fraction, freq_lr_mult, d_model, n_layers, n_heads, seq_len,
  *   batch_size, steps, lr, warmup_steps, weight_decay, grad_clip, seed,
  *   log_every, eval_every, freq_every, checkpoint_every, init_from,
- *   eval_examples
+ *   eval_examples, stop_on_nonfinite
  * Every field has a default (bf_job_config_defaults). */
 #ifndef BF_JOB_CONFIG_H
 #define BF_JOB_CONFIG_H
@@ -51,6 +51,7 @@ typedef struct bf_job_config {
     int log_every, eval_every, freq_every, checkpoint_every; /* 0 = never */
     int eval_examples;                  /* held-out examples per eval depth */
     char init_from[BF_PATH_MAX];        /* checkpoint path, "" = none */
+    int stop_on_nonfinite;              /* 1: a non-finite loss fails the job */
 } bf_job_config;
 
 /* Fills every field with its default. */

@@ -1,10 +1,14 @@
 #include "wire.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "alloc.h"
 
@@ -148,23 +152,66 @@ int bf_wire_parse_host_port(const char *s, char *host, size_t host_cap,
     return 0;
 }
 
-int bf_wire_read_token(const char *path, char *out, size_t cap, bf_error *err)
+/* Opens the token file after the checks ssh makes of a private key: a
+ * regular file that only its owner may read or write. */
+static FILE *open_token_file(const char *path, bf_error *err)
 {
     FILE *f = fopen(path, "r");
+    if (!f) {
+        bf_error_set(err, path, 0, NULL, "cannot read token file: %s",
+                     strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    const char *why = NULL;
+    char mode_text[64];
+    if (fstat(fileno(f), &st) != 0) {
+        why = strerror(errno);
+    } else if (S_ISDIR(st.st_mode)) {
+        why = "is a directory, not a token file";
+    } else if (!S_ISREG(st.st_mode)) {
+        why = "is not a regular file";
+    } else if (st.st_mode & 077) {
+        snprintf(mode_text, sizeof mode_text, "permissions %04o are too open",
+                 (unsigned)(st.st_mode & 07777));
+        why = mode_text;
+    }
+    if (why) {
+        fclose(f);
+        bf_error_set(err, path, 0, NULL, "token file %s%s", why,
+                     why == mode_text ? ": the token must be readable by its "
+                     "owner only (chmod 600)" : "");
+        return NULL;
+    }
+    return f;
+}
+
+int bf_wire_read_token(const char *path, char *out, size_t cap, bf_error *err)
+{
+    FILE *f = open_token_file(path, err);
     if (!f)
-        return bf_error_set(err, path, 0, NULL, "cannot read token file: %s",
-                            strerror(errno));
-    char buf[256];
+        return -1;
+    char buf[1024];
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
+    if (n == sizeof buf - 1)
+        return bf_error_set(err, path, 0, NULL, "token file is larger than "
+                            "%zu bytes: it must hold one hex token",
+                            sizeof buf - 2);
     buf[n] = '\0';
-    char *p = buf;
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-        p++;
-    size_t len = strcspn(p, " \t\r\n");
-    if (len == 0 || len >= cap)
-        return bf_error_set(err, path, 1, NULL,
-                            "token file must hold one hex token");
+    char *p = buf + strspn(buf, " \t\r\n");
+    size_t len = strspn(p, "0123456789abcdefABCDEF");
+    const char *rest = p + len + strspn(p + len, " \t\r\n");
+    if (*rest != '\0')
+        return bf_error_set(err, path, 1, NULL, "token file must hold one "
+                            "hex token and nothing else; found %s at byte "
+                            "%zu", isprint((unsigned char)*rest)
+                            ? "a non-hex character" : "a non-printable byte",
+                            (size_t)(rest - buf) + 1);
+    if (len < BF_TOKEN_MIN_HEX_LEN || len >= cap)
+        return bf_error_set(err, path, 1, NULL, "token is %zu hex digits; "
+                            "it must be %d to %zu (at least 128 bits)", len,
+                            BF_TOKEN_MIN_HEX_LEN, cap - 1);
     memcpy(out, p, len);
     out[len] = '\0';
     return 0;

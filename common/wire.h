@@ -28,6 +28,7 @@
 #define BF_WIRE_HELLO_MAX_FRAME ((size_t)64 << 10)
 #define BF_WIRE_DEFAULT_SERVER "127.0.0.1:7070"
 #define BF_TOKEN_HEX_LEN 64                     /* 32 random bytes as hex */
+#define BF_TOKEN_MIN_HEX_LEN 32                 /* 128 bits: the least accepted */
 
 /* ---- frame reader --------------------------------------------------------- */
 
@@ -79,7 +80,10 @@ int bf_wire_parse_host_port(const char *s, char *host, size_t host_cap,
                             int *port, bf_error *err);
 
 /* Reads a token file (hex, surrounding whitespace ignored) into
- * out[BF_TOKEN_HEX_LEN + 1]. */
+ * out[BF_TOKEN_HEX_LEN + 1].  Refused, with err naming the file and why: a
+ * directory or other non-regular file, one that group or others may access
+ * (as ssh refuses such a private key), anything but hex digits, fewer than
+ * BF_TOKEN_MIN_HEX_LEN digits or more than cap - 1. */
 int bf_wire_read_token(const char *path, char *out, size_t cap, bf_error *err);
 
 #endif

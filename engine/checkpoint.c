@@ -288,24 +288,53 @@ static void describe_config_diff(const char *a_json, const char *b_json,
     json_decref(b);
 }
 
+/* Whether the job of cfg may continue from ck: the same config (compared
+ * in canonical form, so a checkpoint written before a field was added,
+ * at its default, still matches) and a step within the job's steps. */
+static int check_resumable(const bf_checkpoint *ck, const char *path,
+                           const bf_job_config *cfg, bf_error *err)
+{
+    char *mine = bf_job_config_to_canonical_json(cfg);
+    char *theirs = bf_job_config_to_canonical_json(&ck->cfg);
+    int rc = 0;
+    if (!mine || !theirs) {
+        rc = bf_error_set(err, path, 0, NULL, "out of memory");
+    } else if (strcmp(mine, theirs) != 0) {
+        char diff[600];
+        describe_config_diff(theirs, mine, diff, sizeof diff);
+        rc = bf_error_set(err, path, 0, NULL,
+                          "cannot resume: the checkpoint was written by a "
+                          "different job config (%s)", diff);
+    } else if (ck->step < 0 || ck->step > cfg->steps) {
+        rc = bf_error_set(err, path, 0, "__metadata__.step", "cannot resume: "
+                          "the checkpoint is at step %d, outside the job's "
+                          "0 .. %d steps", ck->step, cfg->steps);
+    }
+    free(mine);
+    free(theirs);
+    return rc;
+}
+
+int bf_checkpoint_check_resume(const char *path, const bf_job_config *cfg,
+                               int *step, bf_error *err)
+{
+    bf_checkpoint ck;
+    if (bf_checkpoint_open(&ck, path, err) != 0)
+        return -1;
+    int rc = check_resumable(&ck, path, cfg, err);
+    if (rc == 0 && step)
+        *step = ck.step;
+    bf_checkpoint_close(&ck);
+    return rc;
+}
+
 int bf_checkpoint_resume(const char *path, bf_model *m,
                          const bf_job_config *cfg, int *step, bf_error *err)
 {
     bf_checkpoint ck;
     if (bf_checkpoint_open(&ck, path, err) != 0)
         return -1;
-    char *mine = bf_job_config_to_canonical_json(cfg);
-    int rc = 0;
-    if (!mine) {
-        rc = bf_error_set(err, path, 0, NULL, "out of memory");
-    } else if (strcmp(mine, ck.config_json) != 0) {
-        char diff[600];
-        describe_config_diff(ck.config_json, mine, diff, sizeof diff);
-        rc = bf_error_set(err, path, 0, NULL,
-                          "cannot resume: the checkpoint was written by a "
-                          "different job config (%s)", diff);
-    }
-    free(mine);
+    int rc = check_resumable(&ck, path, cfg, err);
     if (rc == 0)
         rc = bf_checkpoint_load_params(&ck, m, err);
     if (rc == 0)

@@ -50,10 +50,16 @@ int bf_checkpoint_load_moments(const bf_checkpoint *ck, bf_model *m,
                                bf_error *err);
 
 /* Resume: refuses a checkpoint whose config differs from cfg (the message
- * lists the differing fields), then loads params and moments; *step gets
- * the step to continue from. */
+ * lists the differing fields) or whose step is past cfg->steps, then loads
+ * params and moments; *step gets the step to continue from. */
 int bf_checkpoint_resume(const char *path, bf_model *m,
                          const bf_job_config *cfg, int *step, bf_error *err);
+
+/* The checks of bf_checkpoint_resume without loading anything: whether
+ * the file opens and validates and the job of cfg may continue from it.
+ * *step (may be NULL) gets its step. */
+int bf_checkpoint_check_resume(const char *path, const bf_job_config *cfg,
+                               int *step, bf_error *err);
 
 /* Surgical integration: params from any variant's checkpoint; gradients
  * and moments are zeroed, so the caller starts at step 0. */

@@ -5,7 +5,9 @@
 
 json_t *bf_record_real(double x)
 {
-    return isfinite(x) ? json_real(x) : json_null();
+    if (isfinite(x))
+        return json_real(x);
+    return json_string(isnan(x) ? "nan" : x > 0 ? "inf" : "-inf");
 }
 
 json_t *bf_record_train(int step, double loss, double lr, double grad_norm,

@@ -2,8 +2,8 @@
  * stdout in standalone mode and batched to the coordinator later.  Field
  * names are a contract with the coordinator's store (server/store/store.h) and are
  * listed in docs/training.md.  Every builder returns a new reference (NULL
- * only when out of memory); a non-finite real becomes JSON null, since JSON
- * has no NaN. */
+ * only when out of memory); a non-finite real becomes the string "nan",
+ * "inf" or "-inf", since JSON has no such numbers (the store keeps them). */
 #ifndef BF_RECORDS_H
 #define BF_RECORDS_H
 
@@ -13,7 +13,7 @@
 /* Reals keep 9 significant digits: a float32 survives the round trip. */
 #define BF_RECORD_DUMP_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(9))
 
-/* A real, or null when x is NaN or infinite (new reference). */
+/* A real, or "nan" / "inf" / "-inf" when x is not finite (new reference). */
 json_t *bf_record_real(double x);
 
 json_t *bf_record_train(int step, double loss, double lr, double grad_norm,

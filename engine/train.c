@@ -362,10 +362,27 @@ static json_t *done_record(const bf_trainer *t)
             "depth", t->summary.evals[k].depth,
             "loss", bf_record_real(t->summary.evals[k].loss),
             "accuracy", bf_record_real(t->summary.evals[k].accuracy)));
-    return json_pack("{s:s, s:i, s:o, s:b, s:o}", "type", "done",
-                     "step", t->step,
-                     "train_loss", bf_record_real(t->summary.train_loss),
-                     "stopped", t->summary.stopped, "eval", evals);
+    json_t *done = json_pack("{s:s, s:i, s:o, s:b, s:o}", "type", "done",
+                             "step", t->step, "train_loss",
+                             bf_record_real(t->summary.train_loss),
+                             "stopped", t->summary.stopped, "eval", evals);
+    if (done && t->summary.diverged)
+        json_object_set_new(done, "diverged",
+                            json_integer(t->summary.diverged));
+    return done;
+}
+
+/* A non-finite loss (stop_on_nonfinite): the step's train record says so,
+ * and nothing after it is worth computing, evaluating or checkpointing.
+ * The loss is the same on every rank (it is summed over them), so every
+ * rank stops at this step. */
+static int diverged_here(bf_trainer *t, double loss)
+{
+    if (isfinite(loss) || !t->cfg.stop_on_nonfinite)
+        return 0;
+    t->summary.diverged = t->step;
+    emit_train(t);
+    return 1;
 }
 
 /* What the schedule asks for after step t->step. */
@@ -408,6 +425,8 @@ int bf_trainer_run(bf_trainer *t, bf_error *err)
         t->window_steps++;
         t->summary.train_loss = loss;
         t->summary.step = t->step;
+        if (diverged_here(t, loss))
+            break;
         if (after_step(t, err) != 0)
             return -1;
         if (t->step < t->cfg.steps && t->stop_agreed) {

@@ -64,6 +64,8 @@ typedef struct bf_train_summary {
     int n_evals;              /* 0 until the first evaluation */
     bf_eval_result evals[BF_MAX_EVAL_DEPTHS];  /* the latest evaluation */
     int stopped;              /* 1: should_stop ended it early */
+    int diverged;             /* the step whose loss was not finite, when
+                                 stop_on_nonfinite ended the run; else 0 */
     char checkpoint[BF_PATH_MAX + 64];         /* last written, or "" */
 } bf_train_summary;
 
@@ -77,8 +79,10 @@ int bf_trainer_create(bf_trainer **out, const bf_job_config *cfg,
                       const bf_trainer_opts *opts, bf_error *err);
 void bf_trainer_free(bf_trainer *t);
 
-/* Trains up to cfg->steps (or until should_stop), emitting records,
- * evaluating and checkpointing on schedule; ends with a "done" record. */
+/* Trains up to cfg->steps (or until should_stop, or until the loss turns
+ * non-finite with cfg->stop_on_nonfinite: summary.diverged), emitting
+ * records, evaluating and checkpointing on schedule; ends with a "done"
+ * record.  Divergence is an outcome of the job, not an error: returns 0. */
 int bf_trainer_run(bf_trainer *t, bf_error *err);
 
 /* One optimizer step (no records): the pieces bf_trainer_run is made of,

@@ -14,6 +14,8 @@ BUILD_PKGS=(meson ninja-build pkg-config gcc libc6-dev
 TEST_PKGS=(python3-torch python3-numpy procps chromium nodejs)
 # scripts/coverage.sh: line coverage per folder.
 COVERAGE_PKGS=(gcovr)
+# scripts/fuzz.sh: libFuzzer harnesses need clang and its runtime.
+FUZZ_PKGS=(clang libclang-rt-14-dev)
 # The benchmarks' reference implementations.
 BENCH_PKGS=(python3-torch python3-optuna python3-numpy)
 

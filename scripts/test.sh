@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test: once in a normal
-# build and once under AddressSanitizer + UndefinedBehaviorSanitizer.  Ends
+# build and once under AddressSanitizer + UndefinedBehaviorSanitizer, then
+# every fuzz harness for 20 s (scripts/fuzz.sh; counted as one test).  Ends
 # with one line "tests: N passed, M failed" over both builds; the exit status
 # is non-zero if anything failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
-bf_install_pkgs "${BUILD_PKGS[@]}" "${TEST_PKGS[@]}"
+bf_install_pkgs "${BUILD_PKGS[@]}" "${TEST_PKGS[@]}" "${FUZZ_PKGS[@]}"
 scripts/browser-deps.sh
 
 passed=0 failed=0
@@ -35,6 +36,13 @@ run_suite build
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 run_suite build-asan -Db_sanitize=address,undefined -Db_lundef=false
+
+# Every libFuzzer harness of tests/fuzz/ for 20 s: a crash fails the run.
+if scripts/fuzz.sh 20; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1))
+fi
 
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -13,6 +13,7 @@
 #include "alloc.h"
 #include "args.h"
 #include "daemon.h"
+#include "db_lock.h"
 #include "log.h"
 
 static const char usage[] =
@@ -126,6 +127,10 @@ static void tune_process(void)
     /* A peer that vanishes mid-write must cost an error code, not the
      * process. */
     signal(SIGPIPE, SIG_IGN);
+    /* A file-size limit (RLIMIT_FSIZE) reached by a write to the database
+     * must be a failed write (EFBIG, a `store` error and a log line), not
+     * a silent death. */
+    signal(SIGXFSZ, SIG_IGN);
 }
 
 int main(int argc, char **argv)
@@ -147,6 +152,14 @@ int main(int argc, char **argv)
     }
     o.token = token;
     tune_process();
+    /* Before the database is opened (and migrated): a second daemon on it
+     * would expire the first one's leases. */
+    int lock_fd = bf_db_lock_acquire(o.db_path, &err);
+    if (lock_fd < 0) {
+        bf_log_error("%s", err.msg);
+        return 1;
+    }
+    o.lock_fd = lock_fd;
     bf_daemon d;
     if (bf_daemon_init(&d, uv_default_loop(), &o, &err)) {
         bf_log_error("%s", err.msg);

@@ -9,6 +9,7 @@
 
 #include "alloc.h"
 #include "clock.h"
+#include "db_lock.h"
 #include "file.h"
 #include "log.h"
 
@@ -112,6 +113,8 @@ int bf_daemon_init(bf_daemon *d, uv_loop_t *loop, const bf_daemon_options *o,
     int listening = bf_net_listen(&d->net, loop, o->listen,
                                   &bf_protocol_callbacks, &d->protocol,
                                   err) == 0;
+    if (listening && o->lock_fd > 0)
+        bf_db_lock_describe(o->lock_fd, o->listen, d->net.port);
     if (!listening
         || (o->port_file && write_port_file(o->port_file, d->net.port, err))) {
         if (listening)

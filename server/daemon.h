@@ -24,6 +24,9 @@ typedef struct bf_daemon_options {
     const char *token;          /* hex token every hello must present */
     const char *port_file;      /* NULL or where to write the chosen port */
     int lease_seconds;
+    /* > 0: the database's lock (db_lock.h), told the bound address before
+     * the port file is written */
+    int lock_fd;
 } bf_daemon_options;
 
 typedef struct bf_daemon {

@@ -12,6 +12,10 @@
 #include "log.h"
 
 /* How long a worker told "no job" waits before asking again. */
+/* The longest checkpoint path recorded (PATH_MAX). */
+#define BF_PROTOCOL_MAX_PATH 4096
+#define BF_STR_(x) #x
+#define BF_STR(x) BF_STR_(x)
 #define BF_NO_JOB_RETRY_MS 1000
 /* Metrics renew the lease too, but at most this often per attempt: every
  * renewal is a commit, and a commit per metrics batch would undo batching. */
@@ -89,6 +93,39 @@ static int str_field(session *s, const json_t *msg, const json_t *id,
     if (!json_is_string(v))
         return bad_field(s, msg, id, key, "a string");
     *out = json_string_value(v);
+    return 0;
+}
+
+/* An id (sweep, job, attempt): an integer >= 1.  A negative one used to
+ * pass (`jobs` with sweep_id -1 listed every job of every sweep). */
+static int id_field(session *s, const json_t *msg, const json_t *id,
+                    const char *key, int optional, int64_t *out)
+{
+    int64_t v = 1;
+    if (int_field(s, msg, id, key, optional, &v))
+        return -1;
+    if (v < 1)
+        return bad_field(s, msg, id, key, "a positive integer");
+    if (json_object_get(msg, key))
+        *out = v;
+    return 0;
+}
+
+/* A path the daemon records and hands to the next attempt: 1 ..
+ * BF_PROTOCOL_MAX_PATH bytes, printable (no newline to forge a log line). */
+static int path_field(session *s, const json_t *msg, const json_t *id,
+                      const char *key, const char **out)
+{
+    if (str_field(s, msg, id, key, 0, out))
+        return -1;
+    size_t n = json_string_length(json_object_get(msg, key));
+    const char *rule = "a path of 1 .. " BF_STR(BF_PROTOCOL_MAX_PATH)
+                       " bytes without control characters (newline, NUL)";
+    if (n == 0 || n > BF_PROTOCOL_MAX_PATH)
+        return bad_field(s, msg, id, key, rule);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)(*out)[i] < 0x20 || (*out)[i] == 0x7f)
+            return bad_field(s, msg, id, key, rule);
     return 0;
 }
 
@@ -313,6 +350,10 @@ static void handle_request_job(session *s, json_t *msg, const json_t *id)
     bf_error_clear(&err);
     int got = bf_store_lease_next(p->store, s->name, now, p->lease_ms, &lease,
                                   &err);
+    if (got == BF_STORE_CONFLICT) {
+        reply_error(s, id, "busy", &err, err.msg);
+        return;
+    }
     if (got < 0) {
         reply_error(s, id, "store", &err, err.msg[0] ? err.msg : "lease failed");
         return;
@@ -343,7 +384,7 @@ static int renew(session *s, int64_t attempt_id, int64_t now)
 static void handle_heartbeat(session *s, json_t *msg, const json_t *id)
 {
     int64_t attempt = 0;
-    if (int_field(s, msg, id, "attempt_id", 0, &attempt)
+    if (id_field(s, msg, id, "attempt_id", 0, &attempt)
         || check_owner(s, id, attempt))
         return;
     int64_t now = bf_wall_ms();
@@ -384,12 +425,17 @@ static void reply_ingest_error(session *s, const json_t *id, int64_t attempt,
 
 /* The ack of a metrics batch waits for the flush that makes it durable. */
 static void defer_ack(session *s, const json_t *id, int64_t attempt,
-                      int64_t seq, int rows)
+                      int64_t seq, int rows, const json_t *rejected)
 {
     json_t *ack = new_reply("ack", id);
     json_object_set_new(ack, "attempt_id", json_integer(attempt));
     json_object_set_new(ack, "seq", json_integer(seq));
     json_object_set_new(ack, "rows", json_integer(rows));
+    if (rejected) {
+        json_object_set(ack, "rejected", json_object_get(rejected, "records"));
+        json_object_set(ack, "rejected_count",
+                        json_object_get(rejected, "count"));
+    }
     mark_cancel(s->p, ack, attempt);
     json_array_append_new(s->pending_acks, ack);
     s->p->n_pending_acks++;
@@ -398,7 +444,7 @@ static void defer_ack(session *s, const json_t *id, int64_t attempt,
 static void handle_metrics(session *s, json_t *msg, const json_t *id)
 {
     int64_t attempt = 0, seq = 0;
-    if (int_field(s, msg, id, "attempt_id", 0, &attempt)
+    if (id_field(s, msg, id, "attempt_id", 0, &attempt)
         || int_field(s, msg, id, "seq", 1, &seq)
         || check_owner(s, id, attempt))
         return;
@@ -414,31 +460,47 @@ static void handle_metrics(session *s, json_t *msg, const json_t *id)
     bf_error err;
     bf_error_clear(&err);
     int rows = 0;
+    json_t *rejected = NULL;
     int rc = bf_store_ingest(s->p->store, attempt, records, now, &rows,
-                             &err);
+                             &rejected, &err);
     if (rc != BF_STORE_OK) {
         reply_ingest_error(s, id, attempt, rc, &err);
         return;
     }
+    if (rejected) {
+        /* The valid records of the batch are stored all the same. */
+        json_t *first = json_array_get(json_object_get(rejected, "records"), 0);
+        LOGC(BF_LOG_WARN, s, "metrics attempt=%lld seq=%lld: %lld record(s) "
+             "rejected, first: %s", (long long)attempt, (long long)seq,
+             (long long)json_integer_value(json_object_get(rejected, "count")),
+             json_string_value(json_object_get(first, "error")));
+    }
     bf_held_attempt *h = held(s, attempt);
     if (!h || now - h->renewed_ms >= BF_RENEW_INTERVAL_MS)
         renew(s, attempt, now);
-    defer_ack(s, id, attempt, seq, rows);
+    defer_ack(s, id, attempt, seq, rows, rejected);
+    json_decref(rejected);
 }
 
 static void handle_checkpoint(session *s, json_t *msg, const json_t *id)
 {
     int64_t attempt = 0, step = 0;
     const char *path = NULL;
-    if (int_field(s, msg, id, "attempt_id", 0, &attempt)
-        || str_field(s, msg, id, "path", 0, &path)
+    if (id_field(s, msg, id, "attempt_id", 0, &attempt)
+        || path_field(s, msg, id, "path", &path)
         || int_field(s, msg, id, "step", 0, &step)
+        || (step < 0 && bad_field(s, msg, id, "step", "an integer >= 0"))
         || check_owner(s, id, attempt))
         return;
     int64_t now = bf_wall_ms();
     int rc = bf_store_record_checkpoint(s->p->store, attempt, path, step, now);
     if (rc == BF_STORE_FENCED || rc == BF_STORE_NOT_FOUND) {
         reply_fenced(s, id, attempt);
+        return;
+    }
+    if (rc == BF_STORE_INVALID) {
+        reply_error(s, id, "invalid", NULL,
+                    bf_store_last_error(s->p->store));
         return;
     }
     if (rc != BF_STORE_OK) {
@@ -454,6 +516,33 @@ static void handle_checkpoint(session *s, json_t *msg, const json_t *id)
     bf_conn_send(s->conn, r);
 }
 
+/* The job's recorded checkpoint would not load on the worker: it is no
+ * longer handed to the job's attempts. */
+static void handle_checkpoint_bad(session *s, json_t *msg, const json_t *id)
+{
+    int64_t attempt = 0;
+    const char *path = NULL, *why = "";
+    if (id_field(s, msg, id, "attempt_id", 0, &attempt)
+        || path_field(s, msg, id, "path", &path)
+        || str_field(s, msg, id, "error", 1, &why)
+        || check_owner(s, id, attempt))
+        return;
+    int rc = bf_store_checkpoint_bad(s->p->store, attempt, path);
+    if (rc == BF_STORE_FENCED || rc == BF_STORE_NOT_FOUND) {
+        reply_fenced(s, id, attempt);
+        return;
+    }
+    if (rc != BF_STORE_OK) {
+        reply_store_error(s, id, "checkpoint_bad");
+        return;
+    }
+    LOGC(BF_LOG_WARN, s, "attempt=%lld: bad checkpoint %s: %.300s",
+         (long long)attempt, path, why);
+    json_t *r = new_reply("ack", id);
+    json_object_set_new(r, "attempt_id", json_integer(attempt));
+    bf_conn_send(s->conn, r);
+}
+
 /* job_done and job_failed: the attempt ends.  A failure report for a job
  * being cancelled is the worker saying it stopped, so the job ends
  * cancelled rather than going back to the queue. */
@@ -462,7 +551,7 @@ static void finish(session *s, json_t *msg, const json_t *id, int succeeded)
     bf_protocol *p = s->p;
     int64_t attempt = 0;
     const char *error_text = "failed";
-    if (int_field(s, msg, id, "attempt_id", 0, &attempt)
+    if (id_field(s, msg, id, "attempt_id", 0, &attempt)
         || (!succeeded && str_field(s, msg, id, "error", 1, &error_text))
         || check_owner(s, id, attempt))
         return;
@@ -514,11 +603,13 @@ static void handle_submit(session *s, json_t *msg, const json_t *id)
     int n_jobs = 0;
     bf_error err;
     bf_error_clear(&err);
-    if (bf_store_submit_sweep(s->p->store, filename, text,
+    int rc = bf_store_submit_sweep(s->p->store, filename, text,
                               json_string_length(json_object_get(msg, "text")),
-                              bf_wall_ms(), &sweep_id, &n_jobs, &err)) {
-        reply_error(s, id, "invalid", &err,
-                    err.msg[0] ? err.msg : "sweep rejected");
+                              bf_wall_ms(), &sweep_id, &n_jobs, &err);
+    if (rc) {
+        /* A full disk is not the sweep's fault: `store`, not `invalid`. */
+        reply_error(s, id, rc == BF_STORE_DB_FAILED ? "store" : "invalid",
+                    &err, err.msg[0] ? err.msg : "sweep rejected");
         return;
     }
     LOGC(BF_LOG_INFO, s, "submitted sweep %lld from %s: %d jobs",
@@ -548,7 +639,7 @@ static void reply_query(session *s, const json_t *id, const char *type,
 static void handle_status(session *s, json_t *msg, const json_t *id)
 {
     int64_t sweep = 0;
-    if (int_field(s, msg, id, "sweep_id", 1, &sweep))
+    if (id_field(s, msg, id, "sweep_id", 1, &sweep))
         return;
     bf_error err;
     bf_error_clear(&err);
@@ -560,7 +651,7 @@ static void handle_jobs(session *s, json_t *msg, const json_t *id)
 {
     int64_t sweep = 0;
     const char *status = NULL;
-    if (int_field(s, msg, id, "sweep_id", 1, &sweep)
+    if (id_field(s, msg, id, "sweep_id", 1, &sweep)
         || str_field(s, msg, id, "status", 1, &status))
         return;
     bf_error err;
@@ -572,7 +663,7 @@ static void handle_jobs(session *s, json_t *msg, const json_t *id)
 static void handle_results(session *s, json_t *msg, const json_t *id)
 {
     int64_t sweep = 0;
-    if (int_field(s, msg, id, "sweep_id", 0, &sweep))
+    if (id_field(s, msg, id, "sweep_id", 0, &sweep))
         return;
     bf_error err;
     bf_error_clear(&err);
@@ -620,8 +711,8 @@ static void handle_cancel(session *s, json_t *msg, const json_t *id)
 {
     bf_protocol *p = s->p;
     int64_t sweep = 0, job = 0;
-    if (int_field(s, msg, id, "sweep_id", 1, &sweep)
-        || int_field(s, msg, id, "job_id", 1, &job))
+    if (id_field(s, msg, id, "sweep_id", 1, &sweep)
+        || id_field(s, msg, id, "job_id", 1, &job))
         return;
     if ((sweep > 0) == (job > 0)) {
         bf_error e;
@@ -659,17 +750,21 @@ static void handle_cancel(session *s, json_t *msg, const json_t *id)
 static void handle_retry(session *s, json_t *msg, const json_t *id)
 {
     int64_t job = 0;
-    if (int_field(s, msg, id, "job_id", 0, &job))
+    json_t *scratch = json_object_get(msg, "from_scratch");
+    if (id_field(s, msg, id, "job_id", 0, &job)
+        || (scratch && !json_is_boolean(scratch)
+            && bad_field(s, msg, id, "from_scratch", "true or false")))
         return;
     bf_error err;
     bf_error_clear(&err);
-    int rc = bf_store_retry_job(s->p->store, job, &err);
+    int rc = bf_store_retry_job(s->p->store, job, json_is_true(scratch), &err);
     if (rc != BF_STORE_OK) {
         reply_error(s, id, rc == BF_STORE_NOT_FOUND ? "not_found" : "invalid",
                     &err, err.msg[0] ? err.msg : "retry refused");
         return;
     }
-    LOGC(BF_LOG_INFO, s, "retry job=%lld", (long long)job);
+    LOGC(BF_LOG_INFO, s, "retry job=%lld%s", (long long)job,
+         json_is_true(scratch) ? " from scratch" : "");
     bf_conn_send(s->conn, new_reply("ack", id));
 }
 
@@ -687,6 +782,7 @@ static const struct handler {
     { "heartbeat",   ROLE_WORKER, handle_heartbeat },
     { "metrics",     ROLE_WORKER, handle_metrics },
     { "checkpoint",  ROLE_WORKER, handle_checkpoint },
+    { "checkpoint_bad", ROLE_WORKER, handle_checkpoint_bad },
     { "job_done",    ROLE_WORKER, handle_job_done },
     { "job_failed",  ROLE_WORKER, handle_job_failed },
     { "submit",      ROLE_CLIENT, handle_submit },

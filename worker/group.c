@@ -1,5 +1,6 @@
 #include "group.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include "checkpoint.h"
 #include "clock.h"
 #include "log.h"
+#include "records.h"
 #include "stop_signals.h"
 #include "wire.h"
 
@@ -274,21 +276,104 @@ static int resolve_checkpoint_root(group *g, bf_error *err)
 }
 
 /* Where a re-leased job continues: the checkpoint the coordinator recorded,
- * and no other.  The link reports a checkpoint only after every record
- * before it was acknowledged, so resuming there can never skip a record
- * that was not stored; a newer file in the directory carries no such
- * promise.  Without a readable one the job starts over, which is always
- * safe: training is a pure function of the config, so re-sent steps carry
- * the values the store already has.  "" means a fresh start. */
-static void find_resume(const json_t *job, char *path, size_t cap)
+ * and no other newer one.  The link reports a checkpoint only after every
+ * record before it was acknowledged, so resuming there can never skip a
+ * record that was not stored; a newer file in the directory carries no
+ * such promise.  An older file of the job does: its records came before
+ * the recorded one's.  Without a loadable one the job starts over, which
+ * is always safe: training is a pure function of the config, so re-sent
+ * steps carry the values the store already has.  "" means a fresh start. */
+
+static int step_desc(const void *a, const void *b)
+{
+    return *(const int *)b - *(const int *)a;
+}
+
+/* Steps of the step-NNNNNN.safetensors files in dir below `below`, newest
+ * first, into steps[cap]; returns how many. */
+static int older_checkpoints(const char *dir, int below, int *steps, int cap)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && n < cap) {
+        int step, end = 0;
+        if (sscanf(e->d_name, "step-%d.safetensors%n", &step, &end) == 1
+            && e->d_name[end] == '\0' && end > 0 && step >= 0 && step < below)
+            steps[n++] = step;
+    }
+    closedir(d);
+    qsort(steps, (size_t)n, sizeof *steps, step_desc);
+    return n;
+}
+
+/* The recorded checkpoint would not load: renamed to PATH.bad (so no scan
+ * picks it again) and reported, so no later attempt is handed it. */
+static void mark_bad(group *g, int64_t job_id, const char *path,
+                     const char *why)
+{
+    char bad[BF_PATH_MAX + 80];
+    snprintf(bad, sizeof bad, "%s.bad", path);
+    bf_log_error("job %lld: checkpoint %s cannot be loaded (%s); renamed to "
+                 "%s", (long long)job_id, path, why, bad);
+    if (rename(path, bad) != 0)
+        bf_log_warn("job %lld: cannot rename %s: %s", (long long)job_id, path,
+                    strerror(errno));
+    bf_link_checkpoint_bad(g->link, path, why);
+}
+
+/* The newest loadable checkpoint of the job in dir older than step, told to
+ * the coordinator as the job's checkpoint; "" when there is none. */
+static void fall_back(group *g, int64_t job_id, const bf_job_config *cfg,
+                      const char *dir, int step, char *path, size_t cap)
+{
+    int steps[1024];
+    int n = dir[0] ? older_checkpoints(dir, step, steps,
+                                       (int)(sizeof steps / sizeof *steps))
+                   : 0;
+    for (int i = 0; i < n; i++) {
+        bf_error err;
+        bf_checkpoint_step_path(path, cap, dir, steps[i]);
+        if (bf_checkpoint_check_resume(path, cfg, NULL, &err) != 0) {
+            mark_bad(g, job_id, path, err.msg);
+            continue;
+        }
+        bf_log_warn("job %lld: falling back to the older checkpoint %s",
+                    (long long)job_id, path);
+        json_t *record = bf_record_checkpoint(steps[i], path);
+        bf_link_emit(g->link, record);
+        json_decref(record);
+        return;
+    }
+    path[0] = '\0';
+    bf_log_warn("job %lld: no loadable checkpoint: starting over at step 0",
+                (long long)job_id);
+}
+
+static void find_resume(group *g, const json_t *job, const bf_job_config *cfg,
+                        const char *dir, char *path, size_t cap)
 {
     path[0] = '\0';
+    int64_t job_id = int_member(job, "job_id");
     const char *recorded = str_member(job, "resume_checkpoint");
-    if (recorded && access(recorded, R_OK) == 0)
-        snprintf(path, cap, "%s", recorded);
-    else if (recorded)
+    if (!recorded)
+        return;
+    if (access(recorded, F_OK) != 0) {
+        /* Not bad, only elsewhere (another machine's disk). */
         bf_log_warn("recorded checkpoint %s is not readable here (%s): "
                     "starting the job over", recorded, strerror(errno));
+        return;
+    }
+    bf_error err;
+    if (bf_checkpoint_check_resume(recorded, cfg, NULL, &err) == 0) {
+        snprintf(path, cap, "%s", recorded);
+        return;
+    }
+    mark_bad(g, job_id, recorded, err.msg);
+    fall_back(g, job_id, cfg, dir, (int)int_member(job, "resume_step"), path,
+              cap);
 }
 
 /* Tells the coordinator how the attempt ended. */
@@ -317,7 +402,14 @@ static int report_outcome(group *g, int64_t job_id,
                            const bf_job_config *cfg)
 {
     int state = bf_link_attempt_state(g->link);
-    if (!s->stopped) {
+    if (s->diverged) {
+        /* The records up to and including the diverged step go first
+         * (bf_link_finish_attempt waits for their acks). */
+        char why[64];
+        snprintf(why, sizeof why, "diverged at step %d", s->diverged);
+        bf_log_warn("job %lld: %s", (long long)job_id, why);
+        report(g, job_id, why);
+    } else if (!s->stopped) {
         double tokens = (double)s->step * cfg->batch_size * cfg->seq_len;
         bf_log_info("job %lld: done at step %d, train loss %.6g "
                     "(%.1f s, %.0f tokens/s over the whole attempt)",
@@ -367,7 +459,7 @@ static int run_leased_job(group *g, const json_t *job)
         report(g, job_id, err.msg);
         return 0;
     }
-    find_resume(job, resume, sizeof resume);
+    find_resume(g, job, &cfg, dir, resume, sizeof resume);
     if (resume[0])
         bf_log_info("job %lld: resuming from %s", (long long)job_id, resume);
 

@@ -350,11 +350,39 @@ static void on_hello_reply(bf_link *l, const json_t *msg)
     pump(l);
 }
 
+/* The coordinator stored a batch but for the records it names: they are
+ * lost, so each is said loudly here (the batch is not resent for them). */
+static void log_rejected(const entry *e, const json_t *ack)
+{
+    json_t *rejected = json_object_get(ack, "rejected");
+    if (!json_is_array(rejected))
+        return;
+    json_int_t count = json_integer_value(json_object_get(ack,
+                                                          "rejected_count"));
+    bf_log_error("link: coordinator rejected %lld record(s) of metrics "
+                 "batch seq %lld (attempt %lld); the rest are stored",
+                 (long long)(count > 0 ? count
+                             : (json_int_t)json_array_size(rejected)),
+                 (long long)json_integer_value(json_object_get(e->msg, "seq")),
+                 (long long)e->attempt_id);
+    size_t i;
+    json_t *r;
+    json_array_foreach(rejected, i, r) {
+        const char *why = json_string_value(json_object_get(r, "error"));
+        bf_log_error("link:   record %lld: %s",
+                     (long long)json_integer_value(json_object_get(r,
+                                                                   "index")),
+                     why ? why : "(no reason given)");
+    }
+}
+
 static void on_entry_reply(bf_link *l, entry *e, const json_t *msg)
 {
     if (strcmp(bf_wire_type(msg), "ack") == 0) {
-        if (e->kind == ENTRY_METRICS)
+        if (e->kind == ENTRY_METRICS) {
+            log_rejected(e, msg);
             l->stats.records_acked += (int64_t)e->n_records;
+        }
         if (e->kind == ENTRY_FINISH)
             l->finish_result = BF_LINK_OK;
         remove_entry(l, e);
@@ -386,6 +414,14 @@ static void handle_frame(bf_link *l, const json_t *msg)
 {
     const char *type = bf_wire_type(msg);
     int64_t attempt = int_member(msg, "attempt_id");
+    json_t *attempt_v = json_object_get(msg, "attempt_id");
+    /* A job reply is checked whole where it is awaited (check_job). */
+    if (attempt_v && strcmp(type, "job") != 0
+        && (!json_is_integer(attempt_v) || attempt < 1)) {
+        bf_log_error("link: refused a '%s' message from the coordinator: "
+                     "'attempt_id' must be an integer >= 1", type);
+        return;
+    }
     int current = attempt != 0 && attempt == l->attempt_id;
     const char *code = json_string_value(json_object_get(msg, "code"));
 
@@ -671,6 +707,37 @@ static int fatal_error(bf_link *l, bf_error *err)
     return BF_LINK_ERR;
 }
 
+/* An integer member >= min, or an error naming it. */
+static int check_int(const json_t *msg, const char *key, json_int_t min,
+                     bf_error *err)
+{
+    json_t *v = json_object_get(msg, key);
+    if (json_is_integer(v) && json_integer_value(v) >= min)
+        return 0;
+    return bf_error_set(err, NULL, 0, key, "'%s' must be an integer >= %lld",
+                        key, (long long)min);
+}
+
+/* Every field of a job reply (docs/protocol.md), checked before the group
+ * acts on it. */
+static int check_job(const json_t *job, bf_error *err)
+{
+    json_t *ck = json_object_get(job, "resume_checkpoint");
+    if (check_int(job, "job_id", 1, err) || check_int(job, "attempt_id", 1, err)
+        || check_int(job, "sweep_id", 1, err)
+        || check_int(job, "attempt_no", 1, err)
+        || check_int(job, "lease_seconds", 1, err)
+        || check_int(job, "resume_step", 0, err))
+        return -1;
+    if (!json_is_object(json_object_get(job, "config")))
+        return bf_error_set(err, NULL, 0, "config", "'config' must be an "
+                            "object");
+    if (!json_is_null(ck) && (!json_is_string(ck) || !json_string_length(ck)))
+        return bf_error_set(err, NULL, 0, "resume_checkpoint",
+                            "'resume_checkpoint' must be null or a path");
+    return 0;
+}
+
 int bf_link_request_job(bf_link *l, json_t **job, int *retry_ms,
                         bf_error *err)
 {
@@ -692,9 +759,18 @@ int bf_link_request_job(bf_link *l, json_t **job, int *retry_ms,
         return rc;
 
     const char *type = bf_wire_type(reply);
-    if (strcmp(type, "job") == 0) {
+    if (strcmp(type, "job") == 0 && check_job(reply, err) == 0) {
         *job = reply;
         return 1;
+    }
+    if (strcmp(type, "job") == 0) {
+        /* Running it would report on an attempt the coordinator cannot
+         * name (attempt_id 0 or "7": reports that are never sent). */
+        bf_log_error("link: refused a malformed job from the coordinator: "
+                     "%s", err->msg);
+        bf_error_clear(err);
+        json_decref(reply);
+        return 0;
     }
     if (strcmp(type, "no_job") == 0) {
         json_t *r = json_object_get(reply, "retry_ms");
@@ -771,6 +847,21 @@ void bf_link_emit(bf_link *l, const json_t *record)
         json_array_append(l->pending, (json_t *)record);
         if (json_array_size(l->pending) >= (size_t)l->batch_records)
             bf_link_wake(l);
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
+void bf_link_checkpoint_bad(bf_link *l, const char *path, const char *why)
+{
+    pthread_mutex_lock(&l->mu);
+    if (l->attempt_id && !l->fenced) {
+        int64_t id = ++l->next_id;
+        json_t *msg = json_pack("{s:s, s:I, s:I, s:s, s:s}",
+                                "type", "checkpoint_bad", "id", (json_int_t)id,
+                                "attempt_id", (json_int_t)l->attempt_id,
+                                "path", path, "error", why);
+        append_entry(l, ENTRY_CHECKPOINT, msg, id, 0);
+        bf_link_wake(l);
     }
     pthread_mutex_unlock(&l->mu);
 }

@@ -61,13 +61,20 @@ int bf_link_start(bf_link **out, const bf_link_opts *opts, bf_error *err);
 /* Stops the thread at once (whatever is unsent is dropped) and frees. */
 void bf_link_stop(bf_link *l);
 
+/* Tells the coordinator that the live attempt's recorded checkpoint `path`
+ * would not load (`why`), so the job stops resuming from it.  Queued like
+ * a checkpoint report (sent once everything before it is acknowledged). */
+void bf_link_checkpoint_bad(bf_link *l, const char *path, const char *why);
+
 /* Makes the network thread look at the shared state now; async-signal-safe. */
 void bf_link_wake(bf_link *l);
 
 /* Asks for a job and waits for the answer, across reconnects.  Returns 1
  * with *job = the `job` message (new reference: job_id, attempt_id, config,
  * resume_checkpoint, ...), 0 when nothing is queued (*retry_ms: when to ask
- * again), or BF_LINK_ERR / BF_LINK_INTERRUPTED. */
+ * again), or BF_LINK_ERR / BF_LINK_INTERRUPTED.  A job with a field missing
+ * or out of range (attempt_id 0, a string id, ...) is refused with an error
+ * in the log and counts as no job. */
 int bf_link_request_job(bf_link *l, json_t **job, int *retry_ms,
                         bf_error *err);
 

@@ -128,9 +128,15 @@ static int train_job(const bf_job_config *cfg, const char *ckpt_dir,
     bf_catch_stop_signals(on_stop_signal);
     int rc = bf_trainer_run(t, &err);
     int stopped = bf_trainer_summary(t)->stopped;
+    int diverged = bf_trainer_summary(t)->diverged;
     bf_trainer_free(t);
     if (rc != 0)
         return fail(EXIT_RUNTIME, &err);
+    if (diverged) {
+        fprintf(stderr, "bifocal-worker: diverged at step %d (the loss is "
+                "not finite; stop_on_nonfinite)\n", diverged);
+        return EXIT_RUNTIME;
+    }
     return stopped ? 128 + stop_signal : 0;
 }
 

@@ -3,14 +3,14 @@
  * store_queue.c, metric ingest in store_metrics.c. */
 #include "store_internal.h"
 
-#include "result_views.h"
-
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
 #include "job_config.h"
+#include "result_views.h"
 #include "sweep.h"
 
 /* Waiting this long for a lock held by another process (the sqlite3 CLI,
@@ -219,9 +219,17 @@ static int configure(bf_store *s, bf_error *err)
                             "cannot switch the database to WAL mode "
                             "(is it on a network file system?)");
     /* A 64 MiB page cache keeps a 100,000-job submission in memory until
-     * its commit instead of spilling pages to the WAL part-way. */
-    return exec_sql(s, "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;"
-                       " PRAGMA cache_size = -65536;", err);
+     * its commit instead of spilling pages to the WAL part-way.  While a
+     * reader (the sqlite3 CLI) holds a transaction no checkpoint can reset
+     * the WAL and it grows; journal_size_limit truncates it back to
+     * BF_STORE_WAL_LIMIT once a checkpoint completes after the reader
+     * leaves, instead of leaving it at its peak for good. */
+    char sql[256];
+    snprintf(sql, sizeof sql, "PRAGMA synchronous = NORMAL;"
+             " PRAGMA foreign_keys = ON; PRAGMA cache_size = -65536;"
+             " PRAGMA journal_size_limit = %lld;",
+             (long long)BF_STORE_WAL_LIMIT);
+    return exec_sql(s, sql, err);
 }
 
 static int prepare_all(bf_store *s, bf_error *err)
@@ -277,6 +285,7 @@ typedef struct submit_ctx {
     bf_store *s;
     int64_t sweep_id, now_ms;
     int priority;
+    int db_failed;      /* an insert failed: the database's fault */
 } submit_ctx;
 
 static int insert_job(void *ctx, const bf_sweep_job *job, bf_error *err)
@@ -294,7 +303,10 @@ static int insert_job(void *ctx, const bf_sweep_job *job, bf_error *err)
     sqlite3_bind_int(st, 9, bf_job_config_spectral_heads(job->cfg));
     sqlite3_bind_int(st, 10, c->priority);
     sqlite3_bind_int64(st, 11, c->now_ms);
-    return store__exec(c->s, st, err);
+    if (store__exec(c->s, st, err) == 0)
+        return 0;
+    c->db_failed = 1;
+    return -1;
 }
 
 static int insert_sweep(bf_store *s, const bf_sweep *sw, const char *filename,
@@ -325,12 +337,16 @@ int bf_store_submit_sweep(bf_store *s, const char *filename, const char *text,
     bf_sweep *sw = bf_sweep_parse(filename, text, len, err);
     if (!sw)
         return -1;
-    submit_ctx c = {.s = s, .now_ms = now_ms, .priority = sw->priority};
+    submit_ctx c = {.s = s, .now_ms = now_ms, .priority = sw->priority,
+                    .db_failed = 1};
     if (store__begin(s, err) < 0)
         goto fail;
-    if (insert_sweep(s, sw, filename, text, len, now_ms, &c.sweep_id, err) < 0 ||
-        bf_sweep_expand(sw, insert_job, &c, err) < 0)
+    if (insert_sweep(s, sw, filename, text, len, now_ms, &c.sweep_id, err) < 0)
         goto rollback;
+    c.db_failed = 0;   /* from here on a job may also be invalid */
+    if (bf_sweep_expand(sw, insert_job, &c, err) < 0)
+        goto rollback;
+    c.db_failed = 1;
     sqlite3_stmt *st = store__stmt(s, ST_SWEEP_SET_NJOBS);
     sqlite3_bind_int64(st, 1, c.sweep_id);
     sqlite3_bind_int64(st, 2, (sqlite3_int64)sw->n_jobs);
@@ -346,7 +362,7 @@ rollback:
     store__rollback(s);
 fail:
     bf_sweep_free(sw);
-    return -1;
+    return c.db_failed ? BF_STORE_DB_FAILED : BF_STORE_ERR;
 }
 
 /* ---- workers ------------------------------------------------------------ */
@@ -371,6 +387,12 @@ int bf_store_worker_seen(bf_store *s, const char *name, const char *host,
 
 /* ---- queries ------------------------------------------------------------ */
 
+/* JSON has no infinities: they go out as the worker sends them. */
+static json_t *real_to_json(double x)
+{
+    return isinf(x) ? json_string(x > 0 ? "inf" : "-inf") : json_real(x);
+}
+
 /* One JSON object per row, keyed by column name.  A column named "config"
  * holds the job's canonical JSON and is returned as an object. */
 static json_t *rows_to_json(bf_store *s, sqlite3_stmt *st, bf_error *err)
@@ -385,7 +407,7 @@ static json_t *rows_to_json(bf_store *s, sqlite3_stmt *st, bf_error *err)
             json_t *v;
             switch (sqlite3_column_type(st, i)) {
             case SQLITE_INTEGER: v = json_integer(sqlite3_column_int64(st, i)); break;
-            case SQLITE_FLOAT:   v = json_real(sqlite3_column_double(st, i)); break;
+            case SQLITE_FLOAT:   v = real_to_json(sqlite3_column_double(st, i)); break;
             case SQLITE_NULL:    v = json_null(); break;
             default:
                 v = strcmp(name, "config") == 0 ? json_loads(text, 0, NULL) : NULL;

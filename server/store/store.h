@@ -32,8 +32,19 @@ enum {
     /* The database failed (disk full, I/O error), not the input: the same
      * call may succeed later (bf_store_ingest; the daemon replies `store`,
      * which workers retry, not `bad_records`, which they drop). */
-    BF_STORE_DB_FAILED = -4
+    BF_STORE_DB_FAILED = -4,
+    /* The request conflicts with the current state (bf_store_lease_next:
+     * the worker already holds a live attempt); err says which. */
+    BF_STORE_CONFLICT = -5,
+    /* The input contradicts what the store knows (a checkpoint step past
+     * the job's steps); bf_store_last_error says how. */
+    BF_STORE_INVALID = -6
 };
+
+/* The WAL file is truncated to this size whenever a checkpoint resets it
+ * (journal_size_limit): a reader holding a transaction lets it grow, but
+ * not for good. */
+#define BF_STORE_WAL_LIMIT ((int64_t)64 << 20)
 
 /* Opens (creating if needed) the database, sets WAL, foreign keys and a busy
  * timeout, and applies the migrations of schema/ up to the newest.  A
@@ -54,7 +65,9 @@ const char *bf_store_last_error(const bf_store *s);
 
 /* Parses, expands and validates a sweep file (YAML), then stores the sweep
  * verbatim and all its jobs in one transaction.  Any invalid job rejects the
- * whole sweep (err names file, line, field and value) and stores nothing. */
+ * whole sweep (err names file, line, field and value) and stores nothing:
+ * BF_STORE_ERR.  BF_STORE_DB_FAILED when the database failed instead (disk
+ * full): the sweep was not at fault. */
 int bf_store_submit_sweep(bf_store *s, const char *filename, const char *text,
                           size_t len, int64_t now_ms, int64_t *sweep_id,
                           int *n_jobs, bf_error *err);
@@ -73,7 +86,9 @@ void bf_lease_clear(bf_lease *l);
 
 /* Leases the best queued job (priority desc, then round-robin across sweeps,
  * then age) to `worker` as a new running attempt.  Returns 1 with *out filled,
- * 0 if nothing is queued, -1 on error. */
+ * 0 if nothing is queued, -1 on error, BF_STORE_CONFLICT (err names the
+ * attempt) when `worker` still holds a live attempt: a worker group trains
+ * one job at a time, so one connection cannot drain the queue. */
 int bf_store_lease_next(bf_store *s, const char *worker, int64_t now_ms,
                         int64_t lease_ms, bf_lease *out, bf_error *err);
 
@@ -93,9 +108,18 @@ int bf_store_expire_leases(bf_store *s, int64_t now_ms, int *n_expired);
 int bf_store_finish_attempt(bf_store *s, int64_t attempt_id, int succeeded,
                             const char *error_text, int64_t now_ms);
 
-/* Records the newest checkpoint of a live attempt (told to the next attempt). */
+/* Records the newest checkpoint of a live attempt (told to the next
+ * attempt).  BF_STORE_INVALID (bf_store_last_error says why) for a step
+ * outside the job's 0 .. steps: resuming there would "finish" the job
+ * without training it. */
 int bf_store_record_checkpoint(bf_store *s, int64_t attempt_id,
                                const char *path, int64_t step, int64_t now_ms);
+
+/* A live attempt found the job's recorded checkpoint `path` unloadable
+ * (truncated, another config, a step past the job's): the job no longer
+ * resumes from it (a later attempt starts over unless a newer checkpoint is
+ * recorded).  A path that is not the recorded one changes nothing. */
+int bf_store_checkpoint_bad(bf_store *s, int64_t attempt_id, const char *path);
 
 /* Is the job of this attempt being cancelled? 1 yes, 0 no, <0 fenced/error. */
 int bf_store_attempt_cancelled(bf_store *s, int64_t attempt_id);
@@ -114,13 +138,23 @@ int bf_store_attempt_owned_by(bf_store *s, int64_t attempt_id,
  *      -> one metrics row per numeric key other than type/step
  *   {"type":"eval","step":N,"depth":D,"loss":x,"accuracy":x}
  *   {"type":"freq","step":N,"layer":l,"head":h,"omega":[...]}
+ * A value is a JSON number or a non-finite one: "nan" or null (stored as
+ * the text 'nan': SQLite has no NaN), "inf" / "-inf" (stored as REAL
+ * infinities).
  * The same (job, key, step) / (job, step, depth) / (job, step, layer, head,
- * pair) arriving twice is stored once.  The whole batch is validated before
- * anything is written: a malformed record rejects the batch (err says which
- * record and field).  BF_STORE_FENCED for a dead attempt.
+ * pair) arriving twice is stored once.  Each record is validated on its
+ * own: the valid ones are stored, a malformed one costs only itself and is
+ * described in *rejected (may be NULL; set to NULL when all are valid,
+ * else a new {"count": N, "records": [{"index": i, "field": "records[i].x",
+ * "error": "..."}, ...]}
+ * listing the first BF_STORE_MAX_REJECTED).  BF_STORE_FENCED for a dead
+ * attempt, BF_STORE_DB_FAILED when the database failed (nothing of the
+ * batch stored), BF_STORE_ERR when records is not an array.
  * *n_rows (may be NULL) gets the rows newly stored. */
+#define BF_STORE_MAX_REJECTED 20
 int bf_store_ingest(bf_store *s, int64_t attempt_id, const json_t *records,
-                    int64_t now_ms, int *n_rows, bf_error *err);
+                    int64_t now_ms, int *n_rows, json_t **rejected,
+                    bf_error *err);
 
 /* Commits the open batch transaction, if any.  Fails (-1) when that commit
  * fails, and also when a batch ingested since the last failed flush was
@@ -145,8 +179,11 @@ int bf_store_cancel_job(bf_store *s, int64_t job_id, int64_t now_ms,
  * with outcome 'cancelled' and the job as cancelled. */
 int bf_store_attempt_stopped(bf_store *s, int64_t attempt_id, int64_t now_ms);
 
-/* Re-queues a failed or cancelled job (attempt count reset). */
-int bf_store_retry_job(bf_store *s, int64_t job_id, bf_error *err);
+/* Re-queues a failed or cancelled job (attempt count reset).  from_scratch:
+ * it also forgets the job's checkpoint, so the next attempt starts at step
+ * 0 (a checkpoint that keeps failing the job is no longer handed out). */
+int bf_store_retry_job(bf_store *s, int64_t job_id, int from_scratch,
+                       bf_error *err);
 
 /* ---- workers ------------------------------------------------------------- */
 

@@ -75,6 +75,9 @@ extern const int bf_schema_n_migrations;
       " s.max_attempts FROM attempts a JOIN jobs j ON j.job_id = a.job_id"     \
       " JOIN sweeps s ON s.sweep_id = j.sweep_id"                              \
       " WHERE a.attempt_id = ?1 AND a.outcome = 'running'")                    \
+    X(ST_WORKER_LIVE_ATTEMPT,                                                  \
+      "SELECT attempt_id, job_id FROM attempts"                                \
+      " WHERE outcome = 'running' AND worker = ?1 LIMIT 1")                    \
     X(ST_ATTEMPT_OWNER,                                                        \
       "SELECT worker = ?2 FROM attempts"                                       \
       " WHERE attempt_id = ?1 AND outcome = 'running'")                        \
@@ -90,9 +93,16 @@ extern const int bf_schema_n_migrations;
     X(ST_JOB_SETTLE,                                                           \
       "UPDATE jobs SET status = ?2, finished_ms = ?3, error = ?4"              \
       " WHERE job_id = ?1")                                                    \
+    /* A step outside the job's 0 .. steps changes nothing (refused). */      \
     X(ST_JOB_CHECKPOINT,                                                       \
       "UPDATE jobs SET checkpoint_path = ?2, checkpoint_step = ?3"             \
+      " WHERE job_id = ?1 AND ?3 BETWEEN 0 AND json_extract(config, '$.steps')")\
+    X(ST_JOB_STEPS, "SELECT json_extract(config, '$.steps') FROM jobs"         \
       " WHERE job_id = ?1")                                                    \
+    /* A checkpoint that would not load: the job no longer resumes from it. */ \
+    X(ST_JOB_CHECKPOINT_BAD,                                                   \
+      "UPDATE jobs SET checkpoint_path = NULL, checkpoint_step = NULL"         \
+      " WHERE job_id = ?1 AND checkpoint_path = ?2")                           \
     /* cancel / retry, by sweep (?1 = sweep_id) or by job (?1 = job_id) */     \
     X(ST_CANCEL_QUEUED_SWEEP,                                                  \
       "UPDATE jobs SET status = 'cancelled', finished_ms = ?2,"                \
@@ -112,7 +122,9 @@ extern const int bf_schema_n_migrations;
       "  WHERE a.job_id = jobs.job_id AND a.outcome = 'running')")             \
     X(ST_JOB_RETRY,                                                            \
       "UPDATE jobs SET status = 'queued', attempts = 0, cancel_requested = 0," \
-      " error = NULL, finished_ms = NULL"                                      \
+      " error = NULL, finished_ms = NULL,"                                     \
+      " checkpoint_path = CASE WHEN ?2 THEN NULL ELSE checkpoint_path END,"    \
+      " checkpoint_step = CASE WHEN ?2 THEN NULL ELSE checkpoint_step END"     \
       " WHERE job_id = ?1 AND status IN ('failed', 'cancelled')")              \
     /* metrics */                                                              \
     X(ST_METRIC_INSERT,                                                        \

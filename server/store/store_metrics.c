@@ -5,9 +5,13 @@
  * whose ack it never saw. */
 #include "store_internal.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "alloc.h"
 
 /* One pass over the records.  With `s` NULL it only validates; with a
  * store it also writes.  Sharing the walk keeps validation and writing from
@@ -44,13 +48,43 @@ static int get_int(walk *w, size_t i, const json_t *rec, const char *type,
     return 0;
 }
 
+/* A value of a record: a JSON number, or a non-finite one as the worker
+ * writes it (JSON has none): "nan", "inf", "-inf", or null (NaN). */
+static int record_number(const json_t *v, double *out)
+{
+    const char *text = json_string_value(v);
+    if (json_is_number(v))
+        *out = json_number_value(v);
+    else if (json_is_null(v) || (text && strcmp(text, "nan") == 0))
+        *out = NAN;
+    else if (text && strcmp(text, "inf") == 0)
+        *out = INFINITY;
+    else if (text && strcmp(text, "-inf") == 0)
+        *out = -INFINITY;
+    else
+        return -1;
+    return 0;
+}
+
+/* Infinities are stored as REAL.  SQLite has no NaN (it binds as NULL,
+ * which the NOT NULL value columns refuse), so NaN is stored flagged: as
+ * the text 'nan', which a REAL column keeps as TEXT (docs/schema.md). */
+static void bind_value(sqlite3_stmt *st, int col, double x)
+{
+    if (isnan(x))
+        sqlite3_bind_text(st, col, "nan", 3, SQLITE_STATIC);
+    else
+        sqlite3_bind_double(st, col, x);
+}
+
+#define NUMBER_RULE "a number (or \"nan\", \"inf\", \"-inf\", null)"
+
 static int get_number(walk *w, size_t i, const json_t *rec, const char *type,
                       const char *field, double *out)
 {
-    json_t *v = json_object_get(rec, field);
-    if (!json_is_number(v))
-        return record_error(w, i, field, "%s record: '%s' must be a number", type, field);
-    *out = json_number_value(v);
+    if (record_number(json_object_get(rec, field), out) < 0)
+        return record_error(w, i, field, "%s record: '%s' must be "
+                            NUMBER_RULE, type, field);
     return 0;
 }
 
@@ -71,15 +105,17 @@ static int walk_train(walk *w, size_t i, const json_t *rec, json_int_t step)
     json_object_foreach((json_t *)rec, key, v) {
         if (strcmp(key, "type") == 0 || strcmp(key, "step") == 0)
             continue;
-        if (!json_is_number(v))
-            return record_error(w, i, key, "train record: '%s' must be a number", key);
+        double x;
+        if (record_number(v, &x) < 0)
+            return record_error(w, i, key, "train record: '%s' must be "
+                                NUMBER_RULE, key);
         if (!w->s)
             continue;
         sqlite3_stmt *st = store__stmt(w->s, ST_METRIC_INSERT);
         sqlite3_bind_int64(st, 1, w->job_id);
         sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 3, step);
-        sqlite3_bind_double(st, 4, json_number_value(v));
+        bind_value(st, 4, x);
         if (insert(w, st) < 0)
             return -1;
     }
@@ -101,8 +137,8 @@ static int walk_eval(walk *w, size_t i, const json_t *rec, json_int_t step)
     sqlite3_bind_int64(st, 1, w->job_id);
     sqlite3_bind_int64(st, 2, step);
     sqlite3_bind_int64(st, 3, depth);
-    sqlite3_bind_double(st, 4, loss);
-    sqlite3_bind_double(st, 5, accuracy);
+    bind_value(st, 4, loss);
+    bind_value(st, 5, accuracy);
     return insert(w, st);
 }
 
@@ -120,9 +156,10 @@ static int walk_freq(walk *w, size_t i, const json_t *rec, json_int_t step)
     size_t pair;
     json_t *v;
     json_array_foreach(omega, pair, v) {
-        if (!json_is_number(v))
-            return record_error(w, i, "omega", "freq record: omega[%zu] must be a "
-                                "number", pair);
+        double x;
+        if (record_number(v, &x) < 0)
+            return record_error(w, i, "omega", "freq record: omega[%zu] must "
+                                "be " NUMBER_RULE, pair);
         if (!w->s)
             continue;
         sqlite3_stmt *st = store__stmt(w->s, ST_FREQ_INSERT);
@@ -131,41 +168,67 @@ static int walk_freq(walk *w, size_t i, const json_t *rec, json_int_t step)
         sqlite3_bind_int64(st, 3, layer);
         sqlite3_bind_int64(st, 4, head);
         sqlite3_bind_int64(st, 5, (sqlite3_int64)pair);
-        sqlite3_bind_double(st, 6, json_number_value(v));
+        bind_value(st, 6, x);
         if (insert(w, st) < 0)
             return -1;
     }
     return 0;
 }
 
-static int walk_records(walk *w, const json_t *records)
+/* One record, validated (w->s NULL) or written. */
+static int walk_record(walk *w, size_t i, const json_t *rec)
 {
-    if (!json_is_array(records))
-        return bf_error_set(w->err, NULL, 0, "records", "records must be a list");
+    if (!json_is_object(rec))
+        return bf_error_set(w->err, NULL, 0, "records", "record %zu is not an "
+                            "object", i);
+    const char *type = json_string_value(json_object_get(rec, "type"));
+    json_int_t step = 0;
+    if (!type)
+        return record_error(w, i, "type", "'type' must be train, eval or freq");
+    if (get_int(w, i, rec, type, "step", 0, &step) < 0)
+        return -1;
+    if (strcmp(type, "train") == 0)
+        return walk_train(w, i, rec, step);
+    if (strcmp(type, "eval") == 0)
+        return walk_eval(w, i, rec, step);
+    if (strcmp(type, "freq") == 0)
+        return walk_freq(w, i, rec, step);
+    return record_error(w, i, "type", "unknown type '%.64s' (allowed: train, "
+                        "eval, freq)", type);
+}
+
+/* Validates every record; the bad ones are marked in bad[] and, when
+ * rejected is not NULL, described in *rejected (see store.h). */
+static void validate_records(const json_t *records, char *bad,
+                             json_t **rejected)
+{
+    size_t n_bad = 0, i;
+    json_t *rec, *first = json_array();
+    json_array_foreach(records, i, rec) {
+        bf_error e;
+        walk v = {.err = &e};
+        if (walk_record(&v, i, rec) == 0)
+            continue;
+        bad[i] = 1;
+        if (n_bad++ < BF_STORE_MAX_REJECTED)
+            json_array_append_new(first, json_pack("{s:I, s:s, s:s}",
+                "index", (json_int_t)i, "field", e.field, "error", e.msg));
+    }
+    if (rejected && n_bad > 0)
+        *rejected = json_pack("{s:I, s:o}", "count", (json_int_t)n_bad,
+                              "records", first);
+    else
+        json_decref(first);
+}
+
+/* Writes every record not marked bad. */
+static int write_records(walk *w, const json_t *records, const char *bad)
+{
     size_t i;
     json_t *rec;
-    json_array_foreach(records, i, rec) {
-        if (!json_is_object(rec))
-            return bf_error_set(w->err, NULL, 0, "records", "record %zu is not an object", i);
-        const char *type = json_string_value(json_object_get(rec, "type"));
-        json_int_t step = 0;
-        if (!type)
-            return record_error(w, i, "type", "'type' must be train, eval or freq");
-        if (get_int(w, i, rec, type, "step", 0, &step) < 0)
+    json_array_foreach(records, i, rec)
+        if (!bad[i] && walk_record(w, i, rec) < 0)
             return -1;
-        int rc;
-        if (strcmp(type, "train") == 0)
-            rc = walk_train(w, i, rec, step);
-        else if (strcmp(type, "eval") == 0)
-            rc = walk_eval(w, i, rec, step);
-        else if (strcmp(type, "freq") == 0)
-            rc = walk_freq(w, i, rec, step);
-        else
-            rc = record_error(w, i, "type", "unknown type '%s' (allowed: train, "
-                              "eval, freq)", type);
-        if (rc < 0)
-            return -1;
-    }
     return 0;
 }
 
@@ -186,15 +249,11 @@ static int live_job(bf_store *s, int64_t attempt_id, int64_t *job_id, bf_error *
     return rc == SQLITE_ROW;
 }
 
-int bf_store_ingest(bf_store *s, int64_t attempt_id, const json_t *records,
-                    int64_t now_ms, int *n_rows, bf_error *err)
+/* The records not marked bad, into the open batch transaction. */
+static int write_valid(bf_store *s, int64_t attempt_id, const json_t *records,
+                       const char *bad, int *n_rows, bf_error *err)
 {
-    (void)now_ms;
-    if (n_rows)
-        *n_rows = 0;
     walk w = {.err = err};
-    if (walk_records(&w, records) < 0)
-        return BF_STORE_ERR;
     if (!s->in_batch) {
         if (store__exec(s, store__stmt(s, ST_BEGIN), err) < 0)
             return BF_STORE_DB_FAILED;
@@ -208,7 +267,7 @@ int bf_store_ingest(bf_store *s, int64_t attempt_id, const json_t *records,
     if (store__exec(s, store__stmt(s, ST_SAVEPOINT), err) < 0)
         return BF_STORE_DB_FAILED;
     w.s = s;
-    if (walk_records(&w, records) < 0) {
+    if (write_records(&w, records, bad) < 0) {
         /* SQLITE_FULL / IOERR may have rolled back the whole batch
          * transaction, taking other batches still waiting for their acks
          * with it: then the flush must fail (so none is acked) and the next
@@ -227,4 +286,22 @@ int bf_store_ingest(bf_store *s, int64_t attempt_id, const json_t *records,
     if (n_rows)
         *n_rows = w.n_rows;
     return BF_STORE_OK;
+}
+
+int bf_store_ingest(bf_store *s, int64_t attempt_id, const json_t *records,
+                    int64_t now_ms, int *n_rows, json_t **rejected,
+                    bf_error *err)
+{
+    (void)now_ms;
+    if (n_rows)
+        *n_rows = 0;
+    if (rejected)
+        *rejected = NULL;
+    if (!json_is_array(records))
+        return bf_error_set(err, NULL, 0, "records", "records must be a list");
+    char *bad = bf_xcalloc(json_array_size(records) + 1, 1);
+    validate_records(records, bad, rejected);
+    int rc = write_valid(s, attempt_id, records, bad, n_rows, err);
+    free(bad);
+    return rc;
 }

@@ -84,12 +84,42 @@ static int touch_sweep(bf_store *s, int64_t sweep_id, bf_error *err)
     return store__exec(s, st, err);
 }
 
+/* BF_STORE_CONFLICT when worker holds a live attempt, 0 when not, -1 on
+ * error. */
+static int check_no_live_attempt(bf_store *s, const char *worker,
+                                 bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_WORKER_LIVE_ATTEMPT);
+    sqlite3_bind_text(st, 1, worker, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    int64_t attempt = 0, job = 0;
+    if (rc == SQLITE_ROW) {
+        attempt = sqlite3_column_int64(st, 0);
+        job = sqlite3_column_int64(st, 1);
+    }
+    sqlite3_reset(st);
+    if (rc == SQLITE_DONE)
+        return 0;
+    if (rc != SQLITE_ROW)
+        return store__fail(s, err, "looking up the worker's attempts");
+    bf_error_set(err, NULL, 0, "attempt_id", "worker '%s' still holds live "
+                 "attempt %lld (job %lld): report job_done or job_failed for "
+                 "it (or let its lease expire) before asking for another job",
+                 worker, (long long)attempt, (long long)job);
+    return BF_STORE_CONFLICT;
+}
+
 int bf_store_lease_next(bf_store *s, const char *worker, int64_t now_ms,
                         int64_t lease_ms, bf_lease *out, bf_error *err)
 {
     memset(out, 0, sizeof *out);
     if (store__begin(s, err) < 0)
         return -1;
+    int busy = check_no_live_attempt(s, worker, err);
+    if (busy < 0) {
+        store__rollback(s);
+        return busy;
+    }
     int found = pick_job(s, &out->job_id, &out->sweep_id, err);
     if (found <= 0) {
         store__rollback(s);
@@ -233,6 +263,17 @@ int bf_store_attempt_stopped(bf_store *s, int64_t attempt_id, int64_t now_ms)
     return commit_or_rollback(s, settle(s, &a, "cancelled", NULL, now_ms));
 }
 
+/* The job's own step count, for the refusal message. */
+static int64_t job_steps(bf_store *s, int64_t job_id)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_JOB_STEPS);
+    sqlite3_bind_int64(st, 1, job_id);
+    int64_t steps = sqlite3_step(st) == SQLITE_ROW
+                    ? sqlite3_column_int64(st, 0) : -1;
+    sqlite3_reset(st);
+    return steps;
+}
+
 int bf_store_record_checkpoint(bf_store *s, int64_t attempt_id,
                                const char *path, int64_t step, int64_t now_ms)
 {
@@ -245,6 +286,27 @@ int bf_store_record_checkpoint(bf_store *s, int64_t attempt_id,
     sqlite3_bind_int64(st, 1, a.job_id);
     sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, step);
+    int ok = store__exec(s, st, NULL) == 0;
+    if (ok && sqlite3_changes(s->db) == 0) {
+        bf_error_set(&s->last, NULL, 0, "step", "checkpoint step %lld is "
+                     "outside job %lld's 0 .. %lld steps: refused",
+                     (long long)step, (long long)a.job_id,
+                     (long long)job_steps(s, a.job_id));
+        store__rollback(s);
+        return BF_STORE_INVALID;
+    }
+    return commit_or_rollback(s, ok ? 0 : -1);
+}
+
+int bf_store_checkpoint_bad(bf_store *s, int64_t attempt_id, const char *path)
+{
+    live_attempt a = { 0 };
+    int rc = begin_live(s, attempt_id, &a);
+    if (rc != BF_STORE_OK)
+        return rc;
+    sqlite3_stmt *st = store__stmt(s, ST_JOB_CHECKPOINT_BAD);
+    sqlite3_bind_int64(st, 1, a.job_id);
+    sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
     return commit_or_rollback(s, store__exec(s, st, NULL));
 }
 
@@ -428,7 +490,8 @@ int bf_store_cancel_job(bf_store *s, int64_t job_id, int64_t now_ms,
     return finish_cancel(s, rc, running, n_running, err);
 }
 
-int bf_store_retry_job(bf_store *s, int64_t job_id, bf_error *err)
+int bf_store_retry_job(bf_store *s, int64_t job_id, int from_scratch,
+                       bf_error *err)
 {
     if (store__begin(s, err) < 0)
         return BF_STORE_ERR;
@@ -442,6 +505,7 @@ int bf_store_retry_job(bf_store *s, int64_t job_id, bf_error *err)
     if (rc == 0) {
         sqlite3_stmt *st = store__stmt(s, ST_JOB_RETRY);
         sqlite3_bind_int64(st, 1, job_id);
+        sqlite3_bind_int(st, 2, from_scratch != 0);
         rc = store__exec(s, st, err) < 0 ||
              set_sweep_status(s, sweep_id, "active", err) < 0 ? -1 : 0;
     }

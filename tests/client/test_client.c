@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <cmocka.h>
+#include <sys/stat.h>
 
 #include "fake_worker.h"
 #include "file.h"
@@ -147,7 +148,9 @@ static void test_usage_and_failures(void **state)
     free(err);
 
     /* A wrong token is refused with the server's reason. */
-    const char *bad = bft_write_file(d, "bad.token", "00ff\n");
+    const char *bad = bft_write_file(d, "bad.token",
+                                     "00ff00ff00ff00ff00ff00ff00ff00ff\n");
+    assert_int_equal(chmod(bad, 0600), 0);
     snprintf(d->token_file, sizeof d->token_file, "%s", bad);
     assert_int_equal(bft_run_client(d, &out, &err, "status", NULL), 1);
     assert_non_null(strstr(err, "wrong token"));

@@ -180,7 +180,7 @@ static void test_checkpoint_round_trip(void **state)
     char path[128];
     path_in(path, sizeof path, "model.safetensors");
     bf_error err;
-    assert_int_equal(bf_checkpoint_save(path, &a, &cfg, 17, &err), 0);
+    assert_int_equal(bf_checkpoint_save(path, &a, &cfg, 7, &err), 0);
 
     bf_job_config other = cfg;
     other.seed = 99;
@@ -189,7 +189,7 @@ static void test_checkpoint_round_trip(void **state)
                             a.num_params * sizeof(float));
     bf_checkpoint ck;
     assert_int_equal(bf_checkpoint_open(&ck, path, &err), 0);
-    assert_int_equal(ck.step, 17);
+    assert_int_equal(ck.step, 7);
     char *canon = bf_job_config_to_canonical_json(&cfg);
     assert_string_equal(ck.config_json, canon);
     free(canon);
@@ -217,8 +217,19 @@ static void test_checkpoint_round_trip(void **state)
     assert_non_null(strstr(err.msg, "field 'lr'"));
     assert_non_null(strstr(err.msg, path));
     assert_int_equal(step, -1);
-    assert_int_equal(bf_checkpoint_resume(path, &b, &cfg, &step, &err), 0);
-    assert_int_equal(step, 17);
+    if (bf_checkpoint_resume(path, &b, &cfg, &step, &err) != 0)
+        fail_msg("%s", err.msg);
+    assert_int_equal(step, 7);
+    /* A checkpoint past the job's steps is refused (one claiming step
+     * 1,000,000 of a 20-step job used to "finish" it untrained). */
+    assert_int_equal(bf_checkpoint_check_resume(path, &cfg, &step, &err), 0);
+    assert_int_equal(step, 7);
+    step = -1;
+    assert_int_equal(bf_checkpoint_save(path, &a, &cfg, cfg.steps + 1, &err), 0);
+    assert_int_equal(bf_checkpoint_resume(path, &b, &cfg, &step, &err), -1);
+    assert_non_null(strstr(err.msg, "outside the job's 0 .. 10 steps"));
+    assert_int_equal(step, -1);
+    assert_int_equal(bf_checkpoint_check_resume(path, &cfg, NULL, &err), -1);
     bf_model_free(&a);
     bf_model_free(&b);
 }

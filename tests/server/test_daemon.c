@@ -238,9 +238,14 @@ static void test_submit_and_reject(void **state)
     assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs"), 4);
 }
 
-static int64_t leased_sweep(bft_worker *w)
+/* The sweep of the job a fresh worker of this name leases (0: no job).
+ * A worker holds one live lease at a time, so each lease is its own
+ * worker's. */
+static int64_t leased_sweep(bft_daemon *d, const char *name)
 {
-    json_t *r = bft_worker_request_job(w);
+    bft_worker w;
+    assert_int_equal(bft_worker_connect(&w, d, name), 0);
+    json_t *r = bft_worker_request_job(&w);
     assert_non_null(r);
     int64_t sweep = strcmp(bf_wire_type(r), "job") == 0
         ? json_integer_value(json_object_get(r, "sweep_id")) : 0;
@@ -248,8 +253,12 @@ static int64_t leased_sweep(bft_worker *w)
         assert_true(json_is_object(json_object_get(r, "config")));
         assert_int_equal(json_integer_value(json_object_get(r, "attempt_no")),
                          1);
+    } else {
+        assert_string_equal(bf_wire_type(r), "no_job");
+        assert_true(json_integer_value(json_object_get(r, "retry_ms")) > 0);
     }
     json_decref(r);
+    bft_worker_close(&w);
     return sweep;
 }
 
@@ -264,22 +273,47 @@ static void test_leasing_order(void **state)
     int64_t sc = bft_submit(d, "c.yaml", c, NULL, NULL);
     assert_true(sa > 0 && sb > sa && sc > sb);
 
-    bft_worker w;
-    assert_int_equal(bft_worker_connect(&w, d, "w1"), 0);
     /* Priority first, then round-robin across sweeps. */
-    assert_int_equal(leased_sweep(&w), sc);
-    int64_t s1 = leased_sweep(&w), s2 = leased_sweep(&w);
-    int64_t s3 = leased_sweep(&w), s4 = leased_sweep(&w);
+    assert_int_equal(leased_sweep(d, "w1"), sc);
+    int64_t s1 = leased_sweep(d, "w2"), s2 = leased_sweep(d, "w3");
+    int64_t s3 = leased_sweep(d, "w4"), s4 = leased_sweep(d, "w5");
     assert_true((s1 == sa && s2 == sb) || (s1 == sb && s2 == sa));
     assert_int_equal(s3, s1);
     assert_int_equal(s4, s2);
-    json_t *r = bft_worker_request_job(&w);
-    assert_string_equal(bf_wire_type(r), "no_job");
-    assert_true(json_integer_value(json_object_get(r, "retry_ms")) > 0);
-    json_decref(r);
-    bft_worker_close(&w);
+    assert_int_equal(leased_sweep(d, "w6"), 0);
     assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs "
                                     "WHERE status = 'running'"), 5);
+}
+
+/* A worker group trains one job at a time: a second request while its
+ * lease is live is refused (one connection used to lease 20,000 jobs in
+ * 11 s), and once it reports the job done it gets the next. */
+static void test_one_live_lease_per_worker(void **state)
+{
+    bft_daemon *d = *state;
+    assert_true(bft_submit(d, "s.yaml", "name: s\nseeds: 3\n", NULL,
+                           NULL) > 0);
+    bft_worker w, again;
+    assert_int_equal(bft_worker_connect(&w, d, "greedy"), 0);
+    int64_t attempt = bft_worker_lease(&w, NULL);
+    assert_true(attempt > 0);
+    json_t *r = bft_worker_request_job(&w);
+    assert_string_equal(bf_wire_type(r), "error");
+    assert_string_equal(json_string_value(json_object_get(r, "code")), "busy");
+    assert_non_null(strstr(json_string_value(json_object_get(r, "message")),
+                           "still holds live attempt"));
+    json_decref(r);
+    /* The same name on a second connection is the same worker group. */
+    assert_int_equal(bft_worker_connect(&again, d, "greedy"), 0);
+    r = bft_worker_request_job(&again);
+    assert_string_equal(json_string_value(json_object_get(r, "code")), "busy");
+    json_decref(r);
+    bft_worker_close(&again);
+    assert_true(bft_reply_is(bft_worker_done(&w, attempt), "ack"));
+    assert_true(bft_worker_lease(&w, NULL) > 0);
+    bft_worker_close(&w);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs "
+                                    "WHERE status = 'running'"), 1);
 }
 
 static void test_lease_expiry_and_fencing(void **state)
@@ -360,13 +394,21 @@ static void test_idempotent_metrics(void **state)
     json_decref(r);
     assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM metrics"), 40);
 
-    /* A malformed record rejects its whole batch. */
+    /* A malformed record costs only itself: the ack names it, and the
+     * valid records beside it are stored. */
     json_t *recs = bft_train_records(100, 5);
-    json_array_append_new(recs, json_pack("{s:s}", "type", "train"));
+    json_array_insert_new(recs, 2, json_pack("{s:s}", "type", "train"));
     r = bft_worker_metrics(&w, attempt, 2, recs);
-    assert_string_equal(error_code(r), "bad_records");
+    assert_string_equal(bf_wire_type(r), "ack");
+    assert_int_equal(json_integer_value(json_object_get(r, "rows")), 20);
+    assert_int_equal(json_integer_value(json_object_get(r, "rejected_count")),
+                     1);
+    json_t *bad = json_array_get(json_object_get(r, "rejected"), 0);
+    assert_int_equal(json_integer_value(json_object_get(bad, "index")), 2);
+    assert_string_equal(json_string_value(json_object_get(bad, "field")),
+                        "records[2].step");
     json_decref(r);
-    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM metrics"), 40);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM metrics"), 60);
 
     r = bft_worker_checkpoint(&w, attempt, "/ckpt/step10.safetensors", 10);
     assert_true(bft_reply_is(r, "ack"));
@@ -584,6 +626,124 @@ static void test_sqlite_reads_during_ingest(void **state)
     bft_worker_close(&w);
 }
 
+/* The code of reply r (stolen); "" when it is not an error. */
+static char *code_of_reply(json_t *r)
+{
+    static char code[64];
+    snprintf(code, sizeof code, "%s", error_code(r));
+    json_decref(r);
+    return code;
+}
+
+/* Every id and step is checked: a negative sweep id used to list every job
+ * of every sweep, a checkpoint at step -5, 1,000,000 of a 20-step job or
+ * with a 1 MB path holding newlines was recorded and handed on. */
+static void test_ids_and_steps_validated(void **state)
+{
+    bft_daemon *d = *state;
+    assert_true(bft_submit(d, "s.yaml", "name: s\nbase: {steps: 20, warmup_steps: 0}\n",
+                           NULL, NULL) > 0);
+    bf_wire_conn cl;
+    assert_int_equal(bft_connect(d, &cl, "client", NULL), 0);
+    struct { const char *type, *key; json_int_t v; } cases[] = {
+        {"cancel", "sweep_id", -5}, {"cancel", "job_id", 0},
+        {"jobs", "sweep_id", -1}, {"status", "sweep_id", 0},
+        {"results", "sweep_id", -3}, {"retry", "job_id", -7},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        json_t *r = bft_request(&cl, json_pack("{s:s, s:I}", "type",
+                                               cases[i].type, cases[i].key,
+                                               cases[i].v));
+        assert_non_null(r);
+        assert_string_equal(json_string_value(json_object_get(r, "field")),
+                            cases[i].key);
+        assert_string_equal(code_of_reply(r), "bad_message");
+    }
+    json_t *r = bft_request(&cl, json_pack("{s:s, s:i, s:s}", "type", "retry",
+                                           "job_id", 1, "from_scratch", "yes"));
+    assert_string_equal(code_of_reply(r), "bad_message");
+    bf_wire_close(&cl);
+
+    bft_worker w;
+    assert_int_equal(bft_worker_connect(&w, d, "w"), 0);
+    int64_t attempt = bft_worker_lease(&w, NULL);
+    assert_true(attempt > 0);
+    assert_string_equal(code_of_reply(bft_worker_heartbeat(&w, 0)),
+                        "bad_message");
+    assert_string_equal(code_of_reply(bft_worker_checkpoint(&w, attempt,
+                        "/ck/a.safetensors", -5)), "bad_message");
+    assert_string_equal(code_of_reply(bft_worker_checkpoint(&w, attempt,
+                        "/ck/a\n2026 INFO forged", 5)), "bad_message");
+    char *huge = malloc(1 << 20);
+    memset(huge, 'a', (1 << 20) - 1);
+    huge[(1 << 20) - 1] = '\0';
+    assert_string_equal(code_of_reply(bft_worker_checkpoint(&w, attempt,
+                        huge, 5)), "bad_message");
+    free(huge);
+    /* Past the job's 20 steps: refused by the store, naming the bound. */
+    r = bft_worker_checkpoint(&w, attempt, "/ck/far.safetensors", 1000000);
+    assert_non_null(strstr(json_string_value(json_object_get(r, "message")),
+                           "outside job"));
+    assert_string_equal(code_of_reply(r), "invalid");
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs WHERE "
+                                    "checkpoint_path IS NOT NULL"), 0);
+    /* Within them: recorded. */
+    assert_true(bft_reply_is(bft_worker_checkpoint(&w, attempt,
+                             "/ck/step-20.safetensors", 20), "ack"));
+    bft_worker_close(&w);
+}
+
+/* A checkpoint that would not load is forgotten (the next attempt does not
+ * get it); `retry --from-scratch` forgets a failed job's checkpoint.  A
+ * corrupt recorded checkpoint used to fail every later attempt. */
+static void test_bad_checkpoint_forgotten(void **state)
+{
+    bft_daemon *d = *state;
+    assert_true(bft_submit(d, "s.yaml", "name: s\nmax_attempts: 1\n"
+                           "base: {steps: 20, warmup_steps: 0}\n", NULL, NULL) > 0);
+    bft_worker w;
+    assert_int_equal(bft_worker_connect(&w, d, "w"), 0);
+    int64_t job, attempt = bft_worker_lease(&w, &job);
+    assert_true(bft_reply_is(bft_worker_checkpoint(&w, attempt,
+                             "/ck/step-10.safetensors", 10), "ack"));
+    /* Someone else's path is not the recorded one: nothing changes. */
+    json_t *r = bft_request(&w.conn, json_pack("{s:s, s:I, s:s, s:s}",
+        "type", "checkpoint_bad", "attempt_id", (json_int_t)attempt,
+        "path", "/ck/other.safetensors", "error", "truncated"));
+    assert_true(bft_reply_is(r, "ack"));
+    assert_int_equal(bft_sql_int(d, "SELECT checkpoint_step FROM jobs"), 10);
+    r = bft_request(&w.conn, json_pack("{s:s, s:I, s:s, s:s}",
+        "type", "checkpoint_bad", "attempt_id", (json_int_t)attempt,
+        "path", "/ck/step-10.safetensors", "error", "data_offsets out of "
+        "range"));
+    assert_true(bft_reply_is(r, "ack"));
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs WHERE "
+                                    "checkpoint_path IS NULL"), 1);
+
+    /* retry keeps a checkpoint; --from-scratch forgets it. */
+    assert_true(bft_reply_is(bft_worker_checkpoint(&w, attempt,
+                             "/ck/step-15.safetensors", 15), "ack"));
+    assert_true(bft_reply_is(bft_worker_failed(&w, attempt, "boom"), "ack"));
+    char id[32], *out = NULL;
+    snprintf(id, sizeof id, "%lld", (long long)job);
+    assert_int_equal(bft_run_client(d, &out, NULL, "retry", "--job", id,
+                                    NULL), 0);
+    free(out);
+    assert_int_equal(bft_sql_int(d, "SELECT checkpoint_step FROM jobs"), 15);
+    attempt = bft_worker_lease(&w, NULL);
+    assert_true(bft_reply_is(bft_worker_failed(&w, attempt, "boom"), "ack"));
+    assert_int_equal(bft_run_client(d, &out, NULL, "retry", "--job", id,
+                                    "--from-scratch", NULL), 0);
+    assert_non_null(strstr(out, "from step 0"));
+    free(out);
+    r = bft_worker_request_job(&w);
+    assert_string_equal(bf_wire_type(r), "job");
+    assert_true(json_is_null(json_object_get(r, "resume_checkpoint")));
+    assert_int_equal(json_integer_value(json_object_get(r, "resume_step")), 0);
+    json_decref(r);
+    bft_worker_close(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -593,6 +753,9 @@ int main(void)
         BFT_DAEMON_TEST(test_stranger_frame_limit),
         BFT_DAEMON_TEST(test_submit_and_reject),
         BFT_DAEMON_TEST(test_leasing_order),
+        BFT_DAEMON_TEST(test_one_live_lease_per_worker),
+        BFT_DAEMON_TEST(test_ids_and_steps_validated),
+        BFT_DAEMON_TEST(test_bad_checkpoint_forgotten),
         cmocka_unit_test_setup_teardown(test_lease_expiry_and_fencing,
                                         bft_daemon_setup_short_lease,
                                         bft_daemon_teardown),

@@ -1,7 +1,7 @@
 /* Fault injection on the real daemon: its file-size limit (RLIMIT_FSIZE,
  * set from outside with prlimit) drops to one byte, so every write SQLite
- * makes to the WAL fails (EFBIG; SIGXFSZ is ignored, inherited from this
- * process) and the flush of a metrics batch fails.  The daemon must not ack
+ * makes to the WAL fails (EFBIG: bifocald ignores SIGXFSZ itself; this
+ * process restores its default so the daemon inherits nothing) and the flush of a metrics batch fails.  The daemon must not ack
  * that batch (it answers `store`, which workers retry), must stay up, must
  * not leave the batch half-written, and once the limit is lifted the
  * worker's resend is stored exactly once and every other call works.
@@ -219,11 +219,32 @@ static void test_store_log_has_its_cause(void **state)
     assert_true(bft_serves_status(d));
 }
 
+/* A submission the disk cannot take is a storage failure (`store`, with
+ * the cause), not a bad sweep: it used to be answered `invalid`. */
+static void test_submit_on_full_disk_is_store(void **state)
+{
+    bft_daemon *d = *state;
+    set_fsize(d, 1);
+    json_t *error = NULL;
+    assert_int_equal(bft_submit(d, "s.yaml", "name: s\nseeds: 3\n", NULL,
+                                &error), -1);
+    assert_non_null(error);
+    print_message("submit under the fault: %s\n",
+                  json_string_value(json_object_get(error, "message")));
+    assert_string_equal(code_of(error), "store");
+    json_decref(error);
+    set_fsize(d, RLIM_INFINITY);
+    assert_true(bft_submit(d, "s.yaml", "name: s\nseeds: 3\n", NULL,
+                           NULL) > 0);
+    assert_int_equal(q_int(d, "SELECT count(*) FROM jobs"), 3);
+}
+
 int main(void)
 {
-    /* Inherited by the daemon: a write past the limit fails with EFBIG
-     * instead of killing it. */
-    signal(SIGXFSZ, SIG_IGN);
+    /* The default action (kill) is what bifocald inherits: it must ignore
+     * SIGXFSZ on its own so that a write past the limit fails with EFBIG
+     * (a store error) instead of killing it without a log line. */
+    signal(SIGXFSZ, SIG_DFL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_failed_flush_not_acked,
                                         bft_daemon_setup, bft_daemon_teardown),
@@ -232,6 +253,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_store_reply_has_its_cause,
                                         bft_daemon_setup, bft_daemon_teardown),
         cmocka_unit_test_setup_teardown(test_store_log_has_its_cause,
+                                        bft_daemon_setup, bft_daemon_teardown),
+        cmocka_unit_test_setup_teardown(test_submit_on_full_disk_is_store,
                                         bft_daemon_setup, bft_daemon_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

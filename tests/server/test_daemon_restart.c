@@ -9,6 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "fake_worker.h"
@@ -61,16 +65,20 @@ static void test_sigterm_restart_reclaims_lease(void **state)
     json_decref(r);
     /* The two queued jobs are still there, and the running one is not
      * handed out again. */
-    bft_worker other;
+    bft_worker other, third;
     assert_int_equal(bft_worker_connect(&other, &d, "w2"), 0);
+    assert_int_equal(bft_worker_connect(&third, &d, "w3"), 0);
     int64_t j2, j3;
     assert_true(bft_worker_lease(&other, &j2) > 0);
-    assert_true(bft_worker_lease(&other, &j3) > 0);
+    assert_true(bft_worker_lease(&third, &j3) > 0);
     assert_true(j2 != job && j3 != job && j2 != j3);
-    r = bft_worker_request_job(&other);
+    bft_worker_close(&third);
+    assert_int_equal(bft_worker_connect(&third, &d, "w4"), 0);
+    r = bft_worker_request_job(&third);
     assert_true(bft_reply_is(r, "no_job"));
     r = bft_worker_done(&w, attempt);
     assert_true(bft_reply_is(r, "ack"));
+    bft_worker_close(&third);
     bft_worker_close(&other);
     bft_worker_close(&w);
     assert_int_equal(bft_daemon_stop(&d, SIGTERM), 0);
@@ -94,9 +102,13 @@ static void test_sigkill_restart_expires_lease(void **state)
     assert_int_equal(bft_daemon_restart(&d), 0);
     bf_sleep_ms(2000);   /* two lease periods without a heartbeat */
     bft_worker next;
-    assert_int_equal(bft_worker_connect(&next, &d, "w2"), 0);
     int found = 0;
     for (int i = 0; i < 3; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "w%d", i + 2);
+        if (i > 0)
+            bft_worker_close(&next);
+        assert_int_equal(bft_worker_connect(&next, &d, name), 0);
         json_t *r = bft_worker_request_job(&next);
         assert_string_equal(bf_wire_type(r), "job");
         if (json_integer_value(json_object_get(r, "job_id")) == job) {
@@ -120,11 +132,53 @@ static void test_sigkill_restart_expires_lease(void **state)
     bft_daemon_cleanup(&d);
 }
 
+/* A second bifocald on the same database used to start, and both expired
+ * leases: now it exits at once, naming the running one. */
+static void test_second_daemon_refused(void **state)
+{
+    (void)state;
+    bft_daemon d;
+    assert_int_equal(bft_daemon_start(&d, 30), 0);
+    char err_path[400];
+    snprintf(err_path, sizeof err_path, "%s/second.err", d.dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(e, STDERR_FILENO);
+        execl(bft_env_path("BIFOCALD"), "bifocald", "--db", d.db, "--listen",
+              "127.0.0.1:0", "--token-file", d.token_file, (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 1);
+    FILE *f = fopen(err_path, "r");
+    assert_non_null(f);
+    char text[1024] = "";
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    char running[128];
+    snprintf(running, sizeof running, "pid %ld, listening on %s",
+             (long)d.pid, d.addr);
+    if (!strstr(text, running) || !strstr(text, "in use by another"))
+        fail_msg("expected '%s' in: %s", running, text);
+    /* The first one is unharmed, and once it stops the database is free. */
+    assert_true(bft_serves_status(&d));
+    assert_int_equal(bft_daemon_stop(&d, SIGTERM), 0);
+    assert_int_equal(bft_daemon_restart(&d), 0);
+    assert_true(bft_serves_status(&d));
+    assert_int_equal(bft_daemon_stop(&d, SIGTERM), 0);
+    bft_daemon_cleanup(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sigterm_restart_reclaims_lease),
         cmocka_unit_test(test_sigkill_restart_expires_lease),
+        cmocka_unit_test(test_second_daemon_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "wire.h"
 
@@ -157,6 +161,60 @@ static void test_host_port(void **state)
                                              &port, &err), -1);
 }
 
+/* Writes text to a fresh file of this mode in a scratch directory and
+ * reads it as a token file; returns bf_wire_read_token's result. */
+static int read_token_text(const char *text, mode_t mode, char *token,
+                           bf_error *err)
+{
+    char dir[] = "/tmp/bft-token-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/t", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    assert_int_equal(fchmod(fd, mode), 0);
+    close(fd);
+    int rc = bf_wire_read_token(path, token, BF_TOKEN_HEX_LEN + 1, err);
+    unlink(path);
+    rmdir(dir);
+    return rc;
+}
+
+/* A token file is a key: at least 128 bits of hex, private to its owner. */
+static void test_token_files(void **state)
+{
+    (void)state;
+    char token[BF_TOKEN_HEX_LEN + 1];
+    bf_error err;
+    const char *hex32 = "0123456789abcdef0123456789ABCDEF";
+    char text[128];
+    snprintf(text, sizeof text, "  %s\n", hex32);
+    assert_int_equal(read_token_text(text, 0600, token, &err), 0);
+    assert_string_equal(token, hex32);
+    assert_int_equal(read_token_text(text, 0400, token, &err), 0);
+    /* A token file holding "x" used to be accepted, and then "x"
+     * authenticated. */
+    assert_int_equal(read_token_text("x\n", 0600, token, &err), -1);
+    assert_non_null(strstr(err.msg, "non-hex"));
+    assert_int_equal(read_token_text("0123456789abcdef\n", 0600, token,
+                                     &err), -1);
+    assert_non_null(strstr(err.msg, "at least 128 bits"));
+    snprintf(text, sizeof text, "%s zz\n", hex32);
+    assert_int_equal(read_token_text(text, 0600, token, &err), -1);
+    assert_non_null(strstr(err.msg, "nothing else"));
+    /* Readable by group or world: refused, as ssh refuses such a key. */
+    snprintf(text, sizeof text, "%s\n", hex32);
+    assert_int_equal(read_token_text(text, 0666, token, &err), -1);
+    assert_non_null(strstr(err.msg, "permissions 0666 are too open"));
+    assert_int_equal(read_token_text(text, 0640, token, &err), -1);
+    assert_non_null(strstr(err.msg, "too open"));
+    /* A directory is named as one. */
+    assert_int_equal(bf_wire_read_token("/tmp", token, sizeof token, &err),
+                     -1);
+    assert_non_null(strstr(err.msg, "is a directory"));
+    assert_non_null(strstr(err.msg, "/tmp"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -167,6 +225,7 @@ int main(void)
         cmocka_unit_test(test_encode_roundtrip),
         cmocka_unit_test(test_error_message),
         cmocka_unit_test(test_host_port),
+        cmocka_unit_test(test_token_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

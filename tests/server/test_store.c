@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <sys/stat.h>
 
 #include "store_internal.h"
 #include "test_store_util.h"
@@ -211,7 +212,7 @@ static void test_cli_reads_during_open_batch(void **state)
     assert_int_equal(bf_store_lease_next(f->s, "w", 10, 60000, &l, &err), 1);
     json_t *recs = json_pack("[{s:s,s:i,s:f}]", "type", "train", "step", 1, "loss", 2.5);
     int n = 0;
-    assert_int_equal(bf_store_ingest(f->s, l.attempt_id, recs, 20, &n, &err), 0);
+    assert_int_equal(bf_store_ingest(f->s, l.attempt_id, recs, 20, &n, NULL, &err), 0);
     assert_int_equal(n, 1);
     assert_int_equal(f->s->in_batch, 1);
 
@@ -233,6 +234,43 @@ static void test_cli_reads_during_open_batch(void **state)
     free(out);
     json_decref(recs);
     bf_lease_clear(&l);
+}
+
+static long file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : 0;
+}
+
+/* While a reader holds a transaction no checkpoint can reset the WAL, so
+ * it grows; once the reader leaves, it must shrink back under 64 MiB (it
+ * used to stay at its peak, 221 MB in one case, for good). */
+static void test_wal_bounded_once_readers_leave(void **state)
+{
+    fixture *f = *state;
+    char wal[600];
+    snprintf(wal, sizeof wal, "%s-wal", f->path);
+    sqlite3 *reader;
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_open(f->path, &reader), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(reader, "BEGIN", NULL, NULL, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(reader, "SELECT count(*) FROM jobs",
+                                        -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);   /* the snapshot */
+    sqlite3_finalize(st);
+    /* One commit per call, each rewriting its pages into the WAL. */
+    const long limit = (long)BF_STORE_WAL_LIMIT;   /* 64 MiB */
+    for (int i = 0; file_size(wal) <= limit + (8L << 20); i++) {
+        char host[32];
+        snprintf(host, sizeof host, "h%d", i);
+        assert_int_equal(bf_store_worker_seen(f->s, "w", host, 1, 1, i), 0);
+    }
+    sqlite3_exec(reader, "COMMIT", NULL, NULL, NULL);
+    sqlite3_close(reader);
+    for (int i = 0; i < 2000 && file_size(wal) > limit; i++)
+        assert_int_equal(bf_store_worker_seen(f->s, "w", "h", 1, 1, i), 0);
+    assert_true(file_size(wal) <= limit);
 }
 
 static void test_queries(void **state)
@@ -298,6 +336,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_refuses_newer_database, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli_reads_during_open_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queries, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wal_bounded_once_readers_leave,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

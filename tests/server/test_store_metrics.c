@@ -52,10 +52,10 @@ static void test_rows_and_idempotence(void **state)
     bf_error err = {0};
     json_t *b = batch(good_batch);
     int n = -1;
-    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, 20, &n, &err), 0);
+    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, 20, &n, NULL, &err), 0);
     assert_int_equal(n, 8 + 2 + 6);
     /* The same batch again (a resend after a lost ack): nothing new. */
-    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, 30, &n, &err), 0);
+    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, 30, &n, NULL, &err), 0);
     assert_int_equal(n, 0);
     assert_int_equal(bf_store_flush(f->s, &err), 0);
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM metrics"), 8);
@@ -67,7 +67,7 @@ static void test_rows_and_idempotence(void **state)
     json_decref(b);
     b = batch("[{\"type\":\"train\",\"step\":20,\"loss\":2.0},"
               " {\"type\":\"train\",\"step\":30,\"loss\":1.75}]");
-    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, 40, &n, &err), 0);
+    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, 40, &n, NULL, &err), 0);
     assert_int_equal(n, 1);
     json_decref(b);
     assert_int_equal(bf_store_flush(f->s, &err), 0);
@@ -84,42 +84,97 @@ static void test_rows_and_idempotence(void **state)
     assert_int_equal(bft_int(f->s, "SELECT min(learnable) FROM frequency_evolution"), 1);
 }
 
-/* One malformed record anywhere rejects the whole batch, naming it. */
-static void test_bad_batches(void **state)
+/* A malformed record costs only itself: it is named (index, field, why)
+ * and the valid records of its batch are stored.  A batch used to be
+ * rejected whole for one bad record, and the worker then dropped it. */
+static void test_bad_records(void **state)
 {
     fixture *f = *state;
-    static const struct { const char *json, *field, *needle; } cases[] = {
+    static const struct { const char *json, *field, *needle; int index; } cases[] = {
         {"[{\"type\":\"train\",\"step\":1,\"loss\":1},{\"type\":\"eval\",\"step\":1,"
-         "\"depth\":4,\"loss\":1}]", "records[1].accuracy", "accuracy"},
-        {"[{\"type\":\"train\",\"step\":-1,\"loss\":1}]", "records[0].step", "step"},
-        {"[{\"type\":\"train\",\"step\":1,\"loss\":\"low\"}]", "records[0].loss", "loss"},
+         "\"depth\":4,\"loss\":1}]", "records[1].accuracy", "accuracy", 1},
+        {"[{\"type\":\"train\",\"step\":-1,\"loss\":1}]", "records[0].step", "step", 0},
+        {"[{\"type\":\"train\",\"step\":1,\"loss\":\"low\"}]", "records[0].loss", "loss", 0},
         {"[{\"type\":\"train\",\"step\":1},{\"type\":\"weird\",\"step\":1}]",
-         "records[1].type", "weird"},
-        {"[{\"step\":1}]", "records[0].type", "type"},
+         "records[1].type", "weird", 1},
+        {"[{\"step\":1}]", "records[0].type", "type", 0},
         {"[{\"type\":\"freq\",\"step\":1,\"layer\":0,\"head\":0,\"omega\":[1,\"x\"]}]",
-         "records[0].omega", "omega[1]"},
+         "records[0].omega", "omega[1]", 0},
         {"[{\"type\":\"freq\",\"step\":1,\"layer\":0,\"head\":0,\"omega\":[]}]",
-         "records[0].omega", "omega"},
+         "records[0].omega", "omega", 0},
         {"[{\"type\":\"eval\",\"step\":1,\"depth\":0,\"loss\":1,\"accuracy\":1}]",
-         "records[0].depth", "depth"},
-        {"[3]", "records", "record 0"},
-        {"{\"type\":\"train\"}", "records", "list"},
+         "records[0].depth", "depth", 0},
+        {"[{\"type\":\"train\",\"step\":2,\"lr\":0.5},3]", "records", "record 1", 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         bf_error err = {0};
-        json_t *b = batch(cases[i].json);
+        json_t *b = batch(cases[i].json), *rejected = NULL;
         int n = -1;
-        assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, 20, &n, &err),
-                         BF_STORE_ERR);
-        print_message("%s -> %s\n", cases[i].json, err.msg);
-        assert_string_equal(err.field, cases[i].field);
-        assert_non_null(strstr(err.msg, cases[i].needle));
-        assert_int_equal(n, 0);
+        assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, 20, &n,
+                                         &rejected, &err), BF_STORE_OK);
+        assert_non_null(rejected);
+        json_t *r = json_array_get(json_object_get(rejected, "records"), 0);
+        print_message("%s -> %s\n", cases[i].json,
+                      json_string_value(json_object_get(r, "error")));
+        assert_int_equal(json_integer_value(json_object_get(rejected, "count")), 1);
+        assert_int_equal(json_integer_value(json_object_get(r, "index")),
+                         cases[i].index);
+        assert_string_equal(json_string_value(json_object_get(r, "field")),
+                            cases[i].field);
+        assert_non_null(strstr(json_string_value(json_object_get(r, "error")),
+                               cases[i].needle));
+        json_decref(rejected);
         json_decref(b);
     }
+    /* Not a list at all: nothing to store. */
+    bf_error err = {0};
+    json_t *b = batch("{\"type\":\"train\"}");
+    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, 20, NULL, NULL,
+                                     &err), BF_STORE_ERR);
+    assert_non_null(strstr(err.msg, "list"));
+    json_decref(b);
     assert_int_equal(bf_store_flush(f->s, NULL), 0);
-    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM metrics"), 0);
+    /* The good records beside the bad ones: loss at step 1, lr at step 2. */
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM metrics"), 2);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM metrics WHERE "
+                                   "key = 'lr' AND step = 2"), 1);
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM evals"), 0);
+}
+
+/* Non-finite values are data: NaN (sent as "nan" or null) is stored as the
+ * text 'nan', infinities as REAL. */
+static void test_nonfinite_values_stored(void **state)
+{
+    fixture *f = *state;
+    json_t *b = batch("[{\"type\":\"train\",\"step\":3,\"loss\":\"nan\","
+                      "\"lr\":0.1,\"grad_norm\":\"inf\",\"tokens_per_s\":null},"
+                      "{\"type\":\"eval\",\"step\":3,\"depth\":4,"
+                      "\"loss\":\"-inf\",\"accuracy\":\"nan\"},"
+                      "{\"type\":\"freq\",\"step\":3,\"layer\":0,\"head\":0,"
+                      "\"omega\":[\"nan\",2.0,\"inf\"]}]");
+    json_t *rejected = NULL;
+    int n = 0;
+    bf_error err = {0};
+    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, 20, &n,
+                                     &rejected, &err), BF_STORE_OK);
+    assert_null(rejected);
+    assert_int_equal(n, 4 + 1 + 3);
+    assert_int_equal(bf_store_flush(f->s, NULL), 0);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM metrics WHERE "
+                                   "value = 'nan'"), 2);
+    assert_int_equal(bft_int(f->s, "SELECT value > 1e308 FROM metrics WHERE "
+                                   "key = 'grad_norm'"), 1);
+    assert_int_equal(bft_int(f->s, "SELECT loss < -1e308 AND accuracy = 'nan'"
+                                   " FROM evals"), 1);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM frequencies WHERE "
+                                   "typeof(omega) = 'real'"), 2);
+    /* The client's queries carry them as the worker sent them. */
+    json_t *rows = bf_store_results(f->s, f->l.sweep_id, &err);
+    assert_non_null(rows);
+    assert_string_equal(json_string_value(json_object_get(
+        json_array_get(rows, 0), "train_loss")), "nan");
+    json_decref(rows);
+    json_decref(b);
 }
 
 /* Until flushed, rows are invisible to other connections; a store closed
@@ -128,7 +183,7 @@ static void test_flush_makes_durable(void **state)
 {
     fixture *f = *state;
     json_t *b = batch("[{\"type\":\"train\",\"step\":1,\"loss\":1.5}]");
-    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, 20, NULL, NULL), 0);
+    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, 20, NULL, NULL, NULL), 0);
     sqlite3 *other;
     assert_int_equal(sqlite3_open(f->path, &other), SQLITE_OK);
     sqlite3_stmt *st;
@@ -142,7 +197,7 @@ static void test_flush_makes_durable(void **state)
     sqlite3_reset(st);
     json_decref(b);
     b = batch("[{\"type\":\"train\",\"step\":2,\"loss\":1.25}]");
-    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, 40, NULL, NULL), 0);
+    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, 40, NULL, NULL, NULL), 0);
     bf_store_close(f->s);
     f->s = bft_open(f->dir, "m.db", NULL);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
@@ -156,7 +211,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_rows_and_idempotence, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_batches, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_records, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nonfinite_values_stored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flush_makes_durable, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -44,12 +44,16 @@ static int64_t submit(bf_store *s, const char *name, int priority, int jobs,
     return bft_submit(s, yaml, 1, NULL);
 }
 
-/* Leases one job, asserting there is one; returns it (caller clears). */
+/* Leases one job to a worker of a fresh name (a worker holds one live
+ * lease at a time), asserting there is one; returns it (caller clears). */
 static bf_lease lease(bf_store *s, int64_t now, int64_t lease_ms)
 {
+    static int n_workers;
+    char worker[32];
+    snprintf(worker, sizeof worker, "w%d", ++n_workers);
     bf_lease l;
     bf_error err = {0};
-    int rc = bf_store_lease_next(s, "w", now, lease_ms, &l, &err);
+    int rc = bf_store_lease_next(s, worker, now, lease_ms, &l, &err);
     if (rc != 1)
         fail_msg("lease_next: %d %s", rc, err.msg);
     return l;
@@ -92,6 +96,31 @@ static void test_priority_first(void **state)
     assert_int_equal(lease_job(f->s), first_job(f->s, low) + 1);
     bf_lease l;
     assert_int_equal(bf_store_lease_next(f->s, "w", 10, 100, &l, NULL), 0);
+}
+
+/* The store, not only the daemon, keeps a worker to one live lease. */
+static void test_one_live_lease_per_worker(void **state)
+{
+    fixture *f = *state;
+    submit(f->s, "s", 0, 3, 1);
+    bf_lease l, again;
+    bf_error err = {0};
+    assert_int_equal(bf_store_lease_next(f->s, "g", 10, 1000, &l, &err), 1);
+    assert_int_equal(bf_store_lease_next(f->s, "g", 11, 1000, &again, &err),
+                     BF_STORE_CONFLICT);
+    assert_non_null(strstr(err.msg, "still holds live attempt"));
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM attempts"), 1);
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 1, NULL, 12),
+                     BF_STORE_OK);
+    bf_lease_clear(&l);
+    assert_int_equal(bf_store_lease_next(f->s, "g", 13, 1000, &l, &err), 1);
+    bf_lease_clear(&l);
+    /* An expired lease is not held any more. */
+    int n = 0;
+    assert_int_equal(bf_store_expire_leases(f->s, 5000, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(bf_store_lease_next(f->s, "g", 5001, 1000, &l, &err), 1);
+    bf_lease_clear(&l);
 }
 
 static void test_round_robin_then_age(void **state)
@@ -195,7 +224,7 @@ static void assert_fenced(bf_store *s, int64_t attempt)
     assert_int_equal(bf_store_record_checkpoint(s, attempt, "/c", 5, 10), BF_STORE_FENCED);
     assert_int_equal(bf_store_attempt_cancelled(s, attempt), BF_STORE_FENCED);
     assert_int_equal(bf_store_attempt_stopped(s, attempt, 10), BF_STORE_FENCED);
-    assert_int_equal(bf_store_ingest(s, attempt, recs, 10, NULL, &err), BF_STORE_FENCED);
+    assert_int_equal(bf_store_ingest(s, attempt, recs, 10, NULL, NULL, &err), BF_STORE_FENCED);
     assert_int_equal(bf_store_flush(s, &err), 0);
     assert_int_equal(sqlite3_total_changes(s->db), changes);
     json_decref(recs);
@@ -297,7 +326,7 @@ static void test_retry(void **state)
     int64_t sw = submit(f->s, "t", 0, 1, 1);
     bf_lease l = lease(f->s, 0, 1000);
     bf_error err = {0};
-    assert_int_equal(bf_store_retry_job(f->s, l.job_id, &err), BF_STORE_ERR);
+    assert_int_equal(bf_store_retry_job(f->s, l.job_id, 0, &err), BF_STORE_ERR);
     assert_non_null(strstr(err.msg, "running"));
     assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0, "diverged", 10), 0);
     assert_job_status(f->s, l.job_id, "failed");    /* max_attempts 1 */
@@ -306,7 +335,7 @@ static void test_retry(void **state)
     assert_string_equal(st, "done");
     free(st);
 
-    assert_int_equal(bf_store_retry_job(f->s, l.job_id, &err), 0);
+    assert_int_equal(bf_store_retry_job(f->s, l.job_id, 0, &err), 0);
     assert_job_status(f->s, l.job_id, "queued");
     assert_int_equal(bft_int(f->s, "SELECT attempts FROM jobs"), 0);
     st = bft_text(f->s, "SELECT status FROM sweeps");
@@ -317,7 +346,7 @@ static void test_retry(void **state)
     l = lease(f->s, 20, 1000);
     assert_int_equal(l.job_id, job);
     assert_int_equal(l.attempt_no, 2);    /* attempt numbers keep counting */
-    assert_int_equal(bf_store_retry_job(f->s, 999, &err), BF_STORE_NOT_FOUND);
+    assert_int_equal(bf_store_retry_job(f->s, 999, 0, &err), BF_STORE_NOT_FOUND);
     bf_lease_clear(&l);
 }
 
@@ -325,6 +354,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_priority_first, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_one_live_lease_per_worker, setup, teardown),
         cmocka_unit_test_setup_teardown(test_round_robin_then_age, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lease_contents_and_resume, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expiry_requeue_then_fail, setup, teardown),

@@ -354,6 +354,17 @@ static void test_checkpoint_waits_for_metrics_ack(void **state)
     fake_close(&f);
 }
 
+/* A complete job reply to request q, as bifocald sends it. */
+static json_t *job_reply(const json_t *q, int job_id, int attempt_id)
+{
+    return json_pack("{s:s, s:O, s:i, s:i, s:i, s:i, s:{s:i}, s:n, s:i, s:i}",
+                     "type", "job", "id", json_object_get(q, "id"),
+                     "job_id", job_id, "attempt_id", attempt_id,
+                     "sweep_id", 1, "attempt_no", 1, "config", "steps", 10,
+                     "resume_checkpoint", "resume_step", 0,
+                     "lease_seconds", 30);
+}
+
 /* bf_link_request_job blocks until answered: run it aside too. */
 struct req { bf_link *l; json_t *job; int retry, rc; };
 
@@ -398,9 +409,7 @@ static void test_request_job(void **state)
     fake_drop(&f);
     fake_accept_hello(&f);
     q = fake_expect(&f, "request_job");
-    fake_send(&f, json_pack("{s:s, s:O, s:i, s:i, s:{s:i}}", "type", "job",
-                            "id", json_object_get(q, "id"), "job_id", 9,
-                            "attempt_id", 21, "config", "steps", 10));
+    fake_send(&f, job_reply(q, 9, 21));
     json_decref(q);
     pthread_join(th, NULL);
     assert_int_equal(r2.rc, 1);
@@ -409,7 +418,28 @@ static void test_request_job(void **state)
                                                         "attempt_id")), 21);
     json_decref(r2.job);
 
-    /* 3: interrupted while waiting */
+    /* 3: malformed jobs are refused (and logged), not run: attempt_id 0,
+     * a string id, a missing config.  The worker used to run them and
+     * then report failures that were never sent. */
+    for (int i = 0; i < 3; i++) {
+        struct req rb = { .l = l };
+        assert_int_equal(pthread_create(&th, NULL, request_main, &rb), 0);
+        q = fake_expect(&f, "request_job");
+        json_t *bad = job_reply(q, 9, 22);
+        if (i == 0)
+            json_object_set_new(bad, "attempt_id", json_integer(0));
+        else if (i == 1)
+            json_object_set_new(bad, "job_id", json_string("9"));
+        else
+            json_object_del(bad, "config");
+        fake_send(&f, bad);
+        json_decref(q);
+        pthread_join(th, NULL);
+        assert_int_equal(rb.rc, 0);
+        assert_null(rb.job);
+    }
+
+    /* 4: interrupted while waiting */
     interrupt_flag = 1;
     bf_link_wake(l);
     assert_int_equal(bf_link_request_job(l, &job, &retry, &err),
@@ -435,9 +465,7 @@ static void test_cancel_before_attempt_begins(void **state)
     assert_int_equal(pthread_create(&th, NULL, request_main, &r), 0);
     json_t *q = fake_expect(&f, "request_job");
     fake_send(&f, json_pack("{s:s, s:i}", "type", "cancel", "attempt_id", 7));
-    fake_send(&f, json_pack("{s:s, s:O, s:i, s:i, s:{s:i}}", "type", "job",
-                            "id", json_object_get(q, "id"), "job_id", 3,
-                            "attempt_id", 7, "config", "steps", 10));
+    fake_send(&f, job_reply(q, 3, 7));
     json_decref(q);
     pthread_join(th, NULL);
     assert_int_equal(r.rc, 1);

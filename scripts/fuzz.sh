@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer harnesses of tests/fuzz/ with clang (ASan + UBSan)
+# into build-fuzz/ and runs each for SECONDS (default 60), one after the
+# other, starting from the seed corpus tests/fuzz/corpus/NAME (new inputs
+# go to build-fuzz/corpus/NAME, never into the repository).  A crash, leak,
+# sanitizer report or timeout fails the run; its reproducer lands in
+# build-fuzz/ (crash-*, leak-*, timeout-*) and the run's log in
+# build-fuzz/NAME.log.  Prints one line per harness with its figures.
+#   scripts/fuzz.sh [SECONDS] [NAME...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/deps.sh
+bf_install_pkgs "${BUILD_PKGS[@]}" "${FUZZ_PKGS[@]}"
+
+seconds=${1:-60}
+shift || true
+harnesses=("$@")
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(frame protocol job_config sweep checkpoint)
+
+out=build-fuzz
+mkdir -p "$out"
+python3 scripts/embed_sql.py "$out/schema_sql.c" schema/[0-9]*.sql
+
+flags=(-std=gnu11 -g -O1 -D_GNU_SOURCE -Wall -Wextra -Werror -fsanitize=fuzzer,address,undefined
+       -fno-sanitize-recover=undefined -Icommon -Iengine -Iserver -Iserver/store)
+# shellcheck disable=SC2207
+libs=($(pkg-config --cflags --libs jansson yaml-0.1 sqlite3 libuv openblas) -lm)
+common_src=(common/*.c)
+store_src=(server/store/*.c "$out/schema_sql.c")
+
+sources_of() {
+    case $1 in
+        frame|job_config) echo "${common_src[@]}" ;;
+        sweep) echo "${common_src[@]} server/store/sweep.c" ;;
+        protocol) echo "${common_src[@]} ${store_src[@]} server/protocol.c server/holders.c" ;;
+        checkpoint) echo "${common_src[@]} engine/*.c" ;;
+        *) echo "unknown harness $1" >&2; exit 2 ;;
+    esac
+}
+
+failed=0
+for h in "${harnesses[@]}"; do
+    # shellcheck disable=SC2046
+    clang "${flags[@]}" -o "$out/fuzz_$h" "tests/fuzz/fuzz_$h.c" \
+        $(sources_of "$h") "${libs[@]}"
+    mkdir -p "$out/corpus/$h"
+    log="$out/$h.log"
+    rc=0
+    ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1" \
+    "$out/fuzz_$h" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+        -max_len=65536 -print_final_stats=1 -artifact_prefix="$out/$h-" \
+        "$out/corpus/$h" "tests/fuzz/corpus/$h" > "$log" 2>&1 || rc=$?
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+    cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2)
+    ft=$(grep -o 'ft: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2)
+    units=$(ls "$out/corpus/$h" | wc -l)
+    if [ "$rc" -ne 0 ]; then
+        failed=1
+        echo "fuzz_$h: FAILED (status $rc) after ${execs:-?} execs; see $log"
+        grep -m 3 -E 'ERROR|SUMMARY|runtime error' "$log" || true
+    else
+        echo "fuzz_$h: ok, ${seconds} s, ${execs:-?} execs, cov ${cov:-?}" \
+             "edges, ft ${ft:-?}, corpus $units units"
+    fi
+done
+exit "$failed"
