@@ -18,6 +18,9 @@ COVERAGE_PKGS=(gcovr)
 FUZZ_PKGS=(clang libclang-rt-14-dev)
 # The benchmarks' reference implementations.
 BENCH_PKGS=(python3-torch python3-optuna python3-numpy)
+# tests/cluster: test hosts in network namespaces (iproute2, util-linux's
+# unshare), a real Slurm controller and node daemons, MUNGE for their auth.
+CLUSTER_PKGS=(iproute2 util-linux slurm-wlm munge sqlite3 procps)
 
 bf_missing_pkgs() {
     local p missing=()
@@ -37,7 +40,7 @@ bf_install_pkgs() {
     [ "$(id -u)" -ne 0 ] && sudo="sudo"
     $sudo apt-get update -qq
     # shellcheck disable=SC2086
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=300 install -y -qq $missing
 }
 
 # Open MPI refuses to run as root unless told it is intended (CI runs as root).
