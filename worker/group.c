@@ -25,11 +25,16 @@ enum { TRAIN_SETUP_FAILED = -1, TRAIN_RUN_FAILED = -2 };
 /* How often idle ranks look whether rank 0 has broadcast the next job: a
  * blocking MPI_Bcast would spin a core for as long as rank 0 waits. */
 #define IDLE_POLL_NS 2000000L
+/* --exit-when-idle waits this long with no job before it exits: a group
+ * that starts before the sweep is submitted, or while every job is leased
+ * elsewhere, must not give its nodes back at once. */
+#define DEFAULT_IDLE_GRACE_S 60
 
 static const char usage_text[] =
     "usage: mpirun -np N bifocal-worker --server HOST:PORT --token-file FILE\n"
     "           [--checkpoint-dir DIR] [--name NAME] [--max-jobs N]\n"
-    "           [--exit-when-idle] [--log-level debug|info|warn|error]\n"
+    "           [--exit-when-idle [--idle-grace S]]\n"
+    "           [--log-level debug|info|warn|error]\n"
     "\n"
     "A worker group: rank 0 asks the coordinator for jobs, every rank trains\n"
     "them together (the batch is split over the ranks).\n"
@@ -40,13 +45,16 @@ static const char usage_text[] =
     "                        are written and a re-leased job starts over\n"
     "  --name NAME           worker name (default HOST:PID)\n"
     "  --max-jobs N          exit 0 after N jobs\n"
-    "  --exit-when-idle      exit 0 when the coordinator has no job\n"
+    "  --exit-when-idle      exit 0 when the coordinator has had no job\n"
+    "                        for this group for --idle-grace seconds\n"
+    "  --idle-grace S        default 60; 0 exits at the first no-job\n"
     "  --log-level LEVEL     least severe event logged (default info)\n";
 
 typedef struct group_opts {
     const char *server, *token_file, *checkpoint_dir, *name;
     int max_jobs;          /* 0: no limit */
     int exit_when_idle;
+    int idle_grace_s;      /* --exit-when-idle: seconds without a job */
 } group_opts;
 
 typedef struct group {
@@ -520,6 +528,7 @@ static int lead(group *g)
 {
     int jobs = 0;
     int status = 0;
+    double idle_since = -1;   /* since when the coordinator had no job */
     while (!stop_signal && (g->o.max_jobs == 0 || jobs < g->o.max_jobs)) {
         json_t *job = NULL;
         int retry_ms = 0;
@@ -534,13 +543,18 @@ static int lead(group *g)
             break;
         }
         if (got == 0) {
-            if (g->o.exit_when_idle) {
-                bf_log_info("no job queued: exiting (--exit-when-idle)");
+            if (idle_since < 0)
+                idle_since = bf_now_seconds();
+            if (g->o.exit_when_idle &&
+                bf_now_seconds() - idle_since >= g->o.idle_grace_s) {
+                bf_log_info("no job for %d s: exiting (--exit-when-idle)",
+                            g->o.idle_grace_s);
                 break;
             }
             bf_link_sleep(g->link, retry_ms);   /* early on a signal */
             continue;
         }
+        idle_since = -1;
         jobs++;
         int stop = run_leased_job(g, job);
         json_decref(job);
@@ -576,6 +590,7 @@ static int parse_options(int argc, char **argv, group_opts *o, int loud)
         BF_OPT_STR("name", "NAME", &o->name),
         BF_OPT_INT("max-jobs", "N", &o->max_jobs, 1, INT_MAX),
         BF_OPT_FLAG("exit-when-idle", &o->exit_when_idle),
+        BF_OPT_INT("idle-grace", "S", &o->idle_grace_s, 0, INT_MAX),
         BF_OPT_STR("log-level", "LEVEL", &log_level),
         BF_OPT_END,
     };
@@ -659,7 +674,8 @@ int bf_group_main(int argc, char **argv)
         fprintf(stderr, "bifocal-worker: MPI_Init failed\n");
         return EXIT_RUNTIME;
     }
-    group g = { .comm = MPI_COMM_WORLD };
+    group g = { .comm = MPI_COMM_WORLD,
+                .o = { .idle_grace_s = DEFAULT_IDLE_GRACE_S } };
     MPI_Comm_rank(g.comm, &g.rank);
     MPI_Comm_size(g.comm, &g.nranks);
     if (g.rank != 0)

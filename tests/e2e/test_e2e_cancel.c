@@ -32,7 +32,8 @@ static void test_cancel_running_sweep(void **state)
     assert_int_equal(bft_daemon_start(d, 10), 0);
     long long sweep = bft_submit(d, "endless.yaml", long_sweep, NULL, NULL);
     assert_true(sweep > 0);
-    pid_t g = e2e_group_start(d, 2, "group", "--exit-when-idle", NULL);
+    pid_t g = e2e_group_start(d, 2, "group", "--exit-when-idle",
+                             "--idle-grace", "0", NULL);
     assert_true(g > 0);
     /* Running, and streaming. */
     assert_true(e2e_wait_sql(d, "SELECT count(*) FROM metrics WHERE "

@@ -43,7 +43,8 @@ static void test_kill_coordinator(void **state)
     assert_true(bft_submit(d, "restart.yaml", yaml, &n_jobs, NULL) > 0);
     assert_int_equal(n_jobs, JOBS);
 
-    pid_t g = e2e_group_start(d, 1, "group", "--exit-when-idle", NULL);
+    pid_t g = e2e_group_start(d, 1, "group", "--exit-when-idle",
+                             "--idle-grace", "0", NULL);
     assert_true(g > 0);
     /* Into the second job: one done, one half-streamed. */
     assert_true(e2e_wait_sql(d, "SELECT count(*) FROM metrics WHERE "

@@ -32,7 +32,8 @@ static long long train_with(bft_daemon *d, int np)
     snprintf(yaml, sizeof yaml, sweep_fmt, name, STEPS);
     long long sweep = bft_submit(d, "np.yaml", yaml, NULL, NULL);
     assert_true(sweep > 0);
-    pid_t g = e2e_group_start(d, np, name, "--exit-when-idle", NULL);
+    pid_t g = e2e_group_start(d, np, name, "--exit-when-idle",
+                             "--idle-grace", "0", NULL);
     assert_true(g > 0);
     assert_int_equal(e2e_group_wait(g, 90000), 0);
     snprintf(sql, sizeof sql, "SELECT job_id FROM jobs WHERE sweep_id = %lld "

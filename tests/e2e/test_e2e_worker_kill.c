@@ -93,7 +93,8 @@ static void test_kill_worker_group(void **state)
 
     /* The same job, never interrupted, in a sweep of its own. */
     long long ref = submit(d, "reference");
-    pid_t c = e2e_group_start(d, 2, "group-c", "--exit-when-idle", NULL);
+    pid_t c = e2e_group_start(d, 2, "group-c", "--exit-when-idle",
+                             "--idle-grace", "0", NULL);
     assert_int_equal(e2e_group_wait(c, 90000), 0);
     char cmp[512];
     snprintf(cmp, sizeof cmp, "SELECT count(*) FROM metrics a JOIN metrics b "
