@@ -43,7 +43,9 @@ fail() {
 
 log() { echo "[$(date +%T)] $*"; }
 
-on_host() { local h=$1; shift; "$HOSTS" exec "$CLUSTER" "$h" "$@"; }
+# on_host hK CMD...: runs CMD on host hK.  Started with `&`, $! is CMD's own
+# pid (cluster-hosts.sh execs into it), so signals reach it.
+on_host() { "$HOSTS" exec "$CLUSTER" "$@"; }
 
 # ---- the coordinator ------------------------------------------------------
 
@@ -53,7 +55,7 @@ DAEMON_PID=""
 # address (not loopback); waits until it accepts connections.
 start_daemon() {
     local db=$1 lease=${2:-30}
-    on_host h1 "$BIFOCALD" --db "$db" --listen "10.213.0.1:$PORT" \
+    "$HOSTS" exec "$CLUSTER" h1 "$BIFOCALD" --db "$db" --listen "10.213.0.1:$PORT" \
         --lease-seconds "$lease" --log-level info >> "$db.log" 2>&1 &
     DAEMON_PID=$!
     local _
@@ -92,7 +94,7 @@ start_group() {
         echo "${p%%:*} slots=${p##*:}" >> "$hf"
         np=$((np + ${p##*:}))
     done
-    on_host "$launch" mpirun --hostfile "$hf" -np "$np" "${MPI_NET[@]}" \
+    "$HOSTS" exec "$CLUSTER" "$launch" mpirun --hostfile "$hf" -np "$np" "${MPI_NET[@]}" \
         "$WORKER" --server "$COORD" --token-file "$db.token" \
         --checkpoint-dir "$WORK/ckpt" --name "$name" "$@" \
         >> "$WORK/$name.log" 2>&1 &
@@ -161,19 +163,22 @@ expect_complete() {
         "SELECT count(*) FROM evals" $((jobs * 2))
 }
 
-# write_sweep FILE NAME STEPS: the test sweep: JOBS tiny jobs.
+# write_sweep FILE NAME STEPS SEEDS: the test sweep, JOBS = 2 x SEEDS tiny
+# jobs (rope and bifocal, for each seed).
 LOG_EVERY=10
 write_sweep() {
     local file=$1 name=$2
     STEPS=$3
+    JOBS=$((2 * $4))
     cat > "$file" <<YAML
 name: $name
 base: {task: dyck, depth: 2, eval_depths: [2, 4], d_model: 16, n_layers: 1,
        n_heads: 2, seq_len: 24, batch_size: 8, steps: $STEPS, warmup_steps: 5,
-       lr: 0.003, log_every: $LOG_EVERY, eval_every: 0, freq_every: 0,
+       lr: 0.0003, log_every: $LOG_EVERY, eval_every: 0, freq_every: 0,
        checkpoint_every: 20, eval_examples: 8}
 grid:
   rope: [rope, bifocal]
+  seed: [$(seq -s, 1 "$4")]
 max_attempts: 3
 YAML
 }

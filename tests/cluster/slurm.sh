@@ -1,0 +1,2 @@
+# Slurm scenario (placeholder until written).
+slurm_down() { :; }
