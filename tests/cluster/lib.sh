@@ -148,28 +148,31 @@ wait_sql() {
     fail "waited ${limit} s for: $q"
 }
 
-# expect_complete DB JOBS: every job of the sweep succeeded and every record
-# it reports is stored exactly once (steps, evals, frequencies, one results
-# row per job), nothing else.  The counts follow from the test sweep's
-# fields (write_sweep).
+# expect_complete DB JOBS [EXTRA]: every job of the sweep succeeded and
+# every record it reports is stored exactly once (logged steps, the final
+# evaluation, one results row per job), nothing else.  The counts follow
+# from the test sweep's fields (write_sweep); EXTRA losses come from
+# attempts a signal stopped between two logged steps (the trainer logs the
+# step it stops at).
 expect_complete() {
-    local db=$1 jobs=$2
+    local db=$1 jobs=$2 extra=${3:-0}
     expect "$db" "jobs succeeded" \
         "SELECT count(*) FROM jobs WHERE status = 'succeeded'" "$jobs"
     expect "$db" "one results row per job" "SELECT count(*) FROM results" "$jobs"
     expect "$db" "every logged loss stored once" \
-        "SELECT count(*) FROM metrics WHERE key = 'loss'" $((jobs * STEPS / LOG_EVERY))
+        "SELECT count(*) FROM metrics WHERE key = 'loss'" \
+        $((jobs * STEPS / LOG_EVERY + extra))
     expect "$db" "the final evaluation stored once per job and depth" \
         "SELECT count(*) FROM evals" $((jobs * 2))
 }
 
-# write_sweep FILE NAME STEPS SEEDS: the test sweep, JOBS = 2 x SEEDS tiny
-# jobs (rope and bifocal, for each seed).
+# write_sweep FILE NAME STEPS SEEDS [ROPES]: the test sweep of tiny jobs,
+# one per seed and rope (ROPES: default "rope, bifocal"); sets JOBS.
 LOG_EVERY=10
 write_sweep() {
-    local file=$1 name=$2
+    local file=$1 name=$2 ropes=${5:-rope, bifocal}
     STEPS=$3
-    JOBS=$((2 * $4))
+    JOBS=$(($4 * $(tr ',' '\n' <<<"$ropes" | wc -l)))
     cat > "$file" <<YAML
 name: $name
 base: {task: dyck, depth: 2, eval_depths: [2, 4], d_model: 16, n_layers: 1,
@@ -177,7 +180,7 @@ base: {task: dyck, depth: 2, eval_depths: [2, 4], d_model: 16, n_layers: 1,
        lr: 0.0003, log_every: $LOG_EVERY, eval_every: 0, freq_every: 0,
        checkpoint_every: 20, eval_examples: 8}
 grid:
-  rope: [rope, bifocal]
+  rope: [$ropes]
   seed: [$(seq -s, 1 "$4")]
 max_attempts: 3
 YAML

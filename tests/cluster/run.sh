@@ -26,18 +26,20 @@ source "$ROOT/scripts/deps.sh"
 bf_install_pkgs "${CLUSTER_PKGS[@]}"
 
 CLUSTER="bfc$$"
-WORK=$(mktemp -d /tmp/bifocal-cluster.XXXXXX)
+# Not under /tmp: each Slurm node gets a /tmp of its own (slurm.sh).
+WORK=$(mktemp -d /var/tmp/bifocal-cluster.XXXXXX)
 export CLUSTER WORK BUILD
 source "$ROOT/tests/cluster/lib.sh"
 source "$ROOT/tests/cluster/scenarios.sh"
 source "$ROOT/tests/cluster/slurm.sh"
 
 cleanup() {
-    slurm_down || true
     "$HOSTS" down "$CLUSTER"
     [ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"
 }
 trap cleanup EXIT
+trap "exit 130" INT
+trap "exit 143" TERM
 # The kernel may refuse namespaces (a container without CAP_SYS_ADMIN,
 # user.max_net_namespaces = 0): cluster-hosts.sh then names the reason.
 "$HOSTS" up "$CLUSTER" 4 || die "cannot make the test hosts (see above)"
@@ -60,8 +62,8 @@ for s in "${scenarios[@]}"; do
     log "== scenario $s"
     t0=$SECONDS rc=0
     # A subshell per scenario: `fail` ends only that one, and its trap
-    # stops the daemon and groups it started.
-    ( trap 'stop_groups; stop_daemon' EXIT; "scenario_$s" ) || rc=$?
+    # stops the daemons and groups it started.
+    ( trap 'stop_groups; stop_daemon; slurm_down' EXIT; "scenario_$s" ) || rc=$?
     if [ "$rc" = 0 ]; then
         passed+=("$s ($((SECONDS - t0)) s)")
     else

@@ -1,2 +1,206 @@
-# Slurm scenario (placeholder until written).
-slurm_down() { :; }
+# The Slurm scenario of tests/cluster/run.sh (sourced after lib.sh): a real
+# controller (slurmctld on h1, beside the coordinator, as on a login node)
+# and a node daemon (slurmd) on each of h2, h3, h4, authenticated by one
+# munged (its socket is on the file system every test host shares, as
+# each node's own munged would share the key).  Workers are submitted with
+# sbatch from h1, as users do: configs/slurm-workers.sbatch.
+
+SLURM_DIR="$WORK/slurm"
+# Long enough to outlast the time-limit signal (lib.sh's tiny jobs train
+# ~100 steps/s on a loaded 2-core machine).
+LIMIT_STEPS=4000
+SBATCH_SCRIPT="$ROOT/configs/slurm-workers.sbatch"
+MUNGED_PID=""
+declare -a SLURM_PIDS=()
+
+write_slurm_conf() {
+    mkdir -p "$SLURM_DIR/state" "$SLURM_DIR"/spool-h{2,3,4}
+    cat > "$SLURM_DIR/slurm.conf" <<EOF
+ClusterName=bifocaltest
+SlurmctldHost=h1(10.213.0.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$WORK/munge/socket
+CredType=cred/munge
+StateSaveLocation=$SLURM_DIR/state
+SlurmdSpoolDir=$SLURM_DIR/spool-%n
+SlurmctldPidFile=$SLURM_DIR/slurmctld.pid
+SlurmdPidFile=$SLURM_DIR/slurmd-%n.pid
+SlurmctldLogFile=$SLURM_DIR/slurmctld.log
+SlurmdLogFile=$SLURM_DIR/slurmd-%n.log
+ProctrackType=proctrack/pgid
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MpiDefault=none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+ReturnToService=2
+KillWait=10
+InactiveLimit=0
+NodeName=h[2-4] NodeAddr=10.213.0.[2-4] CPUs=2 State=UNKNOWN
+PartitionName=test Nodes=h[2-4] Default=YES MaxTime=INFINITE State=UP
+EOF
+}
+
+# A munge key of our own, and munged on a socket of our own.  The socket is
+# a file: every test host reaches it.
+start_munged() {
+    mkdir -p "$WORK/munge"
+    chmod 755 "$WORK" "$WORK/munge"    # munged wants the socket reachable by all
+    dd if=/dev/urandom of="$WORK/munge/key" bs=128 count=1 status=none
+    chmod 400 "$WORK/munge/key"
+    # On h1, so that removing the hosts ends it whatever happens.
+    "$HOSTS" exec "$CLUSTER" h1 munged --foreground --socket="$WORK/munge/socket" \
+        --key-file="$WORK/munge/key" --pid-file="$WORK/munge/pid" \
+        --log-file="$WORK/munge/log" --seed-file="$WORK/munge/seed" &
+    MUNGED_PID=$!
+    local _
+    for _ in $(seq 50); do
+        [ -S "$WORK/munge/socket" ] && return 0
+        sleep 0.1
+    done
+    fail "munged did not start (log: $(tail -n 3 "$WORK/munge/log" 2>/dev/null))"
+}
+
+slurm_up() {
+    export SLURM_CONF="$SLURM_DIR/slurm.conf"
+    write_slurm_conf
+    start_munged
+    "$HOSTS" exec "$CLUSTER" h1 slurmctld -D -f "$SLURM_CONF" \
+        > "$SLURM_DIR/slurmctld.out" 2>&1 &
+    SLURM_PIDS+=($!)
+    local h
+    for h in h2 h3 h4; do
+        # `ip netns exec` remounts /sys, so the host's cgroup mounts are not
+        # there; slurmd insists on finding a cgroup file system.  A tmpfs
+        # in this host's private mount namespace is the empty cgroup v1
+        # root it then finds (proctrack/pgid and task/none use no
+        # controller).
+        "$HOSTS" exec "$CLUSTER" "$h" sh -c \
+            'mount -t tmpfs node_tmp /tmp && mount -t tmpfs cgroup_root /sys/fs/cgroup && mkdir /sys/fs/cgroup/systemd && mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd && exec "$@"' slurmd \
+            slurmd -D -f "$SLURM_CONF" \
+            > "$SLURM_DIR/slurmd-$h.out" 2>&1 &
+        SLURM_PIDS+=($!)
+    done
+    local _
+    for _ in $(seq 150); do
+        [ "$(on_host h1 sinfo -h -N -t idle -o %N 2>/dev/null | sort -u | wc -l)" = 3 ] \
+            && return 0
+        sleep 0.2
+    done
+    on_host h1 sinfo -N >&2 || true
+    tail -n 5 "$SLURM_DIR"/*.log >&2 || true
+    fail "the 3 Slurm nodes did not come up idle within 30 s"
+}
+
+slurm_down() {
+    local p
+    for p in "${SLURM_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${SLURM_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    SLURM_PIDS=()
+    if [ -n "$MUNGED_PID" ]; then
+        kill -TERM "$MUNGED_PID" 2>/dev/null || true
+        wait "$MUNGED_PID" 2>/dev/null || true
+        MUNGED_PID=""
+    fi
+}
+
+# sbatch ARGS...: submits configs/slurm-workers.sbatch from h1 with the
+# test's coordinator, token and checkpoint directory; prints the job id.
+submit_workers() {
+    local db=$1; shift
+    on_host h1 env BIFOCAL_SERVER="$COORD" BIFOCAL_TOKEN_FILE="$db.token" \
+        BIFOCAL_CKPT_DIR="$WORK/ckpt" BIFOCAL_WORKER="$WORKER" \
+        OMPI_MCA_btl=tcp,self OMPI_MCA_btl_tcp_if_include="$SUBNET" \
+        OMPI_MCA_oob_tcp_if_include="$SUBNET" \
+        sbatch --parsable --chdir="$SLURM_DIR" --nodes=2 --ntasks-per-node=1 \
+            "$@" "$SBATCH_SCRIPT"
+}
+
+squeue_count() { on_host h1 squeue -h -o %i | wc -l; }
+
+# wait_slurm_empty SECONDS: until no Slurm job is pending or running.
+wait_slurm_empty() {
+    local _
+    for _ in $(seq $(($1 * 2))); do
+        [ "$(on_host h1 squeue -h -o %i | wc -l)" = 0 ] && return 0
+        sleep 0.5
+    done
+    fail "Slurm jobs still queued after $1 s: $(on_host h1 squeue -h -o '%i %T %M' | xargs)"
+}
+
+# expect_resumed_after_signal DB JOB STOPPED_BY RESUMED_BY: JOB's first
+# attempt was stopped by SIGTERM on STOPPED_BY, which wrote a checkpoint
+# there, and RESUMED_BY resumed from exactly that checkpoint and finished;
+# then the sweep is complete (expect_complete).
+expect_resumed_after_signal() {
+    local db=$1 job=$2 stopped=$3 resumed=$4 step
+    expect "$db" "job $job: stopped on $stopped, finished on $resumed" \
+        "SELECT group_concat(worker || ':' || outcome) FROM
+           (SELECT * FROM attempts WHERE job_id = $job ORDER BY attempt_no)" \
+        "$stopped:failed,$resumed:succeeded"
+    step=$(sql "$db" "SELECT error FROM attempts WHERE job_id = $job AND attempt_no = 1" |
+           sed -n 's/^worker stopped by a signal at step \([0-9]*\)$/\1/p')
+    [ -n "$step" ] || fail "job $job's first attempt did not end on a signal"
+    grep -q "job $job: resuming from $WORK/ckpt/job-$job/step-$(printf %06d "$step").safetensors" \
+        "$SLURM_DIR"/bifocal-workers-*.out \
+        || fail "job $job was not resumed from the checkpoint of step $step written on the signal"
+    log "ok: job $job: SIGTERM at step $step, checkpoint, resumed there by $resumed"
+    expect_complete "$db" "$JOBS" $((step % LOG_EVERY != 0))
+}
+
+# Slurm: a job array of two groups, each spanning two nodes, runs a sweep;
+# scancel of one array task mid-job makes its group checkpoint and the
+# other task resume the job.  Then a group whose time limit comes first
+# gets --signal=TERM@N, checkpoints, and a group submitted later (idle,
+# every job leased elsewhere: the grace period keeps it) resumes the job.
+scenario_slurm() {
+    slurm_up
+    log "slurmctld on h1, slurmd on h2 h3 h4: 3 nodes idle"
+    local db="$WORK/slurm.db"
+    start_daemon "$db" 30
+    write_sweep "$WORK/sweep.yaml" "slurm" 1500 1
+    client "$db" submit "$WORK/sweep.yaml" > /dev/null || fail "submit failed"
+    local array job task
+    array=$(submit_workers "$db" --array=0-1 --export=ALL,BIFOCAL_IDLE_GRACE=3) \
+        || fail "sbatch refused the array"
+    log "sbatch --array=0-1: job $array"
+    wait_sql "$db" "SELECT count(*) = 2 FROM attempts WHERE outcome = 'running'" 90
+    wait_sql "$db" "SELECT count(*) > 0 FROM jobs WHERE status = 'running'
+                      AND checkpoint_step >= 40" 60
+    job=$(sql "$db" "SELECT min(job_id) FROM jobs WHERE status = 'running' AND checkpoint_step >= 40")
+    task=$(sql "$db" "SELECT worker FROM attempts WHERE job_id = $job AND outcome = 'running'")
+    task=${task#slurm-}
+    on_host h1 scancel "$task" || fail "scancel $task failed"
+    log "scancel $task (training job $job)"
+    wait_slurm_empty 120
+    local other=$(( 1 - ${task#*_} ))
+    expect_resumed_after_signal "$db" "$job" "slurm-$task" "slurm-${array}_$other"
+
+    stop_daemon
+
+    # The time limit: TERM@55 of a 1-minute limit is due 5 s in; Slurm's
+    # timer checks (every 30 s) may deliver it up to 30 s later.
+    db="$WORK/slurm-limit.db"
+    start_daemon "$db" 30
+    write_sweep "$WORK/sweep.yaml" "limit" "$LIMIT_STEPS" 1 bifocal
+    client "$db" submit "$WORK/sweep.yaml" > /dev/null || fail "submit failed"
+    local limited late t0=$SECONDS
+    limited=$(submit_workers "$db" --time=1 --signal=TERM@55 \
+        --export=ALL,BIFOCAL_IDLE_GRACE=3) || fail "sbatch --signal refused"
+    wait_sql "$db" "SELECT count(*) = 1 FROM attempts" 60
+    # Every job is leased: without the grace period this group would exit.
+    late=$(submit_workers "$db" --export=ALL,BIFOCAL_IDLE_GRACE=120) \
+        || fail "sbatch refused the second group"
+    log "sbatch --time=1 --signal=TERM@55: job $limited, then job $late"
+    wait_sql "$db" "SELECT count(*) = 1 FROM attempts WHERE outcome = 'failed'" 90
+    log "the time-limit signal came $((SECONDS - t0)) s after the submit"
+    wait_sql "$db" "SELECT count(*) = 1 FROM jobs WHERE status = 'succeeded'" 120
+    on_host h1 scancel "$late"
+    wait_slurm_empty 60
+    stop_daemon
+    expect_resumed_after_signal "$db" 1 "slurm-$limited" "slurm-$late"
+}
