@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test: once in a normal
-# build and once under AddressSanitizer + UndefinedBehaviorSanitizer, then
-# every fuzz harness for 20 s (scripts/fuzz.sh; counted as one test).  Ends
+# build and once under AddressSanitizer + UndefinedBehaviorSanitizer, the
+# multi-host tests (tests/cluster/run.sh) on the normal build, then every
+# fuzz harness for 20 s (scripts/fuzz.sh; counted as one test).  Ends
 # with one line "tests: N passed, M failed" over both builds; the exit status
 # is non-zero if anything failed.
 set -euo pipefail
@@ -31,6 +32,16 @@ run_suite() {
 }
 
 run_suite build
+
+# Multi-host tests (tests/cluster/run.sh): test hosts in network
+# namespaces, worker groups across them, a real Slurm.  Needs root, as CI
+# runs; it fails, naming the reason, where it cannot make its hosts.
+if tests/cluster/run.sh build; then
+    passed=$((passed + 1))
+else
+    echo "tests/cluster/run.sh FAILED" >&2
+    failed=$((failed + 1))
+fi
 # Leak checking is on everywhere except under mpirun (tests/e2e/meson.build
 # says why).
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"

@@ -6,9 +6,10 @@
 # sbatch from h1, as users do: configs/slurm-workers.sbatch.
 
 SLURM_DIR="$WORK/slurm"
-# Long enough to outlast the time-limit signal (lib.sh's tiny jobs train
-# ~100 steps/s on a loaded 2-core machine).
-LIMIT_STEPS=4000
+# Long enough to outlast the time-limit signal: slurmctld checks time
+# limits every 30 s, so TERM@55 of a 1-minute limit comes 5 to 35 s after
+# the start.  lib.sh's tiny jobs train ~150 steps/s on 2 cores.
+LIMIT_STEPS=8000
 SBATCH_SCRIPT="$ROOT/configs/slurm-workers.sbatch"
 MUNGED_PID=""
 declare -a SLURM_PIDS=()
@@ -182,8 +183,8 @@ scenario_slurm() {
 
     stop_daemon
 
-    # The time limit: TERM@55 of a 1-minute limit is due 5 s in; Slurm's
-    # timer checks (every 30 s) may deliver it up to 30 s later.
+    # The time limit: TERM@55 of a 1-minute limit (LIMIT_STEPS says when
+    # it comes).
     db="$WORK/slurm-limit.db"
     start_daemon "$db" 30
     write_sweep "$WORK/sweep.yaml" "limit" "$LIMIT_STEPS" 1 bifocal
