@@ -185,3 +185,12 @@ grid:
 max_attempts: 3
 YAML
 }
+
+# start_sweep DB LEASE NAME STEPS SEEDS [ROPES]: a fresh coordinator on h1
+# with the test sweep (write_sweep) submitted.
+start_sweep() {
+    local db=$1
+    start_daemon "$db" "$2"
+    write_sweep "$WORK/sweep.yaml" "$3" "$4" "$5" ${6:+"$6"}
+    client "$db" submit "$WORK/sweep.yaml" > /dev/null || fail "submit failed"
+}

@@ -10,6 +10,12 @@ GROUP_B="h4:1 h2:1"
 # different times on different groups).
 IDLE=(--exit-when-idle --idle-grace 3)
 
+# wait_both_training DB: both jobs running, each with records stored.
+wait_both_training() {
+    wait_sql "$1" "SELECT count(*) = 2 FROM jobs j WHERE status = 'running'
+                     AND (SELECT count(*) FROM metrics m WHERE m.job_id = j.job_id) >= 5" 60
+}
+
 start_both_groups() {
     local db=$1
     start_group gA "$db" h2 "$GROUP_A" "${IDLE[@]}"
@@ -26,9 +32,7 @@ wait_both_groups() {
 # group, to the end.
 run_sweep_on_one_group() {
     local db=$1 steps=$2 launch=$3 places=$4
-    start_daemon "$db"
-    write_sweep "$WORK/sweep.yaml" "four" "$steps" 2
-    client "$db" submit "$WORK/sweep.yaml" > /dev/null || fail "submit failed"
+    start_sweep "$db" 30 four "$steps" 2
     start_group ref "$db" "$launch" "$places" "${IDLE[@]}"
     wait_group ref 120; [ "$GROUP_RC" = 0 ] || fail "reference group exited $GROUP_RC"
     stop_daemon
@@ -55,9 +59,7 @@ differing() {
 #    (2 ranks on one host: bit for bit; 1 rank: up to float rounding).
 scenario_1() {
     local db="$WORK/s1.db" steps=100
-    start_daemon "$db"
-    write_sweep "$WORK/sweep.yaml" "four" "$steps" 2
-    client "$db" submit "$WORK/sweep.yaml" > /dev/null || fail "submit failed"
+    start_sweep "$db" 30 four "$steps" 2
     start_both_groups "$db"
     wait_both_groups 120
     stop_daemon
@@ -86,9 +88,7 @@ scenario_1() {
 #    job from its checkpoint and finishes it.
 scenario_2() {
     local db="$WORK/s2.db" lease=8
-    start_daemon "$db" "$lease"
-    write_sweep "$WORK/sweep.yaml" "cut" 400 1
-    client "$db" submit "$WORK/sweep.yaml" > /dev/null || fail "submit failed"
+    start_sweep "$db" "$lease" cut 400 1
     start_group gA "$db" h2 "$GROUP_A" "${IDLE[@]}"
     # Group A has a checkpoint of its job recorded: then B joins.
     wait_sql "$db" "SELECT count(*) = 1 FROM jobs j JOIN attempts a USING (job_id)
@@ -136,21 +136,21 @@ scenario_2() {
 #    stored once, on the first attempt.
 scenario_3() {
     local db="$WORK/s3.db" lease=21
-    start_daemon "$db" "$lease"
-    write_sweep "$WORK/sweep.yaml" "partition" 600 1
-    client "$db" submit "$WORK/sweep.yaml" > /dev/null || fail "submit failed"
+    start_sweep "$db" "$lease" partition 600 1
     start_both_groups "$db"
-    wait_sql "$db" "SELECT count(*) = 2 FROM jobs j WHERE status = 'running'
-                      AND (SELECT count(*) FROM metrics m WHERE m.job_id = j.job_id) >= 5" 60
+    wait_both_training "$db"
     "$HOSTS" cut "$CLUSTER" h1
-    local t0=$SECONDS before after
+    local t0=$EPOCHREALTIME before after
     log "h1 cut off"
     sleep 1
     before=$(sql "$db" "SELECT count(*) FROM metrics")
-    sleep 7
+    # 8 s after the cut, whatever the queries took.
+    sleep "$(awk -v t0="$t0" -v now="$EPOCHREALTIME" \
+        'BEGIN { d = t0 + 8 - now; print d > 0 ? d : 0 }')"
     after=$(sql "$db" "SELECT count(*) FROM metrics")
     "$HOSTS" join "$CLUSTER" h1
-    local cut=$((SECONDS - t0))
+    local cut
+    cut=$(awk -v t0="$t0" -v now="$EPOCHREALTIME" 'BEGIN { printf "%d", now - t0 }')
     log "h1 back after $cut s"
     [ "$cut" -ge 8 ] && [ "$cut" -le 12 ] \
         || fail "the cut lasted $cut s, outside 8..12 s (machine too loaded?)"
@@ -171,12 +171,9 @@ scenario_3() {
 #    and the sweep ends with every record stored once.
 scenario_4() {
     local db="$WORK/s4.db"
-    start_daemon "$db" 30
-    write_sweep "$WORK/sweep.yaml" "restart" 400 1
-    client "$db" submit "$WORK/sweep.yaml" > /dev/null || fail "submit failed"
+    start_sweep "$db" 30 restart 400 1
     start_both_groups "$db"
-    wait_sql "$db" "SELECT count(*) = 2 FROM jobs j WHERE status = 'running'
-                      AND (SELECT count(*) FROM metrics m WHERE m.job_id = j.job_id) >= 5" 60
+    wait_both_training "$db"
     kill -KILL "$DAEMON_PID"
     wait "$DAEMON_PID" 2>/dev/null || true
     log "bifocald killed"

@@ -162,9 +162,7 @@ scenario_slurm() {
     slurm_up
     log "slurmctld on h1, slurmd on h2 h3 h4: 3 nodes idle"
     local db="$WORK/slurm.db"
-    start_daemon "$db" 30
-    write_sweep "$WORK/sweep.yaml" "slurm" 1500 1
-    client "$db" submit "$WORK/sweep.yaml" > /dev/null || fail "submit failed"
+    start_sweep "$db" 30 slurm 1500 1
     local array job task
     array=$(submit_workers "$db" --array=0-1 --export=ALL,BIFOCAL_IDLE_GRACE=3) \
         || fail "sbatch refused the array"
@@ -186,9 +184,7 @@ scenario_slurm() {
     # The time limit: TERM@55 of a 1-minute limit (LIMIT_STEPS says when
     # it comes).
     db="$WORK/slurm-limit.db"
-    start_daemon "$db" 30
-    write_sweep "$WORK/sweep.yaml" "limit" "$LIMIT_STEPS" 1 bifocal
-    client "$db" submit "$WORK/sweep.yaml" > /dev/null || fail "submit failed"
+    start_sweep "$db" 30 limit "$LIMIT_STEPS" 1 bifocal
     local limited late t0=$SECONDS
     limited=$(submit_workers "$db" --time=1 --signal=TERM@55 \
         --export=ALL,BIFOCAL_IDLE_GRACE=3) || fail "sbatch --signal refused"
