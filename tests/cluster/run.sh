@@ -6,7 +6,9 @@
 #
 #   tests/cluster/run.sh [BUILD_DIR] [SCENARIO...]
 #
-# SCENARIO is 1, 2, 3, 4 or slurm (default: all, in that order).  Exits 0
+# SCENARIO is 1, 2, 3, 4 or slurm (default: all, in that order).  With
+# KEEP_WORK=1 the scratch directory (databases, logs) of the last scenario
+# is kept and its path printed.  Exits 0
 # only if every scenario passed; needs root (CI runs as root) and a kernel
 # that allows network namespaces: anything else is a loud failure, never a
 # skip.
@@ -35,7 +37,7 @@ source "$ROOT/tests/cluster/slurm.sh"
 
 cleanup() {
     "$HOSTS" down "$CLUSTER"
-    [ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"
+    if [ -n "${KEEP_WORK:-}" ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
 trap "exit 130" INT
