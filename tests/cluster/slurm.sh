@@ -6,10 +6,11 @@
 # sbatch from h1, as users do: configs/slurm-workers.sbatch.
 
 SLURM_DIR="$WORK/slurm"
-# Long enough to outlast the time-limit signal: slurmctld checks time
+# Longer than any wait for the time-limit signal: slurmctld checks time
 # limits every 30 s, so TERM@55 of a 1-minute limit comes 5 to 35 s after
-# the start.  lib.sh's tiny jobs train ~150 steps/s on 2 cores.
-LIMIT_STEPS=8000
+# the start (and later on a loaded machine).  The job is cancelled once
+# resumed.
+LIMIT_STEPS=1000000
 SBATCH_SCRIPT="$ROOT/configs/slurm-workers.sbatch"
 MUNGED_PID=""
 declare -a SLURM_PIDS=()
@@ -133,16 +134,16 @@ wait_slurm_empty() {
     fail "Slurm jobs still queued after $1 s: $(on_host h1 squeue -h -o '%i %T %M' | xargs)"
 }
 
-# expect_resumed_after_signal DB JOB STOPPED_BY RESUMED_BY: JOB's first
-# attempt was stopped by SIGTERM on STOPPED_BY, which wrote a checkpoint
-# there, and RESUMED_BY resumed from exactly that checkpoint and finished;
-# then the sweep is complete (expect_complete).
+# expect_resumed_after_signal DB JOB STOPPED_BY RESUMED_BY [OUTCOME]: JOB's
+# first attempt was stopped by SIGTERM on STOPPED_BY, which wrote a
+# checkpoint there, and RESUMED_BY resumed from exactly that checkpoint
+# (its attempt ended OUTCOME, default succeeded); sets SIGNAL_STEP.
 expect_resumed_after_signal() {
-    local db=$1 job=$2 stopped=$3 resumed=$4 step
-    expect "$db" "job $job: stopped on $stopped, finished on $resumed" \
+    local db=$1 job=$2 stopped=$3 resumed=$4 outcome=${5:-succeeded} step
+    expect "$db" "job $job: stopped on $stopped, then $outcome on $resumed" \
         "SELECT group_concat(worker || ':' || outcome) FROM
            (SELECT * FROM attempts WHERE job_id = $job ORDER BY attempt_no)" \
-        "$stopped:failed,$resumed:succeeded"
+        "$stopped:failed,$resumed:$outcome"
     step=$(sql "$db" "SELECT error FROM attempts WHERE job_id = $job AND attempt_no = 1" |
            sed -n 's/^worker stopped by a signal at step \([0-9]*\)$/\1/p')
     [ -n "$step" ] || fail "job $job's first attempt did not end on a signal"
@@ -150,7 +151,7 @@ expect_resumed_after_signal() {
         "$SLURM_DIR"/bifocal-workers-*.out \
         || fail "job $job was not resumed from the checkpoint of step $step written on the signal"
     log "ok: job $job: SIGTERM at step $step, checkpoint, resumed there by $resumed"
-    expect_complete "$db" "$JOBS" $((step % LOG_EVERY != 0))
+    SIGNAL_STEP=$step
 }
 
 # Slurm: a job array of two groups, each spanning two nodes, runs a sweep;
@@ -162,12 +163,13 @@ scenario_slurm() {
     slurm_up
     log "slurmctld on h1, slurmd on h2 h3 h4: 3 nodes idle"
     local db="$WORK/slurm.db"
-    start_sweep "$db" 30 slurm 1500 1
+    start_sweep "$db" 30 slurm 4000 1
     local array job task
     array=$(submit_workers "$db" --array=0-1 --export=ALL,BIFOCAL_IDLE_GRACE=3) \
         || fail "sbatch refused the array"
     log "sbatch --array=0-1: job $array"
-    wait_sql "$db" "SELECT count(*) = 2 FROM attempts WHERE outcome = 'running'" 90
+    # Both array tasks have connected (the second may start seconds later).
+    wait_sql "$db" "SELECT count(*) = 2 FROM workers" 90
     wait_sql "$db" "SELECT count(*) > 0 FROM jobs WHERE status = 'running'
                       AND checkpoint_step >= 40" 60
     job=$(sql "$db" "SELECT min(job_id) FROM jobs WHERE status = 'running' AND checkpoint_step >= 40")
@@ -178,6 +180,7 @@ scenario_slurm() {
     wait_slurm_empty 120
     local other=$(( 1 - ${task#*_} ))
     expect_resumed_after_signal "$db" "$job" "slurm-$task" "slurm-${array}_$other"
+    expect_complete "$db" "$JOBS" $((SIGNAL_STEP % LOG_EVERY != 0))
 
     stop_daemon
 
@@ -195,9 +198,19 @@ scenario_slurm() {
     log "sbatch --time=1 --signal=TERM@55: job $limited, then job $late"
     wait_sql "$db" "SELECT count(*) = 1 FROM attempts WHERE outcome = 'failed'" 90
     log "the time-limit signal came $((SECONDS - t0)) s after the submit"
-    wait_sql "$db" "SELECT count(*) = 1 FROM jobs WHERE status = 'succeeded'" 120
+    # The late group resumed it and has stored steps past the signal's.
+    local stop_step
+    stop_step=$(sql "$db" "SELECT error FROM attempts WHERE outcome = 'failed'" | grep -o '[0-9]*$')
+    wait_sql "$db" "SELECT max(step) > ${stop_step:-0} + 100 FROM metrics WHERE key = 'loss'" 60
+    client "$db" cancel 1 > /dev/null || fail "bifocal cancel failed"
+    wait_sql "$db" "SELECT count(*) = 1 FROM jobs WHERE status = 'cancelled'" 60
     on_host h1 scancel "$late"
     wait_slurm_empty 60
     stop_daemon
-    expect_resumed_after_signal "$db" 1 "slurm-$limited" "slurm-$late"
+    expect_resumed_after_signal "$db" 1 "slurm-$limited" "slurm-$late" cancelled
+    # Nothing lost or doubled across the two attempts: every logged step up
+    # to the last one stored is there once.
+    expect "$db" "every logged step up to the last stored once" \
+        "SELECT count(*) = max(step) / $LOG_EVERY FROM metrics
+         WHERE key = 'loss' AND step % $LOG_EVERY = 0" 1
 }
