@@ -57,7 +57,8 @@ static void test_bad_checkpoint_falls_back(void **state)
     assert_true(bft_reply_is(bft_worker_failed(&w, attempt, "lost"), "ack"));
     bft_worker_close(&w);
 
-    pid_t g = e2e_group_start(d, 1, "group", "--exit-when-idle", NULL);
+    pid_t g = e2e_group_start(d, 1, "group", "--exit-when-idle",
+                              "--idle-grace", "0", NULL);
     assert_true(g > 0);
     assert_int_equal(e2e_group_wait(g, 120000), 0);
     assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs WHERE "

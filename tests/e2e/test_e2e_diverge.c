@@ -28,7 +28,8 @@ static void test_diverged_job_fails_keeping_rows(void **state)
     bft_daemon *d = *state;
     assert_int_equal(bft_daemon_start(d, 10), 0);
     assert_true(bft_submit(d, "diverge.yaml", diverging_sweep, NULL, NULL) > 0);
-    pid_t g = e2e_group_start(d, 1, "group", "--exit-when-idle", NULL);
+    pid_t g = e2e_group_start(d, 1, "group", "--exit-when-idle",
+                              "--idle-grace", "0", NULL);
     assert_true(g > 0);
     assert_int_equal(e2e_group_wait(g, 120000), 0);
 
