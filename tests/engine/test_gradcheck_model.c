@@ -28,7 +28,8 @@ static double mean_loss(void *p)
 {
     model_ctx *c = p;
     int n;
-    double sum = bf_model_forward(&c->m, c->inputs, c->targets, B, T, &n);
+    double sum = bf_model_forward(&c->m, c->inputs, c->targets, NULL, B, T,
+                                  &n);
     return sum / n;
 }
 
@@ -67,7 +68,7 @@ static void check_variant(bf_rope_kind rope, int spectral)
     bf_model *m = &c->m;
     int n;
     bf_model_zero_grad(m);
-    bf_model_forward(m, c->inputs, c->targets, B, T, &n);
+    bf_model_forward(m, c->inputs, c->targets, NULL, B, T, &n);
     bf_model_backward(m, 1.0f / (float)n);
 
     for (int k = 0; k < BF_NUM_PARAM_TENSORS - 1; k++) {

@@ -136,7 +136,8 @@ static void compare_case(torch_case *c)
 
     int n;
     bf_model_zero_grad(m);
-    double loss = bf_model_forward(m, c->inputs, c->targets, B, T, &n);
+    double loss = bf_model_forward(m, c->inputs, c->targets, NULL, B, T,
+                                   &n);
     double torch_loss = json_real_value(json_object_get(res, "loss_sum"));
     printf("# %-8s loss C %.7f torch %.7f\n", bf_rope_name(c->rope), loss,
            torch_loss);
