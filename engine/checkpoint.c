@@ -294,18 +294,22 @@ int bf_checkpoint_resume(const char *path, bf_model *m,
     bf_checkpoint ck;
     if (bf_checkpoint_open(&ck, path, err) != 0)
         return -1;
+    /* Compared as parsed, not as stored: a checkpoint written before a
+     * field existed holds that field's default, so it resumes unchanged. */
     char *mine = bf_job_config_to_canonical_json(cfg);
+    char *theirs = bf_job_config_to_canonical_json(&ck.cfg);
     int rc = 0;
-    if (!mine) {
+    if (!mine || !theirs) {
         rc = bf_error_set(err, path, 0, NULL, "out of memory");
-    } else if (strcmp(mine, ck.config_json) != 0) {
+    } else if (strcmp(mine, theirs) != 0) {
         char diff[600];
-        describe_config_diff(ck.config_json, mine, diff, sizeof diff);
+        describe_config_diff(theirs, mine, diff, sizeof diff);
         rc = bf_error_set(err, path, 0, NULL,
                           "cannot resume: the checkpoint was written by a "
                           "different job config (%s)", diff);
     }
     free(mine);
+    free(theirs);
     if (rc == 0)
         rc = bf_checkpoint_load_params(&ck, m, err);
     if (rc == 0)
