@@ -313,11 +313,17 @@ static void run_ranks(rank_ctx *ranks, void *(*fn)(void *))
         pthread_join(th[r], NULL);
 }
 
-/* Trains c (12 steps) in one process and in two ranks: the same losses up
- * to float summation order, the two replicas bitwise identical, and a split
- * evaluation equal to the whole. */
-static void check_two_ranks_match_one(const bf_job_config *c)
+/* Trains a tiny job (12 steps) in one process and in two ranks: the same
+ * losses up to float summation order, the two replicas bitwise identical,
+ * and a split evaluation equal to the whole. */
+static void check_two_ranks_match_one(bf_rope_kind rope, int batch_size,
+                                      int random_positions)
 {
+    bf_job_config cfg;
+    tiny_config(&cfg, rope);
+    cfg.batch_size = batch_size;
+    cfg.random_positions = random_positions;
+    const bf_job_config *c = &cfg;
     bf_error err;
     bf_trainer *single;
     bf_trainer_opts one = {.rank = 0, .nranks = 1};
@@ -379,20 +385,14 @@ static void check_two_ranks_match_one(const bf_job_config *c)
 static void test_two_ranks_match_one(void **state)
 {
     (void)state;
-    bf_job_config c;
-    tiny_config(&c, BF_ROPE_BIFOCAL);
-    c.batch_size = 6;
-    check_two_ranks_match_one(&c);
+    check_two_ranks_match_one(BF_ROPE_BIFOCAL, 6, 0);
 }
 
 /* 5 rows on 2 ranks: 3 and 2, the mean still over all targets. */
 static void test_uneven_split_matches_one(void **state)
 {
     (void)state;
-    bf_job_config c;
-    tiny_config(&c, BF_ROPE_BIFOCAL);
-    c.batch_size = 5;
-    check_two_ranks_match_one(&c);
+    check_two_ranks_match_one(BF_ROPE_BIFOCAL, 5, 0);
 }
 
 /* 1 row on 2 ranks: rank 1 has none and still joins every allreduce; with
@@ -400,11 +400,7 @@ static void test_uneven_split_matches_one(void **state)
 static void test_rank_without_rows(void **state)
 {
     (void)state;
-    bf_job_config c;
-    tiny_config(&c, BF_ROPE_PROPE);
-    c.batch_size = 1;
-    c.random_positions = 2 * c.seq_len;
-    check_two_ranks_match_one(&c);
+    check_two_ranks_match_one(BF_ROPE_PROPE, 1, 32);
 }
 
 int main(void)
