@@ -114,7 +114,7 @@ static int run_child(const bench_config *bc, int steps)
         bf_model_zero_grad(&m);
         for (int row = 0; row < rows; row += mb) {
             int b = rows - row < mb ? rows - row : mb, n;
-            bf_model_forward(&m, in + row * T, tg + row * T, b, T, &n);
+            bf_model_forward(&m, in + row * T, tg + row * T, NULL, b, T, &n);
             bf_model_backward(&m, 1.0f / (float)(rows * T));
         }
         norm_sum += bf_model_grad_norm(&m); /* the trainer clips with it */

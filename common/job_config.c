@@ -50,6 +50,9 @@ static const field_spec job_fields[] = {
     FIELD_ABOVE(rope_base, KIND_REAL, 1, 1e12),
     FIELD(spectral_fraction, KIND_REAL, 0, 1),
     FIELD(freq_lr_mult, KIND_REAL, 0, 1e6),
+    FIELD(prope_fraction, KIND_REAL, 0, 1),
+    /* 0 (off) or >= seq_len, checked in validate_cross */
+    FIELD(random_positions, KIND_INT, 0, BF_MAX_POSITIONS),
     FIELD(d_model, KIND_INT, 2, 8192),
     FIELD(n_layers, KIND_INT, 1, 256),
     FIELD(n_heads, KIND_INT, 1, 1024),
@@ -72,9 +75,10 @@ static const field_spec job_fields[] = {
 #define N_JOB_FIELDS (sizeof job_fields / sizeof job_fields[0])
 
 static const char *const task_names[] = {"dyck", "counter", "modarith"};
-static const char *const rope_names[] = {"none", "rope", "spectral", "bifocal"};
+static const char *const rope_names[] = {"none", "rope", "spectral", "bifocal",
+                                         "prope"};
 #define N_TASKS 3
-#define N_ROPES 4
+#define N_ROPES 5
 
 void bf_job_config_defaults(bf_job_config *cfg)
 {
@@ -92,6 +96,8 @@ void bf_job_config_defaults(bf_job_config *cfg)
     cfg->rope_base = 10000.0;
     cfg->spectral_fraction = 0.5;
     cfg->freq_lr_mult = 1.0;
+    cfg->prope_fraction = 0.25;
+    cfg->random_positions = 0;
     cfg->d_model = 64;
     cfg->n_layers = 2;
     cfg->n_heads = 4;
@@ -527,6 +533,13 @@ static int validate_cross(const bf_job_config *cfg, const apply_ctx *c)
                             "warmup_steps", "warmup_steps %d exceeds steps %d "
                             "(allowed: 0 .. steps)", cfg->warmup_steps,
                             cfg->steps);
+    if (cfg->random_positions != 0 && cfg->random_positions < cfg->seq_len)
+        return bf_error_set(c->err, c->file,
+                            field_line(c->lines, "random_positions", -1),
+                            "random_positions", "%d is fewer positions than "
+                            "seq_len %d (allowed: 0 for off, or %d .. %d)",
+                            cfg->random_positions, cfg->seq_len, cfg->seq_len,
+                            BF_MAX_POSITIONS);
     int deepest = bf_job_config_max_depth(cfg);
     int need = bf_task_max_len(cfg->task, deepest);
     if (cfg->seq_len < need)
@@ -630,6 +643,14 @@ int bf_job_config_spectral_heads(const bf_job_config *cfg)
     default:
         return 0;
     }
+}
+
+int bf_job_config_prope_pairs(const bf_job_config *cfg)
+{
+    if (cfg->rope != BF_ROPE_PROPE || cfg->n_heads < 1)
+        return 0;
+    int pairs = cfg->d_model / cfg->n_heads / 2;
+    return (int)lround(pairs * cfg->prope_fraction);
 }
 
 int bf_job_config_max_depth(const bf_job_config *cfg)

@@ -4,7 +4,8 @@
  *
  * Field names are the public vocabulary of sweeps, the database and the docs:
  *   task, depth, eval_depths, dyck_k, modulus, rope, rope_base,
- *   spectral_fraction, freq_lr_mult, d_model, n_layers, n_heads, seq_len,
+ *   spectral_fraction, freq_lr_mult, prope_fraction, random_positions,
+ *   d_model, n_layers, n_heads, seq_len,
  *   batch_size, steps, lr, warmup_steps, weight_decay, grad_clip, seed,
  *   log_every, eval_every, freq_every, checkpoint_every, init_from,
  *   eval_examples, stop_on_nonfinite
@@ -21,12 +22,16 @@
 #define BF_MAX_EVAL_DEPTHS 16
 #define BF_MAX_DEPTH 256     /* largest depth / eval depth a task accepts */
 #define BF_PATH_MAX 1024
+#define BF_MAX_POSITIONS 262144 /* largest random_positions */
 
 typedef enum {
     BF_ROPE_NONE,     /* NoPE baseline: no rotation */
     BF_ROPE_GEOMETRIC,/* "rope": fixed base^(-2i/d_head) */
     BF_ROPE_SPECTRAL, /* "spectral": every frequency learnable */
-    BF_ROPE_BIFOCAL   /* "bifocal": last S heads of each layer learnable */
+    BF_ROPE_BIFOCAL,  /* "bifocal": last S heads of each layer learnable */
+    BF_ROPE_PROPE     /* "prope": p-RoPE (Barbero et al., ICLR 2025), fixed
+                         frequencies with the lowest prope_fraction of each
+                         head's pairs at omega = 0 (no position) */
 } bf_rope_kind;
 
 typedef struct bf_job_config {
@@ -40,6 +45,10 @@ typedef struct bf_job_config {
     double rope_base;
     double spectral_fraction;
     double freq_lr_mult;
+    double prope_fraction;              /* rope: prope only */
+    int random_positions;               /* N > 0: training positions are a
+                                           sorted random subset of [0, N)
+                                           (Ruoss et al., ACL 2023); 0 off */
     int d_model, n_layers, n_heads, seq_len;
     int batch_size;                     /* global, over all ranks */
     int steps;
@@ -98,6 +107,10 @@ int bf_rope_from_name(const char *s);
 
 /* Number of learnable (spectral) heads per layer for this config. */
 int bf_job_config_spectral_heads(const bf_job_config *cfg);
+
+/* Rotary pairs per head whose omega is 0 (the lowest-frequency ones):
+ * round(prope_fraction * d_head / 2) for rope: prope, else 0. */
+int bf_job_config_prope_pairs(const bf_job_config *cfg);
 
 /* Deepest of `depth` and every eval depth. */
 int bf_job_config_max_depth(const bf_job_config *cfg);

@@ -3,7 +3,9 @@
  * Each task is a generator writing one whole sequence (prompt, separator,
  * answer, END) into a scratch buffer; the shared code below turns that into
  * the fixed-length (inputs, targets) row described in tasks.h.  Every random
- * choice comes from a bf_rng keyed by (seed, stream, depth, index). */
+ * choice comes from a bf_rng keyed by (seed, stream, depth, index); the
+ * depth and the random positions of a training example by (seed, stream,
+ * index). */
 #include "tasks.h"
 
 #include <assert.h>
@@ -16,7 +18,8 @@ enum { TOK_END = 1, TOK_SEP = 2, TOK_FIRST = 3 };
 
 /* Streams of task_example used by the train/eval helpers.  The depth
  * draw of a training example has a stream of its own. */
-enum { STREAM_TRAIN = 1, STREAM_EVAL = 2, STREAM_TRAIN_DEPTH = 3 };
+enum { STREAM_TRAIN = 1, STREAM_EVAL = 2, STREAM_TRAIN_DEPTH = 3,
+       STREAM_TRAIN_POSITIONS = 4 };
 
 /* Longest sequence any task produces at BF_MAX_DEPTH (4 tokens per level
  * plus a few), with room to spare. */
@@ -235,6 +238,28 @@ int bf_task_train_example(const bf_job_config *cfg, uint64_t index,
     int depth = 1 + (int)bf_rng_below(&rng, (uint32_t)cfg->depth);
     task_example(cfg, STREAM_TRAIN, depth, index, inputs, targets, T);
     return depth;
+}
+
+void bf_task_train_positions(const bf_job_config *cfg, uint64_t index,
+                             int *positions, int T)
+{
+    int N = cfg->random_positions;
+    if (N <= 0) {
+        for (int t = 0; t < T; t++)
+            positions[t] = t;
+        return;
+    }
+    assert(N >= T);
+    bf_rng rng;
+    bf_rng_seed(&rng, bf_rng_key(bf_rng_key(cfg->seed,
+                                            STREAM_TRAIN_POSITIONS), index));
+    /* Selection sampling (Knuth's Algorithm S): position p is taken with
+     * probability (still needed) / (still available), which makes every
+     * T-subset equally likely and emits it already sorted. */
+    int taken = 0;
+    for (int p = 0; p < N && taken < T; p++)
+        if ((int)bf_rng_below(&rng, (uint32_t)(N - p)) < T - taken)
+            positions[taken++] = p;
 }
 
 void bf_task_eval_example(const bf_job_config *cfg, int depth, uint64_t index,

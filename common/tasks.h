@@ -34,6 +34,13 @@ int bf_task_vocab_size(const bf_job_config *cfg);
 int bf_task_train_example(const bf_job_config *cfg, uint64_t index,
                           int *inputs, int *targets, int T);
 
+/* Rotary positions of training example `index`: with cfg->random_positions
+ * N > 0, a sorted random subset of T distinct positions of [0, N) drawn
+ * from the example's own key (a pure function of seed and index, like the
+ * example); with N = 0, 0..T-1. */
+void bf_task_train_positions(const bf_job_config *cfg, uint64_t index,
+                             int *positions, int T);
+
 /* Held-out example `index` (0..eval_examples-1) at exactly `depth`; drawn
  * from a stream disjoint from training, so the set per depth is fixed. */
 void bf_task_eval_example(const bf_job_config *cfg, int depth, uint64_t index,

@@ -334,6 +334,8 @@ int bf_checkpoint_resume(const char *path, bf_model *m,
     bf_checkpoint ck;
     if (bf_checkpoint_open(&ck, path, err) != 0)
         return -1;
+    /* Compared as parsed, not as stored: a checkpoint written before a
+     * field existed holds that field's default, so it resumes unchanged. */
     int rc = check_resumable(&ck, path, cfg, err);
     if (rc == 0)
         rc = bf_checkpoint_load_params(&ck, m, err);

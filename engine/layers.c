@@ -184,73 +184,71 @@ void bf_logits_backward(float *dinp, float *dwte, const float *dlogits,
 }
 
 void bf_rotary_tables(float *cosv, float *sinv, const float *omega, int NH,
-                      int T, int P)
+                      int S, int P)
 {
-    /* Angles reach T radians: form them in double so cos/sin of large
+    /* Angles reach S radians: form them in double so cos/sin of large
      * angles keep float accuracy. */
     for (int h = 0; h < NH; h++)
-        for (int t = 0; t < T; t++)
+        for (int p = 0; p < S; p++)
             for (int i = 0; i < P; i++) {
-                double a = (double)t * (double)omega[h * P + i];
-                size_t at = ((size_t)h * T + t) * P + i;
+                double a = (double)p * (double)omega[h * P + i];
+                size_t at = ((size_t)h * S + p) * P + i;
                 cosv[at] = (float)cos(a);
                 sinv[at] = (float)sin(a);
             }
 }
 
 void bf_rotary_forward(float *qkv, const float *cosv, const float *sinv,
-                       int B, int T, int C, int NH)
+                       const int *pos, int S, int B, int T, int C, int NH)
 {
     int hd = C / NH, P = hd / 2;
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            float *row = qkv + ((size_t)b * T + t) * 3 * C;
-            /* part 0: q, part 1: k */
-            for (int part = 0; part < 2; part++)
-                for (int h = 0; h < NH; h++) {
-                    float *x = row + part * C + h * hd;
-                    const float *c = cosv + ((size_t)h * T + t) * P;
-                    const float *s = sinv + ((size_t)h * T + t) * P;
-                    for (int i = 0; i < P; i++) {
-                        float x0 = x[2 * i], x1 = x[2 * i + 1];
-                        x[2 * i] = x0 * c[i] - x1 * s[i];
-                        x[2 * i + 1] = x0 * s[i] + x1 * c[i];
-                    }
+    for (int n = 0; n < B * T; n++) {
+        float *row = qkv + (size_t)n * 3 * C;
+        /* part 0: q, part 1: k */
+        for (int part = 0; part < 2; part++)
+            for (int h = 0; h < NH; h++) {
+                float *x = row + part * C + h * hd;
+                const float *c = cosv + ((size_t)h * S + pos[n]) * P;
+                const float *s = sinv + ((size_t)h * S + pos[n]) * P;
+                for (int i = 0; i < P; i++) {
+                    float x0 = x[2 * i], x1 = x[2 * i + 1];
+                    x[2 * i] = x0 * c[i] - x1 * s[i];
+                    x[2 * i + 1] = x0 * s[i] + x1 * c[i];
                 }
-        }
+            }
+    }
 }
 
 void bf_rotary_backward(float *dqkv, float *dtheta, const float *qkv,
                         const float *cosv, const float *sinv,
-                        const float *omega, const uint8_t *learnable, int B,
-                        int T, int C, int NH)
+                        const float *omega, const uint8_t *learnable,
+                        const int *pos, int S, int B, int T, int C, int NH)
 {
     int hd = C / NH, P = hd / 2;
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++) {
-            size_t off = ((size_t)b * T + t) * 3 * C;
-            for (int part = 0; part < 2; part++)
-                for (int h = 0; h < NH; h++) {
-                    float *g = dqkv + off + part * C + h * hd;
-                    const float *y = qkv + off + part * C + h * hd;
-                    const float *c = cosv + ((size_t)h * T + t) * P;
-                    const float *s = sinv + ((size_t)h * T + t) * P;
-                    if (learnable && learnable[h]) {
-                        /* dL/da = -g0 y1 + g1 y0, da/dtheta = t * omega */
-                        float *dth = dtheta + h * P;
-                        const float *om = omega + h * P;
-                        for (int i = 0; i < P; i++)
-                            dth[i] += (g[2 * i + 1] * y[2 * i] -
-                                       g[2 * i] * y[2 * i + 1]) *
-                                      (float)t * om[i];
-                    }
-                    for (int i = 0; i < P; i++) {
-                        float g0 = g[2 * i], g1 = g[2 * i + 1];
-                        g[2 * i] = g0 * c[i] + g1 * s[i];
-                        g[2 * i + 1] = g1 * c[i] - g0 * s[i];
-                    }
+    for (int n = 0; n < B * T; n++) {
+        size_t off = (size_t)n * 3 * C;
+        for (int part = 0; part < 2; part++)
+            for (int h = 0; h < NH; h++) {
+                float *g = dqkv + off + part * C + h * hd;
+                const float *y = qkv + off + part * C + h * hd;
+                const float *c = cosv + ((size_t)h * S + pos[n]) * P;
+                const float *s = sinv + ((size_t)h * S + pos[n]) * P;
+                if (learnable && learnable[h]) {
+                    /* dL/da = -g0 y1 + g1 y0, da/dtheta = pos * omega */
+                    float *dth = dtheta + h * P;
+                    const float *om = omega + h * P;
+                    for (int i = 0; i < P; i++)
+                        dth[i] += (g[2 * i + 1] * y[2 * i] -
+                                   g[2 * i] * y[2 * i + 1]) *
+                                  (float)pos[n] * om[i];
                 }
-        }
+                for (int i = 0; i < P; i++) {
+                    float g0 = g[2 * i], g1 = g[2 * i + 1];
+                    g[2 * i] = g0 * c[i] + g1 * s[i];
+                    g[2 * i + 1] = g1 * c[i] - g0 * s[i];
+                }
+            }
+    }
 }
 
 /* Causal softmax of one row of scores: the first len entries are real, the

@@ -57,21 +57,24 @@ void bf_logits_backward(float *dinp, float *dwte, const float *dlogits,
                         const float *inp, const float *wte, int N, int C,
                         int V);
 
-/* cos/sin tables [NH,T,P] for one layer: angle p * omega[h*P + i]. */
+/* cos/sin tables [NH,S,P] for one layer: entry (h, p, i) is of angle
+ * p * omega[h*P + i], for the S positions p = 0..S-1. */
 void bf_rotary_tables(float *cosv, float *sinv, const float *omega, int NH,
-                      int T, int P);
+                      int S, int P);
 /* Rotates q and k (columns [0,2C) of qkv [B,T,3C]) in place: pair i of head
- * h at position t by angle t * omega[h][i]. */
+ * h in row b, slot t by angle pos[b*T+t] * omega[h][i], looked up in tables
+ * [NH,S,P]; pos [B*T], every entry in 0..S-1. */
 void bf_rotary_forward(float *qkv, const float *cosv, const float *sinv,
-                       int B, int T, int C, int NH);
+                       const int *pos, int S, int B, int T, int C, int NH);
 /* dqkv [B,T,3C]: on entry the gradient w.r.t. the ROTATED q,k, on return
  * w.r.t. the unrotated ones (v columns untouched).  qkv holds the rotated
- * values of the forward.  For heads with learnable[h] (learnable may be
- * NULL: none), dtheta [NH,P] += exact dL/dtheta, theta = log(omega). */
+ * values of the forward, pos and the tables are the forward's.  For heads
+ * with learnable[h] (learnable may be NULL: none), dtheta [NH,P] += exact
+ * dL/dtheta, theta = log(omega) (the angle's derivative is pos * omega). */
 void bf_rotary_backward(float *dqkv, float *dtheta, const float *qkv,
                         const float *cosv, const float *sinv,
-                        const float *omega, const uint8_t *learnable, int B,
-                        int T, int C, int NH);
+                        const float *omega, const uint8_t *learnable,
+                        const int *pos, int S, int B, int T, int C, int NH);
 
 /* Causal multi-head attention: qkv [B,T,3C] -> out [B,T,C]; att
  * [B,NH,T,T] keeps the softmax probabilities (zeros above the diagonal). */

@@ -36,13 +36,14 @@ typedef struct bf_acts {
     float *dres;      /* [B, T, C] gradient of the residual stream */
     float *scratch;   /* [8, B, T, C] LN/GELU recomputation, branch grads */
     float *datt;      /* [T, T] */
-    float *cosv, *sinv;  /* [L, NH, T, P] rotary tables of the last build */
+    float *cosv, *sinv;  /* [L, NH, S, P] rotary tables of positions 0..S-1 */
     float *omega;        /* [L, NH, P] */
     float *table_theta;  /* [L, NH, P] the theta the tables were built from */
-    int *inputs, *targets, *argmax; /* [B*T] of the last forward */
+    int *inputs, *targets, *argmax, *positions; /* [B*T] of the last forward */
     float *arena;     /* the one float allocation all of the above live in */
     int *int_arena;   /* the one int allocation */
-    int table_T;      /* T the tables were built for, 0: not built */
+    int S;            /* positions the tables cover */
+    int tables_built; /* 0: rebuild every head's table at the next forward */
     int B, T;         /* shape of the last forward, 0: none */
 } bf_acts;
 
@@ -50,6 +51,12 @@ typedef struct bf_acts {
 typedef struct act_sizes {
     size_t btc, bt, att, table, theta;
 } act_sizes;
+
+/* Positions the rotary tables cover for a model of capacity T. */
+static int table_positions(const bf_model_shape *s, int T)
+{
+    return s->n_positions > T ? s->n_positions : T;
+}
 
 static act_sizes act_sizes_of(const bf_model_shape *s, int B, int T)
 {
@@ -59,7 +66,7 @@ static act_sizes act_sizes_of(const bf_model_shape *s, int B, int T)
     z.btc = z.bt * s->d_model;
     z.att = (size_t)B * s->n_heads * T * T;
     z.theta = (size_t)s->n_layers * s->n_heads * P;
-    z.table = z.theta * T;
+    z.table = z.theta * (size_t)table_positions(s, T);
     return z;
 }
 
@@ -82,16 +89,22 @@ void bf_model_shape_from_config(bf_model_shape *s, const bf_job_config *cfg,
     s->n_layers = cfg->n_layers;
     s->n_heads = cfg->n_heads;
     s->max_seq = cfg->seq_len;
+    s->n_positions = cfg->random_positions;
     s->rope = cfg->rope;
     s->rope_base = cfg->rope_base;
     s->spectral_heads = bf_job_config_spectral_heads(cfg);
+    s->prope_pairs = bf_job_config_prope_pairs(cfg);
 }
 
 int bf_model_micro_batch(const bf_model_shape *s, int local_batch, int T)
 {
     if (local_batch < 1)
         return 1;
-    size_t per_row = act_floats(s, 1, T) * sizeof(float);
+    /* The rotary tables are one per model, not per row: counted at T
+     * positions, so random positions leave the micro-batch as it was. */
+    bf_model_shape rows_only = *s;
+    rows_only.n_positions = 0;
+    size_t per_row = act_floats(&rows_only, 1, T) * sizeof(float);
     size_t budget = (size_t)BF_MICRO_ACT_MIB << 20;
     int cap = (int)(budget / per_row);
     if (cap < 1)
@@ -169,6 +182,14 @@ static int check_shape(const bf_model_shape *s, int B, int T, bf_error *err)
         return bf_error_set(err, NULL, 0, "spectral_heads",
                             "must be in 0..%d, got %d", s->n_heads,
                             s->spectral_heads);
+    int P = s->d_model / s->n_heads / 2;
+    if (s->prope_pairs < 0 || s->prope_pairs > P)
+        return bf_error_set(err, NULL, 0, "prope_fraction",
+                            "%d pairs at omega 0 of %d per head",
+                            s->prope_pairs, P);
+    if (s->n_positions < 0)
+        return bf_error_set(err, NULL, 0, "random_positions",
+                            "must be >= 0, got %d", s->n_positions);
     if (!(s->rope_base > 1.0)) /* theta is initialised even without rope */
         return bf_error_set(err, NULL, 0, "rope_base", "must be > 1, got %g",
                             s->rope_base);
@@ -192,7 +213,7 @@ static bf_acts *acts_create(const bf_model_shape *s, int B, int T)
     bf_acts *a = bf_xcalloc(1, sizeof *a);
     size_t total = act_floats(s, B, T);
     float *base = alloc_floats(total);
-    int *ints = bf_xcalloc((size_t)B * T * 3, sizeof(int));
+    int *ints = bf_xcalloc((size_t)B * T * 4, sizeof(int));
     act_sizes z = act_sizes_of(s, B, T);
     size_t L = (size_t)s->n_layers;
     float *p = base;
@@ -226,6 +247,8 @@ static bf_acts *acts_create(const bf_model_shape *s, int B, int T)
     a->inputs = ints;
     a->targets = ints + (size_t)B * T;
     a->argmax = ints + 2 * (size_t)B * T;
+    a->positions = ints + 3 * (size_t)B * T;
+    a->S = table_positions(s, T);
     return a;
 }
 
@@ -308,34 +331,50 @@ void bf_model_init_weights(bf_model *m, uint64_t seed)
     bf_model_zero_grad(m);
     memset(m->adam_m, 0, m->num_params * sizeof(float));
     memset(m->adam_v, 0, m->num_params * sizeof(float));
-    ((bf_acts *)m->impl)->table_T = 0;
+    ((bf_acts *)m->impl)->tables_built = 0;
 }
 
-static float omega_of(float theta)
+/* omega of one head's P pairs from its theta; p-RoPE's last prope_pairs
+ * are 0 (those channels carry no position). */
+static void head_omega(const bf_model_shape *s, const float *theta,
+                       float *omega)
 {
-    return (float)exp((double)theta);
+    int P = s->d_model / s->n_heads / 2;
+    for (int i = 0; i < P; i++)
+        omega[i] = i < P - s->prope_pairs ? (float)exp((double)theta[i])
+                                          : 0.0f;
 }
 
-/* Rebuilds omega and the cos/sin tables of every head whose theta changed
- * since the last build, all of them when T changed: micro-batches of one
- * step share the tables, and fixed heads are built once. */
-static void refresh_rotary(bf_model *m, bf_acts *a, int T)
+/* Rebuilds omega and the cos/sin tables (every position 0..S-1) of each
+ * head whose theta changed since the last build: micro-batches of one step
+ * share the tables, and fixed heads are built once. */
+static void refresh_rotary(bf_model *m, bf_acts *a)
 {
     const bf_model_shape *s = &m->shape;
     int P = s->d_model / s->n_heads / 2;
-    int all = a->table_T != T;
     for (int lh = 0; lh < s->n_layers * s->n_heads; lh++) {
-        size_t hp = (size_t)lh * P, table = hp * T;
+        size_t hp = (size_t)lh * P, table = hp * a->S;
         const float *theta = m->params.log_freq + hp;
-        if (!all && !memcmp(a->table_theta + hp, theta, P * sizeof *theta))
+        if (a->tables_built &&
+            !memcmp(a->table_theta + hp, theta, P * sizeof *theta))
             continue;
-        for (int i = 0; i < P; i++)
-            a->omega[hp + i] = omega_of(theta[i]);
+        head_omega(s, theta, a->omega + hp);
         bf_rotary_tables(a->cosv + table, a->sinv + table, a->omega + hp, 1,
-                         T, P);
+                         a->S, P);
         memcpy(a->table_theta + hp, theta, P * sizeof *theta);
     }
-    a->table_T = T;
+    a->tables_built = 1;
+}
+
+/* Keeps the forward's positions for backward: the caller's, or 0..T-1. */
+static void set_positions(bf_acts *a, const int *positions, int B, int T)
+{
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            int at = b * T + t;
+            a->positions[at] = positions ? positions[at] : t;
+            assert(a->positions[at] >= 0 && a->positions[at] < a->S);
+        }
 }
 
 /* One layer's slices of a bf_params layout: its weights, or their
@@ -373,8 +412,7 @@ static layer_params layer_params_of(const bf_params *p,
 }
 
 /* One layer's slices of the activations.  Strides are those of the
- * capacity (m->B, m->T); the rotary tables are built for the T of the
- * current forward. */
+ * capacity (m->B, m->T); the rotary tables cover positions 0..S-1. */
 typedef struct layer_acts {
     float *x;         /* [B, T, C] residual entering the layer */
     float *x2;        /* [B, T, C] residual after the attention branch */
@@ -384,17 +422,17 @@ typedef struct layer_acts {
     float *att;       /* [B, NH, T, T] */
     float *atty;      /* [B, T, C] */
     float *fch;       /* [B, T, 4C] */
-    float *cosv, *sinv; /* [NH, T, P] */
+    float *cosv, *sinv; /* [NH, S, P] */
     float *omega;     /* [NH, P] */
 } layer_acts;
 
-static layer_acts layer_acts_of(const bf_model *m, int l, int T)
+static layer_acts layer_acts_of(const bf_model *m, int l)
 {
     bf_acts *a = m->impl;
     const bf_model_shape *s = &m->shape;
     act_sizes cap = act_sizes_of(s, m->B, m->T);
     size_t hp = (size_t)l * s->n_heads * (s->d_model / s->n_heads / 2);
-    size_t tl = hp * T;
+    size_t tl = hp * (size_t)a->S;
     return (layer_acts){
         .x = a->res + l * cap.btc,
         .x2 = a->res2 + l * cap.btc,
@@ -414,7 +452,7 @@ static layer_acts layer_acts_of(const bf_model *m, int l, int T)
 }
 
 double bf_model_forward(bf_model *m, const int *inputs, const int *targets,
-                        int B, int T, int *n_targets)
+                        const int *positions, int B, int T, int *n_targets)
 {
     bf_acts *a = m->impl;
     const bf_model_shape *s = &m->shape;
@@ -424,7 +462,8 @@ double bf_model_forward(bf_model *m, const int *inputs, const int *targets,
     for (int i = 0; i < N; i++)
         assert(inputs[i] >= 0 && inputs[i] < V && targets[i] < V);
     if (s->rope != BF_ROPE_NONE)
-        refresh_rotary(m, a, T);
+        refresh_rotary(m, a);
+    set_positions(a, positions, B, T);
     a->B = B;
     a->T = T;
     memcpy(a->inputs, inputs, (size_t)N * sizeof *inputs);
@@ -434,13 +473,14 @@ double bf_model_forward(bf_model *m, const int *inputs, const int *targets,
     float *ln = a->scratch, *gelu = a->scratch + btc; /* [B, T, C], [B, T, 4C] */
     for (int l = 0; l < s->n_layers; l++) {
         layer_params w = layer_params_of(&m->params, s, l);
-        layer_acts la = layer_acts_of(m, l, T);
+        layer_acts la = layer_acts_of(m, l);
 
         bf_layernorm_forward(ln, la.ln1_mean, la.ln1_rstd, la.x, w.ln1w,
                              w.ln1b, N, C);
         bf_matmul_forward(la.qkv, ln, w.qkvw, w.qkvb, NULL, N, C, 3 * C);
         if (s->rope != BF_ROPE_NONE)
-            bf_rotary_forward(la.qkv, la.cosv, la.sinv, B, T, C, NH);
+            bf_rotary_forward(la.qkv, la.cosv, la.sinv, a->positions, a->S, B,
+                              T, C, NH);
         bf_attention_forward(la.atty, la.att, la.qkv, B, T, C, NH);
         bf_matmul_forward(la.x2, la.atty, w.attprojw, w.attprojb, la.x, N, C,
                           C);
@@ -452,7 +492,7 @@ double bf_model_forward(bf_model *m, const int *inputs, const int *targets,
         bf_matmul_forward(la.y, gelu, w.fcprojw, w.fcprojb, la.x2, N, 4 * C,
                           C);
     }
-    const float *x_final = layer_acts_of(m, s->n_layers - 1, T).y;
+    const float *x_final = layer_acts_of(m, s->n_layers - 1).y;
     bf_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x_final,
                          m->params.lnfw, m->params.lnfb, N, C);
     bf_logits_forward(a->logits, a->lnf, m->params.wte, N, C, V);
@@ -517,8 +557,8 @@ static void attention_backward(bf_model *m, int l, const layer_params *w,
                           NH);
     if (s->rope != BF_ROPE_NONE)
         bf_rotary_backward(dqkv, dw->log_freq, la->qkv, la->cosv, la->sinv,
-                           la->omega, m->freq_learnable + l * NH, B, T, C,
-                           NH);
+                           la->omega, m->freq_learnable + l * NH,
+                           a->positions, a->S, B, T, C, NH);
     bf_layernorm_apply(ln, la->x, la->ln1_mean, la->ln1_rstd, w->ln1w,
                        w->ln1b, N, C);
     bf_matmul_backward(dln, dw->qkvw, dw->qkvb, dqkv, ln, w->qkvw, N, C,
@@ -540,14 +580,14 @@ void bf_model_backward(bf_model *m, float grad_scale)
     float *dlnf = a->scratch;
     bf_logits_backward(dlnf, g->wte, dlogits, a->lnf, w->wte, N, C, V);
     memset(a->dres, 0, (size_t)N * C * sizeof *a->dres);
-    const float *x_final = layer_acts_of(m, s->n_layers - 1, a->T).y;
+    const float *x_final = layer_acts_of(m, s->n_layers - 1).y;
     bf_layernorm_backward(a->dres, g->lnfw, g->lnfb, dlnf, x_final, w->lnfw,
                           a->lnf_mean, a->lnf_rstd, N, C);
 
     for (int l = s->n_layers - 1; l >= 0; l--) {
         layer_params lw = layer_params_of(w, s, l);
         layer_params dlw = layer_params_of(g, s, l);
-        layer_acts la = layer_acts_of(m, l, a->T);
+        layer_acts la = layer_acts_of(m, l);
         mlp_backward(m, &lw, &dlw, &la);
         attention_backward(m, l, &lw, &dlw, &la);
     }
@@ -602,9 +642,7 @@ double bf_model_grad_norm(const bf_model *m)
 void bf_model_omega(const bf_model *m, int l, int h, float *out)
 {
     int NH = m->shape.n_heads, P = m->shape.d_model / NH / 2;
-    const float *theta = m->params.log_freq + ((size_t)l * NH + h) * P;
-    for (int i = 0; i < P; i++)
-        out[i] = omega_of(theta[i]);
+    head_omega(&m->shape, m->params.log_freq + ((size_t)l * NH + h) * P, out);
 }
 
 double bf_model_train_flops(const bf_model_shape *s, int T, double tokens)

@@ -11,10 +11,13 @@
  *         P = hd/2 rotary pairs, B micro-batch, T sequence length.
  *
  * Rotary: for head h of layer l, pair i of q and k (elements 2i, 2i+1) is
- * rotated by angle p * omega[l][h][i], p the 0-based position.  Parameters
- * hold theta = log(omega) for every head (fixed ones too); the gradient of
- * theta is exact.  freq_learnable[l*NH + h] says whether head h of layer l
- * is spectral (its theta is trained) or geometric (theta never changes). */
+ * rotated by angle p * omega[l][h][i], p the token's position: 0..T-1 in
+ * its row unless the caller passes positions (random positional encodings).
+ * Parameters hold theta = log(omega) for every head (fixed ones too); the
+ * gradient of theta is exact.  freq_learnable[l*NH + h] says whether head h
+ * of layer l is spectral (its theta is trained) or geometric (theta never
+ * changes).  p-RoPE: the last prope_pairs pairs of every head (the lowest
+ * frequencies) have omega = 0 whatever theta holds. */
 #ifndef BF_MODEL_H
 #define BF_MODEL_H
 
@@ -29,9 +32,11 @@ typedef struct bf_model_shape {
     int n_layers;       /* L */
     int n_heads;        /* NH */
     int max_seq;        /* longest T the model will see */
+    int n_positions;    /* positions are < max(n_positions, T of create) */
     bf_rope_kind rope;  /* none: no rotation at all */
     double rope_base;   /* geometric init: omega_i = base^(-2i/hd) */
     int spectral_heads; /* learnable heads per layer: the last ones */
+    int prope_pairs;    /* pairs per head at omega = 0: the last ones */
 } bf_model_shape;
 
 /* Fills a shape from a job config and the task's vocabulary size. */
@@ -101,10 +106,12 @@ void bf_model_free(bf_model *m);
 void bf_model_init_weights(bf_model *m, uint64_t seed);
 
 /* Forward over inputs[B*T] with targets[B*T] (-1 = not a target); B <= m->B,
- * T <= m->T.  Returns the SUM of cross-entropy over target positions and
- * stores their number in *n_targets.  Keeps the activations for backward. */
+ * T <= m->T.  positions[B*T] gives each token's rotary position, every one
+ * below max(shape.n_positions, m->T); NULL means 0..T-1 in every row.
+ * Returns the SUM of cross-entropy over target positions and stores their
+ * number in *n_targets.  Keeps the activations for backward. */
 double bf_model_forward(bf_model *m, const int *inputs, const int *targets,
-                        int B, int T, int *n_targets);
+                        const int *positions, int B, int T, int *n_targets);
 
 /* After bf_model_forward: predicted token (argmax) at each of the B*T
  * positions of the last forward, into out[B*T]. */

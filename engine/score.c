@@ -132,8 +132,8 @@ static int score_line(scorer *s, const char *text, int lineno, FILE *out,
     json_decref(obj);
     if (rc != 0)
         return -1;
-    double sum = bf_model_forward(&s->model, s->inputs, s->targets, 1, len,
-                                  &n);
+    double sum = bf_model_forward(&s->model, s->inputs, s->targets, NULL, 1,
+                                  len, &n);
     *loss_total += sum;
     *target_total += n;
     return print_record(out, json_pack("{s:o, s:i}", "loss",

@@ -20,9 +20,11 @@ struct bf_trainer {
     bf_trainer_opts opts;
     bf_model model;
     int local_batch;        /* rows of each global batch on this rank */
+    int first_row;          /* this rank's first row in a global batch */
     int micro;              /* rows per forward/backward */
     int step;               /* optimizer steps completed */
     int *inputs, *targets;  /* [micro, T] */
+    int *positions;         /* [micro, T] rotary positions (training) */
     int *predicted;         /* [micro, T] argmax of the last forward */
     float *omega;           /* [d_head / 2] for freq records */
     int stop_agreed;        /* some rank asked to stop after this step */
@@ -45,17 +47,12 @@ double bf_lr_at(const bf_job_config *cfg, int n)
 
 /* ---- setup ---------------------------------------------------------------- */
 
-static int check_ranks(const bf_job_config *cfg, const bf_trainer_opts *o,
-                       bf_error *err)
+static int check_ranks(const bf_trainer_opts *o, bf_error *err)
 {
     if (o->nranks < 1 || o->rank < 0 || o->rank >= o->nranks)
         return bf_error_set(err, NULL, 0, NULL,
                             "rank %d of %d ranks is impossible", o->rank,
                             o->nranks);
-    if (cfg->batch_size % o->nranks != 0)
-        return bf_error_set(err, NULL, 0, "batch_size",
-                            "%d rows cannot be split evenly over %d ranks",
-                            cfg->batch_size, o->nranks);
     if (o->nranks > 1 && !o->hooks.allreduce_sum)
         return bf_error_set(err, NULL, 0, NULL,
                             "%d ranks need an allreduce hook", o->nranks);
@@ -68,6 +65,7 @@ static void alloc_buffers(bf_trainer *t)
     t->inputs = bf_xmalloc(cells * sizeof *t->inputs);
     t->targets = bf_xmalloc(cells * sizeof *t->targets);
     t->predicted = bf_xmalloc(cells * sizeof *t->predicted);
+    t->positions = bf_xmalloc(cells * sizeof *t->positions);
     t->omega = bf_xmalloc((size_t)t->cfg.d_model / (size_t)t->cfg.n_heads *
                           sizeof *t->omega);
 }
@@ -87,12 +85,19 @@ int bf_trainer_create(bf_trainer **out, const bf_job_config *cfg,
                       const bf_trainer_opts *opts, bf_error *err)
 {
     *out = NULL;
-    if (check_ranks(cfg, opts, err) != 0)
+    if (check_ranks(opts, err) != 0)
         return -1;
     bf_trainer *t = bf_xcalloc(1, sizeof *t);
     t->cfg = *cfg;
     t->opts = *opts;
-    t->local_batch = cfg->batch_size / opts->nranks;
+    /* Rows split as evenly as possible: the first batch_size % nranks
+     * ranks take one more.  A rank may get none (batch_size < nranks): it
+     * still joins every allreduce with zero gradients and zero targets. */
+    int base = cfg->batch_size / opts->nranks;
+    int extra = cfg->batch_size % opts->nranks;
+    t->local_batch = base + (opts->rank < extra);
+    t->first_row = opts->rank * base +
+                   (opts->rank < extra ? opts->rank : extra);
     t->summary.train_loss = NAN;
 
     bf_model_shape shape;
@@ -120,6 +125,7 @@ void bf_trainer_free(bf_trainer *t)
     free(t->inputs);
     free(t->targets);
     free(t->predicted);
+    free(t->positions);
     free(t->omega);
     free(t);
 }
@@ -148,15 +154,20 @@ static void forward_micro_batches(bf_trainer *t, int stream, uint64_t first,
             uint64_t index = first + (uint64_t)(r0 + i);
             int *inputs = t->inputs + (size_t)i * T;
             int *targets = t->targets + (size_t)i * T;
-            if (stream == TRAIN_STREAM)
+            if (stream == TRAIN_STREAM) {
                 bf_task_train_example(&t->cfg, index, inputs, targets, T);
-            else
+                bf_task_train_positions(&t->cfg, index,
+                                        t->positions + (size_t)i * T, T);
+            } else {
                 bf_task_eval_example(&t->cfg, stream, index, inputs, targets,
                                      T);
+            }
         }
+        /* evaluation always sees positions 0..T-1 */
+        const int *positions = stream == TRAIN_STREAM ? t->positions : NULL;
         int n = 0;
-        sums[0] += bf_model_forward(&t->model, t->inputs, t->targets, rows,
-                                    T, &n);
+        sums[0] += bf_model_forward(&t->model, t->inputs, t->targets,
+                                    positions, rows, T, &n);
         sums[1] += n;
         sums[2] += after(t, rows);
     }
@@ -216,7 +227,7 @@ void bf_trainer_step(bf_trainer *t, double *loss, double *grad_norm,
 {
     const bf_job_config *cfg = &t->cfg;
     uint64_t first = (uint64_t)t->step * (uint64_t)cfg->batch_size +
-                     (uint64_t)t->opts.rank * (uint64_t)t->local_batch;
+                     (uint64_t)t->first_row;
     double sums[3] = { 0, 0, 0 };
 
     bf_model_zero_grad(&t->model);

@@ -6,8 +6,10 @@
  *
  * One optimizer step s (0-based) on rank r of N:
  *   1. the step's global batch is examples [s*B, (s+1)*B) of the training
- *      stream; rank r takes rows [r*B/N, (r+1)*B/N) and runs them in
- *      micro-batches, ACCUMULATING summed-loss gradients;
+ *      stream; the rows are split over ranks as evenly as possible (the
+ *      first B % N ranks take one more; with B < N some take none), and
+ *      each rank runs its rows in micro-batches, ACCUMULATING summed-loss
+ *      gradients;
  *   2. ONE allreduce of [grads..., loss_sum, n_targets];
  *   3. gradients are scaled by 1/n_targets (a mean over the global batch's
  *      target tokens), clipped to global norm grad_clip, and every rank

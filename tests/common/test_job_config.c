@@ -85,7 +85,7 @@ static const bad_case bad_cases[] = {
     {"unknown_task", "a.yaml", "task: parity\n", "task", 1,
      {"\"parity\"", "allowed: dyck, counter, modarith"}},
     {"unknown_rope", "a.yaml", "\nrope: alibi\n", "rope", 2,
-     {"\"alibi\"", "allowed: none, rope, spectral, bifocal"}},
+     {"\"alibi\"", "allowed: none, rope, spectral, bifocal, prope"}},
     {"d_model_not_divisible", "a.yaml", "d_model: 64\nn_heads: 5\n", "n_heads",
      2, {"d_model 64 is not divisible by n_heads 5"}},
     {"odd_d_head", "a.yaml", "d_model: 36\nn_heads: 4\n", "d_model", 1,
@@ -110,6 +110,20 @@ static const bad_case bad_cases[] = {
      "spectral_fraction", 1, {"1.5 is out of range", "[0, 1]"}},
     {"spectral_fraction_negative", "a.yaml", "spectral_fraction: -0.25\n",
      "spectral_fraction", 1, {"-0.25 is out of range"}},
+    {"prope_fraction_above_1", "a.yaml", "rope: prope\nprope_fraction: 1.25\n",
+     "prope_fraction", 2, {"1.25 is out of range", "[0, 1]"}},
+    {"prope_fraction_negative", "a.yaml", "prope_fraction: -0.5\n",
+     "prope_fraction", 1, {"-0.5 is out of range", "[0, 1]"}},
+    {"random_positions_below_seq_len", "a.yaml",
+     "seq_len: 64\nrandom_positions: 32\n", "random_positions", 2,
+     {"32 is fewer positions than seq_len 64",
+      "allowed: 0 for off, or 64 .. 262144"}},
+    {"random_positions_negative", "a.yaml", "random_positions: -1\n",
+     "random_positions", 1, {"-1 is out of range", "0 .. 262144"}},
+    {"random_positions_too_large", "a.yaml", "random_positions: 262145\n",
+     "random_positions", 1, {"262145 is out of range", "0 .. 262144"}},
+    {"random_positions_given_real", "a.yaml", "random_positions: 128.5\n",
+     "random_positions", 1, {"expected an integer", "real 128.5"}},
     {"negative_lr", "a.yaml", "lr: -1e-3\n", "lr", 1,
      {"-0.001 is out of range", "[0, 10]"}},
     {"rope_base_not_above_1", "a.yaml", "rope_base: 1\n", "rope_base", 1,
@@ -270,6 +284,8 @@ static bf_job_config unusual_config(void)
     cfg.rope_base = 500000.0;
     cfg.spectral_fraction = 0.1;                /* not exact in binary */
     cfg.freq_lr_mult = 3.0000000000000004;      /* needs 17 digits */
+    cfg.prope_fraction = 0.3;
+    cfg.random_positions = 400;
     cfg.d_model = 96;
     cfg.n_layers = 3;
     cfg.n_heads = 6;
@@ -322,7 +338,7 @@ static void test_canonical_form(void **state)
     assert_null(strchr(text, ' '));  /* compact */
     assert_null(strchr(text, '\n'));
     json_t *obj = json_loads(text, 0, NULL);
-    assert_int_equal(json_object_size(obj), 27); /* every field */
+    assert_int_equal(json_object_size(obj), 29); /* every field */
     /* Keys appear in sorted order in the bytes. */
     const char *key, *prev = "";
     json_t *v;
@@ -446,6 +462,13 @@ static void test_validate_checks_built_configs(void **state)
     cfg.spectral_fraction = NAN;
     expect_invalid(&cfg, "spectral_fraction", "nan is out of range");
     cfg = good;
+    cfg.random_positions = good.seq_len - 1;
+    expect_invalid(&cfg, "random_positions", "fewer positions than seq_len");
+    cfg.random_positions = good.seq_len;
+    bf_error err;
+    if (bf_job_config_validate(&cfg, &err) != 0)
+        fail_msg("random_positions = seq_len refused: %s", err.msg);
+    cfg = good;
     cfg.n_heads = 0; /* checked before d_model % n_heads divides by it */
     expect_invalid(&cfg, "n_heads", "0 is out of range");
     cfg = good;
@@ -458,8 +481,9 @@ static void test_names_and_derived(void **state)
     (void)state;
     for (int t = 0; t < 3; t++)
         assert_int_equal(bf_task_from_name(bf_task_name(t)), t);
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < 5; r++)
         assert_int_equal(bf_rope_from_name(bf_rope_name(r)), r);
+    assert_int_equal(bf_rope_from_name("prope"), BF_ROPE_PROPE);
     assert_int_equal(bf_task_from_name("Dyck"), -1);
     assert_int_equal(bf_rope_from_name("geometric"), -1);
     assert_string_equal(bf_rope_name(BF_ROPE_GEOMETRIC), "rope");
@@ -479,6 +503,21 @@ static void test_names_and_derived(void **state)
     assert_int_equal(bf_job_config_spectral_heads(&cfg), 0);
     cfg.rope = BF_ROPE_NONE;
     assert_int_equal(bf_job_config_spectral_heads(&cfg), 0);
+
+    /* p-RoPE: d_head 64/8 = 8, so 4 pairs per head; no learnable heads */
+    assert_int_equal(bf_job_config_prope_pairs(&cfg), 0);
+    cfg.rope = BF_ROPE_PROPE;
+    assert_int_equal(bf_job_config_spectral_heads(&cfg), 0);
+    assert_int_equal(bf_job_config_prope_pairs(&cfg), 1); /* default 0.25 */
+    cfg.prope_fraction = 0.6;
+    assert_int_equal(bf_job_config_prope_pairs(&cfg), 2); /* 2.4 rounds */
+    cfg.prope_fraction = 1.0;
+    assert_int_equal(bf_job_config_prope_pairs(&cfg), 4);
+    cfg.prope_fraction = 0.0;
+    assert_int_equal(bf_job_config_prope_pairs(&cfg), 0);
+    cfg.rope = BF_ROPE_GEOMETRIC;
+    cfg.prope_fraction = 1.0;
+    assert_int_equal(bf_job_config_prope_pairs(&cfg), 0); /* prope only */
 }
 
 int main(void)

@@ -307,6 +307,57 @@ static void test_train_stream(void **state)
     }
 }
 
+/* Random positions: T distinct sorted positions of [0, N), each position
+ * about equally often (T/N of the examples), a pure function of (seed,
+ * index); they leave the example's tokens alone; N = 0 gives 0..T-1. */
+static void test_train_positions(void **state)
+{
+    (void)state;
+    enum { T = 16, N = 40, EXAMPLES = 4000 };
+    bf_job_config cfg = config_for(BF_TASK_DYCK, 2, 10);
+    int pos[T], again[T], seen[N] = {0};
+    bf_task_train_positions(&cfg, 7, pos, T);
+    for (int t = 0; t < T; t++)
+        assert_int_equal(pos[t], t);
+
+    bf_job_config other_seed = cfg;
+    cfg.random_positions = N;
+    other_seed.random_positions = N;
+    other_seed.seed = cfg.seed + 1;
+    int identity = 0;
+    for (uint64_t i = 0; i < EXAMPLES; i++) {
+        bf_task_train_positions(&cfg, i, pos, T);
+        assert_true(pos[0] >= 0 && pos[T - 1] < N);
+        for (int t = 0; t < T; t++) {
+            if (t > 0)
+                assert_true(pos[t] > pos[t - 1]);
+            seen[pos[t]]++;
+        }
+        identity += pos[T - 1] == T - 1;
+        bf_task_train_positions(&cfg, i, again, T);
+        assert_memory_equal(pos, again, sizeof pos);
+        if (i == 0 || i == 1) {
+            bf_task_train_positions(&other_seed, i, again, T);
+            assert_true(memcmp(pos, again, sizeof pos) != 0);
+        }
+    }
+    /* each position in T/N = 40% of the examples (sd ~31 of 1600) */
+    for (int p = 0; p < N; p++)
+        if (seen[p] < 1450 || seen[p] > 1750)
+            fail_msg("position %d drawn %d times of %d", p, seen[p],
+                     EXAMPLES);
+    assert_true(identity < 5); /* 0..T-1 itself: 1 in C(40,16) */
+
+    row plain, shifted;
+    bf_job_config off = cfg;
+    off.random_positions = 0;
+    for (uint64_t i = 0; i < 20; i++) {
+        bf_task_train_example(&off, i, plain.in, plain.tg, ROW);
+        bf_task_train_example(&cfg, i, shifted.in, shifted.tg, ROW);
+        assert_true(rows_equal(&plain, &shifted));
+    }
+}
+
 /* measure_depth rejects sequences that are not task sequences. */
 static void test_measure_depth_rejects_garbage(void **state)
 {
@@ -359,6 +410,7 @@ int main(void)
         cmocka_unit_test(test_lengths_are_modest),
         cmocka_unit_test(test_examples_are_pure_functions),
         cmocka_unit_test(test_train_stream),
+        cmocka_unit_test(test_train_positions),
         cmocka_unit_test(test_measure_depth_rejects_garbage),
         cmocka_unit_test(test_vocab_and_token_names),
     };

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "checkpoint.h"
+#include "file.h"
 #include "model.h"
 #include "safetensors.h"
 #include "tasks.h"
@@ -234,6 +235,55 @@ static void test_checkpoint_round_trip(void **state)
     bf_model_free(&b);
 }
 
+/* Blanks `text` out of the file at path (it must be there once): spaces
+ * of the same length, so every offset in the file stays valid. */
+static void blank_out(const char *path, const char *text)
+{
+    size_t n;
+    bf_error err;
+    char *buf = bf_read_file(path, &n, &err);
+    assert_non_null(buf);
+    char *at = memmem(buf, n, text, strlen(text));
+    assert_non_null(at);
+    memset(at, ' ', strlen(text));
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(buf, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+    free(buf);
+}
+
+/* A checkpoint written before prope_fraction and random_positions existed
+ * (its config lacks them) resumes under a job that has their defaults, and
+ * not under one that changed them. */
+static void test_resume_checkpoint_without_new_fields(void **state)
+{
+    (void)state;
+    bf_job_config cfg;
+    tiny_config(&cfg, BF_ROPE_SPECTRAL);
+    bf_model m;
+    make_model(&m, &cfg);
+    char path[128];
+    path_in(path, sizeof path, "old.safetensors");
+    bf_error err;
+    assert_int_equal(bf_checkpoint_save(path, &m, &cfg, 5, &err), 0);
+    /* the config as an older version wrote it: without the two fields
+     * (blanks between JSON tokens are still valid JSON) */
+    blank_out(path, "\\\"prope_fraction\\\":0.25,"
+                    "\\\"random_positions\\\":0,");
+
+    int step = -1;
+    if (bf_checkpoint_resume(path, &m, &cfg, &step, &err) != 0)
+        fail_msg("%s", err.msg);
+    assert_int_equal(step, 5);
+    bf_job_config changed = cfg;
+    changed.random_positions = 4 * cfg.seq_len;
+    assert_int_equal(bf_checkpoint_resume(path, &m, &changed, &step, &err),
+                     -1);
+    assert_non_null(strstr(err.msg, "field 'random_positions': checkpoint 0"));
+    bf_model_free(&m);
+}
+
 /* Trains a rope model for a few steps and returns its checkpoint path. */
 static void rope_checkpoint(bf_job_config *src, char *path, size_t cap)
 {
@@ -418,6 +468,7 @@ int main(void)
         cmocka_unit_test(test_safetensors_round_trip),
         cmocka_unit_test(test_safetensors_rejects_corrupt),
         cmocka_unit_test(test_checkpoint_round_trip),
+        cmocka_unit_test(test_resume_checkpoint_without_new_fields),
         cmocka_unit_test(test_surgical_integration),
         cmocka_unit_test(test_surgical_shape_mismatch),
         cmocka_unit_test(test_checkpoint_dir_latest),

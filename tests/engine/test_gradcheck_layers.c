@@ -221,9 +221,14 @@ static void test_logits_and_encoder(void **state)
 
 /* ------------------------------------------------------------------- rotary */
 
+/* Positions: row 0 at 0..T-1, row 1 at a sorted subset of 0..S-1 as random
+ * positional encodings give, so dtheta must use the real positions. */
+enum { S = 3 * T };
+static const int ROT_POS[B * T] = {0, 1, 2, 3, 4, 2, 5, 6, 11, 14};
+
 typedef struct rot_ctx {
     float qkv_in[B * T * 3 * C], qkv[B * T * 3 * C], r[B * T * 3 * C];
-    float theta[NH * P], omega[NH * P], cosv[NH * T * P], sinv[NH * T * P];
+    float theta[NH * P], omega[NH * P], cosv[NH * S * P], sinv[NH * S * P];
 } rot_ctx;
 
 static double rot_loss(void *p)
@@ -231,15 +236,16 @@ static double rot_loss(void *p)
     rot_ctx *c = p;
     for (int i = 0; i < NH * P; i++)
         c->omega[i] = expf(c->theta[i]);
-    bf_rotary_tables(c->cosv, c->sinv, c->omega, NH, T, P);
+    bf_rotary_tables(c->cosv, c->sinv, c->omega, NH, S, P);
     memcpy(c->qkv, c->qkv_in, sizeof c->qkv);
-    bf_rotary_forward(c->qkv, c->cosv, c->sinv, B, T, C, NH);
+    bf_rotary_forward(c->qkv, c->cosv, c->sinv, ROT_POS, S, B, T, C, NH);
     return dot_r(c->qkv, c->r, B * T * 3 * C);
 }
 
 static void test_rotary(void **state)
 {
     (void)state;
+    _Static_assert(sizeof ROT_POS / sizeof ROT_POS[0] == B * T, "B*T");
     rot_ctx c;
     gc_fill_normal(c.qkv_in, B * T * 3 * C, 1.0, 30);
     gc_fill_normal(c.r, B * T * 3 * C, 1.0, 31);
@@ -247,11 +253,7 @@ static void test_rotary(void **state)
     rot_loss(&c);
 
     /* position 0 is not rotated; v is never rotated; norms of pairs kept */
-    for (int b = 0; b < B; b++) {
-        const float *row0 = c.qkv + (size_t)b * T * 3 * C;
-        const float *in0 = c.qkv_in + (size_t)b * T * 3 * C;
-        assert_memory_equal(row0, in0, 3 * C * sizeof(float));
-    }
+    assert_memory_equal(c.qkv, c.qkv_in, 3 * C * sizeof(float));
     for (int n = 0; n < B * T; n++) {
         const float *y = c.qkv + n * 3 * C, *x = c.qkv_in + n * 3 * C;
         assert_memory_equal(y + 2 * C, x + 2 * C, C * sizeof(float));
@@ -259,13 +261,21 @@ static void test_rotary(void **state)
             assert_float_equal(y[i] * y[i] + y[i + 1] * y[i + 1],
                                x[i] * x[i] + x[i + 1] * x[i + 1], 1e-5);
     }
+    /* the same position rotates alike in any slot: row 0 slot 2 and row 1
+     * slot 0 are both at position 2 */
+    rot_ctx same = c;
+    memcpy(same.qkv_in + (size_t)T * 3 * C, same.qkv_in + 2 * 3 * C,
+           3 * C * sizeof(float));
+    rot_loss(&same);
+    assert_memory_equal(same.qkv + (size_t)T * 3 * C, same.qkv + 2 * 3 * C,
+                        3 * C * sizeof(float));
 
     float d[B * T * 3 * C], dtheta[NH * P];
     const uint8_t learnable[NH] = {0, 1};
     memcpy(d, c.r, sizeof d);
     fill_const(dtheta, NH * P, 0.5f);
-    bf_rotary_backward(d, dtheta, c.qkv, c.cosv, c.sinv, c.omega, learnable, B,
-                       T, C, NH);
+    bf_rotary_backward(d, dtheta, c.qkv, c.cosv, c.sinv, c.omega, learnable,
+                       ROT_POS, S, B, T, C, NH);
     remove_offset(dtheta, NH * P, 0.5f);
     assert_true(gc_rel_error("rotary dqkv", rot_loss, &c, c.qkv_in, d,
                              B * T * 3 * C, MAXCHK, EPS) < TOL);

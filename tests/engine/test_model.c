@@ -53,7 +53,7 @@ static void train_steps(bf_model *m, int B, int steps, float lr)
         make_batch(in, tg, B, 1000 + step);
         int n;
         bf_model_zero_grad(m);
-        bf_model_forward(m, in, tg, B, T, &n);
+        bf_model_forward(m, in, tg, NULL, B, T, &n);
         bf_model_backward(m, 1.0f / (float)n);
         bf_adamw_step(m, &hp, step, 1.0f);
     }
@@ -190,9 +190,9 @@ static void test_init(void **state)
     /* same seed, same batch: bitwise the same loss, also after training */
     int in[2 * T], tg[2 * T], n;
     make_batch(in, tg, 2, 5);
-    double la = bf_model_forward(&a, in, tg, 2, T, &n);
-    double lb = bf_model_forward(&b, in, tg, 2, T, &n);
-    double lc = bf_model_forward(&c, in, tg, 2, T, &n);
+    double la = bf_model_forward(&a, in, tg, NULL, 2, T, &n);
+    double lb = bf_model_forward(&b, in, tg, NULL, 2, T, &n);
+    double lc = bf_model_forward(&c, in, tg, NULL, 2, T, &n);
     assert_memory_equal(&la, &lb, sizeof la);
     assert_true(la != lc);
     train_steps(&a, 2, 3, 1e-2f);
@@ -255,13 +255,14 @@ static void test_micro_batches_accumulate(void **state)
     make_batch(in, tg, BB, 77);
 
     bf_model_zero_grad(&whole);
-    double l_all = bf_model_forward(&whole, in, tg, BB, T, &n_all);
+    double l_all = bf_model_forward(&whole, in, tg, NULL, BB, T, &n_all);
     bf_model_backward(&whole, 1.0f / (float)n_all);
 
     bf_model_zero_grad(&half);
-    double l1 = bf_model_forward(&half, in, tg, H, T, &n1);
+    double l1 = bf_model_forward(&half, in, tg, NULL, H, T, &n1);
     bf_model_backward(&half, 1.0f / (float)n_all);
-    double l2 = bf_model_forward(&half, in + H * T, tg + H * T, H, T, &n2);
+    double l2 = bf_model_forward(&half, in + H * T, tg + H * T, NULL, H, T,
+                                 &n2);
     bf_model_backward(&half, 1.0f / (float)n_all);
 
     assert_int_equal(n1 + n2, n_all);
@@ -383,7 +384,7 @@ static void test_learns_and_predicts(void **state)
     double first = 0, last = 0;
     for (int step = 1; step <= 150; step++) {
         bf_model_zero_grad(&m);
-        last = bf_model_forward(&m, in, tg, BB, T, &n) / n;
+        last = bf_model_forward(&m, in, tg, NULL, BB, T, &n) / n;
         if (step == 1)
             first = last;
         bf_model_backward(&m, 1.0f / (float)n);
@@ -391,7 +392,7 @@ static void test_learns_and_predicts(void **state)
     }
     assert_true(first > 2.0);  /* about log(11) at the start */
     assert_true(last < 0.1);
-    bf_model_forward(&m, in, tg, BB, T, &n);
+    bf_model_forward(&m, in, tg, NULL, BB, T, &n);
     bf_model_argmax(&m, pred);
     for (int i = 0; i < BB * T; i++) {
         assert_true(pred[i] >= 0 && pred[i] < V);

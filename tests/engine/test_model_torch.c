@@ -1,6 +1,7 @@
 /* The C model against PyTorch (tests/reference/torch_ref.py) on the same weights and
- * batch, for every rope variant: loss, predictions, every gradient tensor,
- * and the parameters after one AdamW step.
+ * batch, for every rope variant (and spectral, bifocal and p-RoPE again with
+ * random positions): loss, predictions, every gradient tensor, and the
+ * parameters after one AdamW step.
  *
  * usage: test_model_torch PATH/torch_check.py
  * Exits 77 (skipped) when /usr/bin/python3 cannot import torch. */
@@ -24,7 +25,8 @@
 
 #define PYTHON "/usr/bin/python3"
 
-enum { V = 11, C = 32, L = 2, NH = 4, T = 16, B = 3, N_CASES = 4 };
+enum { V = 11, C = 32, L = 2, NH = 4, T = 16, B = 3, N_CASES = 8,
+       N_POS = 4 * T, PROPE_PAIRS = 1 };
 
 static const char *g_script;
 static char g_root[64];
@@ -32,9 +34,11 @@ static char g_root[64];
 typedef struct torch_case {
     bf_rope_kind rope;
     int spectral;
+    int random_positions; /* 1: a sorted subset of 0..N_POS-1 per row */
     char dir[128];
     bf_model m;
-    int inputs[B * T], targets[B * T];
+    int inputs[B * T], targets[B * T], pos[B * T];
+    const int *positions; /* pos, or NULL for 0..T-1 */
     float *before; /* parameters as written, for the AdamW comparison */
 } torch_case;
 
@@ -71,9 +75,12 @@ static void read_floats(const char *dir, const char *name, float *p,
  * are tiny) and a batch with some non-target positions. */
 static void make_case(torch_case *c, int index)
 {
+    int prope = c->rope == BF_ROPE_PROPE ? PROPE_PAIRS : 0;
     bf_model_shape s = {.vocab = V, .d_model = C, .n_layers = L,
                         .n_heads = NH, .max_seq = T, .rope = c->rope,
-                        .rope_base = 10000.0, .spectral_heads = c->spectral};
+                        .rope_base = 10000.0, .spectral_heads = c->spectral,
+                        .n_positions = c->random_positions ? N_POS : 0,
+                        .prope_pairs = prope};
     bf_error err;
     assert_int_equal(bf_model_create(&c->m, &s, B, T, &err), 0);
     bf_model_init_weights(&c->m, 21 + index);
@@ -85,17 +92,24 @@ static void make_case(torch_case *c, int index)
         c->inputs[i] = (int)bf_rng_below(&r, V);
         c->targets[i] = i % 4 == 1 ? -1 : (int)bf_rng_below(&r, V);
     }
+    for (int b = 0; b < B; b++) /* T sorted distinct positions per row */
+        for (int p = 0, taken = 0; taken < T; p++)
+            if (!c->random_positions ||
+                (int)bf_rng_below(&r, (uint32_t)(N_POS - p)) < T - taken)
+                c->pos[b * T + taken++] = p;
+    c->positions = c->random_positions ? c->pos : NULL;
     size_t bytes = c->m.num_params * sizeof(float);
     c->before = malloc(bytes);
     memcpy(c->before, c->m.params_memory, bytes);
 
     snprintf(c->dir, sizeof c->dir, "%s/case%d", g_root, index);
     assert_int_equal(mkdir(c->dir, 0700), 0);
-    json_t *j = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:i, s:f, "
-                          "s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+    json_t *j = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:i, s:i, "
+                          "s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
                           "V", V, "C", C, "L", L, "NH", NH, "T", T, "B", B,
                           "rope", bf_rope_name(c->rope), "spectral_heads",
-                          c->spectral, "rope_base", 10000.0, "grad_scale",
+                          c->spectral, "prope_pairs", prope,
+                          "rope_base", 10000.0, "grad_scale",
                           (double)GRAD_SCALE, "lr", (double)HP.lr, "beta1",
                           (double)HP.beta1, "beta2", (double)HP.beta2, "eps",
                           (double)HP.eps, "weight_decay",
@@ -106,10 +120,11 @@ static void make_case(torch_case *c, int index)
     assert_int_equal(json_dump_file(j, path, 0), 0);
     json_decref(j);
     write_bytes(c->dir, "params.f32", c->m.params_memory, bytes);
-    int32_t batch[2 * B * T];
+    int32_t batch[3 * B * T];
     for (int i = 0; i < B * T; i++) {
         batch[i] = c->inputs[i];
         batch[B * T + i] = c->targets[i];
+        batch[2 * B * T + i] = c->pos[i];
     }
     write_bytes(c->dir, "batch.i32", batch, sizeof batch);
 }
@@ -136,10 +151,11 @@ static void compare_case(torch_case *c)
 
     int n;
     bf_model_zero_grad(m);
-    double loss = bf_model_forward(m, c->inputs, c->targets, B, T, &n);
+    double loss = bf_model_forward(m, c->inputs, c->targets, c->positions,
+                                   B, T, &n);
     double torch_loss = json_real_value(json_object_get(res, "loss_sum"));
-    printf("# %-8s loss C %.7f torch %.7f\n", bf_rope_name(c->rope), loss,
-           torch_loss);
+    printf("# %-8s%s loss C %.7f torch %.7f\n", bf_rope_name(c->rope),
+           c->random_positions ? " random positions" : "", loss, torch_loss);
     assert_float_equal(loss, torch_loss, 1e-5 * fabs(torch_loss));
     assert_int_equal(n, json_integer_value(json_object_get(res, "n_targets")));
     int pred[B * T];
@@ -198,6 +214,10 @@ static void test_against_torch(void **state)
         {.rope = BF_ROPE_GEOMETRIC, .spectral = 0},
         {.rope = BF_ROPE_SPECTRAL, .spectral = NH},
         {.rope = BF_ROPE_BIFOCAL, .spectral = 2},
+        {.rope = BF_ROPE_PROPE, .spectral = 0},
+        {.rope = BF_ROPE_SPECTRAL, .spectral = NH, .random_positions = 1},
+        {.rope = BF_ROPE_BIFOCAL, .spectral = 2, .random_positions = 1},
+        {.rope = BF_ROPE_PROPE, .spectral = 0, .random_positions = 1},
     };
     snprintf(g_root, sizeof g_root, "/tmp/bf_torch_check_XXXXXX");
     assert_non_null(mkdtemp(g_root));

@@ -110,17 +110,17 @@ static int stop_at_20(void *ctx)
     return count_type(ctx, "train") >= 19;
 }
 
-static void test_resume_is_bit_identical(void **state)
+/* Runs c for 40 steps uninterrupted and stopped at 20 then resumed (in
+ * scratch folders named after `name`): the losses and weights must be the
+ * same bits. */
+static void check_resume_is_bit_identical(bf_job_config c, const char *name)
 {
-    (void)state;
-    bf_job_config c;
-    tiny_config(&c, BF_ROPE_SPECTRAL);
     c.steps = 40;
     c.warmup_steps = 5;
     c.checkpoint_every = 20;
     char full_dir[128], part_dir[128];
-    snprintf(full_dir, sizeof full_dir, "%s/full", dir);
-    snprintf(part_dir, sizeof part_dir, "%s/part", dir);
+    snprintf(full_dir, sizeof full_dir, "%s/%s-full", dir, name);
+    snprintf(part_dir, sizeof part_dir, "%s/%s-part", dir, name);
     mkdir(full_dir, 0777);
     mkdir(part_dir, 0777);
 
@@ -163,6 +163,53 @@ static void test_resume_is_bit_identical(void **state)
     json_decref(full.records);
     json_decref(first.records);
     json_decref(second.records);
+}
+
+static void test_resume_is_bit_identical(void **state)
+{
+    (void)state;
+    bf_job_config c;
+    tiny_config(&c, BF_ROPE_SPECTRAL);
+    check_resume_is_bit_identical(c, "spectral");
+}
+
+/* Random positions are drawn from each example's key, not from a state
+ * that a resumed run would lose. */
+static void test_resume_with_random_positions(void **state)
+{
+    (void)state;
+    bf_job_config c;
+    tiny_config(&c, BF_ROPE_SPECTRAL);
+    c.random_positions = 4 * c.seq_len;
+    check_resume_is_bit_identical(c, "random");
+}
+
+/* Training sees random positions (its losses differ from 0..T-1's), while
+ * evaluation sees 0..T-1 (the same weights score the same bits). */
+static void test_random_positions_train_only(void **state)
+{
+    (void)state;
+    bf_job_config plain, rnd;
+    tiny_config(&plain, BF_ROPE_GEOMETRIC);
+    rnd = plain;
+    rnd.random_positions = 3 * plain.seq_len;
+    bf_trainer_opts o = {.rank = 0, .nranks = 1};
+    bf_trainer *tp, *tr;
+    bf_error err;
+    assert_int_equal(bf_trainer_create(&tp, &plain, &o, &err), 0);
+    assert_int_equal(bf_trainer_create(&tr, &rnd, &o, &err), 0);
+    bf_eval_result ep[1], er[1];
+    bf_trainer_evaluate(tp, ep);
+    bf_trainer_evaluate(tr, er);
+    assert_memory_equal(&ep[0].loss, &er[0].loss, sizeof ep[0].loss);
+    double lp, lr;
+    bf_trainer_step(tp, &lp, NULL, NULL);
+    bf_trainer_step(tr, &lr, NULL, NULL);
+    print_message("first step loss: positions 0..T-1 %.9f, random %.9f\n",
+                  lp, lr);
+    assert_true(lp != lr);
+    bf_trainer_free(tp);
+    bf_trainer_free(tr);
 }
 
 static void test_learns_dyck(void **state)
@@ -266,17 +313,21 @@ static void run_ranks(rank_ctx *ranks, void *(*fn)(void *))
         pthread_join(th[r], NULL);
 }
 
-static void test_two_ranks_match_one(void **state)
+/* Trains a tiny job (12 steps) in one process and in two ranks: the same
+ * losses up to float summation order, the two replicas bitwise identical,
+ * and a split evaluation equal to the whole. */
+static void check_two_ranks_match_one(bf_rope_kind rope, int batch_size,
+                                      int random_positions)
 {
-    (void)state;
-    bf_job_config c;
-    tiny_config(&c, BF_ROPE_BIFOCAL);
-    c.batch_size = 6;
-    c.steps = 12;
+    bf_job_config cfg;
+    tiny_config(&cfg, rope);
+    cfg.batch_size = batch_size;
+    cfg.random_positions = random_positions;
+    const bf_job_config *c = &cfg;
     bf_error err;
     bf_trainer *single;
     bf_trainer_opts one = {.rank = 0, .nranks = 1};
-    assert_int_equal(bf_trainer_create(&single, &c, &one, &err), 0);
+    assert_int_equal(bf_trainer_create(&single, c, &one, &err), 0);
     double want[12];
     for (int s = 0; s < 12; s++)
         bf_trainer_step(single, &want[s], NULL, NULL);
@@ -289,18 +340,16 @@ static void test_two_ranks_match_one(void **state)
         bf_trainer_opts o = {.rank = r, .nranks = 2,
                              .hooks = {.ctx = &ranks[r],
                                        .allreduce_sum = fake_allreduce}};
-        assert_int_equal(bf_trainer_create(&ranks[r].trainer, &c, &o, &err),
+        assert_int_equal(bf_trainer_create(&ranks[r].trainer, c, &o, &err),
                          0);
     }
     run_ranks(ranks, rank_main);
 
-    /* Same losses as one process up to float summation order, and the two
-     * replicas stay bitwise identical. */
     for (int s = 0; s < 12; s++) {
         assert_true(ranks[0].losses[s] == ranks[1].losses[s]);
-        if (fabs(ranks[0].losses[s] - want[s]) > 1e-4 * want[s])
-            fail_msg("step %d: 2 ranks %.9g, 1 rank %.9g", s + 1,
-                     ranks[0].losses[s], want[s]);
+        if (fabs(ranks[0].losses[s] - want[s]) > 1e-5 * want[s])
+            fail_msg("batch %d step %d: 2 ranks %.9g, 1 rank %.9g",
+                     c->batch_size, s + 1, ranks[0].losses[s], want[s]);
     }
     bf_model *m0 = bf_trainer_model(ranks[0].trainer);
     bf_model *m1 = bf_trainer_model(ranks[1].trainer);
@@ -311,6 +360,8 @@ static void test_two_ranks_match_one(void **state)
     for (size_t i = 0; i < ms->num_params; i++)
         max_diff = fmax(max_diff, fabs(m0->params_memory[i] -
                                        ms->params_memory[i]));
+    print_message("batch %d on 2 ranks: largest weight difference to 1 rank "
+                  "%.2e\n", c->batch_size, max_diff);
     assert_true(max_diff < 1e-4);
     /* A split evaluation (8 examples, 4 per rank) sums to the whole. */
     memcpy(ms->params_memory, m0->params_memory,
@@ -331,20 +382,25 @@ static void test_two_ranks_match_one(void **state)
     pthread_barrier_destroy(&g.barrier);
 }
 
-static void test_uneven_split_refused(void **state)
+static void test_two_ranks_match_one(void **state)
 {
     (void)state;
-    bf_job_config c;
-    tiny_config(&c, BF_ROPE_GEOMETRIC);
-    c.batch_size = 5;
-    bf_trainer_opts o = {.rank = 1, .nranks = 2,
-                         .hooks = {.allreduce_sum = fake_allreduce}};
-    bf_trainer *t = NULL;
-    bf_error err;
-    assert_int_equal(bf_trainer_create(&t, &c, &o, &err), -1);
-    assert_null(t);
-    assert_string_equal(err.field, "batch_size");
-    assert_non_null(strstr(err.msg, "2 ranks"));
+    check_two_ranks_match_one(BF_ROPE_BIFOCAL, 6, 0);
+}
+
+/* 5 rows on 2 ranks: 3 and 2, the mean still over all targets. */
+static void test_uneven_split_matches_one(void **state)
+{
+    (void)state;
+    check_two_ranks_match_one(BF_ROPE_BIFOCAL, 5, 0);
+}
+
+/* 1 row on 2 ranks: rank 1 has none and still joins every allreduce; with
+ * random positions and p-RoPE, so the data split is checked with them. */
+static void test_rank_without_rows(void **state)
+{
+    (void)state;
+    check_two_ranks_match_one(BF_ROPE_PROPE, 1, 32);
 }
 
 int main(void)
@@ -353,8 +409,11 @@ int main(void)
         cmocka_unit_test(test_lr_schedule),
         cmocka_unit_test(test_records_schedule),
         cmocka_unit_test(test_resume_is_bit_identical),
+        cmocka_unit_test(test_resume_with_random_positions),
+        cmocka_unit_test(test_random_positions_train_only),
         cmocka_unit_test(test_two_ranks_match_one),
-        cmocka_unit_test(test_uneven_split_refused),
+        cmocka_unit_test(test_uneven_split_matches_one),
+        cmocka_unit_test(test_rank_without_rows),
         cmocka_unit_test(test_learns_dyck),
     };
     return cmocka_run_group_tests(tests, scratch_setup, scratch_teardown);

@@ -4,7 +4,8 @@
 usage: torch_check.py DIR...   (exit 77 when torch is not installed)
 
 Each DIR holds case.json (shape, grad_scale, AdamW hyperparameters),
-params.f32 (params_memory) and batch.i32 (inputs then targets, B*T each).
+params.f32 (params_memory) and batch.i32 (inputs, targets, then rotary
+positions, B*T each).
 Writes, in DIR: result.json (loss_sum, n_targets, argmax), grads.f32 (the
 gradient of grad_scale * loss_sum, params layout) and after.f32 (the
 parameters after one AdamW step on those gradients).
@@ -28,16 +29,18 @@ def run_case(d):
         c = json.load(f)
     B, T = c["B"], c["T"]
     model = BifocalTorch(c["V"], c["C"], c["L"], c["NH"], c["rope"],
-                         c["spectral_heads"], c["rope_base"])
+                         c["spectral_heads"], c["rope_base"],
+                         c["prope_pairs"])
     flat = np.fromfile(os.path.join(d, "params.f32"), dtype=np.float32)
     model.load_flat(torch.from_numpy(flat))
     batch = np.fromfile(os.path.join(d, "batch.i32"), dtype=np.int32)
     idx = torch.from_numpy(batch[:B * T].astype(np.int64)).view(B, T)
-    tgt = torch.from_numpy(batch[B * T:].astype(np.int64)).view(B, T)
+    tgt = torch.from_numpy(batch[B * T:2 * B * T].astype(np.int64)).view(B, T)
+    pos = torch.from_numpy(batch[2 * B * T:].astype(np.int64)).view(B, T)
 
     opt = model.adamw(c["lr"], (c["beta1"], c["beta2"]), c["eps"],
                       c["weight_decay"], c["freq_lr_mult"])
-    logits, loss_sum = model(idx, tgt)
+    logits, loss_sum = model(idx, tgt, pos)
     (loss_sum * c["grad_scale"]).backward()
     model.flat(grads=True).numpy().astype(np.float32).tofile(
         os.path.join(d, "grads.f32"))

@@ -22,12 +22,12 @@ PARAM_NAMES = ["wte", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
                "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw",
                "lnfb", "log_freq"]
 DECAY = {"wte", "qkvw", "attprojw", "fcw", "fcprojw"}
-ROPE_KINDS = ["none", "rope", "spectral", "bifocal"]
+ROPE_KINDS = ["none", "rope", "spectral", "bifocal", "prope"]
 
 
 class BifocalTorch(torch.nn.Module):
     def __init__(self, V, C, L, NH, rope="bifocal", spectral_heads=0,
-                 rope_base=10000.0):
+                 rope_base=10000.0, prope_pairs=0):
         super().__init__()
         self.V, self.C, self.L, self.NH = V, C, L, NH
         self.hd = C // NH
@@ -47,6 +47,9 @@ class BifocalTorch(torch.nn.Module):
         learn = [rope != "none" and h >= NH - spectral_heads
                  for h in range(NH)]
         self.register_buffer("learnable", torch.tensor(learn))
+        # p-RoPE: the last prope_pairs pairs of every head have omega = 0
+        rotating = [i < self.P - prope_pairs for i in range(self.P)]
+        self.register_buffer("rotating", torch.tensor(rotating))
         self.init_weights(rope_base)
 
     def init_weights(self, rope_base, seed=0):
@@ -91,11 +94,14 @@ class BifocalTorch(torch.nn.Module):
         y = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)
         return y.view(B, NH, T, hd)
 
-    def forward(self, idx, targets):
+    def forward(self, idx, targets, pos=None):
+        """pos [B, T]: each token's rotary position (default 0..T-1)."""
         B, T = idx.shape
         C, NH, hd = self.C, self.NH, self.hd
         x = self.wte[idx]
-        pos = torch.arange(T, dtype=torch.float32)
+        if pos is None:
+            pos = torch.arange(T).expand(B, T)
+        pos = pos.to(torch.float64)
         causal = torch.ones(T, T, dtype=torch.bool).tril()
         for l in range(self.L):
             h = F.layer_norm(x, (C,), self.ln1w[l], self.ln1b[l], 1e-5)
@@ -109,8 +115,11 @@ class BifocalTorch(torch.nn.Module):
                 # fixed heads: the same values, but no gradient reaches them
                 theta = torch.where(self.learnable[:, None], theta,
                                     theta.detach())
-                ang = pos[None, :, None] * theta.exp()[:, None, :]
-                cos, sin = ang.cos(), ang.sin()
+                omega = torch.where(self.rotating, theta.exp(),
+                                    torch.zeros_like(theta))
+                # angles in float64 as the C tables form them: [B, NH, T, P]
+                ang = pos[:, None, :, None] * omega.double()[None, :, None, :]
+                cos, sin = ang.cos().float(), ang.sin().float()
                 q, k = self.rotate(q, cos, sin), self.rotate(k, cos, sin)
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
             att = att.masked_fill(~causal, float("-inf")).softmax(dim=-1)

@@ -167,6 +167,11 @@ static const bad_case bad_cases[] = {
     {"max_attempts zero", "name: x\nmax_attempts: 0\n", 2, "max_attempts", "0"},
     {"not a mapping", "- a\n- b\n", 1, "", "mapping"},
     {"YAML syntax error", "name: x\ngrid: {rope: [rope\n", 0, NULL, "sweep.yaml"},
+    {"random_positions short", "name: x\nbase: {seq_len: 64}\n"
+     "grid:\n  random_positions: [0, 32]\n", 4, "random_positions",
+     "32 is fewer positions than seq_len 64"},
+    {"prope_fraction above 1", "name: x\ngrid:\n  rope: [prope]\n"
+     "  prope_fraction: [0.5, 2]\n", 4, "prope_fraction", "2 is out of range"},
 };
 
 static void test_rejections(void **state)
@@ -199,6 +204,36 @@ static void test_rejections(void **state)
             assert_non_null(strstr(err.msg, where));
         }
     }
+}
+
+/* The baselines' fields (rope: prope, prope_fraction, random_positions)
+ * come from the shared job-config table: a grid over them expands to jobs
+ * whose canonical configs carry them. */
+static void test_baseline_fields(void **state)
+{
+    (void)state;
+    seen s;
+    expand_ok("name: baselines\n"
+              "base: {seq_len: 64}\n"
+              "grid:\n"
+              "  rope: [rope, prope]\n"
+              "  prope_fraction: [0.25, 0.5]\n"
+              "  random_positions: [0, 256]\n", &s);
+    assert_int_equal(s.n, 8);
+    for (size_t i = 0; i < s.n; i++) {
+        char fields[256];
+        snprintf(fields, sizeof fields,
+                 "{\"seq_len\": 64, \"rope\": \"%s\", \"prope_fraction\": "
+                 "%s, \"random_positions\": %d}", i < 4 ? "rope" : "prope",
+                 (i / 2) % 2 ? "0.5" : "0.25", i % 2 ? 256 : 0);
+        char *want = expected_json(fields);
+        assert_string_equal(s.json[i], want);
+        free(want);
+    }
+    assert_non_null(strstr(s.json[7], "\"prope_fraction\":0.5,"
+                                      "\"random_positions\":256,"
+                                      "\"rope\":\"prope\""));
+    seen_free(&s);
 }
 
 /* The visitor can stop the expansion, and its error comes back. */
@@ -256,6 +291,7 @@ int main(void)
         cmocka_unit_test(test_seed_forms),
         cmocka_unit_test(test_header_fields),
         cmocka_unit_test(test_rejections),
+        cmocka_unit_test(test_baseline_fields),
         cmocka_unit_test(test_visitor_stops),
         cmocka_unit_test(test_example_configs),
     };

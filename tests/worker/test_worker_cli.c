@@ -176,7 +176,7 @@ static void test_bad_job_file(void **state)
 static double direct_loss(bf_model *m, const int *in, const int *tg, int T,
                           int *n)
 {
-    return bf_model_forward(m, in, tg, 1, T, n);
+    return bf_model_forward(m, in, tg, NULL, 1, T, n);
 }
 
 static void test_eval_matches_forward(void **state)
