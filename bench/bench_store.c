@@ -75,7 +75,10 @@ int main(int argc, char **argv)
     bf_lease l;
     t0 = bf_now_seconds();
     for (int i = 0; i < N_LEASES; i++) {
-        if (bf_store_lease_next(s, "bench", i, 60000, &l, &err) != 1)
+        /* one worker per lease: a worker holds at most one live lease */
+        char worker[32];
+        snprintf(worker, sizeof worker, "bench-%d", i);
+        if (bf_store_lease_next(s, worker, i, 60000, &l, &err) != 1)
             die("lease", &err);
         if (i < N_LEASES - 1)
             bf_lease_clear(&l);
