@@ -57,7 +57,8 @@ start_munged() {
     # On h1, so that removing the hosts ends it whatever happens.
     "$HOSTS" exec "$CLUSTER" h1 munged --foreground --socket="$WORK/munge/socket" \
         --key-file="$WORK/munge/key" --pid-file="$WORK/munge/pid" \
-        --log-file="$WORK/munge/log" --seed-file="$WORK/munge/seed" &
+        --log-file="$WORK/munge/log" --seed-file="$WORK/munge/seed" \
+        2> "$WORK/munge/stderr" &
     MUNGED_PID=$!
     local _
     for _ in $(seq 50); do
@@ -65,6 +66,27 @@ start_munged() {
         sleep 0.1
     done
     fail "munged did not start (log: $(tail -n 3 "$WORK/munge/log" 2>/dev/null))"
+}
+
+# The shell commands that give a node a /tmp of its own (Open MPI's session
+# directories are named by host name, which the test hosts share) while a
+# checkout or build under /tmp (a fresh `git clone` into `mktemp -d`) stays
+# visible there: the machine's /tmp is bound aside, the node's tmpfs
+# mounted over /tmp, and the checkout's top folder bound back into it.
+node_tmp_mounts() {
+    local tops d
+    tops=$(for d in "$ROOT" "$BUILD"; do
+               case $d in /tmp/?*) d=${d#/tmp/}; echo "/tmp/${d%%/*}" ;; esac
+           done | sort -u)
+    if [ -z "$tops" ]; then
+        echo "mount -t tmpfs node_tmp /tmp"
+        return
+    fi
+    printf 'mkdir -p %s/host-tmp && mount --bind /tmp %s/host-tmp && mount -t tmpfs node_tmp /tmp' "$WORK" "$WORK"
+    for d in $tops; do
+        printf ' && mkdir -p %s && mount --bind %s/host-tmp/%s %s' "$d" "$WORK" "${d#/tmp/}" "$d"
+    done
+    echo
 }
 
 slurm_up() {
@@ -82,7 +104,7 @@ slurm_up() {
         # root it then finds (proctrack/pgid and task/none use no
         # controller).
         "$HOSTS" exec "$CLUSTER" "$h" sh -c \
-            'mount -t tmpfs node_tmp /tmp && mount -t tmpfs cgroup_root /sys/fs/cgroup && mkdir /sys/fs/cgroup/systemd && mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd && exec "$@"' slurmd \
+            "$(node_tmp_mounts) && mount -t tmpfs cgroup_root /sys/fs/cgroup && mkdir /sys/fs/cgroup/systemd && mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd && exec \"\$@\"" slurmd \
             slurmd -D -f "$SLURM_CONF" \
             > "$SLURM_DIR/slurmd-$h.out" 2>&1 &
         SLURM_PIDS+=($!)
