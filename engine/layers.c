@@ -23,8 +23,9 @@ static inline float bf_expf(float x)
      * vectorising them */
     x = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
     /* round to nearest by adding and removing 1.5 * 2^23 (floorf would
-     * not vectorise) */
-    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+     * not vectorise); the sum's low mantissa bits then hold n itself */
+    float n_biased = x * 1.44269504088896341f + 12582912.0f;
+    float n = n_biased - 12582912.0f;
     float r = x - n * 0.693359375f + n * 2.12194440e-4f;
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
@@ -33,7 +34,12 @@ static inline float bf_expf(float x)
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23;
+    /* 2^n built from n_biased's bits in unsigned arithmetic: a NaN x
+     * (a diverged model) gives some scale and a NaN p, so NaN comes out,
+     * without the undefined float-to-int conversion of NaN. */
+    uint32_t bits;
+    memcpy(&bits, &n_biased, sizeof bits);
+    bits = (bits - 0x4B400000u + 127u) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;

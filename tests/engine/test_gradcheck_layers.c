@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -463,6 +464,28 @@ static void test_crossentropy(void **state)
         assert_float_equal(d4[i], 0.25f * d[i], 1e-7 + 1e-6 * fabsf(d[i]));
 }
 
+/* A diverged model's NaN stays NaN through every exp (so the trainer sees a
+ * non-finite loss and stops), huge inputs saturate, and neither takes an
+ * undefined path (the ASan+UBSan build runs this). */
+static void test_nonfinite_inputs(void **state)
+{
+    (void)state;
+    float z[V] = {0.5f, NAN, -1.0f, 2.0f, 0.0f, 1.0f, -2.0f};
+    float lse[1];
+    int argmax[1], n = 0;
+    const int target[1] = {0};
+    assert_true(isnan(bf_crossentropy_forward(lse, argmax, &n, z, target, 1,
+                                              V)));
+    float big[V] = {1e30f, -1e30f, 3e38f, -3e38f, 0.0f, 1.0f, 2.0f};
+    double loss = bf_crossentropy_forward(lse, argmax, &n, big, target, 1, V);
+    assert_true(isfinite(loss) && loss >= 0.0);
+
+    float in[4] = {NAN, 1e30f, -1e30f, 0.5f}, out[4];
+    bf_gelu_forward(out, in, 4);
+    assert_true(isnan(out[0]));
+    assert_true(isfinite(out[3]));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -473,6 +496,7 @@ int main(void)
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_crossentropy),
+        cmocka_unit_test(test_nonfinite_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
