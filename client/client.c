@@ -67,7 +67,7 @@ static int cmd_status(bf_client *cl, int argc, char **argv)
     const bf_option options[] = {
         BF_OPT_STR("format", "table|csv|json", &format), BF_OPT_END,
     };
-    json_int_t sweep;
+    json_int_t sweep = 0;
     bf_row_format fmt;
     int n = bf_client_args(options, &sweep_arg, 1, argc, argv);
     if (n < 0 || (n == 1 && parse_id("SWEEP", sweep_arg, &sweep))
@@ -88,7 +88,7 @@ static int cmd_jobs(bf_client *cl, int argc, char **argv)
         BF_OPT_STR("format", "table|csv|json", &format),
         BF_OPT_END,
     };
-    json_int_t sweep;
+    json_int_t sweep = 0;
     bf_row_format fmt;
     if (bf_client_args(options, NULL, 0, argc, argv) < 0
         || (sweep_arg && parse_id("--sweep", sweep_arg, &sweep))
@@ -172,7 +172,7 @@ static int cmd_watch(bf_client *cl, int argc, char **argv)
         return 2;
     if (n != 1)
         return usage_error(argv[0], "expected one SWEEP id");
-    json_int_t sweep;
+    json_int_t sweep = 0;
     if (parse_id("SWEEP", sweep_arg, &sweep))
         return 2;
     if (bf_client_watch(cl, sweep, NULL, NULL))

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test: once in a normal
 # build and once under AddressSanitizer + UndefinedBehaviorSanitizer, the
-# multi-host tests (tests/cluster/run.sh) on the normal build, then every
-# fuzz harness for 20 s (scripts/fuzz.sh; counted as one test).  Ends
-# with one line "tests: N passed, M failed" over both builds; the exit status
-# is non-zero if anything failed.
+# multi-host tests (tests/cluster/run.sh) on the normal build, a release
+# build (compiled only), then every fuzz harness for 20 s (scripts/fuzz.sh).
+# The last three count as one test each.  Ends with one line "tests: N
+# passed, M failed"; the exit status is non-zero if anything failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -47,6 +47,16 @@ fi
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 run_suite build-asan -Db_sanitize=address,undefined -Db_lundef=false
+
+# The release build (scripts/bench.sh's) compiles too: -O3 brings
+# warnings of its own (maybe-uninitialized), and -Werror makes them errors.
+if { [ -d build-release ] || meson setup build-release -Dbuildtype=release -Dtests=false; } \
+        && meson compile -C build-release; then
+    passed=$((passed + 1))
+else
+    echo "the release build (build-release) does not compile" >&2
+    failed=$((failed + 1))
+fi
 
 # Every libFuzzer harness of tests/fuzz/ for 20 s: a crash fails the run.
 if scripts/fuzz.sh 20; then
