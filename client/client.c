@@ -210,7 +210,7 @@ const bf_client_command bf_client_commands[] = {
       "depth, times and the error of a failed job (JSON: every column and "
       "the full config).  --db reads a database file instead of the "
       "daemon.", bf_client_cmd_results },
-    { "compare", "SWEEP [--by FIELD,...] [--baseline FIELD=VALUE] "
+    { "compare", "SWEEP [--by FIELD,...] [--baseline FIELD=VALUE[,...]] "
       "[--format table|csv|json] [--db FILE]",
       "Seed statistics: per group of jobs that differ only in their seed "
       "(or per --by fields) and eval depth, n, mean, sd and 95% CI of eval "
@@ -219,7 +219,7 @@ const bf_client_command bf_client_commands[] = {
       "seed, else Welch), the relative loss change, and a verdict line.  "
       "--db reads a database file instead of the daemon.",
       bf_client_cmd_compare },
-    { "report", "SWEEP [-o FILE.html] [--json] [--baseline FIELD=VALUE] "
+    { "report", "SWEEP [-o FILE.html] [--json] [--baseline FIELD=VALUE[,...]] "
       "[--db FILE]",
       "Writes one self-contained HTML report (no network needed): accuracy "
       "and loss against eval depth, training-loss curves, learned "

@@ -141,7 +141,7 @@ static int parse_opts(int argc, char **argv, unsigned allowed,
         BF_OPT_STR("db", "FILE", &o->db),
         BF_OPT_STR("format", "table|csv|json", &format),
         BF_OPT_STR("by", "FIELD,...", &o->by),
-        BF_OPT_STR("baseline", "FIELD=VALUE", &o->baseline),
+        BF_OPT_STR("baseline", "FIELD=VALUE[,...]", &o->baseline),
         BF_OPT_STR("output", "FILE", &o->output),
         BF_OPT_FLAG("json", &o->json),
     };

@@ -180,6 +180,20 @@ by = json.loads(bifocal("compare", "1", "--db", db, "--format", "json",
 check(all(r.get("baseline") in ("(this group)", "rope=spectral") for r in by),
       "--baseline rope=spectral compares with spectral")
 
+# Several FIELD=VALUE pairs: every spectral group against rope at
+# freq_lr_mult 1 (sweep 3 varies rope and freq_lr_mult); a number matches
+# however it is written.
+def baselines(*extra):
+    rows = json.loads(bifocal("compare", "3", "--db", db, "--format", "json", *extra).stdout)
+    return {(r["rope"], r["freq_lr_mult"]): r.get("baseline") for r in rows}
+default = baselines()
+check(default[("spectral", 10)] == "rope=rope freq_lr_mult=10.0",
+      "by default a group's baseline keeps its other fields: %r" % default)
+two = baselines("--baseline", "rope=rope,freq_lr_mult=1.0")
+check(two[("spectral", 10)] == two[("spectral", 1)] == "rope=rope freq_lr_mult=1.0"
+      and two[("rope", 1)] == "(this group)" and two[("rope", 10)] == "rope=rope freq_lr_mult=1.0",
+      "--baseline rope=rope,freq_lr_mult=1.0 is every group's baseline: %r" % two)
+
 # ---- the eval_summary view (for sqlite3 users) ---------------------------------
 
 for rope, depth, n, lm, lsd, am, asd in conn.execute(
@@ -242,6 +256,9 @@ error(["compare", "2", "--db", db], "sweep 2 has no succeeded job")
 error(["report", "2", "--db", db], "sweep 2 has no succeeded job")
 error(["compare", "1", "--db", db, "--by", "lr"], "--by lr: not a field that varies")
 error(["compare", "1", "--db", db, "--baseline", "rope=nope"], "no group of sweep 1 has rope=nope")
+error(["compare", "3", "--db", db, "--baseline", "rope=rope,freq_lr_mult=3"],
+      "no group of sweep 3 has rope=rope,freq_lr_mult=3")
+error(["compare", "3", "--db", db, "--baseline", "rope=rope,lr=1"], "'lr=1' is not")
 notdb = os.path.join(tmp, "notes.txt")
 open(notdb, "w").write("just some text, long enough to be read as a header " * 4)
 error(["results", "1", "--db", notdb], "is not a SQLite database")
@@ -282,7 +299,7 @@ try:
     jj = json.loads(bifocal("jobs", "--sweep", "1", "--format", "json", server=server).stdout)
     check(len(jj) == 9 and jj[0]["config"]["n_heads"] == 4, "jobs json carries the config")
     st = list(csv.DictReader(io.StringIO(bifocal("status", "--format", "csv", server=server).stdout)))
-    check([r["sweep_id"] for r in st] == ["1", "2"] and st[0]["failed"] == "1", "status csv")
+    check([r["sweep_id"] for r in st] == ["1", "2", "3"] and st[0]["failed"] == "1", "status csv")
     wk = json.loads(bifocal("workers", "--format=json", server=server).stdout)
     check(wk[0]["name"] == "fixture-worker", "workers json")
 finally:
