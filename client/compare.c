@@ -258,10 +258,17 @@ static void set_number(json_t *row, const char *key, double x)
     json_object_set_new(row, key, isfinite(x) ? json_real(x) : json_null());
 }
 
-static void set_summary(json_t *row, const char *prefix, const double *x, int n)
+/* Accuracy is a fraction: its Student-t interval, which knows no bounds,
+ * is clipped to [0, 1] (at n = 2 or 3 it easily reaches past them). */
+static void set_summary(json_t *row, const char *prefix, const double *x, int n,
+                        int is_fraction)
 {
     bf_stats_summary s;
     bf_stats_summarize(x, n, &s);
+    if (is_fraction && isfinite(s.ci_low)) {
+        s.ci_low = fmax(s.ci_low, 0.0);
+        s.ci_high = fmin(s.ci_high, 1.0);
+    }
     char key[64];
     const struct { const char *name; double value; } parts[] = {
         { "mean", s.mean }, { "sd", s.sd },
@@ -432,9 +439,9 @@ static json_t *cell_row(const bf_sweep_view *v, const cells *cs, const cell *c,
     free(label);
     json_object_set_new(row, "eval_depth", json_integer(c->eval_depth));
     json_object_set_new(row, "n", json_integer(c->n));
-    set_summary(row, "loss", c->loss, c->n);
-    set_summary(row, "accuracy", c->accuracy, c->n);
-    set_summary(row, "train_loss", c->train_loss, c->n);
+    set_summary(row, "loss", c->loss, c->n, 0);
+    set_summary(row, "accuracy", c->accuracy, c->n, 1);
+    set_summary(row, "train_loss", c->train_loss, c->n, 0);
     int base = baseline_of(v, b, c->group);
     const cell *bc = base >= 0 && base != c->group
                          ? cell_at(cs, base, c->eval_depth) : NULL;

@@ -129,6 +129,8 @@ for r in rows:
     seeds = sorted(final[key])
     for i, name in [(0, "loss"), (1, "accuracy")]:
         s = summary([final[key][k][i] for k in seeds])
+        if name == "accuracy":   # a fraction: its interval is clipped to [0, 1]
+            s["lo"], s["hi"] = max(s["lo"], 0.0), min(s["hi"], 1.0)
         for field, want in [("mean", s["mean"]), ("sd", s["sd"]),
                             ("ci_low", s["lo"]), ("ci_high", s["hi"])]:
             check(close(r["%s_%s" % (name, field)], want, 1e-6),
