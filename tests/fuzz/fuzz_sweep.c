@@ -27,7 +27,8 @@ static int visit(void *ctx, const bf_sweep_job *job, bf_error *err)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     bf_error err;
-    bf_sweep *sw = bf_sweep_parse("fuzz.yaml", (const char *)data, size, &err);
+    bf_sweep *sw = bf_sweep_parse("fuzz.yaml", "/fuzz", (const char *)data, size,
+                                  &err);
     if (!sw)
         return 0;
     size_t n = 0;

@@ -95,8 +95,8 @@ static void test_rejected_sweep_stores_nothing(void **state)
     bf_error err = {0};
     int64_t id = -7;
     int n = -7;
-    assert_int_equal(bf_store_submit_sweep(f->s, "bad.yaml", bad, strlen(bad), 1, &id,
-                                           &n, &err), -1);
+    assert_int_equal(bf_store_submit_sweep(f->s, "bad.yaml", bad, strlen(bad), NULL, 1,
+                                           &id, &n, NULL, &err), -1);
     assert_string_equal(err.file, "bad.yaml");
     assert_int_equal(err.line, 3);
     assert_string_equal(err.field, "seq_len");

@@ -68,8 +68,8 @@ int64_t bft_submit(bf_store *s, const char *yaml, int64_t now_ms, int *n_jobs)
 {
     int64_t id = 0;
     bf_error err = {0};
-    if (bf_store_submit_sweep(s, "sweep.yaml", yaml, strlen(yaml), now_ms, &id,
-                              n_jobs, &err) < 0)
+    if (bf_store_submit_sweep(s, "sweep.yaml", yaml, strlen(yaml), NULL, now_ms,
+                              &id, n_jobs, NULL, &err) < 0)
         fail_msg("submit: %s", err.msg);
     return id;
 }

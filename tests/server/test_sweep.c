@@ -39,7 +39,7 @@ static void seen_free(seen *s)
 
 static bf_sweep *parse(const char *yaml, bf_error *err)
 {
-    return bf_sweep_parse("sweep.yaml", yaml, strlen(yaml), err);
+    return bf_sweep_parse("sweep.yaml", "/sweeps", yaml, strlen(yaml), err);
 }
 
 static void expand_ok(const char *yaml, seen *out)
@@ -270,7 +270,7 @@ static void test_example_configs(void **state)
         size_t n = fread(text, 1, sizeof text, f);
         fclose(f);
         bf_error err = {0};
-        bf_sweep *sw = bf_sweep_parse(g.gl_pathv[i], text, n, &err);
+        bf_sweep *sw = bf_sweep_parse(g.gl_pathv[i], NULL, text, n, &err);
         if (!sw)
             fail_msg("%s", err.msg);
         seen s = {0};

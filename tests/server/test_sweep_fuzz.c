@@ -54,7 +54,7 @@ static void fuzz_file(const char *example, uint64_t seed)
         int yaml_ok = doc != NULL;
         json_decref(doc);
         bf_error_clear(&err);
-        bf_sweep *sw = bf_sweep_parse(file, t.p, t.n, &err);
+        bf_sweep *sw = bf_sweep_parse(file, NULL, t.p, t.n, &err);
         if (!sw) {
             bft_assert_error_names(&err, file, !yaml_ok, "parse", &t);
             continue;
