@@ -43,6 +43,13 @@ void sweep_value_text(const json_t *v, char *buf, size_t cap)
         snprintf(buf, cap, "%s", json_string_value(v));
         return;
     }
+    if (json_is_real(v)) {   /* the shortest spelling that reads back: 0.1 */
+        for (int digits = 1; digits <= 17; digits++) {
+            snprintf(buf, cap, "%.*g", digits, json_real_value(v));
+            if (strtod(buf, NULL) == json_real_value(v))
+                return;
+        }
+    }
     char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
     snprintf(buf, cap, "%s", s ? s : "?");
     free(s);

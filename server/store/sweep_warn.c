@@ -129,9 +129,9 @@ static void describe_same(sweep_warner *w, const bf_sweep_stage *st,
     sweep_describe(sw, est, &ec, theirs, sizeof theirs);
     differing(cfg, &ecfg, fields, sizeof fields, field, sizeof field);
     bf_error_set(&e, sw->file, sweep_field_line(sw, st, c, field), field,
-                 "job %zu (%s) trains the same model as job %zu "
-                 "(%s): they differ only in %s, without effect here", index,
-                 mine, earlier, theirs, fields);
+                 "job %zu (%s) trains the same model as job %zu (%s), "
+                 "though they differ in %s", index, mine, earlier, theirs,
+                 fields);
     json_array_append_new(w->same, json_string(e.msg));
 }
 
