@@ -572,7 +572,7 @@ json_t *bf_store_jobs(bf_store *s, int64_t sweep_id, const char *status,
         "SELECT job_id, sweep_id, idx, stage, task, rope, depth, seed, status,"
         "       priority, attempts, cancel_requested, checkpoint_path,"
         "       checkpoint_step, error, created_ms, started_ms, finished_ms,"
-        "       source_job_id, init_from, config"
+        "       source_job_id, config"
         "  FROM jobs WHERE (?1 <= 0 OR sweep_id = ?1)"
         "   AND (?2 IS NULL OR status = ?2) ORDER BY job_id", err);
     if (!st)
