@@ -534,16 +534,21 @@ static void test_visitor_stops(void **state)
     bf_sweep_free(sw);
 }
 
-/* Every example in configs/sweep-*.yaml is a valid sweep. */
+/* Every example sweep in configs/ (sweep-*.yaml, the quickstart and the
+ * surgical one) is a valid sweep without warnings. */
 static void test_example_configs(void **state)
 {
     (void)state;
     const char *root = getenv("BF_SOURCE_ROOT");
     char pattern[1024];
-    snprintf(pattern, sizeof pattern, "%s/configs/sweep-*.yaml", root ? root : ".");
     glob_t g;
+    snprintf(pattern, sizeof pattern, "%s/configs/sweep-*.yaml", root ? root : ".");
     assert_int_equal(glob(pattern, 0, NULL, &g), 0);
-    assert_true(g.gl_pathc >= 3);
+    snprintf(pattern, sizeof pattern, "%s/configs/quickstart.yaml", root ? root : ".");
+    assert_int_equal(glob(pattern, GLOB_APPEND, NULL, &g), 0);
+    snprintf(pattern, sizeof pattern, "%s/configs/surgical.yaml", root ? root : ".");
+    assert_int_equal(glob(pattern, GLOB_APPEND, NULL, &g), 0);
+    assert_true(g.gl_pathc >= 6);
     for (size_t i = 0; i < g.gl_pathc; i++) {
         FILE *f = fopen(g.gl_pathv[i], "rb");
         assert_non_null(f);
@@ -559,6 +564,9 @@ static void test_example_configs(void **state)
         if (rc < 0)
             fail_msg("%s: %s", g.gl_pathv[i], err.msg);
         assert_true(s.n > 0);
+        if (json_array_size(sw->warnings) > 0)
+            fail_msg("%s: %s", g.gl_pathv[i],
+                     json_string_value(json_array_get(sw->warnings, 0)));
         seen_free(&s);
         bf_sweep_free(sw);
     }
