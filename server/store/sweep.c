@@ -706,6 +706,32 @@ static int count_jobs(const bf_sweep *sw, bf_sweep_stage *st, size_t *budget,
     return 0;
 }
 
+static void add_set_field(bf_sweep_stage *st, const char *field)
+{
+    if (!in_list(st->set_fields, st->n_set_fields, field))
+        st->set_fields[st->n_set_fields++] = field;
+}
+
+/* The fields st's layers and axes set, for the warnings. */
+static void collect_set_fields(bf_sweep_stage *st)
+{
+    size_t cap = 1;
+    for (size_t i = 0; i < st->n_layers; i++)
+        cap += json_object_size(st->layers[i].obj);
+    for (size_t a = 0; a < st->n_axes; a++)
+        cap += st->axes[a].n_fields;
+    st->set_fields = bf_xcalloc(cap, sizeof *st->set_fields);
+    for (size_t i = 0; i < st->n_layers; i++) {
+        const char *key;
+        json_t *v;
+        json_object_foreach(st->layers[i].obj, key, v)
+            add_set_field(st, key);
+    }
+    for (size_t a = 0; a < st->n_axes; a++)
+        for (size_t f = 0; f < st->axes[a].n_fields; f++)
+            add_set_field(st, st->axes[a].fields[f]);
+}
+
 static int parse_stage(bf_sweep *sw, bf_sweep_stage *st, size_t *budget,
                        bf_error *err)
 {
@@ -714,6 +740,7 @@ static int parse_stage(bf_sweep *sw, bf_sweep_stage *st, size_t *budget,
         parse_zip(sw, st, err) < 0 || parse_excludes(sw, st, err) < 0 ||
         parse_seeds(sw, st, err) < 0 || count_jobs(sw, st, budget, err) < 0)
         return -1;
+    collect_set_fields(st);
     st->first_job = sw->n_jobs;
     sw->n_jobs += st->n_jobs;
     return 0;
@@ -854,6 +881,7 @@ static void free_stage(bf_sweep_stage *st)
         free(st->refs[r].values);
         sweep_map_free(&st->refs[r].map);
     }
+    free(st->set_fields);
     free(st->refs);
     free(st->rules);
     free(st->axes);

@@ -82,6 +82,9 @@ struct bf_sweep_stage {
     size_t n_combos;     /* product of the axis lengths */
     size_t n_jobs;       /* kept combinations times the seeds */
     size_t first_job;    /* sweep index of its first job */
+    const char **set_fields; /* every field its layers or axes set, once
+                                (borrowed from sw->doc) */
+    size_t n_set_fields;
     sweep_ref *refs;     /* the stages its init_from values name */
     size_t n_refs;
     int referenced;      /* a later stage starts from this one */

@@ -72,22 +72,15 @@ static void count(sweep_warner *w, const bf_sweep_stage *st, warn_kind kind,
                                  .c = *c, .cfg = *cfg};
 }
 
-/* Fields of st's base layers or axes that cfg's variant ignores. */
+/* The fields st sets (in a base layer or an axis) that cfg's variant
+ * ignores. */
 static void check_fields(sweep_warner *w, const bf_sweep_stage *st,
                          const sweep_combo *c, size_t index,
                          const bf_job_config *cfg)
 {
-    for (size_t i = 0; i < st->n_layers; i++) {
-        const char *key;
-        json_t *v;
-        json_object_foreach(st->layers[i].obj, key, v)
-            if (!bf_job_config_field_matters(cfg, key))
-                count(w, st, NO_EFFECT, key, c, index, cfg);
-    }
-    for (size_t a = 0; a < st->n_axes; a++)
-        for (size_t f = 0; f < st->axes[a].n_fields; f++)
-            if (!bf_job_config_field_matters(cfg, st->axes[a].fields[f]))
-                count(w, st, NO_EFFECT, st->axes[a].fields[f], c, index, cfg);
+    for (size_t i = 0; i < st->n_set_fields; i++)
+        if (!bf_job_config_field_matters(cfg, st->set_fields[i]))
+            count(w, st, NO_EFFECT, st->set_fields[i], c, index, cfg);
 }
 
 /* The fields whose values differ between two configs, "a, b", and the

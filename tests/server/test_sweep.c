@@ -510,6 +510,19 @@ static void test_warnings(void **state)
                                 "prope_fraction=1)"));
     json_decref(w);
 
+    /* Set in the top-level base and the stage's: one warning per job, at
+     * the stage's line, the value that counts. */
+    w = expand_warn("name: s\nbase: {spectral_fraction: 0.25}\nstages:\n"
+                    "  - name: a\n    base: {spectral_fraction: 0.5, "
+                    "rope: rope}\n", &s);
+    seen_free(&s);
+    assert_int_equal(json_array_size(w), 1);
+    assert_string_equal(json_string_value(json_array_get(w, 0)),
+                        "sweep.yaml:5: field 'spectral_fraction': has no "
+                        "effect with rope: rope (1 job, the first job 0: "
+                        "stage a: the base config)");
+    json_decref(w);
+
     w = expand_warn("name: clean\ngrid:\n  rope: [rope, spectral, bifocal, "
                     "prope, none]\nseeds: 2\n", &s);
     seen_free(&s);
