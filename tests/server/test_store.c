@@ -14,29 +14,9 @@
 
 static const char *sqlite3_cli;   /* argv[1] */
 
-typedef struct fixture {
-    char *dir, *path;
-    bf_store *s;
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    f->dir = bft_tmpdir();
-    f->s = bft_open(f->dir, "t.db", &f->path);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    bf_store_close(f->s);
-    bft_rmdir(f->dir);
-    free(f->path);
-    free(f);
-    return 0;
-}
+typedef bft_store_fixture fixture;
+#define setup bft_store_setup
+#define teardown bft_store_teardown
 
 static void test_open_sets_pragmas(void **state)
 {
@@ -120,7 +100,7 @@ static void test_reopen_keeps_queue(void **state)
     bf_lease_clear(&l);
     bf_store_close(f->s);
 
-    f->s = bft_open(f->dir, "t.db", NULL);
+    f->s = bft_open(f->dir, BFT_STORE_DB, NULL);
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE status = 'queued'"), 11);
     assert_int_equal(bft_int(f->s, "SELECT status = 'running' FROM jobs WHERE job_id = %lld",
                              (long long)job), 1);

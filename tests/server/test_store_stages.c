@@ -14,28 +14,9 @@
 #include "store_internal.h"
 #include "test_store_util.h"
 
-typedef struct fixture {
-    char *dir;
-    bf_store *s;
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    f->dir = bft_tmpdir();
-    f->s = bft_open(f->dir, "stages.db", NULL);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    bf_store_close(f->s);
-    bft_rmdir(f->dir);
-    free(f);
-    return 0;
-}
+typedef bft_store_fixture fixture;
+#define setup bft_store_setup
+#define teardown bft_store_teardown
 
 /* Three stages of `seeds` seeds each: a, then b from a, then c from b.
  * Job ids: a 1..seeds, b next, c last. */
@@ -274,12 +255,12 @@ static void test_reopen(void **state)
     assert_int_equal(bf_store_record_checkpoint(f->s, l.attempt_id,
                      "/ck/a.safetensors", 20, 11), BF_STORE_OK);
     bf_store_close(f->s);
-    f->s = bft_open(f->dir, "stages.db", NULL);
+    f->s = bft_open(f->dir, BFT_STORE_DB, NULL);
     assert_status(f->s, 2, "waiting");
     assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 1, NULL, 12),
                      BF_STORE_OK);
     bf_store_close(f->s);
-    f->s = bft_open(f->dir, "stages.db", NULL);
+    f->s = bft_open(f->dir, BFT_STORE_DB, NULL);
     assert_status(f->s, 2, "queued");
     assert_status(f->s, 3, "waiting");
     bf_lease next = lease(f->s, 13);
