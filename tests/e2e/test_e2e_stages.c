@@ -112,6 +112,18 @@ static void test_second_stage_starts_from_first(void **state)
                                 "rope=rope"));
     assert_null(strstr(out, "stage=first rope=spectral vs"));
     free(out);
+    char report[512];
+    snprintf(report, sizeof report, "%s/report.json", d->dir);
+    assert_int_equal(bft_run_client(d, NULL, NULL, "report", "1", "--json",
+                                    "-o", report, NULL), 0);
+    json_error_t jerr;
+    json_t *data = json_load_file(report, 0, &jerr);
+    assert_non_null(data);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(data,
+                        "fields"), 0)), "stage");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(
+                        json_object_get(data, "jobs"), 2), "stage")), "second");
+    json_decref(data);
 }
 
 static const char failing_source[] =
