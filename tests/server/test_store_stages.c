@@ -333,11 +333,13 @@ static void test_warnings_and_strict(void **state)
 
     /* Rejected sweeps give no warnings back. */
     const char *bad = "name: b\nbase: {stepz: 1}\n";
-    warnings = json_array();
+    json_t *before = json_array();
+    warnings = before;
     assert_int_equal(bf_store_submit_sweep(f->s, "b.yaml", bad, strlen(bad),
                                            NULL, 1, NULL, NULL, &warnings,
                                            &err), BF_STORE_ERR);
     assert_null(warnings);
+    json_decref(before);
 }
 
 int main(void)
