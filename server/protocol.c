@@ -697,7 +697,7 @@ static void handle_results(session *s, json_t *msg, const json_t *id)
 static void handle_rows(session *s, json_t *msg, const json_t *id)
 {
     int64_t sweep = 0;
-    const char *view;
+    const char *view = NULL;
     if (int_field(s, msg, id, "sweep_id", 0, &sweep)
         || str_field(s, msg, id, "view", 0, &view))
         return;
