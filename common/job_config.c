@@ -690,9 +690,40 @@ int bf_job_config_field_matters(const bf_job_config *cfg, const char *field)
     return 1;
 }
 
+/* Bytes a field takes in bf_job_config. */
+static size_t field_size(const field_spec *f)
+{
+    switch (f->kind) {
+    case KIND_REAL:
+        return sizeof(double);
+    case KIND_SEED:
+        return sizeof(uint64_t);
+    case KIND_DEPTHS:
+        return sizeof ((bf_job_config *)0)->eval_depths;
+    case KIND_PATH:
+        return sizeof ((bf_job_config *)0)->init_from;
+    default:
+        return sizeof(int);
+    }
+}
+
+/* cfg into out field by field over zeroed bytes, init_from's tail zeroed:
+ * equal configs become equal bytes, whatever padding and tails held. */
+static void copy_fields(const bf_job_config *cfg, bf_job_config *out)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < N_JOB_FIELDS; i++)
+        memcpy((char *)out + job_fields[i].offset,
+               (const char *)cfg + job_fields[i].offset,
+               field_size(&job_fields[i]));
+    out->n_eval_depths = cfg->n_eval_depths;
+    size_t path_len = strnlen(out->init_from, sizeof out->init_from);
+    memset(out->init_from + path_len, 0, sizeof out->init_from - path_len);
+}
+
 void bf_job_config_effective(const bf_job_config *cfg, bf_job_config *out)
 {
-    *out = *cfg;
+    copy_fields(cfg, out);
     int learnable = bf_job_config_spectral_heads(cfg);
     if (cfg->rope == BF_ROPE_BIFOCAL && learnable == 0)
         out->rope = BF_ROPE_GEOMETRIC;
@@ -709,8 +740,7 @@ void bf_job_config_effective(const bf_job_config *cfg, bf_job_config *out)
         const field_spec *f = find_field(rope_fields[i].field);
         if (bf_job_config_field_matters(out, f->name))
             continue;
-        size_t size = f->kind == KIND_REAL ? sizeof(double) : sizeof(int);
         memcpy((char *)out + f->offset, (const char *)&defaults + f->offset,
-               size);
+               field_size(f));
     }
 }

@@ -127,7 +127,9 @@ int bf_job_config_field_matters(const bf_job_config *cfg, const char *field);
  * head learnable spectral; prope with no zeroed pair is rope, with every
  * pair zeroed none), then the
  * fields without effect for the variant are reset to their defaults.  Two
- * jobs with equal effective configs train the same model. */
+ * jobs with equal effective configs train the same model.  *out is built
+ * field by field over zeroed bytes, so equal effective configs are equal
+ * bytes (padding included): a hash of the struct finds them. */
 void bf_job_config_effective(const bf_job_config *cfg, bf_job_config *out);
 
 #endif

@@ -144,10 +144,8 @@ void sweep_warner_job(sweep_warner *w, const bf_sweep_stage *st,
               index, cfg);
     bf_job_config eff;
     bf_job_config_effective(cfg, &eff);
-    char *json = bf_job_config_to_canonical_json(&eff);
-    size_t first = sweep_map_add(&w->effective,
-                                 bf_fnv1a64(json, strlen(json)), index);
-    free(json);
+    size_t first = sweep_map_add(&w->effective, bf_fnv1a64(&eff, sizeof eff),
+                                 index);
     if (first && w->n_same++ < MAX_SAME_LISTED)
         describe_same(w, st, c, index, cfg, first - 1);
 }

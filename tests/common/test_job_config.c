@@ -531,6 +531,12 @@ static void test_field_effect(void **state)
     bf_job_config_effective(&b, &eb);
     assert_int_equal(eb.rope, BF_ROPE_NONE);
     assert_true(eb.rope_base == 10000.0);
+    /* garbage past init_from's end does not make another config */
+    b = a;
+    memset(b.init_from + 1, 'x', 10);
+    b.init_from[0] = '\0';
+    bf_job_config_effective(&b, &eb);
+    assert_memory_equal(&ea, &eb, sizeof ea);
     /* a real difference stays one */
     b = a;
     b.rope_base = 500000;
