@@ -73,6 +73,14 @@ static json_t *sweep_json(const bf_sweep_view *v)
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
         json_object_set(s, keys[i], json_object_get(v->sweep, keys[i]));
     json_object_set_new(s, "n_jobs", json_integer((json_int_t)json_array_size(v->jobs)));
+    /* stored as JSON text (docs/schema.md); a database from before they
+     * were stored has none */
+    const char *warnings = json_string_value(json_object_get(v->sweep,
+                                                             "warnings"));
+    json_t *list = warnings ? json_loads(warnings, 0, NULL) : NULL;
+    json_object_set_new(s, "warnings", json_is_array(list) ? list : json_array());
+    if (!json_is_array(list))
+        json_decref(list);
     return s;
 }
 

@@ -28,22 +28,26 @@ static json_t *duration(const json_t *from_ms, const json_t *to_ms)
     return json_string(buf);
 }
 
-/* The row a table or CSV shows: the job, the varying config fields, its
- * outcome, readable times and its error; no config blob. */
+/* The row a table or CSV shows: the job (and its stage, in a sweep with
+ * stages), the varying config fields, its outcome, readable times and its
+ * error; no config blob. */
 static json_t *shown_row(const bf_sweep_view *v, const json_t *row)
 {
-    static const char *const before[] = { "sweep_id", "job_id", "task",
-                                          "rope", "depth", "seed", NULL };
+    static const char *const before[] = { "sweep_id", "job_id", "stage",
+                                          "task", "rope", "depth", "seed",
+                                          NULL };
     static const char *const after[] = {
         "status", "train_loss", "eval_step", "eval_loss", "eval_accuracy",
         "ood_depth", "ood_loss", "ood_accuracy", NULL };
-    json_t *out = json_object(), *config = json_object_get(row, "config");
+    int stages = v->n_varying > 0 && strcmp(v->varying[0], "stage") == 0;
+    json_t *out = json_object();
     for (const char *const *k = before; *k; k++)
-        json_object_set(out, *k, json_object_get(row, *k));
+        if (stages || strcmp(*k, "stage") != 0)
+            json_object_set(out, *k, json_object_get(row, *k));
     for (int i = 0; i < v->n_varying; i++)
         if (!json_object_get(out, v->varying[i]))
             json_object_set(out, v->varying[i],
-                            json_object_get(config, v->varying[i]));
+                            bf_sweep_view_value(row, v->varying[i]));
     for (const char *const *k = after; *k; k++)
         json_object_set(out, *k, json_object_get(row, *k));
     json_object_set_new(out, "started",

@@ -16,17 +16,39 @@ static int field_index(const char *const *fields, int n, const char *name)
     return -1;
 }
 
+json_t *bf_sweep_view_value(const json_t *row, const char *field)
+{
+    if (strcmp(field, "stage") == 0)
+        return json_object_get(row, "stage");
+    return json_object_get(json_object_get(row, "config"), field);
+}
+
+/* The stage of a row as an object key ("" without stages). */
+static const char *stage_key(const json_t *row)
+{
+    const char *stage = json_string_value(json_object_get(row, "stage"));
+    return stage ? stage : "";
+}
+
+/* Whether field takes two values within one stage (in one sweep without
+ * stages); "stage" itself varies between stages. */
 static int field_varies(const json_t *jobs, const char *field)
 {
-    const json_t *first = json_object_get(
-        json_object_get(json_array_get(jobs, 0), "config"), field);
+    int stage = strcmp(field, "stage") == 0, varies = 0;
+    json_t *first = json_object();   /* stage -> its first job's value */
     size_t i;
     json_t *row;
-    json_array_foreach(jobs, i, row)
-        if (!json_equal(first, json_object_get(json_object_get(row, "config"),
-                                               field)))
-            return 1;
-    return 0;
+    json_array_foreach(jobs, i, row) {
+        const char *key = stage ? "" : stage_key(row);
+        json_t *value = bf_sweep_view_value(row, field);
+        json_t *seen = json_object_get(first, key);
+        if (!seen)
+            json_object_set(first, key, value ? value : json_null());
+        else if (!json_equal(seen, value ? value : json_null()))
+            varies = 1;
+    }
+    json_decref(first);
+    return varies;
 }
 
 static void add_varying(bf_sweep_view *v, const char *field)
@@ -37,9 +59,36 @@ static void add_varying(bf_sweep_view *v, const char *field)
         v->varying[v->n_varying++] = field;
 }
 
-/* The varying fields: first in the order the sweep file's grid lists them,
- * then seed, then any other (alphabetical, as configs are stored).  Names
- * point into the first job's config. */
+/* The fields a grid or zip mapping sweeps, in the file's order. */
+static void add_swept(bf_sweep_view *v, const json_t *config,
+                      const json_t *mapping)
+{
+    const char *key;
+    json_t *value;
+    json_object_foreach((json_t *)mapping, key, value) {
+        void *iter = json_object_iter_at((json_t *)config, key);
+        if (iter)
+            add_varying(v, json_object_iter_key(iter));
+    }
+}
+
+/* The swept fields of a sweep file's node (the file, or one stage). */
+static void add_node(bf_sweep_view *v, const json_t *config, const json_t *node)
+{
+    add_swept(v, config, json_object_get(node, "grid"));
+    const json_t *zip = json_object_get(node, "zip");
+    size_t i;
+    json_t *group;
+    if (json_is_object(zip))
+        add_swept(v, config, zip);
+    json_array_foreach(zip, i, group)
+        add_swept(v, config, group);
+}
+
+/* The varying fields: "stage" in a sweep with stages, then the fields in
+ * the order the sweep file's grids and zips list them, then seed, then any
+ * other (alphabetical, as configs are stored).  Names point into the first
+ * job's config (or are literals). */
 static void find_varying(bf_sweep_view *v)
 {
     json_t *config = json_object_get(json_array_get(v->jobs, 0), "config");
@@ -47,14 +96,15 @@ static void find_varying(bf_sweep_view *v)
     bf_error err;
     json_t *sweep = source ? bf_yaml_parse(source, strlen(source), NULL, NULL,
                                            &err) : NULL;
+    add_varying(v, "stage");
+    add_node(v, config, sweep);
+    size_t i;
+    json_t *stage;
+    json_array_foreach(json_object_get(sweep, "stages"), i, stage)
+        add_node(v, config, stage);
+    json_decref(sweep);
     const char *key;
     json_t *value;
-    json_object_foreach(json_object_get(sweep, "grid"), key, value) {
-        void *iter = json_object_iter_at(config, key);
-        if (iter)
-            add_varying(v, json_object_iter_key(iter));
-    }
-    json_decref(sweep);
     void *seed = json_object_iter_at(config, "seed");
     if (seed)
         add_varying(v, json_object_iter_key(seed));
@@ -67,15 +117,19 @@ static void print_groupable(const bf_sweep_view *v)
 {
     int shown = 0;
     for (int k = 0; k < v->n_varying; k++)
-        if (strcmp(v->varying[k], "seed") != 0)
+        if (strcmp(v->varying[k], "seed") != 0
+            && strcmp(v->varying[k], "stage") != 0)
             fprintf(stderr, "%s%s", shown++ ? ", " : "varying: ", v->varying[k]);
     if (!shown)
         fputs("nothing varies but the seed", stderr);
 }
 
-/* Sets v->by from the comma-separated list, each a varying field. */
+/* Sets v->by from the comma-separated list, each a varying field; a sweep
+ * with stages groups by stage first whatever the list says. */
 static int parse_by(bf_sweep_view *v, const char *by)
 {
+    if (by && field_index(v->varying, v->n_varying, "stage") >= 0)
+        v->by[v->n_by++] = "stage";
     if (!by) {
         for (int i = 0; i < v->n_varying; i++)
             if (strcmp(v->varying[i], "seed") != 0)
@@ -87,7 +141,7 @@ static int parse_by(bf_sweep_view *v, const char *by)
     for (char *f = strtok_r(list, ",", &save); f && rc == 0;
          f = strtok_r(NULL, ",", &save)) {
         int i = field_index(v->varying, v->n_varying, f);
-        if (i < 0 || strcmp(f, "seed") == 0) {
+        if (i < 0 || strcmp(f, "seed") == 0 || strcmp(f, "stage") == 0) {
             fprintf(stderr, "bifocal: --by %s: not a field that varies "
                             "between the jobs of sweep %lld (", f,
                     (long long)v->sweep_id);
@@ -104,9 +158,9 @@ static int parse_by(bf_sweep_view *v, const char *by)
 
 static json_t *group_key(const bf_sweep_view *v, const json_t *job)
 {
-    json_t *config = json_object_get(job, "config"), *key = json_object();
+    json_t *key = json_object();
     for (int i = 0; i < v->n_by; i++)
-        json_object_set(key, v->by[i], json_object_get(config, v->by[i]));
+        json_object_set(key, v->by[i], bf_sweep_view_value(job, v->by[i]));
     return key;
 }
 

@@ -165,11 +165,32 @@ static int read_user_version(bf_store *s, int *version, bf_error *err)
     return rc == SQLITE_ROW ? 0 : store__fail(s, err, "reading the schema version");
 }
 
+/* Whether the open transaction left every foreign key intact: migrations
+ * run with the checks off, since rebuilding a table (004_stages) drops and
+ * re-creates a parent of other tables' keys. */
+static int check_foreign_keys(bf_store *s, bf_error *err)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db, "PRAGMA foreign_key_check", -1, &st,
+                           NULL) != SQLITE_OK)
+        return store__fail(s, err, "checking foreign keys");
+    int rc = sqlite3_step(st);
+    char table[128] = "";
+    if (rc == SQLITE_ROW)
+        snprintf(table, sizeof table, "%s",
+                 (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    if (rc == SQLITE_ROW)
+        return bf_error_set(err, s->path, 0, NULL, "a row of table %s "
+                            "breaks a foreign key", table);
+    return rc == SQLITE_DONE ? 0 : store__fail(s, err, "checking foreign keys");
+}
+
 /* Applies every migration the database lacks, each in its own transaction
  * together with its user_version bump, so a crash never leaves a half-done
  * step.  The version is re-read under the write lock in case another
  * process migrated in between. */
-static int migrate(bf_store *s, bf_error *err)
+static int migrate_steps(bf_store *s, bf_error *err)
 {
     for (;;) {
         int version;
@@ -189,7 +210,8 @@ static int migrate(bf_store *s, bf_error *err)
         char bump[64];
         snprintf(bump, sizeof bump, "PRAGMA user_version = %d", version + 1);
         if (exec_sql(s, bf_schema_migrations[version], err) < 0 ||
-            exec_sql(s, bump, err) < 0 || exec_sql(s, "COMMIT", err) < 0) {
+            exec_sql(s, bump, err) < 0 || check_foreign_keys(s, err) < 0 ||
+            exec_sql(s, "COMMIT", err) < 0) {
             char why[sizeof err->msg];
             snprintf(why, sizeof why, "%s", err ? err->msg : "");
             bf_error_set(err, s->path, 0, NULL,
@@ -200,6 +222,18 @@ static int migrate(bf_store *s, bf_error *err)
 fail:
     sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     return -1;
+}
+
+/* Foreign keys cannot be switched inside a transaction: off around all the
+ * steps, on again whatever happened. */
+static int migrate(bf_store *s, bf_error *err)
+{
+    if (exec_sql(s, "PRAGMA foreign_keys = OFF", err) < 0)
+        return -1;
+    int rc = migrate_steps(s, err);
+    if (exec_sql(s, "PRAGMA foreign_keys = ON", rc == 0 ? err : NULL) < 0)
+        rc = -1;
+    return rc;
 }
 
 /* WAL lets the sqlite3 CLI read while the daemon writes; NORMAL sync is
@@ -285,6 +319,7 @@ typedef struct submit_ctx {
     bf_store *s;
     int64_t sweep_id, now_ms;
     int priority;
+    int64_t *job_ids;   /* by job index: where sources are found */
     int db_failed;      /* an insert failed: the database's fault */
 } submit_ctx;
 
@@ -303,10 +338,16 @@ static int insert_job(void *ctx, const bf_sweep_job *job, bf_error *err)
     sqlite3_bind_int(st, 9, bf_job_config_spectral_heads(job->cfg));
     sqlite3_bind_int(st, 10, c->priority);
     sqlite3_bind_int64(st, 11, c->now_ms);
-    if (store__exec(c->s, st, err) == 0)
-        return 0;
-    c->db_failed = 1;
-    return -1;
+    if (job->stage)
+        sqlite3_bind_text(st, 12, job->stage, -1, SQLITE_STATIC);
+    if (job->source != BF_SWEEP_NO_SOURCE)
+        sqlite3_bind_int64(st, 13, c->job_ids[job->source]);
+    if (store__exec(c->s, st, err) < 0) {
+        c->db_failed = 1;
+        return -1;
+    }
+    c->job_ids[job->index] = sqlite3_last_insert_rowid(c->s->db);
+    return 0;
 }
 
 static int insert_sweep(bf_store *s, const bf_sweep *sw, const char *filename,
@@ -326,18 +367,49 @@ static int insert_sweep(bf_store *s, const bf_sweep *sw, const char *filename,
     return 0;
 }
 
-int bf_store_submit_sweep(bf_store *s, const char *filename, const char *text,
-                          size_t len, int64_t now_ms, int64_t *sweep_id,
-                          int *n_jobs, bf_error *err)
+/* A --strict submission with warnings: rejected, naming the first. */
+static int strict_refusal(const char *filename, const json_t *warnings,
+                          bf_error *err)
 {
+    size_t n = json_array_size(warnings);
+    return bf_error_set(err, filename, 0, NULL, "%zu warning%s, and strict "
+                        "submission makes %s errors; the first: %s", n,
+                        n == 1 ? "" : "s", n == 1 ? "it" : "them",
+                        json_string_value(json_array_get(warnings, 0)));
+}
+
+/* The sweep's job count and warnings, once all its jobs are in. */
+static int finish_sweep(bf_store *s, int64_t sweep_id, const bf_sweep *sw,
+                        bf_error *err)
+{
+    char *warnings = json_dumps(sw->warnings, JSON_COMPACT);
+    sqlite3_stmt *st = store__stmt(s, ST_SWEEP_SET_NJOBS);
+    sqlite3_bind_int64(st, 1, sweep_id);
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)sw->n_jobs);
+    sqlite3_bind_text(st, 3, warnings, -1, SQLITE_TRANSIENT);
+    free(warnings);
+    return store__exec(s, st, err);
+}
+
+int bf_store_submit_sweep(bf_store *s, const char *filename, const char *text,
+                          size_t len, const bf_submit_opts *opts,
+                          int64_t now_ms, int64_t *sweep_id, int *n_jobs,
+                          json_t **warnings, bf_error *err)
+{
+    static const bf_submit_opts defaults = {0};
+    if (!opts)
+        opts = &defaults;
+    if (warnings)
+        *warnings = NULL;
     if (len > (size_t)BF_SWEEP_MAX_BYTES)
         return bf_error_set(err, filename, 0, NULL,
                             "sweep file is %zu bytes, more than the %d allowed",
                             len, BF_SWEEP_MAX_BYTES);
-    bf_sweep *sw = bf_sweep_parse(filename, text, len, err);
+    bf_sweep *sw = bf_sweep_parse(filename, opts->dir, text, len, err);
     if (!sw)
         return -1;
     submit_ctx c = {.s = s, .now_ms = now_ms, .priority = sw->priority,
+                    .job_ids = bf_xcalloc(sw->n_jobs + 1, sizeof *c.job_ids),
                     .db_failed = 1};
     if (store__begin(s, err) < 0)
         goto fail;
@@ -346,21 +418,30 @@ int bf_store_submit_sweep(bf_store *s, const char *filename, const char *text,
     c.db_failed = 0;   /* from here on a job may also be invalid */
     if (bf_sweep_expand(sw, insert_job, &c, err) < 0)
         goto rollback;
+    if (warnings)
+        *warnings = json_incref(sw->warnings);
+    if (opts->strict && json_array_size(sw->warnings) > 0) {
+        strict_refusal(filename, sw->warnings, err);
+        goto rollback;
+    }
     c.db_failed = 1;
-    sqlite3_stmt *st = store__stmt(s, ST_SWEEP_SET_NJOBS);
-    sqlite3_bind_int64(st, 1, c.sweep_id);
-    sqlite3_bind_int64(st, 2, (sqlite3_int64)sw->n_jobs);
-    if (store__exec(s, st, err) < 0 || store__commit(s, err) < 0)
+    if (finish_sweep(s, c.sweep_id, sw, err) < 0 || store__commit(s, err) < 0)
         goto rollback;
     if (sweep_id)
         *sweep_id = c.sweep_id;
     if (n_jobs)
         *n_jobs = (int)sw->n_jobs;
+    free(c.job_ids);
     bf_sweep_free(sw);
     return 0;
 rollback:
     store__rollback(s);
+    if (warnings && c.db_failed) {
+        json_decref(*warnings);
+        *warnings = NULL;
+    }
 fail:
+    free(c.job_ids);
     bf_sweep_free(sw);
     return c.db_failed ? BF_STORE_DB_FAILED : BF_STORE_ERR;
 }
@@ -468,8 +549,8 @@ json_t *bf_store_status(bf_store *s, int64_t sweep_id, bf_error *err)
 
 static int valid_job_status(const char *status)
 {
-    static const char *const names[] = {"queued", "running", "succeeded",
-                                        "failed", "cancelled"};
+    static const char *const names[] = {"waiting", "queued", "running",
+                                        "succeeded", "failed", "cancelled"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (strcmp(status, names[i]) == 0)
             return 1;
@@ -481,17 +562,17 @@ json_t *bf_store_jobs(bf_store *s, int64_t sweep_id, const char *status,
 {
     if (status && !valid_job_status(status)) {
         bf_error_set(err, NULL, 0, "status",
-                     "unknown job status '%s' (allowed: queued, running, "
-                     "succeeded, failed, cancelled)", status);
+                     "unknown job status '%s' (allowed: waiting, queued, "
+                     "running, succeeded, failed, cancelled)", status);
         return NULL;
     }
     if (sweep_id > 0 && sweep_exists(s, sweep_id, err) <= 0)
         return NULL;
     sqlite3_stmt *st = prepare_query(s,
-        "SELECT job_id, sweep_id, idx, task, rope, depth, seed, status,"
+        "SELECT job_id, sweep_id, idx, stage, task, rope, depth, seed, status,"
         "       priority, attempts, cancel_requested, checkpoint_path,"
         "       checkpoint_step, error, created_ms, started_ms, finished_ms,"
-        "       config"
+        "       source_job_id, config"
         "  FROM jobs WHERE (?1 <= 0 OR sweep_id = ?1)"
         "   AND (?2 IS NULL OR status = ?2) ORDER BY job_id", err);
     if (!st)

@@ -135,8 +135,8 @@ static void submit(bf_store *s, const char *name, const char *text)
     int64_t id;
     int n;
     bf_error err;
-    if (bf_store_submit_sweep(s, name, text, strlen(text), now_ms, &id, &n,
-                              &err))
+    if (bf_store_submit_sweep(s, name, text, strlen(text), NULL, now_ms, &id,
+                              &n, NULL, &err))
         die("submit", &err);
 }
 

@@ -11,28 +11,9 @@
 #include "store_internal.h"
 #include "test_store_util.h"
 
-typedef struct fixture {
-    char *dir;
-    bf_store *s;
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    f->dir = bft_tmpdir();
-    f->s = bft_open(f->dir, "q.db", NULL);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    bf_store_close(f->s);
-    bft_rmdir(f->dir);
-    free(f);
-    return 0;
-}
+typedef bft_store_fixture fixture;
+#define setup bft_store_setup
+#define teardown bft_store_teardown
 
 /* A sweep of `jobs` jobs (one per seed). */
 static int64_t submit(bf_store *s, const char *name, int priority, int jobs,
