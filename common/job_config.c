@@ -721,6 +721,18 @@ static void copy_fields(const bf_job_config *cfg, bf_job_config *out)
     memset(out->init_from + path_len, 0, sizeof out->init_from - path_len);
 }
 
+int bf_job_config_field_is_default(const bf_job_config *cfg,
+                                   const char *field)
+{
+    const field_spec *f = find_field(field);
+    if (!f)
+        return 0;
+    bf_job_config defaults;
+    bf_job_config_defaults(&defaults);
+    return memcmp((const char *)cfg + f->offset,
+                  (const char *)&defaults + f->offset, field_size(f)) == 0;
+}
+
 void bf_job_config_effective(const bf_job_config *cfg, bf_job_config *out)
 {
     copy_fields(cfg, out);

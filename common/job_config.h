@@ -122,6 +122,10 @@ int bf_job_config_max_depth(const bf_job_config *cfg);
  * field. */
 int bf_job_config_field_matters(const bf_job_config *cfg, const char *field);
 
+/* Whether cfg's `field` holds its default value (0 for an unknown field). */
+int bf_job_config_field_is_default(const bf_job_config *cfg,
+                                   const char *field);
+
 /* cfg as the trainer sees it, into *out: a variant that degenerates to
  * another is renamed (bifocal with no learnable head is rope, with every
  * head learnable spectral; prope with no zeroed pair is rope, with every

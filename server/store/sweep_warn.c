@@ -73,13 +73,16 @@ static void count(sweep_warner *w, const bf_sweep_stage *st, warn_kind kind,
 }
 
 /* The fields st sets (in a base layer or an axis) that cfg's variant
- * ignores. */
+ * ignores, at a value other than the field's default: a zip that lists
+ * several variants gives a field its default where it does not apply,
+ * which asks for nothing that is not done. */
 static void check_fields(sweep_warner *w, const bf_sweep_stage *st,
                          const sweep_combo *c, size_t index,
                          const bf_job_config *cfg)
 {
     for (size_t i = 0; i < st->n_set_fields; i++)
-        if (!bf_job_config_field_matters(cfg, st->set_fields[i]))
+        if (!bf_job_config_field_matters(cfg, st->set_fields[i])
+            && !bf_job_config_field_is_default(cfg, st->set_fields[i]))
             count(w, st, NO_EFFECT, st->set_fields[i], c, index, cfg);
 }
 

@@ -16,7 +16,7 @@
 #include "harness.h"
 
 static const char useless_fraction[] =
-    "name: w\ngrid:\n  rope: [rope, spectral]\n  spectral_fraction: [0.5]\n";
+    "name: w\ngrid:\n  rope: [rope, spectral]\n  spectral_fraction: [0.25]\n";
 
 /* Sends a submit request with extra fields (stolen); returns the reply. */
 static json_t *submit_with(bft_daemon *d, const char *text, json_t *extra)

@@ -470,7 +470,7 @@ static void test_warnings(void **state)
     assert_int_equal(n, 4);
     assert_string_equal(json_string_value(json_array_get(w, 0)),
                         "sweep.yaml:6: field 'spectral_fraction': has no "
-                        "effect with rope: rope (2 jobs, the first job 0: "
+                        "effect with rope: rope (1 job, the first job 0: "
                         "rope=rope, spectral_fraction=0.1)");
     assert_string_equal(json_string_value(json_array_get(w, 1)),
                         "sweep.yaml:6: field 'spectral_fraction': 0.1 of 4 "
@@ -513,7 +513,7 @@ static void test_warnings(void **state)
     /* Set in the top-level base and the stage's: one warning per job, at
      * the stage's line, the value that counts. */
     w = expand_warn("name: s\nbase: {spectral_fraction: 0.25}\nstages:\n"
-                    "  - name: a\n    base: {spectral_fraction: 0.5, "
+                    "  - name: a\n    base: {spectral_fraction: 0.75, "
                     "rope: rope}\n", &s);
     seen_free(&s);
     assert_int_equal(json_array_size(w), 1);
@@ -525,6 +525,16 @@ static void test_warnings(void **state)
 
     w = expand_warn("name: clean\ngrid:\n  rope: [rope, spectral, bifocal, "
                     "prope, none]\nseeds: 2\n", &s);
+    seen_free(&s);
+    assert_int_equal(json_array_size(w), 0);
+    json_decref(w);
+
+    /* A zip of variants gives a field its default where it does not
+     * apply: that asks for nothing, so nothing is said. */
+    w = expand_warn("name: variants\nzip:\n"
+                    "  rope:         [none, rope, rope, spectral, spectral]\n"
+                    "  rope_base:    [1.0e4, 1.0e4, 5.0e5, 1.0e4, 1.0e4]\n"
+                    "  freq_lr_mult: [1, 1, 1, 1, 10]\n", &s);
     seen_free(&s);
     assert_int_equal(json_array_size(w), 0);
     json_decref(w);
