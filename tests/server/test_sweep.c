@@ -12,13 +12,14 @@
 #include "job_config.h"
 #include "sweep.h"
 
-/* Collects what bf_sweep_expand visits. */
+/* Collects what bf_sweep_expand visits (the study config has 108 jobs). */
+enum { MAX_SEEN = 128 };
 typedef struct seen {
     size_t n;
-    char *json[64];
-    char hash[64][17];
-    char *stage[64];        /* NULL without stages */
-    size_t source[64];
+    char *json[MAX_SEEN];
+    char hash[MAX_SEEN][17];
+    char *stage[MAX_SEEN];  /* NULL without stages */
+    size_t source[MAX_SEEN];
 } seen;
 
 static int collect(void *ctx, const bf_sweep_job *job, bf_error *err)
@@ -26,7 +27,7 @@ static int collect(void *ctx, const bf_sweep_job *job, bf_error *err)
     (void)err;
     seen *s = ctx;
     assert_int_equal(job->index, s->n);
-    assert_true(s->n < 64);
+    assert_true(s->n < MAX_SEEN);
     s->json[s->n] = strdup(job->config_json);
     memcpy(s->hash[s->n], job->hash_hex, 17);
     s->stage[s->n] = job->stage ? strdup(job->stage) : NULL;
@@ -557,8 +558,8 @@ static void test_visitor_stops(void **state)
     bf_sweep_free(sw);
 }
 
-/* Every example sweep in configs/ (sweep-*.yaml, the quickstart and the
- * surgical one) is a valid sweep without warnings. */
+/* Every example sweep in configs/ (sweep-*.yaml, the quickstart, the
+ * surgical one and the study) is a valid sweep without warnings. */
 static void test_example_configs(void **state)
 {
     (void)state;
@@ -571,7 +572,9 @@ static void test_example_configs(void **state)
     assert_int_equal(glob(pattern, GLOB_APPEND, NULL, &g), 0);
     snprintf(pattern, sizeof pattern, "%s/configs/surgical.yaml", root ? root : ".");
     assert_int_equal(glob(pattern, GLOB_APPEND, NULL, &g), 0);
-    assert_true(g.gl_pathc >= 6);
+    snprintf(pattern, sizeof pattern, "%s/configs/study-structure-gap.yaml", root ? root : ".");
+    assert_int_equal(glob(pattern, GLOB_APPEND, NULL, &g), 0);
+    assert_true(g.gl_pathc >= 7);
     for (size_t i = 0; i < g.gl_pathc; i++) {
         FILE *f = fopen(g.gl_pathv[i], "rb");
         assert_non_null(f);
@@ -583,7 +586,7 @@ static void test_example_configs(void **state)
         if (!sw)
             fail_msg("%s", err.msg);
         seen s = {0};
-        int rc = sw->n_jobs <= 64 ? bf_sweep_expand(sw, collect, &s, &err) : -1;
+        int rc = sw->n_jobs <= MAX_SEEN ? bf_sweep_expand(sw, collect, &s, &err) : -1;
         if (rc < 0)
             fail_msg("%s: %s", g.gl_pathv[i], err.msg);
         assert_true(s.n > 0);
