@@ -210,27 +210,31 @@ const bf_client_command bf_client_commands[] = {
       "Follows a sweep until it ends: a progress bar on a terminal, one "
       "line per change otherwise; then lists the failed jobs with their "
       "errors and exits 1 if there are any.", cmd_watch },
-    { "results", "SWEEP [--format table|csv|json] [--db FILE]",
+    { "results", "SWEEP [--where FIELD=VALUE[,...]] [--format table|csv|json] "
+      "[--db FILE]",
       "One row per job: the config fields that vary in the sweep, losses "
       "and accuracies at the training depth and the deepest evaluation "
       "depth, times and the error of a failed job (JSON: every column and "
-      "the full config).  --db reads a database file instead of the "
+      "the full config).  --where keeps the jobs with those config values "
+      "(or stage=NAME).  --db reads a database file instead of the "
       "daemon.", bf_client_cmd_results },
-    { "compare", "SWEEP [--by FIELD,...] [--baseline FIELD=VALUE[,...]] "
-      "[--format table|csv|json] [--db FILE]",
+    { "compare", "SWEEP [--where FIELD=VALUE[,...]] [--by FIELD,...] "
+      "[--baseline FIELD=VALUE[,...]] [--format table|csv|json] [--db FILE]",
       "Seed statistics: per group of jobs that differ only in their seed "
       "(or per --by fields) and eval depth, n, mean, sd and 95% CI of eval "
       "loss, accuracy and final train loss; each group against its baseline "
       "(default rope=rope): the difference with its 95% CI (paired t by "
       "seed, else Welch), the relative loss change, and a verdict line.  "
-      "--db reads a database file instead of the daemon.",
+      "--where keeps the jobs with those values, as if the sweep held no "
+      "others.  --db reads a database file instead of the daemon.",
       bf_client_cmd_compare },
-    { "report", "SWEEP [-o FILE.html] [--json] [--baseline FIELD=VALUE[,...]] "
-      "[--db FILE]",
+    { "report", "SWEEP [-o FILE.html] [--json] [--where FIELD=VALUE[,...]] "
+      "[--baseline FIELD=VALUE[,...]] [--db FILE]",
       "Writes one self-contained HTML report (no network needed): accuracy "
       "and loss against eval depth, training-loss curves, learned "
       "frequencies, the comparison and per-job tables and the sweep file.  "
-      "--json writes the report's data instead.  Default output: "
+      "--where restricts it to the jobs with those values.  --json writes "
+      "the report's data instead.  Default output: "
       "bifocal-report-SWEEP.html.", bf_client_cmd_report },
     { "run", "FILE [--db FILE] [--groups G] [--ranks N] [--checkpoint-dir DIR] "
       "[--lease-seconds S] [--strict]",

@@ -130,26 +130,12 @@ static void baseline_free(baseline *b)
     b->n = 0;
 }
 
-/* Whether cell value v reads as text: as formatted, or as the same number
- * (so rope_base=10000 names the value the table prints as 1e+04). */
-static int value_is(const json_t *v, const char *text)
-{
-    char *s = bf_format_cell(v, 1);
-    int same = strcmp(s, text) == 0;
-    free(s);
-    if (!same && json_is_number(v)) {
-        char *end;
-        double x = strtod(text, &end);
-        same = *text && !*end && x == json_number_value(v);
-    }
-    return same;
-}
-
 static int group_matches(const bf_sweep_view *v, int g, const baseline *b)
 {
     const json_t *group = json_array_get(v->groups, (size_t)g);
     for (int i = 0; i < b->n; i++)
-        if (!value_is(json_object_get(group, b->field[i]), b->value[i]))
+        if (!bf_sweep_view_value_is(json_object_get(group, b->field[i]),
+                                    b->value[i]))
             return 0;
     return 1;
 }
@@ -585,7 +571,7 @@ int bf_client_cmd_compare(bf_client *cl, int argc, char **argv)
         return rc;
     bf_sweep_view v;
     json_t *rows = NULL;
-    if (bf_sweep_view_load(&v, &src, o.sweep, o.by) == 0)
+    if (bf_sweep_view_load(&v, &src, o.sweep, o.by, o.where) == 0)
         rows = bf_compare_rows(&v, &src, o.baseline);
     if (rows && o.fmt == BF_FORMAT_TABLE)
         print_table(rows);

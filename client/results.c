@@ -69,10 +69,11 @@ json_t *bf_results_rows(const bf_sweep_view *v)
     return rows;
 }
 
-int bf_results_print(bf_source *src, int64_t sweep_id, bf_row_format fmt)
+int bf_results_print(bf_source *src, int64_t sweep_id, const char *where,
+                     bf_row_format fmt)
 {
     bf_sweep_view v;
-    if (bf_sweep_view_load(&v, src, sweep_id, NULL)) {
+    if (bf_sweep_view_load(&v, src, sweep_id, NULL, where)) {
         bf_sweep_view_clear(&v);
         return 1;
     }
@@ -90,7 +91,7 @@ int bf_results_print(bf_source *src, int64_t sweep_id, bf_row_format fmt)
 int bf_results_check_failed(bf_source *src, int64_t sweep_id)
 {
     bf_sweep_view v;
-    if (bf_sweep_view_load(&v, src, sweep_id, NULL)) {
+    if (bf_sweep_view_load(&v, src, sweep_id, NULL, NULL)) {
         bf_sweep_view_clear(&v);
         return 1;
     }
@@ -144,12 +145,13 @@ static int parse_opts(int argc, char **argv, unsigned allowed,
     const bf_option all[] = {
         BF_OPT_STR("db", "FILE", &o->db),
         BF_OPT_STR("format", "table|csv|json", &format),
+        BF_OPT_STR("where", "FIELD=VALUE[,...]", &o->where),
         BF_OPT_STR("by", "FIELD,...", &o->by),
         BF_OPT_STR("baseline", "FIELD=VALUE[,...]", &o->baseline),
         BF_OPT_STR("output", "FILE", &o->output),
         BF_OPT_FLAG("json", &o->json),
     };
-    static const unsigned bit[] = { 0, BF_RESULT_OPT_FORMAT, BF_RESULT_OPT_BY,
+    static const unsigned bit[] = { 0, BF_RESULT_OPT_FORMAT, 0, BF_RESULT_OPT_BY,
                                     BF_RESULT_OPT_BASELINE,
                                     BF_RESULT_OPT_OUTPUT, BF_RESULT_OPT_JSON };
     bf_option options[sizeof all / sizeof *all + 1];
@@ -190,7 +192,7 @@ int bf_client_cmd_results(bf_client *cl, int argc, char **argv)
                                      &src);
     if (rc)
         return rc;
-    int status = bf_results_print(&src, o.sweep, o.fmt);
+    int status = bf_results_print(&src, o.sweep, o.where, o.fmt);
     bf_source_close(&src);
     return status;
 }

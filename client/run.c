@@ -430,7 +430,7 @@ static int submit_and_follow(bf_run *r, bf_client *cl, const bf_run_opts *o)
     printf("\n");
     bf_source src;
     bf_source_open(&src, cl, NULL);
-    int status = bf_results_print(&src, sweep, BF_FORMAT_TABLE);
+    int status = bf_results_print(&src, sweep, NULL, BF_FORMAT_TABLE);
     return bf_results_check_failed(&src, sweep) || status;
 }
 

@@ -2,6 +2,7 @@
 #include "sweep_view.h"
 
 #include "alloc.h"
+#include "format.h"
 #include "yaml_json.h"
 
 #include <stdio.h>
@@ -21,6 +22,63 @@ json_t *bf_sweep_view_value(const json_t *row, const char *field)
     if (strcmp(field, "stage") == 0)
         return json_object_get(row, "stage");
     return json_object_get(json_object_get(row, "config"), field);
+}
+
+int bf_sweep_view_value_is(const json_t *value, const char *text)
+{
+    char *s = bf_format_cell(value, 1);
+    int same = strcmp(s, text) == 0;
+    free(s);
+    if (!same && json_is_number(value)) {
+        char *end;
+        double x = strtod(text, &end);
+        same = *text && !*end && x == json_number_value(value);
+    }
+    return same;
+}
+
+/* Whether a job_results row has every FIELD=VALUE of the comma-separated
+ * list pairs (each checked to hold a '=' by the caller). */
+static int row_matches(const json_t *row, const char *pairs)
+{
+    char *list = bf_xstrdup(pairs), *save = NULL;
+    int match = 1;
+    for (char *p = strtok_r(list, ",", &save); p && match;
+         p = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(p, '=');
+        *eq = '\0';
+        const json_t *value = bf_sweep_view_value(row, p);
+        match = value && bf_sweep_view_value_is(value, eq + 1);
+    }
+    free(list);
+    return match;
+}
+
+/* Keeps the jobs that match --where; -1 after saying why if none does. */
+static int filter_jobs(bf_sweep_view *v, const char *where)
+{
+    for (const char *p = where; *p; p += strcspn(p, ","), p += *p == ',') {
+        size_t len = strcspn(p, ",");
+        const char *eq = memchr(p, '=', len);
+        if (!eq || eq == p) {
+            fprintf(stderr, "bifocal: --where %s: expected FIELD=VALUE[,...], "
+                            "not '%.*s'\n", where, (int)len, p);
+            return -1;
+        }
+    }
+    json_t *kept = json_array();
+    size_t i;
+    json_t *row;
+    json_array_foreach(v->jobs, i, row)
+        if (row_matches(row, where))
+            json_array_append(kept, row);
+    json_decref(v->jobs);
+    v->jobs = kept;
+    if (json_array_size(kept) > 0)
+        return 0;
+    fprintf(stderr, "bifocal: --where %s: no job of sweep %lld has it\n",
+            where, (long long)v->sweep_id);
+    return -1;
 }
 
 /* The stage of a row as an object key ("" without stages). */
@@ -216,7 +274,7 @@ static void index_jobs(bf_sweep_view *v)
 }
 
 int bf_sweep_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
-                       const char *by)
+                       const char *by, const char *where)
 {
     *v = (bf_sweep_view){ .sweep_id = sweep_id };
     json_t *sweeps = bf_source_rows(src, "sweeps", sweep_id);
@@ -225,7 +283,7 @@ int bf_sweep_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
     v->sweep = json_incref(json_array_get(sweeps, 0));
     json_decref(sweeps);
     v->jobs = bf_source_rows(src, "job_results", sweep_id);
-    if (!v->jobs)
+    if (!v->jobs || (where && filter_jobs(v, where)))
         return -1;
     index_jobs(v);
     find_varying(v);

@@ -36,9 +36,12 @@ typedef struct bf_sweep_view {
 
 /* Reads the sweep and groups its jobs.  by is a comma-separated field list
  * or NULL; a field that does not vary in the sweep is refused by name.
- * 0, or -1 after printing the problem. */
+ * where is "FIELD=VALUE[,FIELD=VALUE...]" or NULL: only the jobs with
+ * those values (a config field, or "stage") are in the view, as if the
+ * sweep held no others; none matching is refused.  0, or -1 after printing
+ * the problem. */
 int bf_sweep_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
-                       const char *by);
+                       const char *by, const char *where);
 void bf_sweep_view_clear(bf_sweep_view *v);
 
 /* The row in v->jobs of a job id (binary search); -1 if not in the sweep. */
@@ -47,6 +50,10 @@ int bf_sweep_view_row_of(const bf_sweep_view *v, int64_t job_id);
 /* The value of field in a job_results row: its stage for "stage", else
  * the field of its config (borrowed; NULL if absent). */
 json_t *bf_sweep_view_value(const json_t *row, const char *field);
+
+/* Whether a value reads as text: as a table prints it, or as the same
+ * number (rope_base=10000 names the value printed as 1e+04). */
+int bf_sweep_view_value_is(const json_t *value, const char *text);
 
 /* The group of a job id; -1 if the job is not in the sweep. */
 int bf_sweep_view_group_of(const bf_sweep_view *v, int64_t job_id);

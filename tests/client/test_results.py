@@ -196,6 +196,21 @@ check(two[("spectral", 10)] == two[("spectral", 1)] == "rope=rope freq_lr_mult=1
       and two[("rope", 1)] == "(this group)" and two[("rope", 10)] == "rope=rope freq_lr_mult=1.0",
       "--baseline rope=rope,freq_lr_mult=1.0 is every group's baseline: %r" % two)
 
+# --where: only the matching jobs, as if the sweep held no others (rope no
+# longer varies, so freq_lr_mult alone groups them).
+where = json.loads(bifocal("compare", "3", "--db", db, "--format", "json",
+                           "--where", "rope=spectral").stdout)
+check(sorted({r["group"] for r in where}) == ["freq_lr_mult=1.0", "freq_lr_mult=10.0"]
+      and all(r["n"] == 2 for r in where), "compare --where rope=spectral: %r" % where[:1])
+res = json.loads(bifocal("results", "3", "--db", db, "--format", "json",
+                         "--where", "rope=spectral,freq_lr_mult=1e1").stdout)
+check([(r["config"]["rope"], r["config"]["freq_lr_mult"]) for r in res] == [("spectral", 10.0)] * 2,
+      "results --where with two fields, a number written otherwise")
+bifocal("report", "3", "--db", db, "--json", "--where", "freq_lr_mult=1",
+        "-o", os.path.join(tmp, "where.json"))
+rep = json.load(open(os.path.join(tmp, "where.json")))
+check(len(rep["jobs"]) == 4, "report --where keeps 4 of 8 jobs: %d" % len(rep["jobs"]))
+
 # ---- the eval_summary view (for sqlite3 users) ---------------------------------
 
 for rope, depth, n, lm, lsd, am, asd in conn.execute(
@@ -261,6 +276,8 @@ error(["compare", "1", "--db", db, "--baseline", "rope=nope"], "no group of swee
 error(["compare", "3", "--db", db, "--baseline", "rope=rope,freq_lr_mult=3"],
       "no group of sweep 3 has rope=rope,freq_lr_mult=3")
 error(["compare", "3", "--db", db, "--baseline", "rope=rope,lr=1"], "'lr=1' is not")
+error(["compare", "3", "--db", db, "--where", "rope=none"], "--where rope=none: no job of sweep 3 has it")
+error(["report", "3", "--db", db, "--where", "rope"], "expected FIELD=VALUE[,...], not 'rope'")
 notdb = os.path.join(tmp, "notes.txt")
 open(notdb, "w").write("just some text, long enough to be read as a header " * 4)
 error(["results", "1", "--db", notdb], "is not a SQLite database")
