@@ -16,6 +16,7 @@
  * pointing at the log file instead of watching forever. */
 #include "run.h"
 #include "results.h"
+#include "watch.h"
 
 #include "alloc.h"
 #include "clock.h"
@@ -422,7 +423,8 @@ static int submit_and_follow(bf_run *r, bf_client *cl, const bf_run_opts *o)
            "database %s\n", (long long)sweep, n_jobs, o->groups, o->ranks,
            o->db);
     fflush(stdout);
-    if (bf_client_watch(cl, sweep, check_children, r))
+    bf_watch_opts watch = { .tick = check_children, .ctx = r };
+    if (bf_client_watch(cl, sweep, &watch))
         return 1;
     printf("\n");
     bf_source src;
