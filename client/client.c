@@ -232,10 +232,13 @@ const bf_client_command bf_client_commands[] = {
       "--json writes the report's data instead.  Default output: "
       "bifocal-report-SWEEP.html.", bf_client_cmd_report },
     { "run", "FILE [--db FILE] [--groups G] [--ranks N] [--checkpoint-dir DIR] "
-      "[--lease-seconds S]",
+      "[--lease-seconds S] [--dashboard HOST:PORT] [--no-dashboard]",
       "The embedded default: starts a coordinator on a free loopback port "
       "(database ./bifocal.db or --db, token and log beside it), G local "
-      "worker groups of N MPI ranks (default 1 x 2), submits the sweep FILE, "
+      "worker groups of N MPI ranks (default 1 x 2) and a dashboard (bifocal "
+      "dashboard on --dashboard, default 127.0.0.1:8080, any free port if "
+      "that one is taken; its URL is printed; --no-dashboard: none), "
+      "submits the sweep FILE, "
       "shows its progress, prints the results table (and the failed jobs, "
       "exiting 1 if any) and stops everything; "
       "the database stays for sqlite3 queries.  Checkpoints go to "
