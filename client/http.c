@@ -17,6 +17,10 @@
 
 enum { PART_NONE, PART_URL, PART_NAME, PART_VALUE };
 
+/* RFC 9110's tchar: what a header name may hold. */
+#define TOKEN_CHARS "!#$%&'*+-.^_`|~0123456789" \
+                    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
 /* ---- requests and responses ----------------------------------------------- */
 
 const char *bf_http_header(const bf_http_request *r, const char *name)
@@ -215,6 +219,15 @@ static int on_headers_complete(http_parser *p)
         return -1;
     end_part(s);
     s->part = PART_NONE;
+    if (p->http_major != 1)
+        return refuse(s, 505);
+    /* Debian's http-parser is built lenient (a space passes in a header
+     * name); RFC 9110 allows token characters only. */
+    for (int i = 0; i < s->n_headers; i++) {
+        const char *name = s->arena + s->name[i];
+        if (!*name || strspn(name, TOKEN_CHARS) != strlen(name))
+            return refuse(s, 400);
+    }
     if ((p->flags & F_CONTENTLENGTH) && p->content_length > BF_HTTP_MAX_BODY)
         return refuse(s, 413);
     return 0;
@@ -288,7 +301,8 @@ static const char *limit_message(int status)
     case 413: return "request body too large";
     case 414: return "request line too long";
     case 431: return "request headers too large or too many";
-    default:  return "bad request";
+    case 505: return "HTTP version not supported (1.0 and 1.1 are)";
+    default:  return "malformed request: invalid header name";
     }
 }
 
@@ -325,7 +339,8 @@ struct bf_http_conn {
     struct sockaddr_storage peer;
     int64_t deadline_ms;         /* closed when the clock passes it */
     int writes;                  /* uv_write requests not yet finished */
-    int closing;                 /* reads stopped; close once written */
+    int closing;                 /* answered for the last time: lingering */
+    int shut;                    /* the FIN is sent */
     int paused;                  /* reads stopped for back-pressure */
     bf_http_session session;
 };
@@ -363,6 +378,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+static void close_after_writes(bf_http_conn *c);
 
 static void on_written(uv_write_t *req, int status)
 {
@@ -371,8 +387,10 @@ static void on_written(uv_write_t *req, int status)
     free(w->bytes);
     free(w);
     c->writes--;
-    if (status < 0 || (c->closing && c->writes == 0)) {
+    if (status < 0) {
         close_conn(c);
+    } else if (c->closing) {
+        close_after_writes(c);
     } else if (c->paused && uv_stream_get_write_queue_size(
                    (uv_stream_t *)&c->tcp) < BF_HTTP_MAX_QUEUED / 2) {
         c->paused = 0;
@@ -396,20 +414,41 @@ static void send_bytes(void *io, char *bytes, size_t len)
     c->writes++;
 }
 
-/* Stops reading; the connection closes once what was sent is written. */
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+    (void)status;
+    free(req);
+}
+
+/* Ends the connection gracefully: once what was sent is written, a FIN;
+ * what the peer still sends is read and dropped for up to
+ * BF_HTTP_LINGER_MS, so that it reads the answer (an error, say) instead of
+ * a reset for the bytes it sent after it. */
 static void close_after_writes(bf_http_conn *c)
 {
-    c->closing = 1;
-    uv_read_stop((uv_stream_t *)&c->tcp);
-    if (c->writes == 0)
+    if (!c->closing) {
+        c->closing = 1;
+        c->deadline_ms = bf_monotonic_ms() + BF_HTTP_LINGER_MS;
+        if (c->paused) {
+            c->paused = 0;
+            uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+        }
+    }
+    if (c->writes > 0 || c->shut)
+        return;
+    c->shut = 1;
+    uv_shutdown_t *req = bf_xmalloc(sizeof *req);
+    if (uv_shutdown(req, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
+        free(req);
         close_conn(c);
+    }
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     bf_http_conn *c = (bf_http_conn *)stream;
     if (nread < 0) {
-        close_after_writes(c);
+        close_conn(c);              /* the peer is gone, or has said all */
     } else if (nread > 0 && !c->closing) {
         int was_busy = bf_http_session_busy(&c->session);
         int done = bf_http_session_feed(&c->session, buf->base, (size_t)nread);
@@ -428,16 +467,20 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     free(buf->base);
 }
 
-/* Every second: connections past their deadline are closed, those
- * mid-request after a 408. */
+/* Every second: connections past their deadline end: one lingering after
+ * its answer at once, one idle gracefully, one mid-request after a 408. */
 static void on_timer(uv_timer_t *t)
 {
     bf_http_server *s = t->data;
     int64_t now = bf_monotonic_ms();
     for (bf_http_conn *c = s->conns, *next; c; c = next) {
         next = c->next;
-        if (c->closing || now < c->deadline_ms)
+        if (now < c->deadline_ms)
             continue;
+        if (c->closing) {
+            close_conn(c);
+            continue;
+        }
         if (bf_http_session_busy(&c->session))
             send_error(&c->session, 408, "request not complete in time");
         close_after_writes(c);
@@ -468,13 +511,12 @@ static void on_connection(uv_stream_t *listener, int status)
     s->conns = c;
     s->n_conns++;
     c->deadline_ms = bf_monotonic_ms() + BF_HTTP_REQUEST_MS;
+    uv_tcp_nodelay(&c->tcp, 1);
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
     if (s->n_conns > BF_HTTP_MAX_CONNS) {
         send_error(&c->session, 503, "too many connections");
         close_after_writes(c);
-        return;
     }
-    uv_tcp_nodelay(&c->tcp, 1);
-    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
 
 int bf_http_listen(bf_http_server *s, uv_loop_t *loop, const char *host_port,

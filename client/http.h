@@ -14,12 +14,15 @@
  * dashboard's queries take milliseconds), so pipelined requests are
  * answered in order.
  *
- * What a malformed or hostile peer gets: 400 for bytes that are not HTTP,
- * 414 for a request line over BF_HTTP_MAX_HEAD, 431 for headers over it or
- * more than BF_HTTP_MAX_HEADERS of them, 413 for a body over
+ * What a malformed or hostile peer gets: 400 for bytes that are not HTTP
+ * (or a header name that is not a token), 505 for a version other than
+ * 1.x, 414 for a request line over BF_HTTP_MAX_HEAD, 431 for headers over
+ * it or more than BF_HTTP_MAX_HEADERS of them, 413 for a body over
  * BF_HTTP_MAX_BODY, each with a JSON error and the connection closed after
- * it; a request not complete within BF_HTTP_REQUEST_MS of its first byte,
- * or a connection idle for BF_HTTP_IDLE_MS, is closed; a connection beyond
+ * it (reading and dropping what the peer still sends for
+ * BF_HTTP_LINGER_MS, so it sees the answer rather than a reset); a request
+ * not complete within BF_HTTP_REQUEST_MS of its first byte gets 408; a
+ * connection idle for BF_HTTP_IDLE_MS is closed; one beyond
  * BF_HTTP_MAX_CONNS gets 503; a peer that stops reading has its reads
  * paused while BF_HTTP_MAX_QUEUED bytes wait for it. */
 #ifndef BF_HTTP_H
@@ -40,6 +43,7 @@
 #define BF_HTTP_REQUEST_MS 10000
 #define BF_HTTP_IDLE_MS 60000
 #define BF_HTTP_MAX_QUEUED ((size_t)8 << 20)
+#define BF_HTTP_LINGER_MS 2000
 
 /* One request; every string is NUL-terminated and valid during the
  * handler's call only. */
