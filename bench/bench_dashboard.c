@@ -167,6 +167,7 @@ static void make_database(const char *path, long long total_rows)
 
 static pid_t start_dashboard(const char *db, const char *port_file, int *port)
 {
+    fflush(stdout);     /* or the child's freopen would print it again */
     pid_t pid = fork();
     if (pid == 0) {
         if (!freopen("/dev/null", "w", stdout))

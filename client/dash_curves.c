@@ -1,6 +1,7 @@
 /* dash_curves: a job's metrics, evaluations and frequencies, bucketed by
- * step in SQL (GROUP BY step / b over the tables' keys), so that a job of
- * any length costs one range read of its rows and a few hundred points. */
+ * step as the rows stream by in their key's order (a GROUP BY on step / b
+ * would sort them first), so that a job of any length costs one range read
+ * of its rows and a few hundred points. */
 #include "dash_curves.h"
 
 #include "alloc.h"
@@ -62,36 +63,65 @@ static int finish(sqlite3 *db, sqlite3_stmt *st, int rc)
     return -1;
 }
 
-/* {"loss": {"step": [...], "mean": [...], "min": [...], "max": [...]}, ...} */
+/* One bucket of a metric being summed up. */
+typedef struct metric_bucket {
+    char key[32];
+    int64_t index, step;
+    double sum, min, max;
+    int n;
+} metric_bucket;
+
+static void emit_metric(json_t *out, const metric_bucket *m)
+{
+    json_t *series = json_object_get(out, m->key);
+    if (!series) {
+        series = json_object();
+        json_object_set_new(out, m->key, series);
+    }
+    push(series, "step", json_integer(m->step));
+    push(series, "mean", json_real(m->sum / m->n));
+    push(series, "min", json_real(m->min));
+    push(series, "max", json_real(m->max));
+}
+
+/* {"loss": {"step": [...], "mean": [...], "min": [...], "max": [...]}, ...}:
+ * the rows come in key order (key, step), so each bucket is summed up as
+ * they stream by, with no sort. */
 static json_t *metrics(sqlite3 *db, int64_t job, int64_t since, int64_t b,
                        int64_t *last)
 {
     sqlite3_stmt *st = prepare(db,
-        "SELECT key, max(step), avg(value), min(value), max(value)"
-        "  FROM metrics"
+        "SELECT key, step, value FROM metrics"
         " WHERE job_id = ?1 AND key IN (?4, ?5, ?6, ?7) AND step >= ?2"
-        "   AND " FINITE("value")
-        " GROUP BY key, step / ?3 ORDER BY key, step / ?3", job, since, b);
+        "   AND " FINITE("value") " ORDER BY key, step", job, since, b);
     if (!st)
         return NULL;
     for (int i = 0; i < 4; i++)
         sqlite3_bind_text(st, 4 + i, metric_keys[i], -1, SQLITE_STATIC);
     json_t *out = json_object();
+    metric_bucket m = { .n = 0 };
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         const char *key = (const char *)sqlite3_column_text(st, 0);
-        json_t *series = json_object_get(out, key);
-        if (!series) {
-            series = json_object();
-            json_object_set_new(out, key, series);
-        }
         int64_t step = sqlite3_column_int64(st, 1);
+        double v = sqlite3_column_double(st, 2);
+        if (m.n && (step / b != m.index || strcmp(key, m.key) != 0)) {
+            emit_metric(out, &m);
+            m.n = 0;
+        }
+        if (m.n == 0) {
+            m = (metric_bucket){ .index = step / b, .min = v, .max = v };
+            snprintf(m.key, sizeof m.key, "%s", key);
+        }
+        m.step = step;
+        m.sum += v;
+        m.min = v < m.min ? v : m.min;
+        m.max = v > m.max ? v : m.max;
+        m.n++;
         *last = step > *last ? step : *last;
-        push(series, "step", json_integer(step));
-        push(series, "mean", column_number(st, 2));
-        push(series, "min", column_number(st, 3));
-        push(series, "max", column_number(st, 4));
     }
+    if (m.n)
+        emit_metric(out, &m);
     if (finish(db, st, rc)) {
         json_decref(out);
         return NULL;
@@ -99,31 +129,44 @@ static json_t *metrics(sqlite3 *db, int64_t job, int64_t since, int64_t b,
     return out;
 }
 
-/* [{"depth": D, "step": [...], "loss": [...], "accuracy": [...]}, ...];
- * loss and accuracy are those of the bucket's newest evaluation (SQLite
- * takes bare columns from the row of max()). */
+/* [{"depth": D, "step": [...], "loss": [...], "accuracy": [...]}, ...]:
+ * each bucket's newest evaluation.  The rows come in (depth, step) order
+ * (evals_by_depth); a row is kept when the next one starts another bucket. */
 static json_t *evals(sqlite3 *db, int64_t job, int64_t since, int64_t b,
                      int64_t *last)
 {
     sqlite3_stmt *st = prepare(db,
-        "SELECT depth, max(step), loss, accuracy FROM evals"
-        " WHERE job_id = ?1 AND step >= ?2"
-        " GROUP BY depth, step / ?3 ORDER BY depth, step / ?3", job, since, b);
+        "SELECT depth, step, loss, accuracy FROM evals"
+        " WHERE job_id = ?1 AND step >= ?2 ORDER BY depth, step", job, since, b);
     if (!st)
         return NULL;
-    json_t *out = json_array(), *cur = NULL;
+    json_t *out = json_array(), *cur = NULL, *loss = NULL, *accuracy = NULL;
+    int64_t depth = -1, step = -1;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        json_int_t depth = sqlite3_column_int64(st, 0);
-        if (!cur || json_integer_value(json_object_get(cur, "depth")) != depth) {
-            cur = json_pack("{s:I}", "depth", depth);
+        int64_t d = sqlite3_column_int64(st, 0), s = sqlite3_column_int64(st, 1);
+        if (cur && (d != depth || s / b != step / b)) {
+            push(cur, "step", json_integer(step));
+            push(cur, "loss", loss);
+            push(cur, "accuracy", accuracy);
+            loss = accuracy = NULL;
+        }
+        if (d != depth) {
+            cur = json_pack("{s:I}", "depth", (json_int_t)d);
             json_array_append_new(out, cur);
         }
-        int64_t step = sqlite3_column_int64(st, 1);
-        *last = step > *last ? step : *last;
+        json_decref(loss);
+        json_decref(accuracy);
+        depth = d;
+        step = s;
+        loss = column_number(st, 2);
+        accuracy = column_number(st, 3);
+        *last = s > *last ? s : *last;
+    }
+    if (cur) {
         push(cur, "step", json_integer(step));
-        push(cur, "loss", column_number(st, 2));
-        push(cur, "accuracy", column_number(st, 3));
+        push(cur, "loss", loss);
+        push(cur, "accuracy", accuracy);
     }
     if (finish(db, st, rc)) {
         json_decref(out);
@@ -145,26 +188,35 @@ typedef struct freq_rows {
     size_t n, cap;
 } freq_rows;
 
-static int read_freq_rows(sqlite3 *db, sqlite3_stmt *st, freq_rows *out)
+static int same_series(const freq_row *a, const freq_row *b)
+{
+    return a->layer == b->layer && a->head == b->head && a->pair == b->pair;
+}
+
+/* Reads (layer, head, pair, step, omega) rows in key order, keeping of
+ * each series' bucket of b steps its newest row (b = 0: every row), as
+ * they stream by: no sort. */
+static int read_freq_rows(sqlite3 *db, sqlite3_stmt *st, int64_t b,
+                          freq_rows *out)
 {
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        freq_row r = { sqlite3_column_int(st, 0), sqlite3_column_int(st, 1),
+                       sqlite3_column_int(st, 2), sqlite3_column_int64(st, 3),
+                       sqlite3_column_type(st, 4) == SQLITE_FLOAT
+                           ? sqlite3_column_double(st, 4) : NAN };
+        freq_row *prev = out->n ? &out->r[out->n - 1] : NULL;
+        if (b && prev && same_series(prev, &r) && prev->step / b == r.step / b) {
+            *prev = r;          /* a newer row of the same bucket */
+            continue;
+        }
         if (out->n == out->cap) {
             out->cap = out->cap ? 2 * out->cap : 256;
             out->r = bf_xrealloc(out->r, out->cap * sizeof *out->r);
         }
-        out->r[out->n++] = (freq_row){
-            sqlite3_column_int(st, 0), sqlite3_column_int(st, 1),
-            sqlite3_column_int(st, 2), sqlite3_column_int64(st, 3),
-            sqlite3_column_type(st, 4) == SQLITE_FLOAT
-                ? sqlite3_column_double(st, 4) : NAN };
+        out->r[out->n++] = r;
     }
     return finish(db, st, rc);
-}
-
-static int same_series(const freq_row *a, const freq_row *b)
-{
-    return a->layer == b->layer && a->head == b->head && a->pair == b->pair;
 }
 
 /* The first recorded omega of the series of r (initial rows come in the
@@ -235,14 +287,13 @@ static json_t *frequencies(sqlite3 *db, int64_t job, int64_t since, int64_t b,
         "SELECT layer, head, pair, min(step), omega FROM frequencies"
         " WHERE job_id = ?1"
         " GROUP BY layer, head, pair ORDER BY layer, head, pair", job, since, b);
-    sqlite3_stmt *st = first && read_freq_rows(db, first, &initial) == 0
-        ? prepare(db, "SELECT layer, head, pair, max(step), omega"
-                      "  FROM frequencies WHERE job_id = ?1 AND step >= ?2"
-                      " GROUP BY layer, head, pair, step / ?3"
-                      " ORDER BY layer, head, pair, step / ?3", job, since, b)
+    sqlite3_stmt *st = first && read_freq_rows(db, first, 0, &initial) == 0
+        ? prepare(db, "SELECT layer, head, pair, step, omega FROM frequencies"
+                      " WHERE job_id = ?1 AND step >= ?2"
+                      " ORDER BY layer, head, pair, step", job, since, b)
         : NULL;
     json_t *out = NULL;
-    if (st && read_freq_rows(db, st, &rows) == 0) {
+    if (st && read_freq_rows(db, st, b, &rows) == 0) {
         out = json_array();
         size_t at = 0;
         for (size_t i = 0, end; i < rows.n; i = end) {
