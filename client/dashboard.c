@@ -9,7 +9,6 @@
 #include "log.h"
 #include "web_page.h"
 
-#include <arpa/inet.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -132,17 +131,10 @@ static void on_stop_signal(uv_signal_t *h, int signum)
  * can reach it, so no token is needed). */
 static int listens_on_loopback(const char *listen)
 {
-    char host[256];
-    int port;
+    struct sockaddr_storage addr;
     bf_error err;
-    struct sockaddr_in v4 = { .sin_family = AF_INET };
-    struct sockaddr_in6 v6 = { .sin6_family = AF_INET6 };
-    if (bf_wire_parse_host_port(listen, host, sizeof host, &port, &err))
-        return 0;
-    if (inet_pton(AF_INET, host, &v4.sin_addr) == 1)
-        return bf_dash_is_loopback((struct sockaddr *)&v4);
-    return inet_pton(AF_INET6, host, &v6.sin6_addr) == 1
-           && bf_dash_is_loopback((struct sockaddr *)&v6);
+    return bf_wire_parse_listen(listen, &addr, &err) == 0
+           && bf_dash_is_loopback((struct sockaddr *)&addr);
 }
 
 /* The daemon's token when the dashboard listens beyond loopback ("" on

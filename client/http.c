@@ -526,15 +526,9 @@ int bf_http_listen(bf_http_server *s, uv_loop_t *loop, const char *host_port,
     s->loop = loop;
     s->handler = handler;
     s->ctx = ctx;
-    char host[256];
-    int port;
-    if (bf_wire_parse_host_port(host_port, host, sizeof host, &port, err))
-        return -1;
     struct sockaddr_storage addr;
-    if (uv_ip4_addr(host, port, (struct sockaddr_in *)&addr) != 0
-        && uv_ip6_addr(host, port, (struct sockaddr_in6 *)&addr) != 0)
-        return bf_error_set(err, NULL, 0, "listen",
-                            "'%s' is not a numeric IPv4/IPv6 address", host);
+    if (bf_wire_parse_listen(host_port, &addr, err))
+        return -1;
     uv_tcp_init(loop, &s->listener);
     s->listener.data = s;
     int rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0);
@@ -548,9 +542,7 @@ int bf_http_listen(bf_http_server *s, uv_loop_t *loop, const char *host_port,
     struct sockaddr_storage bound;
     int len = sizeof bound;
     uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &len);
-    s->port = ntohs(bound.ss_family == AF_INET6
-                    ? ((struct sockaddr_in6 *)&bound)->sin6_port
-                    : ((struct sockaddr_in *)&bound)->sin_port);
+    s->port = bf_wire_addr_port(&bound);
     uv_timer_init(loop, &s->timer);
     s->timer.data = s;
     uv_timer_start(&s->timer, on_timer, 1000, 1000);

@@ -12,30 +12,10 @@
 //
 //   node check_dashboard.js BASE_URL OUT_DIR
 "use strict";
-const fs = require("fs");
-const os = require("os");
 const path = require("path");
-const { chromium } = require("playwright-core");
-
-const CHROMIUM = "/usr/bin/chromium";
+const { launch, figureStats, watchErrors } = require("./chromium");
 
 function log(msg) { console.log(new Date().toISOString().slice(11, 19) + " " + msg); }
-
-/* Points and inked pixels of every figure drawn (as check_report.js). */
-function figures(page) {
-  return page.evaluate(() => window.bifocalFigures().filter((f) => f.plot.root.isConnected).map((f) => {
-    const u = f.plot;
-    let points = 0;
-    for (let i = 1; i < u.data.length; i++)
-      for (const y of u.data[i]) if (y !== null && y !== undefined && isFinite(y)) points++;
-    const c = u.ctx.canvas;
-    const px = u.ctx.getImageData(0, 0, c.width, c.height).data;
-    let inked = 0;
-    for (let i = 0; i < px.length; i += 4)
-      if (px[i + 3] > 0 && (px[i] < 250 || px[i + 1] < 250 || px[i + 2] < 250)) inked++;
-    return { id: f.id, points, inked };
-  }));
-}
 
 async function waitFigure(page, id, minPoints, timeout) {
   await page.waitForFunction(([id, n]) => {
@@ -85,7 +65,7 @@ async function sweepPage(page, base, out, problems) {
 
   log("sweep page: waiting for a succeeded job's structure-gap figure");
   await waitFigure(page, "fig-accuracy-depth", 1, 120000);
-  checkDrawn(await figures(page), ["fig-accuracy-depth", "fig-loss-depth"], problems);
+  checkDrawn(await figureStats(page), ["fig-accuracy-depth", "fig-loss-depth"], problems);
   const compareRows = await page.$$eval(".bf-compare tbody tr", (r) => r.length);
   if (compareRows < 1) problems.push("the comparison table is empty");
 
@@ -113,13 +93,13 @@ async function jobPage(page, base, out, problems) {
   await page.goto(base + "/jobs/" + job);
   log(`job ${job} page: waiting for its curves`);
   await waitFigure(page, "fig-loss", 2, 30000);
-  const before = (await figures(page)).find((f) => f.id === "fig-loss").points;
+  const before = (await figureStats(page)).find((f) => f.id === "fig-loss").points;
   await waitFigure(page, "fig-loss", before + 1, 30000);
   log(`fig-loss grew from ${before} points while the page was open`);
   await page.waitForFunction(() => window.bifocalFigures().some((f) => /^fig-freq-l0-h/.test(f.id)),
                              null, { timeout: 30000, polling: 250 });
   await waitFigure(page, "fig-eval-accuracy", 1, 90000);
-  const figs = await figures(page);
+  const figs = await figureStats(page);
   checkDrawn(figs, ["fig-loss", "fig-lr", "fig-grad-norm", "fig-eval-accuracy",
                     "fig-eval-loss"].concat(figs.filter((f) => /^fig-freq/.test(f.id)).map((f) => f.id)),
              problems);
@@ -134,18 +114,11 @@ async function jobPage(page, base, out, problems) {
 async function main() {
   const [base, out] = process.argv.slice(2);
   if (!base || !out) throw new Error("usage: check_dashboard.js BASE_URL OUT_DIR");
-  if (!fs.existsSync(CHROMIUM)) throw new Error(CHROMIUM + " is missing: install Debian's chromium (scripts/deps.sh)");
-  const profile = fs.mkdtempSync(path.join(os.tmpdir(), "bifocal-chromium-"));
-  const browser = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-    viewport: { width: 1200, height: 900 },
-  });
+  const browser = await launch();
   const problems = [];
   try {
     const page = await browser.newPage();
-    page.on("console", (m) => { if (m.type() === "error") problems.push("console error: " + m.text()); });
-    page.on("pageerror", (e) => problems.push("page error: " + e.message));
+    watchErrors(page, problems);
     page.on("response", (r) => { if (r.status() >= 400) problems.push(`${r.status()} for ${r.url()}`); });
     page.on("requestfailed", (r) => problems.push(`request failed: ${r.url()} ${r.failure().errorText}`));
     await page.goto(base + "/");
@@ -157,7 +130,6 @@ async function main() {
     problems.push(String(e.stack || e));
   } finally {
     await browser.close();
-    fs.rmSync(profile, { recursive: true, force: true });
   }
   if (problems.length) {
     for (const p of problems) console.error("FAIL: " + p);
