@@ -1,7 +1,6 @@
 """A real bifocald for Python tests, and the worker side of the wire protocol
 (docs/protocol.md) spoken by hand, so a test decides exactly which step,
-loss or outcome the daemon sees when.  Shared by test_watch_tmux.py and
-test_dashboard_browser.py's fixtures."""
+loss or outcome the daemon sees when (test_watch_tmux.py)."""
 import json
 import os
 import socket
