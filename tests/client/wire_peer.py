@@ -11,14 +11,13 @@ import time
 class Daemon:
     """bifocald on a fresh database in directory d, on a free loopback port."""
 
-    def __init__(self, bifocald, d, lease_seconds=30):
+    def __init__(self, bifocald, d):
         self.db = os.path.join(d, "t.db")
         port_file = os.path.join(d, "daemon.port")
         self.log = open(os.path.join(d, "daemon.log"), "w")
         self.proc = subprocess.Popen(
             [bifocald, "--db", self.db, "--listen", "127.0.0.1:0",
-             "--port-file", port_file, "--lease-seconds", str(lease_seconds),
-             "--log-level", "warn"], stdout=self.log, stderr=self.log)
+             "--port-file", port_file, "--log-level", "warn"], stdout=self.log, stderr=self.log)
         for _ in range(200):
             if os.path.exists(port_file) and open(port_file).read().strip():
                 break
@@ -38,19 +37,18 @@ class Daemon:
         self.log.close()
 
 
-class Peer:
-    """One connection that has said hello (as a worker or a client)."""
+class FakeWorker:
+    """A worker that trains nothing: it says hello, leases a job and reports
+    whatever steps, losses and outcome the test says."""
 
-    def __init__(self, daemon, role="worker", name="py-worker"):
+    def __init__(self, daemon, name):
         host, port = daemon.addr.split(":")
         self.sock = socket.create_connection((host, int(port)), timeout=20)
         self.buf = b""
         self.next_id = 0
-        hello = {"type": "hello", "version": 1, "token": daemon.token,
-                 "role": role}
-        if role == "worker":
-            hello.update(name=name, host="localhost", ranks=1)
-        reply = self.request(hello)
+        reply = self.request({"type": "hello", "version": 1,
+                              "token": daemon.token, "role": "worker",
+                              "name": name, "host": "localhost", "ranks": 1})
         if reply["type"] != "ack":
             raise RuntimeError("hello refused: %s" % reply)
 
@@ -72,14 +70,6 @@ class Peer:
         line, self.buf = self.buf.split(b"\n", 1)
         return json.loads(line)
 
-    def close(self):
-        self.sock.close()
-
-
-class FakeWorker(Peer):
-    """A worker that trains nothing: it leases a job and reports whatever
-    steps, losses and outcome the test says."""
-
     def lease(self):
         reply = self.request({"type": "request_job"})
         if reply["type"] != "job":
@@ -89,12 +79,12 @@ class FakeWorker(Peer):
         self.config = reply["config"]
         return reply
 
-    def train(self, step, loss, tokens_per_s=12000.0):
+    def train(self, step, loss):
         reply = self.request({
             "type": "metrics", "attempt_id": self.attempt, "seq": step,
             "records": [{"type": "train", "step": step, "loss": loss,
                          "lr": 0.001, "grad_norm": 0.5,
-                         "tokens_per_s": tokens_per_s}]})
+                         "tokens_per_s": 12000.0}]})
         if reply["type"] != "ack":
             raise RuntimeError("metrics refused: %s" % reply)
 
