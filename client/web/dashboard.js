@@ -281,8 +281,9 @@ var BifocalDashboard = (function () {
     }
 
     function update() {
-      var q = st.cursor === null ? "" : "?since=" + st.cursor;
-      return api("/api/sweeps/" + id + "/live" + q).then(function (live) {
+      /* No job ended yet: every one that ends from now on is new. */
+      var since = st.cursor === null ? 0 : st.cursor;
+      return api("/api/sweeps/" + id + "/live?since=" + since).then(function (live) {
         countsLine(counts, live.counts, live.eta_s, live.workers);
         renderRunning(live);
         var changed = false;
