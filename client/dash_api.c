@@ -135,6 +135,12 @@ static void fingerprint(const sweep_state *s, char *out, size_t cap)
              s->cancelled, s->last_started, s->last_finished);
 }
 
+/* A cursor (the newest finished_ms), null before any job ended. */
+static json_t *cursor_json(long long ms)
+{
+    return ms >= 0 ? json_integer(ms) : json_null();
+}
+
 static json_t *counts_json(const sweep_state *s)
 {
     return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "status",
@@ -195,8 +201,8 @@ static int entry_load(bf_dash_api *a, sweep_entry *e, const sweep_state *s)
                       ? bf_compare_rows(&e->view, &a->src, NULL) : NULL;
     e->summary = bf_report_summary(&e->view, compare ? compare : json_array());
     json_object_set_new(e->summary, "counts", counts_json(s));
-    e->jobs = json_pack("{s:o, s:I}", "jobs", bf_results_rows(&e->view),
-                        "cursor", (json_int_t)s->last_finished);
+    e->jobs = json_pack("{s:o, s:o}", "jobs", bf_results_rows(&e->view),
+                        "cursor", cursor_json(s->last_finished));
     snprintf(e->fingerprint, sizeof e->fingerprint, "%s", fp);
     return 0;
 }
@@ -354,10 +360,10 @@ static reply get_live(bf_dash_api *a, int64_t sweep, int have_since,
                     a->db_path);
     }
     double eta = bf_progress_sweep_eta(running, s.queued, s.queued_steps);
-    return ok(json_pack("{s:I, s:o, s:o, s:o, s:I, s:o, s:o}",
+    return ok(json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o}",
                         "sweep_id", (json_int_t)sweep,
                         "counts", counts_json(&s), "running", running,
-                        "ended", ended, "cursor", (json_int_t)s.last_finished,
+                        "ended", ended, "cursor", cursor_json(s.last_finished),
                         "eta_s", eta_json(eta),
                         "workers", workers_summary(a)));
 }
@@ -543,7 +549,7 @@ static reply route(bf_dash_api *a, const char *path, const char *query)
         if (is(seg[2], len[2], "live")) {
             long long since = 0;
             reply r;
-            int have = int_param(query, "since", -1, INT64_MAX, &since, &r);
+            int have = int_param(query, "since", 0, INT64_MAX, &since, &r);
             return have < 0 ? r : get_live(a, id, have, since);
         }
     }

@@ -341,6 +341,7 @@ struct bf_http_conn {
     int writes;                  /* uv_write requests not yet finished */
     int closing;                 /* answered for the last time: lingering */
     int shut;                    /* the FIN is sent */
+    int eof;                     /* the peer's FIN came: close once written */
     int paused;                  /* reads stopped for back-pressure */
     bf_http_session session;
 };
@@ -387,7 +388,7 @@ static void on_written(uv_write_t *req, int status)
     free(w->bytes);
     free(w);
     c->writes--;
-    if (status < 0) {
+    if (status < 0 || (c->eof && c->writes == 0)) {
         close_conn(c);
     } else if (c->closing) {
         close_after_writes(c);
@@ -447,8 +448,13 @@ static void close_after_writes(bf_http_conn *c)
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     bf_http_conn *c = (bf_http_conn *)stream;
-    if (nread < 0) {
+    if (nread < 0 && (nread != UV_EOF || c->writes == 0)) {
         close_conn(c);              /* the peer is gone, or has said all */
+    } else if (nread < 0) {
+        /* It has said all but not read all: its answers go out first. */
+        c->eof = 1;
+        uv_read_stop(stream);
+        close_after_writes(c);
     } else if (nread > 0 && !c->closing) {
         int was_busy = bf_http_session_busy(&c->session);
         int done = bf_http_session_feed(&c->session, buf->base, (size_t)nread);

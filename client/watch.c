@@ -195,9 +195,9 @@ static void draw_frame(watch *w, int64_t now)
     terminal_size(&cols, &rows);
     lines ls = { 0 };
     sweep_line(w, &ls);
-    int n_jobs = (int)json_array_size(w->live), room = rows - 2;
     int hint = no_workers(w, now);
-    room -= hint;
+    int n_jobs = (int)json_array_size(w->live);
+    int room = rows - 2 - hint > 1 ? rows - 2 - hint : 1;
     for (int i = 0; i < n_jobs; i++) {
         if (i == room - 1 && n_jobs > room) {
             add_line(&ls, "  ... and %d more running", n_jobs - i);

@@ -288,6 +288,20 @@ def check_malformed(addr):
            b"GET /api/nope HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
     r = parse_responses(exchange(addr, raw))
     check([x[0] for x in r] == [200, 404], "pipelined requests answered in order")
+    # A client that half-closes after its request still gets the answer.
+    s = socket.create_connection(addr, timeout=15)
+    s.sendall(b"GET /api/sweeps/1/jobs HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    s.shutdown(socket.SHUT_WR)
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    r = parse_responses(data)
+    check(r and r[0][0] == 200 and len(json.loads(r[0][2])["jobs"]) == 9,
+          "a half-closed client reads its whole answer")
     # A request that never completes is cut off (408) after its time.
     t0 = time.monotonic()
     data = exchange(addr, b"GET / HTTP/1.1\r\nHost: localhost\r\n", timeout=20)
