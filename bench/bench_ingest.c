@@ -2,7 +2,8 @@
  *
  * W simulated workers (threads, each its own TCP connection and lease) stream
  * M metrics messages of R train records each (4 metric rows per record) to
- * the daemon on loopback, keeping up to WINDOW messages unacknowledged as a
+ * the daemon on loopback (bench_ingest_worker of bench_daemon.h), keeping up
+ * to BENCH_INGEST_WINDOW messages unacknowledged as a
  * real worker would.  The clock runs from the first message to the last ack
  * (an ack means committed), and the figure is the rows counted in the
  * database at the end over that time.  Then bench/optuna_ingest.py does the
@@ -20,78 +21,8 @@
 
 #include "alloc.h"
 #include "bench_daemon.h"
-#include "fake_worker.h"
 
-#define WINDOW 8
 #define TARGET_ROWS_PER_S 200000.0
-
-typedef struct worker_arg {
-    bench_client c;
-    int messages, records;
-    char **frames;            /* pre-encoded, so the bench's own JSON work
-                                 is not timed against the daemon */
-    size_t *lens;
-} worker_arg;
-
-static void encode_messages(worker_arg *a, int64_t attempt)
-{
-    a->frames = bf_xcalloc((size_t)a->messages, sizeof *a->frames);
-    a->lens = bf_xcalloc((size_t)a->messages, sizeof *a->lens);
-    for (int m = 0; m < a->messages; m++) {
-        json_t *msg = json_pack("{s:s, s:I, s:i, s:i, s:o}", "type",
-            "metrics", "id", m, "attempt_id", (json_int_t)attempt, "seq", m,
-            "records", bft_train_records((int64_t)m * a->records,
-                                         a->records));
-        a->frames[m] = bf_wire_encode(msg, &a->lens[m]);
-        json_decref(msg);
-    }
-}
-
-static int expect_ack(bft_worker *w)
-{
-    bf_error err;
-    json_t *r = bf_wire_recv(&w->conn, 60000, &err);
-    int ok = r && strcmp(bf_wire_type(r), "ack") == 0;
-    if (!ok)
-        fprintf(stderr, "bench_ingest: no ack: %s\n",
-                r ? json_string_value(json_object_get(r, "message")) : err.msg);
-    json_decref(r);
-    return ok ? 0 : -1;
-}
-
-static void *run_worker(void *p)
-{
-    worker_arg *a = p;
-    bft_worker w;
-    char name[32];
-    snprintf(name, sizeof name, "bench-%d", a->c.index);
-    int64_t attempt = -1;
-    if (bft_worker_connect(&w, a->c.d, name) == 0)
-        attempt = bft_worker_lease(&w, NULL);
-    a->c.failed = attempt < 0;
-    if (!a->c.failed)
-        encode_messages(a, attempt);
-    pthread_barrier_wait(a->c.start);
-    if (a->c.failed)
-        return NULL;
-    int outstanding = 0;
-    for (int m = 0; m < a->messages && !a->c.failed; m++) {
-        if (bft_send_raw(&w.conn, a->frames[m], a->lens[m]))
-            a->c.failed = 1;
-        if (++outstanding == WINDOW) {
-            a->c.failed |= expect_ack(&w) != 0;
-            outstanding--;
-        }
-    }
-    while (outstanding-- > 0 && !a->c.failed)
-        a->c.failed |= expect_ack(&w) != 0;
-    bft_worker_close(&w);
-    for (int m = 0; m < a->messages; m++)
-        free(a->frames[m]);
-    free(a->frames);
-    free(a->lens);
-    return NULL;
-}
 
 static long long count_rows(const char *db)
 {
@@ -148,13 +79,14 @@ int main(int argc, char **argv)
     if (bench_daemon_start(&d, "ingest", workers))
         return 1;
 
-    worker_arg *args = bf_xcalloc((size_t)workers, sizeof *args);
+    bench_ingest_worker *args = bf_xcalloc((size_t)workers, sizeof *args);
     for (int i = 0; i < workers; i++)
-        args[i] = (worker_arg){ .messages = messages, .records = records };
+        args[i] = (bench_ingest_worker){ .messages = messages,
+                                         .records = records, .name = "bench" };
     double cpu0;
     int failed;
-    double elapsed = bench_run_clients(&d, run_worker, args, sizeof *args,
-                                       workers, &cpu0, &failed);
+    double elapsed = bench_run_clients(&d, bench_ingest_worker_run, args,
+                                       sizeof *args, workers, &cpu0, &failed);
     double cpu = bft_daemon_cpu_seconds(&d) - cpu0;
     int stopped = bft_daemon_stop(&d, SIGTERM);
     long long rows = count_rows(d.db);

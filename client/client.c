@@ -8,9 +8,11 @@
 #include <string.h>
 
 #include "compare.h"
+#include "dashboard.h"
 #include "report.h"
 #include "results.h"
 #include "run.h"
+#include "watch.h"
 
 /* ---- argument helpers ----------------------------------------------------- */
 
@@ -177,7 +179,8 @@ static int cmd_watch(bf_client *cl, int argc, char **argv)
     json_int_t sweep = 0;
     if (parse_id("SWEEP", sweep_arg, &sweep))
         return 2;
-    if (bf_client_watch(cl, sweep, NULL, NULL))
+    bf_watch_opts o = { .worker_hint = 1 };
+    if (bf_client_watch(cl, sweep, &o))
         return 1;
     bf_source src;
     bf_source_open(&src, cl, NULL);
@@ -207,9 +210,11 @@ const bf_client_command bf_client_commands[] = {
       "also forgets its checkpoint, so it starts again at step 0.",
       cmd_retry },
     { "watch", "SWEEP",
-      "Follows a sweep until it ends: a progress bar on a terminal, one "
-      "line per change otherwise; then lists the failed jobs with their "
-      "errors and exits 1 if there are any.", cmd_watch },
+      "Follows a sweep until it ends: on a terminal its progress bar and "
+      "ETA and one line per running job (id, swept fields, step/steps, "
+      "loss, ETA), redrawn in place; otherwise one line per change.  Says "
+      "so when no worker is connected.  Then lists the failed jobs with "
+      "their errors and exits 1 if there are any.", cmd_watch },
     { "results", "SWEEP [--where FIELD=VALUE[,...]] [--format table|csv|json] "
       "[--db FILE]",
       "One row per job: the config fields that vary in the sweep, losses "
@@ -237,16 +242,32 @@ const bf_client_command bf_client_commands[] = {
       "the report's data instead.  Default output: "
       "bifocal-report-SWEEP.html.", bf_client_cmd_report },
     { "run", "FILE [--db FILE] [--groups G] [--ranks N] [--checkpoint-dir DIR] "
-      "[--lease-seconds S] [--strict]",
+      "[--lease-seconds S] [--strict] [--dashboard HOST:PORT] "
+      "[--no-dashboard]",
       "The embedded default: starts a coordinator on a free loopback port "
       "(database ./bifocal.db or --db, token and log beside it), G local "
-      "worker groups of N MPI ranks (default 1 x 2), submits the sweep FILE, "
+      "worker groups of N MPI ranks (default 1 x 2) and a dashboard (bifocal "
+      "dashboard on --dashboard, default 127.0.0.1:8080, any free port if "
+      "that one is taken; its URL is printed; --no-dashboard: none), "
+      "submits the sweep FILE, "
       "shows its progress, prints the results table (and the failed jobs, "
       "exiting 1 if any) and stops everything; "
       "the database stays for sqlite3 queries.  Checkpoints go to "
       "DB.checkpoints/ unless --checkpoint-dir says otherwise.  --strict "
       "rejects a sweep with warnings (see submit).",
       bf_client_cmd_run },
+    { "dashboard", "[--db FILE] [--listen HOST:PORT] [--token-file FILE] "
+      "[--port-file FILE] [--log-level LEVEL]",
+      "Serves a live view of the database's sweeps over HTTP (default "
+      "http://" BF_DASHBOARD_DEFAULT_LISTEN "/): every sweep with its "
+      "progress; a sweep's running jobs, structure-gap figure, comparison "
+      "and job table; a job's curves, evaluations and frequencies; and the "
+      "JSON API behind them (docs/dashboard.md).  Opens the database "
+      "(default ./bifocal.db) read-only, so it never blocks the daemon.  "
+      "On loopback anyone on this machine may look; beyond it the daemon's "
+      "token (DB.token, or --token-file) is asked for once, then kept in a "
+      "cookie.  --port-file writes the bound port (with --listen HOST:0).",
+      bf_client_cmd_dashboard },
     { "workers", "[--format table|csv|json]",
       "Workers known to the server, connected or not.", cmd_workers },
     { NULL, NULL, NULL, NULL },

@@ -3,6 +3,7 @@
 #include "db.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static int count_tables(sqlite3 *db, int *n)
 {
@@ -30,7 +31,7 @@ static int user_version(sqlite3 *db, int *version)
     return rc == SQLITE_ROW ? 0 : -1;
 }
 
-sqlite3 *bf_db_open(const char *path)
+sqlite3 *bf_db_open(const char *path, int min_version)
 {
     sqlite3 *db = NULL;
     /* NOMUTEX: one thread reads; spares a lock per column read. */
@@ -50,14 +51,61 @@ sqlite3 *bf_db_open(const char *path)
         fprintf(stderr, "bifocal: %s is a SQLite database but not a Bifocal "
                         "one (it lacks the sweeps, jobs, evals and metrics "
                         "tables)\n", path);
-    } else if (user_version(db, &version) || version < BF_DB_MIN_VERSION) {
+    } else if (user_version(db, &version) || version < min_version) {
         fprintf(stderr, "bifocal: %s has Bifocal schema version %d, older "
                         "than the %d this bifocal reads; start a bifocald "
                         "on it once to upgrade it\n", path, version,
-                BF_DB_MIN_VERSION);
+                min_version);
     } else {
         return db;
     }
     sqlite3_close(db);
     return NULL;
+}
+
+sqlite3_stmt *bf_db_prepare(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        fprintf(stderr, "bifocal: %s: %s\n", sqlite3_db_filename(db, "main"),
+                sqlite3_errmsg(db));
+        return NULL;
+    }
+    return st;
+}
+
+static json_t *column_json(sqlite3_stmt *st, int i)
+{
+    switch (sqlite3_column_type(st, i)) {
+    case SQLITE_INTEGER: return json_integer(sqlite3_column_int64(st, i));
+    case SQLITE_FLOAT:   return json_real(sqlite3_column_double(st, i));
+    case SQLITE_NULL:    return json_null();
+    default: break;
+    }
+    const char *text = (const char *)sqlite3_column_text(st, i);
+    json_t *v = NULL;
+    if (strcmp(sqlite3_column_name(st, i), "config") == 0)
+        v = json_loads(text, 0, NULL);
+    return v ? v : json_string(text);
+}
+
+json_t *bf_db_rows(sqlite3 *db, sqlite3_stmt *st)
+{
+    json_t *rows = json_array();
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        json_t *row = json_object();
+        for (int i = 0; i < sqlite3_column_count(st); i++)
+            json_object_set_new(row, sqlite3_column_name(st, i),
+                                column_json(st, i));
+        json_array_append_new(rows, row);
+    }
+    if (rc != SQLITE_DONE) {
+        fprintf(stderr, "bifocal: %s: %s\n", sqlite3_db_filename(db, "main"),
+                sqlite3_errmsg(db));
+        json_decref(rows);
+        rows = NULL;
+    }
+    sqlite3_finalize(st);
+    return rows;
 }

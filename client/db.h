@@ -4,15 +4,27 @@
 #ifndef BF_DB_H
 #define BF_DB_H
 
+#include <jansson.h>
 #include <sqlite3.h>
 
-/* The oldest schema (PRAGMA user_version) the client can read: the one
- * that added the result views (schema/003_result_views.sql). */
+/* The oldest schema (PRAGMA user_version) the result commands can read:
+ * the one that added the result views (schema/003_result_views.sql). */
 #define BF_DB_MIN_VERSION 3
+/* The dashboard's: live_jobs and its indexes (schema/005_dashboard.sql). */
+#define BF_DB_DASHBOARD_VERSION 5
 
-/* Opens path read-only and checks that it is a Bifocal database with the
- * result views.  Returns the handle, or NULL after printing what is wrong
- * ("FILE: not a SQLite database", "... not a Bifocal database", ...). */
-sqlite3 *bf_db_open(const char *path);
+/* Opens path read-only and checks that it is a Bifocal database of schema
+ * version min_version or newer.  Returns the handle, or NULL after printing
+ * what is wrong ("FILE: not a SQLite database", "... not a Bifocal
+ * database", ...). */
+sqlite3 *bf_db_open(const char *path, int min_version);
+
+/* Steps st to its end: one object per row keyed by column name, a
+ * "config" column parsed into an object.  Finalizes st.  The array (new
+ * reference), or NULL after printing the error with the database's name. */
+json_t *bf_db_rows(sqlite3 *db, sqlite3_stmt *st);
+
+/* Prepares sql; NULL after printing the error with the database's name. */
+sqlite3_stmt *bf_db_prepare(sqlite3 *db, const char *sql);
 
 #endif

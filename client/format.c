@@ -18,6 +18,16 @@ int bf_format_parse(const char *name, bf_row_format *out)
     return -1;
 }
 
+void bf_format_duration(double s, char *buf, size_t cap)
+{
+    if (s >= 3600)
+        snprintf(buf, cap, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
+    else if (s >= 60)
+        snprintf(buf, cap, "%dm%02ds", (int)(s / 60), (int)s % 60);
+    else
+        snprintf(buf, cap, "%.1fs", s);
+}
+
 char *bf_format_cell(const json_t *v, int csv)
 {
     char buf[64];

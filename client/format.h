@@ -28,6 +28,10 @@ void bf_format_print_readable(FILE *out, const json_t *rows,
  * json null. */
 json_t *bf_format_time_ms(const json_t *ms);
 
+/* "1h02m", "3m05s" or "12.3s": a duration of `seconds` (>= 0) as the
+ * tables and `bifocal watch` show it. */
+void bf_format_duration(double seconds, char *buf, size_t cap);
+
 /* A cell's text in a table (csv = 0) or CSV (csv = 1).  Caller frees. */
 char *bf_format_cell(const json_t *v, int csv);
 

@@ -6,7 +6,7 @@
 #include "curves.h"
 #include "results.h"
 #include "sweep_view.h"
-#include "web_assets.h"
+#include "web_page.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -84,6 +84,17 @@ static json_t *sweep_json(const bf_sweep_view *v)
     return s;
 }
 
+json_t *bf_report_summary(const bf_sweep_view *v, json_t *compare)
+{
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}",
+                     "sweep", sweep_json(v),
+                     "varying", names_json(v->varying, v->n_varying),
+                     "fields", names_json(v->by, v->n_by),
+                     "groups", groups_json(v),
+                     "train_depths", train_depths(v),
+                     "compare", compare);
+}
+
 json_t *bf_report_data(bf_source *src, int64_t sweep_id, const char *where,
                        const char *baseline)
 {
@@ -96,83 +107,22 @@ json_t *bf_report_data(bf_source *src, int64_t sweep_id, const char *where,
         time_t now = time(NULL);
         char stamp[32];
         strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-        data = json_pack("{s:s, s:i, s:s, s:o, s:o, s:o, s:o, s:o, s:O, s:O, "
-                         "s:O, s:o}",
-                         "format", "bifocal-report",
-                         "version", BF_REPORT_VERSION,
-                         "generated", stamp,
-                         "sweep", sweep_json(&v),
-                         "varying", names_json(v.varying, v.n_varying),
-                         "fields", names_json(v.by, v.n_by),
-                         "groups", groups_json(&v),
-                         "train_depths", train_depths(&v),
-                         "compare", compare,
-                         "train_loss", loss,
-                         "frequencies", freq,
-                         "jobs", bf_results_rows(&v));
+        data = json_pack("{s:s, s:i, s:s}", "format", "bifocal-report",
+                         "version", BF_REPORT_VERSION, "generated", stamp);
+        json_t *summary = bf_report_summary(&v, compare);
+        compare = NULL;
+        json_object_update(data, summary);
+        json_decref(summary);
+        json_object_set_new(data, "train_loss", loss);
+        json_object_set_new(data, "frequencies", freq);
+        json_object_set_new(data, "jobs", bf_results_rows(&v));
+        loss = freq = NULL;
     }
     json_decref(compare);
     json_decref(loss);
     json_decref(freq);
     bf_sweep_view_clear(&v);
     return data;
-}
-
-/* Writes JSON text into a <script> element: '<' only occurs inside JSON
- * strings, where \u003c means the same, so no "</script>" or "<!--" in a
- * sweep file can end or confuse the element. */
-static int write_script_json(const char *buffer, size_t size, void *out)
-{
-    for (size_t i = 0; i < size; i++)
-        if (buffer[i] == '<' ? fputs("\\u003c", out) < 0
-                             : fputc(buffer[i], out) == EOF)
-            return -1;
-    return 0;
-}
-
-/* The text a /\*@NAME@*\/ marker of the template stands for. */
-static int write_asset(FILE *out, const char *name, size_t len,
-                       const json_t *data)
-{
-    static const struct {
-        const char *name;
-        const char *text;
-    } assets[] = {
-        { "uPlot.min.css", bf_web_uPlot_min_css },
-        { "uPlot.iife.min.js", bf_web_uPlot_iife_min_js },
-        { "report.css", bf_web_report_css },
-        { "report.js", bf_web_report_js },
-    };
-    if (len == 4 && strncmp(name, "data", 4) == 0)
-        return json_dump_callback(data, write_script_json, out,
-                                  JSON_COMPACT | JSON_REAL_PRECISION(6));
-    for (size_t i = 0; i < sizeof assets / sizeof *assets; i++)
-        if (strlen(assets[i].name) == len
-            && strncmp(assets[i].name, name, len) == 0) {
-            fputs(assets[i].text, out);
-            return 0;
-        }
-    fprintf(stderr, "bifocal: report template names no asset '%.*s'\n",
-            (int)len, name);
-    return -1;
-}
-
-int bf_report_write_html(FILE *out, const json_t *data)
-{
-    const char *p = bf_web_report_html;
-    for (;;) {
-        const char *open = strstr(p, "/*@");
-        const char *close = open ? strstr(open, "@*/") : NULL;
-        if (!close) {
-            fputs(p, out);
-            break;
-        }
-        fwrite(p, 1, (size_t)(open - p), out);
-        if (write_asset(out, open + 3, (size_t)(close - open - 3), data))
-            return -1;
-        p = close + 3;
-    }
-    return ferror(out) ? -1 : 0;
 }
 
 static int write_report(const char *path, const json_t *data, int as_json)
@@ -185,7 +135,7 @@ static int write_report(const char *path, const json_t *data, int as_json)
     }
     int rc = as_json ? json_dumpf(data, out, JSON_INDENT(1)
                                              | JSON_REAL_PRECISION(6))
-                     : bf_report_write_html(out, data);
+                     : bf_web_page_write(out, bf_web_report_html, data);
     if (fclose(out) != 0 || rc != 0) {
         fprintf(stderr, "bifocal: writing %s failed\n", path);
         return 1;

@@ -12,14 +12,17 @@
 
 #include "session.h"
 #include "source.h"
+#include "sweep_view.h"
+
+/* The parts of the report that need no curves, which the dashboard's sweep
+ * page shows too: sweep, varying, fields, groups, train_depths and compare
+ * (the rows of bf_compare_rows, taken over).  New reference. */
+json_t *bf_report_summary(const bf_sweep_view *v, json_t *compare);
 
 /* The report data of a sweep, or of its jobs matching where (NULL: all;
  * see bf_sweep_view_load); NULL after printing the problem. */
 json_t *bf_report_data(bf_source *src, int64_t sweep_id, const char *where,
                        const char *baseline);
-
-/* Writes the page: the template with the embedded front-end and data. */
-int bf_report_write_html(FILE *out, const json_t *data);
 
 /* A bf_client_command. */
 int bf_client_cmd_report(bf_client *cl, int argc, char **argv);

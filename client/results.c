@@ -15,23 +15,14 @@ static json_t *duration(const json_t *from_ms, const json_t *to_ms)
 {
     if (!json_is_integer(from_ms) || !json_is_integer(to_ms))
         return json_null();
-    double s = (double)(json_integer_value(to_ms)
-                        - json_integer_value(from_ms)) / 1000.0;
     char buf[32];
-    if (s >= 3600)
-        snprintf(buf, sizeof buf, "%dh%02dm", (int)(s / 3600),
-                 (int)(s / 60) % 60);
-    else if (s >= 60)
-        snprintf(buf, sizeof buf, "%dm%02ds", (int)(s / 60), (int)s % 60);
-    else
-        snprintf(buf, sizeof buf, "%.1fs", s);
+    bf_format_duration((double)(json_integer_value(to_ms)
+                                - json_integer_value(from_ms)) / 1000.0,
+                       buf, sizeof buf);
     return json_string(buf);
 }
 
-/* The row a table or CSV shows: the job (and its stage, in a sweep with
- * stages), the varying config fields, its outcome, readable times and its
- * error; no config blob. */
-static json_t *shown_row(const bf_sweep_view *v, const json_t *row)
+json_t *bf_results_row(const bf_sweep_view *v, const json_t *row)
 {
     static const char *const before[] = { "sweep_id", "job_id", "stage",
                                           "task", "rope", "depth", "seed",
@@ -65,7 +56,7 @@ json_t *bf_results_rows(const bf_sweep_view *v)
     size_t i;
     json_t *row;
     json_array_foreach(v->jobs, i, row)
-        json_array_append_new(rows, shown_row(v, row));
+        json_array_append_new(rows, bf_results_row(v, row));
     return rows;
 }
 

@@ -2,9 +2,10 @@
  *
  * One command does what a cluster user does by hand: it starts a bifocald on
  * a free loopback port with the database at ./bifocal.db (or --db), starts
- * G local worker groups (`mpirun -np N bifocal-worker --server ...`),
- * submits the sweep, follows it with a progress bar, prints the results
- * table, and stops everything it started.  The database stays behind for
+ * G local worker groups (`mpirun -np N bifocal-worker --server ...`) and,
+ * unless --no-dashboard, a `bifocal dashboard` on the database (its URL is
+ * printed), submits the sweep, follows it with a progress bar, prints the
+ * results table, and stops everything it started.  The database stays behind for
  * `sqlite3` queries.  Run again on the same --db after an interruption, it
  * follows the unfinished sweep of the same file instead of submitting it
  * twice, so finished jobs stay done and running ones resume from their
@@ -16,10 +17,12 @@
  * pointing at the log file instead of watching forever. */
 #include "run.h"
 #include "results.h"
+#include "watch.h"
 
 #include "alloc.h"
 #include "clock.h"
 #include "stop_signals.h"
+#include "wire.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,6 +36,7 @@
 #include <uv.h>
 
 #define BF_RUN_PORT_WAIT_MS 15000
+#define BF_RUN_DEFAULT_DASHBOARD "127.0.0.1:8080"
 #define BF_RUN_STOP_WAIT_MS 15000
 
 typedef struct bf_child {
@@ -50,15 +54,19 @@ typedef struct bf_run_opts {
     int groups, ranks;
     int lease_seconds;
     int strict;                   /* warnings reject the sweep */
+    const char *dashboard;        /* HOST:PORT */
+    int no_dashboard;
 } bf_run_opts;
 
 typedef struct bf_run {
     uv_loop_t loop;
-    bf_child daemon;
+    bf_child daemon, dashboard;
     bf_child *groups;
     int n_groups;
     char daemon_bin[PATH_MAX], worker_bin[PATH_MAX];
     char port_file[PATH_MAX], token_file[PATH_MAX], log_file[PATH_MAX];
+    char dashboard_port_file[PATH_MAX];
+    char dashboard_url[300];      /* "" when none runs */
     char checkpoint_dir[PATH_MAX];
     char server[64];
     int log_fd;
@@ -210,6 +218,22 @@ static int read_port(const char *path)
     return port;
 }
 
+/* Waits until child c (just started) writes its port into path: the
+ * port, or 0 when it exited, was interrupted or took too long. */
+static int wait_for_port(bf_run *r, bf_child *c, const char *path)
+{
+    for (int waited = 0; waited < BF_RUN_PORT_WAIT_MS; waited += 50) {
+        int port = read_port(path);
+        if (port > 0)
+            return port;
+        uv_run(&r->loop, UV_RUN_NOWAIT);
+        if (!c->running || interrupted)
+            break;
+        bf_sleep_ms(50);
+    }
+    return 0;
+}
+
 static int start_daemon(bf_run *r, const bf_run_opts *o)
 {
     char lease[16];
@@ -221,16 +245,10 @@ static int start_daemon(bf_run *r, const bf_run_opts *o)
     snprintf(r->daemon.what, sizeof r->daemon.what, "bifocald");
     if (spawn_child(r, &r->daemon, argv))
         return -1;
-    for (int waited = 0; waited < BF_RUN_PORT_WAIT_MS; waited += 50) {
-        int port = read_port(r->port_file);
-        if (port > 0) {
-            snprintf(r->server, sizeof r->server, "127.0.0.1:%d", port);
-            return 0;
-        }
-        uv_run(&r->loop, UV_RUN_NOWAIT);
-        if (!r->daemon.running || interrupted)
-            break;
-        bf_sleep_ms(50);
+    int port = wait_for_port(r, &r->daemon, r->port_file);
+    if (port > 0) {
+        snprintf(r->server, sizeof r->server, "127.0.0.1:%d", port);
+        return 0;
     }
     char why[128];
     if (interrupted)
@@ -241,6 +259,52 @@ static int start_daemon(bf_run *r, const bf_run_opts *o)
         describe_exit(&r->daemon, why, sizeof why);
     fprintf(stderr, "bifocal run: %s; see %s\n", why, r->log_file);
     return -1;
+}
+
+/* ---- the dashboard -------------------------------------------------------- */
+
+/* `bifocal dashboard` (this binary) on the database, listening on listen;
+ * 0 with its URL noted, or -1 when it did not start listening. */
+static int spawn_dashboard(bf_run *r, const bf_run_opts *o, const char *listen)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return -1;
+    self[n] = '\0';
+    unlink(r->dashboard_port_file);
+    char *argv[] = { self, "dashboard", "--db", (char *)o->db, "--listen",
+                     (char *)listen, "--port-file", r->dashboard_port_file,
+                     "--log-level", "warn", NULL };
+    snprintf(r->dashboard.what, sizeof r->dashboard.what, "the dashboard");
+    if (spawn_child(r, &r->dashboard, argv))
+        return -1;
+    int port = wait_for_port(r, &r->dashboard, r->dashboard_port_file);
+    if (port <= 0)
+        return -1;
+    char host[256];
+    bf_error err;
+    int ignored;
+    bf_wire_parse_host_port(listen, host, sizeof host, &ignored, &err);
+    snprintf(r->dashboard_url, sizeof r->dashboard_url, "http://%s:%d",
+             strcmp(host, "0.0.0.0") == 0 ? "127.0.0.1" : host, port);
+    return 0;
+}
+
+/* The dashboard is a convenience: when its port is taken the run goes on
+ * (on any free port if the default one was busy, else without it). */
+static void start_dashboard(bf_run *r, const bf_run_opts *o)
+{
+    if (o->no_dashboard || spawn_dashboard(r, o, o->dashboard) == 0)
+        return;
+    bf_child *c[] = { &r->dashboard };
+    stop_children(r, c, 1);
+    if (strcmp(o->dashboard, BF_RUN_DEFAULT_DASHBOARD) == 0
+        && spawn_dashboard(r, o, "127.0.0.1:0") == 0)
+        return;
+    stop_children(r, c, 1);
+    fprintf(stderr, "bifocal run: the dashboard did not start on %s (see %s); "
+                    "going on without it\n", o->dashboard, r->log_file);
 }
 
 /* ---- worker groups -------------------------------------------------------- */
@@ -327,7 +391,8 @@ static int check_children(void *ctx)
 static int parse_run_args(int argc, char **argv, bf_run_opts *o)
 {
     *o = (bf_run_opts){ .db = "./bifocal.db", .groups = 1, .ranks = 2,
-                        .lease_seconds = 30 };
+                        .lease_seconds = 30,
+                        .dashboard = BF_RUN_DEFAULT_DASHBOARD };
     const bf_option options[] = {
         BF_OPT_STR("db", "FILE", &o->db),
         BF_OPT_INT("groups", "G", &o->groups, 1, 1024),
@@ -335,6 +400,8 @@ static int parse_run_args(int argc, char **argv, bf_run_opts *o)
         BF_OPT_STR("checkpoint-dir", "DIR", &o->checkpoint_dir),
         BF_OPT_INT("lease-seconds", "S", &o->lease_seconds, 1, 1024),
         BF_OPT_FLAG("strict", &o->strict),
+        BF_OPT_STR("dashboard", "HOST:PORT", &o->dashboard),
+        BF_OPT_FLAG("no-dashboard", &o->no_dashboard),
         BF_OPT_END,
     };
     int n = bf_client_args(options, &o->sweep_file, 1, argc, argv);
@@ -361,6 +428,8 @@ static int prepare(bf_run *r, const bf_run_opts *o)
     snprintf(r->port_file, sizeof r->port_file, "%s.port", o->db);
     snprintf(r->token_file, sizeof r->token_file, "%s.token", o->db);
     snprintf(r->log_file, sizeof r->log_file, "%s.log", o->db);
+    snprintf(r->dashboard_port_file, sizeof r->dashboard_port_file,
+             "%s.dashboard.port", o->db);
     snprintf(r->checkpoint_dir, sizeof r->checkpoint_dir, "%s",
              o->checkpoint_dir ? o->checkpoint_dir : "");
     if (!o->checkpoint_dir)
@@ -424,8 +493,12 @@ static int submit_and_follow(bf_run *r, bf_client *cl, const bf_run_opts *o)
     printf("sweep %lld: %d jobs on %d worker group(s) x %d rank(s); "
            "database %s\n", (long long)sweep, n_jobs, o->groups, o->ranks,
            o->db);
+    if (r->dashboard_url[0])
+        printf("dashboard: %s/sweeps/%lld\n", r->dashboard_url,
+               (long long)sweep);
     fflush(stdout);
-    if (bf_client_watch(cl, sweep, check_children, r))
+    bf_watch_opts watch = { .tick = check_children, .ctx = r };
+    if (bf_client_watch(cl, sweep, &watch))
         return 1;
     printf("\n");
     bf_source src;
@@ -441,13 +514,15 @@ static void close_handle(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
-/* Groups first, so their last records reach the daemon before it stops. */
+/* Groups first, so their last records reach the daemon before it stops;
+ * the dashboard with them. */
 static void stop_everything(bf_run *r)
 {
     bf_child *all[r->n_groups + 1];
     for (int i = 0; i < r->n_groups; i++)
         all[i] = &r->groups[i];
-    stop_children(r, all, r->n_groups);
+    all[r->n_groups] = &r->dashboard;
+    stop_children(r, all, r->n_groups + 1);
     all[0] = &r->daemon;
     stop_children(r, all, 1);
 }
@@ -475,6 +550,7 @@ int bf_client_cmd_run(bf_client *cl, int argc, char **argv)
     for (int i = 0; i < o.groups; i++, r.n_groups++)
         if (start_group(&r, i, o.ranks, share_cores))
             goto stop;
+    start_dashboard(&r, &o);
     cl->server = r.server;
     cl->token_file = r.token_file;
     status = submit_and_follow(&r, cl, &o);
@@ -489,5 +565,6 @@ out:
     if (r.log_fd >= 0)
         close(r.log_fd);
     unlink(r.port_file);
+    unlink(r.dashboard_port_file);
     return interrupted ? 130 : status;
 }

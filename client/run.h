@@ -1,7 +1,8 @@
 /* run: `bifocal run FILE [--db FILE] [--groups G] [--ranks N]
- *       [--checkpoint-dir DIR] [--lease-seconds S]`, the embedded default:
- * a daemon on a free loopback port, G local mpirun worker groups of N ranks,
- * the sweep submitted, followed and reported, everything stopped again. */
+ *       [--checkpoint-dir DIR] [--lease-seconds S] [--dashboard HOST:PORT]
+ *       [--no-dashboard]`, the embedded default: a daemon on a free
+ * loopback port, G local mpirun worker groups of N ranks, a dashboard, the
+ * sweep submitted, followed and reported, everything stopped again. */
 #ifndef BF_RUN_H
 #define BF_RUN_H
 

@@ -11,11 +11,9 @@
 #include <unistd.h>
 
 #include "alloc.h"
-#include "clock.h"
 #include "file.h"
 
 #define BF_CLIENT_TIMEOUT_MS 60000
-#define BF_WATCH_POLL_MS 500
 
 /* ---- connection ----------------------------------------------------------- */
 
@@ -106,7 +104,7 @@ int bf_client_print_rows(bf_client *cl, json_t *req, const char *key,
     return 0;
 }
 
-/* ---- submit and watch ----------------------------------------------------- */
+/* ---- submit ----------------------------------------------------- */
 
 /* The absolute folder of the file at path, into dir; -1 after printing. */
 static int session__folder_of(const char *path, char *dir)
@@ -148,80 +146,6 @@ int bf_client_submit(bf_client *cl, const char *path, int strict,
     *sweep_id = json_integer_value(json_object_get(reply, "sweep_id"));
     *n_jobs = (int)json_integer_value(json_object_get(reply, "jobs"));
     json_decref(reply);
-    return 0;
-}
-
-/* One progress line: a bar on a terminal (redrawn in place), plain text
- * otherwise. */
-static void session__print_progress(const json_t *row, int tty)
-{
-#define COUNT(k) ((long long)json_integer_value(json_object_get(row, k)))
-    long long total = COUNT("total");
-    long long ended = COUNT("succeeded") + COUNT("failed") + COUNT("cancelled");
-    if (tty) {
-        enum { BAR = 30 };
-        char bar[BAR + 1];
-        int filled = total > 0 ? (int)(BAR * ended / total) : 0;
-        for (int i = 0; i < BAR; i++)
-            bar[i] = i < filled ? '#' : '.';
-        bar[BAR] = '\0';
-        printf("\r\033[Ksweep %lld [%s] %lld/%lld  running %lld  failed %lld",
-               COUNT("sweep_id"), bar, ended, total, COUNT("running"),
-               COUNT("failed"));
-    } else {
-        printf("sweep %lld: %lld/%lld ended (waiting %lld, queued %lld, "
-               "running %lld, succeeded %lld, failed %lld, cancelled %lld)\n",
-               COUNT("sweep_id"), ended, total, COUNT("waiting"),
-               COUNT("queued"), COUNT("running"), COUNT("succeeded"),
-               COUNT("failed"), COUNT("cancelled"));
-    }
-    fflush(stdout);
-#undef COUNT
-}
-
-int bf_client_watch(bf_client *cl, int64_t sweep, int (*tick)(void *ctx),
-                    void *ctx)
-{
-    int tty = isatty(STDOUT_FILENO);
-    char *last = NULL;
-    for (;;) {
-        json_t *reply;
-        if (bf_client_request(cl, json_pack("{s:s, s:I}", "type", "status",
-                                            "sweep_id", sweep), &reply)) {
-            free(last);
-            return 1;
-        }
-        json_t *row = json_array_get(json_object_get(reply, "sweeps"), 0);
-        if (!row) {
-            fprintf(stderr, "bifocal: no sweep %lld\n", (long long)sweep);
-            json_decref(reply);
-            free(last);
-            return 1;
-        }
-        /* Print only what changed, so a log of a non-terminal stays short. */
-        char *now = json_dumps(row, JSON_COMPACT | JSON_SORT_KEYS);
-        if (!last || strcmp(now, last) != 0)
-            session__print_progress(row, tty);
-        free(last);
-        last = now;
-        const char *status = json_string_value(json_object_get(row, "status"));
-        long long open =
-            json_integer_value(json_object_get(row, "waiting"))
-            + json_integer_value(json_object_get(row, "queued"))
-            + json_integer_value(json_object_get(row, "running"));
-        int ended = (status && strcmp(status, "active") != 0) || open == 0;
-        json_decref(reply);
-        if (ended)
-            break;
-        bf_sleep_ms(BF_WATCH_POLL_MS);
-        if (tick && tick(ctx)) {
-            free(last);
-            return 1;
-        }
-    }
-    if (tty)
-        putchar('\n');
-    free(last);
     return 0;
 }
 

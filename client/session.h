@@ -1,8 +1,8 @@
 /* session: what the commands of `bifocal` (client.c) and `bifocal run`
  * (run.c) share: one connection to the daemon, requests over it, submitting
- * a sweep, following it, printing rows of a reply (client/format.c), and
- * parsing a command's
- * arguments.  Both build on this module; neither includes the other. */
+ * a sweep, printing rows of a reply (client/format.c), and parsing a
+ * command's arguments.  Both build on this module; neither includes the
+ * other.  Following a sweep is client/watch.c. */
 #ifndef BF_SESSION_H
 #define BF_SESSION_H
 
@@ -39,12 +39,6 @@ int bf_client_print_rows(bf_client *cl, json_t *req, const char *key,
  * after printing the server's refusal. */
 int bf_client_submit(bf_client *cl, const char *path, int strict,
                      int64_t *sweep_id, int *n_jobs);
-
-/* Follows a sweep until it ends, printing progress (a bar on a terminal).
- * tick (may be NULL) runs between polls; non-zero from it stops the watch
- * with status 1.  Returns 0 when the sweep ended. */
-int bf_client_watch(bf_client *cl, int64_t sweep_id, int (*tick)(void *ctx),
-                    void *ctx);
 
 /* Parses the arguments of command argv[0] with common/args into options
  * and at most max_positional arguments in pos (bifocal.c has answered

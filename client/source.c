@@ -13,7 +13,7 @@ int bf_source_open(bf_source *src, bf_client *cl, const char *db_path)
     *src = (bf_source){ .cl = cl, .db_path = db_path };
     if (!db_path)
         return 0;
-    src->db = bf_db_open(db_path);
+    src->db = bf_db_open(db_path, BF_DB_MIN_VERSION);
     return src->db ? 0 : -1;
 }
 
@@ -64,41 +64,10 @@ static int step_failed(bf_source *src, int rc)
     return -1;
 }
 
-static json_t *column_json(sqlite3_stmt *st, int i)
-{
-    switch (sqlite3_column_type(st, i)) {
-    case SQLITE_INTEGER: return json_integer(sqlite3_column_int64(st, i));
-    case SQLITE_FLOAT:   return json_real(sqlite3_column_double(st, i));
-    case SQLITE_NULL:    return json_null();
-    default: break;
-    }
-    const char *text = (const char *)sqlite3_column_text(st, i);
-    json_t *v = NULL;
-    if (strcmp(sqlite3_column_name(st, i), "config") == 0)
-        v = json_loads(text, 0, NULL);
-    return v ? v : json_string(text);
-}
-
 static json_t *file_rows(bf_source *src, const char *view, int64_t sweep_id)
 {
     sqlite3_stmt *st = prepare_view(src, view, sweep_id);
-    if (!st)
-        return NULL;
-    json_t *rows = json_array();
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        json_t *row = json_object();
-        for (int i = 0; i < sqlite3_column_count(st); i++)
-            json_object_set_new(row, sqlite3_column_name(st, i),
-                                column_json(st, i));
-        json_array_append_new(rows, row);
-    }
-    if (step_failed(src, rc)) {
-        json_decref(rows);
-        rows = NULL;
-    }
-    sqlite3_finalize(st);
-    return rows;
+    return st ? bf_db_rows(src->db, st) : NULL;
 }
 
 static json_t *daemon_rows(bf_source *src, const char *view, int64_t sweep_id)

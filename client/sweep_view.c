@@ -117,30 +117,54 @@ static void add_varying(bf_sweep_view *v, const char *field)
         v->varying[v->n_varying++] = field;
 }
 
-/* The fields a grid or zip mapping sweeps, in the file's order. */
-static void add_swept(bf_sweep_view *v, const json_t *config,
-                      const json_t *mapping)
+/* The fields a grid or zip mapping sweeps, in the file's order, into
+ * fields (once each). */
+static void add_swept(json_t *fields, const json_t *mapping)
 {
     const char *key;
     json_t *value;
     json_object_foreach((json_t *)mapping, key, value) {
-        void *iter = json_object_iter_at((json_t *)config, key);
-        if (iter)
-            add_varying(v, json_object_iter_key(iter));
+        size_t i;
+        json_t *have;
+        int seen = 0;
+        json_array_foreach(fields, i, have)
+            seen |= strcmp(json_string_value(have), key) == 0;
+        if (!seen)
+            json_array_append_new(fields, json_string(key));
     }
 }
 
 /* The swept fields of a sweep file's node (the file, or one stage). */
-static void add_node(bf_sweep_view *v, const json_t *config, const json_t *node)
+static void add_node(json_t *fields, const json_t *node)
 {
-    add_swept(v, config, json_object_get(node, "grid"));
+    add_swept(fields, json_object_get(node, "grid"));
     const json_t *zip = json_object_get(node, "zip");
     size_t i;
     json_t *group;
     if (json_is_object(zip))
-        add_swept(v, config, zip);
+        add_swept(fields, zip);
     json_array_foreach(zip, i, group)
-        add_swept(v, config, group);
+        add_swept(fields, group);
+}
+
+json_t *bf_sweep_swept_fields(const char *source)
+{
+    json_t *fields = json_array();
+    bf_error err;
+    json_t *sweep = source ? bf_yaml_parse(source, strlen(source), NULL, NULL,
+                                           &err) : NULL;
+    add_node(fields, sweep);
+    size_t i;
+    json_t *stage;
+    int seeds = json_object_get(sweep, "seeds") != NULL;
+    json_array_foreach(json_object_get(sweep, "stages"), i, stage) {
+        add_node(fields, stage);
+        seeds |= json_object_get(stage, "seeds") != NULL;
+    }
+    if (seeds)
+        json_array_append_new(fields, json_string("seed"));
+    json_decref(sweep);
+    return fields;
 }
 
 /* The varying fields: "stage" in a sweep with stages, then the fields in
@@ -150,17 +174,17 @@ static void add_node(bf_sweep_view *v, const json_t *config, const json_t *node)
 static void find_varying(bf_sweep_view *v)
 {
     json_t *config = json_object_get(json_array_get(v->jobs, 0), "config");
-    const char *source = json_string_value(json_object_get(v->sweep, "source"));
-    bf_error err;
-    json_t *sweep = source ? bf_yaml_parse(source, strlen(source), NULL, NULL,
-                                           &err) : NULL;
+    json_t *swept = bf_sweep_swept_fields(json_string_value(
+        json_object_get(v->sweep, "source")));
     add_varying(v, "stage");
-    add_node(v, config, sweep);
     size_t i;
-    json_t *stage;
-    json_array_foreach(json_object_get(sweep, "stages"), i, stage)
-        add_node(v, config, stage);
-    json_decref(sweep);
+    json_t *name;
+    json_array_foreach(swept, i, name) {
+        void *iter = json_object_iter_at(config, json_string_value(name));
+        if (iter)
+            add_varying(v, json_object_iter_key(iter));
+    }
+    json_decref(swept);
     const char *key;
     json_t *value;
     void *seed = json_object_iter_at(config, "seed");
@@ -325,28 +349,48 @@ int bf_sweep_view_group_of(const bf_sweep_view *v, int64_t job_id)
     return row < 0 ? -1 : v->job_group[row];
 }
 
+/* A label being built: "name=value" pairs separated by spaces. */
+typedef struct label {
+    char *text;
+    size_t len, cap;
+} label;
+
+static void label_add(label *l, const char *name, const json_t *value)
+{
+    char *text = json_is_string(value) ? bf_xstrdup(json_string_value(value))
+                                       : json_dumps(value, JSON_ENCODE_ANY);
+    size_t need = strlen(name) + strlen(text) + 3;
+    if (l->len + need >= l->cap) {
+        l->cap = 2 * (l->len + need);
+        l->text = bf_xrealloc(l->text, l->cap);
+    }
+    l->len += (size_t)snprintf(l->text + l->len, l->cap - l->len, "%s%s=%s",
+                               l->len ? " " : "", name, text);
+    free(text);
+}
+
 char *bf_sweep_view_label(const bf_sweep_view *v, int group)
 {
     if (v->n_by == 0)
         return bf_xstrdup("all jobs");
     json_t *fields = json_array_get(v->groups, (size_t)group);
-    size_t len = 0, cap = 64;
-    char *label = bf_xmalloc(cap);
-    label[0] = '\0';
-    for (int i = 0; i < v->n_by; i++) {
-        json_t *value = json_object_get(fields, v->by[i]);
-        char *text = json_is_string(value) ? bf_xstrdup(json_string_value(value))
-                                           : json_dumps(value, JSON_ENCODE_ANY);
-        size_t need = strlen(v->by[i]) + strlen(text) + 3;
-        if (len + need >= cap) {
-            cap = 2 * (len + need);
-            label = bf_xrealloc(label, cap);
-        }
-        len += (size_t)snprintf(label + len, cap - len, "%s%s=%s",
-                                i ? " " : "", v->by[i], text);
-        free(text);
+    label l = { .text = bf_xcalloc(1, 1), .cap = 1 };
+    for (int i = 0; i < v->n_by; i++)
+        label_add(&l, v->by[i], json_object_get(fields, v->by[i]));
+    return l.text;
+}
+
+char *bf_sweep_fields_label(const json_t *fields, const json_t *config)
+{
+    label l = { .text = bf_xcalloc(1, 1), .cap = 1 };
+    size_t i;
+    json_t *name;
+    json_array_foreach(fields, i, name) {
+        const json_t *value = json_object_get(config, json_string_value(name));
+        if (value)
+            label_add(&l, json_string_value(name), value);
     }
-    return label;
+    return l.text;
 }
 
 int bf_sweep_view_succeeded(const bf_sweep_view *v)

@@ -1,7 +1,8 @@
 /* result_views: the whitelist of views a client may read by name, each
  * with the order its readers rely on (a frequency's history by step).
  * train_loss, millions of rows, is read in storage order: its reader
- * buckets steps without needing them sorted. */
+ * buckets steps without needing them sorted.  live_jobs (the running jobs
+ * with their newest step) is what `bifocal watch` and the dashboard poll. */
 #include "result_views.h"
 
 #include <stdio.h>
@@ -17,6 +18,7 @@ static const struct {
     { "eval_summary",      "group_config, eval_depth" },
     { "train_loss",        NULL },   /* the largest: read unsorted */
     { "frequency_history", "job_id, layer, head, pair, step" },
+    { "live_jobs",         "job_id" },   /* schema/005_dashboard.sql */
 };
 
 int bf_result_view_sql(const char *view, char *buf, size_t cap)

@@ -1,5 +1,6 @@
-/* result_views: the SQL views (schema/003_result_views.sql) that `bifocal
- * results`, `compare` and `report` read, one sweep at a time.  The daemon
+/* result_views: the SQL views (schema/003_result_views.sql,
+ * 005_dashboard.sql) that `bifocal results`, `compare`, `report`, `watch`
+ * and the dashboard read, one sweep at a time.  The daemon
  * (the `rows` request) and the client reading a database file (`--db`) run
  * the same query, built here, so both give the same rows in the same order. */
 #ifndef BF_RESULT_VIEWS_H

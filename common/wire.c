@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -150,6 +152,36 @@ int bf_wire_parse_host_port(const char *s, char *host, size_t host_cap,
     host[colon - s] = '\0';
     *port = (int)p;
     return 0;
+}
+
+int bf_wire_parse_listen(const char *host_port, struct sockaddr_storage *addr,
+                         bf_error *err)
+{
+    char host[256];
+    int port;
+    if (bf_wire_parse_host_port(host_port, host, sizeof host, &port, err))
+        return -1;
+    memset(addr, 0, sizeof *addr);
+    struct sockaddr_in *v4 = (struct sockaddr_in *)addr;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)addr;
+    if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)port);
+    } else if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)port);
+    } else {
+        return bf_error_set(err, NULL, 0, "listen",
+                            "'%s' is not a numeric IPv4/IPv6 address", host);
+    }
+    return 0;
+}
+
+int bf_wire_addr_port(const struct sockaddr_storage *addr)
+{
+    return ntohs(addr->ss_family == AF_INET6
+                 ? ((const struct sockaddr_in6 *)addr)->sin6_port
+                 : ((const struct sockaddr_in *)addr)->sin_port);
 }
 
 /* Opens the token file after the checks ssh makes of a private key: a

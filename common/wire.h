@@ -79,6 +79,16 @@ json_t *bf_wire_error(const char *code, const json_t *id, const bf_error *err,
 int bf_wire_parse_host_port(const char *s, char *host, size_t host_cap,
                             int *port, bf_error *err);
 
+/* Parses "HOST:PORT", HOST a numeric IPv4 or IPv6 address, into addr as
+ * bind(2) takes it (the daemon's and the dashboard's --listen).  0, or -1
+ * with err naming what is wrong. */
+struct sockaddr_storage;
+int bf_wire_parse_listen(const char *host_port, struct sockaddr_storage *addr,
+                         bf_error *err);
+
+/* The port of an IPv4 or IPv6 address. */
+int bf_wire_addr_port(const struct sockaddr_storage *addr);
+
 /* Reads a token file (hex, surrounding whitespace ignored) into
  * out[BF_TOKEN_HEX_LEN + 1].  Refused, with err naming the file and why: a
  * directory or other non-regular file, one that group or others may access

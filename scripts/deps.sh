@@ -5,13 +5,18 @@ set -euo pipefail
 
 BUILD_PKGS=(meson ninja-build pkg-config gcc libc6-dev
             libuv1-dev libsqlite3-dev sqlite3 libjansson-dev libyaml-dev
-            libcmocka-dev libopenmpi-dev openmpi-bin libopenblas-dev)
+            libcmocka-dev libopenmpi-dev openmpi-bin libopenblas-dev
+            libhttp-parser-dev)
 # The model's reference check (tests/reference/torch_check.py) runs PyTorch;
 # tests/e2e/test_e2e_run.sh looks for leftover processes with pgrep.
-# The report's browser test (tests/client/browser) drives Debian's chromium
-# with playwright-core from npm (scripts/browser-deps.sh installs it; npm is
-# Debian's package unless the installed nodejs brings its own).
-TEST_PKGS=(python3-torch python3-numpy procps chromium nodejs)
+# The report's and the dashboard's browser tests (tests/client/browser)
+# drive Debian's chromium with playwright-core from npm
+# (scripts/browser-deps.sh installs it; npm is Debian's package unless the
+# installed nodejs brings its own).  tests/client/test_watch_tmux.py drives
+# `bifocal watch` in tmux; test_dashboard_http.py reaches the dashboard from
+# another host in network namespaces (iproute2, util-linux's unshare).
+TEST_PKGS=(python3-torch python3-numpy procps chromium nodejs tmux iproute2
+           util-linux)
 # scripts/coverage.sh: line coverage per folder.
 COVERAGE_PKGS=(gcovr)
 # scripts/fuzz.sh: libFuzzer harnesses need clang and its runtime.

@@ -15,18 +15,23 @@ bf_install_pkgs "${BUILD_PKGS[@]}" "${FUZZ_PKGS[@]}"
 seconds=${1:-60}
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(frame protocol job_config sweep checkpoint)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(frame protocol job_config sweep checkpoint http)
 
 out=build-fuzz
 mkdir -p "$out"
 python3 scripts/embed_sql.py "$out/schema_sql.c" schema/[0-9]*.sql
+python3 scripts/embed_files.py "$out/web_assets.c" bf_web client/web/*.html \
+    client/web/*.js client/web/*.css client/web/vendor/uplot/uPlot.*
 
 flags=(-std=gnu11 -g -O1 -D_GNU_SOURCE -Wall -Wextra -Werror -fsanitize=fuzzer,address,undefined
-       -fno-sanitize-recover=undefined -Icommon -Iengine -Iserver -Iserver/store)
+       -fno-sanitize-recover=undefined -Icommon -Iengine -Iserver -Iserver/store
+       -Iclient)
 # shellcheck disable=SC2207
-libs=($(pkg-config --cflags --libs jansson yaml-0.1 sqlite3 libuv openblas) -lm)
+libs=($(pkg-config --cflags --libs jansson yaml-0.1 sqlite3 libuv openblas) -lhttp_parser -lm)
 common_src=(common/*.c)
 store_src=(server/store/*.c "$out/schema_sql.c")
+# The client but its main: the dashboard's command pulls in the others.
+client_src=($(ls client/*.c | grep -v '^client/bifocal\.c$') "$out/web_assets.c")
 
 sources_of() {
     case $1 in
@@ -34,6 +39,7 @@ sources_of() {
         sweep) echo "${common_src[@]} server/store/sweep*.c" ;;
         protocol) echo "${common_src[@]} ${store_src[@]} server/protocol.c server/holders.c" ;;
         checkpoint) echo "${common_src[@]} engine/*.c" ;;
+        http) echo "${common_src[@]} ${store_src[@]} ${client_src[@]}" ;;
         *) echo "unknown harness $1" >&2; exit 2 ;;
     esac
 }

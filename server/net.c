@@ -212,15 +212,9 @@ int bf_net_listen(bf_net *n, uv_loop_t *loop, const char *host_port,
     n->loop = loop;
     n->cb = *cb;
     n->data = data;
-    char host[256];
-    int port;
-    if (bf_wire_parse_host_port(host_port, host, sizeof host, &port, err))
-        return -1;
     struct sockaddr_storage addr;
-    if (uv_ip4_addr(host, port, (struct sockaddr_in *)&addr) != 0
-        && uv_ip6_addr(host, port, (struct sockaddr_in6 *)&addr) != 0)
-        return bf_error_set(err, NULL, 0, "listen",
-                            "'%s' is not a numeric IPv4/IPv6 address", host);
+    if (bf_wire_parse_listen(host_port, &addr, err))
+        return -1;
     uv_tcp_init(loop, &n->listener);
     n->listener.data = n;
     int rc = uv_tcp_bind(&n->listener, (struct sockaddr *)&addr, 0);
@@ -234,9 +228,7 @@ int bf_net_listen(bf_net *n, uv_loop_t *loop, const char *host_port,
     struct sockaddr_storage bound;
     int len = sizeof bound;
     uv_tcp_getsockname(&n->listener, (struct sockaddr *)&bound, &len);
-    n->port = ntohs(bound.ss_family == AF_INET6
-                    ? ((struct sockaddr_in6 *)&bound)->sin6_port
-                    : ((struct sockaddr_in *)&bound)->sin_port);
+    n->port = bf_wire_addr_port(&bound);
     return 0;
 }
 

@@ -79,6 +79,7 @@ struct bf_link {
     int online;               /* hello acknowledged on conn */
     int64_t hello_id;
     int backoff_ms;
+    int64_t unreachable_said_ms;  /* when "cannot reach" was last logged */
     int hold_resends;         /* the store failed: wait for the next tick */
     int64_t hb_attempt;       /* what heartbeat_timer runs for (0: off) */
     int hb_interval_ms;
@@ -104,6 +105,25 @@ struct bf_link {
 
 static void schedule_reconnect(bf_link *l);
 static void pump(bf_link *l);
+
+/* A coordinator that cannot be reached is said at warn, at once and then
+ * every UNREACHABLE_SAY_MS while it lasts (each retry is at debug): a
+ * group that waits forever on a wrong address or a dead daemon must not
+ * look like one waiting for work. */
+#define UNREACHABLE_SAY_MS 30000
+
+static void say_unreachable(bf_link *l, const char *why)
+{
+    int64_t now = bf_monotonic_ms();
+    if (l->unreachable_said_ms && now - l->unreachable_said_ms < UNREACHABLE_SAY_MS) {
+        bf_log_debug("link: cannot reach the coordinator %s: %s", l->server,
+                     why);
+        return;
+    }
+    l->unreachable_said_ms = now;
+    bf_log_warn("link: cannot reach the coordinator %s: %s; retrying",
+                l->server, why);
+}
 
 /* ---- the outbox (under mu) ------------------------------------------------ */
 
@@ -339,6 +359,7 @@ static void on_hello_reply(bf_link *l, const json_t *msg)
     }
     l->online = 1;
     l->backoff_ms = l->backoff_min_ms;
+    l->unreachable_said_ms = 0;
     l->stats.connects++;
     int unacked = 0;
     for (entry *e = l->head; e; e = e->next)
@@ -471,8 +492,8 @@ static void drop_conn(bf_link *l, const char *why)
     if (l->online)
         bf_log_warn("link: lost the coordinator %s (%s); reconnecting",
                     l->server, why);
-    else
-        bf_log_debug("link: connection to %s failed: %s", l->server, why);
+    else if (!l->fatal[0])      /* a refused hello is said as an error */
+        say_unreachable(l, why);
     uv_close((uv_handle_t *)&l->conn->tcp, on_conn_closed);
     l->conn = NULL;
     l->online = 0;
@@ -561,8 +582,10 @@ static void on_resolved(uv_getaddrinfo_t *req, int status,
     if (status == UV_ECANCELED || l->stopping) {
         /* shutting down */
     } else if (status < 0) {
-        bf_log_debug("link: cannot resolve %s: %s", l->addr_host,
-                     uv_strerror(status));
+        char why[320];
+        snprintf(why, sizeof why, "cannot resolve %s: %s", l->addr_host,
+                 uv_strerror(status));
+        say_unreachable(l, why);
         schedule_reconnect(l);
     } else {
         conn *c = bf_xcalloc(1, sizeof *c);
@@ -597,8 +620,10 @@ static void connect_now(bf_link *l)
     if (rc < 0) {
         l->resolving = NULL;
         free(req);
-        bf_log_debug("link: cannot resolve %s: %s", l->addr_host,
-                     uv_strerror(rc));
+        char why[320];
+        snprintf(why, sizeof why, "cannot resolve %s: %s", l->addr_host,
+                 uv_strerror(rc));
+        say_unreachable(l, why);
         schedule_reconnect(l);
     }
 }

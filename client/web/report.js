@@ -1,8 +1,10 @@
 /* Bifocal's front-end: draws a sweep's report from the JSON that the C
  * client produces (`bifocal report --json`, docs/results.md) with uPlot.
  * `BifocalReport.render(element, data)` fills the element; the page of
- * `bifocal report` calls it with the data inlined, a live dashboard can call
- * it again with fresh data.  Every figure shows values on hover (uPlot's
+ * `bifocal report` calls it with the data inlined.  The dashboard's pages
+ * (dashboard.js) are built of the same parts: figures (which it updates in
+ * place as data arrives), tables, the structure-gap figures and the
+ * comparison.  Every figure shows values on hover (uPlot's
  * legend), toggles a group by a click on its legend entry, and saves as PNG
  * and its data as CSV.  window.bifocalFigures lists the figures drawn. */
 "use strict";
@@ -56,12 +58,24 @@ var BifocalReport = (function () {
     box.appendChild(plotBox);
     parent.appendChild(box);
 
-    var state = { logY: !!spec.logY, plot: null };
+    var state = { logY: !!spec.logY, plot: null, spec: spec };
     function build() {
       if (state.plot) state.plot.destroy();
-      state.plot = makePlot(plotBox, spec, state.logY);
+      state.plot = makePlot(plotBox, state.spec, state.logY);
       registry[spec.id] = { id: spec.id, title: spec.title, plot: state.plot };
     }
+    /* New data for the same figure (a live page): redrawn in place when
+     * the series are the same, rebuilt when they are not. */
+    state.update = function (next) {
+      var same = next.series.length === state.spec.series.length &&
+        next.series.every(function (s, i) {
+          var old = state.spec.series[i];
+          return s.label === old.label && !s.low === !old.low;
+        });
+      state.spec = next;
+      if (same) state.plot.setData(plotData(next, state.logY).data);
+      else build();
+    };
     if (spec.logToggle) {
       var cb = el("input", { type: "checkbox" });
       cb.checked = state.logY;
@@ -69,16 +83,18 @@ var BifocalReport = (function () {
       tools.appendChild(el("label", {}, [cb, document.createTextNode(" log scale")]));
     }
     var png = el("button", { type: "button", text: "PNG" });
-    png.addEventListener("click", function () { savePng(state.plot, spec); });
+    png.addEventListener("click", function () { savePng(state.plot, state.spec); });
     var csv = el("button", { type: "button", text: "CSV" });
-    csv.addEventListener("click", function () { saveCsv(spec); });
+    csv.addEventListener("click", function () { saveCsv(state.spec); });
     tools.appendChild(png);
     tools.appendChild(csv);
     build();
     return state;
   }
 
-  function makePlot(target, spec, logY) {
+  /* uPlot's data, series and bands of a spec.  Bands (low/high) are two
+   * hidden series filled between, shown and hidden with their line. */
+  function plotData(spec, logY) {
     /* a log axis cannot show 0 or less (a band's low end with few seeds) */
     var shown = function (ys) {
       return logY ? ys.map(function (y) { return y > 0 ? y : null; }) : ys;
@@ -103,12 +119,17 @@ var BifocalReport = (function () {
         bandOf[line] = [line + 1, line + 2];
       }
     });
+    return { data: data, series: series, bands: bands, bandOf: bandOf };
+  }
+
+  function makePlot(target, spec, logY) {
+    var p = plotData(spec, logY), bandOf = p.bandOf;
     var width = Math.max(320, Math.min(target.clientWidth || 900, 1100));
     var opts = {
       width: width,
       height: spec.height || 320,
-      series: series,
-      bands: bands,
+      series: p.series,
+      bands: p.bands,
       scales: { x: { time: false }, y: logY ? { distr: 3 } : {} },
       axes: [spec.xTicksAtData
                ? { label: spec.xLabel, splits: function () { return spec.x; } }
@@ -132,7 +153,7 @@ var BifocalReport = (function () {
         draw: [function (u) { drawMarks(u, spec.marks || []); }],
       },
     };
-    return new uPlot(opts, data, target);
+    return new uPlot(opts, p.data, target);
   }
 
   function drawMarks(u, marks) {
@@ -380,6 +401,11 @@ var BifocalReport = (function () {
 
   var registry = {};
 
+  /* Every figure drawn so far (the browser tests read their plots). */
+  window.bifocalFigures = function () {
+    return Object.keys(registry).map(function (k) { return registry[k]; });
+  };
+
   function render(root, data) {
     registry = {};
     root.textContent = "";
@@ -401,10 +427,10 @@ var BifocalReport = (function () {
     jobsSection(root, data);
     var src = section(root, "Sweep file", "As submitted.");
     src.appendChild(el("pre", { class: "bf-source", text: sw.source || "" }));
-    window.bifocalFigures = function () {
-      return Object.keys(registry).map(function (k) { return registry[k]; });
-    };
   }
 
-  return { render: render, figureCsv: figureCsv };
+  /* The report's page, and the parts the dashboard's pages are built of. */
+  return { render: render, figureCsv: figureCsv, figure: figure, table: table,
+           section: section, el: el, fmt: fmt, color: color, align: align,
+           depthFigures: depthFigures, compareSection: compareSection };
 })();

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -159,6 +160,16 @@ static void test_host_port(void **state)
                                              &port, &err), -1);
     assert_int_equal(bf_wire_parse_host_port("h:12x", host, sizeof host,
                                              &port, &err), -1);
+    /* As bind(2) takes it: numeric addresses only. */
+    struct sockaddr_storage a;
+    assert_int_equal(bf_wire_parse_listen("10.1.2.3:8080", &a, &err), 0);
+    assert_int_equal(a.ss_family, AF_INET);
+    assert_int_equal(bf_wire_addr_port(&a), 8080);
+    assert_int_equal(bf_wire_parse_listen("::1:0", &a, &err), 0);
+    assert_int_equal(a.ss_family, AF_INET6);
+    assert_int_equal(bf_wire_addr_port(&a), 0);
+    assert_int_equal(bf_wire_parse_listen("localhost:80", &a, &err), -1);
+    assert_non_null(strstr(err.msg, "not a numeric IPv4/IPv6 address"));
 }
 
 /* Writes text to a fresh file of this mode in a scratch directory and

@@ -517,6 +517,37 @@ static void test_hello_refused(void **state)
     fake_close(&f);
 }
 
+/* A coordinator nobody listens for is said at warn, once, not at every
+ * retry (there are several in 300 ms with the test's 10-40 ms back-off). */
+static void test_unreachable_said_once(void **state)
+{
+    (void)state;
+    fake f;
+    fake_listen(&f);
+    close(f.listen_fd);              /* the port is closed: refused */
+    char path[] = "/tmp/bft-link-log-XXXXXX";
+    int log_fd = mkstemp(path);
+    assert_true(log_fd >= 0);
+    int saved = dup(STDERR_FILENO);
+    dup2(log_fd, STDERR_FILENO);
+    f.listen_fd = -1;
+    bf_link *l = start_link(&f);
+    bf_sleep_ms(300);
+    bf_link_stop(l);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    char text[8192] = "";
+    ssize_t n = pread(log_fd, text, sizeof text - 1, 0);
+    close(log_fd);
+    unlink(path);
+    text[n > 0 ? n : 0] = '\0';
+    fputs(text, stderr);
+    const char *first = strstr(text, "WARN  link: cannot reach the coordinator");
+    assert_non_null(first);
+    assert_non_null(strstr(first, "connection refused"));
+    assert_null(strstr(first + 20, "cannot reach the coordinator"));
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -527,6 +558,7 @@ int main(void)
         cmocka_unit_test(test_checkpoint_waits_for_metrics_ack),
         cmocka_unit_test(test_request_job),
         cmocka_unit_test(test_hello_refused),
+        cmocka_unit_test(test_unreachable_said_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,466 @@
+/* bench_dashboard: the live dashboard on a large database, and what it costs
+ * the daemon writing that database.
+ *
+ * Writes, through the real store, a 1,000-job sweep (rope 4 x lr 5 x depth
+ * 5 x 10 seeds) with ROWS metric rows (default 10,000,000: ROWS / 4,000
+ * train records of 4 metrics per job), 6 evaluations and 11 frequency
+ * snapshots of each learnable head per job; 990 jobs succeed, 10 stay
+ * running.  Then runs the real `bifocal dashboard` on it and times, over
+ * HTTP on loopback (median of repeats unless "first"):
+ *   the sweep page's data: /api/sweeps/1, its /jobs and /live   < 200 ms
+ *   one job's curves downsampled to 1,000 points                < 50 ms
+ *   a live update: /live?since=cursor, a running job and its
+ *   /curves?since=next_since                                    < 20 ms
+ * and bifocald's ingest on that database (16 workers x 40 messages x 500
+ * records, as bench_ingest) with the dashboard idle and with it polling the
+ * sweep being written (its live view, a running job and its curves, the
+ * summary: 4 requests every 200 ms, about five open pages' worth): rows/s
+ * and rows per second of the daemon's CPU time (steadier on a shared
+ * machine), the median of 3 rounds each (alternating), and their ratios.
+ * Targets: >= 200,000 rows/s, ratio >= 0.9.
+ *
+ * usage: bench_dashboard [ROWS]   (ROWS >= 40,000; 10,000,000 by default) */
+#include <arpa/inet.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "bench_daemon.h"
+#include "clock.h"
+#include "store.h"
+
+#define JOBS 1000
+#define RUNNING 10
+#define RECORDS_PER_BATCH 1000
+#define WIDTH 1000
+#define REPEATS 15
+#define INGEST_WORKERS 16
+#define POLL_MS 200
+#define ROUNDS 3
+
+static void die(const char *what, const char *why)
+{
+    fprintf(stderr, "bench_dashboard: %s: %s\n", what, why ? why : "");
+    exit(1);
+}
+
+/* ---- the database --------------------------------------------------------- */
+
+static void ingest(bf_store *s, int64_t attempt, json_t *recs, int64_t *rows)
+{
+    bf_error err;
+    int n = 0;
+    if (bf_store_ingest(s, attempt, recs, 0, &n, NULL, &err)
+        || bf_store_flush(s, &err))
+        die("ingest", err.msg);
+    *rows += n;
+    json_decref(recs);
+}
+
+/* Records of steps [from, to] of a job: 4 metrics a step, evaluations at
+ * the middle and the end, frequencies every tenth of the run. */
+static void write_steps(bf_store *s, int64_t attempt, int first_head,
+                        int steps, int from, int to, unsigned *seed,
+                        int64_t *rows)
+{
+    json_t *recs = json_array();
+    for (int step = from; step <= to; step++) {
+        double noise = (double)rand_r(seed) / RAND_MAX;
+        json_array_append_new(recs, json_pack(
+            "{s:s, s:i, s:f, s:f, s:f, s:f}", "type", "train", "step", step,
+            "loss", 2.0 / (1.0 + step / 100.0) + 0.1 * noise, "lr", 0.001,
+            "grad_norm", 1.0 + noise, "tokens_per_s", 50000.0 + 1000 * noise));
+        if (step % (steps / 2) == 0)
+            for (int depth = 4; depth <= 16; depth *= 2)
+                json_array_append_new(recs, json_pack(
+                    "{s:s, s:i, s:i, s:f, s:f}", "type", "eval", "step", step,
+                    "depth", depth, "loss", 1.0 + noise, "accuracy", noise));
+        if (step % (steps / 10) == 0)
+            for (int layer = 0; layer < 2; layer++)
+                for (int head = first_head; head < 4; head++) {
+                    json_t *omega = json_array();
+                    for (int p = 0; p < 8; p++)
+                        json_array_append_new(omega, json_real(
+                            pow(10000.0, -p / 8.0) * (1.0 + noise * step / steps)));
+                    json_array_append_new(recs, json_pack(
+                        "{s:s, s:i, s:i, s:i, s:o}", "type", "freq", "step",
+                        step, "layer", layer, "head", head, "omega", omega));
+                }
+        if (json_array_size(recs) >= RECORDS_PER_BATCH) {
+            ingest(s, attempt, recs, rows);
+            recs = json_array();
+        }
+    }
+    ingest(s, attempt, recs, rows);
+}
+
+static int first_learnable_head(const bf_lease *l)
+{
+    json_t *config = json_loads(l->config_json, 0, NULL);
+    const char *rope = json_string_value(json_object_get(config, "rope"));
+    int first = strcmp(rope, "spectral") == 0 ? 0
+                : strcmp(rope, "bifocal") == 0 ? 2 : 4;
+    json_decref(config);
+    return first;
+}
+
+static void make_database(const char *path, long long total_rows)
+{
+    int steps = (int)(total_rows / JOBS / 4);
+    char sweep[1024];
+    snprintf(sweep, sizeof sweep,
+             "name: bench-dashboard\n"
+             "base: {task: dyck, eval_depths: [4, 8, 16], d_model: 64,\n"
+             "       n_heads: 4, n_layers: 2, seq_len: 100, steps: %d}\n"
+             "grid:\n"
+             "  rope: [none, rope, spectral, bifocal]\n"
+             "  lr: [0.001, 0.002, 0.003, 0.004, 0.005]\n"
+             "  depth: [4, 8, 12, 16, 20]\n"
+             "seeds: 10\n", steps);
+    bf_store *s;
+    bf_error err;
+    if (bf_store_open(&s, path, &err))
+        die("open", err.msg);
+    int64_t id;
+    int n_jobs;
+    if (bf_store_submit_sweep(s, "bench-dashboard.yaml", sweep, strlen(sweep),
+                              NULL, 0, &id, &n_jobs, NULL, &err))
+        die("submit", err.msg);
+    double t0 = bf_now_seconds();
+    int64_t rows = 0;
+    unsigned seed = 1;
+    for (int job = 0; job < JOBS; job++) {
+        char worker[32];
+        int live = job >= JOBS - RUNNING;
+        snprintf(worker, sizeof worker, live ? "live-%d" : "bench", job);
+        bf_lease l;
+        if (bf_store_lease_next(s, worker, bf_wall_ms(), 1000000000, &l,
+                                &err) != 1)
+            die("lease", err.msg);
+        write_steps(s, l.attempt_id, first_learnable_head(&l), steps, 1,
+                    live ? steps / 2 : steps, &seed, &rows);
+        if (!live && bf_store_finish_attempt(s, l.attempt_id, 1, NULL,
+                                             bf_wall_ms()))
+            die("finish", NULL);
+        bf_lease_clear(&l);
+    }
+    bf_store_close(s);
+    struct stat st;
+    stat(path, &st);
+    printf("database: %d jobs (%d running), %lld rows (metrics, evals, "
+           "frequencies) written through the store in %.1f s; %.0f MB\n",
+           n_jobs, RUNNING, (long long)rows, bf_now_seconds() - t0,
+           st.st_size / 1048576.0);
+}
+
+/* ---- the dashboard and a client of it ------------------------------------- */
+
+static pid_t start_dashboard(const char *db, const char *port_file, int *port)
+{
+    fflush(stdout);     /* or the child's freopen would print it again */
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stdout))
+            _exit(127);
+        execl(BENCH_BIFOCAL, BENCH_BIFOCAL, "dashboard", "--db", db,
+              "--listen", "127.0.0.1:0", "--port-file", port_file,
+              "--log-level", "warn", (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 300; i++) {
+        FILE *f = fopen(port_file, "r");
+        if (f && fscanf(f, "%d", port) == 1) {
+            fclose(f);
+            return pid;
+        }
+        if (f)
+            fclose(f);
+        bf_sleep_ms(50);
+    }
+    die("dashboard", "did not start listening");
+    return -1;
+}
+
+static int http_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0)
+        die("connect", "the dashboard");
+    return fd;
+}
+
+/* GET path on a kept-alive connection; the JSON body (new reference) and
+ * the milliseconds it took in *ms. */
+static json_t *http_get(int fd, const char *path, double *ms)
+{
+    char req[512];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     "\r\n", path);
+    double t0 = bf_now_seconds();
+    if (write(fd, req, (size_t)n) != n)
+        die("write", path);
+    size_t cap = 1 << 16, len = 0, head = 0, need = 0;
+    char *buf = bf_xmalloc(cap + 1);
+    while (!head || len < need) {
+        if (len == cap)
+            buf = bf_xrealloc(buf, (cap *= 2) + 1);
+        ssize_t got = read(fd, buf + len, cap - len);
+        if (got <= 0)
+            die("read", path);
+        len += (size_t)got;
+        buf[len] = '\0';
+        const char *end = head ? NULL : strstr(buf, "\r\n\r\n");
+        if (end) {
+            const char *cl = strstr(buf, "Content-Length: ");
+            if (strncmp(buf, "HTTP/1.1 200", 12) != 0 || !cl)
+                die(path, buf);
+            head = (size_t)(end + 4 - buf);
+            need = head + strtoul(cl + 16, NULL, 10);
+        }
+    }
+    *ms = 1000 * (bf_now_seconds() - t0);
+    json_t *j = json_loadb(buf + head, need - head, 0, NULL);
+    free(buf);
+    if (!j)
+        die("not JSON", path);
+    return j;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *x, int n)
+{
+    qsort(x, (size_t)n, sizeof *x, by_value);
+    return x[n / 2];
+}
+
+/* ---- the page timings ----------------------------------------------------- */
+
+/* The sweep page's three requests; their total ms, the jobs' cursor. */
+static double sweep_page(int fd, json_int_t *cursor)
+{
+    double a, b, c;
+    json_decref(http_get(fd, "/api/sweeps/1", &a));
+    json_t *jobs = http_get(fd, "/api/sweeps/1/jobs", &b);
+    if (json_array_size(json_object_get(jobs, "jobs")) != JOBS)
+        die("jobs", "not every job listed");
+    *cursor = json_integer_value(json_object_get(jobs, "cursor"));
+    json_decref(jobs);
+    json_decref(http_get(fd, "/api/sweeps/1/live", &c));
+    return a + b + c;
+}
+
+static void time_pages(int port, long long total_rows)
+{
+    int fd = http_connect(port);
+    json_int_t cursor;
+    double first = sweep_page(fd, &cursor), t[REPEATS];
+    for (int i = 0; i < REPEATS; i++)
+        t[i] = sweep_page(fd, &cursor);
+    printf("sweep page data (summary + %d-job table + live), first: %7.1f ms "
+           "(target < 200 ms)\n", JOBS, first);
+    printf("sweep page data, cached while no job starts or ends:     %7.1f ms\n",
+           median(t, REPEATS));
+    char path[256];
+    snprintf(path, sizeof path, "/api/jobs/1/curves?width=%d", WIDTH);
+    json_t *c = http_get(fd, path, &first);
+    json_decref(c);
+    for (int i = 0; i < REPEATS; i++)
+        json_decref(http_get(fd, path, &t[i]));
+    printf("one job's curves, %lld metric rows to <= %d points:     %7.1f ms "
+           "(first %.1f ms; target < 50 ms)\n", total_rows / JOBS, WIDTH,
+           median(t, REPEATS), first);
+    /* A live page: the running jobs and the newest buckets of one. */
+    json_t *live = http_get(fd, "/api/sweeps/1/live", &first);
+    json_int_t job = json_integer_value(json_object_get(json_array_get(
+        json_object_get(live, "running"), 0), "job_id"));
+    json_decref(live);
+    snprintf(path, sizeof path, "/api/jobs/%lld/curves?width=%d", (long long)job,
+             WIDTH);
+    c = http_get(fd, path, &first);
+    json_int_t next = json_integer_value(json_object_get(c, "next_since"));
+    json_decref(c);
+    for (int i = 0; i < REPEATS; i++) {
+        double a, b, d;
+        char p1[128], p2[128], p3[128];
+        snprintf(p1, sizeof p1, "/api/sweeps/1/live?since=%lld", (long long)cursor);
+        snprintf(p2, sizeof p2, "/api/jobs/%lld", (long long)job);
+        snprintf(p3, sizeof p3, "/api/jobs/%lld/curves?width=%d&since=%lld",
+                 (long long)job, WIDTH, (long long)next);
+        json_decref(http_get(fd, p1, &a));
+        json_decref(http_get(fd, p2, &b));
+        json_decref(http_get(fd, p3, &d));
+        t[i] = a + b + d;
+    }
+    printf("live update (live since cursor, running job, its curves "
+           "since): %.1f ms (target < 20 ms)\n", median(t, REPEATS));
+    close(fd);
+}
+
+/* ---- ingest, alone and polled --------------------------------------------- */
+
+typedef struct poller {
+    int port;
+    int sweep;
+    volatile int stop;
+    int requests;
+    double ms[100000];
+} poller;
+
+static void *poll_main(void *arg)
+{
+    poller *p = arg;
+    int fd = http_connect(p->port);
+    char path[256];
+    json_int_t cursor = 0, job = 0, next = 0;
+    while (!p->stop) {
+        double t0 = bf_now_seconds(), ms;
+        snprintf(path, sizeof path, "/api/sweeps/%d/live?since=%lld", p->sweep,
+                 (long long)cursor);
+        json_t *live = http_get(fd, path, &ms);
+        p->ms[p->requests++ % 100000] = ms;
+        json_t *run = json_array_get(json_object_get(live, "running"), 0);
+        if (run && !job)
+            job = json_integer_value(json_object_get(run, "job_id"));
+        json_decref(live);
+        if (job) {
+            snprintf(path, sizeof path, "/api/jobs/%lld/curves?width=%d&since=%lld",
+                     (long long)job, WIDTH, (long long)next);
+            json_t *c = http_get(fd, path, &ms);
+            p->ms[p->requests++ % 100000] = ms;
+            next = json_integer_value(json_object_get(c, "next_since"));
+            json_decref(c);
+            snprintf(path, sizeof path, "/api/jobs/%lld", (long long)job);
+            json_decref(http_get(fd, path, &ms));
+            p->ms[p->requests++ % 100000] = ms;
+        }
+        snprintf(path, sizeof path, "/api/sweeps/%d", p->sweep);
+        json_decref(http_get(fd, path, &ms));
+        p->ms[p->requests++ % 100000] = ms;
+        int left = POLL_MS - (int)(1000 * (bf_now_seconds() - t0));
+        if (left > 0)
+            bf_sleep_ms(left);
+    }
+    close(fd);
+    return NULL;
+}
+
+/* One round: a new sweep of INGEST_WORKERS jobs streamed into; rows/s,
+ * and rows per second of the daemon's own CPU time in *per_cpu. */
+static double ingest_round(bft_daemon *d, int round, poller *p, double *per_cpu)
+{
+    char name[32];
+    snprintf(name, sizeof name, "ingest-%d", round);
+    if (bench_daemon_submit(d, name, INGEST_WORKERS))
+        exit(1);
+    bench_ingest_worker args[INGEST_WORKERS];
+    for (int i = 0; i < INGEST_WORKERS; i++)
+        args[i] = (bench_ingest_worker){ .messages = 40, .records = 500,
+                                         .name = name };
+    pthread_t thread;
+    if (p) {
+        p->sweep = round + 2;
+        p->stop = 0;
+        p->requests = 0;
+        pthread_create(&thread, NULL, poll_main, p);
+    }
+    double cpu0;
+    int failed;
+    double elapsed = bench_run_clients(d, bench_ingest_worker_run, args,
+                                       sizeof *args, INGEST_WORKERS, &cpu0,
+                                       &failed);
+    if (p) {
+        p->stop = 1;
+        pthread_join(thread, NULL);
+    }
+    double rows = (double)INGEST_WORKERS * 40 * 500 * 4;
+    *per_cpu = rows / (bft_daemon_cpu_seconds(d) - cpu0);
+    if (failed)
+        die("ingest", "a worker failed");
+    return rows / elapsed;
+}
+
+static void time_ingest(bft_daemon *d, int port)
+{
+    if (bft_daemon_restart(d))
+        die("bifocald", "did not restart on the database");
+    poller *p = bf_xcalloc(1, sizeof *p);
+    p->port = port;
+    double rate[2][ROUNDS], per_cpu[2][ROUNDS], ms[ROUNDS];
+    int requests[ROUNDS];
+    for (int round = 0; round < 2 * ROUNDS; round++) {
+        int polling = round % 2, k = round / 2;
+        rate[polling][k] = ingest_round(d, round, polling ? p : NULL,
+                                        &per_cpu[polling][k]);
+        printf("  round %d, dashboard %s: %.0f rows/s, %.0f rows per daemon "
+               "CPU second", round + 1, polling ? "polling" : "idle   ",
+               rate[polling][k], per_cpu[polling][k]);
+        if (polling) {
+            requests[k] = p->requests;
+            ms[k] = median(p->ms, p->requests < 100000 ? p->requests : 100000);
+            printf(" (%d requests, median %.1f ms)", requests[k], ms[k]);
+        }
+        printf("\n");
+    }
+    free(p);
+    double idle = median(rate[0], ROUNDS), polled = median(rate[1], ROUNDS);
+    double idle_cpu = median(per_cpu[0], ROUNDS);
+    double polled_cpu = median(per_cpu[1], ROUNDS);
+    printf("bifocald ingest, dashboard idle:    %.0f rows/s, %.0f rows per "
+           "daemon CPU second (median of %d; target >= 200000 rows/s)\n",
+           idle, idle_cpu, ROUNDS);
+    printf("bifocald ingest, dashboard polling: %.0f rows/s, %.0f rows per "
+           "daemon CPU second (median of %d)\n", polled, polled_cpu, ROUNDS);
+    printf("ratio polling / idle: %.3f wall, %.3f per daemon CPU second "
+           "(target >= 0.9)\n", polled / idle, polled_cpu / idle_cpu);
+}
+
+int main(int argc, char **argv)
+{
+    long long rows = argc > 1 ? atoll(argv[1]) : 10000000;
+    if (rows < 40000) {
+        fprintf(stderr, "usage: bench_dashboard [ROWS]   (ROWS >= 40000)\n");
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    bft_daemon d;
+    /* A daemon makes the database (its schema), then the store fills it.
+     * bifocald writes its port file a moment before its SIGTERM handler is
+     * installed: stop it once it has answered. */
+    if (bench_daemon_launch(&d) || !bft_serves_status(&d))
+        die("bifocald", "did not start");
+    int status = bft_daemon_stop(&d, SIGTERM);
+    if (status != 0) {
+        fprintf(stderr, "bench_dashboard: bifocald exited %d on SIGTERM "
+                "(see %s)\n", status, d.log);
+        return 1;
+    }
+    make_database(d.db, rows);
+    char port_file[400];
+    snprintf(port_file, sizeof port_file, "%s/dashboard.port", d.dir);
+    int port;
+    pid_t dash = start_dashboard(d.db, port_file, &port);
+    time_pages(port, rows);
+    time_ingest(&d, port);
+    kill(dash, SIGTERM);
+    waitpid(dash, NULL, 0);
+    bft_daemon_stop(&d, SIGTERM);
+    bft_daemon_cleanup(&d);
+    return 0;
+}

@@ -1,0 +1,45 @@
+/* dashboard: `bifocal dashboard [--db FILE] [--listen HOST:PORT]
+ * [--token-file FILE] [--port-file FILE] [--log-level LEVEL]`: a live view
+ * of the sweeps in a database, served over HTTP while the daemon and the
+ * workers run (docs/dashboard.md).
+ *
+ * A separate process that opens the database read-only (WAL readers never
+ * block the daemon's writer, and the daemon never blocks them), serves the
+ * front-end of client/web/ (dashboard.html, which draws with report.js)
+ * and the JSON API of client/dash_api.c, lets in whom client/dash_access.c
+ * lets in, over the transport of client/http.c. */
+#ifndef BF_DASHBOARD_H
+#define BF_DASHBOARD_H
+
+#include <sqlite3.h>
+
+#include "dash_access.h"
+#include "dash_api.h"
+#include "http.h"
+#include "session.h"
+
+#define BF_DASHBOARD_DEFAULT_LISTEN "127.0.0.1:8080"
+
+/* What answers the dashboard's requests. */
+typedef struct bf_dashboard {
+    bf_dash_api *api;
+    bf_dash_access access;
+    char *page;                  /* the page, rendered once */
+    size_t page_len;
+} bf_dashboard;
+
+/* Over db (read-only, BF_DB_DASHBOARD_VERSION; stays the caller's), named
+ * db_path; token "" lets in loopback peers only.  0, or -1 (printed). */
+int bf_dashboard_init(bf_dashboard *d, sqlite3 *db, const char *db_path,
+                      const char *token);
+void bf_dashboard_free(bf_dashboard *d);
+
+/* A bf_http_handler (ctx: a bf_dashboard): access first, then GET or HEAD
+ * of the page ("/", "/sweeps/N", "/jobs/N") or of the API ("/api/..."). */
+void bf_dashboard_handle(void *ctx, const bf_http_request *req,
+                         bf_http_response *res);
+
+/* A bf_client_command. */
+int bf_client_cmd_dashboard(bf_client *cl, int argc, char **argv);
+
+#endif

@@ -1,0 +1,564 @@
+/* http: requests parsed by http-parser, answered in order, over libuv TCP.
+ * See http.h for the limits and what breaking each one gets. */
+#include "http.h"
+
+#include "alloc.h"
+#include "clock.h"
+#include "log.h"
+#include "wire.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+enum { PART_NONE, PART_URL, PART_NAME, PART_VALUE };
+
+/* RFC 9110's tchar: what a header name may hold. */
+#define TOKEN_CHARS "!#$%&'*+-.^_`|~0123456789" \
+                    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+/* ---- requests and responses ----------------------------------------------- */
+
+const char *bf_http_header(const bf_http_request *r, const char *name)
+{
+    for (int i = 0; i < r->n_headers; i++)
+        if (strcasecmp(r->header_name[i], name) == 0)
+            return r->header_value[i];
+    return NULL;
+}
+
+static int hex_value(char c)
+{
+    return isdigit((unsigned char)c) ? c - '0'
+           : isxdigit((unsigned char)c) ? (tolower((unsigned char)c) - 'a' + 10)
+           : -1;
+}
+
+/* Decodes src[0..n) ('+' is a space, %XX a byte) into out; 0, or -1 when
+ * it does not fit or holds a bad escape or a NUL. */
+static int percent_decode(const char *src, size_t n, char *out, size_t cap)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        int c = (unsigned char)src[i];
+        if (c == '+') {
+            c = ' ';
+        } else if (c == '%') {
+            int hi = i + 2 < n ? hex_value(src[i + 1]) : -1;
+            int lo = i + 2 < n ? hex_value(src[i + 2]) : -1;
+            if (hi < 0 || lo < 0)
+                return -1;
+            c = hi * 16 + lo;
+            i += 2;
+        }
+        if (c == 0 || k + 1 >= cap)
+            return -1;
+        out[k++] = (char)c;
+    }
+    out[k] = '\0';
+    return 0;
+}
+
+int bf_http_query_param(const char *query, const char *name, char *out,
+                        size_t cap)
+{
+    size_t name_len = strlen(name);
+    for (const char *p = query; p && *p;) {
+        size_t len = strcspn(p, "&");
+        const char *eq = memchr(p, '=', len);
+        size_t key_len = eq ? (size_t)(eq - p) : len;
+        if (key_len == name_len && strncmp(p, name, name_len) == 0) {
+            const char *v = eq ? eq + 1 : p + len;
+            return percent_decode(v, (size_t)(p + len - v), out, cap) == 0
+                   ? 1 : -1;
+        }
+        p += len + (p[len] == '&');
+    }
+    return 0;
+}
+
+void bf_http_add_header(bf_http_response *res, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    size_t used = strlen(res->headers);
+    if (n < 0 || (size_t)n >= sizeof line || strpbrk(line, "\r\n")
+        || used + (size_t)n + 3 > sizeof res->headers)
+        return;
+    snprintf(res->headers + used, sizeof res->headers - used, "%s\r\n", line);
+}
+
+void bf_http_error(bf_http_response *res, int status, const char *message)
+{
+    json_t *body = json_pack("{s:s}", "error", message);
+    free(res->body);
+    res->status = status;
+    res->content_type = NULL;
+    res->body = json_dumps(body, JSON_COMPACT);
+    res->body_len = res->body ? strlen(res->body) : 0;
+    json_decref(body);
+}
+
+/* ---- one connection's requests -------------------------------------------- */
+
+static void send_response(bf_http_session *s, bf_http_response *res,
+                          int head_only)
+{
+    const char *body = res->body ? res->body : res->static_body;
+    size_t body_len = body ? res->body_len : 0;
+    char *out = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&out, &size);
+    const char *reason = http_status_str((enum http_status)res->status);
+    fprintf(f, "HTTP/1.1 %d %s\r\n"
+               "Content-Type: %s\r\n"
+               "Content-Length: %zu\r\n"
+               "Cache-Control: no-store\r\n"
+               "X-Content-Type-Options: nosniff\r\n"
+               "%s%s\r\n", res->status, reason,
+            res->content_type ? res->content_type
+                              : "application/json; charset=utf-8",
+            body_len, res->headers, s->closing ? "Connection: close\r\n" : "");
+    if (!head_only && body_len)
+        fwrite(body, 1, body_len, f);
+    fclose(f);
+    free(res->body);
+    res->body = NULL;
+    s->send(s->io, out, size);
+}
+
+/* Answers a broken limit or malformed bytes, then the connection closes. */
+static void send_error(bf_http_session *s, int status, const char *message)
+{
+    bf_http_response res = { 0 };
+    bf_http_error(&res, status, message);
+    s->closing = 1;
+    send_response(s, &res, 0);
+}
+
+/* Stops the parser with a limit's status; the caller returns non-zero. */
+static int refuse(bf_http_session *s, int status)
+{
+    if (!s->error)
+        s->error = status;
+    return -1;
+}
+
+/* Ends the piece at the arena's tail (with its NUL, room for which every
+ * append keeps). */
+static void end_part(bf_http_session *s)
+{
+    if (s->part != PART_NONE)
+        s->arena[s->used++] = '\0';
+}
+
+static int append(http_parser *p, int part, const char *at, size_t len)
+{
+    bf_http_session *s = p->data;
+    if (s->part != part) {
+        end_part(s);
+        if (part == PART_URL) {
+            s->url = s->used;
+        } else if (part == PART_NAME) {
+            if (s->n_headers == BF_HTTP_MAX_HEADERS)
+                return refuse(s, 431);
+            s->name[s->n_headers] = s->used;
+        } else {
+            s->value[s->n_headers++] = s->used;
+        }
+        s->part = part;
+    }
+    /* one byte stays free for this piece's NUL */
+    if (s->used + len + 1 > sizeof s->arena)
+        return refuse(s, part == PART_URL ? 414 : 431);
+    memcpy(s->arena + s->used, at, len);
+    s->used += len;
+    return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t len)
+{
+    return append(p, PART_URL, at, len);
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t len)
+{
+    return append(p, PART_NAME, at, len);
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t len)
+{
+    return append(p, PART_VALUE, at, len);
+}
+
+static int on_message_begin(http_parser *p)
+{
+    bf_http_session *s = p->data;
+    s->used = 0;
+    s->part = PART_NONE;
+    s->n_headers = 0;
+    s->body = 0;
+    s->in_request = 1;
+    return 0;
+}
+
+static int on_headers_complete(http_parser *p)
+{
+    bf_http_session *s = p->data;
+    /* A last header without a value: give it an empty one. */
+    if (s->part == PART_NAME && append(p, PART_VALUE, "", 0))
+        return -1;
+    if (s->part == PART_NONE && append(p, PART_URL, "", 0))
+        return -1;
+    end_part(s);
+    s->part = PART_NONE;
+    if (p->http_major != 1)
+        return refuse(s, 505);
+    /* Debian's http-parser is built lenient (a space passes in a header
+     * name); RFC 9110 allows token characters only. */
+    for (int i = 0; i < s->n_headers; i++) {
+        const char *name = s->arena + s->name[i];
+        if (!*name || strspn(name, TOKEN_CHARS) != strlen(name))
+            return refuse(s, 400);
+    }
+    if ((p->flags & F_CONTENTLENGTH) && p->content_length > BF_HTTP_MAX_BODY)
+        return refuse(s, 413);
+    return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t len)
+{
+    (void)at;
+    bf_http_session *s = p->data;
+    s->body += len;
+    return s->body > BF_HTTP_MAX_BODY ? refuse(s, 413) : 0;
+}
+
+static int on_message_complete(http_parser *p)
+{
+    bf_http_session *s = p->data;
+    bf_http_request req = {
+        .method = http_method_str((enum http_method)p->method),
+        .path = s->arena + s->url,
+        .n_headers = s->n_headers,
+        .peer = s->peer,
+    };
+    char *q = strchr(s->arena + s->url, '?');
+    if (q)
+        *q = '\0';
+    req.query = q ? q + 1 : "";
+    for (int i = 0; i < s->n_headers; i++) {
+        req.header_name[i] = s->arena + s->name[i];
+        req.header_value[i] = s->arena + s->value[i];
+    }
+    s->in_request = 0;
+    /* After an Upgrade request the bytes that follow are not HTTP. */
+    if (!http_should_keep_alive(p) || p->upgrade)
+        s->closing = 1;
+    bf_http_response res = { .status = 200 };
+    s->handler(s->ctx, &req, &res);
+    send_response(s, &res, p->method == HTTP_HEAD);
+    if (s->closing)
+        http_parser_pause(p, 1);
+    return 0;
+}
+
+static const http_parser_settings settings = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+void bf_http_session_init(bf_http_session *s, bf_http_handler handler,
+                          void *ctx, bf_http_send send, void *io,
+                          const struct sockaddr *peer)
+{
+    /* The arena, last, needs no clearing. */
+    memset(s, 0, offsetof(bf_http_session, arena));
+    http_parser_init(&s->parser, HTTP_REQUEST);
+    s->parser.data = s;
+    s->handler = handler;
+    s->ctx = ctx;
+    s->send = send;
+    s->io = io;
+    s->peer = peer;
+}
+
+static const char *limit_message(int status)
+{
+    switch (status) {
+    case 413: return "request body too large";
+    case 414: return "request line too long";
+    case 431: return "request headers too large or too many";
+    case 505: return "HTTP version not supported (1.0 and 1.1 are)";
+    default:  return "malformed request: invalid header name";
+    }
+}
+
+int bf_http_session_feed(bf_http_session *s, const char *data, size_t len)
+{
+    if (s->closing)
+        return 1;
+    http_parser_execute(&s->parser, &settings, data, len);
+    if (s->closing)
+        return 1;
+    enum http_errno e = HTTP_PARSER_ERRNO(&s->parser);
+    if (s->error) {
+        send_error(s, s->error, limit_message(s->error));
+    } else if (e != HPE_OK) {
+        char message[160];
+        snprintf(message, sizeof message, "malformed request: %s",
+                 http_errno_description(e));
+        send_error(s, 400, message);
+    }
+    return s->closing;
+}
+
+int bf_http_session_busy(const bf_http_session *s)
+{
+    return s->in_request;
+}
+
+/* ---- the server ----------------------------------------------------------- */
+
+struct bf_http_conn {
+    uv_tcp_t tcp;                /* first: handles are cast back to it */
+    bf_http_server *server;
+    bf_http_conn *prev, *next;
+    struct sockaddr_storage peer;
+    int64_t deadline_ms;         /* closed when the clock passes it */
+    int writes;                  /* uv_write requests not yet finished */
+    int closing;                 /* answered for the last time: lingering */
+    int shut;                    /* the FIN is sent */
+    int eof;                     /* the peer's FIN came: close once written */
+    int paused;                  /* reads stopped for back-pressure */
+    bf_http_session session;
+};
+
+typedef struct write_req {
+    uv_write_t req;
+    char *bytes;
+} write_req;
+
+static void on_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
+static void close_conn(bf_http_conn *c)
+{
+    if (uv_is_closing((uv_handle_t *)&c->tcp))
+        return;
+    bf_http_server *s = c->server;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    s->n_conns--;
+    uv_close((uv_handle_t *)&c->tcp, on_closed);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)h;
+    buf->base = bf_xmalloc(suggested);
+    buf->len = suggested;
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+static void close_after_writes(bf_http_conn *c);
+
+static void on_written(uv_write_t *req, int status)
+{
+    write_req *w = (write_req *)req;
+    bf_http_conn *c = req->data;
+    free(w->bytes);
+    free(w);
+    c->writes--;
+    if (status < 0 || (c->eof && c->writes == 0)) {
+        close_conn(c);
+    } else if (c->closing) {
+        close_after_writes(c);
+    } else if (c->paused && uv_stream_get_write_queue_size(
+                   (uv_stream_t *)&c->tcp) < BF_HTTP_MAX_QUEUED / 2) {
+        c->paused = 0;
+        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    }
+}
+
+static void send_bytes(void *io, char *bytes, size_t len)
+{
+    bf_http_conn *c = io;
+    write_req *w = bf_xmalloc(sizeof *w);
+    w->bytes = bytes;
+    w->req.data = c;
+    uv_buf_t buf = uv_buf_init(bytes, (unsigned)len);
+    if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &buf, 1, on_written) < 0) {
+        free(bytes);
+        free(w);
+        c->closing = 1;
+        return;
+    }
+    c->writes++;
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+    (void)status;
+    free(req);
+}
+
+/* Ends the connection gracefully: once what was sent is written, a FIN;
+ * what the peer still sends is read and dropped for up to
+ * BF_HTTP_LINGER_MS, so that it reads the answer (an error, say) instead of
+ * a reset for the bytes it sent after it. */
+static void close_after_writes(bf_http_conn *c)
+{
+    if (!c->closing) {
+        c->closing = 1;
+        c->deadline_ms = bf_monotonic_ms() + BF_HTTP_LINGER_MS;
+        if (c->paused) {
+            c->paused = 0;
+            uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+        }
+    }
+    if (c->writes > 0 || c->shut)
+        return;
+    c->shut = 1;
+    uv_shutdown_t *req = bf_xmalloc(sizeof *req);
+    if (uv_shutdown(req, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
+        free(req);
+        close_conn(c);
+    }
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    bf_http_conn *c = (bf_http_conn *)stream;
+    if (nread < 0 && (nread != UV_EOF || c->writes == 0)) {
+        close_conn(c);              /* the peer is gone, or has said all */
+    } else if (nread < 0) {
+        /* It has said all but not read all: its answers go out first. */
+        c->eof = 1;
+        uv_read_stop(stream);
+        close_after_writes(c);
+    } else if (nread > 0 && !c->closing) {
+        int was_busy = bf_http_session_busy(&c->session);
+        int done = bf_http_session_feed(&c->session, buf->base, (size_t)nread);
+        int64_t now = bf_monotonic_ms();
+        if (!bf_http_session_busy(&c->session))
+            c->deadline_ms = now + BF_HTTP_IDLE_MS;
+        else if (!was_busy)
+            c->deadline_ms = now + BF_HTTP_REQUEST_MS;
+        if (done || c->closing) {
+            close_after_writes(c);
+        } else if (uv_stream_get_write_queue_size(stream) > BF_HTTP_MAX_QUEUED) {
+            c->paused = 1;
+            uv_read_stop(stream);
+        }
+    }
+    free(buf->base);
+}
+
+/* Every second: connections past their deadline end: one lingering after
+ * its answer at once, one idle gracefully, one mid-request after a 408. */
+static void on_timer(uv_timer_t *t)
+{
+    bf_http_server *s = t->data;
+    int64_t now = bf_monotonic_ms();
+    for (bf_http_conn *c = s->conns, *next; c; c = next) {
+        next = c->next;
+        if (now < c->deadline_ms)
+            continue;
+        if (c->closing) {
+            close_conn(c);
+            continue;
+        }
+        if (bf_http_session_busy(&c->session))
+            send_error(&c->session, 408, "request not complete in time");
+        close_after_writes(c);
+    }
+}
+
+static void on_connection(uv_stream_t *listener, int status)
+{
+    bf_http_server *s = listener->data;
+    if (status < 0) {
+        bf_log_warn("dashboard: accept: %s", uv_strerror(status));
+        return;
+    }
+    bf_http_conn *c = bf_xcalloc(1, sizeof *c);
+    c->server = s;
+    uv_tcp_init(s->loop, &c->tcp);
+    if (uv_accept(listener, (uv_stream_t *)&c->tcp) < 0) {
+        uv_close((uv_handle_t *)&c->tcp, on_closed);
+        return;
+    }
+    int len = sizeof c->peer;
+    uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&c->peer, &len);
+    bf_http_session_init(&c->session, s->handler, s->ctx, send_bytes, c,
+                         (const struct sockaddr *)&c->peer);
+    c->next = s->conns;
+    if (s->conns)
+        s->conns->prev = c;
+    s->conns = c;
+    s->n_conns++;
+    c->deadline_ms = bf_monotonic_ms() + BF_HTTP_REQUEST_MS;
+    uv_tcp_nodelay(&c->tcp, 1);
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    if (s->n_conns > BF_HTTP_MAX_CONNS) {
+        send_error(&c->session, 503, "too many connections");
+        close_after_writes(c);
+    }
+}
+
+int bf_http_listen(bf_http_server *s, uv_loop_t *loop, const char *host_port,
+                   bf_http_handler handler, void *ctx, bf_error *err)
+{
+    memset(s, 0, sizeof *s);
+    s->loop = loop;
+    s->handler = handler;
+    s->ctx = ctx;
+    struct sockaddr_storage addr;
+    if (bf_wire_parse_listen(host_port, &addr, err))
+        return -1;
+    uv_tcp_init(loop, &s->listener);
+    s->listener.data = s;
+    int rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&s->listener, 128, on_connection);
+    if (rc < 0) {
+        uv_close((uv_handle_t *)&s->listener, NULL);
+        return bf_error_set(err, NULL, 0, "listen", "cannot listen on %s: %s",
+                            host_port, uv_strerror(rc));
+    }
+    struct sockaddr_storage bound;
+    int len = sizeof bound;
+    uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &len);
+    s->port = bf_wire_addr_port(&bound);
+    uv_timer_init(loop, &s->timer);
+    s->timer.data = s;
+    uv_timer_start(&s->timer, on_timer, 1000, 1000);
+    return 0;
+}
+
+void bf_http_close(bf_http_server *s)
+{
+    uv_close((uv_handle_t *)&s->listener, NULL);
+    uv_close((uv_handle_t *)&s->timer, NULL);
+    while (s->conns)
+        close_conn(s->conns);
+}

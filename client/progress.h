@@ -1,0 +1,54 @@
+/* progress: how far a sweep's running jobs are and when they, and the
+ * sweep, will end; computed from the live_jobs rows (one per running job,
+ * schema/005_dashboard.sql) polled over time.  `bifocal watch` and the
+ * dashboard both use it, so both show the same estimates.
+ *
+ * A job's rate is observed: the steps it advanced since it was first seen
+ * in its current attempt, over the time since, once that is at least
+ * BF_PROGRESS_MIN_WINDOW_MS; before that, the worker's own tokens_per_s
+ * over the tokens of a step (batch_size * seq_len), which leaves out
+ * evaluation and checkpoint time.  A job's ETA is its steps left over its
+ * rate.  The sweep's is the steps left in its running and queued jobs over
+ * the running jobs' rates added up: what the connected workers do
+ * together. */
+#ifndef BF_PROGRESS_H
+#define BF_PROGRESS_H
+
+#include <stdint.h>
+#include <jansson.h>
+
+#define BF_PROGRESS_MIN_WINDOW_MS 2000
+
+typedef struct bf_progress_seen {
+    int64_t job_id, attempt_id;
+    double step;            /* the step when first seen in this attempt */
+    int64_t ms;             /* and when */
+} bf_progress_seen;
+
+/* What one observer has seen; one per sweep followed. */
+typedef struct bf_progress {
+    bf_progress_seen *seen;
+    int n, cap;
+} bf_progress;
+
+void bf_progress_init(bf_progress *p);
+void bf_progress_clear(bf_progress *p);
+
+/* Observes live (an array of live_jobs rows) at now_ms (bf_monotonic_ms)
+ * and sets in each row "rate" (steps per second) and "eta_s" (seconds to
+ * its last step), each null while unknown.  Jobs no longer in live are
+ * forgotten. */
+void bf_progress_update(bf_progress *p, json_t *live, int64_t now_ms);
+
+/* Seconds until the sweep's last step, or a negative number when unknown
+ * (nothing runs): the rows of live after bf_progress_update, and the
+ * steps of the queued jobs (queued_steps; negative: n_queued jobs as long
+ * as the running ones on average). */
+double bf_progress_sweep_eta(const json_t *live, long long n_queued,
+                             double queued_steps);
+
+/* A row's number field, or fallback when it is missing, null or text
+ * (a non-finite value stored as "nan"). */
+double bf_progress_number(const json_t *row, const char *key, double fallback);
+
+#endif

@@ -1,0 +1,501 @@
+/* Bifocal's live dashboard: three pages drawn from the JSON API of
+ * `bifocal dashboard` (docs/dashboard.md) with the report's parts
+ * (report.js): all sweeps; one sweep (live progress of its running jobs,
+ * the structure-gap figure and comparison as jobs finish, the job table
+ * filtered by any swept field and status); one job (config, attempts,
+ * training curves, evaluations per depth, frequency trajectories of every
+ * learnable head).  Each page polls every poll_ms; the sweep page asks
+ * only for jobs that ended since its cursor, the job page only for the
+ * curves' buckets since its cursor, so nothing whole is fetched again. */
+"use strict";
+
+var BifocalDashboard = (function () {
+  var R = BifocalReport, el = R.el, fmt = R.fmt;
+  var config = { poll_ms: 1000 };
+  var statusLine = null;
+
+  /* ---- plumbing ---------------------------------------------------------- */
+
+  function api(path) {
+    return fetch(path, { cache: "no-store", credentials: "same-origin" })
+      .then(function (r) {
+        return r.json().then(function (body) {
+          if (!r.ok) throw new Error(body.error || r.status + " " + r.statusText);
+          return body;
+        });
+      });
+  }
+
+  /* Runs step (a function returning a promise) now and again poll_ms after
+   * each end, until it resolves to false.  A failure is shown, not thrown,
+   * and the poll goes on (the dashboard or the network may come back). */
+  function poll(step) {
+    function again(delay) { setTimeout(tick, delay); }
+    function tick() {
+      step().then(function (more) {
+        setStatus("updated " + new Date().toLocaleTimeString(), false);
+        if (more !== false) again(config.poll_ms);
+      }, function (e) {
+        setStatus("not updated: " + e.message, true);
+        again(config.poll_ms * 3);
+      });
+    }
+    tick();
+  }
+
+  function setStatus(text, stale) {
+    if (!statusLine) return;
+    statusLine.textContent = text;
+    statusLine.className = "bf-status" + (stale ? " bf-stale" : "");
+  }
+
+  function time(ms) {
+    return ms === null || ms === undefined ? "" : new Date(ms).toLocaleString();
+  }
+
+  function duration(s) {
+    if (s === null || s === undefined || !isFinite(s)) return "";
+    if (s >= 3600) return Math.floor(s / 3600) + "h" + ("0" + Math.floor(s / 60) % 60).slice(-2) + "m";
+    if (s >= 60) return Math.floor(s / 60) + "m" + ("0" + Math.floor(s) % 60).slice(-2) + "s";
+    return s.toFixed(1) + "s";
+  }
+
+  function bar(fraction, small) {
+    var f = Math.max(0, Math.min(1, fraction || 0));
+    return el("span", { class: "bf-bar" + (small ? " bf-small" : ""),
+                        title: Math.round(100 * f) + "%" },
+              [el("span", { style: "width:" + (100 * f).toFixed(1) + "%" })]);
+  }
+
+  function link(href, text) { return el("a", { href: href, text: String(text) }); }
+
+  function statusCell(s) { return el("span", { class: "bf-status-" + s, text: s }); }
+
+  /* A table whose cells may be nodes; columns: {title, get(row)}. */
+  function liveTable(parent, rows, columns, cls) {
+    var t = el("table", { class: cls || "bf-table" });
+    t.appendChild(el("thead", {}, [el("tr", {}, columns.map(function (c) {
+      return el("th", { text: c.title });
+    }))]));
+    var body = el("tbody");
+    rows.forEach(function (r) {
+      body.appendChild(el("tr", {}, columns.map(function (c) {
+        var v = c.get(r);
+        if (v instanceof Node) return el("td", {}, [v]);
+        return el("td", { text: typeof v === "number" ? fmt(v) : (v === null || v === undefined ? "" : String(v)) });
+      })));
+    });
+    t.appendChild(body);
+    parent.textContent = "";
+    parent.appendChild(el("div", { class: "bf-scroll" }, [t]));
+  }
+
+  function header(root, title, links) {
+    root.appendChild(el("nav", { class: "bf-nav" }, links));
+    root.appendChild(el("h1", { text: title }));
+    statusLine = el("div", { class: "bf-status" });
+    root.appendChild(statusLine);
+  }
+
+  function workersNote(w) {
+    if (!w) return el("span");
+    if (w.connected > 0)
+      return el("span", { text: w.connected + " worker" + (w.connected === 1 ? "" : "s") + " connected" });
+    return el("div", { class: "bf-warn" }, [
+      document.createTextNode("0 workers connected: start one with "),
+      el("code", { text: w.hint })]);
+  }
+
+  function countsLine(parent, c, eta, workers) {
+    var ended = c.succeeded + c.failed + c.cancelled;
+    parent.textContent = "";
+    parent.appendChild(bar(c.total ? ended / c.total : 0));
+    [ended + "/" + c.total + " ended", "running " + c.running, "queued " + c.queued,
+     "succeeded " + c.succeeded, "failed " + c.failed, "cancelled " + c.cancelled,
+     "status " + c.status, "ETA " + (eta === null || eta === undefined ? "?" : duration(eta))]
+      .forEach(function (t) { parent.appendChild(el("span", { text: t })); });
+    if (workers && c.status === "active" && workers.connected === 0 && c.queued > 0)
+      parent.appendChild(workersNote(workers));
+  }
+
+  /* ---- all sweeps -------------------------------------------------------- */
+
+  function sweepsPage(root) {
+    header(root, "Sweeps", [link("/", "all sweeps")]);
+    var workers = el("div", { class: "bf-counts" }), holder = el("div");
+    root.appendChild(workers);
+    root.appendChild(holder);
+    poll(function () {
+      return api("/api/sweeps").then(function (d) {
+        workers.textContent = "";
+        workers.appendChild(workersNote(d.workers));
+        liveTable(holder, d.sweeps, [
+          { title: "sweep", get: function (s) { return link("/sweeps/" + s.sweep_id, s.sweep_id); } },
+          { title: "name", get: function (s) { return s.name; } },
+          { title: "status", get: function (s) { return s.status; } },
+          { title: "progress", get: function (s) {
+              return bar(s.total ? (s.succeeded + s.failed + s.cancelled) / s.total : 0); } },
+          { title: "ended", get: function (s) {
+              return (s.succeeded + s.failed + s.cancelled) + "/" + s.total; } },
+          { title: "running", get: function (s) { return s.running; } },
+          { title: "queued", get: function (s) { return s.queued; } },
+          { title: "failed", get: function (s) { return s.failed; } },
+          { title: "ETA", get: function (s) { return duration(s.eta_s); } },
+          { title: "file", get: function (s) { return s.filename; } },
+          { title: "submitted", get: function (s) { return time(s.submitted_ms); } },
+        ], "bf-table bf-sweeps");
+      });
+    });
+  }
+
+  /* ---- one sweep --------------------------------------------------------- */
+
+  var JOB_COLUMNS = ["status", "train_loss", "eval_loss", "eval_accuracy",
+                     "ood_depth", "ood_loss", "ood_accuracy", "started", "took",
+                     "error"];
+
+  function sweepPage(root, id) {
+    var st = { summary: null, jobs: {}, order: [], cursor: null, filters: {} };
+    header(root, "Sweep " + id, [link("/", "all sweeps")]);
+    var counts = el("div", { class: "bf-counts" });
+    root.appendChild(counts);
+    var running = R.section(root, "Running jobs",
+      "Newest logged step of each running job, its loss, throughput and ETA " +
+      "from its observed step rate.");
+    var runningBox = el("div");
+    running.appendChild(runningBox);
+    var summaryBox = el("div");
+    root.appendChild(summaryBox);
+    var jobsSec = R.section(root, "Jobs", "Every job of the sweep; filter by " +
+                            "status and by any swept field.");
+    var filters = el("div", { class: "bf-filters" }), jobsBox = el("div");
+    jobsSec.appendChild(filters);
+    jobsSec.appendChild(jobsBox);
+
+    function renderSummary() {
+      var s = st.summary;
+      document.querySelector("h1").textContent = "Sweep " + id + ": " + s.sweep.name;
+      summaryBox.textContent = "";
+      if (s.compare.length) {
+        R.depthFigures(summaryBox, s);
+        R.compareSection(summaryBox, s);
+      } else {
+        R.section(summaryBox, "Structure gap",
+                  "Drawn once a job has succeeded.");
+      }
+    }
+
+    function rows() { return st.order.map(function (k) { return st.jobs[k]; }); }
+
+    function renderFilters() {
+      filters.textContent = "";
+      ["status"].concat(st.summary.varying).forEach(function (field) {
+        var values = {};
+        rows().forEach(function (r) { values[JSON.stringify(r[field])] = r[field]; });
+        var pick = el("select", { "data-field": field });
+        pick.appendChild(el("option", { value: "", text: "any" }));
+        Object.keys(values).sort().forEach(function (k) {
+          pick.appendChild(el("option", { value: k, text: String(values[k]) }));
+        });
+        pick.value = st.filters[field] || "";
+        if (pick.value !== (st.filters[field] || "")) delete st.filters[field];
+        pick.addEventListener("change", function () {
+          if (pick.value) st.filters[field] = pick.value;
+          else delete st.filters[field];
+          renderJobs();
+        });
+        filters.appendChild(el("label", {}, [document.createTextNode(field + " "), pick]));
+      });
+    }
+
+    function renderJobs() {
+      var shown = rows().filter(function (r) {
+        return Object.keys(st.filters).every(function (f) {
+          return JSON.stringify(r[f]) === st.filters[f];
+        });
+      });
+      var cols = [{ title: "job", get: function (r) { return link("/jobs/" + r.job_id, r.job_id); } }];
+      st.summary.varying.forEach(function (f) {
+        cols.push({ title: f, get: function (r) { return r[f]; } });
+      });
+      JOB_COLUMNS.forEach(function (k) {
+        cols.push({ title: k.replace(/_/g, " "), get: k === "status"
+          ? function (r) { return statusCell(r.status); } : function (r) { return r[k]; } });
+      });
+      liveTable(jobsBox, shown, cols, "bf-table bf-jobs");
+      jobsSec.querySelector(".bf-note").textContent = shown.length + " of " +
+        st.order.length + " jobs shown; filter by status and by any swept field.";
+    }
+
+    function setJobs(list) {
+      st.jobs = {};
+      st.order = [];
+      list.forEach(function (r) { st.jobs[r.job_id] = r; st.order.push(r.job_id); });
+    }
+
+    function renderRunning(live) {
+      if (!live.running.length) {
+        runningBox.textContent = "";
+        runningBox.appendChild(el("p", { class: "bf-note", text: "No job is running." }));
+        return;
+      }
+      var cols = [{ title: "job", get: function (r) { return link("/jobs/" + r.job_id, r.job_id); } }];
+      st.summary.varying.forEach(function (f) {
+        cols.push({ title: f, get: function (r) { return r.fields[f]; } });
+      });
+      cols.push(
+        { title: "progress", get: function (r) { return bar(r.steps ? (r.step || 0) / r.steps : 0, true); } },
+        { title: "step", get: function (r) { return (r.step === null ? 0 : r.step) + "/" + r.steps; } },
+        { title: "loss", get: function (r) { return typeof r.loss === "number" ? fmt(r.loss) : r.loss; } },
+        { title: "tokens/s", get: function (r) { return r.tokens_per_s === null ? "" : Math.round(r.tokens_per_s); } },
+        { title: "ETA", get: function (r) { return duration(r.eta_s); } },
+        { title: "worker", get: function (r) { return r.worker; } },
+        { title: "attempt", get: function (r) { return r.attempt_no; } });
+      liveTable(runningBox, live.running, cols, "bf-table bf-running");
+    }
+
+    /* Counts of the rows held, to notice a change no cursor reports (a
+     * job re-queued after a lost lease, a retry): then all are fetched. */
+    function heldCounts() {
+      var c = { queued: 0, running: 0, succeeded: 0, failed: 0, cancelled: 0 };
+      rows().forEach(function (r) { c[r.status] = (c[r.status] || 0) + 1; });
+      return c;
+    }
+
+    function consistent(live) {
+      var held = heldCounts(), c = live.counts;
+      return ["succeeded", "failed", "cancelled"].every(function (k) { return held[k] === c[k]; }) &&
+             held.queued + held.running === c.queued + c.running;
+    }
+
+    function fetchAll() {
+      return Promise.all([api("/api/sweeps/" + id), api("/api/sweeps/" + id + "/jobs")])
+        .then(function (r) {
+          st.summary = r[0];
+          setJobs(r[1].jobs);
+          st.cursor = r[1].cursor;
+          renderSummary();
+          renderFilters();
+          renderJobs();
+        });
+    }
+
+    function update() {
+      /* No job ended yet: every one that ends from now on is new. */
+      var since = st.cursor === null ? 0 : st.cursor;
+      return api("/api/sweeps/" + id + "/live?since=" + since).then(function (live) {
+        countsLine(counts, live.counts, live.eta_s, live.workers);
+        renderRunning(live);
+        var changed = false;
+        live.ended.forEach(function (r) {
+          if (!st.jobs[r.job_id]) st.order.push(r.job_id);
+          changed = changed || JSON.stringify(st.jobs[r.job_id]) !== JSON.stringify(r);
+          st.jobs[r.job_id] = r;
+        });
+        live.running.forEach(function (r) {
+          var row = st.jobs[r.job_id];
+          if (row && row.status !== "running") { row.status = "running"; changed = true; }
+        });
+        if (live.cursor !== null) st.cursor = live.cursor;
+        if (!consistent(live)) return fetchAll();
+        if (st.summary.counts.succeeded !== live.counts.succeeded)
+          return api("/api/sweeps/" + id).then(function (s) {
+            st.summary = s;
+            renderSummary();
+            renderFilters();
+            renderJobs();
+          });
+        if (changed) { renderFilters(); renderJobs(); }
+      });
+    }
+
+    var started = false;
+    poll(function () {
+      if (!started) return fetchAll().then(function () { started = true; return update(); });
+      return update();
+    });
+  }
+
+  /* ---- one job ----------------------------------------------------------- */
+
+  var METRICS = [
+    { key: "loss", title: "Training loss", log: true, band: true },
+    { key: "lr", title: "Learning rate" },
+    { key: "grad_norm", title: "Gradient norm (before clipping)", log: true },
+    { key: "tokens_per_s", title: "Throughput (tokens/s)" },
+  ];
+
+  /* Drops what a reply from `since` on replaces, then appends it. */
+  function mergeSeries(held, fresh, since, keys) {
+    var keep = held.step.filter(function (s) { return s < since; }).length;
+    keys.forEach(function (k) { held[k] = held[k].slice(0, keep).concat(fresh[k]); });
+    held.step = held.step.slice(0, keep).concat(fresh.step);
+  }
+
+  function mergeCurves(held, fresh) {
+    var since = fresh.since;
+    Object.keys(fresh.metrics).forEach(function (k) {
+      if (!held.metrics[k]) held.metrics[k] = fresh.metrics[k];
+      else mergeSeries(held.metrics[k], fresh.metrics[k], since, ["mean", "min", "max"]);
+    });
+    fresh.evals.forEach(function (e) {
+      var h = held.evals.filter(function (x) { return x.depth === e.depth; })[0];
+      if (!h) held.evals.push(e);
+      else mergeSeries(h, e, since, ["loss", "accuracy"]);
+    });
+    fresh.frequencies.forEach(function (f) {
+      var h = held.frequencies.filter(function (x) {
+        return x.layer === f.layer && x.head === f.head; })[0];
+      if (!h) { held.frequencies.push(f); return; }
+      var keep = h.step.filter(function (s) { return s < since; }).length;
+      h.ratio = f.ratio.map(function (ys, p) {
+        return (h.ratio[p] || h.step.map(function () { return null; })).slice(0, keep).concat(ys);
+      });
+      h.step = h.step.slice(0, keep).concat(f.step);
+    });
+    held.next_since = fresh.next_since;
+  }
+
+  function jobPage(root, id) {
+    header(root, "Job " + id, [link("/", "all sweeps")]);
+    var nav = root.querySelector("nav");
+    var facts = el("div"), progress = el("div", { class: "bf-counts" });
+    root.appendChild(facts);
+    root.appendChild(progress);
+    var train = R.section(root, "Training", "Downsampled to the page's width: " +
+      "per bucket of steps the mean (loss: with its min-max band).");
+    var evalSec = R.section(root, "Evaluation", "Accuracy and loss at each " +
+      "evaluated depth over the steps.");
+    var freqSec = R.section(root, "Learned frequencies", "omega(step) / " +
+      "omega(first recorded) of every pair, one figure per learnable head.");
+    var freqBox = el("div", { class: "bf-heads" });
+    freqSec.appendChild(freqBox);
+    var attemptsSec = R.section(root, "Attempts", "Every lease of the job: " +
+      "worker, times, outcome and error.");
+    var attemptsBox = el("div");
+    attemptsSec.appendChild(attemptsBox);
+    var configSec = R.section(root, "Config", "The job's full configuration.");
+    var configBox = el("pre", { class: "bf-config" });
+    configSec.appendChild(configBox);
+
+    var curves = null, figs = {}, width = Math.max(16, Math.min(4096,
+      Math.round(train.clientWidth || 1000)));
+    var sweepLinked = false;
+
+    function draw(parent, key, spec) {
+      if (figs[key]) figs[key].update(spec);
+      else figs[key] = R.figure(parent, spec);
+    }
+
+    function drawCurves() {
+      METRICS.forEach(function (m, i) {
+        var s = curves.metrics[m.key];
+        if (!s || !s.step.length) return;
+        draw(train, m.key, { id: "fig-" + m.key.replace(/_/g, "-"), title: m.title,
+          xLabel: "step", yLabel: m.key, x: s.step, logY: !!m.log, logToggle: !!m.log,
+          height: 240,
+          series: [{ label: m.key, color: R.color(i), y: s.mean,
+                     low: m.band ? s.min : null, high: m.band ? s.max : null }] });
+      });
+      if (curves.evals.length) {
+        var a = R.align(curves.evals.map(function (e) { return { x: e.step }; }));
+        ["accuracy", "loss"].forEach(function (k) {
+          draw(evalSec, "eval-" + k, { id: "fig-eval-" + k, title: "Eval " + k + " per depth",
+            xLabel: "step", yLabel: k, x: a.x, height: 260, logToggle: k === "loss",
+            series: curves.evals.map(function (e, i) {
+              return { label: "depth " + e.depth, color: R.color(i), y: a.on({ x: e.step }, e[k]) };
+            }) });
+        });
+      }
+      curves.frequencies.forEach(function (h) {
+        draw(freqBox, "freq-" + h.layer + "-" + h.head, {
+          id: "fig-freq-l" + h.layer + "-h" + h.head,
+          title: "Layer " + h.layer + ", head " + h.head + ": omega / omega(0)",
+          xLabel: "step", yLabel: "ratio", x: h.step, height: 220,
+          series: h.ratio.map(function (ys, p) {
+            return { label: "pair " + p, color: R.color(p), y: ys };
+          }) });
+      });
+    }
+
+    function noteEmpty() {
+      [[train, curves && Object.keys(curves.metrics).length, "No training metrics yet."],
+       [evalSec, curves && curves.evals.length, "No evaluation yet."],
+       [freqSec, curves && curves.frequencies.length,
+        "No learned frequencies (this job's heads are all geometric, or none recorded yet)."]]
+        .forEach(function (x) {
+          var p = x[0].querySelector(".bf-empty");
+          if (x[1] && p) p.remove();
+          if (!x[1] && !p) x[0].appendChild(el("p", { class: "bf-note bf-empty", text: x[2] }));
+        });
+    }
+
+    function renderJob(d) {
+      var j = d.job;
+      if (!sweepLinked) {
+        nav.appendChild(link("/sweeps/" + j.sweep_id, "sweep " + j.sweep_id + ": " + j.sweep_name));
+        sweepLinked = true;
+      }
+      var fields = Object.keys(d.fields).map(function (k) { return k + "=" + JSON.stringify(d.fields[k]); });
+      document.querySelector("h1").textContent = "Job " + id + (fields.length ? ": " + fields.join(" ") : "");
+      facts.textContent = "";
+      var line = el("div", { class: "bf-counts" }, [statusCell(j.status),
+        el("span", { text: "attempts " + j.attempts }),
+        el("span", { text: "started " + (time(j.started_ms) || "-") }),
+        el("span", { text: "finished " + (time(j.finished_ms) || "-") }),
+        el("span", { text: "checkpoint step " + (j.checkpoint_step === null ? "-" : j.checkpoint_step) })]);
+      facts.appendChild(line);
+      if (j.error) facts.appendChild(el("div", { class: "bf-error", text: j.error }));
+      progress.textContent = "";
+      if (d.live) {
+        var l = d.live;
+        progress.appendChild(bar(l.steps ? (l.step || 0) / l.steps : 0));
+        ["step " + (l.step || 0) + "/" + l.steps,
+         "loss " + (typeof l.loss === "number" ? fmt(l.loss) : l.loss),
+         "tokens/s " + (l.tokens_per_s === null ? "?" : Math.round(l.tokens_per_s)),
+         "ETA " + (l.eta_s === null ? "?" : duration(l.eta_s)),
+         "on " + l.worker].forEach(function (t) { progress.appendChild(el("span", { text: t })); });
+      }
+      liveTable(attemptsBox, d.attempts, [
+        { title: "attempt", get: function (a) { return a.attempt_no; } },
+        { title: "worker", get: function (a) { return a.worker; } },
+        { title: "started", get: function (a) { return time(a.started_ms); } },
+        { title: "ended", get: function (a) { return time(a.ended_ms); } },
+        { title: "outcome", get: function (a) { return statusCell(a.outcome); } },
+        { title: "error", get: function (a) { return a.error; } },
+      ], "bf-table bf-attempts");
+      configBox.textContent = JSON.stringify(j.config, null, 2);
+    }
+
+    var last = false;
+    poll(function () {
+      var q = "/api/jobs/" + id + "/curves?width=" + width +
+              (curves ? "&since=" + curves.next_since : "");
+      return Promise.all([api("/api/jobs/" + id), api(q)]).then(function (r) {
+        renderJob(r[0]);
+        if (!curves) curves = r[1];
+        else mergeCurves(curves, r[1]);
+        drawCurves();
+        noteEmpty();
+        /* One more poll after the job ends picks up its last rows. */
+        var open = r[0].job.status === "running" || r[0].job.status === "queued";
+        if (open) { last = false; return true; }
+        if (last) return false;
+        last = true;
+        return true;
+      });
+    });
+  }
+
+  /* ---- start ------------------------------------------------------------- */
+
+  function start(root, cfg) {
+    config = cfg || config;
+    var m;
+    if ((m = location.pathname.match(/^\/sweeps\/(\d+)$/))) sweepPage(root, Number(m[1]));
+    else if ((m = location.pathname.match(/^\/jobs\/(\d+)$/))) jobPage(root, Number(m[1]));
+    else sweepsPage(root);
+  }
+
+  return { start: start, mergeCurves: mergeCurves };
+})();
