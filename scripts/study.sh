@@ -57,3 +57,16 @@ sqlite3 -header -column "$db" "
     > "$out/cost.txt"
 cat "$out/cost.txt"
 echo "tables and figures in $out/; reports in runs/study-*.html"
+# How far the learnable frequencies moved: omega(final) / omega(0) over
+# every learnable (layer, head, pair) of every seed, per stage, task and
+# variant.
+sqlite3 -header -column "$db" "
+  SELECT j.stage, json_extract(j.config, '\$.task') AS task, j.rope,
+         json_extract(j.config, '\$.freq_lr_mult') AS freq_lr_mult,
+         count(*) AS pairs, printf('%.3f', min(fe.omega_ratio)) AS min_ratio,
+         printf('%.3f', max(fe.omega_ratio)) AS max_ratio,
+         printf('%.3f', avg(abs(ln(fe.omega_ratio)))) AS mean_abs_log_ratio
+    FROM frequency_evolution fe JOIN jobs j USING (job_id)
+   WHERE fe.learnable AND fe.step = json_extract(j.config, '\$.steps')
+   GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4" > "$out/frequencies.txt"
+cat "$out/frequencies.txt"
