@@ -77,6 +77,7 @@ extern const int bf_schema_n_migrations;
       " WHERE a.attempt_id = ?1 AND a.outcome = 'running'")                    \
     X(ST_WORKER_LIVE_ATTEMPT,                                                  \
       "SELECT attempt_id, job_id FROM attempts"                                \
+      " INDEXED BY attempts_live_by_worker"                                    \
       " WHERE outcome = 'running' AND worker = ?1 LIMIT 1")                    \
     X(ST_ATTEMPT_OWNER,                                                        \
       "SELECT worker = ?2 FROM attempts"                                       \
