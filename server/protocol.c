@@ -31,21 +31,49 @@ typedef struct session {
     char name[128];             /* worker name, or "client@PEER" */
     char host[128];             /* worker host from its hello */
     int ranks;
+    int protocol_errors;        /* in a row (is_protocol_error) */
     json_t *pending_acks;       /* acks to send after the next flush */
 } session;
 
+/* A line about one connection, within its log budget (net.h). */
 #define LOGC(level, s, fmt, ...)                                            \
-    bf_log(level, "conn %llu %s: " fmt,                                     \
-           (unsigned long long)(s)->conn->serial,                           \
-           (s)->name[0] ? (s)->name : (s)->conn->peer, __VA_ARGS__)
+    do {                                                                    \
+        if (bf_log_enabled(level) && bf_conn_log_ok((s)->conn))             \
+            bf_log(level, "conn %llu %s: " fmt,                             \
+                   (unsigned long long)(s)->conn->serial,                   \
+                   (s)->name[0] ? (s)->name : (s)->conn->peer,              \
+                   __VA_ARGS__);                                            \
+    } while (0)
 
 /* ---- small helpers -------------------------------------------------------- */
+
+/* The codes that say the peer broke the protocol (rather than asked for
+ * something the state refuses, or met a store failure). */
+static int is_protocol_error(const char *code)
+{
+    static const char *const codes[] = { "bad_json", "unknown_type",
+        "out_of_place", "bad_message", "bad_records" };
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        if (strcmp(code, codes[i]) == 0)
+            return 1;
+    return 0;
+}
 
 static void reply_error(session *s, const json_t *id, const char *code,
                         const bf_error *err, const char *text)
 {
     LOGC(BF_LOG_WARN, s, "error %s: %s", code, text);
     bf_conn_send(s->conn, bf_wire_error(code, id, err, "%s", text));
+    int max = s->p->max_protocol_errors;
+    if (!is_protocol_error(code) || max <= 0
+        || ++s->protocol_errors < max)
+        return;
+    /* 3 MB of "{}\n" used to cost a million error replies (and log
+     * lines): a peer that keeps breaking the protocol is cut off. */
+    LOGC(BF_LOG_WARN, s, "%d protocol errors in a row, closing", max);
+    bf_conn_fail(s->conn, bf_wire_error("too_many_errors", NULL, NULL,
+                 "%d protocol errors in a row: closing the connection",
+                 max));
 }
 
 static json_t *new_reply(const char *type, const json_t *id)
@@ -309,7 +337,7 @@ static void handle_hello(session *s, json_t *msg, const json_t *id)
     } else if (hello_worker(s, msg, id) < 0) {
         return;
     }
-    s->conn->rd.max_frame = s->p->max_frame;   /* no longer a stranger */
+    bf_conn_admit(s->conn, s->p->max_frame);   /* no longer a stranger */
     LOGC(BF_LOG_INFO, s, "hello role=%s ranks=%d", role, s->ranks);
     json_t *reply = new_reply("ack", id);
     json_object_set_new(reply, "version", json_integer(BF_WIRE_VERSION));
@@ -840,7 +868,10 @@ static void dispatch(session *s, json_t *msg)
                  type, role_name(s->role));
         reply_error(s, id, "out_of_place", NULL, text);
     } else {
+        int errors = s->protocol_errors;
         h->fn(s, msg, id);
+        if (s->protocol_errors == errors)
+            s->protocol_errors = 0;    /* a message without a protocol error */
     }
 }
 
@@ -911,6 +942,7 @@ void bf_protocol_init(bf_protocol *p, bf_net *net, bf_store *store,
     snprintf(p->token, sizeof p->token, "%s", token);
     p->lease_ms = lease_ms;
     p->max_frame = BF_WIRE_MAX_FRAME;
+    p->max_protocol_errors = BF_PROTOCOL_MAX_ERRORS;
 }
 
 void bf_protocol_free(bf_protocol *p)
