@@ -12,6 +12,9 @@
 #include "file.h"
 
 #define BF_CLIENT_TIMEOUT_MS 60000
+/* A sweep of a million jobs is expanded and stored in about a minute (the
+ * daemon serves everyone else meanwhile). */
+#define BF_SUBMIT_TIMEOUT_MS (10 * 60000)
 #define BF_WATCH_POLL_MS 500
 
 /* ---- connection ----------------------------------------------------------- */
@@ -47,14 +50,14 @@ void bf_client_close(bf_client *cl)
 }
 
 /* The reply to req (stays the caller's), or NULL after printing why. */
-static json_t *session__call(bf_client *cl, json_t *req)
+static json_t *session__call(bf_client *cl, json_t *req, int timeout_ms)
 {
     if (session__connect(cl))
         return NULL;
     bf_error err;
     bf_error_clear(&err);
-    json_t *reply = bf_wire_request(&cl->conn, req, BF_CLIENT_TIMEOUT_MS,
-                                    NULL, NULL, &err);
+    json_t *reply = bf_wire_request(&cl->conn, req, timeout_ms, NULL, NULL,
+                                    &err);
     if (!reply) {
         fprintf(stderr, "bifocal: %s: %s\n", cl->server, err.msg);
         return NULL;
@@ -67,9 +70,11 @@ static json_t *session__call(bf_client *cl, json_t *req)
     return reply;
 }
 
-int bf_client_request(bf_client *cl, json_t *req, json_t **reply_out)
+/* bf_client_request with a timeout of its own. */
+static int session__request(bf_client *cl, json_t *req, int timeout_ms,
+                            json_t **reply_out)
 {
-    json_t *reply = session__call(cl, req);
+    json_t *reply = session__call(cl, req, timeout_ms);
     json_decref(req);
     if (!reply)
         return 1;
@@ -78,6 +83,11 @@ int bf_client_request(bf_client *cl, json_t *req, json_t **reply_out)
     else
         json_decref(reply);
     return 0;
+}
+
+int bf_client_request(bf_client *cl, json_t *req, json_t **reply_out)
+{
+    return session__request(cl, req, BF_CLIENT_TIMEOUT_MS, reply_out);
 }
 
 /* ---- printing rows -------------------------------------------------------- */
@@ -113,7 +123,7 @@ int bf_client_submit(bf_client *cl, const char *path, int64_t *sweep_id,
         return 1;
     }
     json_t *reply;
-    if (bf_client_request(cl, req, &reply))
+    if (session__request(cl, req, BF_SUBMIT_TIMEOUT_MS, &reply))
         return 1;
     *sweep_id = json_integer_value(json_object_get(reply, "sweep_id"));
     *n_jobs = (int)json_integer_value(json_object_get(reply, "jobs"));

@@ -32,7 +32,7 @@ sources_of() {
     case $1 in
         frame|job_config) echo "${common_src[@]}" ;;
         sweep) echo "${common_src[@]} server/store/sweep.c" ;;
-        protocol) echo "${common_src[@]} ${store_src[@]} server/protocol.c server/holders.c" ;;
+        protocol) echo "${common_src[@]} ${store_src[@]} server/protocol.c server/holders.c server/queries.c server/submit.c" ;;
         checkpoint) echo "${common_src[@]} engine/*.c" ;;
         *) echo "unknown harness $1" >&2; exit 2 ;;
     esac

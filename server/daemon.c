@@ -47,6 +47,7 @@ static void stop(bf_daemon *d)
         return;
     d->stopping = 1;
     bf_protocol_flush(&d->protocol);   /* acks for what is durable go out */
+    bf_protocol_stop(&d->protocol);
     uv_close((uv_handle_t *)&d->lease_timer, NULL);
     uv_close((uv_handle_t *)&d->flush_check, NULL);
     uv_close((uv_handle_t *)&d->sigint, NULL);
@@ -109,7 +110,8 @@ int bf_daemon_init(bf_daemon *d, uv_loop_t *loop, const bf_daemon_options *o,
     int64_t lease_ms = (int64_t)o->lease_seconds * 1000;
     if (bf_store_open(&d->store, o->db_path, err))
         return -1;
-    bf_protocol_init(&d->protocol, &d->net, d->store, o->token, lease_ms);
+    bf_protocol_init(&d->protocol, loop, &d->net, d->store, o->db_path,
+                     o->token, lease_ms);
     d->protocol.max_protocol_errors = o->max_protocol_errors;
     int listening = bf_net_listen(&d->net, loop, o->listen, &o->limits,
                                   &bf_protocol_callbacks, &d->protocol,
