@@ -210,7 +210,13 @@ int main(int argc, char **argv)
         bf_log_error("%s", err.msg);
         return 1;
     }
+#ifdef BF_ALLOC_INJECT
+    bf_alloc_inject_arm();   /* the scenario's allocations, not start-up's */
+#endif
     rc = bf_daemon_run(&d);
     uv_loop_close(uv_default_loop());
+#ifdef BF_ALLOC_INJECT
+    bf_log_info("allocations counted: %ld", bf_alloc_inject_count());
+#endif
     return rc;
 }

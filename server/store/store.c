@@ -295,10 +295,6 @@ int bf_store_open_reader(bf_store **out, const char *path, bf_error *err)
         bf_store_close(s);
         return -1;
     }
-    if (prepare_all(s, err) < 0) {
-        bf_store_close(s);
-        return -1;
-    }
     *out = s;
     return 0;
 }
@@ -547,12 +543,16 @@ static sqlite3_stmt *prepare_query(bf_store *s, const char *sql, bf_error *err)
     return st;
 }
 
+/* Prepared per call like every query here: a reader (bf_store_open_reader)
+ * keeps no statements. */
 static int sweep_exists(bf_store *s, int64_t sweep_id, bf_error *err)
 {
-    sqlite3_stmt *st = store__stmt(s, ST_SWEEP_STATUS);
+    sqlite3_stmt *st = prepare_query(s, statement_sql[ST_SWEEP_STATUS], err);
+    if (!st)
+        return -1;
     sqlite3_bind_int64(st, 1, sweep_id);
     int rc = sqlite3_step(st);
-    sqlite3_reset(st);
+    sqlite3_finalize(st);
     if (rc == SQLITE_ROW)
         return 1;
     if (rc != SQLITE_DONE)
