@@ -55,8 +55,8 @@ typedef struct bf_net_limits {
 } bf_net_limits;
 
 #define BF_NET_LIMITS_DEFAULT                                               \
-    ((bf_net_limits){ .hello_timeout_ms = 10000, .max_strangers = 256,      \
-                      .max_strangers_per_addr = 32, .hello_failures = 10 })
+    ((bf_net_limits){ .hello_timeout_ms = 10000, .max_strangers = 512,      \
+                      .max_strangers_per_addr = 64, .hello_failures = 10 })
 
 /* A connection's log budget: a burst of BF_CONN_LOG_BURST lines, then
  * BF_CONN_LOG_PER_S lines a second; lines over it are counted, and the
