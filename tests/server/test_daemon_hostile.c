@@ -139,6 +139,13 @@ static void test_strangers_capped(void **state)
     bf_wire_close(&extra);
     assert_int_equal(hello_from(&d, "127.0.0.1", d.token, code), 0);
     assert_string_equal(code, "overloaded");
+    /* A client hears why (the refusal comes before its hello is read). */
+    bf_error err;
+    assert_int_equal(bf_wire_connect(&extra, d.addr, &err), 0);
+    assert_int_equal(bf_wire_hello(&extra, d.token, "client", NULL, NULL, 1,
+                                   &err), -1);
+    assert_non_null(strstr(err.msg, "too many connections without a hello"));
+    bf_wire_close(&extra);
     /* Admitted connections do not count: once the idle ones go, honest
      * peers get in again. */
     close_all(a, 5);
