@@ -193,6 +193,16 @@ void bf_conn_fail(bf_conn *c, json_t *msg)
     close_after_writes(c, 1);
 }
 
+/* Closes c with an error `code` saying text, and logs it (within c's
+ * budget). */
+static void fail_logged(bf_conn *c, const char *code, const char *text)
+{
+    if (bf_conn_log_ok(c))
+        bf_log_warn("conn %llu %s: %s, closing", (unsigned long long)c->serial,
+                    c->peer, text);
+    bf_conn_fail(c, bf_wire_error(code, NULL, NULL, "%s", text));
+}
+
 void bf_conn_admit(bf_conn *c, size_t max_frame)
 {
     leave_strangers(c);
@@ -222,12 +232,10 @@ static void deliver_frames(bf_conn *c)
     while (!c->closing && !c->paused
            && (got = bf_frame_reader_next(&c->rd, &line, &len))) {
         if (got < 0) {
-            if (bf_conn_log_ok(c))
-                bf_log_warn("conn %llu %s: frame over %zu bytes, closing",
-                            (unsigned long long)c->serial, c->peer,
-                            c->rd.max_frame);
-            bf_conn_fail(c, bf_wire_error("too_large", NULL, NULL,
-                "frame exceeds the limit of %zu bytes", c->rd.max_frame));
+            char text[96];
+            snprintf(text, sizeof text, "frame exceeds the limit of %zu bytes",
+                     c->rd.max_frame);
+            fail_logged(c, "too_large", text);
             return;
         }
         c->net->cb.on_frame(c, line, len);
@@ -406,12 +414,10 @@ static void on_tick(uv_timer_t *t)
         if (!c->stranger || c->closing
             || now - c->accepted_ms < n->limits.hello_timeout_ms)
             continue;
-        if (bf_conn_log_ok(c))
-            bf_log_warn("conn %llu %s: no hello within %d ms, closing",
-                        (unsigned long long)c->serial, c->peer,
-                        n->limits.hello_timeout_ms);
-        bf_conn_fail(c, bf_wire_error("timeout", NULL, NULL,
-                     "no hello within %d ms", n->limits.hello_timeout_ms));
+        char text[64];
+        snprintf(text, sizeof text, "no hello within %d ms",
+                 n->limits.hello_timeout_ms);
+        fail_logged(c, "timeout", text);
     }
     bf_peers_forget_idle(&n->peers, now);
 }

@@ -337,6 +337,20 @@ int64_t bft_submit(bft_daemon *d, const char *filename, const char *yaml,
     return id;
 }
 
+long long bft_db_int(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    long long v = -1;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        fprintf(stderr, "harness: %s: %s\n", sql, sqlite3_errmsg(db));
+    else if (sqlite3_step(st) != SQLITE_ROW)
+        fprintf(stderr, "harness: %s: no row (%s)\n", sql, sqlite3_errmsg(db));
+    else
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
 long long bft_sql_int(bft_daemon *d, const char *sql)
 {
     char *out = NULL;

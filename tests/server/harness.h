@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <jansson.h>
+#include <sqlite3.h>
 
 #include "conn.h"
 
@@ -81,6 +82,11 @@ int bft_send_raw(bf_wire_conn *c, const char *bytes, size_t n);
  * error reply in *error_out (may be NULL; caller decrefs). */
 int64_t bft_submit(bft_daemon *d, const char *filename, const char *yaml,
                    int *n_jobs, json_t **error_out);
+
+/* The integer in the first column of the first row sql returns on db, an
+ * open connection to a daemon's database; -1 (saying why on stderr) when
+ * the query fails or returns no row. */
+long long bft_db_int(sqlite3 *db, const char *sql);
 
 /* Runs `sqlite3 DB SQL` with the real CLI and returns the single integer it
  * prints, or -1. */

@@ -108,17 +108,6 @@ static void scenario(run *r)
     bf_wire_close(&c);
 }
 
-static sqlite3_int64 q_int(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-        fail_msg("%s: %s", sql, sqlite3_errmsg(db));
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    sqlite3_int64 v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
-
 /* What any run must leave, whatever failed when. */
 static void check_database(run *r, long n)
 {
@@ -147,7 +136,7 @@ static void check_database(run *r, long n)
           "a job succeeded without its attempt" },
     };
     for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++)
-        if (q_int(db, zero[i].sql) != 0)
+        if (bft_db_int(db, zero[i].sql) != 0)
             fail_msg("N=%ld: %s (%s)", n, zero[i].what, zero[i].sql);
     sqlite3_close(db);
 }

@@ -186,13 +186,19 @@ static void assert_nothing_stored(bft_daemon *d)
                                     " integrity_check != 'ok'"), 0);
 }
 
+/* c submits the big sweep, which is being stored when this returns. */
+static void submit_big(bft_daemon *d, bf_wire_conn *c)
+{
+    assert_int_equal(bft_connect(d, c, "client", NULL), 0);
+    send_request(c, submit_request(big_sweep));
+    wait_staging(d);
+}
+
 static void test_killed_mid_submission(void **state)
 {
     bft_daemon *d = *state;
     bf_wire_conn c;
-    assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
-    send_request(&c, submit_request(big_sweep));
-    wait_staging(d);
+    submit_big(d, &c);
     assert_int_equal(bft_daemon_stop(d, SIGKILL), 128 + SIGKILL);
     bf_wire_close(&c);
     /* The next start discards the half-stored sweep. */
@@ -205,9 +211,7 @@ static void test_stopped_mid_submission(void **state)
 {
     bft_daemon *d = *state;
     bf_wire_conn c;
-    assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
-    send_request(&c, submit_request(big_sweep));
-    wait_staging(d);
+    submit_big(d, &c);
     int64_t t0 = bf_monotonic_ms();
     assert_int_equal(bft_daemon_stop(d, SIGTERM), 0);
     print_message("stopped mid-submission in %lld ms\n",

@@ -368,7 +368,7 @@ static int keep_row(void *ctx, const bf_sweep_job *job, bf_error *err)
     return 0;
 }
 
-/* A sweep of `seeds` jobs at `priority`, expanded into st->rows. */
+/* The sweep file text, expanded into st->rows. */
 static void expand_for_staging(staged *st, const char *text)
 {
     memset(st, 0, sizeof *st);
@@ -394,16 +394,21 @@ static void stage(bf_store *s, staged *st, size_t from, size_t n, int last)
         fail_msg("stage: %s", err.msg);
 }
 
+/* The sweep file text, its first n jobs staged (not the last chunk). */
+static void begin_staging(bf_store *s, staged *st, const char *text, size_t n)
+{
+    expand_for_staging(st, text);
+    stage(s, st, 0, n, 0);
+}
+
 /* Until its last chunk, a staged sweep is not there: not leased (not even
  * ahead of a lower priority), listed, found or cancelled. */
 static void test_staged_sweep_hidden(void **state)
 {
     fixture *f = *state;
     int64_t small = submit(f->s, "small", 0, 2, 1);
-    static const char text[] = "name: big\npriority: 9\nseeds: 5\n";
     staged st;
-    expand_for_staging(&st, text);
-    stage(f->s, &st, 0, 3, 0);
+    begin_staging(f->s, &st, "name: big\npriority: 9\nseeds: 5\n", 3);
     int64_t big = st.stage.sweep_id;
     assert_true(big > small);
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE sweep_id"
@@ -451,10 +456,8 @@ static void test_staged_sweep_discarded(void **state)
 {
     fixture *f = *state;
     int64_t kept = submit(f->s, "kept", 0, 3, 1);
-    static const char text[] = "name: big\nseeds: 10\n";
     staged st;
-    expand_for_staging(&st, text);
-    stage(f->s, &st, 0, 6, 0);
+    begin_staging(f->s, &st, "name: big\nseeds: 10\n", 6);
     bf_error err = {0};
     assert_int_equal(bf_store_discard_staged(f->s, st.stage.sweep_id, 4, &err),
                      1);
