@@ -66,8 +66,9 @@ static void worker_part(run *r)
         return;
     }
     r->steps++;
-    json_t *job = bf_wire_request(&w, json_pack("{s:s}", "type",
-                                  "request_job"), REPLY_MS, NULL, NULL, &err);
+    json_t *req = json_pack("{s:s}", "type", "request_job");
+    json_t *job = bf_wire_request(&w, req, REPLY_MS, NULL, NULL, &err);
+    json_decref(req);
     int64_t attempt = job ? int_of(job, "attempt_id") : 0;
     if (!job && strstr(err.msg, "timed out"))
         r->hung = 1;
