@@ -8,3 +8,11 @@
 -- stays as small as the set of running attempts.
 CREATE INDEX attempts_live_by_worker ON attempts (worker)
     WHERE outcome = 'running';
+
+-- The lease query picks the sweep first: among active sweeps with a queued
+-- job, the highest priority, then the one leased from least recently.
+-- Walking this index in that order, it stops at the first such sweep
+-- instead of sorting every active sweep on every lease.  (It skips sweeps
+-- whose jobs are still being stored, n_jobs = 0, whatever their priority.)
+CREATE INDEX sweeps_lease_order ON sweeps (priority DESC, last_lease_seq, sweep_id)
+    WHERE status = 'active';

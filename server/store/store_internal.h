@@ -58,14 +58,14 @@ extern const int bf_schema_n_migrations;
     /* the queue */                                                            \
     /* The sweep first: among the active, published sweeps with a queued  \
      * job (a job's priority is its sweep's), the highest priority, then   \
-     * the one leased from least recently; then its oldest queued job, a   \
+     * the one leased from least recently (a walk of sweeps_lease_order    \
+     * that stops at the first such sweep; a sweep being stored, n_jobs 0, \
+     * is skipped whatever its priority); then its oldest queued job, a    \
      * walk of jobs_queue in job_id order that stops at the first row.     \
-     * Active sweeps are few; a sweep being stored (n_jobs 0) is skipped   \
-     * whatever its priority.  INDEXED BY fails loudly at open if an index \
-     * went missing. */                                                     \
+     * INDEXED BY fails loudly at open if an index went missing. */         \
     X(ST_LEASE_PICK,                                                           \
       "WITH pick(sid, pr) AS (SELECT s.sweep_id, s.priority"                   \
-      "   FROM sweeps s INDEXED BY sweeps_active"                              \
+      "   FROM sweeps s INDEXED BY sweeps_lease_order"                         \
       "   WHERE s.status = 'active' AND s.n_jobs > 0 AND EXISTS (SELECT 1"     \
       "     FROM jobs q INDEXED BY jobs_queue WHERE q.status = 'queued'"       \
       "       AND q.priority = s.priority AND q.sweep_id = s.sweep_id)"        \
