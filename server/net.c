@@ -316,16 +316,17 @@ static void refuse(bf_conn *c, const char *code, const char *text)
     uv_close((uv_handle_t *)&c->tcp, on_closed);
 }
 
-/* A cap was full: logged at most once a second, with how many since. */
-static void log_cap_refusal(bf_net *n, const char *text)
+/* A connection refused (a full cap, or accept failed): logged at most once
+ * a second, with how many since. */
+static void log_refusal(bf_net *n, const char *why)
 {
     int64_t now = bf_monotonic_ms();
     n->refusals_unlogged++;
     if (now - n->refusal_logged_ms < 1000)
         return;
-    bf_log_warn("refused %ld connection%s over the strangers' caps, the "
-                "last: %s", n->refusals_unlogged,
-                n->refusals_unlogged == 1 ? "" : "s", text);
+    bf_log_warn("refused %ld connection%s, the last: %s",
+                n->refusals_unlogged, n->refusals_unlogged == 1 ? "" : "s",
+                why);
     n->refusal_logged_ms = now;
     n->refusals_unlogged = 0;
 }
@@ -351,7 +352,7 @@ static int admit_stranger(bf_net *n, bf_conn *c)
                  "(%d from %s, %d in all; limits %d and %d)",
                  e ? e->strangers : 0, c->addr, n->n_strangers,
                  n->limits.max_strangers_per_addr, n->limits.max_strangers);
-        log_cap_refusal(n, text);
+        log_refusal(n, text);
         refuse(c, "overloaded", text);
         return 0;
     }
@@ -370,7 +371,7 @@ static void on_connection(uv_stream_t *server, int status)
     if (status < 0) {
         /* libuv already shed the pending connections when out of
          * descriptors (EMFILE: its reserve descriptor trick). */
-        log_cap_refusal(n, uv_strerror(status));
+        log_refusal(n, uv_strerror(status));
         return;
     }
     bf_conn *c = bf_xcalloc(1, sizeof *c);

@@ -98,7 +98,7 @@ struct bf_net {
     bf_peers peers;
     bf_conn *conns;        /* every open connection */
     int n_strangers;
-    int64_t refusal_logged_ms;  /* the last log line about a full cap */
+    int64_t refusal_logged_ms;  /* the last log line about a refusal */
     long refusals_unlogged;
     uint64_t next_serial;
     int port;              /* the bound port */

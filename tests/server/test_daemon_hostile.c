@@ -154,7 +154,7 @@ static void test_strangers_capped(void **state)
     assert_true(bft_serves_status(&d));
     close_all(b, 7);
     /* Refusals are logged at most once a second, not once each. */
-    assert_true(log_lines_with(&d, "over the strangers' caps") <= 3);
+    assert_true(log_lines_with(&d, "connections without a hello") <= 3);
     stop_and_clean(&d);
 }
 
