@@ -138,7 +138,7 @@ static void bench_streaming(int steps, int rank, const char *server,
     if (rank == 0) {
         bf_link_stats st;
         bf_error err;
-        int rc = bf_link_finish_attempt(link, NULL, 30000, &err);
+        int rc = bf_link_finish_attempt(link, NULL, 0, 30000, &err);
         bf_link_get_stats(link, &st);
         bf_link_stop(link);
         printf("log_every 1, freq_every 1, %d steps: records dropped %.2f "

@@ -105,8 +105,8 @@ static void make_database(const char *path)
         die("open", &err);
     int64_t id;
     int n_jobs;
-    if (bf_store_submit_sweep(s, "bench-report.yaml", sweep, strlen(sweep), 0,
-                              &id, &n_jobs, &err))
+    if (bf_store_submit_sweep(s, "bench-report.yaml", sweep, strlen(sweep),
+                              NULL, 0, &id, &n_jobs, NULL, &err))
         die("submit", &err);
     double t0 = bf_now_seconds();
     int64_t rows = 0;

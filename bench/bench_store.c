@@ -64,8 +64,8 @@ int main(int argc, char **argv)
     int64_t sweep_id;
     int n_jobs;
     double t0 = bf_now_seconds();
-    if (bf_store_submit_sweep(s, "bench.yaml", text, strlen(text), 0, &sweep_id,
-                              &n_jobs, &err) < 0)
+    if (bf_store_submit_sweep(s, "bench.yaml", text, strlen(text), NULL, 0,
+                              &sweep_id, &n_jobs, NULL, &err) < 0)
         die("submit", &err);
     double submit_s = bf_now_seconds() - t0;
     printf("submit: %d jobs in %.3f s (%.0f jobs/s; target < 3 s)\n", n_jobs, submit_s,

@@ -39,14 +39,16 @@ static int usage_error(const char *cmd, const char *text)
 static int cmd_submit(bf_client *cl, int argc, char **argv)
 {
     const char *file;
-    int n = bf_client_args(NULL, &file, 1, argc, argv);
+    int strict = 0;
+    const bf_option options[] = { BF_OPT_FLAG("strict", &strict), BF_OPT_END };
+    int n = bf_client_args(options, &file, 1, argc, argv);
     if (n < 0)
         return 2;
     if (n != 1)
         return usage_error(argv[0], "expected one sweep FILE");
     int64_t sweep;
     int n_jobs;
-    if (bf_client_submit(cl, file, &sweep, &n_jobs))
+    if (bf_client_submit(cl, file, strict, &sweep, &n_jobs))
         return 1;
     printf("sweep %lld: %d jobs\n", (long long)sweep, n_jobs);
     return 0;
@@ -221,19 +223,24 @@ static int cmd_watch(bf_client *cl, int argc, char **argv)
 }
 
 const bf_client_command bf_client_commands[] = {
-    { "submit", "FILE",
+    { "submit", "FILE [--strict]",
       "Submits a sweep file (YAML).  Prints the sweep id and the number of "
-      "jobs it expanded to; a rejected sweep prints the server's error, "
-      "naming file, line and field.", cmd_submit },
+      "jobs it expanded to, and its warnings (fields without effect for a "
+      "job's rope variant, bifocal or prope fractions that make another "
+      "variant, jobs that train the same model); a rejected sweep prints "
+      "the server's error, naming file, line and field.  A relative "
+      "init_from is relative to the file's folder.  --strict rejects a "
+      "sweep with warnings.", cmd_submit },
     { "status", "[SWEEP] [--format table|csv|json]",
       "Progress of every sweep, or of one.", cmd_status },
     { "jobs", "[--sweep N] [--status S] [--limit N] [--after JOB] "
       "[--format table|csv|json]",
       "Lists jobs in job id order, optionally of one sweep and/or in one "
-      "status (queued, running, succeeded, failed, cancelled): all of them, "
-      "or the first N (--limit) with an id above JOB (--after; the command "
-      "says where more follow).  The daemon sends them in pages of at most "
-      "1,000.  The table leaves out the config (JSON has it).", cmd_jobs },
+      "status (waiting, queued, running, succeeded, failed, cancelled): all "
+      "of them, or the first N (--limit) with an id above JOB (--after; the "
+      "command says where more follow).  The daemon sends them in pages of "
+      "at most 1,000.  The table leaves out the config (JSON has it).",
+      cmd_jobs },
     { "cancel", "SWEEP | --job N",
       "Cancels a sweep or one job: queued jobs at once, running ones are "
       "told to stop.", cmd_cancel },
@@ -245,37 +252,42 @@ const bf_client_command bf_client_commands[] = {
       "Follows a sweep until it ends: a progress bar on a terminal, one "
       "line per change otherwise; then lists the failed jobs with their "
       "errors and exits 1 if there are any.", cmd_watch },
-    { "results", "SWEEP [--format table|csv|json] [--db FILE]",
+    { "results", "SWEEP [--where FIELD=VALUE[,...]] [--format table|csv|json] "
+      "[--db FILE]",
       "One row per job: the config fields that vary in the sweep, losses "
       "and accuracies at the training depth and the deepest evaluation "
       "depth, times and the error of a failed job (JSON: every column and "
-      "the full config).  --db reads a database file instead of the "
+      "the full config).  --where keeps the jobs with those config values "
+      "(or stage=NAME).  --db reads a database file instead of the "
       "daemon.", bf_client_cmd_results },
-    { "compare", "SWEEP [--by FIELD,...] [--baseline FIELD=VALUE] "
-      "[--format table|csv|json] [--db FILE]",
+    { "compare", "SWEEP [--where FIELD=VALUE[,...]] [--by FIELD,...] "
+      "[--baseline FIELD=VALUE[,...]] [--format table|csv|json] [--db FILE]",
       "Seed statistics: per group of jobs that differ only in their seed "
       "(or per --by fields) and eval depth, n, mean, sd and 95% CI of eval "
       "loss, accuracy and final train loss; each group against its baseline "
       "(default rope=rope): the difference with its 95% CI (paired t by "
       "seed, else Welch), the relative loss change, and a verdict line.  "
-      "--db reads a database file instead of the daemon.",
+      "--where keeps the jobs with those values, as if the sweep held no "
+      "others.  --db reads a database file instead of the daemon.",
       bf_client_cmd_compare },
-    { "report", "SWEEP [-o FILE.html] [--json] [--baseline FIELD=VALUE] "
-      "[--db FILE]",
+    { "report", "SWEEP [-o FILE.html] [--json] [--where FIELD=VALUE[,...]] "
+      "[--baseline FIELD=VALUE[,...]] [--db FILE]",
       "Writes one self-contained HTML report (no network needed): accuracy "
       "and loss against eval depth, training-loss curves, learned "
       "frequencies, the comparison and per-job tables and the sweep file.  "
-      "--json writes the report's data instead.  Default output: "
+      "--where restricts it to the jobs with those values.  --json writes "
+      "the report's data instead.  Default output: "
       "bifocal-report-SWEEP.html.", bf_client_cmd_report },
     { "run", "FILE [--db FILE] [--groups G] [--ranks N] [--checkpoint-dir DIR] "
-      "[--lease-seconds S]",
+      "[--lease-seconds S] [--strict]",
       "The embedded default: starts a coordinator on a free loopback port "
       "(database ./bifocal.db or --db, token and log beside it), G local "
       "worker groups of N MPI ranks (default 1 x 2), submits the sweep FILE, "
       "shows its progress, prints the results table (and the failed jobs, "
       "exiting 1 if any) and stops everything; "
       "the database stays for sqlite3 queries.  Checkpoints go to "
-      "DB.checkpoints/ unless --checkpoint-dir says otherwise.",
+      "DB.checkpoints/ unless --checkpoint-dir says otherwise.  --strict "
+      "rejects a sweep with warnings (see submit).",
       bf_client_cmd_run },
     { "workers", "[--format table|csv|json]",
       "Workers known to the server, connected or not.", cmd_workers },

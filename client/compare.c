@@ -110,26 +110,68 @@ static void fill_cells(const bf_sweep_view *v, const json_t *evals, cells *cs)
 
 /* ---- baseline --------------------------------------------------------- */
 
+/* --baseline FIELD=VALUE[,FIELD=VALUE...]: the baseline of a group is the
+ * group whose named fields have those values and whose other grouping
+ * fields equal its own.  Several pairs let one baseline serve groups that
+ * differ in fields the baseline does not use (e.g. rope=rope,freq_lr_mult=1
+ * for spectral groups at two freq_lr_mult values). */
+enum { MAX_BASELINE_FIELDS = 8 };
+
 typedef struct baseline {
-    const char *field;      /* NULL: no comparisons */
-    char *value;
+    int n;                  /* 0: no comparisons */
+    const char *field[MAX_BASELINE_FIELDS];   /* owned by the sweep view */
+    char *value[MAX_BASELINE_FIELDS];
 } baseline;
 
-static int value_is(const json_t *v, const char *text)
+static void baseline_free(baseline *b)
 {
-    char *s = bf_format_cell(v, 1);
-    int same = strcmp(s, text) == 0;
-    free(s);
-    return same;
+    for (int i = 0; i < b->n; i++)
+        free(b->value[i]);
+    b->n = 0;
 }
 
-static int group_has(const bf_sweep_view *v, const char *field,
-                     const char *value)
+static int group_matches(const bf_sweep_view *v, int g, const baseline *b)
+{
+    const json_t *group = json_array_get(v->groups, (size_t)g);
+    for (int i = 0; i < b->n; i++)
+        if (!bf_sweep_view_value_is(json_object_get(group, b->field[i]),
+                                    b->value[i]))
+            return 0;
+    return 1;
+}
+
+static int any_group_matches(const bf_sweep_view *v, const baseline *b)
 {
     for (int g = 0; g < v->n_groups; g++)
-        if (value_is(json_object_get(json_array_get(v->groups, (size_t)g),
-                                     field), value))
+        if (group_matches(v, g, b))
             return 1;
+    return 0;
+}
+
+static const char *grouping_field(const bf_sweep_view *v, const char *name,
+                                  size_t len)
+{
+    for (int i = 0; i < v->n_by; i++)
+        if (strlen(v->by[i]) == len && strncmp(v->by[i], name, len) == 0)
+            return v->by[i];
+    return NULL;
+}
+
+/* One FIELD=VALUE of --baseline ARG into b; -1 with a message if bad. */
+static int add_pair(const bf_sweep_view *v, const char *arg, const char *pair,
+                    size_t len, baseline *b)
+{
+    const char *eq = memchr(pair, '=', len);
+    const char *field = eq ? grouping_field(v, pair, (size_t)(eq - pair)) : NULL;
+    if (!field || b->n == MAX_BASELINE_FIELDS) {
+        fprintf(stderr, "bifocal: --baseline %s: expected FIELD=VALUE[,...] "
+                        "(at most %d) with FIELD one of the grouping fields "
+                        "('%.*s' is not)\n", arg, MAX_BASELINE_FIELDS,
+                (int)len, pair);
+        return -1;
+    }
+    b->field[b->n] = field;
+    b->value[b->n++] = bf_xstrndup(eq + 1, len - (size_t)(eq + 1 - pair));
     return 0;
 }
 
@@ -137,45 +179,56 @@ static int parse_baseline(const bf_sweep_view *v, const char *arg, baseline *b)
 {
     *b = (baseline){ 0 };
     if (!arg) {     /* default: rope=rope where the sweep groups by rope */
-        for (int i = 0; i < v->n_by; i++)
-            if (strcmp(v->by[i], "rope") == 0 && group_has(v, "rope", "rope")) {
-                b->field = v->by[i];
-                b->value = bf_xstrdup("rope");
-            }
+        const char *rope = grouping_field(v, "rope", 4);
+        if (rope) {
+            b->field[0] = rope;
+            b->value[0] = bf_xstrdup("rope");
+            b->n = 1;
+            if (!any_group_matches(v, b))
+                baseline_free(b);
+        }
         return 0;
     }
-    const char *eq = strchr(arg, '=');
-    for (int i = 0; eq && i < v->n_by; i++)
-        if (strlen(v->by[i]) == (size_t)(eq - arg)
-            && strncmp(v->by[i], arg, (size_t)(eq - arg)) == 0)
-            b->field = v->by[i];
-    if (!b->field) {
-        fprintf(stderr, "bifocal: --baseline %s: expected FIELD=VALUE with "
-                        "FIELD one of the grouping fields\n", arg);
-        return -1;
+    for (const char *p = arg;; p++) {
+        size_t len = strcspn(p, ",");
+        if (add_pair(v, arg, p, len, b) < 0) {
+            baseline_free(b);
+            return -1;
+        }
+        p += len;
+        if (!*p)
+            break;
     }
-    if (!group_has(v, b->field, eq + 1)) {
+    if (!any_group_matches(v, b)) {
         fprintf(stderr, "bifocal: --baseline %s: no group of sweep %lld has "
-                        "%s=%s\n", arg, (long long)v->sweep_id, b->field,
-                eq + 1);
+                        "%s\n", arg, (long long)v->sweep_id, arg);
+        baseline_free(b);
         return -1;
     }
-    b->value = bf_xstrdup(eq + 1);
     return 0;
 }
 
-/* The baseline group of group g: the same fields, but b->field = b->value.
- * -1 if there is none; g itself if g is a baseline group. */
+static int is_baseline_field(const baseline *b, const char *field)
+{
+    for (int i = 0; i < b->n; i++)
+        if (b->field[i] == field)
+            return 1;
+    return 0;
+}
+
+/* The baseline group of group g: the named fields as the baseline says,
+ * every other grouping field as g's.  -1 if there is none; g itself if g
+ * is a baseline group. */
 static int baseline_of(const bf_sweep_view *v, const baseline *b, int g)
 {
-    if (!b->field)
+    if (!b->n)
         return -1;
     const json_t *mine = json_array_get(v->groups, (size_t)g);
     for (int h = 0; h < v->n_groups; h++) {
         const json_t *other = json_array_get(v->groups, (size_t)h);
-        int match = value_is(json_object_get(other, b->field), b->value);
+        int match = group_matches(v, h, b);
         for (int i = 0; match && i < v->n_by; i++)
-            if (v->by[i] != b->field)
+            if (!is_baseline_field(b, v->by[i]))
                 match = json_equal(json_object_get(mine, v->by[i]),
                                    json_object_get(other, v->by[i]));
         if (match)
@@ -191,10 +244,17 @@ static void set_number(json_t *row, const char *key, double x)
     json_object_set_new(row, key, isfinite(x) ? json_real(x) : json_null());
 }
 
-static void set_summary(json_t *row, const char *prefix, const double *x, int n)
+/* Accuracy is a fraction: its Student-t interval, which knows no bounds,
+ * is clipped to [0, 1] (at n = 2 or 3 it easily reaches past them). */
+static void set_summary(json_t *row, const char *prefix, const double *x, int n,
+                        int is_fraction)
 {
     bf_stats_summary s;
     bf_stats_summarize(x, n, &s);
+    if (is_fraction && isfinite(s.ci_low)) {
+        s.ci_low = fmax(s.ci_low, 0.0);
+        s.ci_high = fmin(s.ci_high, 1.0);
+    }
     char key[64];
     const struct { const char *name; double value; } parts[] = {
         { "mean", s.mean }, { "sd", s.sd },
@@ -365,9 +425,9 @@ static json_t *cell_row(const bf_sweep_view *v, const cells *cs, const cell *c,
     free(label);
     json_object_set_new(row, "eval_depth", json_integer(c->eval_depth));
     json_object_set_new(row, "n", json_integer(c->n));
-    set_summary(row, "loss", c->loss, c->n);
-    set_summary(row, "accuracy", c->accuracy, c->n);
-    set_summary(row, "train_loss", c->train_loss, c->n);
+    set_summary(row, "loss", c->loss, c->n, 0);
+    set_summary(row, "accuracy", c->accuracy, c->n, 1);
+    set_summary(row, "train_loss", c->train_loss, c->n, 0);
     int base = baseline_of(v, b, c->group);
     const cell *bc = base >= 0 && base != c->group
                          ? cell_at(cs, base, c->eval_depth) : NULL;
@@ -393,7 +453,7 @@ json_t *bf_compare_rows(const bf_sweep_view *v, bf_source *src,
         return NULL;
     json_t *evals = bf_source_rows(src, "final_evals", v->sweep_id);
     if (!evals) {
-        free(b.value);
+        baseline_free(&b);
         return NULL;
     }
     cells cs = { 0 };
@@ -403,7 +463,7 @@ json_t *bf_compare_rows(const bf_sweep_view *v, bf_source *src,
         json_array_append_new(rows, cell_row(v, &cs, &cs.c[i], &b));
     free_cells(&cs);
     json_decref(evals);
-    free(b.value);
+    baseline_free(&b);
     return rows;
 }
 
@@ -511,7 +571,7 @@ int bf_client_cmd_compare(bf_client *cl, int argc, char **argv)
         return rc;
     bf_sweep_view v;
     json_t *rows = NULL;
-    if (bf_sweep_view_load(&v, &src, o.sweep, o.by) == 0)
+    if (bf_sweep_view_load(&v, &src, o.sweep, o.by, o.where) == 0)
         rows = bf_compare_rows(&v, &src, o.baseline);
     if (rows && o.fmt == BF_FORMAT_TABLE)
         print_table(rows);

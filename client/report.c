@@ -73,14 +73,23 @@ static json_t *sweep_json(const bf_sweep_view *v)
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
         json_object_set(s, keys[i], json_object_get(v->sweep, keys[i]));
     json_object_set_new(s, "n_jobs", json_integer((json_int_t)json_array_size(v->jobs)));
+    /* stored as JSON text (docs/schema.md); a database from before they
+     * were stored has none */
+    const char *warnings = json_string_value(json_object_get(v->sweep,
+                                                             "warnings"));
+    json_t *list = warnings ? json_loads(warnings, 0, NULL) : NULL;
+    json_object_set_new(s, "warnings", json_is_array(list) ? list : json_array());
+    if (!json_is_array(list))
+        json_decref(list);
     return s;
 }
 
-json_t *bf_report_data(bf_source *src, int64_t sweep_id, const char *baseline)
+json_t *bf_report_data(bf_source *src, int64_t sweep_id, const char *where,
+                       const char *baseline)
 {
     bf_sweep_view v;
     json_t *data = NULL, *compare = NULL, *loss = NULL, *freq = NULL;
-    if (bf_sweep_view_load(&v, src, sweep_id, NULL) == 0
+    if (bf_sweep_view_load(&v, src, sweep_id, NULL, where) == 0
         && (compare = bf_compare_rows(&v, src, baseline))
         && (loss = bf_curves_train_loss(&v, src))
         && (freq = bf_curves_frequencies(&v, src))) {
@@ -203,7 +212,7 @@ int bf_client_cmd_report(bf_client *cl, int argc, char **argv)
                  o.json ? "json" : "html");
         o.output = fallback;
     }
-    json_t *data = bf_report_data(&src, o.sweep, o.baseline);
+    json_t *data = bf_report_data(&src, o.sweep, o.where, o.baseline);
     int status = data ? write_report(o.output, data, o.json) : 1;
     json_decref(data);
     bf_source_close(&src);

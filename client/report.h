@@ -13,8 +13,10 @@
 #include "session.h"
 #include "source.h"
 
-/* The report data of a sweep; NULL after printing the problem. */
-json_t *bf_report_data(bf_source *src, int64_t sweep_id, const char *baseline);
+/* The report data of a sweep, or of its jobs matching where (NULL: all;
+ * see bf_sweep_view_load); NULL after printing the problem. */
+json_t *bf_report_data(bf_source *src, int64_t sweep_id, const char *where,
+                       const char *baseline);
 
 /* Writes the page: the template with the embedded front-end and data. */
 int bf_report_write_html(FILE *out, const json_t *data);

@@ -28,22 +28,26 @@ static json_t *duration(const json_t *from_ms, const json_t *to_ms)
     return json_string(buf);
 }
 
-/* The row a table or CSV shows: the job, the varying config fields, its
- * outcome, readable times and its error; no config blob. */
+/* The row a table or CSV shows: the job (and its stage, in a sweep with
+ * stages), the varying config fields, its outcome, readable times and its
+ * error; no config blob. */
 static json_t *shown_row(const bf_sweep_view *v, const json_t *row)
 {
-    static const char *const before[] = { "sweep_id", "job_id", "task",
-                                          "rope", "depth", "seed", NULL };
+    static const char *const before[] = { "sweep_id", "job_id", "stage",
+                                          "task", "rope", "depth", "seed",
+                                          NULL };
     static const char *const after[] = {
         "status", "train_loss", "eval_step", "eval_loss", "eval_accuracy",
         "ood_depth", "ood_loss", "ood_accuracy", NULL };
-    json_t *out = json_object(), *config = json_object_get(row, "config");
+    int stages = v->n_varying > 0 && strcmp(v->varying[0], "stage") == 0;
+    json_t *out = json_object();
     for (const char *const *k = before; *k; k++)
-        json_object_set(out, *k, json_object_get(row, *k));
+        if (stages || strcmp(*k, "stage") != 0)
+            json_object_set(out, *k, json_object_get(row, *k));
     for (int i = 0; i < v->n_varying; i++)
         if (!json_object_get(out, v->varying[i]))
             json_object_set(out, v->varying[i],
-                            json_object_get(config, v->varying[i]));
+                            bf_sweep_view_value(row, v->varying[i]));
     for (const char *const *k = after; *k; k++)
         json_object_set(out, *k, json_object_get(row, *k));
     json_object_set_new(out, "started",
@@ -65,10 +69,11 @@ json_t *bf_results_rows(const bf_sweep_view *v)
     return rows;
 }
 
-int bf_results_print(bf_source *src, int64_t sweep_id, bf_row_format fmt)
+int bf_results_print(bf_source *src, int64_t sweep_id, const char *where,
+                     bf_row_format fmt)
 {
     bf_sweep_view v;
-    if (bf_sweep_view_load(&v, src, sweep_id, NULL)) {
+    if (bf_sweep_view_load(&v, src, sweep_id, NULL, where)) {
         bf_sweep_view_clear(&v);
         return 1;
     }
@@ -86,7 +91,7 @@ int bf_results_print(bf_source *src, int64_t sweep_id, bf_row_format fmt)
 int bf_results_check_failed(bf_source *src, int64_t sweep_id)
 {
     bf_sweep_view v;
-    if (bf_sweep_view_load(&v, src, sweep_id, NULL)) {
+    if (bf_sweep_view_load(&v, src, sweep_id, NULL, NULL)) {
         bf_sweep_view_clear(&v);
         return 1;
     }
@@ -140,12 +145,13 @@ static int parse_opts(int argc, char **argv, unsigned allowed,
     const bf_option all[] = {
         BF_OPT_STR("db", "FILE", &o->db),
         BF_OPT_STR("format", "table|csv|json", &format),
+        BF_OPT_STR("where", "FIELD=VALUE[,...]", &o->where),
         BF_OPT_STR("by", "FIELD,...", &o->by),
-        BF_OPT_STR("baseline", "FIELD=VALUE", &o->baseline),
+        BF_OPT_STR("baseline", "FIELD=VALUE[,...]", &o->baseline),
         BF_OPT_STR("output", "FILE", &o->output),
         BF_OPT_FLAG("json", &o->json),
     };
-    static const unsigned bit[] = { 0, BF_RESULT_OPT_FORMAT, BF_RESULT_OPT_BY,
+    static const unsigned bit[] = { 0, BF_RESULT_OPT_FORMAT, 0, BF_RESULT_OPT_BY,
                                     BF_RESULT_OPT_BASELINE,
                                     BF_RESULT_OPT_OUTPUT, BF_RESULT_OPT_JSON };
     bf_option options[sizeof all / sizeof *all + 1];
@@ -186,7 +192,7 @@ int bf_client_cmd_results(bf_client *cl, int argc, char **argv)
                                      &src);
     if (rc)
         return rc;
-    int status = bf_results_print(&src, o.sweep, o.fmt);
+    int status = bf_results_print(&src, o.sweep, o.where, o.fmt);
     bf_source_close(&src);
     return status;
 }

@@ -23,6 +23,7 @@ typedef struct bf_result_opts {
     const char *db;             /* --db FILE, or NULL: the daemon */
     bf_row_format fmt;          /* --format */
     const char *by, *baseline;  /* --by, --baseline */
+    const char *where;          /* --where */
     const char *output;         /* -o / --output */
     int json;                   /* --json */
 } bf_result_opts;
@@ -39,7 +40,8 @@ int bf_result_command_start(bf_client *cl, int argc, char **argv,
 json_t *bf_results_rows(const bf_sweep_view *v);
 
 /* Prints the results of a sweep in fmt; 0, or 1 after printing why not. */
-int bf_results_print(bf_source *src, int64_t sweep_id, bf_row_format fmt);
+int bf_results_print(bf_source *src, int64_t sweep_id, const char *where,
+                     bf_row_format fmt);
 
 /* Lists the sweep's failed jobs with their errors on stderr.  Returns 0
  * when none failed, 1 when some did (or the sweep could not be read). */

@@ -49,6 +49,7 @@ typedef struct bf_run_opts {
     const char *checkpoint_dir;   /* NULL: <db>.checkpoints */
     int groups, ranks;
     int lease_seconds;
+    int strict;                   /* warnings reject the sweep */
 } bf_run_opts;
 
 typedef struct bf_run {
@@ -333,6 +334,7 @@ static int parse_run_args(int argc, char **argv, bf_run_opts *o)
         BF_OPT_INT("ranks", "N", &o->ranks, 1, 1024),
         BF_OPT_STR("checkpoint-dir", "DIR", &o->checkpoint_dir),
         BF_OPT_INT("lease-seconds", "S", &o->lease_seconds, 1, 1024),
+        BF_OPT_FLAG("strict", &o->strict),
         BF_OPT_END,
     };
     int n = bf_client_args(options, &o->sweep_file, 1, argc, argv);
@@ -395,7 +397,8 @@ static int64_t unfinished_sweep(bf_client *cl, const char *file, int *n_jobs)
     json_array_foreach(json_object_get(reply, "sweeps"), i, row) {
         const char *name = json_string_value(json_object_get(row, "filename"));
         const char *status = json_string_value(json_object_get(row, "status"));
-        json_int_t open = json_integer_value(json_object_get(row, "queued"))
+        json_int_t open = json_integer_value(json_object_get(row, "waiting"))
+                          + json_integer_value(json_object_get(row, "queued"))
                           + json_integer_value(json_object_get(row, "running"));
         if (name && status && strcmp(name, file) == 0
             && strcmp(status, "active") == 0 && open > 0) {
@@ -416,7 +419,7 @@ static int submit_and_follow(bf_run *r, bf_client *cl, const bf_run_opts *o)
     if (sweep > 0)
         printf("resuming sweep %lld, left unfinished in %s by an earlier run "
                "of %s\n", (long long)sweep, o->db, o->sweep_file);
-    else if (bf_client_submit(cl, o->sweep_file, &sweep, &n_jobs))
+    else if (bf_client_submit(cl, o->sweep_file, o->strict, &sweep, &n_jobs))
         return 1;
     printf("sweep %lld: %d jobs on %d worker group(s) x %d rank(s); "
            "database %s\n", (long long)sweep, n_jobs, o->groups, o->ranks,
@@ -427,7 +430,7 @@ static int submit_and_follow(bf_run *r, bf_client *cl, const bf_run_opts *o)
     printf("\n");
     bf_source src;
     bf_source_open(&src, cl, NULL);
-    int status = bf_results_print(&src, sweep, BF_FORMAT_TABLE);
+    int status = bf_results_print(&src, sweep, NULL, BF_FORMAT_TABLE);
     return bf_results_check_failed(&src, sweep) || status;
 }
 

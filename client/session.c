@@ -2,6 +2,9 @@
  * commands share.  See session.h. */
 #include "session.h"
 
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +52,15 @@ void bf_client_close(bf_client *cl)
     cl->connected = 0;
 }
 
+/* "bifocal: warning: ..." for each of a submission's warnings. */
+static void session__print_warnings(const json_t *reply)
+{
+    size_t i;
+    json_t *w;
+    json_array_foreach(json_object_get(reply, "warnings"), i, w)
+        fprintf(stderr, "bifocal: warning: %s\n", json_string_value(w));
+}
+
 /* The reply to req (stays the caller's), or NULL after printing why. */
 static json_t *session__call(bf_client *cl, json_t *req, int timeout_ms)
 {
@@ -64,6 +76,7 @@ static json_t *session__call(bf_client *cl, json_t *req, int timeout_ms)
     }
     if (strcmp(bf_wire_type(reply), "error") == 0) {
         fprintf(stderr, "bifocal: %s\n", err.msg);
+        session__print_warnings(reply);   /* a strict submission's */
         json_decref(reply);
         return NULL;
     }
@@ -105,18 +118,34 @@ int bf_client_print_rows(bf_client *cl, json_t *req, const char *key,
 
 /* ---- submit and watch ----------------------------------------------------- */
 
-int bf_client_submit(bf_client *cl, const char *path, int64_t *sweep_id,
-                     int *n_jobs)
+/* The absolute folder of the file at path, into dir; -1 after printing. */
+static int session__folder_of(const char *path, char *dir)
+{
+    char *copy = bf_xstrdup(path);
+    const char *folder = dirname(copy);
+    int ok = realpath(folder, dir) != NULL;
+    if (!ok)
+        fprintf(stderr, "bifocal: %s: %s\n", folder, strerror(errno));
+    free(copy);
+    return ok ? 0 : -1;
+}
+
+int bf_client_submit(bf_client *cl, const char *path, int strict,
+                     int64_t *sweep_id, int *n_jobs)
 {
     size_t len;
     bf_error err;
+    char dir[PATH_MAX];
+    if (session__folder_of(path, dir))
+        return 1;
     char *text = bf_read_file(path, &len, &err);
     if (!text) {
         fprintf(stderr, "bifocal: %s\n", err.msg);
         return 1;
     }
-    json_t *req = json_pack("{s:s, s:s, s:s%}", "type", "submit",
-                            "filename", path, "text", text, len);
+    json_t *req = json_pack("{s:s, s:s, s:s%, s:s, s:b}", "type", "submit",
+                            "filename", path, "text", text, len, "dir", dir,
+                            "strict", strict);
     free(text);
     if (!req) {
         fprintf(stderr, "bifocal: %s is not valid UTF-8 text\n", path);
@@ -125,6 +154,7 @@ int bf_client_submit(bf_client *cl, const char *path, int64_t *sweep_id,
     json_t *reply;
     if (session__request(cl, req, BF_SUBMIT_TIMEOUT_MS, &reply))
         return 1;
+    session__print_warnings(reply);
     *sweep_id = json_integer_value(json_object_get(reply, "sweep_id"));
     *n_jobs = (int)json_integer_value(json_object_get(reply, "jobs"));
     json_decref(reply);
@@ -149,11 +179,11 @@ static void session__print_progress(const json_t *row, int tty)
                COUNT("sweep_id"), bar, ended, total, COUNT("running"),
                COUNT("failed"));
     } else {
-        printf("sweep %lld: %lld/%lld ended (queued %lld, running %lld, "
-               "succeeded %lld, failed %lld, cancelled %lld)\n",
-               COUNT("sweep_id"), ended, total, COUNT("queued"),
-               COUNT("running"), COUNT("succeeded"), COUNT("failed"),
-               COUNT("cancelled"));
+        printf("sweep %lld: %lld/%lld ended (waiting %lld, queued %lld, "
+               "running %lld, succeeded %lld, failed %lld, cancelled %lld)\n",
+               COUNT("sweep_id"), ended, total, COUNT("waiting"),
+               COUNT("queued"), COUNT("running"), COUNT("succeeded"),
+               COUNT("failed"), COUNT("cancelled"));
     }
     fflush(stdout);
 #undef COUNT
@@ -186,7 +216,8 @@ int bf_client_watch(bf_client *cl, int64_t sweep, int (*tick)(void *ctx),
         last = now;
         const char *status = json_string_value(json_object_get(row, "status"));
         long long open =
-            json_integer_value(json_object_get(row, "queued"))
+            json_integer_value(json_object_get(row, "waiting"))
+            + json_integer_value(json_object_get(row, "queued"))
             + json_integer_value(json_object_get(row, "running"));
         int ended = (status && strcmp(status, "active") != 0) || open == 0;
         json_decref(reply);

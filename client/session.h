@@ -33,10 +33,12 @@ void bf_client_close(bf_client *cl);
 int bf_client_print_rows(bf_client *cl, json_t *req, const char *key,
                          bf_row_format fmt);
 
-/* Submits the sweep file at path; 0 with the new sweep's id and job count,
- * or 1 after printing the server's refusal. */
-int bf_client_submit(bf_client *cl, const char *path, int64_t *sweep_id,
-                     int *n_jobs);
+/* Submits the sweep file at path, with its folder (a relative init_from in
+ * it is relative to that); strict: warnings reject it.  0 with the new
+ * sweep's id and job count, after printing its warnings on stderr, or 1
+ * after printing the server's refusal. */
+int bf_client_submit(bf_client *cl, const char *path, int strict,
+                     int64_t *sweep_id, int *n_jobs);
 
 /* Follows a sweep until it ends, printing progress (a bar on a terminal).
  * tick (may be NULL) runs between polls; non-zero from it stops the watch

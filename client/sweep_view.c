@@ -2,6 +2,7 @@
 #include "sweep_view.h"
 
 #include "alloc.h"
+#include "format.h"
 #include "yaml_json.h"
 
 #include <stdio.h>
@@ -16,17 +17,96 @@ static int field_index(const char *const *fields, int n, const char *name)
     return -1;
 }
 
-static int field_varies(const json_t *jobs, const char *field)
+json_t *bf_sweep_view_value(const json_t *row, const char *field)
 {
-    const json_t *first = json_object_get(
-        json_object_get(json_array_get(jobs, 0), "config"), field);
+    if (strcmp(field, "stage") == 0)
+        return json_object_get(row, "stage");
+    return json_object_get(json_object_get(row, "config"), field);
+}
+
+int bf_sweep_view_value_is(const json_t *value, const char *text)
+{
+    char *s = bf_format_cell(value, 1);
+    int same = strcmp(s, text) == 0;
+    free(s);
+    if (!same && json_is_number(value)) {
+        char *end;
+        double x = strtod(text, &end);
+        same = *text && !*end && x == json_number_value(value);
+    }
+    return same;
+}
+
+/* Whether a job_results row has every FIELD=VALUE of the comma-separated
+ * list pairs (each checked to hold a '=' by the caller). */
+static int row_matches(const json_t *row, const char *pairs)
+{
+    char *list = bf_xstrdup(pairs), *save = NULL;
+    int match = 1;
+    for (char *p = strtok_r(list, ",", &save); p && match;
+         p = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(p, '=');
+        *eq = '\0';
+        const json_t *value = bf_sweep_view_value(row, p);
+        match = value && bf_sweep_view_value_is(value, eq + 1);
+    }
+    free(list);
+    return match;
+}
+
+/* Keeps the jobs that match --where; -1 after saying why if none does. */
+static int filter_jobs(bf_sweep_view *v, const char *where)
+{
+    for (const char *p = where; *p; p += strcspn(p, ","), p += *p == ',') {
+        size_t len = strcspn(p, ",");
+        const char *eq = memchr(p, '=', len);
+        if (!eq || eq == p) {
+            fprintf(stderr, "bifocal: --where %s: expected FIELD=VALUE[,...], "
+                            "not '%.*s'\n", where, (int)len, p);
+            return -1;
+        }
+    }
+    json_t *kept = json_array();
     size_t i;
     json_t *row;
-    json_array_foreach(jobs, i, row)
-        if (!json_equal(first, json_object_get(json_object_get(row, "config"),
-                                               field)))
-            return 1;
-    return 0;
+    json_array_foreach(v->jobs, i, row)
+        if (row_matches(row, where))
+            json_array_append(kept, row);
+    json_decref(v->jobs);
+    v->jobs = kept;
+    if (json_array_size(kept) > 0)
+        return 0;
+    fprintf(stderr, "bifocal: --where %s: no job of sweep %lld has it\n",
+            where, (long long)v->sweep_id);
+    return -1;
+}
+
+/* The stage of a row as an object key ("" without stages). */
+static const char *stage_key(const json_t *row)
+{
+    const char *stage = json_string_value(json_object_get(row, "stage"));
+    return stage ? stage : "";
+}
+
+/* Whether field takes two values within one stage (in one sweep without
+ * stages); "stage" itself varies between stages. */
+static int field_varies(const json_t *jobs, const char *field)
+{
+    int stage = strcmp(field, "stage") == 0, varies = 0;
+    json_t *first = json_object();   /* stage -> its first job's value */
+    size_t i;
+    json_t *row;
+    json_array_foreach(jobs, i, row) {
+        const char *key = stage ? "" : stage_key(row);
+        json_t *value = bf_sweep_view_value(row, field);
+        json_t *seen = json_object_get(first, key);
+        if (!seen)
+            json_object_set(first, key, value ? value : json_null());
+        else if (!json_equal(seen, value ? value : json_null()))
+            varies = 1;
+    }
+    json_decref(first);
+    return varies;
 }
 
 static void add_varying(bf_sweep_view *v, const char *field)
@@ -37,9 +117,36 @@ static void add_varying(bf_sweep_view *v, const char *field)
         v->varying[v->n_varying++] = field;
 }
 
-/* The varying fields: first in the order the sweep file's grid lists them,
- * then seed, then any other (alphabetical, as configs are stored).  Names
- * point into the first job's config. */
+/* The fields a grid or zip mapping sweeps, in the file's order. */
+static void add_swept(bf_sweep_view *v, const json_t *config,
+                      const json_t *mapping)
+{
+    const char *key;
+    json_t *value;
+    json_object_foreach((json_t *)mapping, key, value) {
+        void *iter = json_object_iter_at((json_t *)config, key);
+        if (iter)
+            add_varying(v, json_object_iter_key(iter));
+    }
+}
+
+/* The swept fields of a sweep file's node (the file, or one stage). */
+static void add_node(bf_sweep_view *v, const json_t *config, const json_t *node)
+{
+    add_swept(v, config, json_object_get(node, "grid"));
+    const json_t *zip = json_object_get(node, "zip");
+    size_t i;
+    json_t *group;
+    if (json_is_object(zip))
+        add_swept(v, config, zip);
+    json_array_foreach(zip, i, group)
+        add_swept(v, config, group);
+}
+
+/* The varying fields: "stage" in a sweep with stages, then the fields in
+ * the order the sweep file's grids and zips list them, then seed, then any
+ * other (alphabetical, as configs are stored).  Names point into the first
+ * job's config (or are literals). */
 static void find_varying(bf_sweep_view *v)
 {
     json_t *config = json_object_get(json_array_get(v->jobs, 0), "config");
@@ -47,14 +154,15 @@ static void find_varying(bf_sweep_view *v)
     bf_error err;
     json_t *sweep = source ? bf_yaml_parse(source, strlen(source), NULL, NULL,
                                            &err) : NULL;
+    add_varying(v, "stage");
+    add_node(v, config, sweep);
+    size_t i;
+    json_t *stage;
+    json_array_foreach(json_object_get(sweep, "stages"), i, stage)
+        add_node(v, config, stage);
+    json_decref(sweep);
     const char *key;
     json_t *value;
-    json_object_foreach(json_object_get(sweep, "grid"), key, value) {
-        void *iter = json_object_iter_at(config, key);
-        if (iter)
-            add_varying(v, json_object_iter_key(iter));
-    }
-    json_decref(sweep);
     void *seed = json_object_iter_at(config, "seed");
     if (seed)
         add_varying(v, json_object_iter_key(seed));
@@ -67,15 +175,19 @@ static void print_groupable(const bf_sweep_view *v)
 {
     int shown = 0;
     for (int k = 0; k < v->n_varying; k++)
-        if (strcmp(v->varying[k], "seed") != 0)
+        if (strcmp(v->varying[k], "seed") != 0
+            && strcmp(v->varying[k], "stage") != 0)
             fprintf(stderr, "%s%s", shown++ ? ", " : "varying: ", v->varying[k]);
     if (!shown)
         fputs("nothing varies but the seed", stderr);
 }
 
-/* Sets v->by from the comma-separated list, each a varying field. */
+/* Sets v->by from the comma-separated list, each a varying field; a sweep
+ * with stages groups by stage first whatever the list says. */
 static int parse_by(bf_sweep_view *v, const char *by)
 {
+    if (by && field_index(v->varying, v->n_varying, "stage") >= 0)
+        v->by[v->n_by++] = "stage";
     if (!by) {
         for (int i = 0; i < v->n_varying; i++)
             if (strcmp(v->varying[i], "seed") != 0)
@@ -87,7 +199,7 @@ static int parse_by(bf_sweep_view *v, const char *by)
     for (char *f = strtok_r(list, ",", &save); f && rc == 0;
          f = strtok_r(NULL, ",", &save)) {
         int i = field_index(v->varying, v->n_varying, f);
-        if (i < 0 || strcmp(f, "seed") == 0) {
+        if (i < 0 || strcmp(f, "seed") == 0 || strcmp(f, "stage") == 0) {
             fprintf(stderr, "bifocal: --by %s: not a field that varies "
                             "between the jobs of sweep %lld (", f,
                     (long long)v->sweep_id);
@@ -104,9 +216,9 @@ static int parse_by(bf_sweep_view *v, const char *by)
 
 static json_t *group_key(const bf_sweep_view *v, const json_t *job)
 {
-    json_t *config = json_object_get(job, "config"), *key = json_object();
+    json_t *key = json_object();
     for (int i = 0; i < v->n_by; i++)
-        json_object_set(key, v->by[i], json_object_get(config, v->by[i]));
+        json_object_set(key, v->by[i], bf_sweep_view_value(job, v->by[i]));
     return key;
 }
 
@@ -162,7 +274,7 @@ static void index_jobs(bf_sweep_view *v)
 }
 
 int bf_sweep_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
-                       const char *by)
+                       const char *by, const char *where)
 {
     *v = (bf_sweep_view){ .sweep_id = sweep_id };
     json_t *sweeps = bf_source_rows(src, "sweeps", sweep_id);
@@ -171,7 +283,7 @@ int bf_sweep_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
     v->sweep = json_incref(json_array_get(sweeps, 0));
     json_decref(sweeps);
     v->jobs = bf_source_rows(src, "job_results", sweep_id);
-    if (!v->jobs)
+    if (!v->jobs || (where && filter_jobs(v, where)))
         return -1;
     index_jobs(v);
     find_varying(v);

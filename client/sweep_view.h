@@ -1,7 +1,10 @@
 /* sweep_view: one sweep as the results commands see it: its jobs (rows of
  * the job_results view), the config fields that vary between them, and the
  * jobs grouped by those fields except the seed (or by the fields the user
- * names), so that a group's jobs differ only in their seed. */
+ * names), so that a group's jobs differ only in their seed.  In a sweep
+ * with stages, "stage" is a field too, always the first grouping field:
+ * groups, and so comparisons, stay within a stage, and the varying fields
+ * are those that vary within a stage. */
 #ifndef BF_SWEEP_VIEW_H
 #define BF_SWEEP_VIEW_H
 
@@ -16,8 +19,9 @@ typedef struct bf_sweep_view {
     int64_t sweep_id;
     json_t *sweep;          /* the sweeps row (name, filename, source, ...) */
     json_t *jobs;           /* job_results rows, by job_id */
-    /* Config fields whose value differs between jobs, in the order of the
-     * sweep file's grid (then alphabetical); "seed" among them if seeds. */
+    /* Config fields whose value differs between jobs (of a stage), in the
+     * order of the sweep file's grid and zip (then alphabetical); "seed"
+     * among them if seeds; "stage" first in a sweep with stages. */
     const char *varying[BF_SWEEP_MAX_FIELDS];
     int n_varying;
     /* The grouping fields: varying minus seed, or the --by fields. */
@@ -32,13 +36,24 @@ typedef struct bf_sweep_view {
 
 /* Reads the sweep and groups its jobs.  by is a comma-separated field list
  * or NULL; a field that does not vary in the sweep is refused by name.
- * 0, or -1 after printing the problem. */
+ * where is "FIELD=VALUE[,FIELD=VALUE...]" or NULL: only the jobs with
+ * those values (a config field, or "stage") are in the view, as if the
+ * sweep held no others; none matching is refused.  0, or -1 after printing
+ * the problem. */
 int bf_sweep_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
-                       const char *by);
+                       const char *by, const char *where);
 void bf_sweep_view_clear(bf_sweep_view *v);
 
 /* The row in v->jobs of a job id (binary search); -1 if not in the sweep. */
 int bf_sweep_view_row_of(const bf_sweep_view *v, int64_t job_id);
+
+/* The value of field in a job_results row: its stage for "stage", else
+ * the field of its config (borrowed; NULL if absent). */
+json_t *bf_sweep_view_value(const json_t *row, const char *field);
+
+/* Whether a value reads as text: as a table prints it, or as the same
+ * number (rope_base=10000 names the value printed as 1e+04). */
+int bf_sweep_view_value_is(const json_t *value, const char *text);
 
 /* The group of a job id; -1 if the job is not in the sweep. */
 int bf_sweep_view_group_of(const bf_sweep_view *v, int64_t job_id);

@@ -661,3 +661,98 @@ int bf_job_config_max_depth(const bf_job_config *cfg)
             deepest = cfg->eval_depths[i];
     return deepest;
 }
+
+/* ---- fields without effect -------------------------------------------- */
+
+#define ROPE_BIT(r) (1u << (r))
+#define ALL_ROPES ((1u << N_ROPES) - 1)
+
+/* The positional fields and the variants that use them; every other field
+ * matters to every variant. */
+static const struct {
+    const char *field;
+    unsigned ropes;
+} rope_fields[] = {
+    {"rope_base", ALL_ROPES & ~ROPE_BIT(BF_ROPE_NONE)},
+    {"random_positions", ALL_ROPES & ~ROPE_BIT(BF_ROPE_NONE)},
+    {"spectral_fraction", ROPE_BIT(BF_ROPE_BIFOCAL)},
+    {"freq_lr_mult", ROPE_BIT(BF_ROPE_SPECTRAL) | ROPE_BIT(BF_ROPE_BIFOCAL)},
+    {"prope_fraction", ROPE_BIT(BF_ROPE_PROPE)},
+};
+#define N_ROPE_FIELDS (sizeof rope_fields / sizeof rope_fields[0])
+
+int bf_job_config_field_matters(const bf_job_config *cfg, const char *field)
+{
+    for (size_t i = 0; i < N_ROPE_FIELDS; i++)
+        if (strcmp(rope_fields[i].field, field) == 0)
+            return (unsigned)cfg->rope < N_ROPES &&
+                   (rope_fields[i].ropes & ROPE_BIT(cfg->rope)) != 0;
+    return 1;
+}
+
+/* Bytes a field takes in bf_job_config. */
+static size_t field_size(const field_spec *f)
+{
+    switch (f->kind) {
+    case KIND_REAL:
+        return sizeof(double);
+    case KIND_SEED:
+        return sizeof(uint64_t);
+    case KIND_DEPTHS:
+        return sizeof ((bf_job_config *)0)->eval_depths;
+    case KIND_PATH:
+        return sizeof ((bf_job_config *)0)->init_from;
+    default:
+        return sizeof(int);
+    }
+}
+
+/* cfg into out field by field over zeroed bytes, init_from's tail zeroed:
+ * equal configs become equal bytes, whatever padding and tails held. */
+static void copy_fields(const bf_job_config *cfg, bf_job_config *out)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < N_JOB_FIELDS; i++)
+        memcpy((char *)out + job_fields[i].offset,
+               (const char *)cfg + job_fields[i].offset,
+               field_size(&job_fields[i]));
+    out->n_eval_depths = cfg->n_eval_depths;
+    size_t path_len = strnlen(out->init_from, sizeof out->init_from);
+    memset(out->init_from + path_len, 0, sizeof out->init_from - path_len);
+}
+
+int bf_job_config_field_is_default(const bf_job_config *cfg,
+                                   const char *field)
+{
+    const field_spec *f = find_field(field);
+    if (!f)
+        return 0;
+    bf_job_config defaults;
+    bf_job_config_defaults(&defaults);
+    return memcmp((const char *)cfg + f->offset,
+                  (const char *)&defaults + f->offset, field_size(f)) == 0;
+}
+
+void bf_job_config_effective(const bf_job_config *cfg, bf_job_config *out)
+{
+    copy_fields(cfg, out);
+    int learnable = bf_job_config_spectral_heads(cfg);
+    if (cfg->rope == BF_ROPE_BIFOCAL && learnable == 0)
+        out->rope = BF_ROPE_GEOMETRIC;
+    else if (cfg->rope == BF_ROPE_BIFOCAL && learnable == cfg->n_heads)
+        out->rope = BF_ROPE_SPECTRAL;
+    else if (cfg->rope == BF_ROPE_PROPE && bf_job_config_prope_pairs(cfg) == 0)
+        out->rope = BF_ROPE_GEOMETRIC;
+    else if (cfg->rope == BF_ROPE_PROPE &&
+             bf_job_config_prope_pairs(cfg) == cfg->d_model / cfg->n_heads / 2)
+        out->rope = BF_ROPE_NONE;   /* every omega 0: no rotation at all */
+    bf_job_config defaults;
+    bf_job_config_defaults(&defaults);
+    for (size_t i = 0; i < N_ROPE_FIELDS; i++) {
+        const field_spec *f = find_field(rope_fields[i].field);
+        if (bf_job_config_field_matters(out, f->name))
+            continue;
+        memcpy((char *)out + f->offset, (const char *)&defaults + f->offset,
+               field_size(f));
+    }
+}

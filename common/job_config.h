@@ -115,4 +115,25 @@ int bf_job_config_prope_pairs(const bf_job_config *cfg);
 /* Deepest of `depth` and every eval depth. */
 int bf_job_config_max_depth(const bf_job_config *cfg);
 
+/* Whether `field` changes what a job of cfg's rope variant trains: 0 for
+ * the positional fields a variant ignores (rope_base and random_positions
+ * with none; spectral_fraction but with bifocal; freq_lr_mult but with
+ * spectral and bifocal; prope_fraction but with prope), 1 for every other
+ * field. */
+int bf_job_config_field_matters(const bf_job_config *cfg, const char *field);
+
+/* Whether cfg's `field` holds its default value (0 for an unknown field). */
+int bf_job_config_field_is_default(const bf_job_config *cfg,
+                                   const char *field);
+
+/* cfg as the trainer sees it, into *out: a variant that degenerates to
+ * another is renamed (bifocal with no learnable head is rope, with every
+ * head learnable spectral; prope with no zeroed pair is rope, with every
+ * pair zeroed none), then the
+ * fields without effect for the variant are reset to their defaults.  Two
+ * jobs with equal effective configs train the same model.  *out is built
+ * field by field over zeroed bytes, so equal effective configs are equal
+ * bytes (padding included): a hash of the struct finds them. */
+void bf_job_config_effective(const bf_job_config *cfg, bf_job_config *out);
+
 #endif

@@ -76,8 +76,9 @@ static int load_initial_state(bf_trainer *t, bf_error *err)
     if (t->opts.resume_path)
         return bf_checkpoint_resume(t->opts.resume_path, &t->model, &t->cfg,
                                     &t->step, err);
-    if (t->cfg.init_from[0])
-        return bf_checkpoint_init_from(t->cfg.init_from, &t->model, err);
+    if (t->cfg.init_from[0] &&
+        bf_checkpoint_init_from(t->cfg.init_from, &t->model, err) != 0)
+        return BF_TRAIN_PERMANENT;   /* the job's own input is at fault */
     return 0;
 }
 
@@ -105,12 +106,13 @@ int bf_trainer_create(bf_trainer **out, const bf_job_config *cfg,
     t->micro = bf_model_micro_batch(&shape, t->local_batch, cfg->seq_len);
     if (bf_model_create(&t->model, &shape, t->micro, cfg->seq_len, err) != 0) {
         free(t);
-        return -1;
+        return BF_TRAIN_PERMANENT;
     }
     alloc_buffers(t);
-    if (load_initial_state(t, err) != 0) {
+    int rc = load_initial_state(t, err);
+    if (rc != 0) {
         bf_trainer_free(t);
-        return -1;
+        return rc < 0 ? rc : -1;
     }
     t->summary.step = t->step;
     *out = t;

@@ -73,10 +73,16 @@ typedef struct bf_train_summary {
 
 typedef struct bf_trainer bf_trainer;
 
+/* bf_trainer_create's failure when the job itself cannot run, on any
+ * worker and at any attempt: its model cannot be built, or its init_from
+ * checkpoint is missing, unreadable or of other shapes. */
+#define BF_TRAIN_PERMANENT (-2)
+
 /* Builds the model for cfg (validated by the caller), initialises it from
  * the seed, then from opts->resume_path (same config required) or else from
  * cfg->init_from (surgical integration).  Copies opts; the strings in it
- * must outlive the trainer. */
+ * must outlive the trainer.  Returns 0, BF_TRAIN_PERMANENT, or -1 for
+ * any other failure (a resume checkpoint that will not load). */
 int bf_trainer_create(bf_trainer **out, const bf_job_config *cfg,
                       const bf_trainer_opts *opts, bf_error *err);
 void bf_trainer_free(bf_trainer *t);

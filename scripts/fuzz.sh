@@ -31,7 +31,7 @@ store_src=(server/store/*.c "$out/schema_sql.c")
 sources_of() {
     case $1 in
         frame|job_config) echo "${common_src[@]}" ;;
-        sweep) echo "${common_src[@]} server/store/sweep.c" ;;
+        sweep) echo "${common_src[@]} server/store/sweep*.c" ;;
         protocol) echo "${common_src[@]} ${store_src[@]} server/protocol.c server/holders.c server/queries.c server/submit.c" ;;
         checkpoint) echo "${common_src[@]} engine/*.c" ;;
         *) echo "unknown harness $1" >&2; exit 2 ;;

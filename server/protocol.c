@@ -582,8 +582,11 @@ static void finish(session *s, json_t *msg, const json_t *id, int succeeded)
     bf_protocol *p = s->p;
     int64_t attempt = 0;
     const char *error_text = "failed";
+    json_t *permanent = json_object_get(msg, "permanent");
     if (id_field(s, msg, id, "attempt_id", 0, &attempt)
         || (!succeeded && str_field(s, msg, id, "error", 1, &error_text))
+        || (!succeeded && permanent && !json_is_boolean(permanent)
+            && bad_field(s, msg, id, "permanent", "true or false"))
         || check_owner(s, id, attempt))
         return;
     int64_t now = bf_wall_ms();
@@ -591,6 +594,8 @@ static void finish(session *s, json_t *msg, const json_t *id, int succeeded)
         && bf_store_attempt_cancelled(p->store, attempt) == 1;
     int rc = !succeeded && cancelled
         ? bf_store_attempt_stopped(p->store, attempt, now)
+        : !succeeded && json_is_true(permanent)
+        ? bf_store_fail_permanently(p->store, attempt, error_text, now)
         : bf_store_finish_attempt(p->store, attempt, succeeded,
                                   succeeded ? NULL : error_text, now);
     if (rc == BF_STORE_FENCED || rc == BF_STORE_NOT_FOUND) {
@@ -658,22 +663,30 @@ typedef struct submit_wait {
 } submit_wait;
 
 static void submit_done(void *ctx, int rc, int64_t sweep_id, size_t n_jobs,
-                        const bf_error *err)
+                        const json_t *warnings, const bf_error *err)
 {
     submit_wait *w = ctx;
     session *s = w->s;
     if (!s->conn) {
         /* The submitter left; the outcome is in the store anyway. */
     } else if (rc) {
-        /* A full disk is not the sweep's fault: `store`, not `invalid`. */
-        reply_error(s, w->id, rc == BF_STORE_DB_FAILED ? "store" : "invalid",
-                    err, err->msg[0] ? err->msg : "sweep rejected");
+        /* A full disk is not the sweep's fault: `store`, not `invalid`.
+         * A --strict refusal lists every warning. */
+        const char *code = rc == BF_STORE_DB_FAILED ? "store" : "invalid";
+        LOGC(BF_LOG_WARN, s, "error %s: %s", code, err->msg);
+        json_t *m = bf_wire_error(code, w->id, err, "%s",
+                                  err->msg[0] ? err->msg : "sweep rejected");
+        if (warnings)
+            json_object_set(m, "warnings", (json_t *)warnings);
+        bf_conn_send(s->conn, m);
     } else {
-        LOGC(BF_LOG_INFO, s, "submitted sweep %lld from %s: %zu jobs",
-             (long long)sweep_id, w->filename, n_jobs);
+        LOGC(BF_LOG_INFO, s, "submitted sweep %lld from %s: %zu jobs, %zu "
+             "warnings", (long long)sweep_id, w->filename, n_jobs,
+             json_array_size(warnings));
         json_t *r = new_reply("ack", w->id);
         json_object_set_new(r, "sweep_id", json_integer(sweep_id));
         json_object_set_new(r, "jobs", json_integer((json_int_t)n_jobs));
+        json_object_set(r, "warnings", (json_t *)warnings);
         bf_conn_send(s->conn, r);
     }
     reply_done(s);
@@ -686,15 +699,23 @@ static void submit_done(void *ctx, int rc, int64_t sweep_id, size_t n_jobs,
 static void handle_submit(session *s, json_t *msg, const json_t *id)
 {
     const char *filename = NULL, *text = NULL;
+    bf_submit_opts opts = {0};
+    json_t *strict = json_object_get(msg, "strict");
     if (str_field(s, msg, id, "filename", 0, &filename)
-        || str_field(s, msg, id, "text", 0, &text))
+        || str_field(s, msg, id, "text", 0, &text)
+        || str_field(s, msg, id, "dir", 1, &opts.dir)
+        || (opts.dir && opts.dir[0] != '/'
+            && bad_field(s, msg, id, "dir", "an absolute path"))
+        || (strict && !json_is_boolean(strict)
+            && bad_field(s, msg, id, "strict", "true or false")))
         return;
+    opts.strict = json_is_true(strict);
     submit_wait *w = bf_xcalloc(1, sizeof *w);
     w->s = hold_for_reply(s);
     w->id = id ? json_incref((json_t *)id) : NULL;
     w->filename = bf_xstrdup(filename);
     bf_submits_start(&s->p->submits, filename, text,
-                     json_string_length(json_object_get(msg, "text")),
+                     json_string_length(json_object_get(msg, "text")), &opts,
                      bf_wall_ms(), submit_done, w);
 }
 

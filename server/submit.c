@@ -22,8 +22,9 @@ typedef struct chunk {
 struct bf_submission {
     bf_submits *m;
     bf_submission *next;
-    char *filename, *text;
+    char *filename, *text, *dir;
     size_t len;
+    int strict;
     int64_t now_ms;
     bf_submit_done_fn done;
     void *ctx;
@@ -43,6 +44,7 @@ struct bf_submission {
     int thread_done;
     bf_sweep *sweep;           /* set by the thread once validated */
     bf_error thread_err;       /* why parsing or validation failed */
+    json_t *refused_warnings;  /* those of a strict refusal */
     /* The thread's own. */
     chunk *filling;
     /* The loop's own. */
@@ -107,35 +109,60 @@ static int add_row(void *ctx, const bf_sweep_job *job, bf_error *err)
     return bf_error_set(err, NULL, 0, NULL, "the daemon is stopping");
 }
 
+/* The file parsed and every job checked (a stop ends it early); NULL with
+ * err (and *refused: the warnings of a strict refusal) when it is not to
+ * be stored. */
+static bf_sweep *checked_sweep(bf_submission *u, json_t **refused,
+                               bf_error *err)
+{
+    if (u->len > (size_t)BF_SWEEP_MAX_BYTES) {
+        bf_error_set(err, u->filename, 0, NULL, "sweep file is %zu bytes, "
+                     "more than the %d allowed", u->len, BF_SWEEP_MAX_BYTES);
+        return NULL;
+    }
+    bf_sweep *sw = bf_sweep_parse(u->filename, u->dir, u->text, u->len, err);
+    if (sw && bf_sweep_expand(sw, validate_only, u, err) < 0) {
+        bf_sweep_free(sw);
+        return NULL;
+    }
+    if (sw && u->strict && json_array_size(sw->warnings) > 0) {
+        bf_store_strict_refusal(u->filename, sw->warnings, err);
+        *refused = json_incref(sw->warnings);
+        bf_sweep_free(sw);
+        return NULL;
+    }
+    return sw;
+}
+
 static void expand(void *arg)
 {
     bf_submission *u = arg;
     bf_error err;
     bf_error_clear(&err);
-    bf_sweep *sw = NULL;
-    if (u->len > (size_t)BF_SWEEP_MAX_BYTES)
-        bf_error_set(&err, u->filename, 0, NULL, "sweep file is %zu bytes, "
-                     "more than the %d allowed", u->len, BF_SWEEP_MAX_BYTES);
-    else
-        sw = bf_sweep_parse(u->filename, u->text, u->len, &err);
-    if (sw && bf_sweep_expand(sw, validate_only, u, &err) < 0) {
-        bf_sweep_free(sw);
-        sw = NULL;
-    }
+    json_t *refused = NULL;
+    bf_sweep *checked = checked_sweep(u, &refused, &err);
+    /* An expansion fills the sweep's source maps: the pass that stores
+     * expands a second parse. */
+    bf_sweep *sw = checked ? bf_sweep_parse(u->filename, u->dir, u->text,
+                                            u->len, &err) : NULL;
+    bf_sweep_free(checked);
+    int stored_all = 0;
     if (sw) {
         uv_mutex_lock(&u->lock);
         u->sweep = sw;
         uv_mutex_unlock(&u->lock);
-        /* Validated: only a stop can end this pass early. */
+        /* Checked: only a stop can end this pass early. */
         if (bf_sweep_expand(sw, add_row, u, &err) == 0) {
             if (!u->filling)
                 u->filling = bf_xcalloc(1, sizeof *u->filling);
-            push_chunk(u, 1);
+            stored_all = push_chunk(u, 1) == 0;
         }
     }
     uv_mutex_lock(&u->lock);
-    if (!sw)
+    if (!stored_all) {
         u->thread_err = err;
+        u->refused_warnings = refused;
+    }
     u->thread_done = 1;
     uv_mutex_unlock(&u->lock);
     uv_async_send(&u->wake);
@@ -154,9 +181,12 @@ static void free_chunk(chunk *c)
 
 static void free_submission(bf_submission *u)
 {
+    bf_stage_clear(&u->stage);
     bf_sweep_free(u->sweep);
+    json_decref(u->refused_warnings);
     free(u->filename);
     free(u->text);
+    free(u->dir);
     free(u);
 }
 
@@ -174,7 +204,9 @@ static void reply(bf_submission *u, int rc)
     if (u->replied)
         return;
     u->replied = 1;
-    u->done(u->ctx, rc, u->stage.sweep_id, u->stage.n_stored,
+    const json_t *warnings = rc == BF_STORE_OK ? u->sweep->warnings
+                                               : u->refused_warnings;
+    u->done(u->ctx, rc, u->stage.sweep_id, u->stage.n_stored, warnings,
             rc == BF_STORE_OK ? NULL : &u->err);
 }
 
@@ -241,7 +273,7 @@ static void expanded(bf_submission *u)
 {
     if (u->has_thread)
         uv_thread_join(&u->thread);
-    if (!u->sweep)
+    if (!u->replied)   /* refused or stopped before its last chunk */
         fail(u, BF_STORE_ERR, &u->thread_err);
     reply(u, u->failed_rc);
     if (!u->failed_rc || !u->stage.sweep_id || u->m->stopping) {
@@ -311,12 +343,14 @@ void bf_submits_init(bf_submits *m, uv_loop_t *loop, bf_store *store)
 }
 
 void bf_submits_start(bf_submits *m, const char *filename, const char *text,
-                      size_t len, int64_t now_ms, bf_submit_done_fn done,
-                      void *ctx)
+                      size_t len, const bf_submit_opts *opts, int64_t now_ms,
+                      bf_submit_done_fn done, void *ctx)
 {
     bf_submission *u = bf_xcalloc(1, sizeof *u);
     u->m = m;
     u->filename = bf_xstrdup(filename);
+    u->dir = opts && opts->dir ? bf_xstrdup(opts->dir) : NULL;
+    u->strict = opts && opts->strict;
     u->text = bf_xmalloc(len + 1);
     memcpy(u->text, text, len);
     u->text[len] = '\0';

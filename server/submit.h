@@ -18,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <jansson.h>
 #include <uv.h>
 
 #include "bf_error.h"
@@ -26,10 +27,13 @@
 #define BF_SUBMIT_CHUNK 1000
 
 /* The outcome, on the loop: BF_STORE_OK with the new sweep; BF_STORE_ERR
- * (the sweep is invalid: err has file, line, field) or
- * BF_STORE_DB_FAILED (err has SQLite's cause), nothing stored. */
+ * (the sweep is invalid: err has file, line, field; or strict and with
+ * warnings) or BF_STORE_DB_FAILED (err has SQLite's cause), nothing
+ * stored.  warnings (borrowed; NULL unless stored or refused as strict)
+ * are the sweep's (sweep.h). */
 typedef void (*bf_submit_done_fn)(void *ctx, int rc, int64_t sweep_id,
-                                  size_t n_jobs, const bf_error *err);
+                                  size_t n_jobs, const json_t *warnings,
+                                  const bf_error *err);
 
 typedef struct bf_submission bf_submission;
 
@@ -42,11 +46,12 @@ typedef struct bf_submits {
 
 void bf_submits_init(bf_submits *m, uv_loop_t *loop, bf_store *store);
 
-/* Stores the sweep file text (copied) submitted at now_ms, then calls
+/* Stores the sweep file text (copied) submitted at now_ms with opts
+ * (copied; NULL: the defaults) as bf_store_submit_sweep would, then calls
  * done(ctx, ...) on the loop, never before this returns. */
 void bf_submits_start(bf_submits *m, const char *filename, const char *text,
-                      size_t len, int64_t now_ms, bf_submit_done_fn done,
-                      void *ctx);
+                      size_t len, const bf_submit_opts *opts, int64_t now_ms,
+                      bf_submit_done_fn done, void *ctx);
 
 /* The daemon is stopping: the sweep being stored stops at its next chunk
  * and every submission ends with BF_STORE_DB_FAILED ("stopping"). */

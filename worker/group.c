@@ -20,7 +20,8 @@
 #include "wire.h"
 
 enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
-enum { TRAIN_SETUP_FAILED = -1, TRAIN_RUN_FAILED = -2 };
+enum { TRAIN_SETUP_FAILED = -1, TRAIN_RUN_FAILED = -2,
+       TRAIN_SETUP_PERMANENT = -3 };
 
 /* How often idle ranks look whether rank 0 has broadcast the next job: a
  * blocking MPI_Bcast would spin a core for as long as rank 0 waits. */
@@ -125,14 +126,18 @@ static int should_stop(void *ctx)
 }
 
 /* Setup can fail on one rank only (a file missing on one node): all ranks
- * learn it, with the lowest failing rank's message, and none starts. */
-static int agree_on_setup(MPI_Comm comm, int rank, int nranks, int ok,
+ * learn it, with the lowest failing rank's message and whether its failure
+ * is permanent (BF_TRAIN_PERMANENT), and none starts.  created is that
+ * rank's bf_trainer_create result. */
+static int agree_on_setup(MPI_Comm comm, int rank, int nranks, int created,
                           bf_error *local)
 {
-    int first_failed = ok ? nranks : rank;
+    int first_failed = created == 0 ? nranks : rank;
     MPI_Allreduce(MPI_IN_PLACE, &first_failed, 1, MPI_INT, MPI_MIN, comm);
     if (first_failed == nranks)
         return 0;
+    int permanent = created == BF_TRAIN_PERMANENT;
+    MPI_Bcast(&permanent, 1, MPI_INT, first_failed, comm);
     MPI_Bcast(local->msg, (int)sizeof local->msg, MPI_CHAR, first_failed,
               comm);
     if (first_failed != 0) {
@@ -140,7 +145,7 @@ static int agree_on_setup(MPI_Comm comm, int rank, int nranks, int ok,
         snprintf(msg, sizeof msg, "%s", local->msg);
         bf_error_set(local, NULL, 0, NULL, "rank %d: %s", first_failed, msg);
     }
-    return -1;
+    return permanent ? TRAIN_SETUP_PERMANENT : TRAIN_SETUP_FAILED;
 }
 
 /* Every rank reads the resume checkpoint (from the shared file system on a
@@ -180,8 +185,8 @@ int bf_group_train(MPI_Comm comm, const bf_job_config *cfg,
     bf_error local;
     bf_error_clear(&local);
     bf_trainer *t = NULL;
-    int ok = bf_trainer_create(&t, cfg, &opts, &local) == 0;
-    int rc = agree_on_setup(comm, rank, nranks, ok, &local);
+    int created = bf_trainer_create(&t, cfg, &opts, &local);
+    int rc = agree_on_setup(comm, rank, nranks, created, &local);
     if (rc == 0 && bf_trainer_run(t, &local) != 0)
         rc = TRAIN_RUN_FAILED;
     if (rc == 0 && summary)
@@ -384,12 +389,13 @@ static void find_resume(group *g, const json_t *job, const bf_job_config *cfg,
               cap);
 }
 
-/* Tells the coordinator how the attempt ended. */
-static void report(group *g, int64_t job_id, const char *error)
+/* Tells the coordinator how the attempt ended: done (error NULL) or failed,
+ * for good when permanent (no other attempt would do better). */
+static void report(group *g, int64_t job_id, const char *error, int permanent)
 {
     bf_error err;
     bf_error_clear(&err);
-    int rc = bf_link_finish_attempt(g->link, error, -1, &err);
+    int rc = bf_link_finish_attempt(g->link, error, permanent, -1, &err);
     if (rc == BF_LINK_FENCED)
         bf_log_warn("job %lld: lease lost; not reported", (long long)job_id);
     else if (rc == BF_LINK_TIMEOUT)
@@ -399,8 +405,8 @@ static void report(group *g, int64_t job_id, const char *error)
         bf_log_error("job %lld: report failed: %s", (long long)job_id,
                      err.msg);
     else if (error)
-        bf_log_info("job %lld: reported failure: %s", (long long)job_id,
-                    error);
+        bf_log_info("job %lld: reported %sfailure: %s", (long long)job_id,
+                    permanent ? "permanent " : "", error);
 }
 
 /* Reports a run that ended early (or not), as the reason requires.  Returns
@@ -416,28 +422,28 @@ static int report_outcome(group *g, int64_t job_id,
         char why[64];
         snprintf(why, sizeof why, "diverged at step %d", s->diverged);
         bf_log_warn("job %lld: %s", (long long)job_id, why);
-        report(g, job_id, why);
+        report(g, job_id, why, 0);
     } else if (!s->stopped) {
         double tokens = (double)s->step * cfg->batch_size * cfg->seq_len;
         bf_log_info("job %lld: done at step %d, train loss %.6g "
                     "(%.1f s, %.0f tokens/s over the whole attempt)",
                     (long long)job_id, s->step, s->train_loss, seconds,
                     seconds > 0 ? tokens / seconds : 0.0);
-        report(g, job_id, NULL);
+        report(g, job_id, NULL, 0);
     } else if (state == BF_LINK_FENCED) {
         bf_log_warn("job %lld: stopped at step %d: lease lost",
                     (long long)job_id, s->step);
-        report(g, job_id, NULL);   /* sends nothing: the lease is gone */
+        report(g, job_id, NULL, 0);   /* sends nothing: the lease is gone */
     } else if (state == BF_LINK_CANCELLED) {
         bf_log_info("job %lld: stopped at step %d: cancelled",
                     (long long)job_id, s->step);
-        report(g, job_id, "cancelled");
+        report(g, job_id, "cancelled", 0);
     } else {
         char why[64];
         snprintf(why, sizeof why, "worker stopped by a signal at step %d",
                  s->step);
         bf_log_info("job %lld: %s", (long long)job_id, why);
-        report(g, job_id, why);
+        report(g, job_id, why, 0);
         return 1;
     }
     return 0;
@@ -461,10 +467,13 @@ static int run_leased_job(group *g, const json_t *job)
     bf_job_config cfg;
     char dir[BF_PATH_MAX], resume[BF_PATH_MAX + 64];
     json_t *config = json_object_get(job, "config");
-    if (config_from_json(&cfg, config, job_id, &err) != 0 ||
+    /* A config this worker cannot take fails the job for good; a checkpoint
+     * directory it cannot make is this worker's trouble only. */
+    int permanent = config_from_json(&cfg, config, job_id, &err) != 0;
+    if (permanent ||
         job_checkpoint_dir(g, job_id, dir, sizeof dir, &err) != 0) {
         bf_log_error("job %lld: %s", (long long)job_id, err.msg);
-        report(g, job_id, err.msg);
+        report(g, job_id, err.msg, permanent);
         return 0;
     }
     find_resume(g, job, &cfg, dir, resume, sizeof resume);
@@ -480,9 +489,9 @@ static int run_leased_job(group *g, const json_t *job)
     bf_train_summary s;
     int rc = bf_group_train(g->comm, &cfg, dir[0] ? dir : NULL,
                             resume[0] ? resume : NULL, g->link, &s, &err);
-    if (rc == TRAIN_SETUP_FAILED) {
+    if (rc == TRAIN_SETUP_FAILED || rc == TRAIN_SETUP_PERMANENT) {
         bf_log_error("job %lld: %s", (long long)job_id, err.msg);
-        report(g, job_id, err.msg);
+        report(g, job_id, err.msg, rc == TRAIN_SETUP_PERMANENT);
         return 0;
     }
     if (rc == TRAIN_RUN_FAILED) {
@@ -490,7 +499,7 @@ static int run_leased_job(group *g, const json_t *job)
          * the group cannot go on.  Report, then take it down. */
         bf_log_error("job %lld: %s; stopping the group", (long long)job_id,
                      err.msg);
-        report(g, job_id, err.msg);
+        report(g, job_id, err.msg, 0);
         MPI_Abort(g->comm, EXIT_RUNTIME);
         return 1;
     }

@@ -36,7 +36,9 @@ int bf_group_main(int argc, char **argv);
  * SIGINT once bf_group_main caught them).  checkpoint_dir / resume_path may
  * be NULL.  *summary (may be NULL) gets where the run ended.  Returns 0;
  * -1 with err when the trainer could not be set up on some rank (every rank
- * returns -1 then, with that rank's message); -2 with err when training
+ * returns -1 then, with that rank's message), -3 when that failure is
+ * permanent (BF_TRAIN_PERMANENT: the job cannot run anywhere); -2 with err
+ * when training
  * failed on this rank mid-run (rank 0 could not write a checkpoint): the
  * other ranks are then inside the next collective, so the caller reports
  * and calls MPI_Abort. */

@@ -876,7 +876,7 @@ int bf_link_attempt_state(bf_link *l)
 }
 
 /* Queues the final report of the live attempt (under mu). */
-static void queue_finish(bf_link *l, const char *error)
+static void queue_finish(bf_link *l, const char *error, int permanent)
 {
     cut_batch(l);
     int64_t id = ++l->next_id;
@@ -886,12 +886,14 @@ static void queue_finish(bf_link *l, const char *error)
                             "attempt_id", (json_int_t)l->attempt_id);
     if (error)
         json_object_set_new(msg, "error", json_string(error));
+    if (error && permanent)
+        json_object_set_new(msg, "permanent", json_true());
     append_entry(l, ENTRY_FINISH, msg, id, 0);
     l->finish_result = FINISH_WAITING;
 }
 
-int bf_link_finish_attempt(bf_link *l, const char *error, int timeout_ms,
-                           bf_error *err)
+int bf_link_finish_attempt(bf_link *l, const char *error, int permanent,
+                           int timeout_ms, bf_error *err)
 {
     int64_t deadline = deadline_after(timeout_ms);
     pthread_mutex_lock(&l->mu);
@@ -899,7 +901,7 @@ int bf_link_finish_attempt(bf_link *l, const char *error, int timeout_ms,
     if (l->fenced) {
         rc = BF_LINK_FENCED;
     } else if (l->attempt_id) {
-        queue_finish(l, error);
+        queue_finish(l, error, permanent);
         bf_link_wake(l);
         while (l->finish_result == FINISH_WAITING && !l->fatal[0] &&
                !expired(deadline)) {

@@ -101,14 +101,15 @@ int bf_link_attempt_state(bf_link *l);
 
 /* Ends the attempt: sends what is queued, waits until every message before
  * was acknowledged, then sends job_done (error NULL) or job_failed{error}
- * and waits for its acknowledgement.  timeout_ms < 0 waits for as long as it
+ * (with "permanent": true when permanent: the job fails at once instead of
+ * being retried) and waits for its acknowledgement.  timeout_ms < 0 waits for as long as it
  * takes (reconnecting meanwhile), or once opts.interrupt is set, 3 s more at
  * most.  Returns BF_LINK_OK, BF_LINK_FENCED (the
  * lease was lost: nothing more is reported), BF_LINK_TIMEOUT or BF_LINK_ERR.
  * Either way the attempt is over: whatever is left of its outbox is
  * dropped and its heartbeats stop. */
-int bf_link_finish_attempt(bf_link *l, const char *error, int timeout_ms,
-                           bf_error *err);
+int bf_link_finish_attempt(bf_link *l, const char *error, int permanent,
+                           int timeout_ms, bf_error *err);
 
 /* Counters for tests and logs (a snapshot). */
 typedef struct bf_link_stats {

@@ -389,6 +389,11 @@ var BifocalReport = (function () {
       sw.n_jobs + " jobs, status " + sw.status + ", file " + sw.filename +
       "; grouped by " + ((data.fields || []).join(", ") || "nothing") +
       "; report generated " + data.generated + " by bifocal." }));
+    if ((sw.warnings || []).length) {
+      var warn = el("ul", { class: "bf-warnings" });
+      sw.warnings.forEach(function (w) { warn.appendChild(el("li", { text: "warning: " + w })); });
+      root.appendChild(warn);
+    }
     depthFigures(root, data);
     lossFigure(root, data);
     frequencyFigures(root, data);

@@ -165,11 +165,32 @@ static int read_user_version(bf_store *s, int *version, bf_error *err)
     return rc == SQLITE_ROW ? 0 : store__fail(s, err, "reading the schema version");
 }
 
+/* Whether the open transaction left every foreign key intact: migrations
+ * run with the checks off, since rebuilding a table (004_stages) drops and
+ * re-creates a parent of other tables' keys. */
+static int check_foreign_keys(bf_store *s, bf_error *err)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db, "PRAGMA foreign_key_check", -1, &st,
+                           NULL) != SQLITE_OK)
+        return store__fail(s, err, "checking foreign keys");
+    int rc = sqlite3_step(st);
+    char table[128] = "";
+    if (rc == SQLITE_ROW)
+        snprintf(table, sizeof table, "%s",
+                 (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    if (rc == SQLITE_ROW)
+        return bf_error_set(err, s->path, 0, NULL, "a row of table %s "
+                            "breaks a foreign key", table);
+    return rc == SQLITE_DONE ? 0 : store__fail(s, err, "checking foreign keys");
+}
+
 /* Applies every migration the database lacks, each in its own transaction
  * together with its user_version bump, so a crash never leaves a half-done
  * step.  The version is re-read under the write lock in case another
  * process migrated in between. */
-static int migrate(bf_store *s, bf_error *err)
+static int migrate_steps(bf_store *s, bf_error *err)
 {
     for (;;) {
         int version;
@@ -189,7 +210,8 @@ static int migrate(bf_store *s, bf_error *err)
         char bump[64];
         snprintf(bump, sizeof bump, "PRAGMA user_version = %d", version + 1);
         if (exec_sql(s, bf_schema_migrations[version], err) < 0 ||
-            exec_sql(s, bump, err) < 0 || exec_sql(s, "COMMIT", err) < 0) {
+            exec_sql(s, bump, err) < 0 || check_foreign_keys(s, err) < 0 ||
+            exec_sql(s, "COMMIT", err) < 0) {
             char why[sizeof err->msg];
             snprintf(why, sizeof why, "%s", err ? err->msg : "");
             bf_error_set(err, s->path, 0, NULL,
@@ -200,6 +222,18 @@ static int migrate(bf_store *s, bf_error *err)
 fail:
     sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     return -1;
+}
+
+/* Foreign keys cannot be switched inside a transaction: off around all the
+ * steps, on again whatever happened. */
+static int migrate(bf_store *s, bf_error *err)
+{
+    if (exec_sql(s, "PRAGMA foreign_keys = OFF", err) < 0)
+        return -1;
+    int rc = migrate_steps(s, err);
+    if (exec_sql(s, "PRAGMA foreign_keys = ON", rc == 0 ? err : NULL) < 0)
+        rc = -1;
+    return rc;
 }
 
 /* WAL lets the sqlite3 CLI read while the daemon writes; NORMAL sync is
@@ -325,10 +359,15 @@ void bf_job_row_from(bf_job_row *row, const bf_sweep_job *job)
     row->depth = job->cfg->depth;
     row->seed = (int64_t)job->cfg->seed;
     row->learnable_heads = bf_job_config_spectral_heads(job->cfg);
+    row->stage = job->stage;
+    row->source = job->source;
 }
 
+/* Inserts row's job; job_ids maps the sweep's job indexes to the job ids
+ * stored so far (a job of a later stage names its source's). */
 static int insert_job(bf_store *s, int64_t sweep_id, int priority,
-                      int64_t now_ms, const bf_job_row *row, bf_error *err)
+                      int64_t now_ms, const bf_job_row *row, int64_t *job_ids,
+                      bf_error *err)
 {
     sqlite3_stmt *st = store__stmt(s, ST_JOB_INSERT);
     sqlite3_bind_int64(st, 1, sweep_id);
@@ -342,13 +381,21 @@ static int insert_job(bf_store *s, int64_t sweep_id, int priority,
     sqlite3_bind_int(st, 9, row->learnable_heads);
     sqlite3_bind_int(st, 10, priority);
     sqlite3_bind_int64(st, 11, now_ms);
-    return store__exec(s, st, err);
+    if (row->stage)
+        sqlite3_bind_text(st, 12, row->stage, -1, SQLITE_STATIC);
+    if (row->source != BF_SWEEP_NO_SOURCE)
+        sqlite3_bind_int64(st, 13, job_ids[row->source]);
+    if (store__exec(s, st, err) < 0)
+        return -1;
+    job_ids[row->index] = sqlite3_last_insert_rowid(s->db);
+    return 0;
 }
 
 typedef struct submit_ctx {
     bf_store *s;
     int64_t sweep_id, now_ms;
     int priority;
+    int64_t *job_ids;   /* by job index: where sources are found */
     int db_failed;      /* an insert failed: the database's fault */
 } submit_ctx;
 
@@ -357,7 +404,8 @@ static int insert_sweep_job(void *ctx, const bf_sweep_job *job, bf_error *err)
     submit_ctx *c = ctx;
     bf_job_row row;
     bf_job_row_from(&row, job);
-    if (insert_job(c->s, c->sweep_id, c->priority, c->now_ms, &row, err) == 0)
+    if (insert_job(c->s, c->sweep_id, c->priority, c->now_ms, &row,
+                   c->job_ids, err) == 0)
         return 0;
     c->db_failed = 1;
     return -1;
@@ -380,28 +428,48 @@ static int insert_sweep(bf_store *s, const bf_sweep *sw, const char *filename,
     return 0;
 }
 
-/* Setting n_jobs is what makes a sweep visible (store.h, staging). */
-static int publish_sweep(bf_store *s, int64_t sweep_id, size_t n_jobs,
-                         bf_error *err)
+int bf_store_strict_refusal(const char *filename, const json_t *warnings,
+                            bf_error *err)
 {
+    size_t n = json_array_size(warnings);
+    return bf_error_set(err, filename, 0, NULL, "%zu warning%s, and strict "
+                        "submission makes %s errors; the first: %s", n,
+                        n == 1 ? "" : "s", n == 1 ? "it" : "them",
+                        json_string_value(json_array_get(warnings, 0)));
+}
+
+/* The sweep's job count and warnings, once all its jobs are in. */
+static int finish_sweep(bf_store *s, int64_t sweep_id, const bf_sweep *sw,
+                        bf_error *err)
+{
+    char *warnings = json_dumps(sw->warnings, JSON_COMPACT);
     sqlite3_stmt *st = store__stmt(s, ST_SWEEP_SET_NJOBS);
     sqlite3_bind_int64(st, 1, sweep_id);
-    sqlite3_bind_int64(st, 2, (sqlite3_int64)n_jobs);
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)sw->n_jobs);
+    sqlite3_bind_text(st, 3, warnings, -1, SQLITE_TRANSIENT);
+    free(warnings);
     return store__exec(s, st, err);
 }
 
 int bf_store_submit_sweep(bf_store *s, const char *filename, const char *text,
-                          size_t len, int64_t now_ms, int64_t *sweep_id,
-                          int *n_jobs, bf_error *err)
+                          size_t len, const bf_submit_opts *opts,
+                          int64_t now_ms, int64_t *sweep_id, int *n_jobs,
+                          json_t **warnings, bf_error *err)
 {
+    static const bf_submit_opts defaults = {0};
+    if (!opts)
+        opts = &defaults;
+    if (warnings)
+        *warnings = NULL;
     if (len > (size_t)BF_SWEEP_MAX_BYTES)
         return bf_error_set(err, filename, 0, NULL,
                             "sweep file is %zu bytes, more than the %d allowed",
                             len, BF_SWEEP_MAX_BYTES);
-    bf_sweep *sw = bf_sweep_parse(filename, text, len, err);
+    bf_sweep *sw = bf_sweep_parse(filename, opts->dir, text, len, err);
     if (!sw)
         return -1;
     submit_ctx c = {.s = s, .now_ms = now_ms, .priority = sw->priority,
+                    .job_ids = bf_xcalloc(sw->n_jobs + 1, sizeof *c.job_ids),
                     .db_failed = 1};
     if (store__begin(s, err) < 0)
         goto fail;
@@ -410,19 +478,30 @@ int bf_store_submit_sweep(bf_store *s, const char *filename, const char *text,
     c.db_failed = 0;   /* from here on a job may also be invalid */
     if (bf_sweep_expand(sw, insert_sweep_job, &c, err) < 0)
         goto rollback;
+    if (warnings)
+        *warnings = json_incref(sw->warnings);
+    if (opts->strict && json_array_size(sw->warnings) > 0) {
+        bf_store_strict_refusal(filename, sw->warnings, err);
+        goto rollback;
+    }
     c.db_failed = 1;
-    if (publish_sweep(s, c.sweep_id, sw->n_jobs, err) < 0
-        || store__commit(s, err) < 0)
+    if (finish_sweep(s, c.sweep_id, sw, err) < 0 || store__commit(s, err) < 0)
         goto rollback;
     if (sweep_id)
         *sweep_id = c.sweep_id;
     if (n_jobs)
         *n_jobs = (int)sw->n_jobs;
+    free(c.job_ids);
     bf_sweep_free(sw);
     return 0;
 rollback:
     store__rollback(s);
+    if (warnings && c.db_failed) {
+        json_decref(*warnings);
+        *warnings = NULL;
+    }
 fail:
+    free(c.job_ids);
     bf_sweep_free(sw);
     return c.db_failed ? BF_STORE_DB_FAILED : BF_STORE_ERR;
 }
@@ -430,23 +509,34 @@ fail:
 int bf_store_stage_jobs(bf_store *s, bf_stage *stage, const bf_job_row *rows,
                         size_t n, int last, bf_error *err)
 {
+    if (!stage->job_ids)
+        stage->job_ids = bf_xcalloc(stage->sweep->n_jobs + 1,
+                                    sizeof *stage->job_ids);
     if (store__begin(s, err) < 0)
         return BF_STORE_DB_FAILED;
+    int64_t sweep_id = stage->sweep_id;
     int rc = 0;
-    if (!stage->sweep_id)
+    if (!sweep_id)
         rc = insert_sweep(s, stage->sweep, stage->filename, stage->text,
-                          stage->len, stage->now_ms, &stage->sweep_id, err);
+                          stage->len, stage->now_ms, &sweep_id, err);
     for (size_t i = 0; i < n && rc == 0; i++)
-        rc = insert_job(s, stage->sweep_id, stage->sweep->priority,
-                        stage->now_ms, &rows[i], err);
+        rc = insert_job(s, sweep_id, stage->sweep->priority, stage->now_ms,
+                        &rows[i], stage->job_ids, err);
     if (rc == 0 && last)
-        rc = publish_sweep(s, stage->sweep_id, stage->n_stored + n, err);
+        rc = finish_sweep(s, sweep_id, stage->sweep, err);
     if (rc == 0 && store__commit(s, err) == 0) {
+        stage->sweep_id = sweep_id;
         stage->n_stored += n;
         return BF_STORE_OK;
     }
     store__rollback(s);
     return BF_STORE_DB_FAILED;
+}
+
+void bf_stage_clear(bf_stage *stage)
+{
+    free(stage->job_ids);
+    stage->job_ids = NULL;
 }
 
 int bf_store_discard_staged(bf_store *s, int64_t sweep_id, int max_rows,
@@ -581,15 +671,15 @@ json_t *bf_store_status(bf_store *s, int64_t sweep_id, bf_error *err)
 }
 
 #define JOB_COLUMNS                                                         \
-    "j.job_id, j.sweep_id, j.idx, j.task, j.rope, j.depth, j.seed, j.status," \
-    " j.priority, j.attempts, j.cancel_requested, j.checkpoint_path,"       \
-    " j.checkpoint_step, j.error, j.created_ms, j.started_ms,"              \
-    " j.finished_ms, j.config"
+    "j.job_id, j.sweep_id, j.idx, j.stage, j.task, j.rope, j.depth, j.seed," \
+    " j.status, j.priority, j.attempts, j.cancel_requested,"                \
+    " j.checkpoint_path, j.checkpoint_step, j.error, j.created_ms,"         \
+    " j.started_ms, j.finished_ms, j.source_job_id, j.config"
 
 static int valid_job_status(const char *status)
 {
-    static const char *const names[] = {"queued", "running", "succeeded",
-                                        "failed", "cancelled"};
+    static const char *const names[] = {"waiting", "queued", "running",
+                                        "succeeded", "failed", "cancelled"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (strcmp(status, names[i]) == 0)
             return 1;
@@ -603,8 +693,8 @@ json_t *bf_store_jobs(bf_store *s, int64_t sweep_id, const char *status,
     *next_after = 0;
     if (status && !valid_job_status(status)) {
         bf_error_set(err, NULL, 0, "status",
-                     "unknown job status '%s' (allowed: queued, running, "
-                     "succeeded, failed, cancelled)", status);
+                     "unknown job status '%s' (allowed: waiting, queued, "
+                     "running, succeeded, failed, cancelled)", status);
         return NULL;
     }
     if (sweep_id > 0 && sweep_exists(s, sweep_id, err) <= 0)

@@ -71,14 +71,26 @@ const char *bf_store_last_error(const bf_store *s);
 
 /* ---- sweeps -------------------------------------------------------------- */
 
+/* How a sweep file is taken (NULL: the defaults, all zero). */
+typedef struct bf_submit_opts {
+    const char *dir;   /* the file's folder (absolute): a relative init_from
+                          is joined to it; NULL: a relative one is refused */
+    int strict;        /* a sweep with warnings is rejected */
+} bf_submit_opts;
+
 /* Parses, expands and validates a sweep file (YAML), then stores the sweep
- * verbatim and all its jobs in one transaction.  Any invalid job rejects the
- * whole sweep (err names file, line, field and value) and stores nothing:
- * BF_STORE_ERR.  BF_STORE_DB_FAILED when the database failed instead (disk
- * full): the sweep was not at fault. */
+ * verbatim and all its jobs in one transaction: a job of a later stage is
+ * 'waiting' for its source job, every other one 'queued'.  Any invalid job
+ * rejects the whole sweep (err names file, line, field and value) and
+ * stores nothing: BF_STORE_ERR; so does a warning with opts->strict.
+ * BF_STORE_DB_FAILED when the database failed instead (disk full): the
+ * sweep was not at fault.  *warnings (may be NULL) gets the sweep's
+ * warnings (sweep.h), also stored with it: a new reference to an array of
+ * strings, after success or a --strict rejection; NULL otherwise. */
 int bf_store_submit_sweep(bf_store *s, const char *filename, const char *text,
-                          size_t len, int64_t now_ms, int64_t *sweep_id,
-                          int *n_jobs, bf_error *err);
+                          size_t len, const bf_submit_opts *opts,
+                          int64_t now_ms, int64_t *sweep_id, int *n_jobs,
+                          json_t **warnings, bf_error *err);
 
 /* Staged submission: a sweep too big to store in one go without holding
  * the daemon's loop for seconds is stored a chunk of jobs per transaction.
@@ -93,6 +105,8 @@ typedef struct bf_job_row {
     char *config_json;             /* canonical JSON; owned by the caller */
     char hash_hex[17];
     const char *task, *rope;       /* static names */
+    const char *stage;             /* the sweep's (NULL without stages) */
+    size_t source;                 /* a job index, or BF_SWEEP_NO_SOURCE */
     int depth, learnable_heads;
     int64_t seed;
 } bf_job_row;
@@ -106,24 +120,36 @@ typedef struct bf_stage {
     const char *filename, *text;
     size_t len;
     int64_t now_ms;
-    /* Kept by bf_store_stage_jobs: 0 until the first chunk made the row. */
+    /* Kept by bf_store_stage_jobs: 0 until the first chunk made the row;
+     * the ids of the jobs stored, by index (bf_stage_clear frees them). */
     int64_t sweep_id;
     size_t n_stored;
+    int64_t *job_ids;
 } bf_stage;
 
 /* Stores n jobs of stage (the first call also the sweep's row) in one
  * transaction; last: this chunk ends the sweep, which becomes visible in
- * the same transaction.  A sweep of one chunk is thus stored exactly like
+ * the same transaction, with its warnings (stage->sweep is expanded by
+ * then).  A job of a later stage waits for its source, which an earlier
+ * chunk (or this one) stored.  A sweep of one chunk is thus stored exactly like
  * bf_store_submit_sweep stores it.  BF_STORE_DB_FAILED (err says why)
  * when the database failed: nothing of the chunk was stored, and the
  * staged sweep must be discarded. */
 int bf_store_stage_jobs(bf_store *s, bf_stage *stage, const bf_job_row *rows,
                         size_t n, int last, bf_error *err);
 
+/* Frees what bf_store_stage_jobs kept in stage. */
+void bf_stage_clear(bf_stage *stage);
+
 /* Deletes up to max_rows jobs of a staged sweep (never of a visible one),
  * and the sweep's row with its last job.  1: more remain, 0: gone, -1 on
  * error. */
 int bf_store_discard_staged(bf_store *s, int64_t sweep_id, int max_rows,
+                            bf_error *err);
+
+/* The refusal of a strict submission with these warnings (a non-empty
+ * array of strings), in err; returns -1. */
+int bf_store_strict_refusal(const char *filename, const json_t *warnings,
                             bf_error *err);
 
 /* ---- the queue ----------------------------------------------------------- */
@@ -139,7 +165,8 @@ typedef struct bf_lease {
 void bf_lease_clear(bf_lease *l);
 
 /* Leases the best queued job (priority desc, then round-robin across sweeps,
- * then age) to `worker` as a new running attempt.  Returns 1 with *out filled,
+ * then age) to `worker` as a new running attempt.  A job that starts from
+ * its source's checkpoint gets it as its config's init_from.  Returns 1 with *out filled,
  * 0 if nothing is queued, -1 on error, BF_STORE_CONFLICT (err names the
  * attempt) when `worker` still holds a live attempt: a worker group trains
  * one job at a time, so one connection cannot drain the queue. */
@@ -158,9 +185,18 @@ int bf_store_expire_leases(bf_store *s, int64_t now_ms, int *n_expired);
 
 /* Ends a live attempt: succeeded (error_text NULL) or failed (error_text
  * says why; the job is re-queued unless attempts are used up).
- * BF_STORE_FENCED for a dead attempt. */
+ * BF_STORE_FENCED for a dead attempt.  A job that ends moves on the jobs
+ * waiting for it: succeeded, they are queued with its final checkpoint as
+ * init_from (or fail, if it recorded none); failed or cancelled, they fail
+ * ("source job N failed"), and those waiting for them too. */
 int bf_store_finish_attempt(bf_store *s, int64_t attempt_id, int succeeded,
                             const char *error_text, int64_t now_ms);
+
+/* Ends a live attempt as failed for good: the worker found the job unable to
+ * run anywhere (its config, its init_from checkpoint), so the job fails
+ * now, whatever attempts are left. */
+int bf_store_fail_permanently(bf_store *s, int64_t attempt_id,
+                              const char *error_text, int64_t now_ms);
 
 /* Records the newest checkpoint of a live attempt (told to the next
  * attempt).  BF_STORE_INVALID (bf_store_last_error says why) for a step
@@ -220,8 +256,9 @@ int bf_store_flush(bf_store *s, bf_error *err);
 
 /* ---- cancel / retry ------------------------------------------------------ */
 
-/* Cancels a sweep (or one job): queued jobs become cancelled at once; running
- * ones are marked cancel-requested and their live attempt ids are returned
+/* Cancels a sweep (or one job): waiting and queued jobs become cancelled at
+ * once (the jobs waiting for a cancelled job fail); running ones are marked
+ * cancel-requested and their live attempt ids are returned
  * in *running (malloc'd, caller frees) so the daemon can tell the workers;
  * they become cancelled when the worker reports back or the lease expires. */
 int bf_store_cancel_sweep(bf_store *s, int64_t sweep_id, int64_t now_ms,
@@ -235,7 +272,10 @@ int bf_store_attempt_stopped(bf_store *s, int64_t attempt_id, int64_t now_ms);
 
 /* Re-queues a failed or cancelled job (attempt count reset).  from_scratch:
  * it also forgets the job's checkpoint, so the next attempt starts at step
- * 0 (a checkpoint that keeps failing the job is no longer handed out). */
+ * 0 (a checkpoint that keeps failing the job is no longer handed out).  A
+ * job of a later stage waits again while its source has not succeeded (a
+ * failed or cancelled source is refused: retry that first); the jobs that
+ * failed because this one did wait again. */
 int bf_store_retry_job(bf_store *s, int64_t job_id, int from_scratch,
                        bf_error *err);
 

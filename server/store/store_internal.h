@@ -29,7 +29,8 @@ extern const int bf_schema_n_migrations;
     X(ST_SWEEP_INSERT,                                                         \
       "INSERT INTO sweeps (name, filename, source, submitted_ms,"              \
       " max_attempts, priority) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")              \
-    X(ST_SWEEP_SET_NJOBS, "UPDATE sweeps SET n_jobs = ?2 WHERE sweep_id = ?1") \
+    X(ST_SWEEP_SET_NJOBS,                                                      \
+      "UPDATE sweeps SET n_jobs = ?2, warnings = ?3 WHERE sweep_id = ?1")      \
     /* A sweep whose jobs are still being stored (n_jobs 0) is not there   \
      * yet: lookups by id do not find it, nor its jobs. */                  \
     X(ST_SWEEP_STATUS,                                                         \
@@ -39,22 +40,57 @@ extern const int bf_schema_n_migrations;
     X(ST_SWEEP_REFRESH,                                                        \
       "UPDATE sweeps SET status = 'done' WHERE sweep_id = ?1"                  \
       " AND status = 'active' AND NOT EXISTS (SELECT 1 FROM jobs"              \
-      " WHERE sweep_id = ?1 AND status IN ('queued', 'running'))")             \
+      " WHERE sweep_id = ?1 AND status IN ('waiting', 'queued', 'running'))")  \
     X(ST_JOB_INSERT,                                                           \
       "INSERT INTO jobs (sweep_id, idx, config, config_hash, task, rope,"      \
-      " depth, seed, learnable_heads, priority, created_ms)"                   \
-      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")                \
+      " depth, seed, learnable_heads, priority, created_ms, stage,"            \
+      " source_job_id, status)"                                                \
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"       \
+      " CASE WHEN ?13 IS NULL THEN 'queued' ELSE 'waiting' END)")              \
     X(ST_JOB_GET,                                                              \
       "SELECT j.status, j.sweep_id FROM jobs j JOIN sweeps s"                  \
       " ON s.sweep_id = j.sweep_id WHERE j.job_id = ?1 AND s.n_jobs > 0")      \
-    /* Removes a staged sweep's jobs a chunk at a time, then the sweep;     \
-     * never those of a published one. */                                   \
+    /* Removes a staged sweep's jobs a chunk at a time, newest first (a    \
+     * job's source is an older one), then the sweep; never those of a     \
+     * published one. */                                                    \
     X(ST_STAGED_DELETE_JOBS,                                                   \
       "DELETE FROM jobs WHERE job_id IN (SELECT job_id FROM jobs"              \
-      " WHERE sweep_id = ?1 LIMIT ?2)"                                         \
+      " WHERE sweep_id = ?1 ORDER BY job_id DESC LIMIT ?2)"                    \
       " AND (SELECT n_jobs FROM sweeps WHERE sweep_id = ?1) = 0")              \
     X(ST_STAGED_DELETE_SWEEP,                                                  \
       "DELETE FROM sweeps WHERE sweep_id = ?1 AND n_jobs = 0")                 \
+    /* stages: a job's source, a source's final checkpoint, its dependents */ \
+    X(ST_JOB_SOURCE,                                                           \
+      "SELECT s.job_id, s.status FROM jobs j"                                  \
+      " JOIN jobs s ON s.job_id = j.source_job_id WHERE j.job_id = ?1")        \
+    X(ST_FINAL_CHECKPOINT,                                                     \
+      "SELECT checkpoint_path FROM jobs WHERE job_id = ?1"                     \
+      " AND checkpoint_step = json_extract(config, '$.steps')")                \
+    X(ST_DEPENDENTS_RELEASE,                                                   \
+      "UPDATE jobs SET status = 'queued', init_from = ?2"                      \
+      " WHERE source_job_id = ?1 AND status = 'waiting'")                      \
+    /* Its waiting dependents fail, theirs too: ?3 says why for the first. */ \
+    X(ST_DEPENDENTS_FAIL,                                                      \
+      "WITH RECURSIVE doomed(job_id) AS ("                                     \
+      "  SELECT job_id FROM jobs WHERE source_job_id = ?1"                     \
+      "   AND status = 'waiting'"                                              \
+      "  UNION ALL SELECT j.job_id FROM jobs j JOIN doomed d"                  \
+      "   ON j.source_job_id = d.job_id WHERE j.status = 'waiting')"           \
+      " UPDATE jobs SET status = 'failed', finished_ms = ?2,"                  \
+      " error = CASE WHEN source_job_id = ?1 THEN ?3"                          \
+      "  ELSE 'source job ' || source_job_id || ' failed' END"                 \
+      " WHERE job_id IN doomed")                                               \
+    /* A retried source: the dependents its failure failed (they never ran) \
+     * wait again, theirs too. */                                             \
+    X(ST_DEPENDENTS_REVIVE,                                                    \
+      "WITH RECURSIVE revived(job_id) AS ("                                    \
+      "  SELECT job_id FROM jobs WHERE source_job_id = ?1"                     \
+      "   AND status = 'failed' AND attempts = 0"                              \
+      "  UNION ALL SELECT j.job_id FROM jobs j JOIN revived r"                 \
+      "   ON j.source_job_id = r.job_id"                                       \
+      "   WHERE j.status = 'failed' AND j.attempts = 0)"                       \
+      " UPDATE jobs SET status = 'waiting', error = NULL, finished_ms = NULL"  \
+      " WHERE job_id IN revived")                                              \
     /* the queue */                                                            \
     /* The sweep first: among the active, published sweeps with a queued  \
      * job (a job's priority is its sweep's), the highest priority, then   \
@@ -79,7 +115,9 @@ extern const int bf_schema_n_migrations;
     X(ST_JOB_START,                                                            \
       "UPDATE jobs SET status = 'running', attempts = attempts + 1,"           \
       " started_ms = coalesce(started_ms, ?2) WHERE job_id = ?1"               \
-      " RETURNING config, checkpoint_path, checkpoint_step")                   \
+      " RETURNING CASE WHEN init_from IS NULL THEN config"                     \
+      "  ELSE json_set(config, '$.init_from', init_from) END,"                 \
+      " checkpoint_path, checkpoint_step")                                     \
     X(ST_ATTEMPT_INSERT,                                                       \
       "INSERT INTO attempts (job_id, attempt_no, worker, started_ms,"          \
       " lease_expires_ms) SELECT ?1, coalesce(max(attempt_no), 0) + 1,"        \
@@ -122,10 +160,12 @@ extern const int bf_schema_n_migrations;
     /* cancel / retry, by sweep (?1 = sweep_id) or by job (?1 = job_id) */     \
     X(ST_CANCEL_QUEUED_SWEEP,                                                  \
       "UPDATE jobs SET status = 'cancelled', finished_ms = ?2,"                \
-      " error = 'cancelled' WHERE sweep_id = ?1 AND status = 'queued'")        \
+      " error = 'cancelled' WHERE sweep_id = ?1"                               \
+      " AND status IN ('waiting', 'queued')")                                  \
     X(ST_CANCEL_QUEUED_JOB,                                                    \
       "UPDATE jobs SET status = 'cancelled', finished_ms = ?2,"                \
-      " error = 'cancelled' WHERE job_id = ?1 AND status = 'queued'")          \
+      " error = 'cancelled' WHERE job_id = ?1"                                 \
+      " AND status IN ('waiting', 'queued')")                                  \
     X(ST_CANCEL_RUNNING_SWEEP,                                                 \
       "UPDATE jobs SET cancel_requested = 1"                                   \
       " WHERE sweep_id = ?1 AND status = 'running'"                            \
@@ -137,8 +177,8 @@ extern const int bf_schema_n_migrations;
       " RETURNING (SELECT attempt_id FROM attempts a"                          \
       "  WHERE a.job_id = jobs.job_id AND a.outcome = 'running')")             \
     X(ST_JOB_RETRY,                                                            \
-      "UPDATE jobs SET status = 'queued', attempts = 0, cancel_requested = 0," \
-      " error = NULL, finished_ms = NULL,"                                     \
+      "UPDATE jobs SET status = ?3, init_from = ?4, attempts = 0,"             \
+      " cancel_requested = 0, error = NULL, finished_ms = NULL,"               \
       " checkpoint_path = CASE WHEN ?2 THEN NULL ELSE checkpoint_path END,"    \
       " checkpoint_step = CASE WHEN ?2 THEN NULL ELSE checkpoint_step END"     \
       " WHERE job_id = ?1 AND status IN ('failed', 'cancelled')")              \

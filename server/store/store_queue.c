@@ -184,19 +184,82 @@ static int commit_or_rollback(bf_store *s, int rc)
     return BF_STORE_ERR;
 }
 
+/* ---- stages: the jobs waiting for a source -------------------------------- */
+
+/* The final checkpoint of job_id (its step is the job's steps) into path:
+ * 1 found, 0 none, -1 error. */
+static int final_checkpoint(bf_store *s, int64_t job_id, char *path,
+                            size_t cap, bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_FINAL_CHECKPOINT);
+    sqlite3_bind_int64(st, 1, job_id);
+    int rc = sqlite3_step(st);
+    const unsigned char *text = rc == SQLITE_ROW ? sqlite3_column_text(st, 0)
+                                                 : NULL;
+    if (text)
+        snprintf(path, cap, "%s", (const char *)text);
+    sqlite3_reset(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return store__fail(s, err, "looking up the final checkpoint");
+    return text != NULL;
+}
+
+/* The waiting dependents of job_id fail (why: for them), and theirs too. */
+static int fail_dependents(bf_store *s, int64_t job_id, const char *why,
+                           int64_t now_ms, bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_DEPENDENTS_FAIL);
+    sqlite3_bind_int64(st, 1, job_id);
+    sqlite3_bind_int64(st, 2, now_ms);
+    sqlite3_bind_text(st, 3, why, -1, SQLITE_TRANSIENT);
+    return store__exec(s, st, err);
+}
+
+/* Job job_id has just become `status`: the jobs waiting for it move on.
+ * Succeeded: queued, starting from its final checkpoint; failed or
+ * cancelled: failed.  Other states change nothing. */
+static int source_ended(bf_store *s, int64_t job_id, const char *status,
+                        int64_t now_ms, bf_error *err)
+{
+    char why[256], path[4200];
+    if (strcmp(status, "failed") == 0 || strcmp(status, "cancelled") == 0) {
+        snprintf(why, sizeof why, "source job %lld failed%s",
+                 (long long)job_id, status[0] == 'c' ? ": cancelled" : "");
+        return fail_dependents(s, job_id, why, now_ms, err);
+    }
+    if (strcmp(status, "succeeded") != 0)
+        return 0;
+    int found = final_checkpoint(s, job_id, path, sizeof path, err);
+    if (found < 0)
+        return -1;
+    if (!found) {
+        snprintf(why, sizeof why, "source job %lld succeeded without a final "
+                 "checkpoint to start from (its worker group needs "
+                 "--checkpoint-dir)", (long long)job_id);
+        return fail_dependents(s, job_id, why, now_ms, err);
+    }
+    sqlite3_stmt *st = store__stmt(s, ST_DEPENDENTS_RELEASE);
+    sqlite3_bind_int64(st, 1, job_id);
+    sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
+    return store__exec(s, st, err);
+}
+
+/* ---- ending attempts ------------------------------------------------------ */
+
 /* Ends attempt `a` with `outcome` and moves its job on: succeeded and
  * cancelled are final; failed and expired re-queue the job unless it is
- * being cancelled (then cancelled) or has used its attempts (then failed). */
+ * being cancelled (then cancelled) or has used its attempts, or the failure
+ * is permanent (then failed).  The jobs waiting for it move on too. */
 static int settle(bf_store *s, const live_attempt *a, const char *outcome,
-                  const char *error, int64_t now_ms)
+                  const char *error, int permanent, int64_t now_ms)
 {
     const char *job_status;
-    char why[512];
+    char why[512], job_error[1200];
     if (strcmp(outcome, "succeeded") == 0 || strcmp(outcome, "cancelled") == 0)
         job_status = outcome;
     else if (a->cancel_requested)
         job_status = "cancelled";
-    else if (a->attempts >= a->max_attempts)
+    else if (a->attempts >= a->max_attempts || permanent)
         job_status = "failed";
     else
         job_status = "queued";
@@ -220,9 +283,15 @@ static int settle(bf_store *s, const live_attempt *a, const char *outcome,
         sqlite3_bind_int64(st, 3, now_ms);
     if (strcmp(job_status, "cancelled") == 0)
         error = "cancelled";
+    else if (permanent && error) {
+        snprintf(job_error, sizeof job_error, "%s (a permanent error: not "
+                 "retried)", error);
+        error = job_error;
+    }
     if (error)
         sqlite3_bind_text(st, 4, error, -1, SQLITE_TRANSIENT);
-    if (store__exec(s, st, NULL) < 0)
+    if (store__exec(s, st, NULL) < 0 ||
+        source_ended(s, a->job_id, job_status, now_ms, NULL) < 0)
         return -1;
     return store__refresh_sweep(s, a->sweep_id, NULL);
 }
@@ -251,6 +320,18 @@ int bf_store_finish_attempt(bf_store *s, int64_t attempt_id, int succeeded,
     if (!succeeded && !error_text)
         error_text = "failed (no reason given)";
     return commit_or_rollback(s, settle(s, &a, outcome, succeeded ? NULL : error_text,
+                                        0, now_ms));
+}
+
+int bf_store_fail_permanently(bf_store *s, int64_t attempt_id,
+                              const char *error_text, int64_t now_ms)
+{
+    live_attempt a = { 0 };
+    int rc = begin_live(s, attempt_id, &a);
+    if (rc != BF_STORE_OK)
+        return rc;
+    return commit_or_rollback(s, settle(s, &a, "failed", error_text ? error_text
+                                        : "failed (no reason given)", 1,
                                         now_ms));
 }
 
@@ -260,7 +341,7 @@ int bf_store_attempt_stopped(bf_store *s, int64_t attempt_id, int64_t now_ms)
     int rc = begin_live(s, attempt_id, &a);
     if (rc != BF_STORE_OK)
         return rc;
-    return commit_or_rollback(s, settle(s, &a, "cancelled", NULL, now_ms));
+    return commit_or_rollback(s, settle(s, &a, "cancelled", NULL, 0, now_ms));
 }
 
 /* The job's own step count, for the refusal message. */
@@ -359,7 +440,7 @@ int bf_store_expire_leases(bf_store *s, int64_t now_ms, int *n_expired)
     for (size_t i = 0; i < n && !failed; i++) {
         live_attempt a = { 0 };
         failed = load_live(s, ids[i], &a) != 1 ||
-                 settle(s, &a, "expired", NULL, now_ms) < 0;
+                 settle(s, &a, "expired", NULL, 0, now_ms) < 0;
     }
     free(ids);
     if (commit_or_rollback(s, failed ? -1 : 0) != BF_STORE_OK)
@@ -486,8 +567,51 @@ int bf_store_cancel_job(bf_store *s, int64_t job_id, int64_t now_ms,
     else
         rc = cancel_scope(s, ST_CANCEL_QUEUED_JOB, ST_CANCEL_RUNNING_JOB, job_id, now_ms,
                           running, n_running, err) < 0 ||
+             /* cancelled now, not once its worker stops */
+             ((strcmp(status, "waiting") == 0 || strcmp(status, "queued") == 0)
+              && source_ended(s, job_id, "cancelled", now_ms, err) < 0) ||
              store__refresh_sweep(s, sweep_id, err) < 0 ? -1 : 0;
     return finish_cancel(s, rc, running, n_running, err);
+}
+
+/* Where a retried job goes: 'queued' (*init_from set for a job of a later
+ * stage), or 'waiting' while its source has not succeeded yet.  A failed or
+ * cancelled source refuses the retry (BF_STORE_ERR, err says so). */
+static int retry_target(bf_store *s, int64_t job_id, const char **status,
+                        char *init_from, size_t cap, bf_error *err)
+{
+    *status = "queued";
+    init_from[0] = '\0';
+    sqlite3_stmt *st = store__stmt(s, ST_JOB_SOURCE);
+    sqlite3_bind_int64(st, 1, job_id);
+    int rc = sqlite3_step(st);
+    int64_t source = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    char source_status[16] = "";
+    if (rc == SQLITE_ROW)
+        snprintf(source_status, sizeof source_status, "%s",
+                 (const char *)sqlite3_column_text(st, 1));
+    sqlite3_reset(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return store__fail(s, err, "looking up the job's source");
+    if (!source)
+        return 0;
+    if (strcmp(source_status, "failed") == 0 ||
+        strcmp(source_status, "cancelled") == 0)
+        return bf_error_set(err, NULL, 0, "job", "job %lld starts from job "
+                            "%lld, which has %s: retry job %lld first",
+                            (long long)job_id, (long long)source,
+                            source_status, (long long)source);
+    if (strcmp(source_status, "succeeded") != 0) {
+        *status = "waiting";
+        return 0;
+    }
+    int found = final_checkpoint(s, source, init_from, cap, err);
+    if (found == 0)
+        return bf_error_set(err, NULL, 0, "job", "job %lld starts from job "
+                            "%lld, which succeeded without a final "
+                            "checkpoint", (long long)job_id,
+                            (long long)source);
+    return found < 0 ? -1 : 0;
 }
 
 int bf_store_retry_job(bf_store *s, int64_t job_id, int from_scratch,
@@ -495,19 +619,30 @@ int bf_store_retry_job(bf_store *s, int64_t job_id, int from_scratch,
 {
     if (store__begin(s, err) < 0)
         return BF_STORE_ERR;
-    char status[16];
+    char status[16], init_from[4200];
+    const char *target;
     int64_t sweep_id;
     int found = get_job(s, job_id, status, sizeof status, &sweep_id, err);
     int rc = found == 0 ? BF_STORE_NOT_FOUND : found < 0 ? -1 : 0;
     if (rc == 0 && strcmp(status, "failed") != 0 && strcmp(status, "cancelled") != 0)
         rc = bf_error_set(err, NULL, 0, "job", "job %lld is %s; only failed or "
                           "cancelled jobs can be retried", (long long)job_id, status);
+    if (rc == 0)
+        rc = retry_target(s, job_id, &target, init_from, sizeof init_from, err);
     if (rc == 0) {
         sqlite3_stmt *st = store__stmt(s, ST_JOB_RETRY);
         sqlite3_bind_int64(st, 1, job_id);
         sqlite3_bind_int(st, 2, from_scratch != 0);
+        sqlite3_bind_text(st, 3, target, -1, SQLITE_STATIC);
+        if (init_from[0])
+            sqlite3_bind_text(st, 4, init_from, -1, SQLITE_STATIC);
         rc = store__exec(s, st, err) < 0 ||
              set_sweep_status(s, sweep_id, "active", err) < 0 ? -1 : 0;
+    }
+    if (rc == 0) {
+        sqlite3_stmt *st = store__stmt(s, ST_DEPENDENTS_REVIVE);
+        sqlite3_bind_int64(st, 1, job_id);
+        rc = store__exec(s, st, err);
     }
     if (rc == 0 && store__commit(s, err) == 0)
         return BF_STORE_OK;

@@ -1,7 +1,9 @@
-/* Sweep files: parsing, expansion into job configs, and error messages that
- * point at the line responsible.  See sweep.h for the format and order. */
-#include "sweep.h"
+/* Sweep files: parsing.  Every value is checked on its own here, with the
+ * line it came from, before any job is expanded (sweep_expand.c).  See
+ * sweep.h for the format. */
+#include "sweep_internal.h"
 
+#include <ctype.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,23 +13,21 @@
 #include "alloc.h"
 #include "yaml_json.h"
 
-/* One grid axis: a job field and its values.  assign[v] is the one-member
- * object {field: value v} handed to bf_job_config_apply_json. */
-struct bf_sweep_axis {
-    const char *field;   /* borrowed from sw->doc */
-    size_t n;
-    json_t **assign;
-    int *lines;          /* line of each value */
-};
-
 static const char *const top_level_keys[] = {
-    "name", "description", "base", "grid", "seeds", "max_attempts", "priority"};
+    "name", "description", "base", "grid", "zip", "exclude", "seeds",
+    "stages", "max_attempts", "priority"};
+static const char *const stage_keys[] = {
+    "name", "description", "base", "grid", "zip", "exclude", "seeds"};
+/* Keys that belong in each stage once a sweep has stages. */
+static const char *const per_stage_keys[] = {"grid", "zip", "exclude",
+                                             "seeds"};
+
+#define COUNT_OF(a) (sizeof (a) / sizeof *(a))
+#define STAGE_REF "stage:"
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static int line_of(const bf_sweep *sw, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static int line_of(const bf_sweep *sw, const char *fmt, ...)
+int sweep_line(const bf_sweep *sw, const char *fmt, ...)
 {
     char pointer[512];
     va_list ap;
@@ -37,21 +37,25 @@ static int line_of(const bf_sweep *sw, const char *fmt, ...)
     return bf_yaml_line(sw->lines, pointer);
 }
 
-/* A JSON value as the user wrote it: strings bare, the rest compact JSON. */
-static void value_text(const json_t *v, char *buf, size_t cap)
+void sweep_value_text(const json_t *v, char *buf, size_t cap)
 {
     if (json_is_string(v)) {
         snprintf(buf, cap, "%s", json_string_value(v));
         return;
+    }
+    if (json_is_real(v)) {   /* the shortest spelling that reads back: 0.1 */
+        for (int digits = 1; digits <= 17; digits++) {
+            snprintf(buf, cap, "%.*g", digits, json_real_value(v));
+            if (strtod(buf, NULL) == json_real_value(v))
+                return;
+        }
     }
     char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
     snprintf(buf, cap, "%s", s ? s : "?");
     free(s);
 }
 
-/* The message of `e` without the "file:line: field 'x': " prefix that
- * bf_error_set put in front, so it can be re-located. */
-static const char *error_body(const bf_error *e)
+const char *sweep_error_body(const bf_error *e)
 {
     bf_error prefix;
     bf_error_set(&prefix, e->file, e->line, e->field, "%s", "");
@@ -70,21 +74,103 @@ uint64_t bf_fnv1a64(const void *data, size_t len)
     return h;
 }
 
-/* ---- parsing ------------------------------------------------------------ */
+void sweep_map_init(sweep_map *m, size_t n)
+{
+    size_t cap = 16;
+    while (cap < 2 * n)
+        cap *= 2;
+    m->mask = cap - 1;
+    m->hash = bf_xmalloc(cap * sizeof *m->hash);
+    m->pos1 = bf_xcalloc(cap, sizeof *m->pos1);
+    m->count = bf_xcalloc(cap, sizeof *m->count);
+}
 
-static int check_top_level(const bf_sweep *sw, bf_error *err)
+void sweep_map_free(sweep_map *m)
+{
+    free(m->hash);
+    free(m->pos1);
+    free(m->count);
+    memset(m, 0, sizeof *m);
+}
+
+static size_t slot_of(const sweep_map *m, uint64_t h)
+{
+    size_t i = (size_t)h & m->mask;
+    while (m->pos1[i] && m->hash[i] != h)
+        i = (i + 1) & m->mask;
+    return i;
+}
+
+size_t sweep_map_add(sweep_map *m, uint64_t h, size_t pos)
+{
+    size_t i = slot_of(m, h);
+    m->count[i]++;
+    if (m->pos1[i])
+        return m->pos1[i];
+    m->hash[i] = h;
+    m->pos1[i] = pos + 1;
+    return 0;
+}
+
+size_t sweep_map_find(const sweep_map *m, uint64_t h, size_t *count)
+{
+    size_t i = slot_of(m, h);
+    *count = m->count[i];
+    return m->pos1[i];
+}
+
+/* "a, b, c" of a list of names. */
+static void join(const char *const *names, size_t n, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? ", " : "",
+                                names[i]);
+}
+
+static int in_list(const char *const *names, size_t n, const char *key)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(names[i], key) == 0)
+            return 1;
+    return 0;
+}
+
+/* The canonical value of one job field (new reference): 10 and 10.0 of a
+ * real field are the same value.  NULL with err set if it does not apply. */
+static json_t *canonical_value(const char *field, const json_t *value,
+                               bf_error *err)
+{
+    bf_job_config cfg;
+    bf_job_config_defaults(&cfg);
+    json_t *assign = json_pack("{sO}", field, (json_t *)value);
+    int rc = bf_job_config_apply_json(&cfg, assign, NULL, NULL, err);
+    json_decref(assign);
+    if (rc < 0)
+        return NULL;
+    json_t *all = bf_job_config_to_json(&cfg);
+    json_t *v = json_incref(json_object_get(all, field));
+    json_decref(all);
+    return v;
+}
+
+/* ---- the header --------------------------------------------------------- */
+
+static int check_keys(const bf_sweep *sw, const json_t *node, const char *ptr,
+                      const char *const *allowed, size_t n, const char *what,
+                      bf_error *err)
 {
     const char *key;
     json_t *v;
-    json_object_foreach(sw->doc, key, v) {
-        size_t i, n = sizeof top_level_keys / sizeof *top_level_keys;
-        for (i = 0; i < n && strcmp(key, top_level_keys[i]) != 0; i++)
-            ;
-        if (i == n)
-            return bf_error_set(err, sw->file, line_of(sw, "/%s", key), key,
-                                "unknown sweep key '%s' (allowed: name, "
-                                "description, base, grid, seeds, max_attempts, "
-                                "priority)", key);
+    json_object_foreach((json_t *)node, key, v) {
+        if (in_list(allowed, n, key))
+            continue;
+        char names[256];
+        join(allowed, n, names, sizeof names);
+        return bf_error_set(err, sw->file, sweep_line(sw, "%s/%s", ptr, key),
+                            key, "unknown %s key '%s' (allowed: %s)", what,
+                            key, names);
     }
     return 0;
 }
@@ -98,8 +184,8 @@ static int parse_int(const bf_sweep *sw, const char *key, long long lo,
         return 0;
     if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
         char text[128];
-        value_text(v, text, sizeof text);
-        return bf_error_set(err, sw->file, line_of(sw, "/%s", key), key,
+        sweep_value_text(v, text, sizeof text);
+        return bf_error_set(err, sw->file, sweep_line(sw, "/%s", key), key,
                             "'%s' must be an integer in [%lld, %lld]", text, lo, hi);
     }
     *out = (int)json_integer_value(v);
@@ -110,11 +196,11 @@ static int parse_header(bf_sweep *sw, bf_error *err)
 {
     json_t *name = json_object_get(sw->doc, "name");
     if (!json_is_string(name) || json_string_length(name) == 0)
-        return bf_error_set(err, sw->file, line_of(sw, "/name"), "name",
+        return bf_error_set(err, sw->file, sweep_line(sw, "/name"), "name",
                             "a sweep needs a name (a non-empty string)");
     json_t *desc = json_object_get(sw->doc, "description");
     if (desc && !json_is_string(desc))
-        return bf_error_set(err, sw->file, line_of(sw, "/description"),
+        return bf_error_set(err, sw->file, sweep_line(sw, "/description"),
                             "description", "must be a string");
     sw->name = bf_xstrdup(json_string_value(name));
     if (parse_int(sw, "max_attempts", 1, 1000, 3, &sw->max_attempts, err) < 0)
@@ -122,154 +208,653 @@ static int parse_header(bf_sweep *sw, bf_error *err)
     return parse_int(sw, "priority", INT_MIN, INT_MAX, 0, &sw->priority, err);
 }
 
-static int parse_base(bf_sweep *sw, bf_error *err)
+/* ---- init_from paths ------------------------------------------------------ */
+
+/* A relative init_from in obj becomes dir/path: the client knows the sweep
+ * file's folder, the workers do not. */
+static int resolve_path(const bf_sweep *sw, json_t *obj, int line,
+                        bf_error *err)
 {
-    bf_job_config_defaults(&sw->base);
-    json_t *base = json_object_get(sw->doc, "base");
-    if (!base)
+    json_t *v = json_object_get(obj, "init_from");
+    const char *path = json_string_value(v);
+    if (!path || !path[0] || path[0] == '/' ||
+        strncmp(path, STAGE_REF, strlen(STAGE_REF)) == 0)
         return 0;
-    if (!json_is_object(base))
-        return bf_error_set(err, sw->file, line_of(sw, "/base"), "base",
-                            "must be a mapping of job-config fields");
-    json_t *lines = bf_yaml_lines_subtree(sw->lines, "/base");
-    int rc = bf_job_config_apply_json(&sw->base, base, sw->file, lines, err);
-    json_decref(lines);
-    return rc;
+    if (!sw->dir)
+        return bf_error_set(err, sw->file, line, "init_from", "'%s' is a "
+                            "relative path, and this submission does not say "
+                            "which folder it is relative to (bifocal submit "
+                            "resolves it against the sweep file's folder): "
+                            "give an absolute path", path);
+    char joined[BF_PATH_MAX];
+    if ((size_t)snprintf(joined, sizeof joined, "%s/%s", sw->dir, path) >=
+        sizeof joined)
+        return bf_error_set(err, sw->file, line, "init_from", "%s/%s is "
+                            "longer than %d bytes", sw->dir, path,
+                            BF_PATH_MAX - 1);
+    json_object_set_new(obj, "init_from", json_string(joined));
+    return 0;
 }
 
-/* Fills axis from grid member `field`, checking every value on its own so
- * type and name errors point at the value's line before any expansion. */
-static int parse_axis(bf_sweep *sw, bf_sweep_axis *axis, const char *field,
-                      json_t *values, const json_t *job_fields, bf_error *err)
+/* ---- stages, bases ---------------------------------------------------------- */
+
+static int check_layer(const bf_sweep *sw, const sweep_layer *layer,
+                       bf_error *err)
 {
-    int line = line_of(sw, "/grid/%s", field);
-    axis->field = field;
-    if (!json_object_get(job_fields, field))
-        return bf_error_set(err, sw->file, line, field,
-                            "grid axis '%s' is not a job-config field", field);
+    if (!json_is_object(layer->obj))
+        return bf_error_set(err, sw->file, sweep_line(sw, "%s", layer->ptr),
+                            "base", "must be a mapping of job-config fields");
+    return resolve_path(sw, layer->obj,
+                        sweep_line(sw, "%s/init_from", layer->ptr), err);
+}
+
+/* st->base = defaults + every layer, each field checked on its own line. */
+static int apply_layers(const bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
+{
+    bf_job_config_defaults(&st->base);
+    for (size_t i = 0; i < st->n_layers; i++) {
+        json_t *lines = bf_yaml_lines_subtree(sw->lines, st->layers[i].ptr);
+        int rc = bf_job_config_apply_json(&st->base, st->layers[i].obj,
+                                          sw->file, lines, err);
+        json_decref(lines);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int valid_stage_name(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && !strchr("_.-", *s))
+            return 0;
+    return 1;
+}
+
+static int init_stage(bf_sweep *sw, size_t i, json_t *node, bf_error *err)
+{
+    bf_sweep_stage *st = &sw->stages[i];
+    snprintf(st->ptr, sizeof st->ptr, "/stages/%zu", i);
+    st->node = node;
+    if (!json_is_object(node))
+        return bf_error_set(err, sw->file, sweep_line(sw, "%s", st->ptr),
+                            "stages", "stages[%zu] must be a mapping (name, "
+                            "base, grid, zip, exclude, seeds)", i);
+    if (check_keys(sw, node, st->ptr, stage_keys, COUNT_OF(stage_keys),
+                   "stage", err) < 0)
+        return -1;
+    const char *name = json_string_value(json_object_get(node, "name"));
+    int line = sweep_line(sw, "%s/name", st->ptr);
+    if (!name || !valid_stage_name(name))
+        return bf_error_set(err, sw->file, line ? line : sweep_line(sw, "%s",
+                            st->ptr), "name", "stages[%zu] needs a name of "
+                            "letters, digits, '_', '.' or '-'", i);
+    for (size_t j = 0; j < i; j++)
+        if (strcmp(sw->stages[j].name, name) == 0)
+            return bf_error_set(err, sw->file, line, "name", "stage name "
+                                "'%s' is used twice (stages[%zu] and "
+                                "stages[%zu])", name, j, i);
+    st->name = bf_xstrdup(name);
+    json_t *base = json_object_get(node, "base");
+    snprintf(st->base_ptr, sizeof st->base_ptr, "%s/base", st->ptr);
+    if (base)
+        st->layers[st->n_layers++] = (sweep_layer){st->base_ptr, base};
+    return 0;
+}
+
+/* The stages of the file, or one unnamed stage of the whole file. */
+static int parse_stages(bf_sweep *sw, bf_error *err)
+{
+    json_t *stages = json_object_get(sw->doc, "stages");
+    sweep_layer top = {"/base", json_object_get(sw->doc, "base")};
+    if (top.obj && check_layer(sw, &top, err) < 0)
+        return -1;
+    if (!stages) {
+        sw->n_stages = 1;
+        sw->stages = bf_xcalloc(1, sizeof *sw->stages);
+        sw->stages[0].node = sw->doc;
+        if (top.obj)
+            sw->stages[0].layers[sw->stages[0].n_layers++] = top;
+        return 0;
+    }
+    sw->has_stages = 1;
+    for (size_t k = 0; k < COUNT_OF(per_stage_keys); k++)
+        if (json_object_get(sw->doc, per_stage_keys[k]))
+            return bf_error_set(err, sw->file, sweep_line(sw, "/%s",
+                                per_stage_keys[k]), per_stage_keys[k],
+                                "a sweep with stages gives %s in each stage "
+                                "(only base applies to every stage)",
+                                per_stage_keys[k]);
+    size_t n = json_array_size(stages);
+    if (!json_is_array(stages) || n == 0 || n > BF_SWEEP_MAX_STAGES)
+        return bf_error_set(err, sw->file, sweep_line(sw, "/stages"),
+                            "stages", "must be a list of 1 to %d stages",
+                            BF_SWEEP_MAX_STAGES);
+    sw->stages = bf_xcalloc(n, sizeof *sw->stages);
+    for (size_t i = 0; i < n; i++) {
+        sw->n_stages++;
+        if (top.obj)
+            sw->stages[i].layers[sw->stages[i].n_layers++] = top;
+        if (init_stage(sw, i, json_array_get(stages, i), err) < 0)
+            return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        bf_sweep_stage *st = &sw->stages[i];
+        if (st->n_layers > 0 && check_layer(sw, &st->layers[st->n_layers - 1],
+                                            err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- axes: grid and zip ------------------------------------------------------ */
+
+/* An axis already sweeping `field` in st, for the one-axis-per-field rule. */
+static const bf_sweep_axis *axis_with(const bf_sweep_stage *st,
+                                      const char *field, size_t *f_out)
+{
+    for (size_t a = 0; a < st->n_axes; a++)
+        for (size_t f = 0; f < st->axes[a].n_fields; f++)
+            if (strcmp(st->axes[a].fields[f], field) == 0) {
+                if (f_out)
+                    *f_out = f;
+                return &st->axes[a];
+            }
+    return NULL;
+}
+
+/* Checks one field's list of an axis: a job field, swept once, a non-empty
+ * list of n values (n = 0: any length). */
+static int check_field_list(const bf_sweep *sw, const bf_sweep_stage *st,
+                            const bf_sweep_axis *axis, const char *field,
+                            const json_t *values, size_t n, bf_error *err)
+{
+    int line = sweep_line(sw, "%s/%s", axis->ptr, field);
+    bf_job_config defaults;
+    bf_job_config_defaults(&defaults);
+    json_t *job_fields = bf_job_config_to_json(&defaults);
+    int known = json_object_get(job_fields, field) != NULL;
+    json_decref(job_fields);
+    const bf_sweep_axis *other = axis_with(st, field, NULL);
+    if (!known)
+        return bf_error_set(err, sw->file, line, field, "%s axis '%s' is not "
+                            "a job-config field", axis->where, field);
+    if (other)
+        return bf_error_set(err, sw->file, line, field, "'%s' is swept twice "
+                            "(in %s and %s); a field takes one axis", field,
+                            other->where, axis->where);
     if (!json_is_array(values))
-        return bf_error_set(err, sw->file, line, field,
-                            "grid axis '%s' must be a list of values", field);
+        return bf_error_set(err, sw->file, line, field, "%s axis '%s' must be "
+                            "a list of values", axis->where, field);
     if (json_array_size(values) == 0)
-        return bf_error_set(err, sw->file, line, field,
-                            "grid axis '%s' is empty", field);
-    axis->n = json_array_size(values);
+        return bf_error_set(err, sw->file, line, field, "%s axis '%s' is "
+                            "empty", axis->where, field);
+    if (n && json_array_size(values) != n)
+        return bf_error_set(err, sw->file, line, field, "%s.%s has %zu values "
+                            "but %s.%s has %zu: zipped lists vary together, "
+                            "so they must be equally long", axis->where,
+                            field, json_array_size(values), axis->where,
+                            axis->fields[0], n);
+    return 0;
+}
+
+/* Fills axis from the mapping `fields` {field: [values]} (only its member
+ * `only` for a grid axis; NULL: all of them, zipped), checking every value
+ * on its own so type and name errors point at the value's line before any
+ * expansion.  Field names stay borrowed from the mapping. */
+static int parse_axis(bf_sweep *sw, bf_sweep_stage *st, bf_sweep_axis *axis,
+                      json_t *fields, const char *only, bf_error *err)
+{
+    axis->fields = bf_xcalloc(json_object_size(fields) + 1,
+                              sizeof *axis->fields);
+    const char *field;
+    json_t *values;
+    json_object_foreach(fields, field, values) {
+        if (only && strcmp(field, only) != 0)
+            continue;
+        if (check_field_list(sw, st, axis, field, values, axis->n, err) < 0)
+            return -1;
+        axis->fields[axis->n_fields++] = field;
+        axis->n = json_array_size(values);
+    }
     axis->assign = bf_xcalloc(axis->n, sizeof *axis->assign);
-    axis->lines = bf_xcalloc(axis->n, sizeof *axis->lines);
+    axis->lines = bf_xcalloc(axis->n * axis->n_fields, sizeof *axis->lines);
     for (size_t v = 0; v < axis->n; v++) {
-        axis->assign[v] = json_pack("{sO}", field, json_array_get(values, v));
-        axis->lines[v] = line_of(sw, "/grid/%s/%zu", field, v);
-        bf_job_config probe;
-        bf_job_config_defaults(&probe);
-        if (bf_job_config_apply_json(&probe, axis->assign[v], sw->file, NULL, err) < 0) {
-            bf_error inner = *err;
-            return bf_error_set(err, sw->file, axis->lines[v], field,
-                                "grid.%s[%zu]: %s", field, v, error_body(&inner));
+        axis->assign[v] = json_object();
+        for (size_t f = 0; f < axis->n_fields; f++) {
+            const char *name = axis->fields[f];
+            json_t *value = json_array_get(json_object_get(fields, name), v);
+            int line = sweep_line(sw, "%s/%s/%zu", axis->ptr, name, v);
+            axis->lines[v * axis->n_fields + f] = line;
+            json_t *one = json_pack("{sO}", name, value);
+            json_t *canon = resolve_path(sw, one, line, err) < 0 ? NULL
+                            : canonical_value(name, json_object_get(one, name),
+                                              err);
+            if (!canon) {
+                json_decref(one);
+                bf_error inner = *err;
+                return bf_error_set(err, sw->file, line, name, "%s.%s[%zu]: "
+                                    "%s", axis->where, name, v,
+                                    sweep_error_body(&inner));
+            }
+            json_decref(canon);
+            json_object_update(axis->assign[v], one);
+            json_decref(one);
         }
     }
     return 0;
 }
 
-static int parse_grid(bf_sweep *sw, bf_error *err)
+static bf_sweep_axis *new_axis(bf_sweep_stage *st, const char *where,
+                               const char *ptr)
 {
-    json_t *grid = json_object_get(sw->doc, "grid");
+    bf_sweep_axis *axis = &st->axes[st->n_axes++];
+    snprintf(axis->where, sizeof axis->where, "%s", where);
+    snprintf(axis->ptr, sizeof axis->ptr, "%s", ptr);
+    return axis;
+}
+
+static int parse_grid(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
+{
+    json_t *grid = json_object_get(st->node, "grid");
     if (!grid)
         return 0;
     if (!json_is_object(grid))
-        return bf_error_set(err, sw->file, line_of(sw, "/grid"), "grid",
-                            "must be a mapping from job-config field to a list "
-                            "of values");
-    sw->axes = bf_xcalloc(json_object_size(grid) + 1, sizeof *sw->axes);
-    bf_job_config defaults;
-    bf_job_config_defaults(&defaults);
-    json_t *job_fields = bf_job_config_to_json(&defaults);
+        return bf_error_set(err, sw->file, sweep_line(sw, "%s/grid", st->ptr),
+                            "grid", "must be a mapping from job-config field "
+                            "to a list of values");
+    char ptr[64];
+    snprintf(ptr, sizeof ptr, "%s/grid", st->ptr);
     const char *field;
     json_t *values;
-    int rc = 0;
     json_object_foreach(grid, field, values) {
-        rc = parse_axis(sw, &sw->axes[sw->n_axes++], field, values, job_fields, err);
-        if (rc < 0)
-            break;
+        if (st->n_axes >= SWEEP_MAX_AXES)
+            return bf_error_set(err, sw->file, sweep_line(sw, "%s", ptr),
+                                "grid", "more than %d axes", SWEEP_MAX_AXES);
+        if (parse_axis(sw, st, new_axis(st, "grid", ptr), grid, field,
+                       err) < 0)
+            return -1;
     }
-    json_decref(job_fields);
-    return rc;
+    return 0;
 }
 
-static int parse_seeds(bf_sweep *sw, bf_error *err)
+/* zip: one mapping of equally long lists, or a list of such mappings. */
+static int parse_zip(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
 {
-    sw->n_seeds = 1;
-    json_t *seeds = json_object_get(sw->doc, "seeds");
+    json_t *zip = json_object_get(st->node, "zip");
+    if (!zip)
+        return 0;
+    int line = sweep_line(sw, "%s/zip", st->ptr);
+    size_t n = json_is_array(zip) ? json_array_size(zip) : 1;
+    for (size_t i = 0; i < n; i++) {
+        json_t *group = json_is_array(zip) ? json_array_get(zip, i) : zip;
+        char where[32], ptr[96];
+        snprintf(where, sizeof where, json_is_array(zip) ? "zip[%zu]" : "zip",
+                 i);
+        snprintf(ptr, sizeof ptr, json_is_array(zip) ? "%s/zip/%zu" : "%s/zip",
+                 st->ptr, i);
+        if (!json_is_object(group) || json_object_size(group) == 0)
+            return bf_error_set(err, sw->file, line, "zip", "%s must be a "
+                                "mapping from job-config field to a list of "
+                                "values, the lists equally long", where);
+        if (st->n_axes >= SWEEP_MAX_AXES)
+            return bf_error_set(err, sw->file, line, "zip", "more than %d "
+                                "axes", SWEEP_MAX_AXES);
+        if (parse_axis(sw, st, new_axis(st, where, ptr), group, NULL,
+                       err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- exclude ---------------------------------------------------------------- */
+
+/* The values of axis field (a, f) equal to `value` get flag 1 in match (the
+ * flags already 0 stay 0); returns how many are still 1. */
+static size_t mark_matches(const bf_sweep_axis *axis, size_t f,
+                           const json_t *value, char *match)
+{
+    const char *field = axis->fields[f];
+    size_t left = 0;
+    for (size_t v = 0; v < axis->n; v++) {
+        json_t *mine = canonical_value(field, json_object_get(axis->assign[v],
+                                                              field), NULL);
+        match[v] = match[v] && json_equal(mine, value);
+        left += match[v] != 0;
+        json_decref(mine);
+    }
+    return left;
+}
+
+/* "a, b, c": the values of field f of axis. */
+static void axis_values(const bf_sweep_axis *axis, size_t f, char *buf,
+                        size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t v = 0; v < axis->n && len < cap; v++) {
+        char text[128];
+        sweep_value_text(json_object_get(axis->assign[v], axis->fields[f]),
+                         text, sizeof text);
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s", v ? ", " : "",
+                                text);
+    }
+}
+
+static int parse_rule_field(const bf_sweep *sw, bf_sweep_stage *st,
+                            sweep_rule *rule, size_t i, const char *field,
+                            const json_t *value, bf_error *err)
+{
+    int line = sweep_line(sw, "%s/exclude/%zu/%s", st->ptr, i, field);
+    size_t f;
+    const bf_sweep_axis *axis = axis_with(st, field, &f);
+    if (!axis)
+        return bf_error_set(err, sw->file, line, field, "exclude[%zu].%s: "
+                            "'%s' is not swept by grid or zip%s%s", i, field,
+                            field, st->name ? " in stage " : "",
+                            st->name ? st->name : "");
+    json_t *canon = canonical_value(field, value, err);
+    if (!canon) {
+        bf_error inner = *err;
+        return bf_error_set(err, sw->file, line, field, "exclude[%zu].%s: %s",
+                            i, field, sweep_error_body(&inner));
+    }
+    size_t a = (size_t)(axis - st->axes);
+    if (!rule->match[a]) {
+        rule->match[a] = bf_xmalloc(axis->n);
+        memset(rule->match[a], 1, axis->n);
+    }
+    size_t left = mark_matches(axis, f, canon, rule->match[a]);
+    json_decref(canon);
+    if (left > 0)
+        return 0;
+    char text[128], values[512];
+    sweep_value_text(value, text, sizeof text);
+    axis_values(axis, f, values, sizeof values);
+    return bf_error_set(err, sw->file, line, field, "exclude[%zu].%s: '%s' "
+                        "%s (%s.%s: %s), so the rule leaves nothing out", i,
+                        field, text, axis->n_fields > 1 ? "never comes with "
+                        "the other zipped values the rule names"
+                        : "is not one of the values swept", axis->where,
+                        field, values);
+}
+
+static int parse_excludes(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
+{
+    json_t *ex = json_object_get(st->node, "exclude");
+    if (!ex)
+        return 0;
+    int line = sweep_line(sw, "%s/exclude", st->ptr);
+    if (!json_is_array(ex))
+        return bf_error_set(err, sw->file, line, "exclude", "must be a list "
+                            "of mappings, each from grid or zip fields to "
+                            "the values of a combination to leave out");
+    st->rules = bf_xcalloc(json_array_size(ex) + 1, sizeof *st->rules);
+    for (size_t i = 0; i < json_array_size(ex); i++) {
+        json_t *rule = json_array_get(ex, i);
+        sweep_rule *r = &st->rules[st->n_rules++];
+        r->match = bf_xcalloc(st->n_axes + 1, sizeof *r->match);
+        if (!json_is_object(rule) || json_object_size(rule) == 0)
+            return bf_error_set(err, sw->file, sweep_line(sw, "%s/exclude/%zu",
+                                st->ptr, i), "exclude", "exclude[%zu] must be "
+                                "a non-empty mapping of grid or zip fields to "
+                                "values", i);
+        const char *field;
+        json_t *value;
+        json_object_foreach(rule, field, value)
+            if (parse_rule_field(sw, st, r, i, field, value, err) < 0)
+                return -1;
+    }
+    return 0;
+}
+
+/* ---- seeds ---------------------------------------------------------------- */
+
+/* seeds conflicts with a seed given any other way in the stage. */
+static int check_seed_conflict(const bf_sweep *sw, const bf_sweep_stage *st,
+                               bf_error *err)
+{
+    for (size_t i = 0; i < st->n_layers; i++)
+        if (json_object_get(st->layers[i].obj, "seed"))
+            return bf_error_set(err, sw->file, sweep_line(sw, "%s/seed",
+                                st->layers[i].ptr), "seed", "base.seed "
+                                "conflicts with seeds; give one of them");
+    const bf_sweep_axis *axis = axis_with(st, "seed", NULL);
+    if (axis)
+        return bf_error_set(err, sw->file, sweep_line(sw, "%s/seed",
+                            axis->ptr), "seed", "%s.seed conflicts with "
+                            "seeds; give one of them", axis->where);
+    return 0;
+}
+
+static int parse_seeds(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
+{
+    st->n_seeds = 1;
+    json_t *seeds = json_object_get(st->node, "seeds");
     if (!seeds)
         return 0;
-    sw->seeds_line = line_of(sw, "/seeds");
-    if (json_object_get(json_object_get(sw->doc, "base"), "seed"))
-        return bf_error_set(err, sw->file, line_of(sw, "/base/seed"), "seed",
-                            "base.seed conflicts with seeds; give one of them");
-    if (json_object_get(json_object_get(sw->doc, "grid"), "seed"))
-        return bf_error_set(err, sw->file, line_of(sw, "/grid/seed"), "seed",
-                            "grid.seed conflicts with seeds; give one of them");
+    st->seeds_line = sweep_line(sw, "%s/seeds", st->ptr);
+    if (check_seed_conflict(sw, st, err) < 0)
+        return -1;
     if (json_is_integer(seeds)) {
         json_int_t n = json_integer_value(seeds);
         if (n < 1 || n > BF_SWEEP_MAX_JOBS)
-            return bf_error_set(err, sw->file, sw->seeds_line, "seeds",
+            return bf_error_set(err, sw->file, st->seeds_line, "seeds",
                                 "seeds: %lld must be in [1, %d] (seeds N means "
                                 "seeds 1..N)", (long long)n, BF_SWEEP_MAX_JOBS);
-        sw->n_seeds = (size_t)n;
-        sw->seeds = bf_xmalloc(sw->n_seeds * sizeof *sw->seeds);
-        for (size_t i = 0; i < sw->n_seeds; i++)
-            sw->seeds[i] = i + 1;
+        st->n_seeds = (size_t)n;
+        st->seeds = bf_xmalloc(st->n_seeds * sizeof *st->seeds);
+        for (size_t i = 0; i < st->n_seeds; i++)
+            st->seeds[i] = i + 1;
     } else if (json_is_array(seeds) && json_array_size(seeds) > 0) {
-        sw->n_seeds = json_array_size(seeds);
-        sw->seeds = bf_xmalloc(sw->n_seeds * sizeof *sw->seeds);
-        for (size_t i = 0; i < sw->n_seeds; i++) {
+        st->n_seeds = json_array_size(seeds);
+        st->seeds = bf_xmalloc(st->n_seeds * sizeof *st->seeds);
+        for (size_t i = 0; i < st->n_seeds; i++) {
             json_t *v = json_array_get(seeds, i);
             if (!json_is_integer(v) || json_integer_value(v) < 0) {
                 char text[128];
-                value_text(v, text, sizeof text);
-                return bf_error_set(err, sw->file, line_of(sw, "/seeds/%zu", i),
-                                    "seeds", "seeds[%zu]: '%s' is not a "
-                                    "non-negative integer", i, text);
+                sweep_value_text(v, text, sizeof text);
+                return bf_error_set(err, sw->file, sweep_line(sw, "%s/seeds/%zu",
+                                    st->ptr, i), "seeds", "seeds[%zu]: '%s' is "
+                                    "not a non-negative integer", i, text);
             }
-            sw->seeds[i] = (uint64_t)json_integer_value(v);
+            st->seeds[i] = (uint64_t)json_integer_value(v);
         }
     } else {
-        return bf_error_set(err, sw->file, sw->seeds_line, "seeds",
+        return bf_error_set(err, sw->file, st->seeds_line, "seeds",
                             "seeds must be a positive integer N or a non-empty "
                             "list of seeds");
     }
     return 0;
 }
 
-static int count_jobs(bf_sweep *sw, bf_error *err)
+/* ---- counting ------------------------------------------------------------- */
+
+static int too_many(const bf_sweep *sw, bf_error *err)
 {
-    size_t n = sw->n_seeds;
-    for (size_t a = 0; a < sw->n_axes; a++) {
-        if (n > BF_SWEEP_MAX_JOBS / sw->axes[a].n)
-            return bf_error_set(err, sw->file, line_of(sw, "/grid"), "grid",
-                                "the sweep expands to more than %d jobs",
-                                BF_SWEEP_MAX_JOBS);
-        n *= sw->axes[a].n;
+    return bf_error_set(err, sw->file, sweep_line(sw, sw->has_stages
+                        ? "/stages" : "/grid"), "grid", "the sweep expands to "
+                        "more than %d jobs", BF_SWEEP_MAX_JOBS);
+}
+
+/* n_combos, and n_jobs without the excluded combinations; *budget is what
+ * is left of BF_SWEEP_MAX_JOBS over the stages. */
+static int count_jobs(const bf_sweep *sw, bf_sweep_stage *st, size_t *budget,
+                      bf_error *err)
+{
+    size_t n = 1;
+    for (size_t a = 0; a < st->n_axes; a++) {
+        if (n > *budget / st->axes[a].n)
+            return too_many(sw, err);
+        n *= st->axes[a].n;
     }
-    sw->n_jobs = n;
+    if (n > *budget / st->n_seeds)
+        return too_many(sw, err);
+    st->n_combos = n;
+    size_t kept = 0;
+    for (size_t c = 0; c < n; c++)
+        kept += !sweep_excluded(st, c);
+    if (kept == 0)
+        return bf_error_set(err, sw->file, sweep_line(sw, "%s/exclude",
+                            st->ptr), "exclude", "exclude leaves out every "
+                            "combination%s%s: no job is left", st->name ?
+                            " of stage " : "", st->name ? st->name : "");
+    st->n_jobs = kept * st->n_seeds;
+    *budget -= st->n_jobs;
     return 0;
 }
 
-bf_sweep *bf_sweep_parse(const char *file, const char *text, size_t len,
-                         bf_error *err)
+static void add_set_field(bf_sweep_stage *st, const char *field)
+{
+    if (!in_list(st->set_fields, st->n_set_fields, field))
+        st->set_fields[st->n_set_fields++] = field;
+}
+
+/* The fields st's layers and axes set, for the warnings. */
+static void collect_set_fields(bf_sweep_stage *st)
+{
+    size_t cap = 1;
+    for (size_t i = 0; i < st->n_layers; i++)
+        cap += json_object_size(st->layers[i].obj);
+    for (size_t a = 0; a < st->n_axes; a++)
+        cap += st->axes[a].n_fields;
+    st->set_fields = bf_xcalloc(cap, sizeof *st->set_fields);
+    for (size_t i = 0; i < st->n_layers; i++) {
+        const char *key;
+        json_t *v;
+        json_object_foreach(st->layers[i].obj, key, v)
+            add_set_field(st, key);
+    }
+    for (size_t a = 0; a < st->n_axes; a++)
+        for (size_t f = 0; f < st->axes[a].n_fields; f++)
+            add_set_field(st, st->axes[a].fields[f]);
+}
+
+static int parse_stage(bf_sweep *sw, bf_sweep_stage *st, size_t *budget,
+                       bf_error *err)
+{
+    st->axes = bf_xcalloc(SWEEP_MAX_AXES, sizeof *st->axes);
+    if (apply_layers(sw, st, err) < 0 || parse_grid(sw, st, err) < 0 ||
+        parse_zip(sw, st, err) < 0 || parse_excludes(sw, st, err) < 0 ||
+        parse_seeds(sw, st, err) < 0 || count_jobs(sw, st, budget, err) < 0)
+        return -1;
+    collect_set_fields(st);
+    st->first_job = sw->n_jobs;
+    sw->n_jobs += st->n_jobs;
+    return 0;
+}
+
+/* ---- stage references --------------------------------------------------------- */
+
+/* The key fields of a reference from stage t to stage s: the seed, then
+ * every field both sweep (init_from aside: it is the reference itself). */
+static void ref_keys(const bf_sweep_stage *t, const bf_sweep_stage *s,
+                     sweep_ref *ref)
+{
+    size_t cap = 1;
+    for (size_t a = 0; a < t->n_axes; a++)
+        cap += t->axes[a].n_fields;
+    ref->keys = bf_xcalloc(cap, sizeof *ref->keys);
+    ref->keys[ref->n_keys++] = "seed";
+    for (size_t a = 0; a < t->n_axes; a++)
+        for (size_t f = 0; f < t->axes[a].n_fields; f++) {
+            const char *field = t->axes[a].fields[f];
+            if (strcmp(field, "seed") != 0 && strcmp(field, "init_from") != 0
+                && axis_with(s, field, NULL))
+                ref->keys[ref->n_keys++] = field;
+        }
+}
+
+static int check_ref(bf_sweep *sw, size_t t, const char *value, int line,
+                     bf_error *err)
+{
+    if (strncmp(value, STAGE_REF, strlen(STAGE_REF)) != 0)
+        return 0;
+    const char *name = value + strlen(STAGE_REF);
+    bf_sweep_stage *st = &sw->stages[t];
+    if (!sw->has_stages)
+        return bf_error_set(err, sw->file, line, "init_from", "'%s' names a "
+                            "stage, but this sweep has no stages:", value);
+    size_t s = 0;
+    while (s < sw->n_stages && strcmp(sw->stages[s].name, name) != 0)
+        s++;
+    if (s == sw->n_stages || s >= t) {
+        const char *names[BF_SWEEP_MAX_STAGES] = {0};
+        for (size_t i = 0; i < t; i++)
+            names[i] = sw->stages[i].name;
+        char earlier[512];
+        join(names, t, earlier, sizeof earlier);
+        return bf_error_set(err, sw->file, line, "init_from", "'%s' in stage "
+                            "%s: %s (earlier stages: %s)", value, st->name,
+                            s == sw->n_stages ? "no stage has that name"
+                            : "that stage does not come earlier",
+                            t ? earlier : "none");
+    }
+    for (size_t r = 0; r < st->n_refs; r++)
+        if (st->refs[r].from == s)
+            return 0;
+    sweep_ref *ref = &st->refs[st->n_refs++];
+    ref->from = s;
+    ref_keys(st, &sw->stages[s], ref);
+    sw->stages[s].referenced = 1;
+    return 0;
+}
+
+/* Every stage its jobs' init_from values name exists and comes earlier. */
+static int parse_refs(bf_sweep *sw, bf_error *err)
+{
+    for (size_t t = 0; t < sw->n_stages; t++) {
+        bf_sweep_stage *st = &sw->stages[t];
+        size_t f;
+        const bf_sweep_axis *axis = axis_with(st, "init_from", &f);
+        st->refs = bf_xcalloc(axis ? axis->n + 1 : 1, sizeof *st->refs);
+        if (!axis) {
+            sweep_combo none = {{0}, 0};
+            if (check_ref(sw, t, st->base.init_from,
+                          sweep_field_line(sw, st, &none, "init_from"),
+                          err) < 0)
+                return -1;
+            continue;
+        }
+        for (size_t v = 0; v < axis->n; v++) {
+            const char *value = json_string_value(
+                json_object_get(axis->assign[v], "init_from"));
+            if (check_ref(sw, t, value, axis->lines[v * axis->n_fields + f],
+                          err) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- the whole file ------------------------------------------------------- */
+
+bf_sweep *bf_sweep_parse(const char *file, const char *dir, const char *text,
+                         size_t len, bf_error *err)
 {
     bf_sweep *sw = bf_xcalloc(1, sizeof *sw);
     sw->file = bf_xstrdup(file ? file : "<sweep>");
+    sw->dir = dir ? bf_xstrdup(dir) : NULL;
     sw->doc = bf_yaml_parse(text, len, sw->file, &sw->lines, err);
     if (!sw->doc)
         goto fail;
     if (!json_is_object(sw->doc)) {
         bf_error_set(err, sw->file, 1, NULL, "a sweep file must be a mapping "
-                     "(name, base, grid, seeds, max_attempts, priority)");
+                     "(name, base, grid, zip, exclude, seeds, stages, "
+                     "max_attempts, priority)");
         goto fail;
     }
-    if (check_top_level(sw, err) < 0 || parse_header(sw, err) < 0 ||
-        parse_base(sw, err) < 0 || parse_grid(sw, err) < 0 ||
-        parse_seeds(sw, err) < 0 || count_jobs(sw, err) < 0)
+    if (check_keys(sw, sw->doc, "", top_level_keys, COUNT_OF(top_level_keys),
+                   "sweep", err) < 0 || parse_header(sw, err) < 0 ||
+        parse_stages(sw, err) < 0)
+        goto fail;
+    size_t budget = BF_SWEEP_MAX_JOBS;
+    for (size_t i = 0; i < sw->n_stages; i++)
+        if (parse_stage(sw, &sw->stages[i], &budget, err) < 0)
+            goto fail;
+    if (parse_refs(sw, err) < 0)
         goto fail;
     return sw;
 fail:
@@ -277,232 +862,45 @@ fail:
     return NULL;
 }
 
+static void free_stage(bf_sweep_stage *st)
+{
+    for (size_t a = 0; a < st->n_axes; a++) {
+        for (size_t v = 0; st->axes[a].assign && v < st->axes[a].n; v++)
+            json_decref(st->axes[a].assign[v]);
+        free(st->axes[a].assign);
+        free(st->axes[a].lines);
+        free(st->axes[a].fields);
+    }
+    for (size_t r = 0; r < st->n_rules; r++) {
+        for (size_t a = 0; a < st->n_axes; a++)
+            free(st->rules[r].match[a]);
+        free(st->rules[r].match);
+    }
+    for (size_t r = 0; r < st->n_refs; r++) {
+        free(st->refs[r].keys);
+        free(st->refs[r].values);
+        sweep_map_free(&st->refs[r].map);
+    }
+    free(st->set_fields);
+    free(st->refs);
+    free(st->rules);
+    free(st->axes);
+    free(st->seeds);
+    free(st->name);
+}
+
 void bf_sweep_free(bf_sweep *sw)
 {
     if (!sw)
         return;
-    for (size_t a = 0; a < sw->n_axes; a++) {
-        for (size_t v = 0; sw->axes[a].assign && v < sw->axes[a].n; v++)
-            json_decref(sw->axes[a].assign[v]);
-        free(sw->axes[a].assign);
-        free(sw->axes[a].lines);
-    }
-    free(sw->axes);
-    free(sw->seeds);
+    for (size_t i = 0; i < sw->n_stages; i++)
+        free_stage(&sw->stages[i]);
+    free(sw->stages);
+    json_decref(sw->warnings);
     json_decref(sw->doc);
     json_decref(sw->lines);
     free(sw->name);
+    free(sw->dir);
     free(sw->file);
     free(sw);
-}
-
-/* ---- expansion ---------------------------------------------------------- */
-
-/* A job's coordinates: the value index on every axis, and its seed index. */
-typedef struct combo {
-    size_t pick[64];
-    size_t seed;
-} combo;
-
-#define MAX_AXES (sizeof ((combo *)0)->pick / sizeof (size_t))
-
-static void decode(const bf_sweep *sw, size_t index, combo *c)
-{
-    c->seed = index % sw->n_seeds;
-    index /= sw->n_seeds;
-    for (size_t a = sw->n_axes; a-- > 0;) {
-        c->pick[a] = index % sw->axes[a].n;
-        index /= sw->axes[a].n;
-    }
-}
-
-/* "rope=spectral, task=dyck, seed=2" */
-static void describe(const bf_sweep *sw, const combo *c, char *buf, size_t cap)
-{
-    size_t n = 0;
-    buf[0] = '\0';
-    for (size_t a = 0; a < sw->n_axes && n < cap; a++) {
-        char text[128];
-        const bf_sweep_axis *ax = &sw->axes[a];
-        value_text(json_object_get(ax->assign[c->pick[a]], ax->field), text, sizeof text);
-        n += (size_t)snprintf(buf + n, cap - n, "%s%s=%s", n ? ", " : "", ax->field, text);
-    }
-    if (sw->seeds && n < cap)
-        n += (size_t)snprintf(buf + n, cap - n, "%sseed=%llu", n ? ", " : "",
-                              (unsigned long long)sw->seeds[c->seed]);
-    if (n == 0)
-        snprintf(buf, cap, "the base config");
-}
-
-/* cfg = defaults + base (without base field `skip_base`, if given) + every
- * axis value of c but axis `skip_axis` + the seed.  The skips let the error
- * path find which assignment made a job invalid. */
-static int build(const bf_sweep *sw, const combo *c, size_t skip_axis,
-                 const char *skip_base, bf_job_config *cfg, bf_error *err)
-{
-    if (skip_base) {
-        json_t *base = json_deep_copy(json_object_get(sw->doc, "base"));
-        json_object_del(base, skip_base);
-        bf_job_config_defaults(cfg);
-        int rc = bf_job_config_apply_json(cfg, base, sw->file, NULL, err);
-        json_decref(base);
-        if (rc < 0)
-            return -1;
-    } else {
-        *cfg = sw->base;
-    }
-    for (size_t a = 0; a < sw->n_axes; a++)
-        if (a != skip_axis &&
-            bf_job_config_apply_json(cfg, sw->axes[a].assign[c->pick[a]],
-                                     sw->file, NULL, err) < 0)
-            return -1;
-    if (sw->seeds)
-        cfg->seed = sw->seeds[c->seed];
-    return 0;
-}
-
-/* Does leaving out one assignment cure the error on `field`? */
-static int cures(const bf_sweep *sw, const combo *c, size_t skip_axis,
-                 const char *skip_base, const char *field)
-{
-    bf_job_config cfg;
-    bf_error e;
-    if (build(sw, c, skip_axis, skip_base, &cfg, &e) < 0)
-        return 0;
-    return bf_job_config_validate(&cfg, &e) == 0 || strcmp(e.field, field) != 0;
-}
-
-/* Rewrites a validation error of job `index` to name the file, the line of
- * the grid value or base field responsible, the field and the combination. */
-static int blame(const bf_sweep *sw, size_t index, const combo *c,
-                 const bf_error *verr, bf_error *err)
-{
-    const char *field = verr->field;
-    char where[256] = "", jobdesc[512];
-    int line = 0;
-    describe(sw, c, jobdesc, sizeof jobdesc);
-    for (size_t a = 0; a < sw->n_axes && !line; a++)
-        if (strcmp(sw->axes[a].field, field) == 0)
-            line = sw->axes[a].lines[c->pick[a]];
-    for (size_t a = 0; a < sw->n_axes && !line; a++)
-        if (cures(sw, c, a, NULL, field)) {
-            char text[128];
-            const bf_sweep_axis *ax = &sw->axes[a];
-            value_text(json_object_get(ax->assign[c->pick[a]], ax->field), text, sizeof text);
-            line = ax->lines[c->pick[a]];
-            snprintf(where, sizeof where, "; caused by grid.%s = %s", ax->field, text);
-        }
-    json_t *base = json_object_get(sw->doc, "base");
-    if (!line && json_object_get(base, field))
-        line = line_of(sw, "/base/%s", field);
-    const char *key;
-    json_t *v;
-    json_object_foreach(base, key, v) {
-        if (line)
-            break;
-        if (cures(sw, c, (size_t)-1, key, field)) {
-            char text[128];
-            value_text(v, text, sizeof text);
-            line = line_of(sw, "/base/%s", key);
-            snprintf(where, sizeof where, "; caused by base.%s = %s", key, text);
-        }
-    }
-    if (!line)
-        line = line_of(sw, sw->n_axes ? "/grid" : "/base");
-    return bf_error_set(err, sw->file, line, field, "%s (job %zu: %s%s)",
-                        error_body(verr), index, jobdesc, where);
-}
-
-/* Open-addressing set of config hashes -> first job index, to refuse
- * duplicates.  Equal hashes are taken as equal configs: FNV-1a 64 collides
- * by chance with probability ~n^2/2^65, about 3e-10 for 100,000 jobs. */
-typedef struct hash_set {
-    uint64_t *hash;
-    size_t *index1;   /* job index + 1; 0 = empty slot */
-    size_t mask;
-} hash_set;
-
-static void set_init(hash_set *hs, size_t n)
-{
-    size_t cap = 16;
-    while (cap < 2 * n)
-        cap *= 2;
-    hs->mask = cap - 1;
-    hs->hash = bf_xmalloc(cap * sizeof *hs->hash);
-    hs->index1 = bf_xcalloc(cap, sizeof *hs->index1);
-}
-
-/* Inserts (h, index); returns the earlier index + 1 if h was there, else 0. */
-static size_t set_insert(hash_set *hs, uint64_t h, size_t index)
-{
-    size_t i = (size_t)h & hs->mask;
-    while (hs->index1[i]) {
-        if (hs->hash[i] == h)
-            return hs->index1[i];
-        i = (i + 1) & hs->mask;
-    }
-    hs->hash[i] = h;
-    hs->index1[i] = index + 1;
-    return 0;
-}
-
-static int duplicate_error(const bf_sweep *sw, size_t first, size_t index,
-                           const combo *c, bf_error *err)
-{
-    combo prev;
-    decode(sw, first, &prev);
-    char a_desc[512], b_desc[512];
-    describe(sw, &prev, a_desc, sizeof a_desc);
-    describe(sw, c, b_desc, sizeof b_desc);
-    int line = sw->seeds_line ? line_of(sw, "/seeds/%zu", c->seed) : 0;
-    const char *field = "seeds";
-    for (size_t a = 0; a < sw->n_axes; a++)
-        if (prev.pick[a] != c->pick[a]) {
-            line = sw->axes[a].lines[c->pick[a]];
-            field = sw->axes[a].field;
-            break;
-        }
-    return bf_error_set(err, sw->file, line, field,
-                        "duplicate job: job %zu (%s) has the same configuration "
-                        "as job %zu (%s)", index, b_desc, first, a_desc);
-}
-
-int bf_sweep_expand(const bf_sweep *sw, bf_sweep_visit_fn visit, void *ctx,
-                    bf_error *err)
-{
-    if (sw->n_axes > MAX_AXES)
-        return bf_error_set(err, sw->file, line_of(sw, "/grid"), "grid",
-                            "more than %zu grid axes", MAX_AXES);
-    hash_set seen;
-    set_init(&seen, sw->n_jobs);
-    int rc = 0;
-    for (size_t i = 0; i < sw->n_jobs && rc == 0; i++) {
-        combo c;
-        bf_job_config cfg;
-        bf_error verr;
-        decode(sw, i, &c);
-        if (build(sw, &c, (size_t)-1, NULL, &cfg, err) < 0) {
-            rc = -1;
-            break;
-        }
-        if (bf_job_config_validate(&cfg, &verr) < 0) {
-            rc = blame(sw, i, &c, &verr, err);
-            break;
-        }
-        bf_sweep_job job = {.index = i, .cfg = &cfg};
-        char *json = bf_job_config_to_canonical_json(&cfg);
-        if (!json) {
-            rc = bf_error_set(err, sw->file, 0, NULL, "out of memory");
-            break;
-        }
-        uint64_t h = bf_fnv1a64(json, strlen(json));
-        size_t first = set_insert(&seen, h, i);
-        snprintf(job.hash_hex, sizeof job.hash_hex, "%016llx", (unsigned long long)h);
-        job.config_json = json;
-        rc = first ? duplicate_error(sw, first - 1, i, &c, err) : visit(ctx, &job, err);
-        free(json);
-    }
-    free(seen.hash);
-    free(seen.index1);
-    return rc;
 }

@@ -6,19 +6,32 @@
  *   grid:                        # optional: cartesian product of job fields
  *     rope: [rope, spectral, bifocal]
  *     task: [dyck, counter]
+ *   zip:                         # optional: lists of equal length varied
+ *     d_model: [32, 64]          #   together (one axis); a list of such
+ *     n_heads: [2, 4]            #   mappings is several zipped axes
+ *   exclude:                     # optional: combinations left out, each a
+ *     - {rope: rope, task: counter}  # mapping of grid/zip fields to values
  *   seeds: 3                     # optional: N (seeds 1..N) or a list [1, 2, 7]
  *   max_attempts: 3              # optional, >= 1, default 3
  *   priority: 0                  # optional, higher leases first, default 0
  *
- * Expansion order (deterministic): the grid axes in file order, like nested
- * loops with the first axis outermost and the last innermost, and the seeds
- * innermost of all.  So job index i, written in the mixed radix of the axis
- * lengths (seeds last), names the value of each axis.
+ * Or, instead of grid/zip/exclude/seeds, `stages:`: a list of mappings, each
+ * with a `name` and its own base, grid, zip, exclude and seeds (the top-level
+ * base applies to every stage).  A job whose init_from is "stage:NAME"
+ * starts from the final checkpoint of the job of the earlier stage NAME
+ * whose seed and shared swept fields (swept in both stages) equal its own:
+ * its source.  Every such job must find exactly one source.
  *
- * Every job = defaults, then base, then its grid values, then its seed, and
- * must pass bf_job_config_validate; duplicate configurations are refused.
- * Errors name the file, the line (of the grid value or base field that
- * caused it), the field and the value. */
+ * Expansion order (deterministic): stages in file order; within a stage
+ * the grid axes in file order, then the zipped axes, like nested loops with
+ * the first axis outermost, and the seeds innermost of all; excluded
+ * combinations are skipped.  Job indices run over the whole sweep.
+ *
+ * Every job = defaults, then base, then its stage's base, then its axis
+ * values, then its seed, and must pass bf_job_config_validate; duplicate
+ * configurations are refused.  A relative init_from path is joined to the
+ * sweep file's folder (`dir`).  Errors name the file, the line (of the value
+ * or base field that caused it), the field and the value. */
 #ifndef BF_SWEEP_H
 #define BF_SWEEP_H
 
@@ -31,29 +44,37 @@
 
 #define BF_SWEEP_MAX_JOBS 1000000
 #define BF_SWEEP_MAX_BYTES (4 << 20)
+#define BF_SWEEP_MAX_STAGES 64
+#define BF_SWEEP_NO_SOURCE ((size_t)-1)
 
-typedef struct bf_sweep_axis bf_sweep_axis;
+typedef struct bf_sweep_stage bf_sweep_stage;
 
 /* A parsed sweep.  Everything is owned by the struct (bf_sweep_free). */
 typedef struct bf_sweep {
     char *file;          /* name used in messages */
+    char *dir;           /* folder of relative init_from paths, or NULL */
     char *name;
     int max_attempts;
     int priority;
-    size_t n_jobs;       /* product of the axis lengths, times the seeds */
-    /* private to sweep.c */
+    size_t n_jobs;       /* over every stage, excluded combinations left out */
+    /* After a successful bf_sweep_expand: an array of messages (strings),
+     * each naming file, line and field: fields without effect for a job's
+     * rope variant, bifocal/prope fractions that degenerate, jobs that
+     * train the same model.  Owned by the struct. */
+    json_t *warnings;
+    /* private to sweep*.c */
     json_t *doc, *lines;
-    bf_job_config base;  /* defaults + base */
-    bf_sweep_axis *axes;
-    size_t n_axes;
-    uint64_t *seeds;     /* NULL: the seed comes from base/grid/defaults */
-    size_t n_seeds;      /* 1 when seeds is NULL */
-    int seeds_line;
+    bf_sweep_stage *stages;
+    size_t n_stages;
+    int has_stages;      /* the file has `stages:` */
 } bf_sweep;
 
 /* One expanded job, valid only during the visit callback. */
 typedef struct bf_sweep_job {
     size_t index;                /* 0-based, in expansion order */
+    const char *stage;           /* its stage's name; NULL without stages */
+    size_t source;               /* index of its source job (an earlier
+                                    one), or BF_SWEEP_NO_SOURCE */
     const bf_job_config *cfg;    /* validated */
     const char *config_json;     /* bf_job_config_to_canonical_json */
     char hash_hex[17];           /* FNV-1a 64 of config_json */
@@ -63,16 +84,19 @@ typedef struct bf_sweep_job {
 typedef int (*bf_sweep_visit_fn)(void *ctx, const bf_sweep_job *job,
                                  bf_error *err);
 
-/* Parses and checks the file's structure and every grid value on its own.
- * Returns NULL with err set (file, line, field) on any problem. */
-bf_sweep *bf_sweep_parse(const char *file, const char *text, size_t len,
-                         bf_error *err);
+/* Parses and checks the file's structure, every value on its own and every
+ * stage reference.  dir (may be NULL) is the absolute folder of the file:
+ * a relative init_from is joined to it, and refused without it.  Returns
+ * NULL with err set (file, line, field) on any problem. */
+bf_sweep *bf_sweep_parse(const char *file, const char *dir, const char *text,
+                         size_t len, bf_error *err);
 
-/* Expands, validates and visits every job in order.  A job that fails
- * validation, or duplicates an earlier one, stops it with err set; jobs
- * visited before then have been seen, so callers store inside a
+/* Expands, validates, matches every job with its source, and visits every
+ * job in order; then fills sw->warnings.  A job that fails validation,
+ * duplicates an earlier one or finds no single source stops it with err
+ * set; jobs visited before then have been seen, so callers store inside a
  * transaction they roll back on failure. */
-int bf_sweep_expand(const bf_sweep *sw, bf_sweep_visit_fn visit, void *ctx,
+int bf_sweep_expand(bf_sweep *sw, bf_sweep_visit_fn visit, void *ctx,
                     bf_error *err);
 
 void bf_sweep_free(bf_sweep *sw);

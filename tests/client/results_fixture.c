@@ -45,6 +45,17 @@ static const char *const failing_sweep =
     "  lr: [0.001, 0.002]\n"
     "max_attempts: 1\n";
 
+/* Two grouping fields, so that a baseline can name both. */
+static const char *const two_field_sweep =
+    "name: two-fields\n"
+    "base: {task: dyck, depth: 4, eval_depths: [4, 8], d_model: 32,\n"
+    "       n_heads: 4, n_layers: 1, seq_len: 40, steps: 200}\n"
+    "grid:\n"
+    "  rope: [rope, spectral]\n"
+    "  freq_lr_mult: [1, 10]\n"
+    "seeds: 2\n"
+    "max_attempts: 1\n";
+
 static void die(const char *what, const bf_error *err)
 {
     fprintf(stderr, "results_fixture: %s: %s\n", what, err ? err->msg : "");
@@ -124,8 +135,8 @@ static void submit(bf_store *s, const char *name, const char *text)
     int64_t id;
     int n;
     bf_error err;
-    if (bf_store_submit_sweep(s, name, text, strlen(text), now_ms, &id, &n,
-                              &err))
+    if (bf_store_submit_sweep(s, name, text, strlen(text), NULL, now_ms, &id,
+                              &n, NULL, &err))
         die("submit", &err);
 }
 
@@ -146,6 +157,8 @@ int main(int argc, char **argv)
     run_jobs(s, 0);
     submit(s, "all-failed.yaml", failing_sweep);
     run_jobs(s, 1);
+    submit(s, "two-fields.yaml", two_field_sweep);
+    run_jobs(s, 0);
     bf_store_close(s);
     return 0;
 }

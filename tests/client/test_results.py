@@ -129,6 +129,8 @@ for r in rows:
     seeds = sorted(final[key])
     for i, name in [(0, "loss"), (1, "accuracy")]:
         s = summary([final[key][k][i] for k in seeds])
+        if name == "accuracy":   # a fraction: its interval is clipped to [0, 1]
+            s["lo"], s["hi"] = max(s["lo"], 0.0), min(s["hi"], 1.0)
         for field, want in [("mean", s["mean"]), ("sd", s["sd"]),
                             ("ci_low", s["lo"]), ("ci_high", s["hi"])]:
             check(close(r["%s_%s" % (name, field)], want, 1e-6),
@@ -179,6 +181,35 @@ by = json.loads(bifocal("compare", "1", "--db", db, "--format", "json",
                         "--baseline", "rope=spectral").stdout)
 check(all(r.get("baseline") in ("(this group)", "rope=spectral") for r in by),
       "--baseline rope=spectral compares with spectral")
+
+# Several FIELD=VALUE pairs: every spectral group against rope at
+# freq_lr_mult 1 (sweep 3 varies rope and freq_lr_mult); a number matches
+# however it is written.
+def baselines(*extra):
+    rows = json.loads(bifocal("compare", "3", "--db", db, "--format", "json", *extra).stdout)
+    return {(r["rope"], r["freq_lr_mult"]): r.get("baseline") for r in rows}
+default = baselines()
+check(default[("spectral", 10)] == "rope=rope freq_lr_mult=10.0",
+      "by default a group's baseline keeps its other fields: %r" % default)
+two = baselines("--baseline", "rope=rope,freq_lr_mult=1.0")
+check(two[("spectral", 10)] == two[("spectral", 1)] == "rope=rope freq_lr_mult=1.0"
+      and two[("rope", 1)] == "(this group)" and two[("rope", 10)] == "rope=rope freq_lr_mult=1.0",
+      "--baseline rope=rope,freq_lr_mult=1.0 is every group's baseline: %r" % two)
+
+# --where: only the matching jobs, as if the sweep held no others (rope no
+# longer varies, so freq_lr_mult alone groups them).
+where = json.loads(bifocal("compare", "3", "--db", db, "--format", "json",
+                           "--where", "rope=spectral").stdout)
+check(sorted({r["group"] for r in where}) == ["freq_lr_mult=1.0", "freq_lr_mult=10.0"]
+      and all(r["n"] == 2 for r in where), "compare --where rope=spectral: %r" % where[:1])
+res = json.loads(bifocal("results", "3", "--db", db, "--format", "json",
+                         "--where", "rope=spectral,freq_lr_mult=1e1").stdout)
+check([(r["config"]["rope"], r["config"]["freq_lr_mult"]) for r in res] == [("spectral", 10.0)] * 2,
+      "results --where with two fields, a number written otherwise")
+bifocal("report", "3", "--db", db, "--json", "--where", "freq_lr_mult=1",
+        "-o", os.path.join(tmp, "where.json"))
+rep = json.load(open(os.path.join(tmp, "where.json")))
+check(len(rep["jobs"]) == 4, "report --where keeps 4 of 8 jobs: %d" % len(rep["jobs"]))
 
 # ---- the eval_summary view (for sqlite3 users) ---------------------------------
 
@@ -242,6 +273,11 @@ error(["compare", "2", "--db", db], "sweep 2 has no succeeded job")
 error(["report", "2", "--db", db], "sweep 2 has no succeeded job")
 error(["compare", "1", "--db", db, "--by", "lr"], "--by lr: not a field that varies")
 error(["compare", "1", "--db", db, "--baseline", "rope=nope"], "no group of sweep 1 has rope=nope")
+error(["compare", "3", "--db", db, "--baseline", "rope=rope,freq_lr_mult=3"],
+      "no group of sweep 3 has rope=rope,freq_lr_mult=3")
+error(["compare", "3", "--db", db, "--baseline", "rope=rope,lr=1"], "'lr=1' is not")
+error(["compare", "3", "--db", db, "--where", "rope=none"], "--where rope=none: no job of sweep 3 has it")
+error(["report", "3", "--db", db, "--where", "rope"], "expected FIELD=VALUE[,...], not 'rope'")
 notdb = os.path.join(tmp, "notes.txt")
 open(notdb, "w").write("just some text, long enough to be read as a header " * 4)
 error(["results", "1", "--db", notdb], "is not a SQLite database")
@@ -282,7 +318,7 @@ try:
     jj = json.loads(bifocal("jobs", "--sweep", "1", "--format", "json", server=server).stdout)
     check(len(jj) == 9 and jj[0]["config"]["n_heads"] == 4, "jobs json carries the config")
     st = list(csv.DictReader(io.StringIO(bifocal("status", "--format", "csv", server=server).stdout)))
-    check([r["sweep_id"] for r in st] == ["1", "2"] and st[0]["failed"] == "1", "status csv")
+    check([r["sweep_id"] for r in st] == ["1", "2", "3"] and st[0]["failed"] == "1", "status csv")
     wk = json.loads(bifocal("workers", "--format=json", server=server).stdout)
     check(wk[0]["name"] == "fixture-worker", "workers json")
 finally:

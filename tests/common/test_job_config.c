@@ -476,6 +476,74 @@ static void test_validate_checks_built_configs(void **state)
     expect_invalid(&cfg, "init_from", "not NUL-terminated");
 }
 
+/* Which fields a rope variant ignores, and the effective config that
+ * makes jobs training the same model compare equal. */
+static void test_field_effect(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *field;
+        int matters[5];   /* none, rope, spectral, bifocal, prope */
+    } table[] = {
+        {"rope_base",         {0, 1, 1, 1, 1}},
+        {"random_positions",  {0, 1, 1, 1, 1}},
+        {"spectral_fraction", {0, 0, 0, 1, 0}},
+        {"freq_lr_mult",      {0, 0, 1, 1, 0}},
+        {"prope_fraction",    {0, 0, 0, 0, 1}},
+        {"lr",                {1, 1, 1, 1, 1}},
+    };
+    bf_job_config cfg;
+    bf_job_config_defaults(&cfg);
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+        for (int r = 0; r < 5; r++) {
+            cfg.rope = (bf_rope_kind)r;
+            assert_int_equal(bf_job_config_field_matters(&cfg, table[i].field),
+                             table[i].matters[r]);
+        }
+
+    /* rope with another spectral_fraction: the same model */
+    bf_job_config a, b, ea, eb;
+    bf_job_config_defaults(&a);
+    b = a;
+    b.spectral_fraction = 0.75;
+    b.freq_lr_mult = 10;
+    bf_job_config_effective(&a, &ea);
+    bf_job_config_effective(&b, &eb);
+    assert_memory_equal(&ea, &eb, sizeof ea);
+    /* bifocal with no learnable head (4 heads x 0.1) is rope */
+    b.rope = BF_ROPE_BIFOCAL;
+    b.spectral_fraction = 0.1;
+    bf_job_config_effective(&b, &eb);
+    assert_int_equal(eb.rope, BF_ROPE_GEOMETRIC);
+    assert_memory_equal(&ea, &eb, sizeof ea);
+    /* bifocal with every head learnable is spectral, freq_lr_mult kept */
+    b.spectral_fraction = 1.0;
+    bf_job_config_effective(&b, &eb);
+    assert_int_equal(eb.rope, BF_ROPE_SPECTRAL);
+    assert_true(eb.freq_lr_mult == 10);
+    /* prope: no pair zeroed is rope, every pair zeroed is none */
+    b = a;
+    b.rope = BF_ROPE_PROPE;
+    b.prope_fraction = 0.0;
+    bf_job_config_effective(&b, &eb);
+    assert_memory_equal(&ea, &eb, sizeof ea);
+    b.prope_fraction = 1.0;
+    bf_job_config_effective(&b, &eb);
+    assert_int_equal(eb.rope, BF_ROPE_NONE);
+    assert_true(eb.rope_base == 10000.0);
+    /* garbage past init_from's end does not make another config */
+    b = a;
+    memset(b.init_from + 1, 'x', 10);
+    b.init_from[0] = '\0';
+    bf_job_config_effective(&b, &eb);
+    assert_memory_equal(&ea, &eb, sizeof ea);
+    /* a real difference stays one */
+    b = a;
+    b.rope_base = 500000;
+    bf_job_config_effective(&b, &eb);
+    assert_true(eb.rope_base == 500000);
+}
+
 static void test_names_and_derived(void **state)
 {
     (void)state;
@@ -541,6 +609,7 @@ int main(void)
         cmocka_unit_test(test_apply_json_is_atomic_and_reads_lines),
         cmocka_unit_test(test_validate_checks_built_configs),
         cmocka_unit_test(test_names_and_derived),
+        cmocka_unit_test(test_field_effect),
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
         tests[n++] = good[i];

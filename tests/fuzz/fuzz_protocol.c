@@ -125,7 +125,7 @@ static void fresh_store(void)
     static const char sweep[] = "name: fuzz\nbase: {steps: 20, "
                                 "warmup_steps: 0}\nseeds: 64\n";
     if (bf_store_submit_sweep(store, "fuzz.yaml", sweep, sizeof sweep - 1,
-                              1, NULL, NULL, &err) != 0)
+                              NULL, 1, NULL, NULL, NULL, &err) != 0)
         abort();
     static const char *const names[] = {"w0", "w1", "w2"};
     bf_lease l;
@@ -163,7 +163,7 @@ static int too_big_to_fuzz(const char *line, size_t len)
     json_t *text = json_object_get(msg, "text");
     int big = 0;
     if (msg && strcmp(bf_wire_type(msg), "submit") == 0 && json_is_string(text)) {
-        bf_sweep *sw = bf_sweep_parse("fuzz.yaml", json_string_value(text),
+        bf_sweep *sw = bf_sweep_parse("fuzz.yaml", NULL, json_string_value(text),
                                       json_string_length(text), &err);
         big = sw && sw->n_jobs > MAX_FUZZ_JOBS;
         bf_sweep_free(sw);

@@ -325,7 +325,7 @@ static int frame_is_off_limits(fuzz *f, const char *p, size_t n)
     }
     json_t *text = json_object_get(m, "text");
     if (!bad && json_is_string(text)) {
-        bf_sweep *sw = bf_sweep_parse("fz.yaml", json_string_value(text),
+        bf_sweep *sw = bf_sweep_parse("fz.yaml", NULL, json_string_value(text),
                                       json_string_length(text), &err);
         bad = sw && sw->n_jobs > 64;
         bf_sweep_free(sw);

@@ -14,29 +14,9 @@
 
 static const char *sqlite3_cli;   /* argv[1] */
 
-typedef struct fixture {
-    char *dir, *path;
-    bf_store *s;
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    f->dir = bft_tmpdir();
-    f->s = bft_open(f->dir, "t.db", &f->path);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    bf_store_close(f->s);
-    bft_rmdir(f->dir);
-    free(f->path);
-    free(f);
-    return 0;
-}
+typedef bft_store_fixture fixture;
+#define setup bft_store_setup
+#define teardown bft_store_teardown
 
 static void test_open_sets_pragmas(void **state)
 {
@@ -95,8 +75,8 @@ static void test_rejected_sweep_stores_nothing(void **state)
     bf_error err = {0};
     int64_t id = -7;
     int n = -7;
-    assert_int_equal(bf_store_submit_sweep(f->s, "bad.yaml", bad, strlen(bad), 1, &id,
-                                           &n, &err), -1);
+    assert_int_equal(bf_store_submit_sweep(f->s, "bad.yaml", bad, strlen(bad), NULL, 1,
+                                           &id, &n, NULL, &err), -1);
     assert_string_equal(err.file, "bad.yaml");
     assert_int_equal(err.line, 3);
     assert_string_equal(err.field, "seq_len");
@@ -120,7 +100,7 @@ static void test_reopen_keeps_queue(void **state)
     bf_lease_clear(&l);
     bf_store_close(f->s);
 
-    f->s = bft_open(f->dir, "t.db", NULL);
+    f->s = bft_open(f->dir, BFT_STORE_DB, NULL);
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE status = 'queued'"), 11);
     assert_int_equal(bft_int(f->s, "SELECT status = 'running' FROM jobs WHERE job_id = %lld",
                              (long long)job), 1);
@@ -153,7 +133,10 @@ static void make_v1_database(const char *path)
         " learnable_heads, priority, created_ms)"
         " VALUES (1, 0, '{\"depth\":4,\"eval_depths\":[4,8],\"n_heads\":4}', 'abc',"
         " 'dyck', 'rope', 4, 1, 0, 0, 5);"
-        "INSERT INTO evals VALUES (1, 10, 8, 1.5, 0.25);",
+        "INSERT INTO evals VALUES (1, 10, 8, 1.5, 0.25);"
+        "INSERT INTO attempts (job_id, attempt_no, worker, started_ms,"
+        " lease_expires_ms) VALUES (1, 1, 'old-worker', 6, 9);"
+        "INSERT INTO metrics VALUES (1, 'loss', 10, 2.5);",
         NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
 }
@@ -170,6 +153,21 @@ static void test_migrates_older_database(void **state)
     assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs"), 1);
     assert_int_equal(bft_int(s, "SELECT total FROM sweep_progress WHERE sweep_id = 1"), 1);
     assert_true(bft_real(s, "SELECT ood_accuracy FROM results WHERE job_id = 1") == 0.25);
+    /* Migration 4 rebuilt jobs: its rows, and the keys pointing at them,
+     * are intact; the new columns read as a sweep without stages. */
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM attempts a JOIN jobs j"
+                                " USING (job_id)"), 1);
+    assert_true(bft_real(s, "SELECT train_loss FROM results WHERE job_id = 1") == 2.5);
+    assert_int_equal(bft_int(s, "SELECT stage IS NULL AND source_job_id IS NULL"
+                                " AND status = 'queued' FROM jobs"), 1);
+    assert_int_equal(bft_int(s, "SELECT waiting FROM sweep_progress"), 0);
+    char *warnings = bft_text(s, "SELECT warnings FROM sweeps");
+    assert_string_equal(warnings, "[]");
+    free(warnings);
+    assert_int_equal(bft_int(s, "PRAGMA foreign_keys"), 1);
+    assert_int_not_equal(sqlite3_exec(s->db, "INSERT INTO attempts (job_id,"
+        " attempt_no, worker, started_ms, lease_expires_ms) VALUES (99, 1,"
+        " 'w', 1, 2)", NULL, NULL, NULL), SQLITE_OK);
     bf_store_close(s);
 }
 

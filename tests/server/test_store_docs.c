@@ -64,6 +64,13 @@ static void populate(bf_store *s)
     run_job(s, 0, 0);    /* rope, seed 2: failed */
     run_job(s, 1, 1);    /* bifocal, seed 1: succeeded, with frequencies */
     run_job(s, -1, 1);   /* bifocal, seed 2: still running */
+    /* Sweep 2: two stages, the second waiting; a warning (spectral_fraction
+     * has no effect with rope). */
+    bft_submit(s, "name: staged\nbase: {steps: 20, warmup_steps: 0}\n"
+                  "stages:\n"
+                  "  - {name: a, base: {rope: rope, spectral_fraction: 0.25}}\n"
+                  "  - {name: b, base: {init_from: \"stage:a\", rope: bifocal}}\n",
+               1700000000000, NULL);
 }
 
 static void test_every_sql_block_runs(void **state)

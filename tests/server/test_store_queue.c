@@ -11,28 +11,9 @@
 #include "store_internal.h"
 #include "test_store_util.h"
 
-typedef struct fixture {
-    char *dir;
-    bf_store *s;
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    f->dir = bft_tmpdir();
-    f->s = bft_open(f->dir, "q.db", NULL);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    bf_store_close(f->s);
-    bft_rmdir(f->dir);
-    free(f);
-    return 0;
-}
+typedef bft_store_fixture fixture;
+#define setup bft_store_setup
+#define teardown bft_store_teardown
 
 /* A sweep of `jobs` jobs (one per seed). */
 static int64_t submit(bf_store *s, const char *name, int priority, int jobs,
@@ -373,7 +354,7 @@ static void expand_for_staging(staged *st, const char *text)
 {
     memset(st, 0, sizeof *st);
     bf_error err;
-    st->sw = bf_sweep_parse("staged.yaml", text, strlen(text), &err);
+    st->sw = bf_sweep_parse("staged.yaml", NULL, text, strlen(text), &err);
     assert_non_null(st->sw);
     assert_int_equal(bf_sweep_expand(st->sw, keep_row, st, &err), 0);
     st->stage = (bf_stage){ .sweep = st->sw, .filename = "staged.yaml",
@@ -384,6 +365,7 @@ static void staged_free(staged *st)
 {
     for (size_t i = 0; i < st->n; i++)
         free(st->rows[i].config_json);
+    bf_stage_clear(&st->stage);
     bf_sweep_free(st->sw);
 }
 
@@ -475,9 +457,44 @@ static void test_staged_sweep_discarded(void **state)
     stage(f->s, &st, 0, 6, 0);
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs"), 9);
     bf_store_close(f->s);
-    f->s = bft_open(f->dir, "q.db", NULL);
+    f->s = bft_open(f->dir, BFT_STORE_DB, NULL);
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs"), 3);
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM sweeps"), 1);
+    staged_free(&st);
+}
+
+/* A sweep with stages, staged a chunk at a time: a job of stage b finds
+ * its source (of stage a) stored by an earlier chunk, and a discard
+ * deletes dependents before their sources. */
+static void test_staged_stages(void **state)
+{
+    fixture *f = *state;
+    static const char text[] =
+        "name: st\nbase: {steps: 20, warmup_steps: 0}\nstages:\n"
+        "  - {name: a, seeds: 3}\n"
+        "  - {name: b, seeds: 3, base: {init_from: \"stage:a\"}}\n";
+    staged st;
+    begin_staging(f->s, &st, text, 3);
+    stage(f->s, &st, 3, 3, 1);
+    int64_t sweep = st.stage.sweep_id;
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs j JOIN jobs s"
+                             " ON s.job_id = j.source_job_id WHERE"
+                             " j.sweep_id = %lld AND j.stage = 'b' AND"
+                             " j.status = 'waiting' AND s.stage = 'a'"
+                             " AND s.seed = j.seed", (long long)sweep), 3);
+    staged_free(&st);
+
+    begin_staging(f->s, &st, text, 5);
+    bf_error err = {0};
+    int more;
+    int passes = 0;
+    while ((more = bf_store_discard_staged(f->s, st.stage.sweep_id, 2,
+                                           &err)) == 1)
+        passes++;
+    if (more < 0)
+        fail_msg("discard: %s", err.msg);
+    assert_int_equal(passes, 2);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs"), 6);
     staged_free(&st);
 }
 
@@ -495,6 +512,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_retry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_staged_sweep_hidden, setup, teardown),
         cmocka_unit_test_setup_teardown(test_staged_sweep_discarded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_staged_stages, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -64,12 +64,31 @@ bf_store *bft_open(const char *dir, const char *name, char **path)
     return s;
 }
 
+int bft_store_setup(void **state)
+{
+    bft_store_fixture *f = calloc(1, sizeof *f);
+    f->dir = bft_tmpdir();
+    f->s = bft_open(f->dir, BFT_STORE_DB, &f->path);
+    *state = f;
+    return 0;
+}
+
+int bft_store_teardown(void **state)
+{
+    bft_store_fixture *f = *state;
+    bf_store_close(f->s);
+    bft_rmdir(f->dir);
+    free(f->path);
+    free(f);
+    return 0;
+}
+
 int64_t bft_submit(bf_store *s, const char *yaml, int64_t now_ms, int *n_jobs)
 {
     int64_t id = 0;
     bf_error err = {0};
-    if (bf_store_submit_sweep(s, "sweep.yaml", yaml, strlen(yaml), now_ms, &id,
-                              n_jobs, &err) < 0)
+    if (bf_store_submit_sweep(s, "sweep.yaml", yaml, strlen(yaml), NULL, now_ms,
+                              &id, n_jobs, NULL, &err) < 0)
         fail_msg("submit: %s", err.msg);
     return id;
 }

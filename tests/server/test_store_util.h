@@ -16,6 +16,16 @@ void bft_rmdir(char *dir);
  * copy of the path. */
 bf_store *bft_open(const char *dir, const char *name, char **path);
 
+/* cmocka fixture: *state is a store on BFT_STORE_DB, a fresh database file
+ * in a scratch directory (reopen it with bft_open(f->dir, BFT_STORE_DB)). */
+#define BFT_STORE_DB "store.db"
+typedef struct bft_store_fixture {
+    char *dir, *path;
+    bf_store *s;
+} bft_store_fixture;
+int bft_store_setup(void **state);
+int bft_store_teardown(void **state);
+
 /* Submits YAML text as "sweep.yaml" at time now_ms, asserting success. */
 int64_t bft_submit(bf_store *s, const char *yaml, int64_t now_ms, int *n_jobs);
 

@@ -12,11 +12,14 @@
 #include "job_config.h"
 #include "sweep.h"
 
-/* Collects what bf_sweep_expand visits. */
+/* Collects what bf_sweep_expand visits (the study config has 108 jobs). */
+enum { MAX_SEEN = 128 };
 typedef struct seen {
     size_t n;
-    char *json[64];
-    char hash[64][17];
+    char *json[MAX_SEEN];
+    char hash[MAX_SEEN][17];
+    char *stage[MAX_SEEN];  /* NULL without stages */
+    size_t source[MAX_SEEN];
 } seen;
 
 static int collect(void *ctx, const bf_sweep_job *job, bf_error *err)
@@ -24,25 +27,30 @@ static int collect(void *ctx, const bf_sweep_job *job, bf_error *err)
     (void)err;
     seen *s = ctx;
     assert_int_equal(job->index, s->n);
-    assert_true(s->n < 64);
+    assert_true(s->n < MAX_SEEN);
     s->json[s->n] = strdup(job->config_json);
     memcpy(s->hash[s->n], job->hash_hex, 17);
+    s->stage[s->n] = job->stage ? strdup(job->stage) : NULL;
+    s->source[s->n] = job->source;
     s->n++;
     return 0;
 }
 
 static void seen_free(seen *s)
 {
-    for (size_t i = 0; i < s->n; i++)
+    for (size_t i = 0; i < s->n; i++) {
         free(s->json[i]);
+        free(s->stage[i]);
+    }
 }
 
 static bf_sweep *parse(const char *yaml, bf_error *err)
 {
-    return bf_sweep_parse("sweep.yaml", yaml, strlen(yaml), err);
+    return bf_sweep_parse("sweep.yaml", "/sweeps", yaml, strlen(yaml), err);
 }
 
-static void expand_ok(const char *yaml, seen *out)
+/* Expands yaml into out; returns its warnings (new reference). */
+static json_t *expand_warn(const char *yaml, seen *out)
 {
     bf_error err = {0};
     bf_sweep *sw = parse(yaml, &err);
@@ -52,7 +60,14 @@ static void expand_ok(const char *yaml, seen *out)
     if (bf_sweep_expand(sw, collect, out, &err) < 0)
         fail_msg("expand: %s", err.msg);
     assert_int_equal(out->n, sw->n_jobs);
+    json_t *warnings = json_incref(sw->warnings);
     bf_sweep_free(sw);
+    return warnings;
+}
+
+static void expand_ok(const char *yaml, seen *out)
+{
+    json_decref(expand_warn(yaml, out));
 }
 
 /* The canonical JSON of defaults + the given fields, built without sweep.c. */
@@ -172,6 +187,63 @@ static const bad_case bad_cases[] = {
      "32 is fewer positions than seq_len 64"},
     {"prope_fraction above 1", "name: x\ngrid:\n  rope: [prope]\n"
      "  prope_fraction: [0.5, 2]\n", 4, "prope_fraction", "2 is out of range"},
+    /* zip and exclude, validated as grid is */
+    {"zip lists of unequal length", "name: x\nzip:\n  d_model: [32, 64]\n"
+     "  n_heads: [2, 4, 8]\n", 4, "n_heads", "equally long"},
+    {"zip field not a job field", "name: x\nzip:\n  d_modle: [32]\n", 3,
+     "d_modle", "not a job-config field"},
+    {"zip bad value", "name: x\nzip:\n  d_model: [32, 64]\n"
+     "  n_heads: [2, four]\n", 4, "n_heads", "zip.n_heads[1]"},
+    {"field in grid and zip", "name: x\ngrid: {rope: [rope]}\n"
+     "zip:\n  rope: [spectral]\n", 4, "rope", "swept twice"},
+    {"exclude value not swept", "name: x\ngrid:\n  rope: [rope, spectral]\n"
+     "exclude:\n  - {rope: bifocal}\n", 5, "rope",
+     "'bifocal' is not one of the values swept (grid.rope: rope, spectral)"},
+    {"exclude field not swept", "name: x\ngrid:\n  rope: [rope, spectral]\n"
+     "exclude:\n  - {task: dyck}\n", 5, "task", "not swept by grid or zip"},
+    {"exclude bad value", "name: x\ngrid:\n  lr: [0.1, 0.2]\n"
+     "exclude:\n  - {lr: fast}\n", 5, "lr", "exclude[0].lr"},
+    {"exclude zipped values apart", "name: x\nzip:\n  d_model: [32, 64]\n"
+     "  n_heads: [2, 4]\nexclude:\n  - {d_model: 32, n_heads: 4}\n", 6,
+     "n_heads", "never comes with"},
+    {"exclude everything", "name: x\ngrid:\n  rope: [rope, spectral]\n"
+     "exclude:\n  - {rope: rope}\n  - {rope: spectral}\n", 4, "exclude",
+     "no job is left"},
+    {"exclude not a list", "name: x\ngrid: {rope: [rope]}\n"
+     "exclude: {rope: rope}\n", 3, "exclude", "list"},
+    /* stages */
+    {"grid beside stages", "name: x\ngrid: {rope: [rope]}\nstages:\n"
+     "  - {name: a}\n", 2, "grid", "in each stage"},
+    {"stage without a name", "name: x\nstages:\n  - {base: {steps: 10}}\n",
+     3, "name", "needs a name"},
+    {"stage name twice", "name: x\nstages:\n  - name: a\n  - name: a\n", 4,
+     "name", "used twice"},
+    {"unknown stage key", "name: x\nstages:\n  - name: a\n    seed: 3\n", 4,
+     "seed", "unknown stage key"},
+    {"stage reference unknown", "name: x\nstages:\n  - name: a\n  - name: b\n"
+     "    base: {init_from: \"stage:c\"}\n", 5, "init_from",
+     "no stage has that name (earlier stages: a)"},
+    {"stage reference not earlier", "name: x\nstages:\n  - name: a\n"
+     "    base: {init_from: \"stage:b\"}\n  - name: b\n", 4, "init_from",
+     "does not come earlier"},
+    {"stage reference to itself", "name: x\nbase: {init_from: \"stage:a\"}\n"
+     "stages:\n  - name: a\n", 2, "init_from", "does not come earlier"},
+    {"stage reference without stages", "name: x\n"
+     "base: {init_from: \"stage:a\"}\n", 2, "init_from", "has no stages"},
+    {"no source for a seed", "name: x\nstages:\n  - name: a\n    seeds: 2\n"
+     "  - name: b\n    base: {init_from: \"stage:a\"}\n    seeds: 3\n", 6,
+     "init_from", "job 4 (stage b: seed=3) finds no source job in stage a: no "
+     "job there has seed=3"},
+    {"no source for a swept value", "name: x\nstages:\n  - name: a\n"
+     "    grid: {task: [dyck]}\n  - name: b\n"
+     "    base: {init_from: \"stage:a\"}\n    grid:\n"
+     "      task: [dyck, counter]\n", 6, "init_from",
+     "no job there has task=counter"},
+    {"two sources", "name: x\nstages:\n  - name: a\n"
+     "    grid: {lr: [0.001, 0.002]}\n  - name: b\n"
+     "    base: {init_from: \"stage:a\"}\n", 6, "init_from",
+     "job 2 (stage b: the base config) matches 2 jobs of stage a (jobs 0, 1), "
+     "which differ in lr"},
 };
 
 static void test_rejections(void **state)
@@ -236,6 +308,239 @@ static void test_baseline_fields(void **state)
     seen_free(&s);
 }
 
+/* The issue's surgical integration: every surgery job starts from the
+ * geometric job of its seed. */
+static void test_stages_surgical(void **state)
+{
+    (void)state;
+    seen s;
+    json_t *warnings = expand_warn(
+        "name: surgical\n"
+        "base: {task: dyck, depth: 4, eval_depths: [4, 8, 16], seq_len: 72}\n"
+        "stages:\n"
+        "  - name: geometric\n"
+        "    base: {rope: rope, steps: 1200}\n"
+        "    seeds: 3\n"
+        "  - name: surgery\n"
+        "    base: {init_from: \"stage:geometric\", steps: 600}\n"
+        "    grid: {rope: [rope, spectral, bifocal]}\n"
+        "    seeds: 3\n", &s);
+    assert_int_equal(s.n, 12);
+    assert_int_equal(json_array_size(warnings), 0);
+    json_decref(warnings);
+    for (size_t i = 0; i < 3; i++) {
+        assert_string_equal(s.stage[i], "geometric");
+        assert_int_equal(s.source[i], BF_SWEEP_NO_SOURCE);
+        assert_non_null(strstr(s.json[i], "\"steps\":1200"));
+        assert_non_null(strstr(s.json[i], "\"init_from\":\"\""));
+    }
+    const char *ropes[] = {"rope", "spectral", "bifocal"};
+    for (size_t i = 3; i < 12; i++) {
+        size_t seed = (i - 3) % 3 + 1;
+        char fields[256];
+        snprintf(fields, sizeof fields, "{\"task\": \"dyck\", \"depth\": 4, "
+                 "\"eval_depths\": [4, 8, 16], \"seq_len\": 72, \"init_from\": "
+                 "\"stage:geometric\", \"steps\": 600, \"rope\": \"%s\", "
+                 "\"seed\": %zu}", ropes[(i - 3) / 3], seed);
+        char *want = expected_json(fields);
+        assert_string_equal(s.json[i], want);
+        free(want);
+        assert_string_equal(s.stage[i], "surgery");
+        assert_int_equal(s.source[i], seed - 1);   /* geometric, same seed */
+    }
+    seen_free(&s);
+}
+
+/* A source matches on the seed and on every field both stages sweep; a
+ * field only the later stage sweeps does not matter. */
+static void test_stage_shared_fields(void **state)
+{
+    (void)state;
+    seen s;
+    expand_ok("name: shared\n"
+              "stages:\n"
+              "  - name: a\n"
+              "    grid: {task: [dyck, counter]}\n"
+              "    seeds: [1, 2]\n"
+              "  - name: b\n"
+              "    base: {init_from: \"stage:a\"}\n"
+              "    grid:\n"
+              "      rope: [spectral, bifocal]\n"
+              "      task: [counter, dyck]\n"
+              "    seeds: [2, 1]\n"
+              "  - name: c\n"
+              "    base: {init_from: \"stage:b\", steps: 100}\n"
+              "    grid:\n"
+              "      rope: [spectral, bifocal]\n"
+              "      task: [counter, dyck]\n"
+              "    seeds: [2, 1]\n", &s);
+    assert_int_equal(s.n, 4 + 8 + 8);
+    /* a: (dyck,1) (dyck,2) (counter,1) (counter,2) */
+    for (size_t i = 4; i < 12; i++) {
+        int counter = strstr(s.json[i], "\"task\":\"counter\"") != NULL;
+        int seed = strstr(s.json[i], "\"seed\":2") ? 2 : 1;
+        assert_int_equal(s.source[i], (size_t)(2 * counter + seed - 1));
+    }
+    /* c starts from the b job of its own rope, task and seed. */
+    for (size_t i = 12; i < 20; i++)
+        assert_int_equal(s.source[i], i - 8);
+    seen_free(&s);
+}
+
+/* zip varies its lists together; exclude leaves combinations out; the
+ * order is the grid axes, then the zipped ones, then the seeds. */
+static void test_zip_and_exclude(void **state)
+{
+    (void)state;
+    seen s;
+    expand_ok("name: zx\n"
+              "grid:\n"
+              "  rope: [rope, spectral]\n"
+              "zip:\n"
+              "  d_model: [32, 64]\n"
+              "  n_heads: [2, 4]\n"
+              "exclude:\n"
+              "  - {rope: spectral, d_model: 64}\n"
+              "seeds: 2\n", &s);
+    assert_int_equal(s.n, 6);
+    const char *want[][3] = {
+        {"rope", "32", "2"}, {"rope", "64", "4"}, {"spectral", "32", "2"}};
+    for (size_t i = 0; i < s.n; i++) {
+        char fields[256];
+        snprintf(fields, sizeof fields, "{\"rope\": \"%s\", \"d_model\": %s, "
+                 "\"n_heads\": %s, \"seed\": %zu}", want[i / 2][0],
+                 want[i / 2][1], want[i / 2][2], i % 2 + 1);
+        char *json = expected_json(fields);
+        assert_string_equal(s.json[i], json);
+        free(json);
+    }
+    seen_free(&s);
+
+    /* Several zipped groups; an excluded value written another way (1e-3
+     * for 0.001) is the same value. */
+    expand_ok("name: zz\n"
+              "zip:\n"
+              "  - {d_model: [32, 64], n_heads: [2, 4]}\n"
+              "  - {lr: [0.001, 0.003], warmup_steps: [10, 30]}\n"
+              "exclude:\n"
+              "  - {lr: 1e-3, n_heads: 4}\n", &s);
+    assert_int_equal(s.n, 3);
+    assert_non_null(strstr(s.json[1], "\"d_model\":32"));
+    assert_non_null(strstr(s.json[1], "\"warmup_steps\":30"));
+    assert_non_null(strstr(s.json[2], "\"d_model\":64"));
+    assert_non_null(strstr(s.json[2], "\"lr\":0.0030000000000000001"));
+    seen_free(&s);
+}
+
+/* A relative init_from is joined to the sweep file's folder; without one
+ * it is refused at its line; absolute paths and stage references stay. */
+static void test_relative_init_from(void **state)
+{
+    (void)state;
+    seen s;
+    expand_ok("name: rel\ngrid:\n  init_from: [ck/a.safetensors, "
+              "/abs/b.safetensors]\n", &s);
+    assert_non_null(strstr(s.json[0], "\"init_from\":\"/sweeps/ck/a."
+                                      "safetensors\""));
+    assert_non_null(strstr(s.json[1], "\"init_from\":\"/abs/b.safetensors\""));
+    seen_free(&s);
+    const char *yaml = "name: rel\nbase:\n  init_from: ck/a.safetensors\n";
+    bf_error err = {0};
+    assert_null(bf_sweep_parse("sweep.yaml", NULL, yaml, strlen(yaml), &err));
+    assert_int_equal(err.line, 3);
+    assert_string_equal(err.field, "init_from");
+    assert_non_null(strstr(err.msg, "relative path"));
+}
+
+/* Warnings: a field the variant ignores, a bifocal fraction without a
+ * learnable head, jobs that train the same model; none for a clean sweep. */
+static void test_warnings(void **state)
+{
+    (void)state;
+    seen s;
+    json_t *w = expand_warn("name: w\n"
+                            "base:\n"
+                            "  n_heads: 4\n"
+                            "grid:\n"
+                            "  rope: [rope, bifocal]\n"
+                            "  spectral_fraction: [0.1, 0.5]\n", &s);
+    seen_free(&s);
+    size_t n = json_array_size(w);
+    for (size_t i = 0; i < n; i++)
+        print_message("warning: %s\n", json_string_value(json_array_get(w, i)));
+    assert_int_equal(n, 4);
+    assert_string_equal(json_string_value(json_array_get(w, 0)),
+                        "sweep.yaml:6: field 'spectral_fraction': has no "
+                        "effect with rope: rope (1 job, the first job 0: "
+                        "rope=rope, spectral_fraction=0.1)");
+    assert_string_equal(json_string_value(json_array_get(w, 1)),
+                        "sweep.yaml:6: field 'spectral_fraction': 0.1 of 4 "
+                        "heads rounds to no head learnable: these bifocal "
+                        "jobs train as rope (1 job, the first job 2: "
+                        "rope=bifocal, spectral_fraction=0.1)");
+    assert_string_equal(json_string_value(json_array_get(w, 2)),
+                        "sweep.yaml:6: field 'spectral_fraction': job 1 "
+                        "(rope=rope, spectral_fraction=0.5) trains the same "
+                        "model as job 0 (rope=rope, spectral_fraction=0.1), "
+                        "though they differ in spectral_fraction");
+    assert_string_equal(json_string_value(json_array_get(w, 3)),
+                        "sweep.yaml:5: field 'rope': job 2 (rope=bifocal, "
+                        "spectral_fraction=0.1) trains the same model as job "
+                        "0 (rope=rope, spectral_fraction=0.1), though they "
+                        "differ in rope");
+    json_decref(w);
+
+    w = expand_warn("name: p\nbase: {d_model: 16, n_heads: 4}\n"
+                    "grid:\n  rope: [prope, none]\n"
+                    "  prope_fraction: [0.25, 1]\n", &s);
+    seen_free(&s);
+    /* d_head 4: 2 pairs, 0.25 rounds to 1 (real p-RoPE), 1 zeroes both
+     * (none); with none prope_fraction does nothing; prope at 1 and none
+     * train the same model. */
+    char all[4096] = "";
+    for (size_t i = 0; i < json_array_size(w); i++)
+        strncat(all, json_string_value(json_array_get(w, i)),
+                sizeof all - strlen(all) - 1);
+    assert_non_null(strstr(all, "1 of the 2 rotary pairs of a head rounds to "
+                                "every pair zeroed: these prope jobs train as "
+                                "none"));
+    assert_non_null(strstr(all, "'prope_fraction': has no effect with rope: "
+                                "none"));
+    assert_non_null(strstr(all, "job 2 (rope=none, prope_fraction=0.25) trains "
+                                "the same model as job 1 (rope=prope, "
+                                "prope_fraction=1)"));
+    json_decref(w);
+
+    /* Set in the top-level base and the stage's: one warning per job, at
+     * the stage's line, the value that counts. */
+    w = expand_warn("name: s\nbase: {spectral_fraction: 0.25}\nstages:\n"
+                    "  - name: a\n    base: {spectral_fraction: 0.75, "
+                    "rope: rope}\n", &s);
+    seen_free(&s);
+    assert_int_equal(json_array_size(w), 1);
+    assert_string_equal(json_string_value(json_array_get(w, 0)),
+                        "sweep.yaml:5: field 'spectral_fraction': has no "
+                        "effect with rope: rope (1 job, the first job 0: "
+                        "stage a: the base config)");
+    json_decref(w);
+
+    w = expand_warn("name: clean\ngrid:\n  rope: [rope, spectral, bifocal, "
+                    "prope, none]\nseeds: 2\n", &s);
+    seen_free(&s);
+    assert_int_equal(json_array_size(w), 0);
+    json_decref(w);
+
+    /* A zip of variants gives a field its default where it does not
+     * apply: that asks for nothing, so nothing is said. */
+    w = expand_warn("name: variants\nzip:\n"
+                    "  rope:         [none, rope, rope, spectral, spectral]\n"
+                    "  rope_base:    [1.0e4, 1.0e4, 5.0e5, 1.0e4, 1.0e4]\n"
+                    "  freq_lr_mult: [1, 1, 1, 1, 10]\n", &s);
+    seen_free(&s);
+    assert_int_equal(json_array_size(w), 0);
+    json_decref(w);
+}
+
 /* The visitor can stop the expansion, and its error comes back. */
 static int refuse_third(void *ctx, const bf_sweep_job *job, bf_error *err)
 {
@@ -253,16 +558,23 @@ static void test_visitor_stops(void **state)
     bf_sweep_free(sw);
 }
 
-/* Every example in configs/sweep-*.yaml is a valid sweep. */
+/* Every example sweep in configs/ (sweep-*.yaml, the quickstart, the
+ * surgical one and the study) is a valid sweep without warnings. */
 static void test_example_configs(void **state)
 {
     (void)state;
     const char *root = getenv("BF_SOURCE_ROOT");
     char pattern[1024];
-    snprintf(pattern, sizeof pattern, "%s/configs/sweep-*.yaml", root ? root : ".");
     glob_t g;
+    snprintf(pattern, sizeof pattern, "%s/configs/sweep-*.yaml", root ? root : ".");
     assert_int_equal(glob(pattern, 0, NULL, &g), 0);
-    assert_true(g.gl_pathc >= 3);
+    snprintf(pattern, sizeof pattern, "%s/configs/quickstart.yaml", root ? root : ".");
+    assert_int_equal(glob(pattern, GLOB_APPEND, NULL, &g), 0);
+    snprintf(pattern, sizeof pattern, "%s/configs/surgical.yaml", root ? root : ".");
+    assert_int_equal(glob(pattern, GLOB_APPEND, NULL, &g), 0);
+    snprintf(pattern, sizeof pattern, "%s/configs/study-structure-gap.yaml", root ? root : ".");
+    assert_int_equal(glob(pattern, GLOB_APPEND, NULL, &g), 0);
+    assert_true(g.gl_pathc >= 7);
     for (size_t i = 0; i < g.gl_pathc; i++) {
         FILE *f = fopen(g.gl_pathv[i], "rb");
         assert_non_null(f);
@@ -270,14 +582,17 @@ static void test_example_configs(void **state)
         size_t n = fread(text, 1, sizeof text, f);
         fclose(f);
         bf_error err = {0};
-        bf_sweep *sw = bf_sweep_parse(g.gl_pathv[i], text, n, &err);
+        bf_sweep *sw = bf_sweep_parse(g.gl_pathv[i], NULL, text, n, &err);
         if (!sw)
             fail_msg("%s", err.msg);
         seen s = {0};
-        int rc = sw->n_jobs <= 64 ? bf_sweep_expand(sw, collect, &s, &err) : -1;
+        int rc = sw->n_jobs <= MAX_SEEN ? bf_sweep_expand(sw, collect, &s, &err) : -1;
         if (rc < 0)
             fail_msg("%s: %s", g.gl_pathv[i], err.msg);
         assert_true(s.n > 0);
+        if (json_array_size(sw->warnings) > 0)
+            fail_msg("%s: %s", g.gl_pathv[i],
+                     json_string_value(json_array_get(sw->warnings, 0)));
         seen_free(&s);
         bf_sweep_free(sw);
     }
@@ -293,6 +608,11 @@ int main(void)
         cmocka_unit_test(test_rejections),
         cmocka_unit_test(test_baseline_fields),
         cmocka_unit_test(test_visitor_stops),
+        cmocka_unit_test(test_stages_surgical),
+        cmocka_unit_test(test_stage_shared_fields),
+        cmocka_unit_test(test_zip_and_exclude),
+        cmocka_unit_test(test_relative_init_from),
+        cmocka_unit_test(test_warnings),
         cmocka_unit_test(test_example_configs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

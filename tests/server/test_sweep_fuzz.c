@@ -1,5 +1,5 @@
-/* Sweep-file fuzzing: configs/sweep-*.yaml and configs/quickstart.yaml
- * mutated a few thousand times (tests/common/parse_fuzz.h) and fed to
+/* Sweep-file fuzzing: configs/sweep-*.yaml, configs/quickstart.yaml and
+ * configs/surgical.yaml (stages, zip, exclude) mutated a few thousand times (tests/common/parse_fuzz.h) and fed to
  * bf_sweep_parse and bf_sweep_expand.  Every result is a success or a
  * failure whose message is non-empty and names the file, with a line > 0
  * when the YAML itself is broken; never a crash or a sanitizer report.
@@ -23,7 +23,8 @@
 
 static const char *const examples[] = {
     "configs/sweep-lr.yaml", "configs/sweep-smoke.yaml",
-    "configs/sweep-structure-gap.yaml", "configs/quickstart.yaml"};
+    "configs/sweep-structure-gap.yaml", "configs/quickstart.yaml",
+    "configs/sweep-shapes.yaml", "configs/surgical.yaml"};
 
 typedef struct visit_ctx { size_t next; } visit_ctx;
 
@@ -36,6 +37,8 @@ static int visit(void *ctx, const bf_sweep_job *job, bf_error *err)
     assert_int_equal(bf_job_config_validate(job->cfg, NULL), 0);
     assert_non_null(job->config_json);
     assert_int_equal(strlen(job->hash_hex), 16);
+    if (job->source != BF_SWEEP_NO_SOURCE)
+        assert_true(job->source < job->index);
     return 0;
 }
 
@@ -54,7 +57,7 @@ static void fuzz_file(const char *example, uint64_t seed)
         int yaml_ok = doc != NULL;
         json_decref(doc);
         bf_error_clear(&err);
-        bf_sweep *sw = bf_sweep_parse(file, t.p, t.n, &err);
+        bf_sweep *sw = bf_sweep_parse(file, NULL, t.p, t.n, &err);
         if (!sw) {
             bft_assert_error_names(&err, file, !yaml_ok, "parse", &t);
             continue;

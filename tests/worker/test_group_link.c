@@ -174,6 +174,7 @@ typedef struct finisher {
     pthread_t thread;
     bf_link *link;
     const char *error;
+    int permanent;
     int result;
 } finisher;
 
@@ -181,7 +182,8 @@ static void *finish_main(void *arg)
 {
     finisher *fin = arg;
     bf_error err;
-    fin->result = bf_link_finish_attempt(fin->link, fin->error, 10000, &err);
+    fin->result = bf_link_finish_attempt(fin->link, fin->error,
+                                         fin->permanent, 10000, &err);
     return NULL;
 }
 
@@ -189,6 +191,7 @@ static void finish_async(finisher *fin, bf_link *l, const char *error)
 {
     fin->link = l;
     fin->error = error;
+    fin->permanent = error && strstr(error, "permanent") != NULL;
     fin->result = 99;
     assert_int_equal(pthread_create(&fin->thread, NULL, finish_main, fin), 0);
 }
@@ -291,6 +294,17 @@ static void test_cancel_then_fenced(void **state)
     json_t *failed = fake_expect(&f, "job_failed");
     assert_string_equal(json_string_value(json_object_get(failed, "error")),
                         "cancelled");
+    assert_null(json_object_get(failed, "permanent"));
+    fake_send(&f, ack_for(failed));
+    pthread_join(fin.thread, NULL);
+    assert_int_equal(fin.result, BF_LINK_OK);
+    json_decref(failed);
+
+    /* A permanent failure says so: the job fails at once. */
+    bf_link_begin_attempt(l, 7, 30);
+    finish_async(&fin, l, "init_from x: cannot open (permanent)");
+    failed = fake_expect(&f, "job_failed");
+    assert_true(json_is_true(json_object_get(failed, "permanent")));
     fake_send(&f, ack_for(failed));
     pthread_join(fin.thread, NULL);
     assert_int_equal(fin.result, BF_LINK_OK);
@@ -305,7 +319,7 @@ static void test_cancel_then_fenced(void **state)
     for (int s = 1; s <= 3; s++)
         emit_train(l, s);             /* dropped: the lease is gone */
     bf_error err;
-    assert_int_equal(bf_link_finish_attempt(l, NULL, 1000, &err),
+    assert_int_equal(bf_link_finish_attempt(l, NULL, 0, 1000, &err),
                      BF_LINK_FENCED);
     assert_null(fake_recv(&f, 300));  /* no metrics, no job_done */
     bf_link_stop(l);

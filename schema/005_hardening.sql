@@ -1,4 +1,4 @@
--- Migration 4 (hardening): the indexes the daemon's hot paths need.
+-- Migration 5 (hardening): the indexes the daemon's hot paths need.
 --
 -- A worker group holds at most one live lease, so every request_job first
 -- looks up the worker's live attempt (and `workers` counts them).  Through

@@ -1,0 +1,62 @@
+// Saves the figures of a `bifocal report` HTML file as PNG files, through
+// Debian's headless chromium (the figures are drawn by the report's own
+// front-end, so the PNG is exactly what a reader of the report sees).
+//
+//   node scripts/report_png.js REPORT.html OUT_PREFIX [GROUP...]
+//
+// Writes OUT_PREFIX-accuracy-depth.png, -loss-depth.png, -train-loss.png,
+// and for each GROUP (a label of the report's "Spectral evolution" group
+// list, e.g. "rope=spectral") -freq-ratio-N.png and -spectrum-N.png, N
+// counting the GROUP arguments from 1.  Fails naming what it cannot find.
+// scripts/browser-deps.sh installs chromium and playwright-core.
+"use strict";
+const fs = require("fs");
+const os = require("os");
+const path = require("path");
+const { chromium } = require(path.join(__dirname, "..", "tests", "client",
+                                       "browser", "node_modules",
+                                       "playwright-core"));
+
+const CHROMIUM = "/usr/bin/chromium";
+
+async function shoot(page, id, file) {
+  const fig = page.locator("figure#" + id);
+  if (await fig.count() !== 1) throw new Error("the report has no figure " + id);
+  await fig.screenshot({ path: file });
+  console.log("wrote " + file);
+}
+
+async function main() {
+  const [report, prefix, ...groups] = process.argv.slice(2);
+  if (!report || !prefix)
+    throw new Error("usage: report_png.js REPORT.html OUT_PREFIX [GROUP...]");
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), "bifocal-chromium-"));
+  const browser = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--no-first-run"],
+    viewport: { width: 1000, height: 800 },
+  });
+  try {
+    const page = await browser.newPage();
+    await page.goto("file://" + path.resolve(report));
+    await page.waitForFunction(() => typeof window.bifocalFigures === "function");
+    await shoot(page, "fig-accuracy-depth", prefix + "-accuracy-depth.png");
+    await shoot(page, "fig-loss-depth", prefix + "-loss-depth.png");
+    await shoot(page, "fig-train-loss", prefix + "-train-loss.png");
+    for (let i = 0; i < groups.length; i++) {
+      const pick = page.locator("select#bf-freq-group");
+      const labels = await pick.locator("option").allTextContents();
+      if (!labels.includes(groups[i]))
+        throw new Error(`no learnable group '${groups[i]}' in the report (it has: ${labels.join("; ")})`);
+      await pick.selectOption({ label: groups[i] });
+      await shoot(page, "fig-freq-ratio", `${prefix}-freq-ratio-${i + 1}.png`);
+      await shoot(page, "fig-spectrum", `${prefix}-spectrum-${i + 1}.png`);
+    }
+  } finally {
+    await browser.close();
+    fs.rmSync(profile, { recursive: true, force: true });
+  }
+}
+
+main().catch((e) => { console.error("report_png: " + e.message); process.exit(1); });

@@ -1,0 +1,473 @@
+/* Sweep files: expansion into job configs, each validated, checked against
+ * duplicates and matched with its source job, with error messages that
+ * point at the line responsible.  See sweep.h for the order. */
+#include "sweep_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+
+#define STAGE_REF "stage:"
+/* Source jobs listed in an ambiguity message. */
+#define MAX_LISTED 5
+
+/* ---- coordinates ---------------------------------------------------------- */
+
+void sweep_decode(const bf_sweep_stage *st, size_t combo, sweep_combo *c)
+{
+    c->seed = 0;
+    for (size_t a = st->n_axes; a-- > 0;) {
+        c->pick[a] = combo % st->axes[a].n;
+        combo /= st->axes[a].n;
+    }
+}
+
+int sweep_excluded(const bf_sweep_stage *st, size_t combo)
+{
+    if (st->n_rules == 0)
+        return 0;
+    sweep_combo c;
+    sweep_decode(st, combo, &c);
+    for (size_t r = 0; r < st->n_rules; r++) {
+        int all = 1;
+        for (size_t a = 0; a < st->n_axes && all; a++)
+            all = !st->rules[r].match[a] || st->rules[r].match[a][c.pick[a]];
+        if (all)
+            return 1;
+    }
+    return 0;
+}
+
+void sweep_locate(const bf_sweep *sw, size_t index, const bf_sweep_stage **st,
+                  sweep_combo *c)
+{
+    size_t s = 0;
+    while (s + 1 < sw->n_stages && index >= sw->stages[s + 1].first_job)
+        s++;
+    *st = &sw->stages[s];
+    size_t pos = index - (*st)->first_job;
+    size_t kept = pos / (*st)->n_seeds;
+    for (size_t combo = 0; combo < (*st)->n_combos; combo++)
+        if (!sweep_excluded(*st, combo) && kept-- == 0) {
+            sweep_decode(*st, combo, c);
+            break;
+        }
+    c->seed = pos % (*st)->n_seeds;
+}
+
+static size_t append(char *buf, size_t n, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static size_t append(char *buf, size_t n, size_t cap, const char *fmt, ...)
+{
+    if (n >= cap)
+        return n;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(buf + n, cap - n, fmt, ap);
+    va_end(ap);
+    return k < 0 ? n : n + (size_t)k;
+}
+
+void sweep_describe(const bf_sweep *sw, const bf_sweep_stage *st,
+                    const sweep_combo *c, char *buf, size_t cap)
+{
+    (void)sw;
+    size_t n = 0, start;
+    buf[0] = '\0';
+    if (st->name)
+        n = append(buf, n, cap, "stage %s: ", st->name);
+    start = n;
+    for (size_t a = 0; a < st->n_axes; a++) {
+        const bf_sweep_axis *ax = &st->axes[a];
+        for (size_t f = 0; f < ax->n_fields; f++) {
+            char text[128];
+            sweep_value_text(json_object_get(ax->assign[c->pick[a]],
+                                             ax->fields[f]), text, sizeof text);
+            n = append(buf, n, cap, "%s%s=%s", n > start ? ", " : "",
+                       ax->fields[f], text);
+        }
+    }
+    if (st->seeds)
+        n = append(buf, n, cap, "%sseed=%llu", n > start ? ", " : "",
+                   (unsigned long long)st->seeds[c->seed]);
+    if (n == start)
+        append(buf, n, cap, "the base config");
+}
+
+/* ---- building a job ------------------------------------------------------- */
+
+int sweep_build(const bf_sweep *sw, const bf_sweep_stage *st,
+                const sweep_combo *c, size_t skip_axis, size_t skip_layer,
+                const char *skip_key, bf_job_config *cfg, bf_error *err)
+{
+    if (!skip_key) {
+        *cfg = st->base;
+    } else {
+        bf_job_config_defaults(cfg);
+        for (size_t i = 0; i < st->n_layers; i++) {
+            json_t *layer = json_deep_copy(st->layers[i].obj);
+            if (i == skip_layer)
+                json_object_del(layer, skip_key);
+            int rc = bf_job_config_apply_json(cfg, layer, sw->file, NULL, err);
+            json_decref(layer);
+            if (rc < 0)
+                return -1;
+        }
+    }
+    for (size_t a = 0; a < st->n_axes; a++)
+        if (a != skip_axis &&
+            bf_job_config_apply_json(cfg, st->axes[a].assign[c->pick[a]],
+                                     sw->file, NULL, err) < 0)
+            return -1;
+    if (st->seeds)
+        cfg->seed = st->seeds[c->seed];
+    return 0;
+}
+
+int sweep_field_line(const bf_sweep *sw, const bf_sweep_stage *st,
+                     const sweep_combo *c, const char *field)
+{
+    for (size_t a = 0; a < st->n_axes; a++)
+        for (size_t f = 0; f < st->axes[a].n_fields; f++)
+            if (strcmp(st->axes[a].fields[f], field) == 0)
+                return st->axes[a].lines[c->pick[a] * st->axes[a].n_fields + f];
+    for (size_t i = st->n_layers; i-- > 0;)
+        if (json_object_get(st->layers[i].obj, field))
+            return sweep_line(sw, "%s/%s", st->layers[i].ptr, field);
+    return 0;
+}
+
+/* ---- blaming a validation error ------------------------------------------- */
+
+/* Does leaving out one assignment cure the error on `field`? */
+static int cures(const bf_sweep *sw, const bf_sweep_stage *st,
+                 const sweep_combo *c, size_t skip_axis, size_t skip_layer,
+                 const char *skip_key, const char *field)
+{
+    bf_job_config cfg;
+    bf_error e;
+    if (sweep_build(sw, st, c, skip_axis, skip_layer, skip_key, &cfg, &e) < 0)
+        return 0;
+    return bf_job_config_validate(&cfg, &e) == 0 || strcmp(e.field, field) != 0;
+}
+
+/* An axis whose value, left out, cures the error: its line, and "; caused by
+ * grid.x = v" in where.  0 when none does. */
+static int blame_axis(const bf_sweep *sw, const bf_sweep_stage *st,
+                      const sweep_combo *c, const char *field, char *where,
+                      size_t cap)
+{
+    for (size_t a = 0; a < st->n_axes; a++) {
+        if (!cures(sw, st, c, a, (size_t)-1, NULL, field))
+            continue;
+        const bf_sweep_axis *ax = &st->axes[a];
+        char text[128];
+        sweep_value_text(json_object_get(ax->assign[c->pick[a]], ax->fields[0]),
+                         text, sizeof text);
+        snprintf(where, cap, "; caused by %s.%s = %s", ax->where,
+                 ax->fields[0], text);
+        return ax->lines[c->pick[a] * ax->n_fields];
+    }
+    return 0;
+}
+
+/* The same for a base field. */
+static int blame_base(const bf_sweep *sw, const bf_sweep_stage *st,
+                      const sweep_combo *c, const char *field, char *where,
+                      size_t cap)
+{
+    for (size_t i = st->n_layers; i-- > 0;) {
+        const char *key;
+        json_t *v;
+        json_object_foreach(st->layers[i].obj, key, v) {
+            if (!cures(sw, st, c, (size_t)-1, i, key, field))
+                continue;
+            char text[128];
+            sweep_value_text(v, text, sizeof text);
+            snprintf(where, cap, "; caused by base.%s = %s", key, text);
+            return sweep_line(sw, "%s/%s", st->layers[i].ptr, key);
+        }
+    }
+    return 0;
+}
+
+/* Rewrites a validation error of job `index` to name the file, the line of
+ * the value or base field responsible, the field and the combination. */
+static int blame(const bf_sweep *sw, const bf_sweep_stage *st, size_t index,
+                 const sweep_combo *c, const bf_error *verr, bf_error *err)
+{
+    const char *field = verr->field;
+    char where[256] = "", jobdesc[512];
+    sweep_describe(sw, st, c, jobdesc, sizeof jobdesc);
+    int line = 0;
+    for (size_t a = 0; a < st->n_axes && !line; a++)
+        for (size_t f = 0; f < st->axes[a].n_fields; f++)
+            if (strcmp(st->axes[a].fields[f], field) == 0)
+                line = st->axes[a].lines[c->pick[a] * st->axes[a].n_fields + f];
+    if (!line)
+        line = blame_axis(sw, st, c, field, where, sizeof where);
+    for (size_t i = st->n_layers; i-- > 0 && !line;)
+        if (json_object_get(st->layers[i].obj, field))
+            line = sweep_line(sw, "%s/%s", st->layers[i].ptr, field);
+    if (!line)
+        line = blame_base(sw, st, c, field, where, sizeof where);
+    if (!line)
+        line = sweep_line(sw, "%s%s", st->ptr, st->n_axes ? "/grid" : "/base");
+    return bf_error_set(err, sw->file, line, field, "%s (job %zu: %s%s)",
+                        sweep_error_body(verr), index, jobdesc, where);
+}
+
+static int duplicate_error(const bf_sweep *sw, size_t first, size_t index,
+                           const bf_sweep_stage *st, const sweep_combo *c,
+                           bf_error *err)
+{
+    const bf_sweep_stage *prev_st;
+    sweep_combo prev;
+    sweep_locate(sw, first, &prev_st, &prev);
+    char a_desc[512], b_desc[512];
+    sweep_describe(sw, prev_st, &prev, a_desc, sizeof a_desc);
+    sweep_describe(sw, st, c, b_desc, sizeof b_desc);
+    int line = st->seeds_line ? sweep_line(sw, "%s/seeds/%zu", st->ptr,
+                                           c->seed) : 0;
+    const char *field = "seeds";
+    for (size_t a = 0; a < st->n_axes && prev_st == st; a++)
+        if (prev.pick[a] != c->pick[a]) {
+            line = st->axes[a].lines[c->pick[a] * st->axes[a].n_fields];
+            field = st->axes[a].fields[0];
+            break;
+        }
+    if (prev_st != st) {
+        line = sweep_line(sw, "%s", st->ptr);
+        field = "stages";
+    }
+    return bf_error_set(err, sw->file, line, field,
+                        "duplicate job: job %zu (%s) has the same configuration "
+                        "as job %zu (%s)", index, b_desc, first, a_desc);
+}
+
+/* ---- sources -------------------------------------------------------------- */
+
+/* The hash of each key field's value in job (the config as JSON). */
+static void key_values(const sweep_ref *ref, const json_t *job, uint64_t *vals)
+{
+    for (size_t k = 0; k < ref->n_keys; k++) {
+        char *s = json_dumps(json_object_get(job, ref->keys[k]),
+                             JSON_ENCODE_ANY | JSON_COMPACT |
+                             JSON_REAL_PRECISION(17));
+        vals[k] = bf_fnv1a64(s, strlen(s));
+        free(s);
+    }
+}
+
+static uint64_t key_hash(const uint64_t *vals, size_t n)
+{
+    return bf_fnv1a64(vals, n * sizeof *vals);
+}
+
+/* A job of stage `from`: recorded in every reference that starts from it. */
+static void record_source(bf_sweep *sw, size_t from, const json_t *job)
+{
+    for (size_t t = from + 1; t < sw->n_stages; t++)
+        for (size_t r = 0; r < sw->stages[t].n_refs; r++) {
+            sweep_ref *ref = &sw->stages[t].refs[r];
+            if (ref->from != from)
+                continue;
+            if (!ref->map.hash)
+                sweep_map_init(&ref->map, sw->stages[from].n_jobs);
+            if (ref->n_src == ref->cap) {
+                ref->cap = ref->cap ? 2 * ref->cap : 64;
+                ref->values = bf_xrealloc(ref->values, ref->cap * ref->n_keys *
+                                          sizeof *ref->values);
+            }
+            uint64_t *vals = ref->values + ref->n_src * ref->n_keys;
+            key_values(ref, job, vals);
+            sweep_map_add(&ref->map, key_hash(vals, ref->n_keys), ref->n_src++);
+        }
+}
+
+/* "seed=4, task=counter": the key fields in keep[] with job's values. */
+static void key_text(const sweep_ref *ref, const json_t *job, const char *keep,
+                     char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t k = 0; k < ref->n_keys; k++) {
+        if (!keep[k])
+            continue;
+        char text[128];
+        sweep_value_text(json_object_get(job, ref->keys[k]), text, sizeof text);
+        n = append(buf, n, cap, "%s%s=%s", n ? ", " : "", ref->keys[k], text);
+    }
+}
+
+static int no_source(const bf_sweep *sw, const sweep_ref *ref,
+                     const json_t *job,
+                     const uint64_t *vals, const char *head, int line,
+                     bf_error *err)
+{
+    char missing[ref->n_keys], all[ref->n_keys];
+    int n_missing = 0;
+    for (size_t k = 0; k < ref->n_keys; k++) {
+        all[k] = 1;
+        size_t j = 0;
+        while (j < ref->n_src && ref->values[j * ref->n_keys + k] != vals[k])
+            j++;
+        missing[k] = j == ref->n_src;
+        n_missing += missing[k];
+    }
+    char text[512];
+    key_text(ref, job, n_missing ? missing : all, text, sizeof text);
+    return bf_error_set(err, sw->file, line, "init_from", "%s finds no source "
+                        "job in stage %s: no job there has %s%s (a source "
+                        "has the job's seed and the values of the fields "
+                        "both stages sweep)", head,
+                        sw->stages[ref->from].name, text,
+                        n_missing ? "" : " together");
+}
+
+static int many_sources(const bf_sweep *sw, const bf_sweep_stage *st,
+                        const sweep_ref *ref, const uint64_t *vals,
+                        size_t count, const char *head, int line,
+                        bf_error *err)
+{
+    const bf_sweep_stage *src = &sw->stages[ref->from];
+    char jobs[128] = "", differ[256] = "";
+    size_t n = 0, listed = 0;
+    for (size_t j = 0; j < ref->n_src && listed < MAX_LISTED; j++)
+        if (memcmp(ref->values + j * ref->n_keys, vals,
+                   ref->n_keys * sizeof *vals) == 0)
+            n = append(jobs, n, sizeof jobs, "%s%zu", listed++ ? ", " : "",
+                       src->first_job + j);
+    n = 0;
+    for (size_t a = 0; a < src->n_axes; a++)
+        for (size_t f = 0; f < src->axes[a].n_fields; f++) {
+            const char *field = src->axes[a].fields[f];
+            size_t k = 0;
+            while (k < ref->n_keys && strcmp(ref->keys[k], field) != 0)
+                k++;
+            if (k == ref->n_keys && strcmp(field, "init_from") != 0)
+                n = append(differ, n, sizeof differ, "%s%s", n ? ", " : "",
+                           field);
+        }
+    return bf_error_set(err, sw->file, line, "init_from", "%s matches %zu "
+                        "jobs of stage %s (jobs %s%s), which differ in %s: "
+                        "sweep %s in stage %s too, or give it one value in "
+                        "stage %s", head, count, src->name, jobs,
+                        count > listed ? ", ..." : "", differ, differ,
+                        st->name, src->name);
+}
+
+/* The source of a job whose init_from is "stage:NAME": its index in *out. */
+static int find_source(const bf_sweep *sw, const bf_sweep_stage *st,
+                       const sweep_combo *c, size_t index,
+                       const bf_job_config *cfg, const json_t *job,
+                       size_t *out, bf_error *err)
+{
+    const char *name = cfg->init_from + strlen(STAGE_REF);
+    const sweep_ref *ref = st->refs;
+    while (strcmp(sw->stages[ref->from].name, name) != 0)
+        ref++;   /* parse_refs made one for every name a job can have */
+    uint64_t vals[ref->n_keys];
+    key_values(ref, job, vals);
+    size_t count, pos1 = ref->map.hash
+        ? sweep_map_find(&ref->map, key_hash(vals, ref->n_keys), &count) : 0;
+    if (!ref->map.hash)
+        count = 0;
+    if (count == 1) {
+        *out = sw->stages[ref->from].first_job + pos1 - 1;
+        return 0;
+    }
+    char desc[512], head[600];
+    sweep_describe(sw, st, c, desc, sizeof desc);
+    snprintf(head, sizeof head, "job %zu (%s)", index, desc);
+    int line = sweep_field_line(sw, st, c, "init_from");
+    return count == 0
+        ? no_source(sw, ref, job, vals, head, line, err)
+        : many_sources(sw, st, ref, vals, count, head, line, err);
+}
+
+/* ---- expansion ------------------------------------------------------------ */
+
+typedef struct expansion {
+    bf_sweep *sw;
+    sweep_map seen;          /* config hash -> first job */
+    sweep_warner *warner;
+    bf_sweep_visit_fn visit;
+    void *ctx;
+} expansion;
+
+static int expand_job(expansion *x, const bf_sweep_stage *st,
+                      const sweep_combo *c, size_t index, bf_error *err)
+{
+    bf_sweep *sw = x->sw;
+    bf_job_config cfg;
+    bf_error verr;
+    if (sweep_build(sw, st, c, (size_t)-1, (size_t)-1, NULL, &cfg, err) < 0)
+        return -1;
+    if (bf_job_config_validate(&cfg, &verr) < 0)
+        return blame(sw, st, index, c, &verr, err);
+    char *json = bf_job_config_to_canonical_json(&cfg);
+    if (!json)
+        return bf_error_set(err, sw->file, 0, NULL, "out of memory");
+    uint64_t h = bf_fnv1a64(json, strlen(json));
+    size_t first = sweep_map_add(&x->seen, h, index);
+    if (first) {
+        free(json);
+        return duplicate_error(sw, first - 1, index, st, c, err);
+    }
+    bf_sweep_job job = {.index = index, .stage = st->name,
+                        .source = BF_SWEEP_NO_SOURCE, .cfg = &cfg,
+                        .config_json = json};
+    snprintf(job.hash_hex, sizeof job.hash_hex, "%016llx",
+             (unsigned long long)h);
+    json_t *obj = st->referenced || st->n_refs ? bf_job_config_to_json(&cfg)
+                                               : NULL;
+    if (st->referenced)
+        record_source(sw, (size_t)(st - sw->stages), obj);
+    int rc = 0;
+    if (strncmp(cfg.init_from, STAGE_REF, strlen(STAGE_REF)) == 0)
+        rc = find_source(sw, st, c, index, &cfg, obj, &job.source, err);
+    if (rc == 0) {
+        sweep_warner_job(x->warner, st, c, index, &cfg);
+        rc = x->visit(x->ctx, &job, err);
+    }
+    json_decref(obj);
+    free(json);
+    return rc;
+}
+
+static int expand_stage(expansion *x, const bf_sweep_stage *st, bf_error *err)
+{
+    size_t index = st->first_job;
+    for (size_t combo = 0; combo < st->n_combos; combo++) {
+        if (sweep_excluded(st, combo))
+            continue;
+        sweep_combo c;
+        sweep_decode(st, combo, &c);
+        for (c.seed = 0; c.seed < st->n_seeds; c.seed++)
+            if (expand_job(x, st, &c, index++, err) < 0)
+                return -1;
+    }
+    return 0;
+}
+
+int bf_sweep_expand(bf_sweep *sw, bf_sweep_visit_fn visit, void *ctx,
+                    bf_error *err)
+{
+    expansion x = {.sw = sw, .visit = visit, .ctx = ctx};
+    sweep_map_init(&x.seen, sw->n_jobs);
+    x.warner = sweep_warner_new(sw);
+    int rc = 0;
+    for (size_t s = 0; s < sw->n_stages && rc == 0; s++)
+        rc = expand_stage(&x, &sw->stages[s], err);
+    sweep_map_free(&x.seen);
+    json_t *warnings = sweep_warner_finish(x.warner);
+    json_decref(sw->warnings);
+    sw->warnings = rc == 0 ? warnings : NULL;
+    if (rc != 0)
+        json_decref(warnings);
+    return rc;
+}

@@ -1,0 +1,151 @@
+/* Internals of sweep files shared by their modules:
+ *   sweep.c         parsing: stages, bases, axes, excludes, seeds, references
+ *   sweep_expand.c  expansion, validation, duplicates, source matching
+ *   sweep_warn.c    the warnings of a sweep
+ * Nothing outside server/store/sweep*.c includes this. */
+#ifndef BF_SWEEP_INTERNAL_H
+#define BF_SWEEP_INTERNAL_H
+
+#include "sweep.h"
+
+#define SWEEP_MAX_AXES 64
+
+/* One axis: a grid field, or a zip group of fields varied together.
+ * assign[v] is the object {field: value v, ...} handed to
+ * bf_job_config_apply_json. */
+typedef struct bf_sweep_axis {
+    char where[64];      /* "grid" or "zip", "zip[1]": for messages */
+    char ptr[96];        /* JSON pointer of its mapping: "/stages/1/zip" */
+    size_t n_fields;
+    const char **fields; /* borrowed from sw->doc */
+    size_t n;            /* values */
+    json_t **assign;     /* owned */
+    int *lines;          /* [v * n_fields + f]: line of value v of field f */
+} bf_sweep_axis;
+
+/* An exclude rule: a combination is left out when, on every axis the rule
+ * names, its value is one the rule matches. */
+typedef struct sweep_rule {
+    char **match;        /* per axis: NULL (any value) or n flags */
+} sweep_rule;
+
+/* Open addressing from a 64-bit hash to a position and a count; equal hashes
+ * are taken as equal keys (FNV-1a 64 collides by chance with probability
+ * ~n^2/2^65, about 3e-10 for 100,000 jobs). */
+typedef struct sweep_map {
+    uint64_t *hash;
+    size_t *pos1;        /* position + 1; 0 = empty slot */
+    size_t *count;
+    size_t mask;
+} sweep_map;
+
+void sweep_map_init(sweep_map *m, size_t n);
+void sweep_map_free(sweep_map *m);
+/* Adds one occurrence of h at pos (kept only for the first); returns the
+ * first position + 1 if h was there already, else 0. */
+size_t sweep_map_add(sweep_map *m, uint64_t h, size_t pos);
+/* The first position + 1 of h (0: absent); *count gets how many. */
+size_t sweep_map_find(const sweep_map *m, uint64_t h, size_t *count);
+
+/* A stage's init_from "stage:NAME": the source stage and its jobs indexed
+ * by the fields a job and its source share. */
+typedef struct sweep_ref {
+    size_t from;         /* the source stage */
+    size_t n_keys;       /* "seed", then the fields both stages sweep */
+    const char **keys;   /* borrowed */
+    uint64_t *values;    /* per recorded source job: n_keys value hashes */
+    size_t n_src, cap;   /* recorded source jobs (in expansion order) */
+    sweep_map map;       /* key hash -> first recorded job, count */
+} sweep_ref;
+
+/* A base layer of a stage: the top-level base, then the stage's own. */
+typedef struct sweep_layer {
+    const char *ptr;     /* "/base" or "/stages/N/base" */
+    json_t *obj;         /* borrowed from sw->doc (NULL: none) */
+} sweep_layer;
+
+struct bf_sweep_stage {
+    char *name;          /* NULL for a sweep without stages */
+    char ptr[32];        /* "" or "/stages/N": where its keys are */
+    char base_ptr[40];   /* "/stages/N/base" */
+    json_t *node;        /* its mapping (the doc without stages) */
+    sweep_layer layers[2];
+    size_t n_layers;
+    bf_job_config base;  /* defaults + its layers */
+    bf_sweep_axis *axes; /* grid axes, then zipped ones */
+    size_t n_axes;
+    sweep_rule *rules;
+    size_t n_rules;
+    uint64_t *seeds;     /* NULL: the seed comes from base/grid/defaults */
+    size_t n_seeds;      /* 1 when seeds is NULL */
+    int seeds_line;
+    size_t n_combos;     /* product of the axis lengths */
+    size_t n_jobs;       /* kept combinations times the seeds */
+    size_t first_job;    /* sweep index of its first job */
+    const char **set_fields; /* every field its layers or axes set, once
+                                (borrowed from sw->doc) */
+    size_t n_set_fields;
+    sweep_ref *refs;     /* the stages its init_from values name */
+    size_t n_refs;
+    int referenced;      /* a later stage starts from this one */
+};
+
+/* A job's coordinates in its stage: the value index on every axis, and
+ * its seed index. */
+typedef struct sweep_combo {
+    size_t pick[SWEEP_MAX_AXES];
+    size_t seed;
+} sweep_combo;
+
+/* Line of the node at the printf-formatted JSON pointer. */
+int sweep_line(const bf_sweep *sw, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* A JSON value as the user wrote it: strings bare, the rest compact JSON. */
+void sweep_value_text(const json_t *v, char *buf, size_t cap);
+
+/* The message of e without the "file:line: field 'x': " prefix that
+ * bf_error_set put in front, so it can be re-located. */
+const char *sweep_error_body(const bf_error *e);
+
+/* Whether combination number `combo` (over the axes, seeds aside) of st is
+ * left out by an exclude rule. */
+int sweep_excluded(const bf_sweep_stage *st, size_t combo);
+
+/* The axis picks of combination number `combo` of st. */
+void sweep_decode(const bf_sweep_stage *st, size_t combo, sweep_combo *c);
+
+/* Finds job `index`: its stage and coordinates (a scan of the stage's
+ * combinations: for error messages only). */
+void sweep_locate(const bf_sweep *sw, size_t index, const bf_sweep_stage **st,
+                  sweep_combo *c);
+
+/* "stage surgery: rope=spectral, seed=2", or "the base config". */
+void sweep_describe(const bf_sweep *sw, const bf_sweep_stage *st,
+                    const sweep_combo *c, char *buf, size_t cap);
+
+/* cfg = defaults + st's layers + the values of c + the seed.  A skip
+ * leaves one assignment out (skip_axis, or base key skip_key of layer
+ * skip_layer), which lets the error path find the one responsible. */
+int sweep_build(const bf_sweep *sw, const bf_sweep_stage *st,
+                const sweep_combo *c, size_t skip_axis, size_t skip_layer,
+                const char *skip_key, bf_job_config *cfg, bf_error *err);
+
+/* Where job c of st got field `field` from: the line of its axis value, or
+ * of the last base layer that sets it (0: none sets it). */
+int sweep_field_line(const bf_sweep *sw, const bf_sweep_stage *st,
+                     const sweep_combo *c, const char *field);
+
+/* ---- warnings (sweep_warn.c) ---------------------------------------------- */
+
+typedef struct sweep_warner sweep_warner;
+
+sweep_warner *sweep_warner_new(const bf_sweep *sw);
+/* Looks at job `index` (coordinates c in st, validated config cfg). */
+void sweep_warner_job(sweep_warner *w, const bf_sweep_stage *st,
+                      const sweep_combo *c, size_t index,
+                      const bf_job_config *cfg);
+/* The messages (new reference, an array of strings); frees w. */
+json_t *sweep_warner_finish(sweep_warner *w);
+
+#endif

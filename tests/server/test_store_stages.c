@@ -1,0 +1,363 @@
+/* Stages in the store: jobs of a later stage wait for their source job and
+ * are queued with its final checkpoint once it succeeds, or fail when it
+ * fails or is cancelled (and theirs too); retry, cancel, lease expiry and a
+ * reopened database keep that straight.  Also permanent failures, and the
+ * warnings of a submission (stored, and errors with strict). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "store_internal.h"
+#include "test_store_util.h"
+
+typedef bft_store_fixture fixture;
+#define setup bft_store_setup
+#define teardown bft_store_teardown
+
+/* Three stages of `seeds` seeds each: a, then b from a, then c from b.
+ * Job ids: a 1..seeds, b next, c last. */
+static int64_t submit_chain(bf_store *s, int seeds, int max_attempts)
+{
+    char yaml[512];
+    snprintf(yaml, sizeof yaml,
+             "name: chain\nmax_attempts: %d\nbase: {steps: 20, warmup_steps: 0}\n"
+             "stages:\n"
+             "  - {name: a, seeds: %d}\n"
+             "  - {name: b, seeds: %d, base: {init_from: \"stage:a\", lr: 0.002}}\n"
+             "  - {name: c, seeds: %d, base: {init_from: \"stage:b\", lr: 0.003}}\n",
+             max_attempts, seeds, seeds, seeds);
+    return bft_submit(s, yaml, 1, NULL);
+}
+
+static char *status_of(bf_store *s, int64_t job)
+{
+    return bft_text(s, "SELECT status FROM jobs WHERE job_id = %lld",
+                    (long long)job);
+}
+
+static void assert_status(bf_store *s, int64_t job, const char *want)
+{
+    char *got = status_of(s, job);
+    if (strcmp(got, want) != 0)
+        fail_msg("job %lld is %s, not %s", (long long)job, got, want);
+    free(got);
+}
+
+static void assert_error(bf_store *s, int64_t job, const char *want)
+{
+    char *got = bft_text(s, "SELECT error FROM jobs WHERE job_id = %lld",
+                         (long long)job);
+    if (!got || strcmp(got, want) != 0)
+        fail_msg("job %lld: error '%s', not '%s'", (long long)job,
+                 got ? got : "(null)", want);
+    free(got);
+}
+
+/* Leases the next job to a fresh worker: its lease (caller clears), or
+ * job_id 0 when nothing is queued. */
+static bf_lease lease(bf_store *s, int64_t now)
+{
+    static int n_workers;
+    char worker[32];
+    snprintf(worker, sizeof worker, "w%d", ++n_workers);
+    bf_lease l;
+    bf_error err = {0};
+    int rc = bf_store_lease_next(s, worker, now, 60000, &l, &err);
+    if (rc < 0)
+        fail_msg("lease_next: %s", err.msg);
+    return l;
+}
+
+/* Leases job `want` (it must be next), checkpoints at `step`, succeeds. */
+static void succeed(bf_store *s, int64_t want, int step, const char *path)
+{
+    bf_lease l = lease(s, 10);
+    assert_int_equal(l.job_id, want);
+    if (path)
+        assert_int_equal(bf_store_record_checkpoint(s, l.attempt_id, path, step,
+                                                    11), BF_STORE_OK);
+    assert_int_equal(bf_store_finish_attempt(s, l.attempt_id, 1, NULL, 12),
+                     BF_STORE_OK);
+    bf_lease_clear(&l);
+}
+
+static void fail_once(bf_store *s, int64_t want)
+{
+    bf_lease l = lease(s, 10);
+    assert_int_equal(l.job_id, want);
+    assert_int_equal(bf_store_finish_attempt(s, l.attempt_id, 0, "boom", 12),
+                     BF_STORE_OK);
+    bf_lease_clear(&l);
+}
+
+/* Sources run first; a dependent is never leased while it waits, then
+ * starts from its source's final checkpoint, given as its init_from. */
+static void test_waiting_until_source_succeeds(void **state)
+{
+    fixture *f = *state;
+    submit_chain(f->s, 2, 3);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE status = "
+                                   "'queued' AND source_job_id IS NULL"), 2);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE status = "
+                                   "'waiting'"), 4);
+    assert_int_equal(bft_int(f->s, "SELECT source_job_id FROM jobs WHERE "
+                                   "stage = 'c' AND seed = 2"), 4);
+    assert_int_equal(bft_int(f->s, "SELECT waiting FROM sweep_progress"), 4);
+
+    succeed(f->s, 1, 20, "/ck/job-1/step-000020.safetensors");
+    bf_lease l2 = lease(f->s, 10);        /* a's seed 2, still running */
+    assert_int_equal(l2.job_id, 2);
+    assert_status(f->s, 3, "queued");
+    assert_status(f->s, 4, "waiting");
+    bf_lease l = lease(f->s, 10);
+    assert_int_equal(l.job_id, 3);
+    json_t *cfg = json_loads(l.config_json, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(cfg, "init_from")),
+                        "/ck/job-1/step-000020.safetensors");
+    json_decref(cfg);
+    /* The stored config keeps the reference; the row holds the path. */
+    assert_int_equal(bft_int(f->s, "SELECT json_extract(config, '$.init_from')"
+                                   " = 'stage:a' AND init_from = '/ck/job-1/"
+                                   "step-000020.safetensors' FROM jobs WHERE "
+                                   "job_id = 3"), 1);
+    bf_lease none = lease(f->s, 10);      /* 4 waits for 2, 5 for 3 */
+    assert_int_equal(none.job_id, 0);
+    bf_lease_clear(&l);
+    bf_lease_clear(&l2);
+    char *stage = bft_text(f->s, "SELECT stage FROM results WHERE job_id = 5");
+    assert_string_equal(stage, "c");
+    free(stage);
+}
+
+/* A failed source fails its dependents and theirs; a retried source makes
+ * them wait again; a dependent of a failed source cannot be retried. */
+static void test_source_failure_and_retry(void **state)
+{
+    fixture *f = *state;
+    int64_t sweep = submit_chain(f->s, 1, 1);
+    fail_once(f->s, 1);
+    assert_status(f->s, 2, "failed");
+    assert_error(f->s, 2, "source job 1 failed");
+    assert_status(f->s, 3, "failed");
+    assert_error(f->s, 3, "source job 2 failed");
+    assert_int_equal(bft_int(f->s, "SELECT status = 'done' FROM sweeps WHERE "
+                                   "sweep_id = %lld", (long long)sweep), 1);
+
+    bf_error err = {0};
+    assert_int_equal(bf_store_retry_job(f->s, 2, 0, &err), BF_STORE_ERR);
+    assert_non_null(strstr(err.msg, "job 2 starts from job 1, which has "
+                                    "failed: retry job 1 first"));
+    assert_int_equal(bf_store_retry_job(f->s, 1, 0, &err), BF_STORE_OK);
+    assert_status(f->s, 1, "queued");
+    assert_status(f->s, 2, "waiting");
+    assert_status(f->s, 3, "waiting");
+    assert_int_equal(bft_int(f->s, "SELECT error IS NULL AND finished_ms IS "
+                                   "NULL FROM jobs WHERE job_id = 3"), 1);
+
+    succeed(f->s, 1, 20, "/ck/1.safetensors");
+    fail_once(f->s, 2);                   /* b fails on its own */
+    assert_error(f->s, 2, "boom");
+    assert_error(f->s, 3, "source job 2 failed");
+    /* Retrying b: queued again from a's checkpoint, c waits for it. */
+    assert_int_equal(bf_store_retry_job(f->s, 2, 1, &err), BF_STORE_OK);
+    assert_status(f->s, 2, "queued");
+    assert_status(f->s, 3, "waiting");
+    char *path = bft_text(f->s, "SELECT init_from FROM jobs WHERE job_id = 2");
+    assert_string_equal(path, "/ck/1.safetensors");
+    free(path);
+}
+
+/* A source that succeeded without a checkpoint at its last step (a worker
+ * without --checkpoint-dir) gives its dependents nothing to start from. */
+static void test_source_without_final_checkpoint(void **state)
+{
+    fixture *f = *state;
+    submit_chain(f->s, 1, 3);
+    succeed(f->s, 1, 10, "/ck/step-10.safetensors");   /* step 10 of 20 */
+    assert_status(f->s, 2, "failed");
+    assert_error(f->s, 2, "source job 1 succeeded without a final checkpoint "
+                 "to start from (its worker group needs --checkpoint-dir)");
+    assert_error(f->s, 3, "source job 2 failed");
+}
+
+/* Cancelling a queued source fails its dependents at once; cancelling the
+ * sweep cancels the jobs still waiting. */
+static void test_cancel(void **state)
+{
+    fixture *f = *state;
+    submit_chain(f->s, 2, 3);
+    int64_t *running = NULL;
+    int n_running = 0;
+    bf_error err = {0};
+    assert_int_equal(bf_store_cancel_job(f->s, 1, 5, &running, &n_running,
+                                         &err), BF_STORE_OK);
+    free(running);
+    assert_status(f->s, 1, "cancelled");
+    assert_error(f->s, 3, "source job 1 failed: cancelled");
+    assert_error(f->s, 5, "source job 3 failed");
+    assert_status(f->s, 4, "waiting");
+    /* A waiting job can be cancelled on its own, failing what waits on it. */
+    assert_int_equal(bf_store_cancel_job(f->s, 4, 6, &running, &n_running,
+                                         &err), BF_STORE_OK);
+    free(running);
+    assert_status(f->s, 4, "cancelled");
+    assert_error(f->s, 6, "source job 4 failed: cancelled");
+
+    assert_int_equal(bf_store_cancel_sweep(f->s, 1, 7, &running, &n_running,
+                                           &err), BF_STORE_OK);
+    free(running);
+    assert_int_equal(n_running, 0);
+    assert_status(f->s, 2, "cancelled");
+    int64_t sweep = submit_chain(f->s, 1, 3);
+    bf_lease l = lease(f->s, 10);         /* its a job runs */
+    assert_int_equal(bf_store_cancel_sweep(f->s, sweep, 7, &running,
+                                           &n_running, &err), BF_STORE_OK);
+    assert_int_equal(n_running, 1);
+    free(running);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE sweep_id "
+                                   "= %lld AND status = 'cancelled'",
+                             (long long)sweep), 2);
+    /* The running source stops: nothing is left waiting. */
+    assert_int_equal(bf_store_attempt_stopped(f->s, l.attempt_id, 8),
+                     BF_STORE_OK);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE sweep_id "
+                                   "= %lld AND status = 'cancelled'",
+                             (long long)sweep), 3);
+    bf_lease_clear(&l);
+}
+
+/* A source whose last lease expires with no attempt left fails its
+ * dependents in the same pass. */
+static void test_expiry(void **state)
+{
+    fixture *f = *state;
+    submit_chain(f->s, 1, 1);
+    bf_lease l = lease(f->s, 10);
+    int n = 0;
+    assert_int_equal(bf_store_expire_leases(f->s, 10 + 60000, &n), BF_STORE_OK);
+    assert_int_equal(n, 1);
+    assert_error(f->s, 2, "source job 1 failed");
+    assert_status(f->s, 3, "failed");
+    bf_lease_clear(&l);
+}
+
+/* Everything is in the database: a store reopened between a lease and its
+ * end carries on, and the dependents move on as before. */
+static void test_reopen(void **state)
+{
+    fixture *f = *state;
+    submit_chain(f->s, 1, 3);
+    bf_lease l = lease(f->s, 10);
+    assert_int_equal(bf_store_record_checkpoint(f->s, l.attempt_id,
+                     "/ck/a.safetensors", 20, 11), BF_STORE_OK);
+    bf_store_close(f->s);
+    f->s = bft_open(f->dir, BFT_STORE_DB, NULL);
+    assert_status(f->s, 2, "waiting");
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 1, NULL, 12),
+                     BF_STORE_OK);
+    bf_store_close(f->s);
+    f->s = bft_open(f->dir, BFT_STORE_DB, NULL);
+    assert_status(f->s, 2, "queued");
+    assert_status(f->s, 3, "waiting");
+    bf_lease next = lease(f->s, 13);
+    assert_int_equal(next.job_id, 2);
+    assert_non_null(strstr(next.config_json, "\"init_from\":\"/ck/a.safetensors\""));
+    bf_lease_clear(&next);
+    bf_lease_clear(&l);
+}
+
+/* A permanent error fails the job on its first attempt, whatever
+ * max_attempts says; a transient one re-queues it. */
+static void test_permanent_failure(void **state)
+{
+    fixture *f = *state;
+    bft_submit(f->s, "name: p\nmax_attempts: 3\nseeds: 2\n", 1, NULL);
+    bf_lease l = lease(f->s, 10);
+    assert_int_equal(bf_store_fail_permanently(f->s, l.attempt_id,
+                     "init_from /x.safetensors: cannot open", 11), BF_STORE_OK);
+    assert_status(f->s, l.job_id, "failed");
+    assert_error(f->s, l.job_id, "init_from /x.safetensors: cannot open (a "
+                 "permanent error: not retried)");
+    assert_int_equal(bft_int(f->s, "SELECT attempts FROM jobs WHERE job_id = "
+                                   "%lld", (long long)l.job_id), 1);
+    char *why = bft_text(f->s, "SELECT error FROM attempts WHERE attempt_id = "
+                               "%lld", (long long)l.attempt_id);
+    assert_string_equal(why, "init_from /x.safetensors: cannot open");
+    free(why);
+    bf_lease_clear(&l);
+    fail_once(f->s, 2);
+    assert_status(f->s, 2, "queued");
+    /* A dead attempt is fenced, as for every other report. */
+    assert_int_equal(bf_store_fail_permanently(f->s, 999, "x", 12),
+                     BF_STORE_FENCED);
+}
+
+/* Warnings come back and are stored with the sweep; strict refuses the
+ * sweep, stores nothing and still says why. */
+static void test_warnings_and_strict(void **state)
+{
+    fixture *f = *state;
+    const char *yaml = "name: w\ngrid:\n  rope: [rope, bifocal]\n"
+                       "  freq_lr_mult: [1, 10]\n";
+    json_t *warnings = NULL;
+    bf_error err = {0};
+    bf_submit_opts strict = {.strict = 1};
+    assert_int_equal(bf_store_submit_sweep(f->s, "w.yaml", yaml, strlen(yaml),
+                                           &strict, 1, NULL, NULL, &warnings,
+                                           &err), BF_STORE_ERR);
+    assert_non_null(strstr(err.msg, "2 warnings, and strict submission makes "
+                                    "them errors; the first: w.yaml:4: field "
+                                    "'freq_lr_mult': has no effect with rope: "
+                                    "rope"));
+    assert_int_equal(json_array_size(warnings), 2);
+    json_decref(warnings);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM sweeps"), 0);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs"), 0);
+
+    int64_t id = 0;
+    assert_int_equal(bf_store_submit_sweep(f->s, "w.yaml", yaml, strlen(yaml),
+                                           NULL, 1, &id, NULL, &warnings, &err),
+                     BF_STORE_OK);
+    assert_int_equal(json_array_size(warnings), 2);
+    assert_int_equal(bft_int(f->s, "SELECT json_array_length(warnings) FROM "
+                                   "sweeps WHERE sweep_id = %lld",
+                             (long long)id), 2);
+    char *stored = bft_text(f->s, "SELECT warnings ->> 1 FROM sweeps");
+    assert_string_equal(stored, json_string_value(json_array_get(warnings, 1)));
+    free(stored);
+    json_decref(warnings);
+
+    /* Rejected sweeps give no warnings back. */
+    const char *bad = "name: b\nbase: {stepz: 1}\n";
+    json_t *before = json_array();
+    warnings = before;
+    assert_int_equal(bf_store_submit_sweep(f->s, "b.yaml", bad, strlen(bad),
+                                           NULL, 1, NULL, NULL, &warnings,
+                                           &err), BF_STORE_ERR);
+    assert_null(warnings);
+    json_decref(before);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_waiting_until_source_succeeds,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_source_failure_and_retry, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_source_without_final_checkpoint,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_expiry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_permanent_failure, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_warnings_and_strict, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
