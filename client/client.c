@@ -83,27 +83,65 @@ static int cmd_status(bf_client *cl, int argc, char **argv)
     return bf_client_print_rows(cl, req, "sweeps", fmt);
 }
 
+/* Asks for the pages of jobs after `after` until `limit` jobs (0: all)
+ * are in *jobs; *next is where more would start (0: none).  0 or 1. */
+static int fetch_jobs(bf_client *cl, const json_t *filter, json_int_t after,
+                      int limit, json_t *jobs, json_int_t *next)
+{
+    enum { PAGE = 1000 };   /* the daemon's default page */
+    for (;;) {
+        int left = limit ? limit - (int)json_array_size(jobs) : PAGE;
+        json_t *req = json_deep_copy(filter), *reply;
+        json_object_set_new(req, "after", json_integer(after));
+        json_object_set_new(req, "limit", json_integer(left < PAGE ? left
+                                                                   : PAGE));
+        if (bf_client_request(cl, req, &reply))
+            return 1;
+        json_array_extend(jobs, json_object_get(reply, "jobs"));
+        *next = json_integer_value(json_object_get(reply, "next_after"));
+        json_decref(reply);
+        if (!*next || (limit && (int)json_array_size(jobs) >= limit))
+            return 0;
+        after = *next;
+    }
+}
+
 static int cmd_jobs(bf_client *cl, int argc, char **argv)
 {
     const char *sweep_arg = NULL, *status = NULL, *format = "table";
+    const char *after_arg = NULL;
+    int limit = 0;
     const bf_option options[] = {
         BF_OPT_STR("sweep", "N", &sweep_arg),
         BF_OPT_STR("status", "S", &status),
+        BF_OPT_INT("limit", "N", &limit, 1, 1000000000),
+        BF_OPT_STR("after", "JOB", &after_arg),
         BF_OPT_STR("format", "table|csv|json", &format),
         BF_OPT_END,
     };
-    json_int_t sweep = 0;
+    json_int_t sweep = 0, after = 0, next = 0;
     bf_row_format fmt;
     if (bf_client_args(options, NULL, 0, argc, argv) < 0
         || (sweep_arg && parse_id("--sweep", sweep_arg, &sweep))
+        || (after_arg && parse_id("--after", after_arg, &after))
         || format_of(argv[0], format, &fmt))
         return 2;
-    json_t *req = json_pack("{s:s}", "type", "jobs");
+    json_t *filter = json_pack("{s:s}", "type", "jobs");
     if (sweep_arg)
-        json_object_set_new(req, "sweep_id", json_integer(sweep));
+        json_object_set_new(filter, "sweep_id", json_integer(sweep));
     if (status)
-        json_object_set_new(req, "status", json_string(status));
-    return bf_client_print_rows(cl, req, "jobs", fmt);
+        json_object_set_new(filter, "status", json_string(status));
+    json_t *jobs = json_array();
+    int rc = fetch_jobs(cl, filter, after, limit, jobs, &next);
+    if (rc == 0) {
+        bf_format_print_readable(stdout, jobs, fmt);
+        if (next)
+            fprintf(stderr, "bifocal: more jobs follow: add --after %lld\n",
+                    (long long)next);
+    }
+    json_decref(jobs);
+    json_decref(filter);
+    return rc;
 }
 
 static int cmd_cancel(bf_client *cl, int argc, char **argv)
@@ -198,10 +236,14 @@ const bf_client_command bf_client_commands[] = {
       "sweep with warnings.", cmd_submit },
     { "status", "[SWEEP] [--format table|csv|json]",
       "Progress of every sweep, or of one.", cmd_status },
-    { "jobs", "[--sweep N] [--status S] [--format table|csv|json]",
-      "Lists jobs, optionally of one sweep and/or in one status (waiting, "
-      "queued, running, succeeded, failed, cancelled).  The table leaves out the "
-      "config (JSON has it).", cmd_jobs },
+    { "jobs", "[--sweep N] [--status S] [--limit N] [--after JOB] "
+      "[--format table|csv|json]",
+      "Lists jobs in job id order, optionally of one sweep and/or in one "
+      "status (waiting, queued, running, succeeded, failed, cancelled): all "
+      "of them, or the first N (--limit) with an id above JOB (--after; the "
+      "command says where more follow).  The daemon sends them in pages of "
+      "at most 1,000.  The table leaves out the config (JSON has it).",
+      cmd_jobs },
     { "cancel", "SWEEP | --job N",
       "Cancels a sweep or one job: queued jobs at once, running ones are "
       "told to stop.", cmd_cancel },

@@ -166,6 +166,17 @@ json_t *bf_wire_request(bf_wire_conn *c, json_t *msg, int timeout_ms,
     }
 }
 
+/* A refusal sent before the hello was read (a full cap, a back-off, the
+ * hello timeout) carries no id, and the daemon then closes: it is the
+ * answer to the hello. */
+static void keep_refusal(void *ctx, const json_t *msg)
+{
+    json_t **refusal = ctx;
+    if (!*refusal && strcmp(bf_wire_type(msg), "error") == 0
+        && !json_object_get(msg, "id"))
+        *refusal = json_incref((json_t *)msg);
+}
+
 int bf_wire_hello(bf_wire_conn *c, const char *token, const char *role,
                   const char *name, const char *host, int ranks,
                   bf_error *err)
@@ -179,8 +190,13 @@ int bf_wire_hello(bf_wire_conn *c, const char *token, const char *role,
         json_object_set_new(hello, "host", json_string(host));
     if (strcmp(role, "worker") == 0)
         json_object_set_new(hello, "ranks", json_integer(ranks));
-    json_t *reply = bf_wire_request(c, hello, 10000, NULL, NULL, err);
+    json_t *refusal = NULL;
+    json_t *reply = bf_wire_request(c, hello, 10000, keep_refusal, &refusal,
+                                    err);
     json_decref(hello);
+    if (!reply && refusal)
+        error_from_reply(refusal, err);
+    json_decref(refusal);
     if (!reply)
         return -1;
     int ok = strcmp(bf_wire_type(reply), "error") != 0;

@@ -14,6 +14,9 @@
 #include "file.h"
 
 #define BF_CLIENT_TIMEOUT_MS 60000
+/* A sweep of a million jobs is expanded and stored in about a minute (the
+ * daemon serves everyone else meanwhile). */
+#define BF_SUBMIT_TIMEOUT_MS (10 * 60000)
 
 /* ---- connection ----------------------------------------------------------- */
 
@@ -57,14 +60,14 @@ static void session__print_warnings(const json_t *reply)
 }
 
 /* The reply to req (stays the caller's), or NULL after printing why. */
-static json_t *session__call(bf_client *cl, json_t *req)
+static json_t *session__call(bf_client *cl, json_t *req, int timeout_ms)
 {
     if (session__connect(cl))
         return NULL;
     bf_error err;
     bf_error_clear(&err);
-    json_t *reply = bf_wire_request(&cl->conn, req, BF_CLIENT_TIMEOUT_MS,
-                                    NULL, NULL, &err);
+    json_t *reply = bf_wire_request(&cl->conn, req, timeout_ms, NULL, NULL,
+                                    &err);
     if (!reply) {
         fprintf(stderr, "bifocal: %s: %s\n", cl->server, err.msg);
         return NULL;
@@ -78,9 +81,11 @@ static json_t *session__call(bf_client *cl, json_t *req)
     return reply;
 }
 
-int bf_client_request(bf_client *cl, json_t *req, json_t **reply_out)
+/* bf_client_request with a timeout of its own. */
+static int session__request(bf_client *cl, json_t *req, int timeout_ms,
+                            json_t **reply_out)
 {
-    json_t *reply = session__call(cl, req);
+    json_t *reply = session__call(cl, req, timeout_ms);
     json_decref(req);
     if (!reply)
         return 1;
@@ -89,6 +94,11 @@ int bf_client_request(bf_client *cl, json_t *req, json_t **reply_out)
     else
         json_decref(reply);
     return 0;
+}
+
+int bf_client_request(bf_client *cl, json_t *req, json_t **reply_out)
+{
+    return session__request(cl, req, BF_CLIENT_TIMEOUT_MS, reply_out);
 }
 
 /* ---- printing rows -------------------------------------------------------- */
@@ -140,7 +150,7 @@ int bf_client_submit(bf_client *cl, const char *path, int strict,
         return 1;
     }
     json_t *reply;
-    if (bf_client_request(cl, req, &reply))
+    if (session__request(cl, req, BF_SUBMIT_TIMEOUT_MS, &reply))
         return 1;
     session__print_warnings(reply);
     *sweep_id = json_integer_value(json_object_get(reply, "sweep_id"));

@@ -15,9 +15,41 @@ static void alloc__oom(size_t n)
     abort();
 }
 
+#ifdef BF_ALLOC_INJECT
+#include <stdatomic.h>
+
+static atomic_long inject_count;
+static atomic_int inject_armed;
+static long inject_fail_at;
+
+void bf_alloc_inject_arm(void)
+{
+    const char *at = getenv("BF_ALLOC_FAIL_AT");
+    inject_fail_at = at ? atol(at) : 0;
+    atomic_store(&inject_count, 0);
+    atomic_store(&inject_armed, 1);
+}
+
+int bf_alloc_inject_fails(void)
+{
+    if (!atomic_load(&inject_armed))
+        return 0;
+    return atomic_fetch_add(&inject_count, 1) + 1 == inject_fail_at;
+}
+
+long bf_alloc_inject_count(void)
+{
+    return atomic_load(&inject_count);
+}
+
+#define INJECTED_FAILURE() bf_alloc_inject_fails()
+#else
+#define INJECTED_FAILURE() 0
+#endif
+
 void *bf_xmalloc(size_t n)
 {
-    void *p = malloc(n ? n : 1);
+    void *p = INJECTED_FAILURE() ? NULL : malloc(n ? n : 1);
     if (!p)
         alloc__oom(n);
     return p;
@@ -25,7 +57,8 @@ void *bf_xmalloc(size_t n)
 
 void *bf_xcalloc(size_t count, size_t size)
 {
-    void *p = calloc(count ? count : 1, size ? size : 1);
+    void *p = INJECTED_FAILURE() ? NULL
+            : calloc(count ? count : 1, size ? size : 1);
     if (!p)
         alloc__oom(count * size);
     return p;
@@ -33,7 +66,7 @@ void *bf_xcalloc(size_t count, size_t size)
 
 void *bf_xrealloc(void *p, size_t n)
 {
-    void *q = realloc(p, n ? n : 1);
+    void *q = INJECTED_FAILURE() ? NULL : realloc(p, n ? n : 1);
     if (!q)
         alloc__oom(n);
     return q;

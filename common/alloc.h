@@ -26,4 +26,18 @@ char *bf_xstrndup(const char *s, size_t n);
 /* Routes jansson through bf_xmalloc.  Call once at the start of main. */
 void bf_alloc_init(void);
 
+#ifdef BF_ALLOC_INJECT
+/* Allocation-failure injection, in test builds only (bifocald-allocfail,
+ * tests/server/test_alloc_failures.c).  From bf_alloc_inject_arm on,
+ * allocations are counted (atomically: pool threads allocate too), and the
+ * N-th one fails, N from the environment variable BF_ALLOC_FAIL_AT (unset
+ * or 0: none).  The wrappers above then take their out-of-memory path;
+ * other allocators routed here (SQLite's, in that build) get NULL. */
+void bf_alloc_inject_arm(void);
+/* Counts one allocation; 1 if it is the one to fail. */
+int bf_alloc_inject_fails(void);
+/* Allocations counted since armed. */
+long bf_alloc_inject_count(void);
+#endif
+
 #endif

@@ -22,6 +22,39 @@ int bf_log_level_from_name(const char *name)
     return -1;
 }
 
+int bf_log_enabled(bf_log_level level) { return level >= current_level; }
+
+/* Copies body into out (cap bytes) with every control character
+ * escaped; returns the bytes written, cut at a whole escape. */
+static size_t escape_controls(char *out, size_t cap, const char *body)
+{
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)body; *p; p++) {
+        char esc[4];
+        size_t k;
+        if (*p >= 0x20 && *p != 0x7f) {
+            esc[0] = (char)*p;
+            k = 1;
+        } else if (*p == '\n' || *p == '\r' || *p == '\t') {
+            esc[0] = '\\';
+            esc[1] = *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't';
+            k = 2;
+        } else {
+            static const char hex[] = "0123456789abcdef";
+            esc[0] = '\\';
+            esc[1] = 'x';
+            esc[2] = hex[*p >> 4];
+            esc[3] = hex[*p & 15];
+            k = 4;
+        }
+        if (n + k > cap)
+            break;
+        memcpy(out + n, esc, k);
+        n += k;
+    }
+    return n;
+}
+
 void bf_log(bf_log_level level, const char *fmt, ...)
 {
     if (level < current_level)
@@ -31,18 +64,16 @@ void bf_log(bf_log_level level, const char *fmt, ...)
     struct tm tm;
     gmtime_r(&tv.tv_sec, &tm);
 
-    char line[2048];
+    char line[2048], body[2048];
     size_t n = strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", &tm);
     n += (size_t)snprintf(line + n, sizeof line - n, ".%03dZ %s ",
                           (int)(tv.tv_usec / 1000), level_tags[level]);
     va_list ap;
     va_start(ap, fmt);
-    int body = vsnprintf(line + n, sizeof line - n - 1, fmt, ap);
+    vsnprintf(body, sizeof body, fmt, ap);
     va_end(ap);
     /* A truncated line still ends with its newline. */
-    n = body < 0 ? n : n + (size_t)body;
-    if (n > sizeof line - 2)
-        n = sizeof line - 2;
+    n += escape_controls(line + n, sizeof line - n - 1, body);
     line[n++] = '\n';
     /* One write per line so lines from several processes never interleave. */
     ssize_t w = write(STDERR_FILENO, line, n);

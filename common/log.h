@@ -16,6 +16,12 @@ void bf_log_set_level(bf_log_level level);
 /* "debug", "info", "warn", "error" -> level; -1 on anything else. */
 int bf_log_level_from_name(const char *name);
 
+/* Whether a line of this level would be written. */
+int bf_log_enabled(bf_log_level level);
+
+/* Writes one line.  Control characters in it (a newline, an escape
+ * sequence) are written escaped (\n, \x1b): a line quotes what peers send
+ * (a message type, a worker name), and a peer must not forge lines. */
 void bf_log(bf_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -40,7 +40,10 @@ int bf_frame_reader_feed(bf_frame_reader *r, const char *data, size_t n)
         r->start = 0;
     }
     if (r->cap - r->len < n) {
-        size_t cap = r->cap ? r->cap : 65536;
+        /* Small to start with: most frames are a few hundred bytes, and
+         * a connection that never sends a big one never holds a big
+         * buffer. */
+        size_t cap = r->cap ? r->cap : 4096;
         while (cap - r->len < n)
             cap *= 2;
         r->buf = bf_xrealloc(r->buf, cap);

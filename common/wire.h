@@ -23,9 +23,10 @@
 
 #define BF_WIRE_VERSION 1
 #define BF_WIRE_MAX_FRAME ((size_t)16 << 20)   /* 16 MiB, newline included */
-/* Until its hello is accepted a peer is a stranger: a hello is tiny, and a
- * stranger must not make the daemon hold 16 MiB per connection. */
-#define BF_WIRE_HELLO_MAX_FRAME ((size_t)64 << 10)
+/* Until its hello is accepted a peer is a stranger: a hello is tiny (a
+ * 64-digit token, a name of at most 127 bytes, a host name), and a stranger
+ * must not make the daemon hold more than a few KiB per connection. */
+#define BF_WIRE_HELLO_MAX_FRAME ((size_t)4 << 10)
 #define BF_WIRE_DEFAULT_SERVER "127.0.0.1:7070"
 #define BF_TOKEN_HEX_LEN 64                     /* 32 random bytes as hex */
 #define BF_TOKEN_MIN_HEX_LEN 32                 /* 128 bits: the least accepted */

@@ -38,6 +38,9 @@ build bifocald && build bench_ingest && "$dir/bench/bench_ingest"
 echo "== bench_dispatch: 64 worker groups leasing jobs from bifocald"
 build bifocald && build bench_dispatch && "$dir/bench/bench_dispatch"
 
+echo "== bench_load: 64 working groups beside 1,000 idle clients and 200 slow senders"
+build bifocald && build bench_load && "$dir/bench/bench_load"
+
 echo "== bench_group: worker group on config A, np=1 vs np=2, streaming overhead"
 build bench_group && build bifocald && bench/bench_group.sh "$dir"
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -19,7 +20,7 @@
 static const char usage[] =
     "usage: bifocald [--db FILE] [--listen HOST:PORT] [--token-file FILE]\n"
     "                [--port-file FILE] [--lease-seconds N]\n"
-    "                [--log-level debug|info|warn|error]\n"
+    "                [--log-level debug|info|warn|error] [limits]\n"
     "\n"
     "  --db FILE          SQLite database (default ./bifocal.db)\n"
     "  --listen HOST:PORT address to serve (default 127.0.0.1:7070;\n"
@@ -28,7 +29,20 @@ static const char usage[] =
     "                     (default DB.token, created with mode 0600)\n"
     "  --port-file FILE   write the bound port here once listening\n"
     "  --lease-seconds N  a job lease lasts N s unless renewed (default 30)\n"
-    "  --log-level LEVEL  least severe event logged (default info)\n";
+    "  --log-level LEVEL  least severe event logged (default info)\n"
+    "\n"
+    "limits on connections that have not said a good hello (strangers):\n"
+    "  --hello-timeout-ms N         closed unless admitted within N ms\n"
+    "                               (default 10000)\n"
+    "  --max-strangers N            at most N at once (default 512)\n"
+    "  --max-strangers-per-addr N   at most N at once from one address\n"
+    "                               (an IPv6 /64) (default 64)\n"
+    "  --hello-failures N           failed hellos of an address before its\n"
+    "                               connections are refused for a doubling\n"
+    "                               back-off, 1 s to 5 min (default 10;\n"
+    "                               0: never)\n"
+    "  --max-protocol-errors N      close a connection after N protocol\n"
+    "                               errors in a row (default 100; 0: never)\n";
 
 /* Creates a token file of 32 random bytes as hex, readable by its owner
  * only.  O_EXCL: never overwrite a token another process just made. */
@@ -81,6 +95,16 @@ static int parse_options(int argc, char **argv, bf_daemon_options *o,
         BF_OPT_STR("port-file", "FILE", &o->port_file),
         BF_OPT_INT("lease-seconds", "N", &o->lease_seconds, 1, 7 * 24 * 3600),
         BF_OPT_STR("log-level", "LEVEL", &log_level),
+        BF_OPT_INT("hello-timeout-ms", "N", &o->limits.hello_timeout_ms, 10,
+                   3600 * 1000),
+        BF_OPT_INT("max-strangers", "N", &o->limits.max_strangers, 1,
+                   1000000),
+        BF_OPT_INT("max-strangers-per-addr", "N",
+                   &o->limits.max_strangers_per_addr, 1, 1000000),
+        BF_OPT_INT("hello-failures", "N", &o->limits.hello_failures, 0,
+                   1000000),
+        BF_OPT_INT("max-protocol-errors", "N", &o->max_protocol_errors, 0,
+                   1000000000),
         BF_OPT_END,
     };
     bf_args a = { .prog = "bifocald", .options = options };
@@ -116,8 +140,27 @@ static int setup_token(const bf_daemon_options *o, const char *token_file,
     return load_or_create_token(token_file, token, cap, err);
 }
 
+/* Every connection is a descriptor: the soft limit (often 1,024) would
+ * let a thousand idle peers lock everyone out, so it goes up to the hard
+ * limit.  The strangers' caps keep peers without the token well below it. */
+static void raise_descriptor_limit(void)
+{
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_NOFILE, &lim) != 0)
+        return;
+    rlim_t want = lim.rlim_max;
+    if (lim.rlim_cur < want) {
+        struct rlimit raised = { .rlim_cur = want, .rlim_max = lim.rlim_max };
+        if (setrlimit(RLIMIT_NOFILE, &raised) == 0)
+            lim.rlim_cur = want;
+    }
+    bf_log_info("open descriptors: at most %llu",
+                (unsigned long long)lim.rlim_cur);
+}
+
 static void tune_process(void)
 {
+    raise_descriptor_limit();
     /* Every request allocates and frees (JSON, SQLite statements); with
      * glibc's default trim threshold the heap top is returned to the kernel
      * and faulted back in on almost every request, which doubled the CPU
@@ -138,7 +181,9 @@ int main(int argc, char **argv)
     bf_alloc_init();
     bf_daemon_options o = { .db_path = "./bifocal.db",
                             .listen = "127.0.0.1:7070",
-                            .lease_seconds = 30 };
+                            .lease_seconds = 30,
+                            .limits = BF_NET_LIMITS_DEFAULT,
+                            .max_protocol_errors = BF_PROTOCOL_MAX_ERRORS };
     const char *token_file = NULL;
     int rc = parse_options(argc, argv, &o, &token_file);
     if (rc != BF_ARGS_OK)
@@ -165,7 +210,13 @@ int main(int argc, char **argv)
         bf_log_error("%s", err.msg);
         return 1;
     }
+#ifdef BF_ALLOC_INJECT
+    bf_alloc_inject_arm();   /* the scenario's allocations, not start-up's */
+#endif
     rc = bf_daemon_run(&d);
     uv_loop_close(uv_default_loop());
+#ifdef BF_ALLOC_INJECT
+    bf_log_info("allocations counted: %ld", bf_alloc_inject_count());
+#endif
     return rc;
 }

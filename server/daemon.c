@@ -47,6 +47,7 @@ static void stop(bf_daemon *d)
         return;
     d->stopping = 1;
     bf_protocol_flush(&d->protocol);   /* acks for what is durable go out */
+    bf_protocol_stop(&d->protocol);
     uv_close((uv_handle_t *)&d->lease_timer, NULL);
     uv_close((uv_handle_t *)&d->flush_check, NULL);
     uv_close((uv_handle_t *)&d->sigint, NULL);
@@ -109,23 +110,29 @@ int bf_daemon_init(bf_daemon *d, uv_loop_t *loop, const bf_daemon_options *o,
     int64_t lease_ms = (int64_t)o->lease_seconds * 1000;
     if (bf_store_open(&d->store, o->db_path, err))
         return -1;
-    bf_protocol_init(&d->protocol, &d->net, d->store, o->token, lease_ms);
-    int listening = bf_net_listen(&d->net, loop, o->listen,
+    bf_protocol_init(&d->protocol, loop, &d->net, d->store, o->db_path,
+                     o->token, lease_ms);
+    d->protocol.max_protocol_errors = o->max_protocol_errors;
+    int listening = bf_net_listen(&d->net, loop, o->listen, &o->limits,
                                   &bf_protocol_callbacks, &d->protocol,
                                   err) == 0;
-    if (listening && o->lock_fd > 0)
-        bf_db_lock_describe(o->lock_fd, o->listen, d->net.port);
-    if (!listening
-        || (o->port_file && write_port_file(o->port_file, d->net.port, err))) {
-        if (listening)
-            bf_net_shutdown(&d->net);
+    if (!listening) {
         uv_run(loop, UV_RUN_DEFAULT);   /* lets the closes complete */
         bf_protocol_free(&d->protocol);
         bf_store_close(d->store);
         d->store = NULL;
         return -1;
     }
+    if (o->lock_fd > 0)
+        bf_db_lock_describe(o->lock_fd, o->listen, d->net.port);
+    /* Armed before the port file says the daemon is up: a SIGTERM sent the
+     * moment it appears must be an orderly stop, not a death. */
     arm(d, lease_ms);
+    if (o->port_file && write_port_file(o->port_file, d->net.port, err)) {
+        stop(d);
+        bf_daemon_run(d);
+        return -1;
+    }
     bf_log_info("listening on port %d, database %s, lease %d s", d->net.port,
                 o->db_path, o->lease_seconds);
     return 0;
@@ -139,6 +146,6 @@ int bf_daemon_run(bf_daemon *d)
     bf_protocol_free(&d->protocol);
     bf_store_close(d->store);
     d->store = NULL;
-    bf_log_info("stopped cleanly");
+    bf_log_info("stopped");
     return 0;
 }

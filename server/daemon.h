@@ -24,6 +24,8 @@ typedef struct bf_daemon_options {
     const char *token;          /* hex token every hello must present */
     const char *port_file;      /* NULL or where to write the chosen port */
     int lease_seconds;
+    bf_net_limits limits;       /* what strangers may do (net.h) */
+    int max_protocol_errors;    /* in a row, then closed; 0: never */
     /* > 0: the database's lock (db_lock.h), told the bound address before
      * the port file is written */
     int lock_fd;

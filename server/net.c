@@ -6,11 +6,15 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "log.h"
 
 /* A client that stops reading while we keep writing to it is cut off here
  * rather than growing the daemon without bound. */
 #define BF_MAX_WRITE_QUEUE ((size_t)64 << 20)
+/* How long a connection closed for an error keeps reading (and dropping)
+ * what its peer still sends, so that the peer reads our last message. */
+#define BF_NET_LINGER_MS 2000
 
 typedef struct write_req {
     uv_write_t req;
@@ -22,6 +26,18 @@ static void on_closed(uv_handle_t *h)
     bf_conn *c = (bf_conn *)h;
     bf_frame_reader_free(&c->rd);
     free(c);
+}
+
+/* c is no longer a stranger: it leaves the caps. */
+static void leave_strangers(bf_conn *c)
+{
+    if (!c->stranger)
+        return;
+    c->stranger = 0;
+    c->net->n_strangers--;
+    if (c->stranger_of)
+        c->stranger_of->strangers--;
+    c->stranger_of = NULL;
 }
 
 /* Closes now; pending writes are dropped. */
@@ -38,10 +54,35 @@ static void close_now(bf_conn *c)
     if (c->next)
         c->next->prev = c->prev;
     c->prev = c->next = NULL;
+    leave_strangers(c);
     n->cb.on_close(c);
+    if (c->log_dropped)
+        bf_log_warn("conn %llu %s: %ld log lines dropped (over its budget)",
+                    (unsigned long long)c->serial, c->peer, c->log_dropped);
     bf_log_info("conn %llu %s closed", (unsigned long long)c->serial,
                 c->peer);
     uv_close((uv_handle_t *)&c->tcp, on_closed);
+}
+
+int bf_conn_log_ok(bf_conn *c)
+{
+    int64_t now = bf_monotonic_ms();
+    c->log_tokens += (double)(now - c->log_refill_ms) * BF_CONN_LOG_PER_S
+                     / 1000.0;
+    if (c->log_tokens > BF_CONN_LOG_BURST)
+        c->log_tokens = BF_CONN_LOG_BURST;
+    c->log_refill_ms = now;
+    if (c->log_tokens < 1) {
+        c->log_dropped++;
+        return 0;
+    }
+    c->log_tokens -= 1;
+    if (c->log_dropped) {
+        bf_log_warn("conn %llu %s: %ld log lines dropped (over its budget)",
+                    (unsigned long long)c->serial, c->peer, c->log_dropped);
+        c->log_dropped = 0;
+    }
+    return 1;
 }
 
 static void on_written(uv_write_t *req, int status)
@@ -62,8 +103,16 @@ void bf_conn_send(bf_conn *c, json_t *msg)
     size_t len;
     char *frame = bf_wire_encode(msg, &len);
     json_decref(msg);
-    if (!frame)
+    if (frame)
+        bf_conn_send_frame(c, frame, len);
+}
+
+void bf_conn_send_frame(bf_conn *c, char *frame, size_t len)
+{
+    if (c->closing) {
+        free(frame);
         return;
+    }
     if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp)
         > BF_MAX_WRITE_QUEUE) {
         bf_log_warn("conn %llu %s: not reading its replies, closing",
@@ -83,21 +132,34 @@ void bf_conn_send(bf_conn *c, json_t *msg)
     }
 }
 
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
+
 static void on_shutdown(uv_shutdown_t *req, int status)
 {
-    (void)status;
     bf_conn *c = req->data;
     free(req);
-    close_now(c);
+    if (!c->linger || status < 0) {
+        close_now(c);
+        return;
+    }
+    /* Our side is shut: read and drop until the peer closes too (or the
+     * tick ends it), since closing with its bytes unread would reset the
+     * connection and could destroy our last message before it is read. */
+    c->linger_until_ms = bf_monotonic_ms() + BF_NET_LINGER_MS;
+    if (c->paused)
+        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
 
-/* Closes after the queued writes went out; bytes still arriving meanwhile
- * are read and dropped so the peer sees our last message, not a reset. */
-static void close_after_writes(bf_conn *c)
+/* Closes after the queued writes went out; with linger, bytes still
+ * arriving meanwhile are read and dropped so the peer sees our last
+ * message, not a reset. */
+static void close_after_writes(bf_conn *c, int linger)
 {
     if (c->closing)
         return;
     c->closing = 1;
+    c->linger = linger;
     uv_shutdown_t *req = bf_xmalloc(sizeof *req);
     req->data = c;
     if (uv_shutdown(req, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
@@ -107,27 +169,84 @@ static void close_after_writes(bf_conn *c)
     }
 }
 
+/* A failed hello of c's address: it may start the address's back-off,
+ * which is logged once for its whole length. */
+static void hello_failed(bf_conn *c)
+{
+    bf_peer *e = c->stranger_of;
+    if (!e)
+        return;
+    long refused_before = e->refused;
+    int64_t backoff = bf_peers_failed(&c->net->peers, e, bf_monotonic_ms());
+    if (backoff)
+        bf_log_warn("%s: %d failed hellos; refusing its connections for "
+                    "%lld s (%ld refused during the previous back-off)",
+                    e->addr, e->failures, (long long)(backoff / 1000),
+                    refused_before);
+}
+
 void bf_conn_fail(bf_conn *c, json_t *msg)
 {
+    if (c->stranger && !c->closing)
+        hello_failed(c);
     bf_conn_send(c, msg);
-    close_after_writes(c);
+    close_after_writes(c, 1);
+}
+
+/* Closes c with an error `code` saying text, and logs it (within c's
+ * budget). */
+static void fail_logged(bf_conn *c, const char *code, const char *text)
+{
+    if (bf_conn_log_ok(c))
+        bf_log_warn("conn %llu %s: %s, closing", (unsigned long long)c->serial,
+                    c->peer, text);
+    bf_conn_fail(c, bf_wire_error(code, NULL, NULL, "%s", text));
+}
+
+void bf_conn_admit(bf_conn *c, size_t max_frame)
+{
+    leave_strangers(c);
+    c->rd.max_frame = max_frame;
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
-    (void)h;
     (void)suggested;
     /* One loop thread, and every read is consumed before the next: one
-     * buffer serves all connections. */
+     * buffer serves all connections.  A stranger reads at most its frame
+     * limit at a time, so its reader never holds more than twice that. */
     static char chunk[256 * 1024];
-    *buf = uv_buf_init(chunk, sizeof chunk);
+    bf_conn *c = (bf_conn *)h;
+    size_t n = c->stranger && c->rd.max_frame < sizeof chunk
+        ? c->rd.max_frame : sizeof chunk;
+    *buf = uv_buf_init(chunk, (unsigned)n);
+}
+
+/* Hands every complete frame held to the callback, until the connection
+ * closes or is paused. */
+static void deliver_frames(bf_conn *c)
+{
+    const char *line;
+    size_t len;
+    int got;
+    while (!c->closing && !c->paused
+           && (got = bf_frame_reader_next(&c->rd, &line, &len))) {
+        if (got < 0) {
+            char text[96];
+            snprintf(text, sizeof text, "frame exceeds the limit of %zu bytes",
+                     c->rd.max_frame);
+            fail_logged(c, "too_large", text);
+            return;
+        }
+        c->net->cb.on_frame(c, line, len);
+    }
 }
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     bf_conn *c = (bf_conn *)s;
     if (n < 0) {
-        if (n != UV_EOF)
+        if (n != UV_EOF && bf_conn_log_ok(c))
             bf_log_info("conn %llu %s: read error: %s",
                         (unsigned long long)c->serial, c->peer,
                         uv_strerror((int)n));
@@ -136,57 +255,130 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     }
     if (n == 0 || c->closing)
         return;
-    if (bf_frame_reader_feed(&c->rd, buf->base, (size_t)n)) {
-        bf_conn_fail(c, bf_wire_error("internal", NULL, NULL, "out of memory"));
-        return;
-    }
-    const char *line;
-    size_t len;
-    int got;
-    while (!c->closing && (got = bf_frame_reader_next(&c->rd, &line, &len)))
-    {
-        if (got < 0) {
-            bf_log_warn("conn %llu %s: frame over %zu bytes, closing",
-                        (unsigned long long)c->serial, c->peer,
-                        c->rd.max_frame);
-            bf_conn_fail(c, bf_wire_error("too_large", NULL, NULL,
-                "frame exceeds the limit of %zu bytes", c->rd.max_frame));
-            return;
-        }
-        c->net->cb.on_frame(c, line, len);
-    }
+    bf_frame_reader_feed(&c->rd, buf->base, (size_t)n);
+    deliver_frames(c);
 }
 
+void bf_conn_pause(bf_conn *c)
+{
+    c->paused = 1;
+    if (!c->closing)
+        uv_read_stop((uv_stream_t *)&c->tcp);
+}
+
+void bf_conn_resume(bf_conn *c)
+{
+    c->paused = 0;
+    deliver_frames(c);
+    if (!c->closing && !c->paused)
+        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+}
+
+/* "IP:PORT" for log lines, and the key of its address (peers.h): an IPv6
+ * address is cut to its /64, unless it is an IPv4 one in disguise. */
 static void describe_peer(bf_conn *c)
 {
     struct sockaddr_storage ss;
     int len = sizeof ss;
     char ip[48] = "?";
     int port = 0;
+    snprintf(c->addr, sizeof c->addr, "?");
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
         if (ss.ss_family == AF_INET6) {
             struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
             uv_ip6_name(a, ip, sizeof ip);
             port = ntohs(a->sin6_port);
+            struct sockaddr_in6 prefix = *a;
+            if (!IN6_IS_ADDR_V4MAPPED(&a->sin6_addr))
+                memset(prefix.sin6_addr.s6_addr + 8, 0, 8);
+            uv_ip6_name(&prefix, c->addr, sizeof c->addr);
         } else {
             struct sockaddr_in *a = (struct sockaddr_in *)&ss;
             uv_ip4_name(a, ip, sizeof ip);
             port = ntohs(a->sin_port);
+            snprintf(c->addr, sizeof c->addr, "%s", ip);
         }
     }
     snprintf(c->peer, sizeof c->peer, "%s:%d", ip, port);
+}
+
+/* Refuses a new connection with one error line and closes it at once:
+ * no reader, no session, nothing kept. */
+static void refuse(bf_conn *c, const char *code, const char *text)
+{
+    json_t *m = bf_wire_error(code, NULL, NULL, "%s", text);
+    size_t len;
+    char *frame = bf_wire_encode(m, &len);
+    json_decref(m);
+    uv_buf_t buf = uv_buf_init(frame, (unsigned)len);
+    uv_try_write((uv_stream_t *)&c->tcp, &buf, 1);
+    free(frame);
+    uv_close((uv_handle_t *)&c->tcp, on_closed);
+}
+
+/* A connection refused (a full cap, or accept failed): logged at most once
+ * a second, with how many since. */
+static void log_refusal(bf_net *n, const char *why)
+{
+    int64_t now = bf_monotonic_ms();
+    n->refusals_unlogged++;
+    if (now - n->refusal_logged_ms < 1000)
+        return;
+    bf_log_warn("refused %ld connection%s, the last: %s",
+                n->refusals_unlogged, n->refusals_unlogged == 1 ? "" : "s",
+                why);
+    n->refusal_logged_ms = now;
+    n->refusals_unlogged = 0;
+}
+
+/* Whether c may become a stranger: its address is not in back-off and no
+ * cap is full.  Otherwise refuses it. */
+static int admit_stranger(bf_net *n, bf_conn *c)
+{
+    int64_t now = bf_monotonic_ms();
+    bf_peer *e = bf_peers_get(&n->peers, c->addr);
+    char text[200];
+    if (e && e->blocked_until_ms > now) {
+        e->refused++;
+        snprintf(text, sizeof text, "too many failed hellos from %s: try "
+                 "again in %lld s", e->addr,
+                 (long long)((e->blocked_until_ms - now + 999) / 1000));
+        refuse(c, "backoff", text);
+        return 0;
+    }
+    if (n->n_strangers >= n->limits.max_strangers
+        || (e && e->strangers >= n->limits.max_strangers_per_addr)) {
+        snprintf(text, sizeof text, "too many connections without a hello "
+                 "(%d from %s, %d in all; limits %d and %d)",
+                 e ? e->strangers : 0, c->addr, n->n_strangers,
+                 n->limits.max_strangers_per_addr, n->limits.max_strangers);
+        log_refusal(n, text);
+        refuse(c, "overloaded", text);
+        return 0;
+    }
+    n->n_strangers++;
+    c->stranger = 1;
+    c->stranger_of = e;
+    if (e)
+        e->strangers++;
+    c->accepted_ms = now;
+    return 1;
 }
 
 static void on_connection(uv_stream_t *server, int status)
 {
     bf_net *n = server->data;
     if (status < 0) {
-        bf_log_warn("accept: %s", uv_strerror(status));
+        /* libuv already shed the pending connections when out of
+         * descriptors (EMFILE: its reserve descriptor trick). */
+        log_refusal(n, uv_strerror(status));
         return;
     }
     bf_conn *c = bf_xcalloc(1, sizeof *c);
     c->net = n;
     c->serial = ++n->next_serial;
+    c->log_tokens = BF_CONN_LOG_BURST;
+    c->log_refill_ms = bf_monotonic_ms();
     bf_frame_reader_init(&c->rd, BF_WIRE_HELLO_MAX_FRAME);
     uv_tcp_init(n->loop, &c->tcp);
     if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
@@ -195,6 +387,8 @@ static void on_connection(uv_stream_t *server, int status)
     }
     uv_tcp_nodelay(&c->tcp, 1);
     describe_peer(c);
+    if (!admit_stranger(n, c))
+        return;
     c->next = n->conns;
     if (n->conns)
         n->conns->prev = c;
@@ -205,13 +399,39 @@ static void on_connection(uv_stream_t *server, int status)
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
 
+/* Closes the strangers past the hello timeout (a failed hello each) and
+ * the connections done lingering, and forgets the addresses nothing
+ * depends on. */
+static void on_tick(uv_timer_t *t)
+{
+    bf_net *n = t->data;
+    int64_t now = bf_monotonic_ms();
+    for (bf_conn *c = n->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->linger_until_ms && now >= c->linger_until_ms) {
+            close_now(c);
+            continue;
+        }
+        if (!c->stranger || c->closing
+            || now - c->accepted_ms < n->limits.hello_timeout_ms)
+            continue;
+        char text[64];
+        snprintf(text, sizeof text, "no hello within %d ms",
+                 n->limits.hello_timeout_ms);
+        fail_logged(c, "timeout", text);
+    }
+    bf_peers_forget_idle(&n->peers, now);
+}
+
 int bf_net_listen(bf_net *n, uv_loop_t *loop, const char *host_port,
-                  const bf_net_callbacks *cb, void *data, bf_error *err)
+                  const bf_net_limits *limits, const bf_net_callbacks *cb,
+                  void *data, bf_error *err)
 {
     memset(n, 0, sizeof *n);
     n->loop = loop;
     n->cb = *cb;
     n->data = data;
+    n->limits = *limits;
     struct sockaddr_storage addr;
     if (bf_wire_parse_listen(host_port, &addr, err))
         return -1;
@@ -229,17 +449,37 @@ int bf_net_listen(bf_net *n, uv_loop_t *loop, const char *host_port,
     int len = sizeof bound;
     uv_tcp_getsockname(&n->listener, (struct sockaddr *)&bound, &len);
     n->port = bf_wire_addr_port(&bound);
+    bf_peers_init(&n->peers, limits->hello_failures);
+    /* Timeouts are enforced to a quarter of their length, at most 1 s
+     * late. */
+    int every = limits->hello_timeout_ms / 4;
+    every = every < 10 ? 10 : every > 1000 ? 1000 : every;
+    uv_timer_init(loop, &n->tick);
+    n->tick.data = n;
+    uv_timer_start(&n->tick, on_tick, (uint64_t)every, (uint64_t)every);
     return 0;
+}
+
+static void on_tick_closed(uv_handle_t *h)
+{
+    bf_net *n = h->data;
+    bf_peers_free(&n->peers);
 }
 
 void bf_net_shutdown(bf_net *n)
 {
-    if (!uv_is_closing((uv_handle_t *)&n->listener))
+    if (!uv_is_closing((uv_handle_t *)&n->listener)) {
         uv_close((uv_handle_t *)&n->listener, NULL);
+        uv_close((uv_handle_t *)&n->tick, on_tick_closed);
+    }
     for (bf_conn *c = n->conns, *next; c; c = next) {
         next = c->next;
+        if (c->linger_until_ms) {
+            close_now(c);
+            continue;
+        }
         uv_read_stop((uv_stream_t *)&c->tcp);
-        close_after_writes(c);
+        close_after_writes(c, 0);
     }
 }
 

@@ -3,7 +3,23 @@
  * nothing of what a message means: as libuv hands bytes to a read callback,
  * it hands each complete frame, and each connection's start and end, to the
  * callbacks given to bf_net_listen.  Everything runs on the one loop
- * thread. */
+ * thread.
+ *
+ * Strangers.  A connection is a stranger until the protocol admits it
+ * (bf_conn_admit, after a good hello).  A stranger gets small buffers
+ * (reads of at most its frame limit, BF_WIRE_HELLO_MAX_FRAME), must be
+ * admitted within limits.hello_timeout_ms, and counts against two caps:
+ * limits.max_strangers over all addresses and max_strangers_per_addr per
+ * source address (peers.h).  A stranger the daemon refuses (bf_conn_fail
+ * before admission, or the hello timeout) is a failed hello of its
+ * address; enough of them and the address's connections are refused for a
+ * growing back-off.  Connections over a cap or from an address in back-off
+ * get one error line (`overloaded`, `backoff`) and are closed at once.
+ *
+ * Logs.  Each connection has a log budget (bf_conn_log_ok): a peer cannot
+ * turn its bad input into unbounded log output.  Refusals of whole
+ * addresses are logged once per back-off, cap refusals at most once a
+ * second. */
 #ifndef BF_NET_H
 #define BF_NET_H
 
@@ -13,6 +29,7 @@
 #include <uv.h>
 
 #include "bf_error.h"
+#include "peers.h"
 #include "wire.h"
 
 typedef struct bf_net bf_net;
@@ -28,38 +45,91 @@ typedef struct bf_net_callbacks {
     void (*on_close)(bf_conn *c);
 } bf_net_callbacks;
 
+/* What a stranger may do; bifocald's options set them. */
+typedef struct bf_net_limits {
+    int hello_timeout_ms;        /* a stranger is closed after this */
+    int max_strangers;           /* strangers at once, over all addresses */
+    int max_strangers_per_addr;  /* strangers at once from one address */
+    int hello_failures;          /* failed hellos of an address before its
+                                    back-off starts; 0: never back off */
+} bf_net_limits;
+
+#define BF_NET_LIMITS_DEFAULT                                               \
+    ((bf_net_limits){ .hello_timeout_ms = 10000, .max_strangers = 512,      \
+                      .max_strangers_per_addr = 64, .hello_failures = 10 })
+
+/* A connection's log budget: a burst of BF_CONN_LOG_BURST lines, then
+ * BF_CONN_LOG_PER_S lines a second; lines over it are counted, and the
+ * count logged once the budget allows again (or when it closes). */
+#define BF_CONN_LOG_BURST 50
+#define BF_CONN_LOG_PER_S 10
+
 struct bf_conn {
     uv_tcp_t tcp;          /* first: handles are cast back to bf_conn */
     bf_net *net;
     bf_conn *prev, *next;
     uint64_t serial;       /* for log lines */
     char peer[64];         /* "IP:PORT" */
+    char addr[48];         /* the source address as peers.h keys it */
     /* Frames over rd.max_frame close the connection.  It starts at
-     * BF_WIRE_HELLO_MAX_FRAME; the user raises it for a peer it knows. */
+     * BF_WIRE_HELLO_MAX_FRAME; bf_conn_admit raises it. */
     bf_frame_reader rd;
+    bf_peer *stranger_of;  /* its address while a stranger (NULL: admitted,
+                              or its address is untracked) */
+    int stranger;          /* not admitted yet */
+    int64_t accepted_ms;   /* monotonic */
     int closing;           /* no more reads or writes */
+    int linger;            /* after an error: read and drop until EOF */
+    int64_t linger_until_ms;  /* monotonic; set once shut down */
+    int paused;            /* frames are held back (bf_conn_pause) */
+    double log_tokens;     /* the log budget left */
+    int64_t log_refill_ms;
+    long log_dropped;      /* lines over the budget not yet reported */
     void *data;            /* the user's state for this connection */
 };
 
 struct bf_net {
     uv_loop_t *loop;
     uv_tcp_t listener;
+    uv_timer_t tick;       /* hello timeouts, forgetting idle peers */
     bf_net_callbacks cb;
     void *data;            /* the user's */
+    bf_net_limits limits;
+    bf_peers peers;
     bf_conn *conns;        /* every open connection */
+    int n_strangers;
+    int64_t refusal_logged_ms;  /* the last log line about a refusal */
+    long refusals_unlogged;
     uint64_t next_serial;
     int port;              /* the bound port */
 };
 
 /* Listens on HOST:PORT (numeric; port 0 = any free one, then n->port says
- * which) and serves every connection through cb.  On error nothing is left
- * open once the loop has run. */
+ * which) and serves every connection through cb under limits.  On error
+ * nothing is left open once the loop has run. */
 int bf_net_listen(bf_net *n, uv_loop_t *loop, const char *host_port,
-                  const bf_net_callbacks *cb, void *data, bf_error *err);
+                  const bf_net_limits *limits, const bf_net_callbacks *cb,
+                  void *data, bf_error *err);
 /* Sends msg (the reference is stolen) unless the connection is closing. */
 void bf_conn_send(bf_conn *c, json_t *msg);
-/* Sends msg (stolen; may be NULL), then closes once it is written. */
+/* Sends an encoded frame (taken over; ends with '\n') unless the
+ * connection is closing. */
+void bf_conn_send_frame(bf_conn *c, char *frame, size_t len);
+/* Sends msg (stolen; may be NULL), then closes once it is written.  For a
+ * stranger this is a failed hello of its address. */
 void bf_conn_fail(bf_conn *c, json_t *msg);
+/* The stranger said a good hello: it leaves the strangers' caps and
+ * timeout, and may send frames of up to max_frame bytes. */
+void bf_conn_admit(bf_conn *c, size_t max_frame);
+/* Holds c's frames back until bf_conn_resume (a reply being made off the
+ * loop must go out before the replies to later requests); bytes arriving
+ * meanwhile wait in its frame reader. */
+void bf_conn_pause(bf_conn *c);
+/* Hands c the frames held back, then reads on. */
+void bf_conn_resume(bf_conn *c);
+/* Whether c's log budget allows one more line now (taking it); logs how
+ * many lines were dropped first when some were. */
+int bf_conn_log_ok(bf_conn *c);
 /* Stops accepting and closes every connection after its pending writes. */
 void bf_net_shutdown(bf_net *n);
 /* Closes every connection now (those that would not drain). */

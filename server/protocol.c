@@ -23,29 +23,60 @@
 
 typedef enum { ROLE_NONE = 0, ROLE_WORKER = 1, ROLE_CLIENT = 2 } peer_role;
 
-/* What the protocol knows of one connection (its bf_conn's data). */
+/* What the protocol knows of one connection (its bf_conn's data).  A
+ * reply made off the loop (queries.h, submit.h) holds a reference: the
+ * session outlives its connection until that reply is done. */
 typedef struct session {
-    bf_conn *conn;
+    bf_conn *conn;              /* NULL once the connection closed */
+    int refs;
     bf_protocol *p;
     peer_role role;             /* ROLE_NONE until a good hello */
     char name[128];             /* worker name, or "client@PEER" */
     char host[128];             /* worker host from its hello */
     int ranks;
+    int protocol_errors;        /* in a row (is_protocol_error) */
     json_t *pending_acks;       /* acks to send after the next flush */
 } session;
 
+/* A line about one connection, within its log budget (net.h). */
 #define LOGC(level, s, fmt, ...)                                            \
-    bf_log(level, "conn %llu %s: " fmt,                                     \
-           (unsigned long long)(s)->conn->serial,                           \
-           (s)->name[0] ? (s)->name : (s)->conn->peer, __VA_ARGS__)
+    do {                                                                    \
+        if (bf_log_enabled(level) && bf_conn_log_ok((s)->conn))             \
+            bf_log(level, "conn %llu %s: " fmt,                             \
+                   (unsigned long long)(s)->conn->serial,                   \
+                   (s)->name[0] ? (s)->name : (s)->conn->peer,              \
+                   __VA_ARGS__);                                            \
+    } while (0)
 
 /* ---- small helpers -------------------------------------------------------- */
+
+/* The codes that say the peer broke the protocol (rather than asked for
+ * something the state refuses, or met a store failure). */
+static int is_protocol_error(const char *code)
+{
+    static const char *const codes[] = { "bad_json", "unknown_type",
+        "out_of_place", "bad_message", "bad_records" };
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        if (strcmp(code, codes[i]) == 0)
+            return 1;
+    return 0;
+}
 
 static void reply_error(session *s, const json_t *id, const char *code,
                         const bf_error *err, const char *text)
 {
     LOGC(BF_LOG_WARN, s, "error %s: %s", code, text);
     bf_conn_send(s->conn, bf_wire_error(code, id, err, "%s", text));
+    int max = s->p->max_protocol_errors;
+    if (!is_protocol_error(code) || max <= 0
+        || ++s->protocol_errors < max)
+        return;
+    /* 3 MB of "{}\n" used to cost a million error replies (and log
+     * lines): a peer that keeps breaking the protocol is cut off. */
+    LOGC(BF_LOG_WARN, s, "%d protocol errors in a row, closing", max);
+    bf_conn_fail(s->conn, bf_wire_error("too_many_errors", NULL, NULL,
+                 "%d protocol errors in a row: closing the connection",
+                 max));
 }
 
 static json_t *new_reply(const char *type, const json_t *id)
@@ -309,7 +340,7 @@ static void handle_hello(session *s, json_t *msg, const json_t *id)
     } else if (hello_worker(s, msg, id) < 0) {
         return;
     }
-    s->conn->rd.max_frame = s->p->max_frame;   /* no longer a stranger */
+    bf_conn_admit(s->conn, s->p->max_frame);   /* no longer a stranger */
     LOGC(BF_LOG_INFO, s, "hello role=%s ranks=%d", role, s->ranks);
     json_t *reply = new_reply("ack", id);
     json_object_set_new(reply, "version", json_integer(BF_WIRE_VERSION));
@@ -598,6 +629,73 @@ static void handle_job_failed(session *s, json_t *msg, const json_t *id)
 
 /* ---- client messages ------------------------------------------------------ */
 
+/* ---- replies made off the loop ----------------------------------------- */
+
+static void session_unref(session *s)
+{
+    if (--s->refs == 0) {
+        json_decref(s->pending_acks);
+        free(s);
+    }
+}
+
+/* s's later requests wait until the reply made off the loop is sent:
+ * replies go out in request order. */
+static session *hold_for_reply(session *s)
+{
+    s->refs++;
+    bf_conn_pause(s->conn);
+    return s;
+}
+
+/* The reply is out: s reads on (if still connected). */
+static void reply_done(session *s)
+{
+    if (s->conn)
+        bf_conn_resume(s->conn);
+    session_unref(s);
+}
+
+typedef struct submit_wait {
+    session *s;
+    json_t *id;
+    char *filename;
+} submit_wait;
+
+static void submit_done(void *ctx, int rc, int64_t sweep_id, size_t n_jobs,
+                        const json_t *warnings, const bf_error *err)
+{
+    submit_wait *w = ctx;
+    session *s = w->s;
+    if (!s->conn) {
+        /* The submitter left; the outcome is in the store anyway. */
+    } else if (rc) {
+        /* A full disk is not the sweep's fault: `store`, not `invalid`.
+         * A --strict refusal lists every warning. */
+        const char *code = rc == BF_STORE_DB_FAILED ? "store" : "invalid";
+        LOGC(BF_LOG_WARN, s, "error %s: %s", code, err->msg);
+        json_t *m = bf_wire_error(code, w->id, err, "%s",
+                                  err->msg[0] ? err->msg : "sweep rejected");
+        if (warnings)
+            json_object_set(m, "warnings", (json_t *)warnings);
+        bf_conn_send(s->conn, m);
+    } else {
+        LOGC(BF_LOG_INFO, s, "submitted sweep %lld from %s: %zu jobs, %zu "
+             "warnings", (long long)sweep_id, w->filename, n_jobs,
+             json_array_size(warnings));
+        json_t *r = new_reply("ack", w->id);
+        json_object_set_new(r, "sweep_id", json_integer(sweep_id));
+        json_object_set_new(r, "jobs", json_integer((json_int_t)n_jobs));
+        json_object_set(r, "warnings", (json_t *)warnings);
+        bf_conn_send(s->conn, r);
+    }
+    reply_done(s);
+    json_decref(w->id);
+    free(w->filename);
+    free(w);
+}
+
+/* Expanded off the loop, stored a chunk per pass (submit.h). */
 static void handle_submit(session *s, json_t *msg, const json_t *id)
 {
     const char *filename = NULL, *text = NULL;
@@ -612,108 +710,95 @@ static void handle_submit(session *s, json_t *msg, const json_t *id)
             && bad_field(s, msg, id, "strict", "true or false")))
         return;
     opts.strict = json_is_true(strict);
-    int64_t sweep_id = 0;
-    int n_jobs = 0;
-    json_t *warnings = NULL;
-    bf_error err;
-    bf_error_clear(&err);
-    int rc = bf_store_submit_sweep(s->p->store, filename, text,
-                              json_string_length(json_object_get(msg, "text")),
-                              &opts, bf_wall_ms(), &sweep_id, &n_jobs,
-                              &warnings, &err);
-    if (rc) {
-        /* A full disk is not the sweep's fault: `store`, not `invalid`.
-         * A --strict refusal lists every warning. */
-        const char *code = rc == BF_STORE_DB_FAILED ? "store" : "invalid";
-        LOGC(BF_LOG_WARN, s, "error %s: %s", code, err.msg);
-        json_t *m = bf_wire_error(code, id, &err, "%s",
-                                  err.msg[0] ? err.msg : "sweep rejected");
-        if (warnings)
-            json_object_set_new(m, "warnings", warnings);
-        bf_conn_send(s->conn, m);
-        return;
-    }
-    LOGC(BF_LOG_INFO, s, "submitted sweep %lld from %s: %d jobs, %zu "
-         "warnings", (long long)sweep_id, filename, n_jobs,
-         json_array_size(warnings));
-    json_t *r = new_reply("ack", id);
-    json_object_set_new(r, "sweep_id", json_integer(sweep_id));
-    json_object_set_new(r, "jobs", json_integer(n_jobs));
-    json_object_set_new(r, "warnings", warnings);
-    bf_conn_send(s->conn, r);
+    submit_wait *w = bf_xcalloc(1, sizeof *w);
+    w->s = hold_for_reply(s);
+    w->id = id ? json_incref((json_t *)id) : NULL;
+    w->filename = bf_xstrdup(filename);
+    bf_submits_start(&s->p->submits, filename, text,
+                     json_string_length(json_object_get(msg, "text")), &opts,
+                     bf_wall_ms(), submit_done, w);
 }
 
-/* status / jobs / results / workers: a store query wrapped in a reply named
- * like the request, under `key`.  A query refused for its input names the
- * field (no such sweep, an unknown status); a database failure does not. */
-static void reply_query(session *s, const json_t *id, const char *type,
-                        const char *key, json_t *result, const bf_error *err)
+static void query_done(void *ctx, const json_t *id, char *frame, size_t len,
+                       const char *code, const bf_error *err)
 {
-    if (!result) {
-        reply_error(s, id, err->field[0] ? "not_found" : "store", err,
-                    err->msg);
-        return;
-    }
-    json_t *r = new_reply(type, id);
-    json_object_set_new(r, key, result);
-    bf_conn_send(s->conn, r);
+    session *s = ctx;
+    if (s->conn && frame)
+        bf_conn_send_frame(s->conn, frame, len);
+    else if (s->conn)
+        reply_error(s, id, code, err, err->msg);
+    else
+        free(frame);
+    reply_done(s);
 }
 
+/* Runs q (taken over) on the thread pool; the reply follows. */
+static void run_query(session *s, bf_query *q)
+{
+    bf_queries_run(&s->p->queries, q, query_done, hold_for_reply(s));
+}
+
+/* status / jobs / results / rows / workers: a store query run off the
+ * loop (queries.h), answered with a reply named like the request. */
 static void handle_status(session *s, json_t *msg, const json_t *id)
 {
-    int64_t sweep = 0;
-    if (id_field(s, msg, id, "sweep_id", 1, &sweep))
+    bf_query *q = bf_query_new(BF_QUERY_STATUS, id);
+    if (id_field(s, msg, id, "sweep_id", 1, &q->sweep_id)) {
+        bf_query_free(q);
         return;
-    bf_error err;
-    bf_error_clear(&err);
-    json_t *res = bf_store_status(s->p->store, sweep, &err);
-    reply_query(s, id, "status", "sweeps", res, &err);
+    }
+    run_query(s, q);
 }
 
 static void handle_jobs(session *s, json_t *msg, const json_t *id)
 {
-    int64_t sweep = 0;
+    bf_query *q = bf_query_new(BF_QUERY_JOBS, id);
     const char *status = NULL;
-    if (id_field(s, msg, id, "sweep_id", 1, &sweep)
-        || str_field(s, msg, id, "status", 1, &status))
+    int64_t limit = BF_QUERY_JOBS_DEFAULT_LIMIT;
+    if (id_field(s, msg, id, "sweep_id", 1, &q->sweep_id)
+        || str_field(s, msg, id, "status", 1, &status)
+        || int_field(s, msg, id, "after", 1, &q->after)
+        || (q->after < 0
+            && bad_field(s, msg, id, "after", "an integer >= 0"))
+        || int_field(s, msg, id, "limit", 1, &limit)
+        || ((limit < 1 || limit > BF_QUERY_JOBS_MAX_LIMIT)
+            && bad_field(s, msg, id, "limit", "an integer in 1 .. "
+                         BF_STR(BF_QUERY_JOBS_MAX_LIMIT)))) {
+        bf_query_free(q);
         return;
-    bf_error err;
-    bf_error_clear(&err);
-    json_t *res = bf_store_jobs(s->p->store, sweep, status, &err);
-    reply_query(s, id, "jobs", "jobs", res, &err);
+    }
+    q->limit = (int)limit;
+    q->status = status ? bf_xstrdup(status) : NULL;
+    run_query(s, q);
 }
 
 static void handle_results(session *s, json_t *msg, const json_t *id)
 {
-    int64_t sweep = 0;
-    if (id_field(s, msg, id, "sweep_id", 0, &sweep))
+    bf_query *q = bf_query_new(BF_QUERY_RESULTS, id);
+    if (id_field(s, msg, id, "sweep_id", 0, &q->sweep_id)) {
+        bf_query_free(q);
         return;
-    bf_error err;
-    bf_error_clear(&err);
-    json_t *res = bf_store_results(s->p->store, sweep, &err);
-    reply_query(s, id, "results", "rows", res, &err);
+    }
+    run_query(s, q);
 }
 
 static void handle_rows(session *s, json_t *msg, const json_t *id)
 {
-    int64_t sweep = 0;
+    bf_query *q = bf_query_new(BF_QUERY_ROWS, id);
     const char *view = NULL;
-    if (int_field(s, msg, id, "sweep_id", 0, &sweep)
-        || str_field(s, msg, id, "view", 0, &view))
+    if (int_field(s, msg, id, "sweep_id", 0, &q->sweep_id)
+        || str_field(s, msg, id, "view", 0, &view)) {
+        bf_query_free(q);
         return;
-    bf_error err;
-    bf_error_clear(&err);
-    json_t *res = bf_store_view_rows(s->p->store, view, sweep, &err);
-    reply_query(s, id, "rows", "rows", res, &err);
+    }
+    q->view = bf_xstrdup(view);
+    run_query(s, q);
 }
 
 static void handle_workers(session *s, json_t *msg, const json_t *id)
 {
     (void)msg;
-    bf_error err;
-    bf_error_clear(&err);
-    json_t *res = bf_store_workers(s->p->store, &err);
-    reply_query(s, id, "workers", "workers", res, &err);
+    run_query(s, bf_query_new(BF_QUERY_WORKERS, id));
 }
 
 /* Tells each worker holding one of the attempts to stop it. */
@@ -863,7 +948,10 @@ static void dispatch(session *s, json_t *msg)
                  type, role_name(s->role));
         reply_error(s, id, "out_of_place", NULL, text);
     } else {
+        int errors = s->protocol_errors;
         h->fn(s, msg, id);
+        if (s->protocol_errors == errors)
+            s->protocol_errors = 0;    /* a message without a protocol error */
     }
 }
 
@@ -873,6 +961,7 @@ static void on_connect(bf_conn *c)
 {
     session *s = bf_xcalloc(1, sizeof *s);
     s->conn = c;
+    s->refs = 1;
     s->p = c->net->data;
     s->pending_acks = json_array();
     c->data = s;
@@ -914,9 +1003,10 @@ static void on_close(bf_conn *c)
     bf_holders_release_all(&p->holders, c);
     if (s->role == ROLE_WORKER && !worker_still_connected(s))
         record_worker(s, 0);
-    json_decref(s->pending_acks);
-    free(s);
+    json_array_clear(s->pending_acks);
+    s->conn = NULL;
     c->data = NULL;
+    session_unref(s);
 }
 
 const bf_net_callbacks bf_protocol_callbacks = {
@@ -925,20 +1015,30 @@ const bf_net_callbacks bf_protocol_callbacks = {
     .on_close = on_close,
 };
 
-void bf_protocol_init(bf_protocol *p, bf_net *net, bf_store *store,
-                      const char *token, int64_t lease_ms)
+void bf_protocol_init(bf_protocol *p, uv_loop_t *loop, bf_net *net,
+                      bf_store *store, const char *db_path, const char *token,
+                      int64_t lease_ms)
 {
     memset(p, 0, sizeof *p);
     p->net = net;
     p->store = store;
+    bf_queries_init(&p->queries, loop, db_path);
+    bf_submits_init(&p->submits, loop, store);
     snprintf(p->token, sizeof p->token, "%s", token);
     p->lease_ms = lease_ms;
     p->max_frame = BF_WIRE_MAX_FRAME;
+    p->max_protocol_errors = BF_PROTOCOL_MAX_ERRORS;
+}
+
+void bf_protocol_stop(bf_protocol *p)
+{
+    bf_submits_stop(&p->submits);
 }
 
 void bf_protocol_free(bf_protocol *p)
 {
     bf_holders_free(&p->holders);
+    bf_queries_free(&p->queries);
 }
 
 /* ---- flush ---------------------------------------------------------------- */

@@ -11,8 +11,12 @@
 
 #include "holders.h"
 #include "net.h"
+#include "queries.h"
 #include "store.h"
+#include "submit.h"
 #include "wire.h"
+
+#define BF_PROTOCOL_MAX_ERRORS 100
 
 typedef struct bf_protocol {
     bf_net *net;                /* the connections served */
@@ -20,19 +24,31 @@ typedef struct bf_protocol {
     char token[BF_TOKEN_HEX_LEN + 1];   /* every hello must present it */
     int64_t lease_ms;
     size_t max_frame;           /* after a good hello: BF_WIRE_MAX_FRAME */
+    /* A connection is closed after this many protocol errors in a row
+     * (bad JSON, unknown types, bad fields); 0: never.  Default
+     * BF_PROTOCOL_MAX_ERRORS. */
+    int max_protocol_errors;
     bf_holders holders;         /* which connection holds each attempt */
+    bf_queries queries;         /* client queries, off the loop */
+    bf_submits submits;         /* sweeps being expanded and stored */
     int n_pending_acks;         /* over all connections */
 } bf_protocol;
 
 /* For bf_net_listen, with the bf_protocol as its data. */
 extern const bf_net_callbacks bf_protocol_callbacks;
 
-void bf_protocol_init(bf_protocol *p, bf_net *net, bf_store *store,
-                      const char *token, int64_t lease_ms);
+/* Serves net's connections on loop with store (its database at db_path,
+ * opened again read-only for queries off the loop). */
+void bf_protocol_init(bf_protocol *p, uv_loop_t *loop, bf_net *net,
+                      bf_store *store, const char *db_path, const char *token,
+                      int64_t lease_ms);
 /* Commits pending metrics and sends the acks that waited for it (or, if
  * the commit failed, `store` errors in their place). */
 void bf_protocol_flush(bf_protocol *p);
-/* Frees what the protocol holds; its connections are closed already. */
+/* The daemon is stopping: a sweep being stored stops (submit.h). */
+void bf_protocol_stop(bf_protocol *p);
+/* Frees what the protocol holds; its connections are closed already and
+ * nothing runs off the loop any more. */
 void bf_protocol_free(bf_protocol *p);
 
 #endif

@@ -280,6 +280,16 @@ static int prepare_all(bf_store *s, bf_error *err)
     return 0;
 }
 
+/* A daemon killed while it stored a big sweep left it half-stored (n_jobs
+ * still 0): at start nothing else runs yet, so it goes in one go. */
+static int discard_abandoned(bf_store *s, bf_error *err)
+{
+    return exec_sql(s, "BEGIN IMMEDIATE;"
+        " DELETE FROM jobs WHERE sweep_id IN"
+        "  (SELECT sweep_id FROM sweeps WHERE n_jobs = 0);"
+        " DELETE FROM sweeps WHERE n_jobs = 0; COMMIT;", err);
+}
+
 int bf_store_open(bf_store **out, const char *path, bf_error *err)
 {
     *out = NULL;
@@ -291,7 +301,31 @@ int bf_store_open(bf_store **out, const char *path, bf_error *err)
         bf_store_close(s);
         return -1;
     }
-    if (configure(s, err) < 0 || migrate(s, err) < 0 || prepare_all(s, err) < 0) {
+    if (configure(s, err) < 0 || migrate(s, err) < 0
+        || discard_abandoned(s, err) < 0 || prepare_all(s, err) < 0) {
+        bf_store_close(s);
+        return -1;
+    }
+    *out = s;
+    return 0;
+}
+
+int bf_store_open_reader(bf_store **out, const char *path, bf_error *err)
+{
+    *out = NULL;
+    bf_store *s = bf_xcalloc(1, sizeof *s);
+    s->path = bf_xstrdup(path);
+    int version = 0;
+    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK
+        || read_user_version(s, &version, err) < 0) {
+        store__fail(s, err, "cannot open the database to read");
+        bf_store_close(s);
+        return -1;
+    }
+    sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
+    if (version != bf_schema_n_migrations) {
+        bf_error_set(err, path, 0, NULL, "schema version %d, expected %d",
+                     version, bf_schema_n_migrations);
         bf_store_close(s);
         return -1;
     }
@@ -315,6 +349,48 @@ void bf_store_close(bf_store *s)
 
 /* ---- sweeps ------------------------------------------------------------- */
 
+void bf_job_row_from(bf_job_row *row, const bf_sweep_job *job)
+{
+    row->index = (int64_t)job->index;
+    row->config_json = (char *)job->config_json;
+    memcpy(row->hash_hex, job->hash_hex, sizeof row->hash_hex);
+    row->task = bf_task_name(job->cfg->task);
+    row->rope = bf_rope_name(job->cfg->rope);
+    row->depth = job->cfg->depth;
+    row->seed = (int64_t)job->cfg->seed;
+    row->learnable_heads = bf_job_config_spectral_heads(job->cfg);
+    row->stage = job->stage;
+    row->source = job->source;
+}
+
+/* Inserts row's job; job_ids maps the sweep's job indexes to the job ids
+ * stored so far (a job of a later stage names its source's). */
+static int insert_job(bf_store *s, int64_t sweep_id, int priority,
+                      int64_t now_ms, const bf_job_row *row, int64_t *job_ids,
+                      bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_JOB_INSERT);
+    sqlite3_bind_int64(st, 1, sweep_id);
+    sqlite3_bind_int64(st, 2, row->index);
+    sqlite3_bind_text(st, 3, row->config_json, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, row->hash_hex, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, row->task, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 6, row->rope, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 7, row->depth);
+    sqlite3_bind_int64(st, 8, row->seed);
+    sqlite3_bind_int(st, 9, row->learnable_heads);
+    sqlite3_bind_int(st, 10, priority);
+    sqlite3_bind_int64(st, 11, now_ms);
+    if (row->stage)
+        sqlite3_bind_text(st, 12, row->stage, -1, SQLITE_STATIC);
+    if (row->source != BF_SWEEP_NO_SOURCE)
+        sqlite3_bind_int64(st, 13, job_ids[row->source]);
+    if (store__exec(s, st, err) < 0)
+        return -1;
+    job_ids[row->index] = sqlite3_last_insert_rowid(s->db);
+    return 0;
+}
+
 typedef struct submit_ctx {
     bf_store *s;
     int64_t sweep_id, now_ms;
@@ -323,31 +399,16 @@ typedef struct submit_ctx {
     int db_failed;      /* an insert failed: the database's fault */
 } submit_ctx;
 
-static int insert_job(void *ctx, const bf_sweep_job *job, bf_error *err)
+static int insert_sweep_job(void *ctx, const bf_sweep_job *job, bf_error *err)
 {
     submit_ctx *c = ctx;
-    sqlite3_stmt *st = store__stmt(c->s, ST_JOB_INSERT);
-    sqlite3_bind_int64(st, 1, c->sweep_id);
-    sqlite3_bind_int64(st, 2, (sqlite3_int64)job->index);
-    sqlite3_bind_text(st, 3, job->config_json, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 4, job->hash_hex, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 5, bf_task_name(job->cfg->task), -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 6, bf_rope_name(job->cfg->rope), -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 7, job->cfg->depth);
-    sqlite3_bind_int64(st, 8, (sqlite3_int64)job->cfg->seed);
-    sqlite3_bind_int(st, 9, bf_job_config_spectral_heads(job->cfg));
-    sqlite3_bind_int(st, 10, c->priority);
-    sqlite3_bind_int64(st, 11, c->now_ms);
-    if (job->stage)
-        sqlite3_bind_text(st, 12, job->stage, -1, SQLITE_STATIC);
-    if (job->source != BF_SWEEP_NO_SOURCE)
-        sqlite3_bind_int64(st, 13, c->job_ids[job->source]);
-    if (store__exec(c->s, st, err) < 0) {
-        c->db_failed = 1;
-        return -1;
-    }
-    c->job_ids[job->index] = sqlite3_last_insert_rowid(c->s->db);
-    return 0;
+    bf_job_row row;
+    bf_job_row_from(&row, job);
+    if (insert_job(c->s, c->sweep_id, c->priority, c->now_ms, &row,
+                   c->job_ids, err) == 0)
+        return 0;
+    c->db_failed = 1;
+    return -1;
 }
 
 static int insert_sweep(bf_store *s, const bf_sweep *sw, const char *filename,
@@ -367,9 +428,8 @@ static int insert_sweep(bf_store *s, const bf_sweep *sw, const char *filename,
     return 0;
 }
 
-/* A --strict submission with warnings: rejected, naming the first. */
-static int strict_refusal(const char *filename, const json_t *warnings,
-                          bf_error *err)
+int bf_store_strict_refusal(const char *filename, const json_t *warnings,
+                            bf_error *err)
 {
     size_t n = json_array_size(warnings);
     return bf_error_set(err, filename, 0, NULL, "%zu warning%s, and strict "
@@ -416,12 +476,12 @@ int bf_store_submit_sweep(bf_store *s, const char *filename, const char *text,
     if (insert_sweep(s, sw, filename, text, len, now_ms, &c.sweep_id, err) < 0)
         goto rollback;
     c.db_failed = 0;   /* from here on a job may also be invalid */
-    if (bf_sweep_expand(sw, insert_job, &c, err) < 0)
+    if (bf_sweep_expand(sw, insert_sweep_job, &c, err) < 0)
         goto rollback;
     if (warnings)
         *warnings = json_incref(sw->warnings);
     if (opts->strict && json_array_size(sw->warnings) > 0) {
-        strict_refusal(filename, sw->warnings, err);
+        bf_store_strict_refusal(filename, sw->warnings, err);
         goto rollback;
     }
     c.db_failed = 1;
@@ -444,6 +504,60 @@ fail:
     free(c.job_ids);
     bf_sweep_free(sw);
     return c.db_failed ? BF_STORE_DB_FAILED : BF_STORE_ERR;
+}
+
+int bf_store_stage_jobs(bf_store *s, bf_stage *stage, const bf_job_row *rows,
+                        size_t n, int last, bf_error *err)
+{
+    if (!stage->job_ids)
+        stage->job_ids = bf_xcalloc(stage->sweep->n_jobs + 1,
+                                    sizeof *stage->job_ids);
+    if (store__begin(s, err) < 0)
+        return BF_STORE_DB_FAILED;
+    int64_t sweep_id = stage->sweep_id;
+    int rc = 0;
+    if (!sweep_id)
+        rc = insert_sweep(s, stage->sweep, stage->filename, stage->text,
+                          stage->len, stage->now_ms, &sweep_id, err);
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = insert_job(s, sweep_id, stage->sweep->priority, stage->now_ms,
+                        &rows[i], stage->job_ids, err);
+    if (rc == 0 && last)
+        rc = finish_sweep(s, sweep_id, stage->sweep, err);
+    if (rc == 0 && store__commit(s, err) == 0) {
+        stage->sweep_id = sweep_id;
+        stage->n_stored += n;
+        return BF_STORE_OK;
+    }
+    store__rollback(s);
+    return BF_STORE_DB_FAILED;
+}
+
+void bf_stage_clear(bf_stage *stage)
+{
+    free(stage->job_ids);
+    stage->job_ids = NULL;
+}
+
+int bf_store_discard_staged(bf_store *s, int64_t sweep_id, int max_rows,
+                            bf_error *err)
+{
+    if (store__begin(s, err) < 0)
+        return -1;
+    sqlite3_stmt *st = store__stmt(s, ST_STAGED_DELETE_JOBS);
+    sqlite3_bind_int64(st, 1, sweep_id);
+    sqlite3_bind_int(st, 2, max_rows);
+    int rc = store__exec(s, st, err);
+    int more = rc == 0 && sqlite3_changes(s->db) == max_rows;
+    if (rc == 0 && !more) {
+        st = store__stmt(s, ST_STAGED_DELETE_SWEEP);
+        sqlite3_bind_int64(st, 1, sweep_id);
+        rc = store__exec(s, st, err);
+    }
+    if (rc == 0 && store__commit(s, err) == 0)
+        return more;
+    store__rollback(s);
+    return -1;
 }
 
 /* ---- workers ------------------------------------------------------------ */
@@ -519,12 +633,16 @@ static sqlite3_stmt *prepare_query(bf_store *s, const char *sql, bf_error *err)
     return st;
 }
 
+/* Prepared per call like every query here: a reader (bf_store_open_reader)
+ * keeps no statements. */
 static int sweep_exists(bf_store *s, int64_t sweep_id, bf_error *err)
 {
-    sqlite3_stmt *st = store__stmt(s, ST_SWEEP_STATUS);
+    sqlite3_stmt *st = prepare_query(s, statement_sql[ST_SWEEP_STATUS], err);
+    if (!st)
+        return -1;
     sqlite3_bind_int64(st, 1, sweep_id);
     int rc = sqlite3_step(st);
-    sqlite3_reset(st);
+    sqlite3_finalize(st);
     if (rc == SQLITE_ROW)
         return 1;
     if (rc != SQLITE_DONE)
@@ -537,15 +655,26 @@ json_t *bf_store_status(bf_store *s, int64_t sweep_id, bf_error *err)
 {
     if (sweep_id > 0 && sweep_exists(s, sweep_id, err) <= 0)
         return NULL;
-    sqlite3_stmt *st = prepare_query(s,
-        "SELECT p.*, s.filename, s.priority, s.max_attempts, s.submitted_ms"
-        "  FROM sweep_progress p JOIN sweeps s ON s.sweep_id = p.sweep_id"
-        " WHERE ?1 <= 0 OR p.sweep_id = ?1 ORDER BY p.sweep_id", err);
+    /* One sweep: an equality the view's grouping can use, so a status poll
+     * counts that sweep's jobs only, not every job. */
+    sqlite3_stmt *st = prepare_query(s, sweep_id > 0
+        ? "SELECT p.*, s.filename, s.priority, s.max_attempts, s.submitted_ms"
+          "  FROM sweep_progress p JOIN sweeps s ON s.sweep_id = p.sweep_id"
+          " WHERE p.sweep_id = ?1"
+        : "SELECT p.*, s.filename, s.priority, s.max_attempts, s.submitted_ms"
+          "  FROM sweep_progress p JOIN sweeps s ON s.sweep_id = p.sweep_id"
+          " WHERE s.n_jobs > 0 ORDER BY p.sweep_id", err);
     if (!st)
         return NULL;
     sqlite3_bind_int64(st, 1, sweep_id);
     return rows_to_json(s, st, err);
 }
+
+#define JOB_COLUMNS                                                         \
+    "j.job_id, j.sweep_id, j.idx, j.stage, j.task, j.rope, j.depth, j.seed," \
+    " j.status, j.priority, j.attempts, j.cancel_requested,"                \
+    " j.checkpoint_path, j.checkpoint_step, j.error, j.created_ms,"         \
+    " j.started_ms, j.finished_ms, j.source_job_id, j.config"
 
 static int valid_job_status(const char *status)
 {
@@ -558,8 +687,10 @@ static int valid_job_status(const char *status)
 }
 
 json_t *bf_store_jobs(bf_store *s, int64_t sweep_id, const char *status,
+                      int64_t after, int limit, int64_t *next_after,
                       bf_error *err)
 {
+    *next_after = 0;
     if (status && !valid_job_status(status)) {
         bf_error_set(err, NULL, 0, "status",
                      "unknown job status '%s' (allowed: waiting, queued, "
@@ -568,19 +699,35 @@ json_t *bf_store_jobs(bf_store *s, int64_t sweep_id, const char *status,
     }
     if (sweep_id > 0 && sweep_exists(s, sweep_id, err) <= 0)
         return NULL;
-    sqlite3_stmt *st = prepare_query(s,
-        "SELECT job_id, sweep_id, idx, stage, task, rope, depth, seed, status,"
-        "       priority, attempts, cancel_requested, checkpoint_path,"
-        "       checkpoint_step, error, created_ms, started_ms, finished_ms,"
-        "       source_job_id, config"
-        "  FROM jobs WHERE (?1 <= 0 OR sweep_id = ?1)"
-        "   AND (?2 IS NULL OR status = ?2) ORDER BY job_id", err);
+    /* A page: job_id order from `after` on, one row more than asked for
+     * to tell whether another page follows.  With a sweep and a status,
+     * the (sweep_id, status) index gives the rows in job_id order; without
+     * a status the scan walks job ids from `after` (+sweep_id keeps the
+     * planner off that index, which would sort the whole sweep).  Jobs of
+     * a sweep still being stored (n_jobs 0) are not there yet. */
+    char sql[768];
+    snprintf(sql, sizeof sql, "SELECT " JOB_COLUMNS " FROM jobs j"
+             " WHERE j.job_id > ?3%s%s"
+             "   AND (SELECT n_jobs FROM sweeps WHERE sweep_id = j.sweep_id) > 0"
+             " ORDER BY j.job_id LIMIT ?4",
+             sweep_id <= 0 ? "" : status ? " AND j.sweep_id = ?1"
+                                         : " AND +j.sweep_id = ?1",
+             status ? " AND j.status = ?2" : "");
+    sqlite3_stmt *st = prepare_query(s, sql, err);
     if (!st)
         return NULL;
     sqlite3_bind_int64(st, 1, sweep_id);
     if (status)
         sqlite3_bind_text(st, 2, status, -1, SQLITE_STATIC);
-    return rows_to_json(s, st, err);
+    sqlite3_bind_int64(st, 3, after);
+    sqlite3_bind_int(st, 4, limit + 1);
+    json_t *rows = rows_to_json(s, st, err);
+    if (rows && json_array_size(rows) > (size_t)limit) {
+        json_array_remove(rows, (size_t)limit);
+        *next_after = json_integer_value(json_object_get(
+            json_array_get(rows, (size_t)limit - 1), "job_id"));
+    }
+    return rows;
 }
 
 json_t *bf_store_results(bf_store *s, int64_t sweep_id, bf_error *err)

@@ -20,6 +20,7 @@
 #include <jansson.h>
 
 #include "bf_error.h"
+#include "sweep.h"
 
 typedef struct bf_store bf_store;
 
@@ -52,6 +53,13 @@ enum {
 int bf_store_open(bf_store **out, const char *path, bf_error *err);
 void bf_store_close(bf_store *s);   /* flushes, closes cleanly */
 
+/* A read-only connection to the database of a running store, for queries
+ * made on another thread than the store's (bifocald's thread pool): WAL
+ * lets it read the last committed state while the store writes.  Only the
+ * queries below ("queries for the client") may be run on it, each reader
+ * from one thread at a time.  Close it with bf_store_close. */
+int bf_store_open_reader(bf_store **out, const char *path, bf_error *err);
+
 /* The user_version this binary migrates to. */
 int bf_store_schema_version(void);
 
@@ -83,6 +91,66 @@ int bf_store_submit_sweep(bf_store *s, const char *filename, const char *text,
                           size_t len, const bf_submit_opts *opts,
                           int64_t now_ms, int64_t *sweep_id, int *n_jobs,
                           json_t **warnings, bf_error *err);
+
+/* Staged submission: a sweep too big to store in one go without holding
+ * the daemon's loop for seconds is stored a chunk of jobs per transaction.
+ * Until its last chunk, its row has n_jobs = 0: such a sweep is not there
+ * for leasing, lookups by id and the client's queries (bf_store_status,
+ * bf_store_jobs, ...), and bf_store_open discards what a killed daemon
+ * left of one.  So, as with bf_store_submit_sweep, a sweep is all there
+ * or not at all.  The caller parses and expands the sweep (validating it
+ * whole first, so that only a database failure can stop it half-way). */
+typedef struct bf_job_row {
+    int64_t index;
+    char *config_json;             /* canonical JSON; owned by the caller */
+    char hash_hex[17];
+    const char *task, *rope;       /* static names */
+    const char *stage;             /* the sweep's (NULL without stages) */
+    size_t source;                 /* a job index, or BF_SWEEP_NO_SOURCE */
+    int depth, learnable_heads;
+    int64_t seed;
+} bf_job_row;
+
+/* row describes job (borrowing its config_json). */
+void bf_job_row_from(bf_job_row *row, const bf_sweep_job *job);
+
+typedef struct bf_stage {
+    /* Set by the caller, constant while staging; all borrowed. */
+    const bf_sweep *sweep;
+    const char *filename, *text;
+    size_t len;
+    int64_t now_ms;
+    /* Kept by bf_store_stage_jobs: 0 until the first chunk made the row;
+     * the ids of the jobs stored, by index (bf_stage_clear frees them). */
+    int64_t sweep_id;
+    size_t n_stored;
+    int64_t *job_ids;
+} bf_stage;
+
+/* Stores n jobs of stage (the first call also the sweep's row) in one
+ * transaction; last: this chunk ends the sweep, which becomes visible in
+ * the same transaction, with its warnings (stage->sweep is expanded by
+ * then).  A job of a later stage waits for its source, which an earlier
+ * chunk (or this one) stored.  A sweep of one chunk is thus stored exactly like
+ * bf_store_submit_sweep stores it.  BF_STORE_DB_FAILED (err says why)
+ * when the database failed: nothing of the chunk was stored, and the
+ * staged sweep must be discarded. */
+int bf_store_stage_jobs(bf_store *s, bf_stage *stage, const bf_job_row *rows,
+                        size_t n, int last, bf_error *err);
+
+/* Frees what bf_store_stage_jobs kept in stage. */
+void bf_stage_clear(bf_stage *stage);
+
+/* Deletes up to max_rows jobs of a staged sweep (never of a visible one),
+ * and the sweep's row with its last job.  1: more remain, 0: gone, -1 on
+ * error. */
+int bf_store_discard_staged(bf_store *s, int64_t sweep_id, int max_rows,
+                            bf_error *err);
+
+/* The refusal of a strict submission with these warnings (a non-empty
+ * array of strings), in err; returns -1. */
+int bf_store_strict_refusal(const char *filename, const json_t *warnings,
+                            bf_error *err);
 
 /* ---- the queue ----------------------------------------------------------- */
 
@@ -220,8 +288,11 @@ int bf_store_worker_seen(bf_store *s, const char *name, const char *host,
 
 /* Sweeps with their progress (all sweeps if sweep_id <= 0). */
 json_t *bf_store_status(bf_store *s, int64_t sweep_id, bf_error *err);
-/* Jobs, filtered by sweep (<= 0: any) and status (NULL: any). */
+/* A page of jobs in job_id order: at most limit (>= 1) of those with
+ * job_id > after, filtered by sweep (<= 0: any) and status (NULL: any).
+ * *next_after is the last job_id returned when more may follow, else 0. */
 json_t *bf_store_jobs(bf_store *s, int64_t sweep_id, const char *status,
+                      int64_t after, int limit, int64_t *next_after,
                       bf_error *err);
 /* Rows of the `results` view for a sweep. */
 json_t *bf_store_results(bf_store *s, int64_t sweep_id, bf_error *err);

@@ -31,7 +31,10 @@ extern const int bf_schema_n_migrations;
       " max_attempts, priority) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")              \
     X(ST_SWEEP_SET_NJOBS,                                                      \
       "UPDATE sweeps SET n_jobs = ?2, warnings = ?3 WHERE sweep_id = ?1")      \
-    X(ST_SWEEP_STATUS, "SELECT status FROM sweeps WHERE sweep_id = ?1")        \
+    /* A sweep whose jobs are still being stored (n_jobs 0) is not there   \
+     * yet: lookups by id do not find it, nor its jobs. */                  \
+    X(ST_SWEEP_STATUS,                                                         \
+      "SELECT status FROM sweeps WHERE sweep_id = ?1 AND n_jobs > 0")          \
     X(ST_SWEEP_SET_STATUS, "UPDATE sweeps SET status = ?2 WHERE sweep_id = ?1")\
     /* An active sweep with nothing left to run is done. */                    \
     X(ST_SWEEP_REFRESH,                                                        \
@@ -45,7 +48,17 @@ extern const int bf_schema_n_migrations;
       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"       \
       " CASE WHEN ?13 IS NULL THEN 'queued' ELSE 'waiting' END)")              \
     X(ST_JOB_GET,                                                              \
-      "SELECT status, sweep_id FROM jobs WHERE job_id = ?1")                   \
+      "SELECT j.status, j.sweep_id FROM jobs j JOIN sweeps s"                  \
+      " ON s.sweep_id = j.sweep_id WHERE j.job_id = ?1 AND s.n_jobs > 0")      \
+    /* Removes a staged sweep's jobs a chunk at a time, newest first (a    \
+     * job's source is an older one), then the sweep; never those of a     \
+     * published one. */                                                    \
+    X(ST_STAGED_DELETE_JOBS,                                                   \
+      "DELETE FROM jobs WHERE job_id IN (SELECT job_id FROM jobs"              \
+      " WHERE sweep_id = ?1 ORDER BY job_id DESC LIMIT ?2)"                    \
+      " AND (SELECT n_jobs FROM sweeps WHERE sweep_id = ?1) = 0")              \
+    X(ST_STAGED_DELETE_SWEEP,                                                  \
+      "DELETE FROM sweeps WHERE sweep_id = ?1 AND n_jobs = 0")                 \
     /* stages: a job's source, a source's final checkpoint, its dependents */ \
     X(ST_JOB_SOURCE,                                                           \
       "SELECT s.job_id, s.status FROM jobs j"                                  \
@@ -79,19 +92,22 @@ extern const int bf_schema_n_migrations;
       " UPDATE jobs SET status = 'waiting', error = NULL, finished_ms = NULL"  \
       " WHERE job_id IN revived")                                              \
     /* the queue */                                                            \
-    /* Scalar subqueries pin priority and sweep, so the final lookup walks  \
-     * jobs_queue in job_id order and stops at the first row (no sort);     \
-     * INDEXED BY also fails loudly at open if an index went missing. */    \
+    /* The sweep first: among the active, published sweeps with a queued  \
+     * job (a job's priority is its sweep's), the highest priority, then   \
+     * the one leased from least recently (a walk of sweeps_lease_order    \
+     * that stops at the first such sweep; a sweep being stored, n_jobs 0, \
+     * is skipped whatever its priority); then its oldest queued job, a    \
+     * walk of jobs_queue in job_id order that stops at the first row.     \
+     * INDEXED BY fails loudly at open if an index went missing. */         \
     X(ST_LEASE_PICK,                                                           \
-      "WITH top(pr) AS (SELECT priority FROM jobs INDEXED BY jobs_queue"       \
-      "   WHERE status = 'queued' ORDER BY priority DESC LIMIT 1),"            \
-      " pick(sid) AS (SELECT s.sweep_id FROM sweeps s INDEXED BY sweeps_active"\
-      "   WHERE s.status = 'active' AND EXISTS (SELECT 1 FROM jobs q"          \
-      "     INDEXED BY jobs_queue WHERE q.status = 'queued'"                   \
-      "       AND q.priority = (SELECT pr FROM top) AND q.sweep_id = s.sweep_id)"\
-      "   ORDER BY s.last_lease_seq, s.sweep_id LIMIT 1)"                      \
+      "WITH pick(sid, pr) AS (SELECT s.sweep_id, s.priority"                   \
+      "   FROM sweeps s INDEXED BY sweeps_lease_order"                         \
+      "   WHERE s.status = 'active' AND s.n_jobs > 0 AND EXISTS (SELECT 1"     \
+      "     FROM jobs q INDEXED BY jobs_queue WHERE q.status = 'queued'"       \
+      "       AND q.priority = s.priority AND q.sweep_id = s.sweep_id)"        \
+      "   ORDER BY s.priority DESC, s.last_lease_seq, s.sweep_id LIMIT 1)"     \
       " SELECT j.job_id, j.sweep_id FROM jobs j INDEXED BY jobs_queue"         \
-      "  WHERE j.status = 'queued' AND j.priority = (SELECT pr FROM top)"      \
+      "  WHERE j.status = 'queued' AND j.priority = (SELECT pr FROM pick)"      \
       "    AND j.sweep_id = (SELECT sid FROM pick) ORDER BY j.job_id LIMIT 1") \
     X(ST_LEASE_MAX_SEQ, "SELECT coalesce(max(last_lease_seq), 0) FROM sweeps") \
     X(ST_LEASE_TOUCH_SWEEP,                                                    \
@@ -114,6 +130,7 @@ extern const int bf_schema_n_migrations;
       " WHERE a.attempt_id = ?1 AND a.outcome = 'running'")                    \
     X(ST_WORKER_LIVE_ATTEMPT,                                                  \
       "SELECT attempt_id, job_id FROM attempts"                                \
+      " INDEXED BY attempts_live_by_worker"                                    \
       " WHERE outcome = 'running' AND worker = ?1 LIMIT 1")                    \
     X(ST_ATTEMPT_OWNER,                                                        \
       "SELECT worker = ?2 FROM attempts"                                       \

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,9 +43,13 @@ static int spawn_daemon(bft_daemon *d, const char *listen)
         int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd >= 0)
             dup2(fd, STDERR_FILENO);
-        execl(bft_env_path("BIFOCALD"), "bifocald", "--db", d->db, "--listen",
-              listen, "--port-file", d->port_file, "--lease-seconds",
-              lease, "--log-level", log_level, (char *)NULL);
+        const char *argv[32] = { "bifocald", "--db", d->db, "--listen",
+            listen, "--port-file", d->port_file, "--lease-seconds", lease,
+            "--log-level", log_level };
+        int argc = 11;
+        for (int i = 0; d->extra_args[i] && argc < 31; i++)
+            argv[argc++] = d->extra_args[i];
+        execv(bft_env_path("BIFOCALD"), (char *const *)argv);
         _exit(127);
     }
     d->pid = pid;
@@ -84,7 +90,8 @@ int bft_daemon_restart_same_port(bft_daemon *d)
     return spawn_daemon(d, d->addr);
 }
 
-int bft_daemon_start(bft_daemon *d, int lease_seconds)
+/* A fresh directory for d's files; nothing started yet. */
+static int prepare(bft_daemon *d, int lease_seconds)
 {
     memset(d, 0, sizeof *d);
     snprintf(d->dir, sizeof d->dir, "/tmp/bifocal-test-XXXXXX");
@@ -96,6 +103,24 @@ int bft_daemon_start(bft_daemon *d, int lease_seconds)
     snprintf(d->port_file, sizeof d->port_file, "%s/port", d->dir);
     snprintf(d->log, sizeof d->log, "%s/daemon.log", d->dir);
     d->lease_seconds = lease_seconds;
+    return 0;
+}
+
+int bft_daemon_start(bft_daemon *d, int lease_seconds)
+{
+    return prepare(d, lease_seconds) ? -1 : bft_daemon_restart(d);
+}
+
+int bft_daemon_start_with(bft_daemon *d, int lease_seconds, ...)
+{
+    if (prepare(d, lease_seconds))
+        return -1;
+    int n = 0;
+    va_list ap;
+    va_start(ap, lease_seconds);
+    for (const char *a; (a = va_arg(ap, const char *)) && n < 15;)
+        d->extra_args[n++] = a;
+    va_end(ap);
     return bft_daemon_restart(d);
 }
 
@@ -190,6 +215,33 @@ int bft_connect(bft_daemon *d, bf_wire_conn *c, const char *role,
     return 0;
 }
 
+int bft_connect_from(bft_daemon *d, bf_wire_conn *c, const char *src_ip)
+{
+    memset(c, 0, sizeof *c);
+    c->fd = -1;
+    c->next_id = 1;
+    int port = atoi(strrchr(d->addr, ':') + 1);
+    struct sockaddr_in src = { .sin_family = AF_INET };
+    struct sockaddr_in dst = { .sin_family = AF_INET,
+                               .sin_port = htons((uint16_t)port) };
+    if (inet_pton(AF_INET, src_ip, &src.sin_addr) != 1
+        || inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr) != 1)
+        return -1;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (bind(fd, (struct sockaddr *)&src, sizeof src) != 0
+        || connect(fd, (struct sockaddr *)&dst, sizeof dst) != 0) {
+        fprintf(stderr, "harness: connect from %s: %s\n", src_ip,
+                strerror(errno));
+        close(fd);
+        return -1;
+    }
+    c->fd = fd;
+    bf_frame_reader_init(&c->rd, BF_WIRE_MAX_FRAME);
+    return 0;
+}
+
 json_t *bft_request(bf_wire_conn *c, json_t *msg)
 {
     bf_error err;
@@ -222,6 +274,32 @@ int bft_serves_status(bft_daemon *d)
     json_decref(r);
     bf_wire_close(&c);
     return ok;
+}
+
+int bft_refused_with(bf_wire_conn *c, const char *code)
+{
+    bf_error err;
+    json_t *m = bf_wire_recv(c, 5000, &err);
+    const char *got = m && strcmp(bf_wire_type(m), "error") == 0
+        ? json_string_value(json_object_get(m, "code")) : NULL;
+    int ok = got && strcmp(got, code) == 0;
+    if (!ok) {
+        char *text = m ? json_dumps(m, JSON_COMPACT) : NULL;
+        fprintf(stderr, "expected error '%s', got %s\n", code,
+                text ? text : err.msg);
+        free(text);
+    }
+    json_decref(m);
+    if (!ok)
+        return 0;
+    json_t *after = bf_wire_recv(c, 5000, &err);
+    if (after || !strstr(err.msg, "closed")) {
+        fprintf(stderr, "expected the connection closed after '%s': %s\n",
+                code, after ? bf_wire_type(after) : err.msg);
+        json_decref(after);
+        return 0;
+    }
+    return 1;
 }
 
 int bft_send_raw(bf_wire_conn *c, const char *bytes, size_t n)
@@ -257,6 +335,20 @@ int64_t bft_submit(bft_daemon *d, const char *filename, const char *yaml,
     }
     json_decref(reply);
     return id;
+}
+
+long long bft_db_int(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    long long v = -1;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        fprintf(stderr, "harness: %s: %s\n", sql, sqlite3_errmsg(db));
+    else if (sqlite3_step(st) != SQLITE_ROW)
+        fprintf(stderr, "harness: %s: no row (%s)\n", sql, sqlite3_errmsg(db));
+    else
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
 }
 
 long long bft_sql_int(bft_daemon *d, const char *sql)

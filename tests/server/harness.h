@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <jansson.h>
+#include <sqlite3.h>
 
 #include "conn.h"
 
@@ -19,11 +20,18 @@ typedef struct bft_daemon {
     char addr[64];           /* 127.0.0.1:PORT */
     char token[BF_TOKEN_HEX_LEN + 1];
     int lease_seconds;
+    /* More bifocald options (NULL-terminated), for every start: set them
+     * before bft_daemon_start_with or a restart. */
+    const char *extra_args[16];
     pid_t pid;               /* 0 when not running */
 } bft_daemon;
 
 /* Makes a fresh directory and starts a daemon in it.  0 or -1. */
 int bft_daemon_start(bft_daemon *d, int lease_seconds);
+/* The same with more options for bifocald: NULL-terminated, e.g.
+ * bft_daemon_start_with(d, 30, "--hello-failures", "0", NULL). */
+int bft_daemon_start_with(bft_daemon *d, int lease_seconds, ...)
+    __attribute__((sentinel));
 /* Starts again on the same database (after a stop), on a new port. */
 int bft_daemon_restart(bft_daemon *d);
 /* Starts again on the same database AND the same port (for peers that only
@@ -51,6 +59,10 @@ int bft_daemon_teardown(void **state);
  * workers).  role NULL: no hello.  0 or -1. */
 int bft_connect(bft_daemon *d, bf_wire_conn *c, const char *role,
                 const char *name);
+/* Connects from source address src_ip (any of 127.0.0.0/8 on loopback:
+ * each is another peer to the daemon's per-address limits), no hello.
+ * 0 or -1. */
+int bft_connect_from(bft_daemon *d, bf_wire_conn *c, const char *src_ip);
 /* Sends msg (stolen) with an id and returns the reply (5 s timeout). */
 json_t *bft_request(bf_wire_conn *c, json_t *msg);
 /* Whether reply r (stolen, may be NULL) is of this type; says what it was
@@ -59,6 +71,10 @@ int bft_reply_is(json_t *r, const char *type);
 /* Whether a fresh client connection still gets its status request answered
  * (a status reply with a sweeps array): the daemon is up and serving. */
 int bft_serves_status(bft_daemon *d);
+/* Whether the next message on c is an error with this code and the
+ * daemon then closes c (within 5 s each); says what came instead on
+ * stderr.  For `assert_true(bft_refused_with(&c, "auth"))`. */
+int bft_refused_with(bf_wire_conn *c, const char *code);
 /* Sends raw bytes. */
 int bft_send_raw(bf_wire_conn *c, const char *bytes, size_t n);
 
@@ -66,6 +82,11 @@ int bft_send_raw(bf_wire_conn *c, const char *bytes, size_t n);
  * error reply in *error_out (may be NULL; caller decrefs). */
 int64_t bft_submit(bft_daemon *d, const char *filename, const char *yaml,
                    int *n_jobs, json_t **error_out);
+
+/* The integer in the first column of the first row sql returns on db, an
+ * open connection to a daemon's database; -1 (saying why on stderr) when
+ * the query fails or returns no row. */
+long long bft_db_int(sqlite3 *db, const char *sql);
 
 /* Runs `sqlite3 DB SQL` with the real CLI and returns the single integer it
  * prints, or -1. */

@@ -291,16 +291,34 @@ static void test_queries(void **state)
     assert_string_equal(json_string_value(json_object_get(row, "name")), "small");
     json_decref(st);
 
-    json_t *jobs = bf_store_jobs(f->s, id, "running", &err);
+    int64_t next = -1;
+    json_t *jobs = bf_store_jobs(f->s, id, "running", 0, 100, &next, &err);
     assert_int_equal(json_array_size(jobs), 1);
+    assert_int_equal(next, 0);
     row = json_array_get(jobs, 0);
     assert_int_equal(json_integer_value(json_object_get(row, "job_id")), l.job_id);
     assert_true(json_is_object(json_object_get(row, "config")));
     json_decref(jobs);
-    jobs = bf_store_jobs(f->s, 0, NULL, &err);
+    jobs = bf_store_jobs(f->s, 0, NULL, 0, 100, &next, &err);
     assert_int_equal(json_array_size(jobs), 12);
     json_decref(jobs);
-    assert_null(bf_store_jobs(f->s, 0, "sleeping", &err));
+    /* Pages of 5: 5, 5, 2, each naming where the next starts. */
+    int64_t after = 0;
+    size_t sizes[3];
+    for (int page = 0; page < 3; page++) {
+        jobs = bf_store_jobs(f->s, id, NULL, after, 5, &next, &err);
+        sizes[page] = json_array_size(jobs);
+        int64_t first = json_integer_value(json_object_get(
+            json_array_get(jobs, 0), "job_id"));
+        assert_true(first > after);
+        assert_int_equal(next == 0, page == 2);
+        json_decref(jobs);
+        after = next;
+    }
+    assert_int_equal(sizes[0], 5);
+    assert_int_equal(sizes[1], 5);
+    assert_int_equal(sizes[2], 2);
+    assert_null(bf_store_jobs(f->s, 0, "sleeping", 0, 100, &next, &err));
     assert_non_null(strstr(err.msg, "sleeping"));
     assert_null(bf_store_status(f->s, 999, &err));
     assert_non_null(strstr(err.msg, "999"));

@@ -331,6 +331,173 @@ static void test_retry(void **state)
     bf_lease_clear(&l);
 }
 
+/* ---- staged sweeps (bf_store_stage_jobs) ---------------------------------- */
+
+typedef struct staged {
+    bf_sweep *sw;
+    bf_job_row rows[16];
+    size_t n;
+    bf_stage stage;
+} staged;
+
+static int keep_row(void *ctx, const bf_sweep_job *job, bf_error *err)
+{
+    (void)err;
+    staged *st = ctx;
+    bf_job_row_from(&st->rows[st->n], job);
+    st->rows[st->n++].config_json = strdup(job->config_json);
+    return 0;
+}
+
+/* The sweep file text, expanded into st->rows. */
+static void expand_for_staging(staged *st, const char *text)
+{
+    memset(st, 0, sizeof *st);
+    bf_error err;
+    st->sw = bf_sweep_parse("staged.yaml", NULL, text, strlen(text), &err);
+    assert_non_null(st->sw);
+    assert_int_equal(bf_sweep_expand(st->sw, keep_row, st, &err), 0);
+    st->stage = (bf_stage){ .sweep = st->sw, .filename = "staged.yaml",
+                            .text = text, .len = strlen(text), .now_ms = 5 };
+}
+
+static void staged_free(staged *st)
+{
+    for (size_t i = 0; i < st->n; i++)
+        free(st->rows[i].config_json);
+    bf_stage_clear(&st->stage);
+    bf_sweep_free(st->sw);
+}
+
+static void stage(bf_store *s, staged *st, size_t from, size_t n, int last)
+{
+    bf_error err = {0};
+    if (bf_store_stage_jobs(s, &st->stage, st->rows + from, n, last, &err))
+        fail_msg("stage: %s", err.msg);
+}
+
+/* The sweep file text, its first n jobs staged (not the last chunk). */
+static void begin_staging(bf_store *s, staged *st, const char *text, size_t n)
+{
+    expand_for_staging(st, text);
+    stage(s, st, 0, n, 0);
+}
+
+/* Until its last chunk, a staged sweep is not there: not leased (not even
+ * ahead of a lower priority), listed, found or cancelled. */
+static void test_staged_sweep_hidden(void **state)
+{
+    fixture *f = *state;
+    int64_t small = submit(f->s, "small", 0, 2, 1);
+    staged st;
+    begin_staging(f->s, &st, "name: big\npriority: 9\nseeds: 5\n", 3);
+    int64_t big = st.stage.sweep_id;
+    assert_true(big > small);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE sweep_id"
+                             " = %lld", (long long)big), 3);
+
+    bf_error err = {0};
+    json_t *rows = bf_store_status(f->s, 0, &err);
+    assert_int_equal(json_array_size(rows), 1);
+    json_decref(rows);
+    assert_null(bf_store_status(f->s, big, &err));
+    int64_t next;
+    rows = bf_store_jobs(f->s, 0, NULL, 0, 100, &next, &err);
+    assert_int_equal(json_array_size(rows), 2);
+    json_decref(rows);
+    int64_t *running = NULL;
+    int n_running;
+    assert_int_equal(bf_store_cancel_sweep(f->s, big, 1, &running, &n_running,
+                                           &err), BF_STORE_NOT_FOUND);
+    int64_t staged_job = bft_int(f->s, "SELECT min(job_id) FROM jobs WHERE"
+                                 " sweep_id = %lld", (long long)big);
+    assert_int_equal(bf_store_cancel_job(f->s, staged_job, 1, &running,
+                                         &n_running, &err),
+                     BF_STORE_NOT_FOUND);
+    for (int i = 0; i < 2; i++) {
+        bf_lease l = lease(f->s, 10, 1000);
+        assert_int_equal(l.sweep_id, small);
+        bf_lease_clear(&l);
+    }
+    bf_lease l;
+    assert_int_equal(bf_store_lease_next(f->s, "idle", 10, 1000, &l, &err), 0);
+
+    /* The last chunk publishes it: now it leases first (priority 9). */
+    stage(f->s, &st, 3, 2, 1);
+    assert_int_equal(bft_int(f->s, "SELECT n_jobs FROM sweeps WHERE sweep_id"
+                             " = %lld", (long long)big), 5);
+    l = lease(f->s, 11, 1000);
+    assert_int_equal(l.sweep_id, big);
+    bf_lease_clear(&l);
+    staged_free(&st);
+}
+
+/* A failed or abandoned staging leaves nothing: discarded a chunk at a
+ * time while the daemon runs, at once when it starts again. */
+static void test_staged_sweep_discarded(void **state)
+{
+    fixture *f = *state;
+    int64_t kept = submit(f->s, "kept", 0, 3, 1);
+    staged st;
+    begin_staging(f->s, &st, "name: big\nseeds: 10\n", 6);
+    bf_error err = {0};
+    assert_int_equal(bf_store_discard_staged(f->s, st.stage.sweep_id, 4, &err),
+                     1);
+    assert_int_equal(bf_store_discard_staged(f->s, st.stage.sweep_id, 4, &err),
+                     0);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM sweeps"), 1);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs"), 3);
+    /* A visible sweep is never discarded. */
+    assert_int_equal(bf_store_discard_staged(f->s, kept, 4, &err), 0);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs"), 3);
+
+    /* A daemon killed while staging: the next open discards it. */
+    st.stage.sweep_id = 0;
+    st.stage.n_stored = 0;
+    stage(f->s, &st, 0, 6, 0);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs"), 9);
+    bf_store_close(f->s);
+    f->s = bft_open(f->dir, BFT_STORE_DB, NULL);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs"), 3);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM sweeps"), 1);
+    staged_free(&st);
+}
+
+/* A sweep with stages, staged a chunk at a time: a job of stage b finds
+ * its source (of stage a) stored by an earlier chunk, and a discard
+ * deletes dependents before their sources. */
+static void test_staged_stages(void **state)
+{
+    fixture *f = *state;
+    static const char text[] =
+        "name: st\nbase: {steps: 20, warmup_steps: 0}\nstages:\n"
+        "  - {name: a, seeds: 3}\n"
+        "  - {name: b, seeds: 3, base: {init_from: \"stage:a\"}}\n";
+    staged st;
+    begin_staging(f->s, &st, text, 3);
+    stage(f->s, &st, 3, 3, 1);
+    int64_t sweep = st.stage.sweep_id;
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs j JOIN jobs s"
+                             " ON s.job_id = j.source_job_id WHERE"
+                             " j.sweep_id = %lld AND j.stage = 'b' AND"
+                             " j.status = 'waiting' AND s.stage = 'a'"
+                             " AND s.seed = j.seed", (long long)sweep), 3);
+    staged_free(&st);
+
+    begin_staging(f->s, &st, text, 5);
+    bf_error err = {0};
+    int more;
+    int passes = 0;
+    while ((more = bf_store_discard_staged(f->s, st.stage.sweep_id, 2,
+                                           &err)) == 1)
+        passes++;
+    if (more < 0)
+        fail_msg("discard: %s", err.msg);
+    assert_int_equal(passes, 2);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs"), 6);
+    staged_free(&st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -343,6 +510,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cancel_sweep, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel_job, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_staged_sweep_hidden, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_staged_sweep_discarded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_staged_stages, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,371 @@
+/* bench_load: the daemon's working groups on a crowded day (issue 11).
+ *
+ * At once, against one real bifocald (5 s leases, its default limits):
+ *   - IDLE idle clients: connections that said hello and then say nothing;
+ *   - SLOW slow senders: strangers, each from its own address, sending a
+ *     hello a byte a second (the hello timeout cuts them after 10 s; they
+ *     connect again);
+ *   - GROUPS working groups over real TCP, each a loop of request_job, then
+ *     ten rounds of a metrics batch (5 train records) and a heartbeat 100 ms
+ *     apart, then job_done.
+ * for SECONDS.  Prints the latency of the groups' leases, heartbeats and
+ * metrics acks (p50, p99, max; targets: p99 < 50 ms), how many of their
+ * messages were answered `fenced` (target 0), and what the idle and slow
+ * connections cost the daemon.
+ *
+ * usage: bench_load [SECONDS [GROUPS [IDLE [SLOW]]]]   (20 64 1000 200)
+ * env:   BIFOCALD (daemon binary; default: the one built with this) */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "bench_daemon.h"
+#include "clock.h"
+#include "fake_worker.h"
+
+#define TARGET_P99_MS 50.0
+#define ROUNDS_PER_JOB 10
+#define ROUND_MS 100
+#define LEASE_SECONDS 5
+
+/* Latencies in ms, one array per kind per group. */
+typedef struct samples {
+    double *v;
+    size_t n, cap;
+} samples;
+
+static void add(samples *s, double ms)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 256;
+        s->v = bf_xrealloc(s->v, s->cap * sizeof *s->v);
+    }
+    s->v[s->n++] = ms;
+}
+
+typedef struct group_arg {
+    bench_client c;
+    double end;                 /* bf_now_seconds() to stop at */
+    samples lease, heartbeat, metrics;
+    int fenced, errors, jobs, retries;
+} group_arg;
+
+/* Whether reply r (stolen) is an ack; counts fenced and other errors. */
+static int acked(group_arg *a, json_t *r)
+{
+    const char *type = r ? bf_wire_type(r) : "";
+    const char *code = json_string_value(json_object_get(r, "code"));
+    int ok = strcmp(type, "ack") == 0;
+    if (!ok && code && strcmp(code, "fenced") == 0)
+        a->fenced++;
+    else if (!ok)
+        a->errors++;
+    json_decref(r);
+    return ok;
+}
+
+/* One job: ten rounds of metrics and heartbeat, then job_done. */
+static void work_on(group_arg *a, bft_worker *w, int64_t attempt)
+{
+    for (int round = 0; round < ROUNDS_PER_JOB; round++) {
+        double t0 = bf_now_seconds();
+        json_t *r = bft_worker_metrics(w, attempt, round + 1,
+                                       bft_train_records(round * 5 + 1, 5));
+        add(&a->metrics, 1000 * (bf_now_seconds() - t0));
+        if (!acked(a, r))
+            return;
+        t0 = bf_now_seconds();
+        r = bft_worker_heartbeat(w, attempt);
+        add(&a->heartbeat, 1000 * (bf_now_seconds() - t0));
+        if (!acked(a, r))
+            return;
+        bf_sleep_ms(ROUND_MS);
+    }
+    acked(a, bft_worker_done(w, attempt));
+    a->jobs++;
+}
+
+/* Connects as a worker, trying again as bifocal-worker's link does: 64
+ * groups connecting at once from one address are more strangers than the
+ * daemon lets one address hold, and the refused ones come back. */
+static int connect_group(group_arg *a, bft_worker *w, const char *name)
+{
+    for (int tries = 0; tries < 100; tries++) {
+        if (bft_worker_connect(w, a->c.d, name) == 0)
+            return 0;
+        bft_worker_close(w);
+        a->retries++;
+        bf_sleep_ms(20);
+    }
+    return -1;
+}
+
+static void *run_group(void *p)
+{
+    group_arg *a = p;
+    bft_worker w;
+    char name[32];
+    snprintf(name, sizeof name, "group-%d", a->c.index);
+    a->c.failed = connect_group(a, &w, name) != 0;
+    pthread_barrier_wait(a->c.start);
+    while (!a->c.failed && bf_now_seconds() < a->end) {
+        double t0 = bf_now_seconds();
+        int64_t attempt = bft_worker_lease(&w, NULL);
+        add(&a->lease, 1000 * (bf_now_seconds() - t0));
+        if (attempt < 0) {
+            a->c.failed = 1;   /* the queue holds more than enough jobs */
+            break;
+        }
+        work_on(a, &w, attempt);
+    }
+    bft_worker_close(&w);
+    return NULL;
+}
+
+/* ---- the crowd: idle clients and slow senders ----------------------------- */
+
+typedef struct crowd {
+    bft_daemon *d;
+    int n_idle, n_slow;
+    bf_wire_conn *idle, *slow;
+    int *slow_sent;             /* bytes of its hello each has sent */
+    atomic_int stop;
+    long cut, refused, reconnects;
+} crowd;
+
+static const char slow_hello[] =
+    "{\"type\":\"hello\",\"version\":1,\"token\":\"not-the-token\","
+    "\"role\":\"client\"}\n";
+
+static void slow_address(int i, char *ip, size_t cap)
+{
+    snprintf(ip, cap, "127.0.%d.%d", 1 + i / 250, 1 + i % 250);
+}
+
+static void slow_connect(crowd *w, int i)
+{
+    char ip[32];
+    slow_address(i, ip, sizeof ip);
+    w->slow_sent[i] = 0;
+    if (bft_connect_from(w->d, &w->slow[i], ip) != 0)
+        w->slow[i].fd = -1;
+}
+
+/* Whatever the daemon said to slow sender i (its refusal), read; 1 when
+ * the connection ended. */
+static int slow_ended(crowd *w, int i)
+{
+    char buf[4096];
+    ssize_t n = recv(w->slow[i].fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0) {
+        w->cut += memmem(buf, (size_t)n, "\"timeout\"", 9) != NULL;
+        w->refused += memmem(buf, (size_t)n, "\"overloaded\"", 12) != NULL
+                      || memmem(buf, (size_t)n, "\"backoff\"", 9) != NULL;
+        n = recv(w->slow[i].fd, buf, sizeof buf, MSG_DONTWAIT);
+    }
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* Every second: one more byte from each slow sender; those the daemon
+ * closed connect again. */
+static void *run_slow(void *p)
+{
+    crowd *w = p;
+    while (!atomic_load(&w->stop)) {
+        for (int i = 0; i < w->n_slow; i++) {
+            bf_wire_conn *c = &w->slow[i];
+            if (c->fd >= 0 && slow_ended(w, i)) {
+                bf_wire_close(c);
+                w->reconnects++;
+            }
+            if (c->fd < 0) {
+                slow_connect(w, i);
+                continue;
+            }
+            if (w->slow_sent[i] < (int)sizeof slow_hello - 1
+                && send(c->fd, slow_hello + w->slow_sent[i], 1,
+                        MSG_NOSIGNAL) == 1)
+                w->slow_sent[i]++;
+        }
+        bf_sleep_ms(1000);
+    }
+    return NULL;
+}
+
+/* Idle clients the daemon closed (it should close none). */
+static int idle_closed(crowd *w)
+{
+    int closed = 0;
+    for (int i = 0; i < w->n_idle; i++) {
+        struct pollfd pfd = { .fd = w->idle[i].fd, .events = POLLIN };
+        closed += w->idle[i].fd < 0
+                  || (poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLIN | POLLHUP)));
+    }
+    return closed;
+}
+
+/* ---- figures ---------------------------------------------------------------- */
+
+static int by_value(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* Prints the figures of all groups' samples of one kind. */
+static void report(const char *what, group_arg *args, int groups,
+                   size_t offset)
+{
+    samples all = {0};
+    for (int g = 0; g < groups; g++) {
+        samples *s = (samples *)((char *)&args[g] + offset);
+        for (size_t i = 0; i < s->n; i++)
+            add(&all, s->v[i]);
+    }
+    if (all.n == 0) {
+        printf("%-10s no samples\n", what);
+        return;
+    }
+    qsort(all.v, all.n, sizeof *all.v, by_value);
+    double p50 = all.v[all.n / 2], p99 = all.v[(size_t)(0.99 * (double)(all.n - 1))];
+    printf("%-10s %7zu   p50 %6.2f ms   p99 %6.2f ms   max %7.2f ms   "
+           "(target p99 < %.0f ms: %s)\n", what, all.n, p50, p99,
+           all.v[all.n - 1], TARGET_P99_MS, p99 < TARGET_P99_MS ? "met"
+                                                               : "MISSED");
+    free(all.v);
+}
+
+static long daemon_rss_kib(const bft_daemon *d)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)d->pid);
+    FILE *f = fopen(path, "r");
+    long kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "VmRSS:", 6) == 0)
+            kib = atol(line + 6);
+    if (f)
+        fclose(f);
+    return kib;
+}
+
+static void raise_own_descriptor_limit(void)
+{
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+        lim.rlim_cur = lim.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &lim);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int seconds = argc > 1 ? atoi(argv[1]) : 20;
+    int groups = argc > 2 ? atoi(argv[2]) : 64;
+    int n_idle = argc > 3 ? atoi(argv[3]) : 1000;
+    int n_slow = argc > 4 ? atoi(argv[4]) : 200;
+    if (seconds < 1 || groups < 1 || n_idle < 0 || n_slow < 0
+        || n_slow > 250 * 250) {
+        fprintf(stderr, "usage: bench_load [SECONDS [GROUPS [IDLE [SLOW]]]]\n");
+        return 2;
+    }
+    raise_own_descriptor_limit();
+    setenv("BFT_DAEMON_LOG_LEVEL", "warn", 0);
+    setenv("BIFOCALD", BENCH_BIFOCALD, 0);
+    bft_daemon d;
+    if (bft_daemon_start(&d, LEASE_SECONDS)
+        || bft_submit(&d, "load.yaml", "name: load\nseeds: 5000\n", NULL,
+                      NULL) < 0) {
+        fprintf(stderr, "bench_load: cannot start the daemon\n");
+        bft_daemon_cleanup(&d);
+        return 1;
+    }
+    long rss0 = daemon_rss_kib(&d);
+
+    crowd w = { .d = &d, .n_idle = n_idle, .n_slow = n_slow };
+    w.idle = bf_xcalloc((size_t)n_idle + 1, sizeof *w.idle);
+    w.slow = bf_xcalloc((size_t)n_slow + 1, sizeof *w.slow);
+    w.slow_sent = bf_xcalloc((size_t)n_slow + 1, sizeof *w.slow_sent);
+    int held = 0;
+    for (int i = 0; i < n_idle; i++) {
+        if (bft_connect(&d, &w.idle[i], "client", NULL) == 0)
+            held++;
+        else
+            w.idle[i].fd = -1;
+    }
+    for (int i = 0; i < n_slow; i++)
+        slow_connect(&w, i);
+    pthread_t slow_thread;
+    pthread_create(&slow_thread, NULL, run_slow, &w);
+    long rss_crowd = daemon_rss_kib(&d);
+
+    group_arg *args = bf_xcalloc((size_t)groups, sizeof *args);
+    double end = bf_now_seconds() + seconds;
+    for (int g = 0; g < groups; g++)
+        args[g].end = end;
+    double cpu0;
+    int failed;
+    double elapsed = bench_run_clients(&d, run_group, args, sizeof *args,
+                                       groups, &cpu0, &failed);
+    double cpu = bft_daemon_cpu_seconds(&d) - cpu0;
+    atomic_store(&w.stop, 1);
+    pthread_join(slow_thread, NULL);
+    int closed = idle_closed(&w);
+
+    int fenced = 0, errors = 0, jobs = 0, retries = 0;
+    for (int g = 0; g < groups; g++) {
+        fenced += args[g].fenced;
+        errors += args[g].errors;
+        jobs += args[g].jobs;
+        retries += args[g].retries;
+    }
+    printf("bench_load: %d s, %d working groups (lease %d s; %d connects "
+           "tried again), %d idle clients (%d held, %d closed by the "
+           "daemon), %d slow senders (%ld cut by the hello timeout, %ld "
+           "refused, %ld reconnects)\n", seconds, groups, LEASE_SECONDS,
+           retries, n_idle, held, closed, n_slow, w.cut, w.refused,
+           w.reconnects);
+    printf("%-10s %7s\n", "latency", "n");
+    report("lease", args, groups, offsetof(group_arg, lease));
+    report("heartbeat", args, groups, offsetof(group_arg, heartbeat));
+    report("metrics", args, groups, offsetof(group_arg, metrics));
+    printf("jobs done %d in %.1f s; fenced %d (target 0); other errors %d\n",
+           jobs, elapsed, fenced, errors);
+    printf("daemon: %.2f CPU s over the run; RSS %ld KiB idle, %ld KiB with "
+           "the crowd, %ld KiB at the end\n", cpu, rss0, rss_crowd,
+           daemon_rss_kib(&d));
+    fflush(stdout);
+
+    for (int i = 0; i < n_idle; i++)
+        bf_wire_close(&w.idle[i]);
+    for (int i = 0; i < n_slow; i++)
+        bf_wire_close(&w.slow[i]);
+    int stopped = bft_daemon_stop(&d, SIGTERM);
+    bft_daemon_cleanup(&d);
+    for (int g = 0; g < groups; g++) {
+        free(args[g].lease.v);
+        free(args[g].heartbeat.v);
+        free(args[g].metrics.v);
+    }
+    free(args);
+    free(w.idle);
+    free(w.slow);
+    free(w.slow_sent);
+    if (failed || stopped != 0 || fenced || errors) {
+        fprintf(stderr, "bench_load: FAILED (%s)\n",
+                failed ? "a group failed" : stopped ? "unclean stop"
+                : "fenced or errors");
+        return 1;
+    }
+    return 0;
+}

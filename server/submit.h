@@ -1,0 +1,60 @@
+/* submit: sweep submission without holding the loop.  A sweep file may
+ * expand to a million jobs (`seeds: 1000000`); parsing, validating and
+ * expanding them all, then storing them in one transaction, used to hold
+ * the loop for about 48 s, long enough for healthy workers' leases to
+ * expire.  Here a thread of its own parses the sweep, validates every job
+ * (so that an invalid sweep is refused before anything is stored) and
+ * expands it again into chunks of BF_SUBMIT_CHUNK jobs; the loop stores one
+ * chunk per pass (bf_store_stage_jobs: one transaction each, the sweep
+ * visible with its last), serving everything else between chunks.  The
+ * thread waits while two chunks are queued, so memory stays bounded.
+ *
+ * One sweep is stored at a time; later submissions wait their turn.  A
+ * database failure half-way discards what was staged (a chunk per pass)
+ * and reports BF_STORE_DB_FAILED; a daemon stopping meanwhile leaves the
+ * staged rows for the next start to discard (bf_store_open). */
+#ifndef BF_SUBMIT_H
+#define BF_SUBMIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <jansson.h>
+#include <uv.h>
+
+#include "bf_error.h"
+#include "store.h"
+
+#define BF_SUBMIT_CHUNK 1000
+
+/* The outcome, on the loop: BF_STORE_OK with the new sweep; BF_STORE_ERR
+ * (the sweep is invalid: err has file, line, field; or strict and with
+ * warnings) or BF_STORE_DB_FAILED (err has SQLite's cause), nothing
+ * stored.  warnings (borrowed; NULL unless stored or refused as strict)
+ * are the sweep's (sweep.h). */
+typedef void (*bf_submit_done_fn)(void *ctx, int rc, int64_t sweep_id,
+                                  size_t n_jobs, const json_t *warnings,
+                                  const bf_error *err);
+
+typedef struct bf_submission bf_submission;
+
+typedef struct bf_submits {
+    uv_loop_t *loop;
+    bf_store *store;
+    bf_submission *head, *tail;   /* head is being stored, the rest wait */
+    int stopping;
+} bf_submits;
+
+void bf_submits_init(bf_submits *m, uv_loop_t *loop, bf_store *store);
+
+/* Stores the sweep file text (copied) submitted at now_ms with opts
+ * (copied; NULL: the defaults) as bf_store_submit_sweep would, then calls
+ * done(ctx, ...) on the loop, never before this returns. */
+void bf_submits_start(bf_submits *m, const char *filename, const char *text,
+                      size_t len, const bf_submit_opts *opts, int64_t now_ms,
+                      bf_submit_done_fn done, void *ctx);
+
+/* The daemon is stopping: the sweep being stored stops at its next chunk
+ * and every submission ends with BF_STORE_DB_FAILED ("stopping"). */
+void bf_submits_stop(bf_submits *m);
+
+#endif
