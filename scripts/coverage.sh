@@ -9,7 +9,10 @@ cd "$(dirname "$0")/.."
 source scripts/deps.sh
 bf_install_pkgs "${BUILD_PKGS[@]}" "${TEST_PKGS[@]}" "${COVERAGE_PKGS[@]}"
 dir=${1:-build-coverage}
-[ -d "$dir" ] || meson setup "$dir" -Db_coverage=true
+# Atomic counters: the daemon and the worker run threads (thread pool,
+# link thread), and racing increments once left a negative count that
+# gcovr refused to parse.
+[ -d "$dir" ] || meson setup "$dir" -Db_coverage=true -Dc_args=-fprofile-update=atomic
 meson compile -C "$dir"
 # Counters accumulate across runs: start from zero.
 find "$dir" -name '*.gcda' -delete
