@@ -74,8 +74,8 @@ static void make_database(const char *path)
         die("open", &err);
     int64_t id;
     int n_jobs;
-    if (bf_store_submit_sweep(s, "fuzz.yaml", sweep, strlen(sweep), 0, &id,
-                              &n_jobs, &err))
+    if (bf_store_submit_sweep(s, "fuzz.yaml", sweep, strlen(sweep), NULL, 0,
+                              &id, &n_jobs, NULL, &err))
         die("submit", &err);
     bf_lease l;
     for (int job = 0; job < 4; job++) {
