@@ -37,41 +37,57 @@ int bf_sweep_view_value_is(const json_t *value, const char *text)
     return same;
 }
 
-/* Whether a job_results row has every FIELD=VALUE of the comma-separated
- * list pairs (each checked to hold a '=' by the caller). */
-static int row_matches(const json_t *row, const char *pairs)
+/* --where FIELD=VALUE[,...], split once: fields[i] = values[i]. */
+typedef struct where_pairs {
+    char *text;                       /* owned: the list, cut in place */
+    const char *fields[BF_SWEEP_MAX_FIELDS], *values[BF_SWEEP_MAX_FIELDS];
+    int n;
+} where_pairs;
+
+static int where_parse(const char *where, where_pairs *w)
 {
-    char *list = bf_xstrdup(pairs), *save = NULL;
-    int match = 1;
-    for (char *p = strtok_r(list, ",", &save); p && match;
+    *w = (where_pairs){ .text = bf_xstrdup(where) };
+    char *save = NULL;
+    for (char *p = strtok_r(w->text, ",", &save); p;
          p = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(p, '=');
+        if (!eq || eq == p || w->n == BF_SWEEP_MAX_FIELDS) {
+            fprintf(stderr, "bifocal: --where %s: expected FIELD=VALUE[,...], "
+                            "not '%s'\n", where, p);
+            return -1;
+        }
         *eq = '\0';
-        const json_t *value = bf_sweep_view_value(row, p);
-        match = value && bf_sweep_view_value_is(value, eq + 1);
+        w->fields[w->n] = p;
+        w->values[w->n++] = eq + 1;
     }
-    free(list);
-    return match;
+    return 0;
+}
+
+static int row_matches(const json_t *row, const where_pairs *w)
+{
+    for (int i = 0; i < w->n; i++) {
+        const json_t *value = bf_sweep_view_value(row, w->fields[i]);
+        if (!value || !bf_sweep_view_value_is(value, w->values[i]))
+            return 0;
+    }
+    return 1;
 }
 
 /* Keeps the jobs that match --where; -1 after saying why if none does. */
 static int filter_jobs(bf_sweep_view *v, const char *where)
 {
-    for (const char *p = where; *p; p += strcspn(p, ","), p += *p == ',') {
-        size_t len = strcspn(p, ",");
-        const char *eq = memchr(p, '=', len);
-        if (!eq || eq == p) {
-            fprintf(stderr, "bifocal: --where %s: expected FIELD=VALUE[,...], "
-                            "not '%.*s'\n", where, (int)len, p);
-            return -1;
-        }
+    where_pairs w;
+    if (where_parse(where, &w) < 0) {
+        free(w.text);
+        return -1;
     }
     json_t *kept = json_array();
     size_t i;
     json_t *row;
     json_array_foreach(v->jobs, i, row)
-        if (row_matches(row, where))
+        if (row_matches(row, &w))
             json_array_append(kept, row);
+    free(w.text);
     json_decref(v->jobs);
     v->jobs = kept;
     if (json_array_size(kept) > 0)

@@ -8,16 +8,12 @@
 // and for each GROUP (a label of the report's "Spectral evolution" group
 // list, e.g. "rope=spectral") -freq-ratio-N.png and -spectrum-N.png, N
 // counting the GROUP arguments from 1.  Fails naming what it cannot find.
-// scripts/browser-deps.sh installs chromium and playwright-core.
+// scripts/browser-deps.sh installs chromium and playwright-core; the browser
+// starts as the browser tests start it (tests/client/browser/chromium.js).
 "use strict";
-const fs = require("fs");
-const os = require("os");
 const path = require("path");
-const { chromium } = require(path.join(__dirname, "..", "tests", "client",
-                                       "browser", "node_modules",
-                                       "playwright-core"));
-
-const CHROMIUM = "/usr/bin/chromium";
+const { launch } = require(path.join(__dirname, "..", "tests", "client",
+                                     "browser", "chromium"));
 
 async function shoot(page, id, file) {
   const fig = page.locator("figure#" + id);
@@ -30,13 +26,7 @@ async function main() {
   const [report, prefix, ...groups] = process.argv.slice(2);
   if (!report || !prefix)
     throw new Error("usage: report_png.js REPORT.html OUT_PREFIX [GROUP...]");
-  const profile = fs.mkdtempSync(path.join(os.tmpdir(), "bifocal-chromium-"));
-  const browser = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           "--no-first-run"],
-    viewport: { width: 1000, height: 800 },
-  });
+  const browser = await launch();
   try {
     const page = await browser.newPage();
     await page.goto("file://" + path.resolve(report));
@@ -55,7 +45,6 @@ async function main() {
     }
   } finally {
     await browser.close();
-    fs.rmSync(profile, { recursive: true, force: true });
   }
 }
 
