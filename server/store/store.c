@@ -3,12 +3,14 @@
  * store_queue.c, metric ingest in store_metrics.c. */
 #include "store_internal.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "job_config.h"
 #include "result_views.h"
 #include "sweep.h"
@@ -506,9 +508,17 @@ fail:
     return c.db_failed ? BF_STORE_DB_FAILED : BF_STORE_ERR;
 }
 
-int bf_store_stage_jobs(bf_store *s, bf_stage *stage, const bf_job_row *rows,
-                        size_t n, int last, bf_error *err)
+int store__past(int64_t deadline_us)
 {
+    return deadline_us && bf_monotonic_us() >= deadline_us;
+}
+
+int bf_store_stage_jobs(bf_store *s, bf_stage *stage, const bf_job_row *rows,
+                        size_t n, int last, int64_t deadline_us,
+                        size_t *n_done, bf_error *err)
+{
+    assert(n > 0 || last);
+    *n_done = 0;
     if (!stage->job_ids)
         stage->job_ids = bf_xcalloc(stage->sweep->n_jobs + 1,
                                     sizeof *stage->job_ids);
@@ -519,14 +529,16 @@ int bf_store_stage_jobs(bf_store *s, bf_stage *stage, const bf_job_row *rows,
     if (!sweep_id)
         rc = insert_sweep(s, stage->sweep, stage->filename, stage->text,
                           stage->len, stage->now_ms, &sweep_id, err);
-    for (size_t i = 0; i < n && rc == 0; i++)
+    size_t i = 0;
+    while (rc == 0 && i < n && (i == 0 || !store__past(deadline_us)))
         rc = insert_job(s, sweep_id, stage->sweep->priority, stage->now_ms,
-                        &rows[i], stage->job_ids, err);
-    if (rc == 0 && last)
+                        &rows[i++], stage->job_ids, err);
+    if (rc == 0 && last && i == n)
         rc = finish_sweep(s, sweep_id, stage->sweep, err);
     if (rc == 0 && store__commit(s, err) == 0) {
         stage->sweep_id = sweep_id;
-        stage->n_stored += n;
+        stage->n_stored += i;
+        *n_done = i;
         return BF_STORE_OK;
     }
     store__rollback(s);
@@ -539,16 +551,19 @@ void bf_stage_clear(bf_stage *stage)
     stage->job_ids = NULL;
 }
 
-int bf_store_discard_staged(bf_store *s, int64_t sweep_id, int max_rows,
+int bf_store_discard_staged(bf_store *s, int64_t sweep_id, int64_t deadline_us,
                             bf_error *err)
 {
     if (store__begin(s, err) < 0)
         return -1;
     sqlite3_stmt *st = store__stmt(s, ST_STAGED_DELETE_JOBS);
-    sqlite3_bind_int64(st, 1, sweep_id);
-    sqlite3_bind_int(st, 2, max_rows);
-    int rc = store__exec(s, st, err);
-    int more = rc == 0 && sqlite3_changes(s->db) == max_rows;
+    int rc, more;
+    do {
+        sqlite3_bind_int64(st, 1, sweep_id);
+        sqlite3_bind_int(st, 2, STORE_SLICE_ROWS);
+        rc = store__exec(s, st, err);
+        more = rc == 0 && sqlite3_changes(s->db) == STORE_SLICE_ROWS;
+    } while (more && !store__past(deadline_us));
     if (rc == 0 && !more) {
         st = store__stmt(s, ST_STAGED_DELETE_SWEEP);
         sqlite3_bind_int64(st, 1, sweep_id);

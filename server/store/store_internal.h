@@ -158,10 +158,17 @@ extern const int bf_schema_n_migrations;
       "UPDATE jobs SET checkpoint_path = NULL, checkpoint_step = NULL"         \
       " WHERE job_id = ?1 AND checkpoint_path = ?2")                           \
     /* cancel / retry, by sweep (?1 = sweep_id) or by job (?1 = job_id) */     \
+    /* ?3 of them at a time (a slice: store.h) */                             \
     X(ST_CANCEL_QUEUED_SWEEP,                                                  \
       "UPDATE jobs SET status = 'cancelled', finished_ms = ?2,"                \
-      " error = 'cancelled' WHERE sweep_id = ?1"                               \
-      " AND status IN ('waiting', 'queued')")                                  \
+      " error = 'cancelled' WHERE job_id IN (SELECT job_id FROM jobs"          \
+      " INDEXED BY jobs_by_sweep_status WHERE sweep_id = ?1"                   \
+      " AND status IN ('waiting', 'queued') LIMIT ?3)")                        \
+    X(ST_CANCELS_UNFINISHED,                                                   \
+      "SELECT sweep_id FROM sweeps s WHERE status = 'cancelled'"               \
+      " AND EXISTS (SELECT 1 FROM jobs j INDEXED BY jobs_by_sweep_status"      \
+      " WHERE j.sweep_id = s.sweep_id AND j.status IN ('waiting', 'queued'))"  \
+      " ORDER BY sweep_id")                                                    \
     X(ST_CANCEL_QUEUED_JOB,                                                    \
       "UPDATE jobs SET status = 'cancelled', finished_ms = ?2,"                \
       " error = 'cancelled' WHERE job_id = ?1"                                 \
@@ -244,6 +251,13 @@ void store__batch_lost(bf_store *s);
 int store__exec(bf_store *s, sqlite3_stmt *st, bf_error *err);
 
 /* Marks the sweep done once none of its jobs is queued or running. */
+/* Whether a time-bounded slice given deadline_us (store.h) stops now. */
+int store__past(int64_t deadline_us);
+/* Rows one statement of such a slice deletes or updates: few enough that
+ * the clock is looked at often, enough that a statement's own cost is
+ * spread. */
+#define STORE_SLICE_ROWS 64
+
 int store__refresh_sweep(bf_store *s, int64_t sweep_id, bf_error *err);
 
 #endif

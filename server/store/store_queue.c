@@ -452,19 +452,12 @@ int bf_store_expire_leases(bf_store *s, int64_t now_ms, int *n_expired)
 
 /* ---- cancel / retry ----------------------------------------------------- */
 
-/* Cancels the queued jobs of a sweep or one job at once, flags the running
- * ones and returns their live attempts.  The two scopes differ only in the
- * WHERE column, so they share this code with a statement pair each. */
-static int cancel_scope(bf_store *s, int queued_stmt, int running_stmt,
-                        int64_t id, int64_t now_ms, int64_t **running,
-                        int *n_running, bf_error *err)
+/* Flags the running jobs of a sweep or one job (running_stmt's ?1) as
+ * cancel-requested and returns their live attempts. */
+static int flag_running(bf_store *s, int running_stmt, int64_t id,
+                        int64_t **running, int *n_running, bf_error *err)
 {
-    sqlite3_stmt *st = store__stmt(s, queued_stmt);
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_int64(st, 2, now_ms);
-    if (store__exec(s, st, err) < 0)
-        return -1;
-    st = store__stmt(s, running_stmt);
+    sqlite3_stmt *st = store__stmt(s, running_stmt);
     sqlite3_bind_int64(st, 1, id);
     int rc, cap = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -520,8 +513,8 @@ static int finish_cancel(bf_store *s, int rc, int64_t **running, int *n_running,
     return rc == BF_STORE_NOT_FOUND ? BF_STORE_NOT_FOUND : BF_STORE_ERR;
 }
 
-int bf_store_cancel_sweep(bf_store *s, int64_t sweep_id, int64_t now_ms,
-                          int64_t **running, int *n_running, bf_error *err)
+int bf_store_cancel_sweep(bf_store *s, int64_t sweep_id, int64_t **running,
+                          int *n_running, bf_error *err)
 {
     *running = NULL;
     *n_running = 0;
@@ -540,12 +533,64 @@ int bf_store_cancel_sweep(bf_store *s, int64_t sweep_id, int64_t now_ms,
         rc = BF_STORE_NOT_FOUND;
     } else if (found != SQLITE_ROW) {
         rc = store__fail(s, err, "looking up the sweep");
-    } else if (cancel_scope(s, ST_CANCEL_QUEUED_SWEEP, ST_CANCEL_RUNNING_SWEEP, sweep_id,
-                            now_ms, running, n_running, err) < 0 ||
+    } else if (flag_running(s, ST_CANCEL_RUNNING_SWEEP, sweep_id, running,
+                            n_running, err) < 0 ||
                (!was_done && set_sweep_status(s, sweep_id, "cancelled", err) < 0)) {
         rc = -1;
     }
     return finish_cancel(s, rc, running, n_running, err);
+}
+
+int bf_store_cancel_queued(bf_store *s, int64_t sweep_id, int64_t now_ms,
+                           int64_t deadline_us, bf_error *err)
+{
+    if (store__begin(s, err) < 0)
+        return -1;
+    sqlite3_stmt *st = store__stmt(s, ST_CANCEL_QUEUED_SWEEP);
+    int rc, more;
+    do {
+        sqlite3_bind_int64(st, 1, sweep_id);
+        sqlite3_bind_int64(st, 2, now_ms);
+        sqlite3_bind_int(st, 3, STORE_SLICE_ROWS);
+        rc = store__exec(s, st, err);
+        more = rc == 0 && sqlite3_changes(s->db) == STORE_SLICE_ROWS;
+    } while (more && !store__past(deadline_us));
+    if (rc == 0 && store__commit(s, err) == 0)
+        return more;
+    store__rollback(s);
+    return -1;
+}
+
+int bf_store_cancels_unfinished(bf_store *s, int64_t **ids, int *n,
+                                bf_error *err)
+{
+    *ids = NULL;
+    *n = 0;
+    sqlite3_stmt *st = store__stmt(s, ST_CANCELS_UNFINISHED);
+    int rc, cap = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 4;
+            *ids = bf_xrealloc(*ids, (size_t)cap * sizeof **ids);
+        }
+        (*ids)[(*n)++] = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_reset(st);
+    if (rc == SQLITE_DONE)
+        return 0;
+    free(*ids);
+    *ids = NULL;
+    *n = 0;
+    return store__fail(s, err, "looking up unfinished cancels");
+}
+
+static int cancel_queued_job(bf_store *s, int64_t job_id, int64_t now_ms,
+                             bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_CANCEL_QUEUED_JOB);
+    sqlite3_bind_int64(st, 1, job_id);
+    sqlite3_bind_int64(st, 2, now_ms);
+    return store__exec(s, st, err);
 }
 
 int bf_store_cancel_job(bf_store *s, int64_t job_id, int64_t now_ms,
@@ -565,8 +610,9 @@ int bf_store_cancel_job(bf_store *s, int64_t job_id, int64_t now_ms,
         rc = bf_error_set(err, NULL, 0, "job", "job %lld has already %s; nothing "
                           "to cancel", (long long)job_id, status);
     else
-        rc = cancel_scope(s, ST_CANCEL_QUEUED_JOB, ST_CANCEL_RUNNING_JOB, job_id, now_ms,
-                          running, n_running, err) < 0 ||
+        rc = cancel_queued_job(s, job_id, now_ms, err) < 0 ||
+             flag_running(s, ST_CANCEL_RUNNING_JOB, job_id, running, n_running,
+                          err) < 0 ||
              /* cancelled now, not once its worker stops */
              ((strcmp(status, "waiting") == 0 || strcmp(status, "queued") == 0)
               && source_ended(s, job_id, "cancelled", now_ms, err) < 0) ||

@@ -1,10 +1,16 @@
-/* Requests that take seconds must not hold the daemon's loop (issue 11):
- * a sweep of 60,000 jobs submitted, a `results` over all of them, while a
- * worker heartbeats a 1-second lease every 150 ms.  Before, the loop stored
- * the whole sweep (or read every row) in one go and the worker's renewals
- * waited unread in its socket until the lease expired.  Also: `jobs` comes
- * in bounded pages, and a daemon killed or stopped half-way through storing
- * a sweep leaves nothing of it. */
+/* Requests that take seconds must not hold the daemon's loop: a sweep of
+ * 60,000 jobs submitted, a `results` over all of them, and the sweep
+ * cancelled, while a worker heartbeats a 1-second lease every 150 ms;
+ * every heartbeat must be acked, never fenced.  Before, the loop stored
+ * the whole sweep (or read every row, or cancelled every job) in one go,
+ * and later a chunk of 1,000 jobs per pass: most of a second per pass
+ * under ASan, so renewals waited unread in the socket until the lease
+ * expired.  Now each pass stores or cancels only until a time budget is
+ * spent (server/chore.h).  How long the heartbeats waited is printed, not
+ * asserted: that is a figure of the machine (bench_load has it).  Also:
+ * `jobs` comes in bounded pages, and a daemon killed or stopped half-way
+ * through storing a sweep leaves nothing of it, or half-way through
+ * cancelling one finishes the cancel when it starts again. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,9 +27,6 @@
 
 #define BIG_SEEDS 60000
 #define HEARTBEAT_EVERY_MS 150
-/* A renewal answered later than this would have been fenced under load:
- * the lease is 1 s and expiry runs every 0.5 s. */
-#define MAX_HEARTBEAT_MS 500
 
 static const char big_sweep[] =
     "name: big\nbase: {steps: 100, depth: 2, eval_depths: [2]}\n"
@@ -49,7 +52,7 @@ static void send_request(bf_wire_conn *c, json_t *msg)
 }
 
 /* Heartbeats attempt every HEARTBEAT_EVERY_MS until a reply arrives on c
- * (returned); every heartbeat must be acked within MAX_HEARTBEAT_MS. */
+ * (returned); every heartbeat must be acked: the lease never lapsed. */
 static json_t *heartbeat_until_reply(bft_worker *w, int64_t attempt,
                                      bf_wire_conn *c, const char *what)
 {
@@ -62,7 +65,6 @@ static json_t *heartbeat_until_reply(bft_worker *w, int64_t attempt,
             print_message("%s took %lld ms: %d heartbeats, slowest %lld ms\n",
                           what, (long long)(bf_monotonic_ms() - t_start),
                           beats, (long long)worst);
-            assert_true(worst < MAX_HEARTBEAT_MS);
             return reply;
         }
         assert_non_null(strstr(err.msg, "timed out"));
@@ -114,6 +116,16 @@ static void test_long_requests_keep_leases(void **state)
     assert_int_equal(json_array_size(json_object_get(r, "rows")), BIG_SEEDS);
     json_decref(r);
 
+    /* A cancel of every one of its jobs: a slice per pass too. */
+    send_request(&c, json_pack("{s:s, s:i, s:I}", "type", "cancel", "id", 3,
+                               "sweep_id", (json_int_t)sweep));
+    r = heartbeat_until_reply(&w, attempt, &c, "cancel");
+    assert_string_equal(bf_wire_type(r), "ack");
+    json_decref(r);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM jobs WHERE sweep_id = %lld"
+             " AND status = 'cancelled'", (long long)sweep);
+    assert_int_equal(bft_sql_int(d, sql), BIG_SEEDS);
+
     /* `jobs` comes in pages: 1,000 unless asked for up to 10,000. */
     r = bft_request(&c, json_pack("{s:s, s:I}", "type", "jobs", "sweep_id",
                                   (json_int_t)sweep));
@@ -136,6 +148,7 @@ static void test_long_requests_keep_leases(void **state)
     assert_string_equal(json_string_value(json_object_get(r, "field")),
                         "limit");
     json_decref(r);
+
     bf_wire_close(&c);
 
     /* The CLI pages the same way. */
@@ -228,6 +241,35 @@ static void test_stopped_mid_submission(void **state)
     assert_nothing_stored(d);
 }
 
+/* A daemon killed between a sweep's cancel and the last of its queued jobs
+ * (the sweep is cancelled, jobs of it still queued) finishes the cancel
+ * when it starts again, and leases none of them meanwhile. */
+static void test_cancel_finished_after_restart(void **state)
+{
+    bft_daemon *d = *state;
+    int64_t sweep = bft_submit(d, "c.yaml", "name: c\nbase: {steps: 100, "
+                               "depth: 2, eval_depths: [2]}\nseeds: 3000\n",
+                               NULL, NULL);
+    assert_true(sweep > 0);
+    assert_int_equal(bft_daemon_stop(d, SIGKILL), 128 + SIGKILL);
+    assert_int_equal(bft_sql_int(d, "UPDATE sweeps SET status = 'cancelled';"
+                                    " SELECT changes();"), 1);
+    assert_int_equal(bft_daemon_restart(d), 0);
+    bft_worker w;
+    assert_int_equal(bft_worker_connect(&w, d, "eager"), 0);
+    assert_int_equal(bft_worker_lease(&w, NULL), -1);   /* nothing to lease */
+    bft_worker_close(&w);
+    long long left = -1;
+    for (int i = 0; i < 3000 && left != 0; i++) {
+        left = bft_sql_int(d, "SELECT count(*) FROM jobs WHERE status"
+                              " IN ('queued', 'waiting')");
+        bf_sleep_ms(20);
+    }
+    assert_int_equal(left, 0);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs WHERE status"
+                                    " = 'cancelled' AND finished_ms > 0"), 3000);
+}
+
 /* A sweep whose last jobs are invalid is refused before anything of it is
  * stored: the thread validates every job first. */
 static void test_invalid_big_sweep(void **state)
@@ -254,6 +296,7 @@ int main(void)
         BFT_DAEMON_TEST(test_killed_mid_submission),
         BFT_DAEMON_TEST(test_stopped_mid_submission),
         BFT_DAEMON_TEST(test_invalid_big_sweep),
+        BFT_DAEMON_TEST(test_cancel_finished_after_restart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -207,14 +207,14 @@ static void test_cancel(void **state)
     assert_status(f->s, 4, "cancelled");
     assert_error(f->s, 6, "source job 4 failed: cancelled");
 
-    assert_int_equal(bf_store_cancel_sweep(f->s, 1, 7, &running, &n_running,
+    assert_int_equal(bft_cancel_sweep(f->s, 1, 7, &running, &n_running,
                                            &err), BF_STORE_OK);
     free(running);
     assert_int_equal(n_running, 0);
     assert_status(f->s, 2, "cancelled");
     int64_t sweep = submit_chain(f->s, 1, 3);
     bf_lease l = lease(f->s, 10);         /* its a job runs */
-    assert_int_equal(bf_store_cancel_sweep(f->s, sweep, 7, &running,
+    assert_int_equal(bft_cancel_sweep(f->s, sweep, 7, &running,
                                            &n_running, &err), BF_STORE_OK);
     assert_int_equal(n_running, 1);
     free(running);
