@@ -44,7 +44,8 @@ void bf_cancels_drain(bf_chores *chores, bf_store *store, int64_t sweep_id,
     d->done = done;
     d->ctx = ctx;
     bf_error_clear(&d->err);
-    bf_chores_start(chores, drain_slice, drain_done, d);
+    if (bf_chores_start(chores, drain_slice, drain_done, d) < 0)
+        drain_done(d, 1);   /* stopping: the next start finishes it */
 }
 
 int bf_cancels_resume(bf_chores *chores, bf_store *store, bf_error *err)

@@ -1,7 +1,6 @@
 /* chore: time-bounded slices of background work on the loop (chore.h). */
 #include "chore.h"
 
-#include <assert.h>
 #include <stdlib.h>
 
 #include "alloc.h"
@@ -57,16 +56,18 @@ void bf_chores_init(bf_chores *m, uv_loop_t *loop)
     m->idle.data = m;
 }
 
-void bf_chores_start(bf_chores *m, bf_chore_slice_fn slice,
-                     bf_chore_done_fn done, void *ctx)
+int bf_chores_start(bf_chores *m, bf_chore_slice_fn slice,
+                    bf_chore_done_fn done, void *ctx)
 {
-    assert(!m->stopping);
+    if (m->stopping)
+        return -1;
     bf_chore *c = bf_xcalloc(1, sizeof *c);
     c->slice = slice;
     c->done = done;
     c->ctx = ctx;
     push(m, c);
     uv_idle_start(&m->idle, on_idle);
+    return 0;
 }
 
 void bf_chores_stop(bf_chores *m)

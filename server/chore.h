@@ -40,9 +40,9 @@ void bf_chores_init(bf_chores *m, uv_loop_t *loop);
 
 /* Queues a chore: slice(ctx, deadline) on later passes until it returns
  * other than 1, then done(ctx, rc).  Neither is called before this
- * returns. */
-void bf_chores_start(bf_chores *m, bf_chore_slice_fn slice,
-                     bf_chore_done_fn done, void *ctx);
+ * returns.  -1 (nothing queued, ctx still the caller's) once stopping. */
+int bf_chores_start(bf_chores *m, bf_chore_slice_fn slice,
+                    bf_chore_done_fn done, void *ctx);
 
 /* Ends every queued chore with done(ctx, 1) and closes the handle; no
  * chore may be started after. */

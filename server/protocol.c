@@ -1109,8 +1109,37 @@ static void send_acks(bf_conn *c, json_t *acks, int rc, const bf_error *err)
     }
 }
 
+static int settle_slice(void *ctx, int64_t deadline_us)
+{
+    bf_protocol *p = ctx;
+    bf_error err;
+    int rc = bf_store_settle(p->store, bf_wall_ms(), deadline_us, &err);
+    if (rc < 0)
+        bf_log_error("moving waiting jobs on: %s", err.msg);
+    return rc;
+}
+
+/* A failure (logged) is tried again a second later, not every pass. */
+static void settle_done(void *ctx, int rc)
+{
+    bf_protocol *p = ctx;
+    p->settling = 0;
+    if (rc < 0)
+        p->settle_after_ms = bf_monotonic_ms() + 1000;
+}
+
+/* Jobs waiting for a job that ended, beyond the few its ending moved on. */
+static void settle_dependents(bf_protocol *p)
+{
+    if (!p->settling && bf_store_unsettled(p->store)
+        && bf_monotonic_ms() >= p->settle_after_ms)
+        p->settling = bf_chores_start(&p->chores, settle_slice, settle_done,
+                                      p) == 0;
+}
+
 void bf_protocol_flush(bf_protocol *p)
 {
+    settle_dependents(p);
     /* Flushed even with no acks waiting, so that a batch lost without any
      * (its own ingest failed) is reported now, not to a later pass whose
      * acks it would turn into errors. */

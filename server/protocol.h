@@ -33,6 +33,8 @@ typedef struct bf_protocol {
     bf_queries queries;         /* client queries, off the loop */
     bf_submits submits;         /* sweeps being expanded and stored */
     bf_chores chores;           /* slices of big work, a slice per pass */
+    int settling;               /* the chore of bf_store_settle is queued */
+    int64_t settle_after_ms;    /* not before (monotonic), after a failure */
     int n_pending_acks;         /* over all connections */
 } bf_protocol;
 
@@ -46,7 +48,8 @@ void bf_protocol_init(bf_protocol *p, uv_loop_t *loop, bf_net *net,
                       bf_store *store, const char *db_path, const char *token,
                       int64_t lease_ms);
 /* Commits pending metrics and sends the acks that waited for it (or, if
- * the commit failed, `store` errors in their place). */
+ * the commit failed, `store` errors in their place); queues the chore
+ * that moves dependents on when the store has some left (store.h). */
 void bf_protocol_flush(bf_protocol *p);
 /* The daemon is stopping: a sweep being stored stops (submit.h), and so
  * do the chores (chore.h). */

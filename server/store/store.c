@@ -304,7 +304,8 @@ int bf_store_open(bf_store **out, const char *path, bf_error *err)
         return -1;
     }
     if (configure(s, err) < 0 || migrate(s, err) < 0
-        || discard_abandoned(s, err) < 0 || prepare_all(s, err) < 0) {
+        || discard_abandoned(s, err) < 0 || prepare_all(s, err) < 0
+        || store__unsettled_load(s, err) < 0) {
         bf_store_close(s);
         return -1;
     }
@@ -345,6 +346,7 @@ void bf_store_close(bf_store *s)
             sqlite3_finalize(s->st[i]);
         sqlite3_close(s->db);
     }
+    free(s->unsettled);
     free(s->path);
     free(s);
 }

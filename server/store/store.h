@@ -273,6 +273,18 @@ int bf_store_flush(bf_store *s, bf_error *err);
 int bf_store_cancel_job(bf_store *s, int64_t job_id, int64_t now_ms,
                         int64_t **running, int *n_running, bf_error *err);
 
+/* A job that ends moves the jobs waiting for it on (queued from its final
+ * checkpoint, or failed, and then theirs) in the same transaction, up to a
+ * few slices of them; the rest of a big fan-out or cascade is left to
+ * bf_store_settle, which the daemon calls a slice per pass while
+ * bf_store_unsettled says some are left.  Opening the store finds what a
+ * stopped daemon left. */
+int bf_store_unsettled(const bf_store *s);
+/* Moves waiting dependents on until deadline_us (store.h's slices), at
+ * now_ms for those that fail.  1: some are left, 0: none, -1 on error. */
+int bf_store_settle(bf_store *s, int64_t now_ms, int64_t deadline_us,
+                    bf_error *err);
+
 /* Cancels a sweep, in one short transaction whatever its size: the sweep
  * becomes 'cancelled' (one already done stays done), so none of its jobs
  * is leased any more, and its running jobs are marked as bf_store_cancel_job

@@ -66,20 +66,24 @@ extern const int bf_schema_n_migrations;
     X(ST_FINAL_CHECKPOINT,                                                     \
       "SELECT checkpoint_path FROM jobs WHERE job_id = ?1"                     \
       " AND checkpoint_step = json_extract(config, '$.steps')")                \
+    /* A source's waiting dependents move on ?3 at a time (a slice of     \
+     * store.h): queued from its checkpoint ?2, or failed (?3 says why)    \
+     * and returned, since theirs fail next. */                            \
     X(ST_DEPENDENTS_RELEASE,                                                   \
       "UPDATE jobs SET status = 'queued', init_from = ?2"                      \
-      " WHERE source_job_id = ?1 AND status = 'waiting'")                      \
-    /* Its waiting dependents fail, theirs too: ?3 says why for the first. */ \
+      " WHERE job_id IN (SELECT job_id FROM jobs INDEXED BY jobs_by_source"    \
+      " WHERE source_job_id = ?1 AND status = 'waiting' LIMIT ?3)")            \
     X(ST_DEPENDENTS_FAIL,                                                      \
-      "WITH RECURSIVE doomed(job_id) AS ("                                     \
-      "  SELECT job_id FROM jobs WHERE source_job_id = ?1"                     \
-      "   AND status = 'waiting'"                                              \
-      "  UNION ALL SELECT j.job_id FROM jobs j JOIN doomed d"                  \
-      "   ON j.source_job_id = d.job_id WHERE j.status = 'waiting')"           \
-      " UPDATE jobs SET status = 'failed', finished_ms = ?2,"                  \
-      " error = CASE WHEN source_job_id = ?1 THEN ?3"                          \
-      "  ELSE 'source job ' || source_job_id || ' failed' END"                 \
-      " WHERE job_id IN doomed")                                               \
+      "UPDATE jobs SET status = 'failed', finished_ms = ?2, error = ?3"        \
+      " WHERE job_id IN (SELECT job_id FROM jobs INDEXED BY jobs_by_source"    \
+      " WHERE source_job_id = ?1 AND status = 'waiting' LIMIT ?4)"             \
+      " RETURNING job_id")                                                     \
+    X(ST_JOB_STATUS, "SELECT status, sweep_id FROM jobs WHERE job_id = ?1")    \
+    /* Ended sources with waiting dependents: what a stopped daemon left. */ \
+    X(ST_UNSETTLED_SOURCES,                                                    \
+      "SELECT DISTINCT j.source_job_id FROM jobs j JOIN jobs src"              \
+      " ON src.job_id = j.source_job_id WHERE j.status = 'waiting'"            \
+      " AND src.status IN ('succeeded', 'failed', 'cancelled')")               \
     /* A retried source: the dependents its failure failed (they never ran) \
      * wait again, theirs too. */                                             \
     X(ST_DEPENDENTS_REVIVE,                                                    \
@@ -227,6 +231,10 @@ struct bf_store {
     int64_t lease_seq;     /* last value given to sweeps.last_lease_seq */
     sqlite3_stmt *st[ST_COUNT];
     bf_error last;         /* why the last failing call failed */
+    /* Ended jobs whose waiting dependents may still have to move on (a
+     * stack; bf_store_settle).  Only a hint: each is looked at afresh. */
+    int64_t *unsettled;
+    size_t n_unsettled, cap_unsettled;
 };
 
 /* The statement `id`, reset and with its bindings cleared, ready to bind. */
@@ -257,6 +265,11 @@ int store__past(int64_t deadline_us);
  * the clock is looked at often, enough that a statement's own cost is
  * spread. */
 #define STORE_SLICE_ROWS 64
+
+/* Ended jobs: their dependents move on, a few statements at once and the
+ * rest by bf_store_settle (store_queue.c). */
+void store__unsettled_push(bf_store *s, int64_t job_id);
+int store__unsettled_load(bf_store *s, bf_error *err);
 
 int store__refresh_sweep(bf_store *s, int64_t sweep_id, bf_error *err);
 
