@@ -181,7 +181,7 @@ static void test_checkpoint_round_trip(void **state)
     char path[128];
     path_in(path, sizeof path, "model.safetensors");
     bf_error err;
-    assert_int_equal(bf_checkpoint_save(path, &a, &cfg, 7, &err), 0);
+    assert_int_equal(bf_checkpoint_save(path, &a, &cfg, NULL, 7, &err), 0);
 
     bf_job_config other = cfg;
     other.seed = 99;
@@ -214,23 +214,23 @@ static void test_checkpoint_round_trip(void **state)
     int step = -1;
     other.seed = cfg.seed;
     other.lr = 0.5;
-    assert_int_equal(bf_checkpoint_resume(path, &b, &other, &step, &err), -1);
+    assert_int_equal(bf_checkpoint_resume(path, &b, &other, NULL, &step, &err), -1);
     assert_non_null(strstr(err.msg, "field 'lr'"));
     assert_non_null(strstr(err.msg, path));
     assert_int_equal(step, -1);
-    if (bf_checkpoint_resume(path, &b, &cfg, &step, &err) != 0)
+    if (bf_checkpoint_resume(path, &b, &cfg, NULL, &step, &err) != 0)
         fail_msg("%s", err.msg);
     assert_int_equal(step, 7);
     /* A checkpoint past the job's steps is refused (one claiming step
      * 1,000,000 of a 20-step job used to "finish" it untrained). */
-    assert_int_equal(bf_checkpoint_check_resume(path, &cfg, &step, &err), 0);
+    assert_int_equal(bf_checkpoint_check_resume(path, &cfg, NULL, &step, &err), 0);
     assert_int_equal(step, 7);
     step = -1;
-    assert_int_equal(bf_checkpoint_save(path, &a, &cfg, cfg.steps + 1, &err), 0);
-    assert_int_equal(bf_checkpoint_resume(path, &b, &cfg, &step, &err), -1);
+    assert_int_equal(bf_checkpoint_save(path, &a, &cfg, NULL, cfg.steps + 1, &err), 0);
+    assert_int_equal(bf_checkpoint_resume(path, &b, &cfg, NULL, &step, &err), -1);
     assert_non_null(strstr(err.msg, "outside the job's 0 .. 10 steps"));
     assert_int_equal(step, -1);
-    assert_int_equal(bf_checkpoint_check_resume(path, &cfg, NULL, &err), -1);
+    assert_int_equal(bf_checkpoint_check_resume(path, &cfg, NULL, NULL, &err), -1);
     bf_model_free(&a);
     bf_model_free(&b);
 }
@@ -266,19 +266,19 @@ static void test_resume_checkpoint_without_new_fields(void **state)
     char path[128];
     path_in(path, sizeof path, "old.safetensors");
     bf_error err;
-    assert_int_equal(bf_checkpoint_save(path, &m, &cfg, 5, &err), 0);
+    assert_int_equal(bf_checkpoint_save(path, &m, &cfg, NULL, 5, &err), 0);
     /* the config as an older version wrote it: without the two fields
      * (blanks between JSON tokens are still valid JSON) */
     blank_out(path, "\\\"prope_fraction\\\":0.25,"
                     "\\\"random_positions\\\":0,");
 
     int step = -1;
-    if (bf_checkpoint_resume(path, &m, &cfg, &step, &err) != 0)
+    if (bf_checkpoint_resume(path, &m, &cfg, NULL, &step, &err) != 0)
         fail_msg("%s", err.msg);
     assert_int_equal(step, 5);
     bf_job_config changed = cfg;
     changed.random_positions = 4 * cfg.seq_len;
-    assert_int_equal(bf_checkpoint_resume(path, &m, &changed, &step, &err),
+    assert_int_equal(bf_checkpoint_resume(path, &m, &changed, NULL, &step, &err),
                      -1);
     assert_non_null(strstr(err.msg, "field 'random_positions': checkpoint 0"));
     bf_model_free(&m);
@@ -440,9 +440,9 @@ static void test_checkpoint_dir_latest(void **state)
     bf_model m;
     make_model(&m, &cfg);
     char written[512];
-    assert_int_equal(bf_checkpoint_save_in_dir(d, &m, &cfg, 3, written,
+    assert_int_equal(bf_checkpoint_save_in_dir(d, &m, &cfg, NULL, 3, written,
                                                sizeof written, &err), 0);
-    assert_int_equal(bf_checkpoint_save_in_dir(d, &m, &cfg, 12, written,
+    assert_int_equal(bf_checkpoint_save_in_dir(d, &m, &cfg, NULL, 12, written,
                                                sizeof written, &err), 0);
     assert_int_equal(bf_checkpoint_latest(d, found, sizeof found, &err), 1);
     assert_string_equal(found, written);
