@@ -107,13 +107,14 @@ int bf_job_memory_check(const bf_job_config *cfg, int nranks,
     int acts = m.activations >= m.params;
     char grows[160];
     if (acts)
-        snprintf(grows, sizeof grows, "seq_len %d with n_heads %d and "
-                 "n_layers %d", cfg->seq_len, cfg->n_heads, cfg->n_layers);
+        snprintf(grows, sizeof grows, "seq_len %d (with n_heads %d, n_layers "
+                 "%d)", cfg->seq_len, cfg->n_heads, cfg->n_layers);
     else
-        snprintf(grows, sizeof grows, "d_model %d with n_layers %d",
+        snprintf(grows, sizeof grows, "d_model %d (with n_layers %d)",
                  cfg->d_model, cfg->n_layers);
     return bf_error_set(err, NULL, 0, acts ? "seq_len" : "d_model",
-                        "%s need %zu bytes (%.1f GiB) of memory per rank: "
+                        "%s: the job needs %zu bytes (%.1f GiB) of memory per "
+                        "rank: "
                         "%.1f GiB of parameters, gradients and AdamW moments "
                         "and %.1f GiB of activations for a micro-batch of %d "
                         "row%s; over %s of %zu bytes (%.1f GiB)", grows,

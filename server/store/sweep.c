@@ -23,7 +23,6 @@ static const char *const per_stage_keys[] = {"grid", "zip", "exclude",
                                              "seeds"};
 
 #define COUNT_OF(a) (sizeof (a) / sizeof *(a))
-#define STAGE_REF "stage:"
 
 /* ---- small helpers ------------------------------------------------------ */
 

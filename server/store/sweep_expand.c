@@ -11,7 +11,6 @@
 #include "alloc.h"
 #include "model_size.h"
 
-#define STAGE_REF "stage:"
 /* Source jobs listed in an ambiguity message. */
 #define MAX_LISTED 5
 

@@ -136,13 +136,15 @@ static void describe_same(sweep_warner *w, const bf_sweep_stage *st,
 
 /* Whether init_from, as the sweep file wrote it, is a near miss of a
  * "stage:NAME" reference: "stage" in any case, perhaps "stages", spaces
- * around it, then ':'.  The exact prefix is a reference, never a path, so
- * it does not come here; a relative path was joined to the file's folder,
- * so the written value is what follows "DIR/". */
+ * around it, then ':'.  The exact prefix is the reference itself; a
+ * relative path was joined to the file's folder, so the written value is
+ * what follows "DIR/". */
 static int near_stage_ref(const bf_sweep *sw, const char *init_from)
 {
     size_t n = sw->dir ? strlen(sw->dir) : 0;
     const char *p = init_from;
+    if (strncmp(p, STAGE_REF, strlen(STAGE_REF)) == 0)
+        return 0;
     if (n && strncmp(p, sw->dir, n) == 0 && p[n] == '/')
         p += n + 1;
     p += strspn(p, " \t");
