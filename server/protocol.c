@@ -368,6 +368,9 @@ static json_t *job_reply(const json_t *id, const bf_lease *lease,
                             ? json_string(lease->resume_checkpoint)
                             : json_null());
     json_object_set_new(r, "resume_step", json_integer(lease->resume_step));
+    json_object_set_new(r, "database_id", json_string(lease->database_id));
+    json_object_set_new(r, "source_job_id",
+                        json_integer(lease->source_job_id));
     json_object_set_new(r, "lease_seconds", json_integer(lease_ms / 1000));
     return r;
 }

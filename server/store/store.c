@@ -279,7 +279,18 @@ static int prepare_all(bf_store *s, bf_error *err)
         return store__fail(s, err, "reading the lease counter");
     s->lease_seq = sqlite3_column_int64(st, 0);
     sqlite3_reset(st);
-    return 0;
+    st = store__stmt(s, ST_DATABASE_ID);
+    const unsigned char *id = sqlite3_step(st) == SQLITE_ROW
+                                  ? sqlite3_column_text(st, 0) : NULL;
+    if (id)
+        s->database_id = bf_xstrdup((const char *)id);
+    sqlite3_reset(st);
+    return id ? 0 : store__fail(s, err, "reading the database id");
+}
+
+const char *bf_store_database_id(const bf_store *s)
+{
+    return s->database_id;
 }
 
 /* A daemon killed while it stored a big sweep left it half-stored (n_jobs
@@ -348,6 +359,7 @@ void bf_store_close(bf_store *s)
     }
     free(s->unsettled);
     free(s->path);
+    free(s->database_id);
     free(s);
 }
 

@@ -121,7 +121,9 @@ extern const int bf_schema_n_migrations;
       " started_ms = coalesce(started_ms, ?2) WHERE job_id = ?1"               \
       " RETURNING CASE WHEN init_from IS NULL THEN config"                     \
       "  ELSE json_set(config, '$.init_from', init_from) END,"                 \
-      " checkpoint_path, checkpoint_step")                                     \
+      " checkpoint_path, checkpoint_step,"                                     \
+      " CASE WHEN init_from IS NULL THEN 0 ELSE source_job_id END")            \
+    X(ST_DATABASE_ID, "SELECT database_id FROM database_identity")             \
     X(ST_ATTEMPT_INSERT,                                                       \
       "INSERT INTO attempts (job_id, attempt_no, worker, started_ms,"          \
       " lease_expires_ms) SELECT ?1, coalesce(max(attempt_no), 0) + 1,"        \
@@ -229,6 +231,7 @@ struct bf_store {
     int batch_lost;
     bf_error lost;
     int64_t lease_seq;     /* last value given to sweeps.last_lease_seq */
+    char *database_id;     /* database_identity, read at open */
     sqlite3_stmt *st[ST_COUNT];
     bf_error last;         /* why the last failing call failed */
     /* Ended jobs whose waiting dependents may still have to move on (a

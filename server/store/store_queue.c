@@ -55,6 +55,8 @@ static int start_job(bf_store *s, int64_t job_id, int64_t now_ms, bf_lease *out,
     out->config_json = column_strdup(st, 0);
     out->resume_checkpoint = column_strdup(st, 1);
     out->resume_step = sqlite3_column_int64(st, 2);
+    out->source_job_id = sqlite3_column_int64(st, 3);
+    out->database_id = s->database_id;
     return store__exec(s, st, err);   /* RETURNING: step to the end */
 }
 
