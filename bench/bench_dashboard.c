@@ -611,9 +611,10 @@ static double big_page(int fd, double *first_answer)
     double a, b, c, t0 = bf_now_seconds(), one;
     char path[128];
     snprintf(path, sizeof path, "/api/sweeps/%d", BIG_SWEEP);
-    json_decref(http_get(fd, path, &one));
-    if (first_answer)
+    if (first_answer) {         /* a fresh dashboard: its first answer */
+        json_decref(http_get(fd, path, &one));
         *first_answer = one;
+    }
     json_decref(get_ready(fd, path, &a));
     snprintf(path, sizeof path, "/api/sweeps/%d/jobs?limit=100", BIG_SWEEP);
     json_t *jobs = get_ready(fd, path, &b);

@@ -29,6 +29,8 @@
  * more than the sweeps a team runs at once, so active ones do not evict
  * each other. */
 #define CACHED_SWEEPS 16
+/* Active sweeps loaded when the dashboard starts. */
+#define PREFETCHED_SWEEPS 4
 #define DEFAULT_WIDTH 800
 /* How often the refresher reads the job status feed of the kept sweeps. */
 #define REFRESH_MS 250
@@ -828,6 +830,23 @@ int bf_dash_api_get(bf_dash_api *a, const char *path, const char *query,
     return r.status;
 }
 
+/* The newest active sweeps are loaded from the start: a page opened on one
+ * of a million jobs need not wait the seconds its first read takes. */
+static void prefetch_active(bf_dash_api *a)
+{
+    sqlite3_stmt *st = bf_db_prepare(a->db,
+        "SELECT sweep_id FROM sweeps WHERE status = 'active'"
+        " ORDER BY sweep_id DESC LIMIT ?1");
+    if (!st)
+        return;
+    sqlite3_bind_int(st, 1, PREFETCHED_SWEEPS);
+    pthread_mutex_lock(&a->lock);
+    while (sqlite3_step(st) == SQLITE_ROW)
+        slot_of(a, sqlite3_column_int64(st, 0));
+    pthread_mutex_unlock(&a->lock);
+    sqlite3_finalize(st);
+}
+
 bf_dash_api *bf_dash_api_new(sqlite3 *db, const char *db_path)
 {
     bf_dash_api *a = bf_xcalloc(1, sizeof *a);
@@ -848,6 +867,7 @@ bf_dash_api *bf_dash_api_new(sqlite3 *db, const char *db_path)
     }
     sqlite3_exec(a->bg, "PRAGMA query_only = 1", NULL, NULL, NULL);
     a->started = 1;
+    prefetch_active(a);
     return a;
 }
 

@@ -55,6 +55,7 @@ struct bf_dash_sweep {
     group *groups;
     json_t *group_fields;       /* per group: {by field: value} */
     json_t *train_depths;
+    json_t *seeds;              /* the distinct seeds (or null: too many) */
     long long count[BF_DASH_STATUSES];
     int64_t seq;                /* the newest status_seq applied */
 };
@@ -306,6 +307,32 @@ static int64_t newest_seq(sqlite3 *db, int64_t sweep_id)
     return seq;
 }
 
+static int by_int64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The distinct seeds in order; null past MAX_LISTED_VALUES. */
+static json_t *seed_values(const bf_dash_sweep *s)
+{
+    int64_t *seeds = bf_xcalloc(s->n + 1, sizeof *seeds);
+    memcpy(seeds, s->seed, s->n * sizeof *seeds);
+    qsort(seeds, s->n, sizeof *seeds, by_int64);
+    json_t *out = json_array();
+    for (size_t i = 0; i < s->n && out; i++)
+        if (i == 0 || seeds[i] != seeds[i - 1]) {
+            if (json_array_size(out) == MAX_LISTED_VALUES) {
+                json_decref(out);
+                out = NULL;
+            } else {
+                json_array_append_new(out, json_integer(seeds[i]));
+            }
+        }
+    free(seeds);
+    return out ? out : json_null();
+}
+
 static int load_in_snapshot(bf_dash_sweep *s, sqlite3 *db)
 {
     bf_source src = { .db = db, .db_path = sqlite3_db_filename(db, "main") };
@@ -332,6 +359,7 @@ static int load_in_snapshot(bf_dash_sweep *s, sqlite3 *db)
         json_array_append_new(s->train_depths, json_integer(p.depths[d]));
     if (rc == 0) {
         find_varying(s, &p);
+        s->seeds = seed_values(s);
         s->seq = newest_seq(db, s->sweep_id);
         rc = s->seq < 0 ? -1 : 0;
     }
@@ -366,6 +394,7 @@ void bf_dash_sweep_free(bf_dash_sweep *s)
     json_decref(s->by);
     json_decref(s->group_fields);
     json_decref(s->train_depths);
+    json_decref(s->seeds);
     free(s->ids);
     free(s->seed);
     free(s->group);
@@ -566,31 +595,6 @@ static int by_value(const void *a, const void *b)
     return value_cmp(*(json_t *const *)a, *(json_t *const *)b);
 }
 
-static int by_int64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* The distinct seeds in order; null past MAX_LISTED_VALUES. */
-static json_t *seed_values(const bf_dash_sweep *s)
-{
-    int64_t *seeds = bf_xcalloc(s->n + 1, sizeof *seeds);
-    memcpy(seeds, s->seed, s->n * sizeof *seeds);
-    qsort(seeds, s->n, sizeof *seeds, by_int64);
-    json_t *out = json_array();
-    for (size_t i = 0; i < s->n && out; i++)
-        if (i == 0 || seeds[i] != seeds[i - 1]) {
-            if (json_array_size(out) == MAX_LISTED_VALUES) {
-                json_decref(out);
-                out = NULL;
-            } else {
-                json_array_append_new(out, json_integer(seeds[i]));
-            }
-        }
-    free(seeds);
-    return out ? out : json_null();
-}
 
 /* {field: [its distinct values, in order]} over the varying fields. */
 static json_t *values_json(const bf_dash_sweep *s)
@@ -601,7 +605,7 @@ static json_t *values_json(const bf_dash_sweep *s)
     json_array_foreach(s->varying, i, name) {
         const char *f = json_string_value(name);
         if (strcmp(f, "seed") == 0) {
-            json_object_set_new(out, f, seed_values(s));
+            json_object_set(out, f, s->seeds);
             continue;
         }
         json_t **v = bf_xcalloc((size_t)s->n_groups + 1, sizeof *v);
@@ -630,6 +634,10 @@ json_t *bf_dash_sweep_summary(const bf_dash_sweep *s, sqlite3 *db)
     sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
     json_t *summary = NULL;
     if (compare) {
+        /* The groups, depths and job count are this sweep's, not those of
+         * the succeeded jobs: report.c need not walk them. */
+        json_decref(v.jobs);
+        v.jobs = json_array();
         summary = bf_report_summary(&v, compare);
         json_object_set_new(summary, "groups", groups_json(s, &v));
         json_object_set(summary, "train_depths", s->train_depths);
