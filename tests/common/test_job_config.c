@@ -299,7 +299,7 @@ static bf_job_config unusual_config(void)
     cfg.warmup_steps = 7;
     cfg.weight_decay = 0.0;
     cfg.grad_clip = 0.5;
-    cfg.seed = 18446744073709551615ULL >> 1;
+    cfg.seed = BF_JOB_MAX_SEED;                 /* the largest seed */
     cfg.log_every = 3;
     cfg.eval_every = 0;
     cfg.freq_every = 11;
@@ -449,6 +449,9 @@ static void test_validate_checks_built_configs(void **state)
     cfg = good;
     cfg.seed = (uint64_t)1 << 63;
     expect_invalid(&cfg, "seed", "9223372036854775808 is out of range");
+    cfg = good;
+    cfg.seed = BF_JOB_MAX_SEED + 1;
+    expect_invalid(&cfg, "seed", "9007199254740993 is out of range");
     cfg = good;
     cfg.task = (bf_task_kind)7;
     expect_invalid(&cfg, "task", "unknown task 7");
