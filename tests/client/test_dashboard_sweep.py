@@ -228,7 +228,10 @@ def main():
             check_changes(port, bifocal, db)
         finally:
             proc.terminate()
-            proc.wait(timeout=10)
+            rc = proc.wait(timeout=30)
+        # under ASan a leak or a race's damage makes the exit status nonzero
+        check(rc == 0, "the dashboard stopped cleanly on SIGTERM (exit %d): %s"
+              % (rc, open(os.path.join(d, "dash.port.log")).read()[-3000:]))
     finally:
         shutil.rmtree(d, ignore_errors=True)
     if failures:
