@@ -520,15 +520,16 @@ static void on_shutdown(uv_shutdown_t *req, int status)
     free(req);
 }
 
-/* Ends the connection gracefully: once what was sent is written, a FIN;
- * what the peer still sends is read and dropped for up to
- * BF_HTTP_LINGER_MS, so that it reads the answer (an error, say) instead of
- * a reset for the bytes it sent after it. */
+/* Ends the connection gracefully: once what was sent is written (the peer
+ * has BF_HTTP_IDLE_MS to read it), a FIN; what the peer still sends is read
+ * and dropped for up to BF_HTTP_LINGER_MS after that, so that it reads the
+ * answer (an error, say) instead of a reset for the bytes it sent after
+ * it. */
 static void close_after_writes(bf_http_conn *c)
 {
     if (!c->closing) {
         c->closing = 1;
-        c->deadline_ms = bf_monotonic_ms() + BF_HTTP_LINGER_MS;
+        c->deadline_ms = bf_monotonic_ms() + BF_HTTP_IDLE_MS;
         free(c->in);                /* what it pipelined is not answered */
         c->in = NULL;
         if (!c->eof)
@@ -537,6 +538,7 @@ static void close_after_writes(bf_http_conn *c)
     if (c->writes > 0 || c->shut)
         return;
     c->shut = 1;
+    c->deadline_ms = bf_monotonic_ms() + BF_HTTP_LINGER_MS;
     uv_shutdown_t *req = bf_xmalloc(sizeof *req);
     if (uv_shutdown(req, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
         free(req);

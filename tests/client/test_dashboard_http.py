@@ -466,6 +466,24 @@ def check_pipelining(bifocal, db, d):
                                     for x in r[:399]) and r[399][0] == 404,
               "400 pipelined requests read late: 399 pages and the 404, in "
               "order (got %d answers)" % len(r))
+        # The last of them asks to close: its answers, 7.8 MB (within the
+        # budget, beyond what the kernel buffers), wait for a peer that
+        # reads 3 s later; the 2 s linger starts once they are written.
+        s = socket.create_connection(addr, timeout=30)
+        s.sendall(one * 79 + b"GET / HTTP/1.1\r\nHost: localhost\r\n"
+                  b"Connection: close\r\n\r\n")
+        time.sleep(3)
+        data = b""
+        while True:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            data += chunk
+        s.close()
+        r = parse_responses(data)
+        check(len(r) == 80 and all(len(x[2]) == page_len for x in r),
+              "a peer that reads its last answers 3 s late gets them all "
+              "(got %d of 80)" % len(r))
     finally:
         dash.stop()
 
