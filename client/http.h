@@ -31,14 +31,16 @@
  *     pipelined waits, unparsed, in the one read buffer it came in) and its
  *     reads stop, until half of that has gone out;
  *   - a place: a connection is a stranger's until the handler lets one of
- *     its requests in (bf_http_response.let_in).  Strangers have their own
- *     budget, BF_HTTP_MAX_STRANGERS_PER_ADDR per address and
- *     BF_HTTP_MAX_STRANGERS in all, within BF_HTTP_MAX_CONNS: a new
- *     connection over it evicts the oldest stranger (of its own address,
- *     else of the address holding the most), never itself, so strangers
- *     cannot keep out a peer that would be let in.  Only when
- *     BF_HTTP_MAX_CONNS connections are all let in is a new one answered
- *     503. */
+ *     its requests in (bf_http_response.let_in; a handler that refuses one
+ *     sets close).  Strangers have their own budget,
+ *     BF_HTTP_MAX_STRANGERS_PER_ADDR per address and BF_HTTP_MAX_STRANGERS
+ *     in all, within BF_HTTP_MAX_CONNS: a new connection over it closes
+ *     the oldest idle stranger (of its own address, else of the address
+ *     holding the most; idle: nothing of it waits to be read, so no
+ *     request on its way is lost), never itself, so strangers cannot keep
+ *     out a peer that would be let in.  At BF_HTTP_MAX_CONNS a newcomer
+ *     takes the place of one lingering after its last answer or of a
+ *     stranger; only when all are let in is it answered 503. */
 #ifndef BF_HTTP_H
 #define BF_HTTP_H
 
