@@ -19,7 +19,21 @@
  * machine), the median of 3 rounds each (alternating), and their ratios.
  * Targets: >= 200,000 rows/s, ratio >= 0.9.
  *
- * usage: bench_dashboard [ROWS]   (ROWS >= 40,000; 10,000,000 by default) */
+ * The largest sweep the daemon accepts, written straight with SQL (the
+ * store would take minutes to submit it): JOBS jobs (1,000,000 by default:
+ * rope 4 x lr 10 x depth 25 = 1,000 groups x JOBS / 1,000 seeds), two
+ * seeds of each group succeeded with evaluations, 10 running, the rest
+ * queued.  A fresh `bifocal dashboard` on it:
+ *   the sweep page (summary, first page of the job table, live) from the
+ *   first request until all three hold data, then again          < 500 ms
+ *   the dashboard's peak RSS                                     < 200 MB
+ *   /live while jobs start and end (a writer moves 10 jobs/s
+ *   from queued to running and from running to succeeded)        < 50 ms
+ *   pages of the job table: first, middle, sorted by a field,
+ *   filtered by a field and status, sorted by seed
+ *
+ * usage: bench_dashboard [ROWS]   (ROWS >= 40,000; 10,000,000 by default)
+ *        bench_dashboard --big [JOBS]   (the large sweep only) */
 #include <arpa/inet.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -257,7 +271,7 @@ static double sweep_page(int fd, json_int_t *cursor)
 {
     double a, b, c;
     json_decref(http_get(fd, "/api/sweeps/1", &a));
-    json_t *jobs = http_get(fd, "/api/sweeps/1/jobs", &b);
+    json_t *jobs = http_get(fd, "/api/sweeps/1/jobs?limit=1000", &b);
     if (json_array_size(json_object_get(jobs, "jobs")) != JOBS)
         die("jobs", "not every job listed");
     *cursor = json_integer_value(json_object_get(jobs, "cursor"));
@@ -431,8 +445,276 @@ static void time_ingest(bft_daemon *d, int port)
            "(target >= 0.9)\n", polled / idle, polled_cpu / idle_cpu);
 }
 
+/* ---- the largest sweep ---------------------------------------------------- */
+
+#define BIG_GROUPS 1000
+#define BIG_RUNNING 10
+#define BIG_SWEEP 1
+
+static void sql(sqlite3 *db, const char *text)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(db, text, NULL, NULL, &msg) != SQLITE_OK)
+        die(text, msg);
+}
+
+/* The sweep, its jobs (configs as the store writes them: every field), and
+ * what two seeds of each group and the running jobs logged. */
+static void make_big_database(const char *path, long long jobs)
+{
+    bf_store *st;
+    bf_error err;
+    if (bf_store_open(&st, path, &err))      /* the schema, migrated */
+        die("open", err.msg);
+    bf_store_close(st);
+    sqlite3 *db;
+    if (sqlite3_open(path, &db) != SQLITE_OK)
+        die("open", path);
+    double t0 = bf_now_seconds();
+    char text[4096];
+    snprintf(text, sizeof text,
+        "INSERT INTO sweeps (sweep_id, name, filename, source, submitted_ms,"
+        " max_attempts, n_jobs) VALUES (%d, 'bench-big', 'big.yaml',"
+        " 'name: bench-big\nbase: {task: dyck, steps: 1000}\ngrid:\n"
+        "  rope: [none, rope, spectral, bifocal]\n"
+        "  lr: [0.001, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008, 0.009, 0.01]\n"
+        "  depth: [4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,"
+        " 21, 22, 23, 24, 25, 26, 27, 28]\nseeds: %lld\n', %lld, 3, %lld)",
+        BIG_SWEEP, jobs / BIG_GROUPS, (long long)bf_wall_ms(), jobs);
+    sql(db, "BEGIN");
+    sql(db, text);
+    snprintf(text, sizeof text,
+        "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n"
+        "                         WHERE i + 1 < %lld),"
+        " p AS (SELECT i, i / %d AS seed,"
+        "         CASE (i %% %d) %% 4 WHEN 0 THEN 'none' WHEN 1 THEN 'rope'"
+        "              WHEN 2 THEN 'spectral' ELSE 'bifocal' END AS rope,"
+        "         0.001 * (1 + (i %% %d) / 4 %% 10) AS lr,"
+        "         4 + (i %% %d) / 40 AS depth FROM n)"
+        " INSERT INTO jobs (sweep_id, idx, config, config_hash, task, rope,"
+        "                   depth, seed, learnable_heads, status, priority,"
+        "                   created_ms)"
+        " SELECT %d, i, json_set('{\"batch_size\":32,\"checkpoint_every\":0,"
+        "\"d_model\":64,\"depth\":4,\"dyck_k\":2,\"eval_depths\":[4,8,16],"
+        "\"eval_every\":100,\"eval_examples\":128,\"freq_every\":50,"
+        "\"freq_lr_mult\":1.0,\"grad_clip\":1.0,\"init_from\":\"\","
+        "\"log_every\":10,\"lr\":0.001,\"modulus\":10,\"n_heads\":4,"
+        "\"n_layers\":2,\"prope_fraction\":0.25,\"random_positions\":0,"
+        "\"rope\":\"rope\",\"rope_base\":10000.0,\"seed\":1,\"seq_len\":64,"
+        "\"spectral_fraction\":0.5,\"steps\":1000,\"stop_on_nonfinite\":true,"
+        "\"task\":\"dyck\",\"warmup_steps\":50,\"weight_decay\":0.1}',"
+        "   '$.rope', rope, '$.lr', lr, '$.depth', depth, '$.seed', seed),"
+        "   printf('%%016x', i), 'dyck', rope, depth, seed, 2, 'queued', 0, %lld"
+        "   FROM p",
+        jobs, BIG_GROUPS, BIG_GROUPS, BIG_GROUPS, BIG_GROUPS, BIG_SWEEP,
+        (long long)bf_wall_ms());
+    sql(db, text);
+    /* Seeds 0 and 1 succeeded: a final evaluation at 3 depths, a loss. */
+    sql(db, "UPDATE jobs SET status = 'succeeded', started_ms = created_ms,"
+            " finished_ms = created_ms + 60000 WHERE seed < 2");
+    sql(db, "INSERT INTO evals (job_id, step, depth, loss, accuracy)"
+            " SELECT job_id, 1000, d.value, 1.0 + (job_id % 97) / 100.0,"
+            "        0.5 + (job_id % 89) / 200.0"
+            "   FROM jobs, json_each('[4,8,16]') d WHERE status = 'succeeded'");
+    sql(db, "INSERT INTO metrics (job_id, key, step, value)"
+            " SELECT job_id, 'loss', 1000, 0.5 + (job_id % 83) / 100.0"
+            "   FROM jobs WHERE status = 'succeeded'");
+    sql(db, "COMMIT");
+    sqlite3_close(db);
+    struct stat stt;
+    stat(path, &stt);
+    printf("large sweep: %lld jobs (%d groups, %lld succeeded), written with "
+           "SQL in %.1f s; %.0f MB\n", jobs, BIG_GROUPS, 2LL * BIG_GROUPS,
+           bf_now_seconds() - t0, stt.st_size / 1048576.0);
+}
+
+/* A writer moving jobs as a running sweep does: every 100 ms the oldest
+ * running job succeeds (its evaluations and loss logged) and a queued one
+ * starts (an attempt), so that the dashboard's counts keep moving. */
+typedef struct mover {
+    const char *db;
+    volatile int stop;
+    int moved;
+} mover;
+
+static void *mover_main(void *arg)
+{
+    mover *m = arg;
+    sqlite3 *db;
+    if (sqlite3_open(m->db, &db) != SQLITE_OK)
+        die("open", m->db);
+    sqlite3_busy_timeout(db, 5000);
+    while (!m->stop) {
+        sql(db, "BEGIN IMMEDIATE");
+        sql(db, "CREATE TEMP TABLE IF NOT EXISTS done (job_id INTEGER)");
+        sql(db, "DELETE FROM done");
+        sql(db, "INSERT INTO done SELECT job_id FROM jobs WHERE sweep_id = 1"
+                " AND status = 'running' ORDER BY started_ms, job_id LIMIT 1");
+        sql(db, "UPDATE attempts SET outcome = 'succeeded', ended_ms = "
+                " CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
+                " WHERE outcome = 'running' AND job_id IN (SELECT job_id FROM done)");
+        sql(db, "INSERT OR IGNORE INTO evals (job_id, step, depth, loss, accuracy)"
+                " SELECT job_id, 1000, d.value, 1.1, 0.6 FROM done,"
+                " json_each('[4,8,16]') d");
+        sql(db, "UPDATE jobs SET status = 'succeeded', finished_ms ="
+                " CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
+                " WHERE job_id IN (SELECT job_id FROM done)");
+        sql(db, "INSERT INTO done SELECT job_id FROM jobs WHERE sweep_id = 1"
+                " AND status = 'queued' ORDER BY job_id LIMIT 1");
+        sql(db, "UPDATE jobs SET status = 'running', attempts = 1, started_ms ="
+                " CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
+                " WHERE job_id = (SELECT max(job_id) FROM done)");
+        sql(db, "INSERT INTO attempts (job_id, attempt_no, worker, started_ms,"
+                " lease_expires_ms) SELECT max(job_id), 1, 'bench',"
+                " CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER),"
+                " CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) + 600000 FROM done");
+        sql(db, "COMMIT");
+        m->moved++;
+        bf_sleep_ms(100);
+    }
+    sqlite3_close(db);
+    return NULL;
+}
+
+/* The dashboard's peak resident set (VmHWM), in MB. */
+static double peak_rss_mb(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    double kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "VmHWM:", 6) == 0)
+            kb = atof(line + 6);
+    if (f)
+        fclose(f);
+    return kb / 1024;
+}
+
+/* GET path until its answer is not "pending" (the sweep still loading). */
+static json_t *get_ready(int fd, const char *path, double *ms)
+{
+    double t0 = bf_now_seconds(), one;
+    for (;;) {
+        json_t *j = http_get(fd, path, &one);
+        if (!json_is_true(json_object_get(j, "pending"))) {
+            *ms = 1000 * (bf_now_seconds() - t0);
+            return j;
+        }
+        json_decref(j);
+        bf_sleep_ms(20);
+    }
+}
+
+static double big_page(int fd, double *first_answer)
+{
+    double a, b, c, t0 = bf_now_seconds(), one;
+    char path[128];
+    snprintf(path, sizeof path, "/api/sweeps/%d", BIG_SWEEP);
+    if (first_answer) {         /* a fresh dashboard: its first answer */
+        json_decref(http_get(fd, path, &one));
+        *first_answer = one;
+    }
+    json_decref(get_ready(fd, path, &a));
+    snprintf(path, sizeof path, "/api/sweeps/%d/jobs?limit=100", BIG_SWEEP);
+    json_t *jobs = get_ready(fd, path, &b);
+    if (json_array_size(json_object_get(jobs, "jobs")) != 100)
+        die("jobs", "the first page is not 100 rows");
+    json_decref(jobs);
+    snprintf(path, sizeof path, "/api/sweeps/%d/live", BIG_SWEEP);
+    json_decref(get_ready(fd, path, &c));
+    return 1000 * (bf_now_seconds() - t0);
+}
+
+static double time_path(int fd, const char *path)
+{
+    double t[REPEATS];
+    for (int i = 0; i < REPEATS; i++)
+        json_decref(http_get(fd, path, &t[i]));
+    return median(t, REPEATS);
+}
+
+static void time_big(const char *dir, long long jobs)
+{
+    char db[400], port_file[400];
+    snprintf(db, sizeof db, "%s/big.db", dir);
+    snprintf(port_file, sizeof port_file, "%s/big.port", dir);
+    make_big_database(db, jobs);
+    int port;
+    pid_t dash = start_dashboard(db, port_file, &port);
+    int fd = http_connect(port);
+    double first_answer, cold = big_page(fd, &first_answer), warm[REPEATS];
+    for (int i = 0; i < REPEATS; i++)
+        warm[i] = big_page(fd, NULL);
+    printf("%lld-job sweep page (summary, 100-row job page, live), from a fresh "
+           "dashboard: first answer %.1f ms, all three with data %.1f ms\n",
+           jobs, first_answer, cold);
+    printf("%lld-job sweep page, again: %.1f ms (target < 500 ms)\n", jobs,
+           median(warm, REPEATS));
+    char path[256];
+    printf("job table pages (median of %d):\n", REPEATS);
+    const char *pages[][2] = {
+        { "first page, by id", "limit=100" },
+        { "middle page, by id", "limit=100&offset=500000" },
+        { "sorted by lr, descending", "limit=100&sort=lr&desc=1&offset=1000" },
+        { "filtered rope=spectral, status=queued", "limit=100&rope=spectral&status=queued" },
+        { "sorted by seed", "limit=100&sort=seed&offset=250000" } };
+    for (size_t i = 0; i < sizeof pages / sizeof *pages; i++) {
+        snprintf(path, sizeof path, "/api/sweeps/%d/jobs?%s", BIG_SWEEP, pages[i][1]);
+        printf("  %-40s %7.1f ms\n", pages[i][0], time_path(fd, path));
+    }
+    /* Jobs start and end while a page polls. */
+    mover m = { .db = db };
+    pthread_t thread;
+    pthread_create(&thread, NULL, mover_main, &m);
+    double live[200], summary[200];
+    int n = 0;
+    snprintf(path, sizeof path, "/api/sweeps/%d/live", BIG_SWEEP);
+    char spath[64];
+    snprintf(spath, sizeof spath, "/api/sweeps/%d", BIG_SWEEP);
+    json_int_t before = -1, after = -1;
+    for (; n < 200; n++) {
+        json_t *l = http_get(fd, path, &live[n]);
+        json_int_t s = json_integer_value(json_object_get(json_object_get(l,
+                                          "counts"), "succeeded"));
+        before = before < 0 ? s : before;
+        after = s;
+        json_decref(l);
+        json_decref(http_get(fd, spath, &summary[n]));
+        bf_sleep_ms(50);
+    }
+    m.stop = 1;
+    pthread_join(thread, NULL);
+    qsort(live, (size_t)n, sizeof *live, by_value);
+    printf("/live while %d jobs started and %d ended (10 a second): median "
+           "%.1f ms, p95 %.1f ms, max %.1f ms (target < 50 ms); succeeded "
+           "counted %lld -> %lld\n", m.moved, m.moved, median(live, n),
+           live[n * 95 / 100], live[n - 1], (long long)before, (long long)after);
+    printf("/api/sweeps/%d meanwhile: median %.1f ms\n", BIG_SWEEP,
+           median(summary, n));
+    printf("dashboard peak RSS: %.0f MB (target < 200 MB)\n", peak_rss_mb(dash));
+    close(fd);
+    kill(dash, SIGTERM);
+    waitpid(dash, NULL, 0);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--big") == 0) {
+        long long jobs = argc > 2 ? atoll(argv[2]) : 1000000;
+        if (jobs < 10 * BIG_GROUPS) {
+            fprintf(stderr, "usage: bench_dashboard --big [JOBS]   (JOBS >= %d)\n",
+                    10 * BIG_GROUPS);
+            return 2;
+        }
+        char dir[] = "/tmp/bench-dashboard-XXXXXX";
+        if (!mkdtemp(dir))
+            die("mkdtemp", dir);
+        time_big(dir, jobs);
+        char rm[64];
+        snprintf(rm, sizeof rm, "rm -rf %s", dir);
+        return system(rm) != 0;
+    }
     long long rows = argc > 1 ? atoll(argv[1]) : 10000000;
     if (rows < 40000) {
         fprintf(stderr, "usage: bench_dashboard [ROWS]   (ROWS >= 40000)\n");
@@ -460,6 +742,7 @@ int main(int argc, char **argv)
     time_ingest(&d, port);
     kill(dash, SIGTERM);
     waitpid(dash, NULL, 0);
+    time_big(d.dir, 1000000);
     bft_daemon_stop(&d, SIGTERM);
     bft_daemon_cleanup(&d);
     return 0;

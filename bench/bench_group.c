@@ -48,8 +48,8 @@ static double timed_run(const bf_job_config *cfg, bf_link *link)
     bf_error err;
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = bf_now_seconds();
-    if (bf_group_train(MPI_COMM_WORLD, cfg, NULL, NULL, link, NULL,
-                       &err) != 0) {
+    bf_group_job job = {0};
+    if (bf_group_train(MPI_COMM_WORLD, cfg, &job, link, NULL, &err) != 0) {
         fprintf(stderr, "bench_group: %s\n", err.msg);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }

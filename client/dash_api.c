@@ -6,6 +6,7 @@
 #include "clock.h"
 #include "compare.h"
 #include "dash_curves.h"
+#include "dash_sweep.h"
 #include "db.h"
 #include "file.h"
 #include "http.h"
@@ -16,43 +17,65 @@
 #include "sweep_view.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#define CACHED_SWEEPS 8
+/* Sweeps whose aggregates are kept (a million-job sweep holds ~25 MB):
+ * more than the sweeps a team runs at once, so active ones do not evict
+ * each other. */
+#define CACHED_SWEEPS 16
+/* Active sweeps loaded when the dashboard starts. */
+#define PREFETCHED_SWEEPS 4
 #define DEFAULT_WIDTH 800
+/* How often the refresher reads the job status feed of the kept sweeps. */
+#define REFRESH_MS 250
+/* The comparison is recomputed at most this often while jobs succeed. */
+#define COMPARE_EVERY_MS 1000
+/* A request about a sweep not loaded yet waits this long for it (a small
+ * sweep loads in a few ms); past it the answer says "pending". */
+#define FIRST_LOAD_WAIT_MS 200
+/* /live's "ended" lists at most this many rows (the newest). */
+#define MAX_ENDED 1000
+#define DEFAULT_PAGE 100
+#define MAX_PAGE 1000
 
-/* What the API keeps of one sweep. */
-typedef struct sweep_entry {
+/* A kept sweep.  The refresher thread writes agg and summary under the
+ * lock and reads agg without it while busy; the answering thread reads
+ * both under the lock and evicts only a slot that is not busy. */
+typedef struct sweep_slot {
     int64_t sweep_id;           /* 0: a free slot */
     uint64_t used;              /* for least-recently-used eviction */
-    char fingerprint[256];      /* of what view, summary and jobs show */
-    bf_sweep_view view;
-    json_t *summary;            /* the reply of /api/sweeps/N */
-    json_t *jobs;               /* the reply of /api/sweeps/N/jobs */
-    bf_progress progress;       /* its running jobs, observed over polls */
-} sweep_entry;
+    bf_dash_sweep *agg;         /* NULL until loaded */
+    json_t *summary;            /* /api/sweeps/N without counts; NULL: not yet */
+    int busy, failed, stale;
+    double compared_ms;         /* when summary was computed */
+} sweep_slot;
+
+/* The running jobs of a sweep observed over polls (answering thread). */
+typedef struct observer {
+    int64_t sweep_id;
+    uint64_t used;
+    bf_progress progress;
+} observer;
 
 struct bf_dash_api {
-    sqlite3 *db;
+    sqlite3 *db;                /* the answering thread's */
+    sqlite3 *bg;                /* the refresher's own connection */
     bf_source src;
     char *db_path;
-    sweep_entry sweeps[CACHED_SWEEPS];
+    pthread_t refresher;
+    pthread_mutex_t lock;
+    pthread_cond_t wake, loaded;
+    int stop, started;
+    sweep_slot slots[CACHED_SWEEPS];
+    observer observers[CACHED_SWEEPS];
     uint64_t clock;
 };
-
-/* A sweep's jobs in a few numbers: cheap to read (one pass over the
- * sweep's jobs by index), and different whenever a job starts or ends. */
-typedef struct sweep_state {
-    int found;
-    char status[16];
-    long long total, queued, running, succeeded, failed, cancelled;
-    long long last_started, last_finished;     /* ms; -1: none */
-    double queued_steps;                       /* steps of the queued jobs */
-} sweep_state;
 
 typedef struct reply {
     int status;
@@ -90,49 +113,20 @@ static json_t *query_rows(bf_dash_api *a, const char *sql, int64_t id)
     return bf_db_rows(a->db, st);
 }
 
-static long long column_ll(sqlite3_stmt *st, int i)
+/* One integer of sql with ?1 = id: 1 and *out (-1 for NULL) when a row
+ * came, 0 when none, -1 on failure. */
+static int query_int(bf_dash_api *a, const char *sql, int64_t id, long long *out)
 {
-    return sqlite3_column_type(st, i) == SQLITE_NULL
-           ? -1 : (long long)sqlite3_column_int64(st, i);
-}
-
-static int read_state(bf_dash_api *a, int64_t sweep, sweep_state *s)
-{
-    sqlite3_stmt *st = bf_db_prepare(a->db,
-        "SELECT s.status, count(j.job_id),"
-        "       total(j.status = 'queued'), total(j.status = 'running'),"
-        "       total(j.status = 'succeeded'), total(j.status = 'failed'),"
-        "       total(j.status = 'cancelled'),"
-        "       max(j.started_ms), max(j.finished_ms),"
-        "       total(CASE WHEN j.status = 'queued'"
-        "                  THEN json_extract(j.config, '$.steps') END)"
-        "  FROM sweeps s LEFT JOIN jobs j ON j.sweep_id = s.sweep_id"
-        " WHERE s.sweep_id = ?1");
+    sqlite3_stmt *st = bf_db_prepare(a->db, sql);
     if (!st)
         return -1;
-    sqlite3_bind_int64(st, 1, sweep);
+    sqlite3_bind_int64(st, 1, id);
     int rc = sqlite3_step(st);
-    *s = (sweep_state){ 0 };
-    if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
-        s->found = 1;
-        snprintf(s->status, sizeof s->status, "%s",
-                 (const char *)sqlite3_column_text(st, 0));
-        long long *counts[] = { &s->total, &s->queued, &s->running,
-                                &s->succeeded, &s->failed, &s->cancelled,
-                                &s->last_started, &s->last_finished };
-        for (int i = 0; i < 8; i++)
-            *counts[i] = column_ll(st, i + 1);
-        s->queued_steps = sqlite3_column_double(st, 9);
-    }
+    if (rc == SQLITE_ROW)
+        *out = sqlite3_column_type(st, 0) == SQLITE_NULL
+               ? -1 : (long long)sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
-    return rc == SQLITE_ROW ? 0 : -1;
-}
-
-static void fingerprint(const sweep_state *s, char *out, size_t cap)
-{
-    snprintf(out, cap, "%s %lld %lld %lld %lld %lld %lld %lld %lld", s->status,
-             s->total, s->queued, s->running, s->succeeded, s->failed,
-             s->cancelled, s->last_started, s->last_finished);
+    return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
 }
 
 /* A cursor (the newest finished_ms), null before any job ended. */
@@ -141,91 +135,158 @@ static json_t *cursor_json(long long ms)
     return ms >= 0 ? json_integer(ms) : json_null();
 }
 
-static json_t *counts_json(const sweep_state *s)
+/* The newest finished_ms of the sweep (one seek of its index); -1: none. */
+static long long newest_finished(bf_dash_api *a, int64_t sweep)
 {
-    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "status",
-                     s->status, "total", (json_int_t)s->total, "queued",
-                     (json_int_t)s->queued, "running", (json_int_t)s->running,
-                     "succeeded", (json_int_t)s->succeeded, "failed",
-                     (json_int_t)s->failed, "cancelled",
-                     (json_int_t)s->cancelled);
+    long long ms = -1;
+    query_int(a, "SELECT max(finished_ms) FROM jobs WHERE sweep_id = ?1"
+                 " AND finished_ms IS NOT NULL", sweep, &ms);
+    return ms;
 }
 
-/* ---- the sweep cache ------------------------------------------------------ */
-
-static void entry_clear_data(sweep_entry *e)
+/* A view naming the varying fields (borrowed from names), which is all
+ * bf_results_row reads of one. */
+static void names_view(bf_sweep_view *v, const json_t *names)
 {
-    bf_sweep_view_clear(&e->view);
+    *v = (bf_sweep_view){ 0 };
+    for (size_t i = 0; i < json_array_size(names) && i < BF_SWEEP_MAX_FIELDS; i++)
+        v->varying[v->n_varying++] = json_string_value(json_array_get(names, i));
+}
+
+/* ---- the refresher -------------------------------------------------------- */
+
+static void slot_clear(sweep_slot *e)
+{
+    bf_dash_sweep_free(e->agg);
     json_decref(e->summary);
-    json_decref(e->jobs);
-    e->summary = e->jobs = NULL;
-    e->fingerprint[0] = '\0';
+    *e = (sweep_slot){ 0 };
 }
 
-/* The sweep's entry: found, or made in a free or the least recently used
- * slot. */
-static sweep_entry *entry_of(bf_dash_api *a, int64_t sweep)
+/* Loads, follows the feed of, or recomputes the summary of slot e (locked
+ * on entry and exit; unlocked while it reads). */
+static void refresh_slot(bf_dash_api *a, sweep_slot *e)
 {
-    sweep_entry *slot = &a->sweeps[0];
+    int64_t id = e->sweep_id;
+    e->busy = 1;
+    if (!e->agg) {
+        pthread_mutex_unlock(&a->lock);
+        bf_dash_sweep *agg = bf_dash_sweep_load(a->bg, id);
+        pthread_mutex_lock(&a->lock);
+        e->agg = agg;
+        e->failed = !agg;
+        e->stale = 1;
+    } else {
+        pthread_mutex_unlock(&a->lock);
+        bf_dash_changes *c = bf_dash_sweep_read_changes(e->agg, a->bg);
+        pthread_mutex_lock(&a->lock);
+        int reload = 0;
+        if (c && bf_dash_sweep_apply(e->agg, c, &reload))
+            e->stale = 1;
+        if (reload) {           /* jobs were still being stored */
+            bf_dash_sweep_free(e->agg);
+            e->agg = NULL;
+        }
+    }
+    double now = (double)bf_monotonic_ms();
+    if (e->agg && e->stale && now - e->compared_ms >= COMPARE_EVERY_MS) {
+        pthread_mutex_unlock(&a->lock);
+        json_t *summary = bf_dash_sweep_summary(e->agg, a->bg);
+        pthread_mutex_lock(&a->lock);
+        if (summary) {
+            json_decref(e->summary);
+            e->summary = summary;
+            e->stale = 0;
+        }
+        e->failed = !summary && !e->summary;
+        e->compared_ms = now;
+    }
+    e->busy = 0;
+    pthread_cond_broadcast(&a->loaded);
+}
+
+static void *refresher_main(void *arg)
+{
+    bf_dash_api *a = arg;
+    pthread_mutex_lock(&a->lock);
+    while (!a->stop) {
+        for (int i = 0; i < CACHED_SWEEPS && !a->stop; i++)
+            if (a->slots[i].sweep_id && !a->slots[i].failed)
+                refresh_slot(a, &a->slots[i]);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += REFRESH_MS * 1000000L;
+        until.tv_sec += until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        if (!a->stop)
+            pthread_cond_timedwait(&a->wake, &a->lock, &until);
+    }
+    pthread_mutex_unlock(&a->lock);
+    return NULL;
+}
+
+/* The slot of a sweep, made in a free or the least recently used idle slot
+ * (the refresher is told).  Locked. */
+static sweep_slot *slot_of(bf_dash_api *a, int64_t sweep)
+{
+    sweep_slot *pick = NULL;
     for (int i = 0; i < CACHED_SWEEPS; i++) {
-        sweep_entry *e = &a->sweeps[i];
+        sweep_slot *e = &a->slots[i];
         if (e->sweep_id == sweep) {
             e->used = ++a->clock;
             return e;
         }
-        if (e->used < slot->used)
-            slot = e;
+        if (!e->busy && (!pick || e->used < pick->used))
+            pick = e;
     }
-    entry_clear_data(slot);
-    bf_progress_clear(&slot->progress);
-    slot->sweep_id = sweep;
-    slot->used = ++a->clock;
-    return slot;
+    slot_clear(pick);           /* the refresher works on one slot at a time */
+    pick->sweep_id = sweep;
+    pick->used = ++a->clock;
+    pthread_cond_signal(&a->wake);
+    return pick;
 }
 
-/* Brings the entry's view, summary and jobs up to the sweep's state:
- * recomputed only when the fingerprint changed.  0, or -1 (printed). */
-static int entry_load(bf_dash_api *a, sweep_entry *e, const sweep_state *s)
+/* The sweep's slot once its summary is there, waiting up to
+ * FIRST_LOAD_WAIT_MS for a first load.  Locked; NULL: not loaded yet
+ * (*failed set when it could not be). */
+static sweep_slot *loaded_slot(bf_dash_api *a, int64_t sweep, int *failed)
 {
-    char fp[sizeof e->fingerprint];
-    fingerprint(s, fp, sizeof fp);
-    if (strcmp(fp, e->fingerprint) == 0)
-        return 0;
-    entry_clear_data(e);
-    if (bf_sweep_view_load(&e->view, &a->src, e->sweep_id, NULL, NULL)) {
-        bf_sweep_view_clear(&e->view);
-        return -1;
-    }
-    /* Nothing to compare before a job succeeded: an empty table. */
-    json_t *compare = bf_sweep_view_succeeded(&e->view) > 0
-                      ? bf_compare_rows(&e->view, &a->src, NULL) : NULL;
-    e->summary = bf_report_summary(&e->view, compare ? compare : json_array());
-    json_object_set_new(e->summary, "counts", counts_json(s));
-    e->jobs = json_pack("{s:o, s:o}", "jobs", bf_results_rows(&e->view),
-                        "cursor", cursor_json(s->last_finished));
-    snprintf(e->fingerprint, sizeof e->fingerprint, "%s", fp);
-    return 0;
+    sweep_slot *e = slot_of(a, sweep);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += FIRST_LOAD_WAIT_MS * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    while (e->sweep_id == sweep && !e->summary && !e->failed
+           && pthread_cond_timedwait(&a->loaded, &a->lock, &until) == 0)
+        ;
+    *failed = e->sweep_id == sweep && e->failed;
+    if (*failed)
+        slot_clear(e);          /* tried again on the next request */
+    return e->sweep_id == sweep && e->summary ? e : NULL;
 }
 
-/* The sweep's state and its entry, loaded; a reply on failure. */
-static int open_sweep(bf_dash_api *a, int64_t sweep, sweep_state *s,
-                      sweep_entry **e, reply *r)
+/* 0 if the sweep exists, else the reply to give. */
+static int check_sweep(bf_dash_api *a, int64_t sweep, reply *r)
 {
-    if (read_state(a, sweep, s)) {
+    long long one;
+    int rc = query_int(a, "SELECT 1 FROM sweeps WHERE sweep_id = ?1", sweep, &one);
+    if (rc < 0)
         *r = fail(500, "cannot read %s: %s", a->db_path, sqlite3_errmsg(a->db));
-        return -1;
-    }
-    if (!s->found) {
+    else if (rc == 0)
         *r = fail(404, "no sweep %lld", (long long)sweep);
-        return -1;
-    }
-    *e = entry_of(a, sweep);
-    if (entry_load(a, *e, s)) {
-        *r = fail(500, "cannot read sweep %lld of %s", (long long)sweep,
-                  a->db_path);
-        return -1;
-    }
-    return 0;
+    return rc == 1 ? 0 : -1;
+}
+
+static reply pending(int64_t sweep)
+{
+    return ok(json_pack("{s:I, s:b}", "sweep_id", (json_int_t)sweep,
+                        "pending", 1));
+}
+
+static reply load_failed(bf_dash_api *a, int64_t sweep)
+{
+    return fail(500, "cannot read sweep %lld of %s", (long long)sweep,
+                a->db_path);
 }
 
 /* ---- workers -------------------------------------------------------------- */
@@ -282,16 +343,35 @@ static reply get_workers(bf_dash_api *a)
 
 /* ---- live progress -------------------------------------------------------- */
 
-/* The running jobs of the sweep with their rate and ETA (the entry's
- * observer updated), each with the swept fields' values and without its
- * config; NULL on failure (printed). */
-static json_t *running_jobs(bf_dash_api *a, sweep_entry *e,
-                            const json_t *fields)
+/* The observer of a sweep's running jobs: found, or made in the least
+ * recently used place. */
+static bf_progress *observer_of(bf_dash_api *a, int64_t sweep)
 {
-    json_t *live = bf_source_rows(&a->src, "live_jobs", e->sweep_id);
+    observer *pick = &a->observers[0];
+    for (int i = 0; i < CACHED_SWEEPS; i++) {
+        observer *o = &a->observers[i];
+        if (o->sweep_id == sweep) {
+            o->used = ++a->clock;
+            return &o->progress;
+        }
+        if (o->used < pick->used)
+            pick = o;
+    }
+    bf_progress_clear(&pick->progress);
+    pick->sweep_id = sweep;
+    pick->used = ++a->clock;
+    return &pick->progress;
+}
+
+/* The running jobs of the sweep with their rate and ETA (its observer
+ * updated), each with the values of fields and without its config; NULL
+ * on failure (printed). */
+static json_t *running_jobs(bf_dash_api *a, int64_t sweep, const json_t *fields)
+{
+    json_t *live = bf_source_rows(&a->src, "live_jobs", sweep);
     if (!live)
         return NULL;
-    bf_progress_update(&e->progress, live, bf_monotonic_ms());
+    bf_progress_update(observer_of(a, sweep), live, bf_monotonic_ms());
     size_t i, k;
     json_t *row, *name;
     json_array_foreach(live, i, row) {
@@ -312,72 +392,244 @@ static json_t *eta_json(double eta)
     return eta >= 0 ? json_real(eta) : json_null();
 }
 
-/* Job rows (as /jobs gives them) of the jobs that ended at since or later. */
-static json_t *ended_jobs(bf_dash_api *a, const sweep_entry *e, int64_t since)
+/* Job rows (as /jobs gives them) of the ids (an array), in that order. */
+static json_t *job_rows(bf_dash_api *a, const json_t *ids, const json_t *varying)
 {
-    sqlite3_stmt *st = bf_db_prepare(a->db,
-        "SELECT * FROM job_results WHERE sweep_id = ?1 AND job_id IN"
-        " (SELECT job_id FROM jobs WHERE sweep_id = ?1 AND finished_ms >= ?2)"
-        " ORDER BY job_id");
-    if (!st)
+    char *list = json_dumps(ids, JSON_COMPACT);
+    sqlite3_stmt *st = list ? bf_db_prepare(a->db,
+        "SELECT * FROM job_results WHERE job_id IN"
+        " (SELECT value FROM json_each(?1))") : NULL;
+    if (!st) {
+        free(list);
         return NULL;
-    sqlite3_bind_int64(st, 1, e->sweep_id);
-    sqlite3_bind_int64(st, 2, since);
-    json_t *rows = bf_db_rows(a->db, st), *out = json_array();
+    }
+    sqlite3_bind_text(st, 1, list, -1, SQLITE_TRANSIENT);
+    free(list);
+    json_t *rows = bf_db_rows(a->db, st);
+    if (!rows)
+        return NULL;
+    json_t *by_id = json_object(), *row, *id;
     size_t i;
-    json_t *row;
-    json_array_foreach(rows, i, row)
-        json_array_append_new(out, bf_results_row(&e->view, row));
+    json_array_foreach(rows, i, row) {
+        char key[24];
+        snprintf(key, sizeof key, "%lld", (long long)json_integer_value(
+            json_object_get(row, "job_id")));
+        json_object_set(by_id, key, row);
+    }
+    bf_sweep_view v;
+    names_view(&v, varying);
+    json_t *out = json_array();
+    json_array_foreach(ids, i, id) {
+        char key[24];
+        snprintf(key, sizeof key, "%lld", (long long)json_integer_value(id));
+        json_t *r = json_object_get(by_id, key);
+        if (r)
+            json_array_append_new(out, bf_results_row(&v, r));
+    }
+    json_decref(by_id);
     json_decref(rows);
     return out;
 }
 
-static json_t *varying_names(const sweep_entry *e)
+/* The jobs that ended at since or later, by id: the newest MAX_ENDED of
+ * them (a page that fell that far behind fetches its page again). */
+static json_t *ended_jobs(bf_dash_api *a, int64_t sweep, int64_t since,
+                          const json_t *varying)
 {
-    json_t *names = json_array();
-    for (int i = 0; i < e->view.n_varying; i++)
-        json_array_append_new(names, json_string(e->view.varying[i]));
-    return names;
+    sqlite3_stmt *st = bf_db_prepare(a->db,
+        "SELECT job_id FROM (SELECT job_id FROM jobs"
+        "  WHERE sweep_id = ?1 AND finished_ms >= ?2"
+        "  ORDER BY finished_ms DESC LIMIT ?3) ORDER BY job_id");
+    if (!st)
+        return NULL;
+    sqlite3_bind_int64(st, 1, sweep);
+    sqlite3_bind_int64(st, 2, since);
+    sqlite3_bind_int(st, 3, MAX_ENDED);
+    json_t *ids = json_array();
+    while (sqlite3_step(st) == SQLITE_ROW)
+        json_array_append_new(ids, json_integer(sqlite3_column_int64(st, 0)));
+    sqlite3_finalize(st);
+    json_t *rows = job_rows(a, ids, varying);
+    json_decref(ids);
+    return rows;
+}
+
+/* What /live reads of the kept aggregates (all zero while not loaded). */
+typedef struct live_counts {
+    json_t *counts, *varying;
+    long long queued;
+    double queued_steps;
+} live_counts;
+
+static void read_counts(bf_dash_api *a, int64_t sweep, live_counts *c)
+{
+    int failed;
+    pthread_mutex_lock(&a->lock);
+    sweep_slot *e = loaded_slot(a, sweep, &failed);
+    *c = (live_counts){ .counts = e ? bf_dash_sweep_counts(e->agg) : json_null(),
+                        .varying = e ? bf_dash_sweep_varying(e->agg) : json_array() };
+    if (e) {
+        c->queued = bf_dash_sweep_count(e->agg, BF_DASH_QUEUED);
+        c->queued_steps = bf_dash_sweep_queued_steps(e->agg);
+    }
+    pthread_mutex_unlock(&a->lock);
 }
 
 static reply get_live(bf_dash_api *a, int64_t sweep, int have_since,
                       int64_t since)
 {
-    sweep_state s;
-    sweep_entry *e;
     reply r;
-    if (open_sweep(a, sweep, &s, &e, &r))
+    if (check_sweep(a, sweep, &r))
         return r;
-    json_t *fields = varying_names(e);
-    json_t *running = running_jobs(a, e, fields);
-    json_decref(fields);
-    json_t *ended = running && have_since ? ended_jobs(a, e, since)
+    live_counts c;
+    read_counts(a, sweep, &c);
+    json_t *running = running_jobs(a, sweep, c.varying);
+    json_t *ended = running && have_since ? ended_jobs(a, sweep, since, c.varying)
                                           : json_array();
+    json_decref(c.varying);
     if (!running || !ended) {
         json_decref(running);
         json_decref(ended);
-        return fail(500, "cannot read sweep %lld of %s", (long long)sweep,
-                    a->db_path);
+        json_decref(c.counts);
+        return load_failed(a, sweep);
     }
-    double eta = bf_progress_sweep_eta(running, s.queued, s.queued_steps);
-    return ok(json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o}",
+    double eta = json_is_null(c.counts) ? -1
+                 : bf_progress_sweep_eta(running, c.queued, c.queued_steps);
+    return ok(json_pack("{s:I, s:o, s:b, s:o, s:o, s:o, s:o, s:o}",
                         "sweep_id", (json_int_t)sweep,
-                        "counts", counts_json(&s), "running", running,
-                        "ended", ended, "cursor", cursor_json(s.last_finished),
+                        "counts", c.counts, "pending", json_is_null(c.counts),
+                        "running", running, "ended", ended,
+                        "cursor", cursor_json(newest_finished(a, sweep)),
                         "eta_s", eta_json(eta),
                         "workers", workers_summary(a)));
 }
 
 /* ---- sweeps --------------------------------------------------------------- */
 
-static reply get_sweep(bf_dash_api *a, int64_t sweep, int jobs)
+static reply get_summary(bf_dash_api *a, int64_t sweep)
 {
-    sweep_state s;
-    sweep_entry *e;
     reply r;
-    if (open_sweep(a, sweep, &s, &e, &r))
+    if (check_sweep(a, sweep, &r))
         return r;
-    return ok(json_incref(jobs ? e->jobs : e->summary));
+    int failed;
+    pthread_mutex_lock(&a->lock);
+    sweep_slot *e = loaded_slot(a, sweep, &failed);
+    json_t *body = e ? json_copy(e->summary) : NULL;
+    if (body)
+        json_object_set_new(body, "counts", bf_dash_sweep_counts(e->agg));
+    pthread_mutex_unlock(&a->lock);
+    return body ? ok(body) : failed ? load_failed(a, sweep) : pending(sweep);
+}
+
+/* The parameters of a page of the job table (docs/dashboard.md). */
+typedef struct page_params {
+    bf_dash_page_query q;
+    char sort[128];
+    json_t *where;
+} page_params;
+
+static int is_page_param(const char *name, size_t len)
+{
+    static const char *const names[] = { "offset", "limit", "sort", "desc",
+                                         "status", NULL };
+    for (const char *const *n = names; *n; n++)
+        if (strlen(*n) == len && strncmp(*n, name, len) == 0)
+            return 1;
+    return 0;
+}
+
+static int int_param(const char *query, const char *name, long long min,
+                     long long max, long long *out, reply *r);
+
+/* A field filter FIELD=VALUE: VALUE as JSON if it reads as JSON, else as
+ * text (rope=spectral, lr=0.001, rope="spectral" all work). */
+static json_t *filter_value(const char *text)
+{
+    json_t *v = json_loads(text, JSON_DECODE_ANY, NULL);
+    return v ? v : json_string(text);
+}
+
+/* Reads query into p: every name either a page parameter or a varying
+ * field.  0, or -1 with *r. */
+static int page_params_read(const char *query, const json_t *varying,
+                            page_params *p, reply *r)
+{
+    *p = (page_params){ .q = { .limit = DEFAULT_PAGE, .status = -1 } };
+    long long desc = 0;
+    if (int_param(query, "offset", 0, INT64_MAX / 2, &p->q.offset, r) < 0
+        || int_param(query, "limit", 1, MAX_PAGE, &p->q.limit, r) < 0
+        || int_param(query, "desc", 0, 1, &desc, r) < 0)
+        return -1;
+    p->q.desc = (int)desc;
+    char text[256];
+    if (bf_http_query_param(query, "status", text, sizeof text) == 1
+        && (p->q.status = bf_dash_status_code(text)) < 0) {
+        *r = fail(400, "parameter 'status': '%s' is not a job status (waiting, "
+                  "queued, running, succeeded, failed, cancelled)", text);
+        return -1;
+    }
+    if (bf_http_query_param(query, "sort", p->sort, sizeof p->sort) == 1)
+        p->q.sort = p->sort;
+    p->where = json_object();
+    p->q.where = p->where;
+    for (const char *at = query ? query : ""; *at;) {
+        size_t len = strcspn(at, "=&"), all = strcspn(at, "&");
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)(len < 127 ? len : 127), at);
+        if (len > 0 && !is_page_param(at, len)) {
+            size_t i;
+            json_t *f;
+            int known = 0;
+            json_array_foreach(varying, i, f)
+                known |= strcmp(json_string_value(f), name) == 0;
+            if (!known || bf_http_query_param(query, name, text, sizeof text) != 1) {
+                *r = fail(400, "parameter '%s': not a page parameter (offset, "
+                          "limit, sort, desc, status) nor a field that varies "
+                          "in the sweep", name);
+                return -1;
+            }
+            json_object_set_new(p->where, name, filter_value(text));
+        }
+        at += all + (at[all] == '&');
+    }
+    return 0;
+}
+
+static reply get_jobs(bf_dash_api *a, int64_t sweep, const char *query)
+{
+    reply r;
+    if (check_sweep(a, sweep, &r))
+        return r;
+    int failed;
+    page_params p = { 0 };
+    long long total = 0;
+    const char *error = NULL;
+    json_t *ids = NULL, *varying = NULL;
+    pthread_mutex_lock(&a->lock);
+    sweep_slot *e = loaded_slot(a, sweep, &failed);
+    if (e) {
+        varying = bf_dash_sweep_varying(e->agg);
+        if (page_params_read(query, varying, &p, &r) == 0
+            && !(ids = bf_dash_sweep_page(e->agg, &p.q, &total, &error)))
+            r = fail(400, "%s", error);
+    }
+    pthread_mutex_unlock(&a->lock);
+    if (!e) {
+        json_decref(p.where);
+        return failed ? load_failed(a, sweep) : pending(sweep);
+    }
+    json_t *rows = ids ? job_rows(a, ids, varying) : NULL;
+    json_decref(ids);
+    json_decref(varying);
+    json_decref(p.where);
+    if (!rows)
+        return error || r.body ? r : load_failed(a, sweep);
+    return ok(json_pack("{s:o, s:I, s:I, s:I, s:s, s:b, s:o}", "jobs", rows,
+                        "total", (json_int_t)total,
+                        "offset", (json_int_t)p.q.offset,
+                        "limit", (json_int_t)p.q.limit,
+                        "sort", p.q.sort ? p.q.sort : "job_id", "desc", p.q.desc,
+                        "cursor", cursor_json(newest_finished(a, sweep))));
 }
 
 /* An active sweep's ETA from its running jobs. */
@@ -388,9 +640,8 @@ static json_t *sweep_eta(bf_dash_api *a, const json_t *row)
     if (!status || strcmp(status, "active") != 0
         || json_integer_value(json_object_get(row, "running")) == 0)
         return json_null();
-    sweep_entry *e = entry_of(a, id);
     json_t *fields = json_array();
-    json_t *running = running_jobs(a, e, fields);
+    json_t *running = running_jobs(a, id, fields);
     json_decref(fields);
     double eta = running ? bf_progress_sweep_eta(running,
         json_integer_value(json_object_get(row, "queued")), -1) : -1;
@@ -420,7 +671,7 @@ static reply get_sweeps(bf_dash_api *a)
 static json_t *job_live(bf_dash_api *a, int64_t sweep, int64_t job)
 {
     json_t *fields = json_array();
-    json_t *running = running_jobs(a, entry_of(a, sweep), fields), *row;
+    json_t *running = running_jobs(a, sweep, fields), *row;
     json_decref(fields);
     json_t *found = NULL;
     size_t i;
@@ -543,9 +794,9 @@ static reply route(bf_dash_api *a, const char *path, const char *query)
         return get_workers(a);
     if (n >= 2 && is(seg[0], len[0], "sweeps")) {
         if (n == 2)
-            return get_sweep(a, id, 0);
+            return get_summary(a, id);
         if (is(seg[2], len[2], "jobs"))
-            return get_sweep(a, id, 1);
+            return get_jobs(a, id, query);
         if (is(seg[2], len[2], "live")) {
             long long since = 0;
             reply r;
@@ -579,12 +830,44 @@ int bf_dash_api_get(bf_dash_api *a, const char *path, const char *query,
     return r.status;
 }
 
+/* The newest active sweeps are loaded from the start: a page opened on one
+ * of a million jobs need not wait the seconds its first read takes. */
+static void prefetch_active(bf_dash_api *a)
+{
+    sqlite3_stmt *st = bf_db_prepare(a->db,
+        "SELECT sweep_id FROM sweeps WHERE status = 'active'"
+        " ORDER BY sweep_id DESC LIMIT ?1");
+    if (!st)
+        return;
+    sqlite3_bind_int(st, 1, PREFETCHED_SWEEPS);
+    pthread_mutex_lock(&a->lock);
+    while (sqlite3_step(st) == SQLITE_ROW)
+        slot_of(a, sqlite3_column_int64(st, 0));
+    pthread_mutex_unlock(&a->lock);
+    sqlite3_finalize(st);
+}
+
 bf_dash_api *bf_dash_api_new(sqlite3 *db, const char *db_path)
 {
     bf_dash_api *a = bf_xcalloc(1, sizeof *a);
     a->db = db;
     a->db_path = bf_xstrdup(db_path);
     a->src = (bf_source){ .db = db, .db_path = a->db_path };
+    for (int i = 0; i < CACHED_SWEEPS; i++)
+        bf_progress_init(&a->observers[i].progress);
+    pthread_mutex_init(&a->lock, NULL);
+    pthread_cond_init(&a->wake, NULL);
+    pthread_cond_init(&a->loaded, NULL);
+    /* The refresher reads through its own connection: a SQLite connection
+     * serves one statement sequence at a time. */
+    a->bg = bf_db_open(db_path, BF_DB_DASHBOARD_VERSION);
+    if (!a->bg || pthread_create(&a->refresher, NULL, refresher_main, a) != 0) {
+        bf_dash_api_free(a);
+        return NULL;
+    }
+    sqlite3_exec(a->bg, "PRAGMA query_only = 1", NULL, NULL, NULL);
+    a->started = 1;
+    prefetch_active(a);
     return a;
 }
 
@@ -592,10 +875,21 @@ void bf_dash_api_free(bf_dash_api *a)
 {
     if (!a)
         return;
-    for (int i = 0; i < CACHED_SWEEPS; i++) {
-        entry_clear_data(&a->sweeps[i]);
-        bf_progress_clear(&a->sweeps[i].progress);
+    if (a->started) {
+        pthread_mutex_lock(&a->lock);
+        a->stop = 1;
+        pthread_cond_signal(&a->wake);
+        pthread_mutex_unlock(&a->lock);
+        pthread_join(a->refresher, NULL);
     }
+    for (int i = 0; i < CACHED_SWEEPS; i++) {
+        slot_clear(&a->slots[i]);
+        bf_progress_clear(&a->observers[i].progress);
+    }
+    sqlite3_close(a->bg);
+    pthread_mutex_destroy(&a->lock);
+    pthread_cond_destroy(&a->wake);
+    pthread_cond_destroy(&a->loaded);
     free(a->db_path);
     free(a);
 }

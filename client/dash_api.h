@@ -4,11 +4,14 @@
  * commands use (client/source.c, sweep_view.c, compare.c, results.c,
  * report.c) and the live_jobs view; none changes anything.
  *
- * A sweep's page data (its jobs, groups and comparison) is computed once
- * per change of the sweep's jobs (a cheap fingerprint: counts per status
- * and the newest start and end) and cached; the live endpoint and a job's
- * curves take a "since" cursor, so a page that polls reads only what is
- * new. */
+ * A sweep's aggregates (dash_sweep.c: counts, groups, the comparison, the
+ * job table's order) are kept for the sweeps asked about and followed by a
+ * refresher thread with its own connection, which reads only the jobs
+ * whose status changed (the status feed, schema/008_job_changes.sql): the
+ * thread that answers never loads a sweep nor recomputes a comparison.
+ * The job table is served by page; the live endpoint and a job's curves
+ * take a "since" cursor, so a page that polls reads only what is new.
+ */
 #ifndef BF_DASH_API_H
 #define BF_DASH_API_H
 
@@ -21,7 +24,7 @@ typedef struct bf_dash_api bf_dash_api;
  * BF_DB_DASHBOARD_VERSION or newer; it stays the caller's and must outlive
  * the API.  db_path names it in messages and locates the daemon's lock
  * file (<db>.lock), whose listen address goes into the hint for starting
- * a worker. */
+ * a worker; the refresher opens it again.  NULL (printed) if it cannot. */
 bf_dash_api *bf_dash_api_new(sqlite3 *db, const char *db_path);
 void bf_dash_api_free(bf_dash_api *a);
 

@@ -110,6 +110,10 @@ int bf_dashboard_init(bf_dashboard *d, sqlite3 *db, const char *db_path,
         return -1;
     }
     d->api = bf_dash_api_new(db, db_path);
+    if (!d->api) {
+        bf_dashboard_free(d);
+        return -1;
+    }
     return 0;
 }
 

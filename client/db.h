@@ -10,8 +10,9 @@
 /* The oldest schema (PRAGMA user_version) the result commands can read:
  * the one that added the result views (schema/003_result_views.sql). */
 #define BF_DB_MIN_VERSION 3
-/* The dashboard's: live_jobs and its indexes (schema/005_dashboard.sql). */
-#define BF_DB_DASHBOARD_VERSION 5
+/* The dashboard's: live_jobs and its indexes (schema/005_dashboard.sql),
+ * the job status feed (schema/008_job_changes.sql). */
+#define BF_DB_DASHBOARD_VERSION 8
 
 /* Opens path read-only and checks that it is a Bifocal database of schema
  * version min_version or newer.  Returns the handle, or NULL after printing

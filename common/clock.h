@@ -9,6 +9,8 @@
 /* Seconds / milliseconds on CLOCK_MONOTONIC (arbitrary origin). */
 double bf_now_seconds(void);
 int64_t bf_monotonic_ms(void);
+/* Microseconds on CLOCK_MONOTONIC: the deadlines of time-bounded work. */
+int64_t bf_monotonic_us(void);
 
 /* Milliseconds since the Unix epoch (CLOCK_REALTIME): the coordinator's
  * timestamps in the database and its lease deadlines, which a restarted

@@ -18,7 +18,7 @@
 typedef enum {
     KIND_INT,    /* int, JSON integer */
     KIND_REAL,   /* double, JSON integer or real */
-    KIND_SEED,   /* uint64_t, JSON integer >= 0 (so at most 2^63-1) */
+    KIND_SEED,   /* uint64_t, JSON integer 0 .. BF_JOB_MAX_SEED */
     KIND_TASK,   /* bf_task_kind, JSON string */
     KIND_ROPE,   /* bf_rope_kind, JSON string */
     KIND_DEPTHS, /* eval_depths + n_eval_depths, JSON array of integers */
@@ -63,7 +63,7 @@ static const field_spec job_fields[] = {
     FIELD(warmup_steps, KIND_INT, 0, INT_MAX),
     FIELD(weight_decay, KIND_REAL, 0, 10),
     FIELD_ABOVE(grad_clip, KIND_REAL, 0, 1e12),
-    FIELD(seed, KIND_SEED, 0, 0), /* 0 .. 2^63-1, checked as an integer */
+    FIELD(seed, KIND_SEED, 0, 0), /* 0 .. 2^53, checked as an integer */
     FIELD(log_every, KIND_INT, 0, INT_MAX),
     FIELD(eval_every, KIND_INT, 0, INT_MAX),
     FIELD(freq_every, KIND_INT, 0, INT_MAX),
@@ -375,7 +375,7 @@ static int apply_field(const apply_ctx *c, const field_spec *f,
     case KIND_SEED:
         if (!json_is_integer(v) || json_integer_value(v) < 0)
             return type_error(c, f, line, "a non-negative integer "
-                              "(0 .. 2^63-1)", v);
+                              "(0 .. 2^53)", v);
         *FIELD_PTR(uint64_t, cfg, f) = (uint64_t)json_integer_value(v);
         return 0;
     case KIND_TASK:
@@ -471,10 +471,14 @@ static int validate_fields(const bf_job_config *cfg, const apply_ctx *c)
             check_range(f, numeric_value(cfg, f), -1, c->file, line,
                         c->err) < 0)
             return -1;
-        if (f->kind == KIND_SEED && cfg->seed > (uint64_t)INT64_MAX)
+        /* JSON readers (the dashboard's and report's pages) hold numbers
+         * as doubles: past 2^53 two seeds would print and filter as one. */
+        if (f->kind == KIND_SEED && cfg->seed > BF_JOB_MAX_SEED)
             return bf_error_set(c->err, c->file, line, f->name, "%llu is out "
-                                "of range (allowed: 0 .. 2^63-1)",
-                                (unsigned long long)cfg->seed);
+                                "of range (allowed: 0 .. 2^53 = %llu, the "
+                                "integers a JSON reader holds exactly)",
+                                (unsigned long long)cfg->seed,
+                                (unsigned long long)BF_JOB_MAX_SEED);
     }
     if ((unsigned)cfg->task >= N_TASKS)
         return bf_error_set(c->err, c->file, field_line(c->lines, "task", -1),

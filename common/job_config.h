@@ -34,6 +34,10 @@ typedef enum {
                          head's pairs at omega = 0 (no position) */
 } bf_rope_kind;
 
+/* The largest seed: 2^53, past which a JSON reader holding numbers as
+ * doubles (every browser) would show two seeds as one. */
+#define BF_JOB_MAX_SEED (1ULL << 53)
+
 typedef struct bf_job_config {
     bf_task_kind task;
     int depth;                          /* training draws depths 1..depth */
@@ -56,7 +60,7 @@ typedef struct bf_job_config {
     int warmup_steps;
     double weight_decay;
     double grad_clip;
-    uint64_t seed;
+    uint64_t seed;                      /* 0 .. BF_JOB_MAX_SEED */
     int log_every, eval_every, freq_every, checkpoint_every; /* 0 = never */
     int eval_examples;                  /* held-out examples per eval depth */
     char init_from[BF_PATH_MAX];        /* checkpoint path, "" = none */

@@ -90,21 +90,28 @@ static char *learnable_json(const bf_model *m)
 }
 
 static int set_metadata(bf_st_writer *w, const bf_model *m,
-                        const bf_job_config *cfg, int step, bf_error *err)
+                        const bf_job_config *cfg,
+                        const bf_checkpoint_owner *owner, int step,
+                        bf_error *err)
 {
-    char num[32], ver[16];
+    char num[32], ver[16], job[32];
     snprintf(num, sizeof num, "%d", step);
     snprintf(ver, sizeof ver, "%d", BF_CHECKPOINT_VERSION);
+    int owned = owner && owner->database_id[0];
+    snprintf(job, sizeof job, "%lld", owned ? (long long)owner->job_id : 0LL);
     char *config = bf_job_config_to_canonical_json(cfg);
     char *learnable = learnable_json(m);
     const char *entries[][2] = {
         {"format", BF_CHECKPOINT_FORMAT}, {"format_version", ver},
         {"config", config}, {"rope", bf_rope_name(cfg->rope)},
         {"learnable", learnable}, {"step", num}, {"optimizer", "adamw"},
+        /* last: written only for a job of a coordinator's database */
+        {"database_id", owned ? owner->database_id : NULL}, {"job_id", job},
     };
+    size_t n = sizeof entries / sizeof entries[0] - (owned ? 0 : 2);
     int rc = (!config || !learnable)
         ? bf_error_set(err, NULL, 0, NULL, "out of memory") : 0;
-    for (size_t i = 0; rc == 0 && i < sizeof entries / sizeof entries[0]; i++)
+    for (size_t i = 0; rc == 0 && i < n; i++)
         rc = bf_st_writer_set_metadata(w, entries[i][0], entries[i][1], err);
     free(config);
     free(learnable);
@@ -112,14 +119,16 @@ static int set_metadata(bf_st_writer *w, const bf_model *m,
 }
 
 int bf_checkpoint_save(const char *path, const bf_model *m,
-                       const bf_job_config *cfg, int step, bf_error *err)
+                       const bf_job_config *cfg,
+                       const bf_checkpoint_owner *owner, int step,
+                       bf_error *err)
 {
     bf_st_writer *w = bf_st_writer_new();
     if (!w)
         return bf_error_set(err, path, 0, NULL, "out of memory");
     add_ctx params = {w, m->params_memory}, m1 = {w, m->adam_m},
             m2 = {w, m->adam_v};
-    int rc = set_metadata(w, m, cfg, step, err);
+    int rc = set_metadata(w, m, cfg, owner, step, err);
     if (rc == 0)
         rc = for_each_slice(m, "", add_slice, &params, err);
     if (rc == 0)
@@ -143,6 +152,73 @@ static int parse_step(const char *s, int *out)
         return -1;
     *out = (int)v;
     return 0;
+}
+
+/* ---- owners --------------------------------------------------------------- */
+
+static int is_database_id(const char *s)
+{
+    if (!s || strlen(s) != BF_DATABASE_ID_LEN)
+        return 0;
+    for (; *s; s++)
+        if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
+            return 0;
+    return 1;
+}
+
+int bf_checkpoint_owner_set(bf_checkpoint_owner *owner,
+                            const char *database_id, int64_t job_id,
+                            bf_error *err)
+{
+    memset(owner, 0, sizeof *owner);
+    if (!is_database_id(database_id))
+        return bf_error_set(err, NULL, 0, "database_id", "'%s' is not %d "
+                            "lowercase hex digits",
+                            database_id ? database_id : "(none)",
+                            BF_DATABASE_ID_LEN);
+    if (job_id < 1)
+        return bf_error_set(err, NULL, 0, "job_id", "%lld is not a job id",
+                            (long long)job_id);
+    memcpy(owner->database_id, database_id, BF_DATABASE_ID_LEN + 1);
+    owner->job_id = job_id;
+    return 0;
+}
+
+/* The owner metadata, both keys or neither. */
+static int parse_owner(bf_checkpoint *ck, const char *path, bf_error *err)
+{
+    const char *db = bf_st_metadata(ck->file, "database_id");
+    const char *job = bf_st_metadata(ck->file, "job_id");
+    if (!db && !job)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    long long id = job ? strtoll(job, &end, 10) : 0;
+    bf_error inner;
+    if (!db || !job || errno || end == job || *end ||
+        bf_checkpoint_owner_set(&ck->owner, db, id, &inner) != 0)
+        return bf_error_set(err, path, 0, "__metadata__.database_id",
+                            "database_id '%s' and job_id '%s' must be given "
+                            "together: %d hex digits and a job id",
+                            db ? db : "(none)", job ? job : "(none)",
+                            BF_DATABASE_ID_LEN);
+    return 0;
+}
+
+int bf_checkpoint_check_owner(const bf_checkpoint *ck,
+                              const bf_checkpoint_owner *want, bf_error *err)
+{
+    const bf_checkpoint_owner *has = &ck->owner;
+    if (!want || !want->database_id[0] || !has->database_id[0] ||
+        (strcmp(has->database_id, want->database_id) == 0 &&
+         has->job_id == want->job_id))
+        return 0;
+    bf_error_set(err, bf_st_path(ck->file), 0, "__metadata__.database_id",
+                 "the checkpoint belongs to job %lld of database %s, not to "
+                 "job %lld of database %s: refusing another job's weights",
+                 (long long)has->job_id, has->database_id,
+                 (long long)want->job_id, want->database_id);
+    return BF_CHECKPOINT_FOREIGN;
 }
 
 static int parse_config(bf_checkpoint *ck, const char *path, bf_error *err)
@@ -187,7 +263,7 @@ int bf_checkpoint_open(bf_checkpoint *ck, const char *path, bf_error *err)
                           "missing or not a non-negative integer");
     else if (!(ck->config_json = bf_st_metadata(ck->file, "config")))
         rc = bf_error_set(err, path, 0, "__metadata__.config", "missing");
-    else
+    else if ((rc = parse_owner(ck, path, err)) == 0)
         rc = parse_config(ck, path, err);
     if (rc != 0)
         bf_checkpoint_close(ck);
@@ -316,12 +392,15 @@ static int check_resumable(const bf_checkpoint *ck, const char *path,
 }
 
 int bf_checkpoint_check_resume(const char *path, const bf_job_config *cfg,
-                               int *step, bf_error *err)
+                               const bf_checkpoint_owner *owner, int *step,
+                               bf_error *err)
 {
     bf_checkpoint ck;
     if (bf_checkpoint_open(&ck, path, err) != 0)
         return -1;
-    int rc = check_resumable(&ck, path, cfg, err);
+    int rc = bf_checkpoint_check_owner(&ck, owner, err);
+    if (rc == 0)
+        rc = check_resumable(&ck, path, cfg, err);
     if (rc == 0 && step)
         *step = ck.step;
     bf_checkpoint_close(&ck);
@@ -329,14 +408,18 @@ int bf_checkpoint_check_resume(const char *path, const bf_job_config *cfg,
 }
 
 int bf_checkpoint_resume(const char *path, bf_model *m,
-                         const bf_job_config *cfg, int *step, bf_error *err)
+                         const bf_job_config *cfg,
+                         const bf_checkpoint_owner *owner, int *step,
+                         bf_error *err)
 {
     bf_checkpoint ck;
     if (bf_checkpoint_open(&ck, path, err) != 0)
         return -1;
     /* Compared as parsed, not as stored: a checkpoint written before a
      * field existed holds that field's default, so it resumes unchanged. */
-    int rc = check_resumable(&ck, path, cfg, err);
+    int rc = bf_checkpoint_check_owner(&ck, owner, err);
+    if (rc == 0)
+        rc = check_resumable(&ck, path, cfg, err);
     if (rc == 0)
         rc = bf_checkpoint_load_params(&ck, m, err);
     if (rc == 0)
@@ -347,15 +430,19 @@ int bf_checkpoint_resume(const char *path, bf_model *m,
     return rc;
 }
 
-int bf_checkpoint_init_from(const char *path, bf_model *m, bf_error *err)
+int bf_checkpoint_init_from(const char *path,
+                            const bf_checkpoint_owner *source, bf_model *m,
+                            bf_error *err)
 {
     bf_checkpoint ck;
     if (bf_checkpoint_open(&ck, path, err) != 0)
         return -1;
-    int rc = bf_checkpoint_load_params(&ck, m, err);
+    int rc = bf_checkpoint_check_owner(&ck, source, err);
+    if (rc == 0)
+        rc = bf_checkpoint_load_params(&ck, m, err);
     bf_checkpoint_close(&ck);
     if (rc != 0)
-        return -1;
+        return rc;
     /* A fresh optimizer: the new variant's learnable heads start their own
      * trajectory from the source model's frequencies. */
     bf_model_zero_grad(m);
@@ -375,12 +462,13 @@ void bf_checkpoint_step_path(char *buf, size_t cap, const char *dir,
 }
 
 int bf_checkpoint_save_in_dir(const char *dir, const bf_model *m,
-                              const bf_job_config *cfg, int step,
+                              const bf_job_config *cfg,
+                              const bf_checkpoint_owner *owner, int step,
                               char *path_out, size_t cap, bf_error *err)
 {
     char path[BF_PATH_MAX + 64], latest[BF_PATH_MAX + 16];
     bf_checkpoint_step_path(path, sizeof path, dir, step);
-    if (bf_checkpoint_save(path, m, cfg, step, err) != 0)
+    if (bf_checkpoint_save(path, m, cfg, owner, step, err) != 0)
         return -1;
     /* The pointer holds the bare file name so the directory can move. */
     char line[64];

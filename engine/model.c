@@ -47,16 +47,12 @@ typedef struct bf_acts {
     int B, T;         /* shape of the last forward, 0: none */
 } bf_acts;
 
-/* Sizes in floats of the activation buffers of a (B, T) capacity. */
+/* Sizes in floats of the activation buffers of a (B, T) capacity; their
+ * sum is bf_model_act_floats (common/model_size.c), which acts_create
+ * checks. */
 typedef struct act_sizes {
     size_t btc, bt, att, table, theta;
 } act_sizes;
-
-/* Positions the rotary tables cover for a model of capacity T. */
-static int table_positions(const bf_model_shape *s, int T)
-{
-    return s->n_positions > T ? s->n_positions : T;
-}
 
 static act_sizes act_sizes_of(const bf_model_shape *s, int B, int T)
 {
@@ -66,51 +62,8 @@ static act_sizes act_sizes_of(const bf_model_shape *s, int B, int T)
     z.btc = z.bt * s->d_model;
     z.att = (size_t)B * s->n_heads * T * T;
     z.theta = (size_t)s->n_layers * s->n_heads * P;
-    z.table = z.theta * (size_t)table_positions(s, T);
+    z.table = z.theta * (size_t)bf_model_table_positions(s, T);
     return z;
-}
-
-/* Floats of all activations (what dominates memory per micro-batch). */
-static size_t act_floats(const bf_model_shape *s, int B, int T)
-{
-    act_sizes z = act_sizes_of(s, B, T);
-    size_t L = (size_t)s->n_layers;
-    return (L + 1) * z.btc + L * (z.btc * 9 + z.att + 4 * z.bt) +
-           z.btc * 10 + z.bt * ((size_t)s->vocab + 3) + (size_t)T * T +
-           2 * z.table + 2 * z.theta;
-}
-
-void bf_model_shape_from_config(bf_model_shape *s, const bf_job_config *cfg,
-                                int vocab)
-{
-    memset(s, 0, sizeof *s);
-    s->vocab = vocab;
-    s->d_model = cfg->d_model;
-    s->n_layers = cfg->n_layers;
-    s->n_heads = cfg->n_heads;
-    s->max_seq = cfg->seq_len;
-    s->n_positions = cfg->random_positions;
-    s->rope = cfg->rope;
-    s->rope_base = cfg->rope_base;
-    s->spectral_heads = bf_job_config_spectral_heads(cfg);
-    s->prope_pairs = bf_job_config_prope_pairs(cfg);
-}
-
-int bf_model_micro_batch(const bf_model_shape *s, int local_batch, int T)
-{
-    if (local_batch < 1)
-        return 1;
-    /* The rotary tables are one per model, not per row: counted at T
-     * positions, so random positions leave the micro-batch as it was. */
-    bf_model_shape rows_only = *s;
-    rows_only.n_positions = 0;
-    size_t per_row = act_floats(&rows_only, 1, T) * sizeof(float);
-    size_t budget = (size_t)BF_MICRO_ACT_MIB << 20;
-    int cap = (int)(budget / per_row);
-    if (cap < 1)
-        cap = 1;
-    int n_micro = (local_batch + cap - 1) / cap;
-    return (local_batch + n_micro - 1) / n_micro;
 }
 
 /* The parameter table: one row per tensor, in bf_params order. */
@@ -147,6 +100,8 @@ static void fill_param_table(bf_model *m)
         offset += t->count;
     }
     m->num_params = offset;
+    /* the estimate job validation refuses big jobs by */
+    assert(offset == bf_model_param_floats(s));
 }
 
 /* Points the 16 fields of p into `memory` following the table. */
@@ -211,7 +166,7 @@ static float *alloc_floats(size_t n)
 static bf_acts *acts_create(const bf_model_shape *s, int B, int T)
 {
     bf_acts *a = bf_xcalloc(1, sizeof *a);
-    size_t total = act_floats(s, B, T);
+    size_t total = bf_model_act_floats(s, B, T);
     float *base = alloc_floats(total);
     int *ints = bf_xcalloc((size_t)B * T * 4, sizeof(int));
     act_sizes z = act_sizes_of(s, B, T);
@@ -241,14 +196,14 @@ static bf_acts *acts_create(const bf_model_shape *s, int B, int T)
     CARVE(omega, z.theta);
     CARVE(table_theta, z.theta);
 #undef CARVE
-    assert((size_t)(p - base) == total); /* act_floats must match the carving */
+    assert((size_t)(p - base) == total); /* the estimate must match the carving */
     a->arena = base;
     a->int_arena = ints;
     a->inputs = ints;
     a->targets = ints + (size_t)B * T;
     a->argmax = ints + 2 * (size_t)B * T;
     a->positions = ints + 3 * (size_t)B * T;
-    a->S = table_positions(s, T);
+    a->S = bf_model_table_positions(s, T);
     return a;
 }
 

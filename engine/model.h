@@ -25,23 +25,11 @@
 #include <stdint.h>
 
 #include "job_config.h"
+#include "model_size.h"
 
-typedef struct bf_model_shape {
-    int vocab;          /* V */
-    int d_model;        /* C */
-    int n_layers;       /* L */
-    int n_heads;        /* NH */
-    int max_seq;        /* longest T the model will see */
-    int n_positions;    /* positions are < max(n_positions, T of create) */
-    bf_rope_kind rope;  /* none: no rotation at all */
-    double rope_base;   /* geometric init: omega_i = base^(-2i/hd) */
-    int spectral_heads; /* learnable heads per layer: the last ones */
-    int prope_pairs;    /* pairs per head at omega = 0: the last ones */
-} bf_model_shape;
-
-/* Fills a shape from a job config and the task's vocabulary size. */
-void bf_model_shape_from_config(bf_model_shape *s, const bf_job_config *cfg,
-                                int vocab);
+/* bf_model_shape, bf_model_shape_from_config, bf_model_micro_batch and
+ * the sizes they imply live in common/model_size.h, shared with job
+ * validation. */
 
 enum { BF_NUM_PARAM_TENSORS = 16 };
 
@@ -150,13 +138,6 @@ void bf_adamw_step(bf_model *m, const bf_adamw_hparams *hp, int t,
 
 /* omega (not theta) of layer l, head h: writes P floats. */
 void bf_model_omega(const bf_model *m, int l, int h, float *out);
-
-/* Rows per micro-batch for a local batch of `local_batch` rows of length T:
- * about BF_MICRO_ACT_MIB of activations each, balanced so that micro-batches
- * differ by at most one row.  Create the model with B = this, and run
- * ceil(local_batch / this) micro-batches per step. */
-#define BF_MICRO_ACT_MIB 32
-int bf_model_micro_batch(const bf_model_shape *s, int local_batch, int T);
 
 /* Model FLOPs of one training step on `tokens` tokens of length T
  * (forward + backward, matmuls and attention): for MFU. */

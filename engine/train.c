@@ -7,6 +7,7 @@
 #include "alloc.h"
 #include "checkpoint.h"
 #include "clock.h"
+#include "model_size.h"
 #include "records.h"
 #include "tasks.h"
 
@@ -73,11 +74,15 @@ static void alloc_buffers(bf_trainer *t)
 static int load_initial_state(bf_trainer *t, bf_error *err)
 {
     bf_model_init_weights(&t->model, t->cfg.seed);
-    if (t->opts.resume_path)
-        return bf_checkpoint_resume(t->opts.resume_path, &t->model, &t->cfg,
-                                    &t->step, err);
+    if (t->opts.resume_path) {
+        int rc = bf_checkpoint_resume(t->opts.resume_path, &t->model, &t->cfg,
+                                      t->opts.owner, &t->step, err);
+        /* Another job's file at this job's path: every attempt finds it. */
+        return rc == BF_CHECKPOINT_FOREIGN ? BF_TRAIN_PERMANENT : rc;
+    }
     if (t->cfg.init_from[0] &&
-        bf_checkpoint_init_from(t->cfg.init_from, &t->model, err) != 0)
+        bf_checkpoint_init_from(t->cfg.init_from, t->opts.init_source,
+                                &t->model, err) != 0)
         return BF_TRAIN_PERMANENT;   /* the job's own input is at fault */
     return 0;
 }
@@ -88,6 +93,11 @@ int bf_trainer_create(bf_trainer **out, const bf_job_config *cfg,
     *out = NULL;
     if (check_ranks(opts, err) != 0)
         return -1;
+    if (opts->memory_budget &&
+        bf_job_memory_check(cfg, opts->nranks, opts->memory_budget,
+                            "the worker's memory budget per rank "
+                            "(--memory-budget)", err) != 0)
+        return BF_TRAIN_PERMANENT;
     bf_trainer *t = bf_xcalloc(1, sizeof *t);
     t->cfg = *cfg;
     t->opts = *opts;
@@ -360,7 +370,7 @@ static int write_checkpoint(bf_trainer *t, bf_error *err)
         return 0;
     char *path = t->summary.checkpoint;
     if (bf_checkpoint_save_in_dir(t->opts.checkpoint_dir, &t->model,
-                                  &t->cfg, t->step, path,
+                                  &t->cfg, t->opts.owner, t->step, path,
                                   sizeof t->summary.checkpoint, err) != 0)
         return -1;
     emit(t, bf_record_checkpoint(t->step, path));

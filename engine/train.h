@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <jansson.h>
 
+#include "checkpoint.h"
 #include "job_config.h"
 #include "model.h"
 
@@ -50,6 +51,15 @@ typedef struct bf_trainer_opts {
     const char *checkpoint_dir;    /* NULL: never write checkpoints */
     const char *resume_path;       /* checkpoint of THIS job to continue
                                       from, NULL: fresh start (init_from) */
+    /* The job's owner, written into its checkpoints; a resume checkpoint
+     * of another owner is refused.  NULL: none (no coordinator). */
+    const bf_checkpoint_owner *owner;
+    /* The job init_from must belong to (a stage source); NULL: any. */
+    const bf_checkpoint_owner *init_source;
+    /* Bytes this rank may allocate (0: no check): a job whose estimate
+     * (bf_job_memory_of) is over it fails permanently, before anything is
+     * allocated, instead of aborting on out-of-memory. */
+    size_t memory_budget;
     bf_train_hooks hooks;
 } bf_trainer_opts;
 
@@ -74,8 +84,10 @@ typedef struct bf_train_summary {
 typedef struct bf_trainer bf_trainer;
 
 /* bf_trainer_create's failure when the job itself cannot run, on any
- * worker and at any attempt: its model cannot be built, or its init_from
- * checkpoint is missing, unreadable or of other shapes. */
+ * worker and at any attempt: its model cannot be built or does not fit
+ * in opts->memory_budget, its init_from
+ * checkpoint is missing, unreadable, of other shapes or another job's
+ * than opts->init_source, or its resume checkpoint is another owner's. */
 #define BF_TRAIN_PERMANENT (-2)
 
 /* Builds the model for cfg (validated by the caller), initialises it from

@@ -117,6 +117,7 @@ int bf_daemon_init(bf_daemon *d, uv_loop_t *loop, const bf_daemon_options *o,
                                   &bf_protocol_callbacks, &d->protocol,
                                   err) == 0;
     if (!listening) {
+        bf_protocol_stop(&d->protocol);
         uv_run(loop, UV_RUN_DEFAULT);   /* lets the closes complete */
         bf_protocol_free(&d->protocol);
         bf_store_close(d->store);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "cancels.h"
 #include "clock.h"
 #include "log.h"
 
@@ -367,6 +368,9 @@ static json_t *job_reply(const json_t *id, const bf_lease *lease,
                             ? json_string(lease->resume_checkpoint)
                             : json_null());
     json_object_set_new(r, "resume_step", json_integer(lease->resume_step));
+    json_object_set_new(r, "database_id", json_string(lease->database_id));
+    json_object_set_new(r, "source_job_id",
+                        json_integer(lease->source_job_id));
     json_object_set_new(r, "lease_seconds", json_integer(lease_ms / 1000));
     return r;
 }
@@ -815,6 +819,53 @@ static void send_cancels(bf_protocol *p, const int64_t *attempts, int n)
     }
 }
 
+typedef struct cancel_wait {
+    session *s;
+    json_t *id;
+    int n_running;
+} cancel_wait;
+
+/* A sweep's queued jobs are all cancelled (or the daemon stops first). */
+static void cancel_drained(void *ctx, int rc, const bf_error *err)
+{
+    cancel_wait *w = ctx;
+    session *s = w->s;
+    if (s->conn && rc == 0) {
+        json_t *r = new_reply("ack", w->id);
+        json_object_set_new(r, "running", json_integer(w->n_running));
+        bf_conn_send(s->conn, r);
+    } else if (s->conn) {
+        bf_error e;
+        bf_error_set(&e, NULL, 0, NULL, "%s; the cancel is recorded and "
+                     "finishes when the daemon starts again",
+                     rc > 0 ? "the daemon is stopping" : err->msg);
+        reply_error(s, w->id, "store", &e, e.msg);
+    }
+    reply_done(s);
+    json_decref(w->id);
+    free(w);
+}
+
+/* The cancel is committed: the workers hear at once; the reply to a sweep's
+ * waits until its queued jobs are cancelled, a slice per pass. */
+static void cancel_accepted(session *s, const json_t *id, int64_t sweep,
+                            const int64_t *running, int n_running)
+{
+    bf_protocol *p = s->p;
+    send_cancels(p, running, n_running);
+    if (sweep > 0) {
+        cancel_wait *w = bf_xcalloc(1, sizeof *w);
+        w->s = hold_for_reply(s);
+        w->id = id ? json_incref((json_t *)id) : NULL;
+        w->n_running = n_running;
+        bf_cancels_drain(&p->chores, p->store, sweep, cancel_drained, w);
+        return;
+    }
+    json_t *r = new_reply("ack", id);
+    json_object_set_new(r, "running", json_integer(n_running));
+    bf_conn_send(s->conn, r);
+}
+
 static void handle_cancel(session *s, json_t *msg, const json_t *id)
 {
     bf_protocol *p = s->p;
@@ -834,11 +885,10 @@ static void handle_cancel(session *s, json_t *msg, const json_t *id)
     int n_running = 0;
     bf_error err;
     bf_error_clear(&err);
-    int64_t now = bf_wall_ms();
     int rc = sweep > 0
-        ? bf_store_cancel_sweep(p->store, sweep, now, &running, &n_running,
-                                &err)
-        : bf_store_cancel_job(p->store, job, now, &running, &n_running, &err);
+        ? bf_store_cancel_sweep(p->store, sweep, &running, &n_running, &err)
+        : bf_store_cancel_job(p->store, job, bf_wall_ms(), &running,
+                              &n_running, &err);
     if (rc != BF_STORE_OK) {
         reply_error(s, id, rc == BF_STORE_NOT_FOUND ? "not_found" : "store",
                     &err, err.msg[0] ? err.msg : "cancel failed");
@@ -848,11 +898,8 @@ static void handle_cancel(session *s, json_t *msg, const json_t *id)
     LOGC(BF_LOG_INFO, s, "cancel %s %lld (%d running)",
          sweep > 0 ? "sweep" : "job", (long long)(sweep > 0 ? sweep : job),
          n_running);
-    send_cancels(p, running, n_running);
+    cancel_accepted(s, id, sweep, running, n_running);
     free(running);
-    json_t *r = new_reply("ack", id);
-    json_object_set_new(r, "running", json_integer(n_running));
-    bf_conn_send(s->conn, r);
 }
 
 static void handle_retry(session *s, json_t *msg, const json_t *id)
@@ -1024,6 +1071,10 @@ void bf_protocol_init(bf_protocol *p, uv_loop_t *loop, bf_net *net,
     p->store = store;
     bf_queries_init(&p->queries, loop, db_path);
     bf_submits_init(&p->submits, loop, store);
+    bf_chores_init(&p->chores, loop);
+    bf_error err;
+    if (bf_cancels_resume(&p->chores, store, &err) < 0)
+        bf_log_error("finishing unfinished cancels: %s", err.msg);
     snprintf(p->token, sizeof p->token, "%s", token);
     p->lease_ms = lease_ms;
     p->max_frame = BF_WIRE_MAX_FRAME;
@@ -1033,6 +1084,7 @@ void bf_protocol_init(bf_protocol *p, uv_loop_t *loop, bf_net *net,
 void bf_protocol_stop(bf_protocol *p)
 {
     bf_submits_stop(&p->submits);
+    bf_chores_stop(&p->chores);
 }
 
 void bf_protocol_free(bf_protocol *p)
@@ -1060,8 +1112,37 @@ static void send_acks(bf_conn *c, json_t *acks, int rc, const bf_error *err)
     }
 }
 
+static int settle_slice(void *ctx, int64_t deadline_us)
+{
+    bf_protocol *p = ctx;
+    bf_error err;
+    int rc = bf_store_settle(p->store, bf_wall_ms(), deadline_us, &err);
+    if (rc < 0)
+        bf_log_error("moving waiting jobs on: %s", err.msg);
+    return rc;
+}
+
+/* A failure (logged) is tried again a second later, not every pass. */
+static void settle_done(void *ctx, int rc)
+{
+    bf_protocol *p = ctx;
+    p->settling = 0;
+    if (rc < 0)
+        p->settle_after_ms = bf_monotonic_ms() + 1000;
+}
+
+/* Jobs waiting for a job that ended, beyond the few its ending moved on. */
+static void settle_dependents(bf_protocol *p)
+{
+    if (!p->settling && bf_store_unsettled(p->store)
+        && bf_monotonic_ms() >= p->settle_after_ms)
+        p->settling = bf_chores_start(&p->chores, settle_slice, settle_done,
+                                      p) == 0;
+}
+
 void bf_protocol_flush(bf_protocol *p)
 {
+    settle_dependents(p);
     /* Flushed even with no acks waiting, so that a batch lost without any
      * (its own ingest failed) is reported now, not to a later pass whose
      * acks it would turn into errors. */

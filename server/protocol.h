@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "chore.h"
 #include "holders.h"
 #include "net.h"
 #include "queries.h"
@@ -31,6 +32,9 @@ typedef struct bf_protocol {
     bf_holders holders;         /* which connection holds each attempt */
     bf_queries queries;         /* client queries, off the loop */
     bf_submits submits;         /* sweeps being expanded and stored */
+    bf_chores chores;           /* slices of big work, a slice per pass */
+    int settling;               /* the chore of bf_store_settle is queued */
+    int64_t settle_after_ms;    /* not before (monotonic), after a failure */
     int n_pending_acks;         /* over all connections */
 } bf_protocol;
 
@@ -38,14 +42,17 @@ typedef struct bf_protocol {
 extern const bf_net_callbacks bf_protocol_callbacks;
 
 /* Serves net's connections on loop with store (its database at db_path,
- * opened again read-only for queries off the loop). */
+ * opened again read-only for queries off the loop), and finishes the
+ * sweep cancels a stopped daemon left half-done (cancels.h). */
 void bf_protocol_init(bf_protocol *p, uv_loop_t *loop, bf_net *net,
                       bf_store *store, const char *db_path, const char *token,
                       int64_t lease_ms);
 /* Commits pending metrics and sends the acks that waited for it (or, if
- * the commit failed, `store` errors in their place). */
+ * the commit failed, `store` errors in their place); queues the chore
+ * that moves dependents on when the store has some left (store.h). */
 void bf_protocol_flush(bf_protocol *p);
-/* The daemon is stopping: a sweep being stored stops (submit.h). */
+/* The daemon is stopping: a sweep being stored stops (submit.h), and so
+ * do the chores (chore.h). */
 void bf_protocol_stop(bf_protocol *p);
 /* Frees what the protocol holds; its connections are closed already and
  * nothing runs off the loop any more. */

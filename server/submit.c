@@ -6,10 +6,10 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "chore.h"
+#include "clock.h"
 #include "sweep.h"
 
-/* Rows the discarding of a failed sweep deletes per pass. */
-#define DISCARD_ROWS 5000
 /* Chunks the expanding thread may queue before it waits. */
 #define QUEUED_MAX 2
 
@@ -48,6 +48,8 @@ struct bf_submission {
     /* The thread's own. */
     chunk *filling;
     /* The loop's own. */
+    chunk *storing;            /* taken from queued, stored in part */
+    size_t n_stored_of;        /* how much of it */
     bf_stage stage;
     int failed_rc;             /* BF_STORE_ERR or _DB_FAILED once failed */
     bf_error err;
@@ -234,20 +236,36 @@ static void fail(bf_submission *u, int rc, const bf_error *err)
     uv_mutex_unlock(&u->lock);
 }
 
-/* Stores one chunk (one transaction), or drops it once anything failed. */
-static void store_chunk(bf_submission *u, chunk *c)
+/* The loop's time for one pass of storing. */
+static int64_t pass_deadline(void)
 {
+    return bf_monotonic_us() + BF_CHORE_SLICE_US;
+}
+
+/* Stores what of u->storing fits in one pass (one transaction), or drops
+ * it once anything failed; frees it when it is all stored. */
+static void store_slice(bf_submission *u)
+{
+    chunk *c = u->storing;
+    size_t done = 0;
     if (!u->failed_rc) {
         u->stage.sweep = u->sweep;
         bf_error err;
         bf_error_clear(&err);
-        if (bf_store_stage_jobs(u->m->store, &u->stage, c->rows, c->n,
-                                c->final, &err) != BF_STORE_OK)
+        if (bf_store_stage_jobs(u->m->store, &u->stage,
+                                c->rows + u->n_stored_of,
+                                c->n - u->n_stored_of, c->final,
+                                pass_deadline(), &done, &err) != BF_STORE_OK)
             fail(u, BF_STORE_DB_FAILED, &err);
-        else if (c->final)
-            reply(u, BF_STORE_OK);
     }
-    free_chunk(c);
+    u->n_stored_of += done;
+    if (u->failed_rc || u->n_stored_of == c->n) {
+        if (!u->failed_rc && c->final)
+            reply(u, BF_STORE_OK);
+        free_chunk(c);
+        u->storing = NULL;
+        u->n_stored_of = 0;
+    }
 }
 
 /* The oldest queued chunk, or NULL; with *thread_done. */
@@ -290,13 +308,13 @@ static void discard_step(bf_submission *u)
     bf_error err;
     if (!u->m->stopping
         && bf_store_discard_staged(u->m->store, u->stage.sweep_id,
-                                   DISCARD_ROWS, &err) == 1)
+                                   pass_deadline(), &err) == 1)
         uv_async_send(&u->wake);
     else
         retire(u);
 }
 
-/* One chunk, or one discarding step, per pass of the loop. */
+/* One pass's storing, or one discarding step, per pass of the loop. */
 static void on_wake(uv_async_t *h)
 {
     bf_submission *u = h->data;
@@ -304,10 +322,11 @@ static void on_wake(uv_async_t *h)
         discard_step(u);
         return;
     }
-    int thread_done;
-    chunk *c = take_chunk(u, &thread_done);
-    if (c) {
-        store_chunk(u, c);
+    int thread_done = 0;
+    if (!u->storing)
+        u->storing = take_chunk(u, &thread_done);
+    if (u->storing) {
+        store_slice(u);
         uv_async_send(&u->wake);   /* look again next pass */
     } else if (thread_done) {
         expanded(u);

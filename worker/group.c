@@ -34,6 +34,7 @@ enum { TRAIN_SETUP_FAILED = -1, TRAIN_RUN_FAILED = -2,
 static const char usage_text[] =
     "usage: mpirun -np N bifocal-worker --server HOST:PORT --token-file FILE\n"
     "           [--checkpoint-dir DIR] [--name NAME] [--max-jobs N]\n"
+    "           [--memory-budget MIB]\n"
     "           [--exit-when-idle [--idle-grace S]]\n"
     "           [--log-level debug|info|warn|error]\n"
     "\n"
@@ -41,9 +42,13 @@ static const char usage_text[] =
     "them together (the batch is split over the ranks).\n"
     "  --server HOST:PORT    the coordinator (bifocald --listen)\n"
     "  --token-file FILE     its token file (DB.token, mode 0600)\n"
-    "  --checkpoint-dir DIR  checkpoints in DIR/job-<id>/ (a shared file\n"
-    "                        system on a cluster); without it no checkpoints\n"
-    "                        are written and a re-leased job starts over\n"
+    "  --checkpoint-dir DIR  checkpoints in DIR/db-<database id>/job-<id>/\n"
+    "                        (a shared file system on a cluster); without it\n"
+    "                        no checkpoints are written and a re-leased job\n"
+    "                        starts over\n"
+    "  --memory-budget MIB   memory each rank may allocate (default: this\n"
+    "                        node's memory / its ranks); a job needing more\n"
+    "                        fails for good before allocating\n"
     "  --name NAME           worker name (default HOST:PID)\n"
     "  --max-jobs N          exit 0 after N jobs\n"
     "  --exit-when-idle      exit 0 when the coordinator has had no job\n"
@@ -56,6 +61,7 @@ typedef struct group_opts {
     int max_jobs;          /* 0: no limit */
     int exit_when_idle;
     int idle_grace_s;      /* --exit-when-idle: seconds without a job */
+    int memory_budget_mib; /* 0: node memory / ranks on the node */
 } group_opts;
 
 typedef struct group {
@@ -63,9 +69,10 @@ typedef struct group {
     int rank, nranks;
     group_opts o;
     bf_link *link;         /* rank 0 only */
+    size_t memory_budget;  /* this rank's, bytes */
     /* --checkpoint-dir made absolute (rank 0): the paths reported to the
      * coordinator must mean the same to every group. */
-    char checkpoint_root[BF_PATH_MAX - 32];   /* room for "/job-<id>" */
+    char checkpoint_root[BF_PATH_MAX - 64];   /* room for the two below */
 } group;
 
 /* ---- signals -------------------------------------------------------------- */
@@ -165,18 +172,20 @@ static const char *agree_on_resume(MPI_Comm comm, int rank,
 }
 
 int bf_group_train(MPI_Comm comm, const bf_job_config *cfg,
-                   const char *checkpoint_dir, const char *resume_path,
-                   bf_link *link, bf_train_summary *summary, bf_error *err)
+                   const bf_group_job *job, bf_link *link,
+                   bf_train_summary *summary, bf_error *err)
 {
     int rank, nranks;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &nranks);
-    resume_path = agree_on_resume(comm, rank, resume_path);
+    const char *resume_path = agree_on_resume(comm, rank, job->resume_path);
     hooks_ctx h = { .comm = comm,
                     .link = rank == 0 ? link : NULL };
     bf_trainer_opts opts = {
-        .rank = rank, .nranks = nranks, .checkpoint_dir = checkpoint_dir,
-        .resume_path = resume_path,
+        .rank = rank, .nranks = nranks,
+        .checkpoint_dir = job->checkpoint_dir, .resume_path = resume_path,
+        .owner = job->owner, .init_source = job->init_source,
+        .memory_budget = job->memory_budget,
         .hooks = { .ctx = &h, .emit = emit_to_link,
                    .should_stop = should_stop,
                    /* One rank has nothing to sum. */
@@ -261,14 +270,33 @@ static int make_dir(const char *dir, bf_error *err)
                         "cannot create directory: %s", strerror(errno));
 }
 
-/* DIR/job-<id>: attempts of one job share it, different jobs never do. */
-static int job_checkpoint_dir(const group *g, int64_t job_id, char *dir,
-                              size_t cap, bf_error *err)
+/* The job's owner and, for a job of a later stage, its source's (else
+ * an empty one: init_from may be any checkpoint), from a job message or a
+ * plan.  -1 when the coordinator sent no valid database id. */
+static int job_owners(const json_t *o, bf_checkpoint_owner *owner,
+                      bf_checkpoint_owner *source, bf_error *err)
+{
+    const char *db = str_member(o, "database_id");
+    int64_t src = int_member(o, "source_job_id");
+    memset(source, 0, sizeof *source);
+    if (bf_checkpoint_owner_set(owner, db, int_member(o, "job_id"), err) != 0)
+        return -1;
+    return src > 0 ? bf_checkpoint_owner_set(source, db, src, err) : 0;
+}
+
+/* DIR/db-<database id>/job-<id>: attempts of one job share it; different
+ * jobs never do, even of databases whose groups share DIR. */
+static int job_checkpoint_dir(const group *g, const bf_checkpoint_owner *o,
+                              char *dir, size_t cap, bf_error *err)
 {
     dir[0] = '\0';
     if (!g->checkpoint_root[0])
         return 0;
-    snprintf(dir, cap, "%s/job-%lld", g->checkpoint_root, (long long)job_id);
+    snprintf(dir, cap, "%s/db-%s", g->checkpoint_root, o->database_id);
+    if (make_dir(dir, err) != 0)
+        return -1;
+    snprintf(dir, cap, "%s/db-%s/job-%lld", g->checkpoint_root,
+             o->database_id, (long long)o->job_id);
     return make_dir(dir, err);
 }
 
@@ -339,9 +367,11 @@ static void mark_bad(group *g, int64_t job_id, const char *path,
 
 /* The newest loadable checkpoint of the job in dir older than step, told to
  * the coordinator as the job's checkpoint; "" when there is none. */
-static void fall_back(group *g, int64_t job_id, const bf_job_config *cfg,
-                      const char *dir, int step, char *path, size_t cap)
+static void fall_back(group *g, const bf_checkpoint_owner *owner,
+                      const bf_job_config *cfg, const char *dir, int step,
+                      char *path, size_t cap)
 {
+    int64_t job_id = owner->job_id;
     int steps[1024];
     int n = dir[0] ? older_checkpoints(dir, step, steps,
                                        (int)(sizeof steps / sizeof *steps))
@@ -349,7 +379,7 @@ static void fall_back(group *g, int64_t job_id, const bf_job_config *cfg,
     for (int i = 0; i < n; i++) {
         bf_error err;
         bf_checkpoint_step_path(path, cap, dir, steps[i]);
-        if (bf_checkpoint_check_resume(path, cfg, NULL, &err) != 0) {
+        if (bf_checkpoint_check_resume(path, cfg, owner, NULL, &err) != 0) {
             mark_bad(g, job_id, path, err.msg);
             continue;
         }
@@ -365,28 +395,34 @@ static void fall_back(group *g, int64_t job_id, const bf_job_config *cfg,
                 (long long)job_id);
 }
 
-static void find_resume(group *g, const json_t *job, const bf_job_config *cfg,
-                        const char *dir, char *path, size_t cap)
+/* -1 (err set) when the recorded checkpoint is another job's: it is not
+ * this job's to rename, and every attempt would find it again. */
+static int find_resume(group *g, const json_t *job,
+                       const bf_checkpoint_owner *owner,
+                       const bf_job_config *cfg, const char *dir, char *path,
+                       size_t cap, bf_error *err)
 {
     path[0] = '\0';
-    int64_t job_id = int_member(job, "job_id");
     const char *recorded = str_member(job, "resume_checkpoint");
     if (!recorded)
-        return;
+        return 0;
     if (access(recorded, F_OK) != 0) {
         /* Not bad, only elsewhere (another machine's disk). */
         bf_log_warn("recorded checkpoint %s is not readable here (%s): "
                     "starting the job over", recorded, strerror(errno));
-        return;
+        return 0;
     }
-    bf_error err;
-    if (bf_checkpoint_check_resume(recorded, cfg, NULL, &err) == 0) {
+    int rc = bf_checkpoint_check_resume(recorded, cfg, owner, NULL, err);
+    if (rc == BF_CHECKPOINT_FOREIGN)
+        return -1;
+    if (rc == 0) {
         snprintf(path, cap, "%s", recorded);
-        return;
+        return 0;
     }
-    mark_bad(g, job_id, recorded, err.msg);
-    fall_back(g, job_id, cfg, dir, (int)int_member(job, "resume_step"), path,
+    mark_bad(g, owner->job_id, recorded, err->msg);
+    fall_back(g, owner, cfg, dir, (int)int_member(job, "resume_step"), path,
               cap);
+    return 0;
 }
 
 /* Tells the coordinator how the attempt ended: done (error NULL) or failed,
@@ -465,30 +501,40 @@ static int run_leased_job(group *g, const json_t *job)
     bf_error err;
     bf_error_clear(&err);
     bf_job_config cfg;
+    bf_checkpoint_owner owner, source;
     char dir[BF_PATH_MAX], resume[BF_PATH_MAX + 64];
     json_t *config = json_object_get(job, "config");
-    /* A config this worker cannot take fails the job for good; a checkpoint
-     * directory it cannot make is this worker's trouble only. */
+    /* A config this worker cannot take, or another job's checkpoint where
+     * this one's should be, fails the job for good; a checkpoint directory
+     * it cannot make (or a coordinator without database ids) is this
+     * worker's trouble only. */
     int permanent = config_from_json(&cfg, config, job_id, &err) != 0;
-    if (permanent ||
-        job_checkpoint_dir(g, job_id, dir, sizeof dir, &err) != 0) {
+    if (permanent || job_owners(job, &owner, &source, &err) != 0 ||
+        job_checkpoint_dir(g, &owner, dir, sizeof dir, &err) != 0 ||
+        (permanent = find_resume(g, job, &owner, &cfg, dir, resume,
+                                 sizeof resume, &err) != 0)) {
         bf_log_error("job %lld: %s", (long long)job_id, err.msg);
         report(g, job_id, err.msg, permanent);
         return 0;
     }
-    find_resume(g, job, &cfg, dir, resume, sizeof resume);
     if (resume[0])
         bf_log_info("job %lld: resuming from %s", (long long)job_id, resume);
 
-    json_t *plan = json_pack("{s:O, s:s, s:s}", "config", config,
-                             "checkpoint_dir", dir, "resume", resume);
+    json_t *plan = json_pack("{s:O, s:s, s:s, s:s, s:I, s:I}", "config",
+                             config, "checkpoint_dir", dir, "resume", resume,
+                             "database_id", owner.database_id,
+                             "job_id", (json_int_t)job_id, "source_job_id",
+                             (json_int_t)source.job_id);
     bcast_plan(g, plan);
     json_decref(plan);
 
     double t0 = bf_now_seconds();
     bf_train_summary s;
-    int rc = bf_group_train(g->comm, &cfg, dir[0] ? dir : NULL,
-                            resume[0] ? resume : NULL, g->link, &s, &err);
+    bf_group_job gj = { .checkpoint_dir = dir[0] ? dir : NULL,
+                        .resume_path = resume[0] ? resume : NULL,
+                        .owner = &owner, .init_source = &source,
+                        .memory_budget = g->memory_budget };
+    int rc = bf_group_train(g->comm, &cfg, &gj, g->link, &s, &err);
     if (rc == TRAIN_SETUP_FAILED || rc == TRAIN_SETUP_PERMANENT) {
         bf_log_error("job %lld: %s", (long long)job_id, err.msg);
         report(g, job_id, err.msg, rc == TRAIN_SETUP_PERMANENT);
@@ -514,17 +560,22 @@ static void follow(group *g)
         bf_job_config cfg;
         bf_error err;
         bf_error_clear(&err);
+        bf_checkpoint_owner owner, source;
         const char *dir = str_member(plan, "checkpoint_dir");
         const char *resume = str_member(plan, "resume");
         if (config_from_json(&cfg, json_object_get(plan, "config"), 0,
-                             &err) != 0) {
-            /* Rank 0 validated the same config: this cannot differ. */
+                             &err) != 0 ||
+            job_owners(plan, &owner, &source, &err) != 0) {
+            /* Rank 0 validated the same plan: this cannot differ. */
             bf_log_error("rank %d: %s", g->rank, err.msg);
             MPI_Abort(g->comm, EXIT_RUNTIME);
         }
-        if (bf_group_train(g->comm, &cfg, dir && dir[0] ? dir : NULL,
-                           resume && resume[0] ? resume : NULL, NULL, NULL,
-                           &err) == TRAIN_RUN_FAILED) {
+        bf_group_job gj = { .checkpoint_dir = dir && dir[0] ? dir : NULL,
+                            .resume_path = resume && resume[0] ? resume : NULL,
+                            .owner = &owner, .init_source = &source,
+                            .memory_budget = g->memory_budget };
+        if (bf_group_train(g->comm, &cfg, &gj, NULL, NULL, &err) ==
+            TRAIN_RUN_FAILED) {
             bf_log_error("rank %d: %s", g->rank, err.msg);
             MPI_Abort(g->comm, EXIT_RUNTIME);
         }
@@ -600,6 +651,7 @@ static int parse_options(int argc, char **argv, group_opts *o, int loud)
         BF_OPT_INT("max-jobs", "N", &o->max_jobs, 1, INT_MAX),
         BF_OPT_FLAG("exit-when-idle", &o->exit_when_idle),
         BF_OPT_INT("idle-grace", "S", &o->idle_grace_s, 0, INT_MAX),
+        BF_OPT_INT("memory-budget", "MIB", &o->memory_budget_mib, 1, INT_MAX),
         BF_OPT_STR("log-level", "LEVEL", &log_level),
         BF_OPT_END,
     };
@@ -629,6 +681,23 @@ static int parse_options(int argc, char **argv, group_opts *o, int loud)
     if (loud && log_level)
         bf_log_set_level((bf_log_level)level);
     return 0;
+}
+
+/* The bytes each rank may allocate: --memory-budget, else this node's
+ * physical memory shared by its ranks (collective when no option). */
+static size_t rank_memory_budget(const group *g)
+{
+    if (g->o.memory_budget_mib > 0)
+        return (size_t)g->o.memory_budget_mib << 20;
+    MPI_Comm node;
+    int on_node = 1;
+    MPI_Comm_split_type(g->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
+                        &node);
+    MPI_Comm_size(node, &on_node);
+    MPI_Comm_free(&node);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0
+        ? (size_t)pages * (size_t)page / (size_t)on_node : 0;
 }
 
 /* Rank 0: reads the token and connects. */
@@ -692,8 +761,10 @@ int bf_group_main(int argc, char **argv)
     /* Writes to a vanished coordinator must fail, not kill us. */
     signal(SIGPIPE, SIG_IGN);
     int status = parse_options(argc, argv, &g.o, g.rank == 0);
-    if (status == 0)
+    if (status == 0) {
+        g.memory_budget = rank_memory_budget(&g);
         status = run_group(&g);
+    }
     MPI_Finalize();
     if (status == 0 && stop_signal)
         bf_log_info("stopped by signal %d", stop_signal);

@@ -4,9 +4,10 @@
  * the structure-gap figure and comparison as jobs finish, the job table
  * filtered by any swept field and status); one job (config, attempts,
  * training curves, evaluations per depth, frequency trajectories of every
- * learnable head).  Each page polls every poll_ms; the sweep page asks
- * only for jobs that ended since its cursor, the job page only for the
- * curves' buckets since its cursor, so nothing whole is fetched again. */
+ * learnable head).  Each page polls every poll_ms; the sweep page holds
+ * one page of the job table (the server filters and sorts) and fetches it
+ * again when the counts move, the job page asks only for the curves'
+ * buckets since its cursor, so nothing whole is fetched again. */
 "use strict";
 
 var BifocalDashboard = (function () {
@@ -153,9 +154,15 @@ var BifocalDashboard = (function () {
   var JOB_COLUMNS = ["status", "train_loss", "eval_loss", "eval_accuracy",
                      "ood_depth", "ood_loss", "ood_accuracy", "started", "took",
                      "error"];
+  var STATUSES = ["waiting", "queued", "running", "succeeded", "failed", "cancelled"];
+  var PAGE_ROWS = 100;
 
+  /* The sweep page.  The job table is a page of the server's (filtered and
+   * sorted there): the page holds PAGE_ROWS rows whatever the sweep's size,
+   * and fetches its page again when the counts move. */
   function sweepPage(root, id) {
-    var st = { summary: null, jobs: {}, order: [], cursor: null, filters: {} };
+    var st = { summary: null, counts: null, filters: {}, sort: "job_id", desc: false,
+               offset: 0, total: 0 };
     header(root, "Sweep " + id, [link("/", "all sweeps")]);
     var counts = el("div", { class: "bf-counts" });
     root.appendChild(counts);
@@ -167,9 +174,11 @@ var BifocalDashboard = (function () {
     var summaryBox = el("div");
     root.appendChild(summaryBox);
     var jobsSec = R.section(root, "Jobs", "Every job of the sweep; filter by " +
-                            "status and by any swept field.");
-    var filters = el("div", { class: "bf-filters" }), jobsBox = el("div");
+                            "status and by any swept field, sort by a column title.");
+    var filters = el("div", { class: "bf-filters" }), pager = el("div", { class: "bf-pager" }),
+        jobsBox = el("div");
     jobsSec.appendChild(filters);
+    jobsSec.appendChild(pager);
     jobsSec.appendChild(jobsBox);
 
     function renderSummary() {
@@ -185,52 +194,117 @@ var BifocalDashboard = (function () {
       }
     }
 
-    function rows() { return st.order.map(function (k) { return st.jobs[k]; }); }
-
+    /* A select per field: its values as the server lists them (JSON text,
+     * so 64 and "64" or two close seeds stay apart). */
     function renderFilters() {
       filters.textContent = "";
-      ["status"].concat(st.summary.varying).forEach(function (field) {
-        var values = {};
-        rows().forEach(function (r) { values[JSON.stringify(r[field])] = r[field]; });
+      var fields = [["status", STATUSES]].concat(st.summary.varying.map(function (f) {
+        return [f, st.summary.values ? st.summary.values[f] : null];
+      }));
+      fields.forEach(function (fv) {
+        var field = fv[0], values = fv[1];
+        if (!values) return;      /* too many to list (seeds of a huge sweep) */
         var pick = el("select", { "data-field": field });
         pick.appendChild(el("option", { value: "", text: "any" }));
-        Object.keys(values).sort().forEach(function (k) {
-          pick.appendChild(el("option", { value: k, text: String(values[k]) }));
+        values.forEach(function (v) {
+          pick.appendChild(el("option", { value: JSON.stringify(v),
+                                          text: typeof v === "number" ? fmt(v) : String(v) }));
         });
         pick.value = st.filters[field] || "";
         if (pick.value !== (st.filters[field] || "")) delete st.filters[field];
         pick.addEventListener("change", function () {
           if (pick.value) st.filters[field] = pick.value;
           else delete st.filters[field];
-          renderJobs();
+          st.offset = 0;
+          loadPage();
         });
         filters.appendChild(el("label", {}, [document.createTextNode(field + " "), pick]));
       });
     }
 
-    function renderJobs() {
-      var shown = rows().filter(function (r) {
-        return Object.keys(st.filters).every(function (f) {
-          return JSON.stringify(r[f]) === st.filters[f];
-        });
+    function pageQuery() {
+      var q = ["offset=" + st.offset, "limit=" + PAGE_ROWS,
+               "sort=" + encodeURIComponent(st.sort), "desc=" + (st.desc ? 1 : 0)];
+      Object.keys(st.filters).forEach(function (f) {
+        var v = f === "status" ? JSON.parse(st.filters[f]) : st.filters[f];
+        q.push(encodeURIComponent(f) + "=" + encodeURIComponent(v));
       });
-      var cols = [{ title: "job", get: function (r) { return link("/jobs/" + r.job_id, r.job_id); } }];
-      st.summary.varying.forEach(function (f) {
-        cols.push({ title: f, get: function (r) { return r[f]; } });
-      });
-      JOB_COLUMNS.forEach(function (k) {
-        cols.push({ title: k.replace(/_/g, " "), get: k === "status"
-          ? function (r) { return statusCell(r.status); } : function (r) { return r[k]; } });
-      });
-      liveTable(jobsBox, shown, cols, "bf-table bf-jobs");
-      jobsSec.querySelector(".bf-note").textContent = shown.length + " of " +
-        st.order.length + " jobs shown; filter by status and by any swept field.";
+      return q.join("&");
     }
 
-    function setJobs(list) {
-      st.jobs = {};
-      st.order = [];
-      list.forEach(function (r) { st.jobs[r.job_id] = r; st.order.push(r.job_id); });
+    function sortable(field) {
+      return field === "job_id" || field === "status" ||
+             (st.summary && st.summary.varying.indexOf(field) >= 0);
+    }
+
+    function renderJobs(rows) {
+      var cols = [{ title: "job", field: "job_id",
+                    get: function (r) { return link("/jobs/" + r.job_id, r.job_id); } }];
+      st.summary.varying.forEach(function (f) {
+        cols.push({ title: f, field: f, get: function (r) { return r[f]; } });
+      });
+      JOB_COLUMNS.forEach(function (k) {
+        cols.push({ title: k.replace(/_/g, " "), field: k, get: k === "status"
+          ? function (r) { return statusCell(r.status); } : function (r) { return r[k]; } });
+      });
+      liveTable(jobsBox, rows, cols, "bf-table bf-jobs");
+      jobsBox.querySelectorAll("th").forEach(function (th, i) {
+        var f = cols[i].field;
+        if (!sortable(f)) return;
+        th.classList.add("bf-sortable");
+        if (f === st.sort) th.textContent += st.desc ? " \u25bc" : " \u25b2";
+        th.addEventListener("click", function () {
+          st.desc = st.sort === f ? !st.desc : false;
+          st.sort = f;
+          st.offset = 0;
+          loadPage();
+        });
+      });
+    }
+
+    function renderPager() {
+      pager.textContent = "";
+      var first = st.total ? st.offset + 1 : 0, last = Math.min(st.offset + PAGE_ROWS, st.total);
+      var prev = el("button", { text: "previous", class: "bf-prev" }),
+          next = el("button", { text: "next", class: "bf-next" });
+      prev.disabled = st.offset === 0;
+      next.disabled = last >= st.total;
+      prev.addEventListener("click", function () {
+        st.offset = Math.max(0, st.offset - PAGE_ROWS); loadPage(); });
+      next.addEventListener("click", function () { st.offset += PAGE_ROWS; loadPage(); });
+      pager.appendChild(prev);
+      pager.appendChild(el("span", { class: "bf-rows",
+        text: "jobs " + first + "-" + last + " of " + st.total }));
+      pager.appendChild(next);
+      jobsSec.querySelector(".bf-note").textContent = st.total + " of " +
+        (st.counts ? st.counts.total : "?") + " jobs match; filter by status and " +
+        "by any swept field, sort by a column title.";
+    }
+
+    function loadPage() {
+      var asked = pageQuery();
+      return api("/api/sweeps/" + id + "/jobs?" + asked).then(function (p) {
+        if (p.pending || asked !== pageQuery()) return;   /* a newer one is on its way */
+        st.total = p.total;
+        renderJobs(p.jobs);
+        renderPager();
+      });
+    }
+
+    function loadSummary() {
+      return api("/api/sweeps/" + id).then(function (s) {
+        if (s.pending) {
+          summaryBox.textContent = "";
+          summaryBox.appendChild(el("p", { class: "bf-note",
+            text: "Reading the sweep's jobs..." }));
+          return false;
+        }
+        var first = !st.summary;
+        st.summary = s;
+        renderSummary();
+        renderFilters();
+        return first ? loadPage() : true;
+      });
     }
 
     function renderRunning(live) {
@@ -239,8 +313,9 @@ var BifocalDashboard = (function () {
         runningBox.appendChild(el("p", { class: "bf-note", text: "No job is running." }));
         return;
       }
+      var varying = st.summary ? st.summary.varying : [];
       var cols = [{ title: "job", get: function (r) { return link("/jobs/" + r.job_id, r.job_id); } }];
-      st.summary.varying.forEach(function (f) {
+      varying.forEach(function (f) {
         cols.push({ title: f, get: function (r) { return r.fields[f]; } });
       });
       cols.push(
@@ -254,66 +329,24 @@ var BifocalDashboard = (function () {
       liveTable(runningBox, live.running, cols, "bf-table bf-running");
     }
 
-    /* Counts of the rows held, to notice a change no cursor reports (a
-     * job re-queued after a lost lease, a retry): then all are fetched. */
-    function heldCounts() {
-      var c = { queued: 0, running: 0, succeeded: 0, failed: 0, cancelled: 0 };
-      rows().forEach(function (r) { c[r.status] = (c[r.status] || 0) + 1; });
-      return c;
-    }
-
-    function consistent(live) {
-      var held = heldCounts(), c = live.counts;
-      return ["succeeded", "failed", "cancelled"].every(function (k) { return held[k] === c[k]; }) &&
-             held.queued + held.running === c.queued + c.running;
-    }
-
-    function fetchAll() {
-      return Promise.all([api("/api/sweeps/" + id), api("/api/sweeps/" + id + "/jobs")])
-        .then(function (r) {
-          st.summary = r[0];
-          setJobs(r[1].jobs);
-          st.cursor = r[1].cursor;
-          renderSummary();
-          renderFilters();
-          renderJobs();
-        });
-    }
-
     function update() {
-      /* No job ended yet: every one that ends from now on is new. */
-      var since = st.cursor === null ? 0 : st.cursor;
-      return api("/api/sweeps/" + id + "/live?since=" + since).then(function (live) {
-        countsLine(counts, live.counts, live.eta_s, live.workers);
+      return api("/api/sweeps/" + id + "/live").then(function (live) {
         renderRunning(live);
-        var changed = false;
-        live.ended.forEach(function (r) {
-          if (!st.jobs[r.job_id]) st.order.push(r.job_id);
-          changed = changed || JSON.stringify(st.jobs[r.job_id]) !== JSON.stringify(r);
-          st.jobs[r.job_id] = r;
-        });
-        live.running.forEach(function (r) {
-          var row = st.jobs[r.job_id];
-          if (row && row.status !== "running") { row.status = "running"; changed = true; }
-        });
-        if (live.cursor !== null) st.cursor = live.cursor;
-        if (!consistent(live)) return fetchAll();
-        if (st.summary.counts.succeeded !== live.counts.succeeded)
-          return api("/api/sweeps/" + id).then(function (s) {
-            st.summary = s;
-            renderSummary();
-            renderFilters();
-            renderJobs();
-          });
-        if (changed) { renderFilters(); renderJobs(); }
+        if (live.pending || !live.counts) return;
+        countsLine(counts, live.counts, live.eta_s, live.workers);
+        var moved = JSON.stringify(live.counts) !== JSON.stringify(st.counts);
+        st.counts = live.counts;
+        var work = [];
+        if (!st.summary || st.summary.counts.succeeded !== live.counts.succeeded ||
+            st.summary.counts.total !== live.counts.total)
+          work.push(loadSummary());
+        else if (moved)
+          work.push(loadPage());
+        return Promise.all(work);
       });
     }
 
-    var started = false;
-    poll(function () {
-      if (!started) return fetchAll().then(function () { started = true; return update(); });
-      return update();
-    });
+    poll(update);
   }
 
   /* ---- one job ----------------------------------------------------------- */

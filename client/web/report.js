@@ -31,8 +31,11 @@ var BifocalReport = (function () {
     return e;
   }
 
+  /* A number as a table cell: integers (steps, seeds, counts) exactly,
+   * others to `digits` significant digits (4). */
   function fmt(x, digits) {
     if (x === null || x === undefined || !isFinite(x)) return "";
+    if (Number.isSafeInteger(Number(x))) return String(Number(x));
     return Number(x).toPrecision(digits || 4).replace(/\.?0+(e|$)/, "$1");
   }
 

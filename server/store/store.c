@@ -3,12 +3,14 @@
  * store_queue.c, metric ingest in store_metrics.c. */
 #include "store_internal.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
+#include "clock.h"
 #include "job_config.h"
 #include "result_views.h"
 #include "sweep.h"
@@ -277,7 +279,18 @@ static int prepare_all(bf_store *s, bf_error *err)
         return store__fail(s, err, "reading the lease counter");
     s->lease_seq = sqlite3_column_int64(st, 0);
     sqlite3_reset(st);
-    return 0;
+    st = store__stmt(s, ST_DATABASE_ID);
+    const unsigned char *id = sqlite3_step(st) == SQLITE_ROW
+                                  ? sqlite3_column_text(st, 0) : NULL;
+    if (id)
+        s->database_id = bf_xstrdup((const char *)id);
+    sqlite3_reset(st);
+    return id ? 0 : store__fail(s, err, "reading the database id");
+}
+
+const char *bf_store_database_id(const bf_store *s)
+{
+    return s->database_id;
 }
 
 /* A daemon killed while it stored a big sweep left it half-stored (n_jobs
@@ -302,7 +315,8 @@ int bf_store_open(bf_store **out, const char *path, bf_error *err)
         return -1;
     }
     if (configure(s, err) < 0 || migrate(s, err) < 0
-        || discard_abandoned(s, err) < 0 || prepare_all(s, err) < 0) {
+        || discard_abandoned(s, err) < 0 || prepare_all(s, err) < 0
+        || store__unsettled_load(s, err) < 0) {
         bf_store_close(s);
         return -1;
     }
@@ -343,7 +357,9 @@ void bf_store_close(bf_store *s)
             sqlite3_finalize(s->st[i]);
         sqlite3_close(s->db);
     }
+    free(s->unsettled);
     free(s->path);
+    free(s->database_id);
     free(s);
 }
 
@@ -506,9 +522,17 @@ fail:
     return c.db_failed ? BF_STORE_DB_FAILED : BF_STORE_ERR;
 }
 
-int bf_store_stage_jobs(bf_store *s, bf_stage *stage, const bf_job_row *rows,
-                        size_t n, int last, bf_error *err)
+int store__past(int64_t deadline_us)
 {
+    return deadline_us && bf_monotonic_us() >= deadline_us;
+}
+
+int bf_store_stage_jobs(bf_store *s, bf_stage *stage, const bf_job_row *rows,
+                        size_t n, int last, int64_t deadline_us,
+                        size_t *n_done, bf_error *err)
+{
+    assert(n > 0 || last);
+    *n_done = 0;
     if (!stage->job_ids)
         stage->job_ids = bf_xcalloc(stage->sweep->n_jobs + 1,
                                     sizeof *stage->job_ids);
@@ -519,14 +543,16 @@ int bf_store_stage_jobs(bf_store *s, bf_stage *stage, const bf_job_row *rows,
     if (!sweep_id)
         rc = insert_sweep(s, stage->sweep, stage->filename, stage->text,
                           stage->len, stage->now_ms, &sweep_id, err);
-    for (size_t i = 0; i < n && rc == 0; i++)
+    size_t i = 0;
+    while (rc == 0 && i < n && (i == 0 || !store__past(deadline_us)))
         rc = insert_job(s, sweep_id, stage->sweep->priority, stage->now_ms,
-                        &rows[i], stage->job_ids, err);
-    if (rc == 0 && last)
+                        &rows[i++], stage->job_ids, err);
+    if (rc == 0 && last && i == n)
         rc = finish_sweep(s, sweep_id, stage->sweep, err);
     if (rc == 0 && store__commit(s, err) == 0) {
         stage->sweep_id = sweep_id;
-        stage->n_stored += n;
+        stage->n_stored += i;
+        *n_done = i;
         return BF_STORE_OK;
     }
     store__rollback(s);
@@ -539,16 +565,19 @@ void bf_stage_clear(bf_stage *stage)
     stage->job_ids = NULL;
 }
 
-int bf_store_discard_staged(bf_store *s, int64_t sweep_id, int max_rows,
+int bf_store_discard_staged(bf_store *s, int64_t sweep_id, int64_t deadline_us,
                             bf_error *err)
 {
     if (store__begin(s, err) < 0)
         return -1;
     sqlite3_stmt *st = store__stmt(s, ST_STAGED_DELETE_JOBS);
-    sqlite3_bind_int64(st, 1, sweep_id);
-    sqlite3_bind_int(st, 2, max_rows);
-    int rc = store__exec(s, st, err);
-    int more = rc == 0 && sqlite3_changes(s->db) == max_rows;
+    int rc, more;
+    do {
+        sqlite3_bind_int64(st, 1, sweep_id);
+        sqlite3_bind_int(st, 2, STORE_SLICE_ROWS);
+        rc = store__exec(s, st, err);
+        more = rc == 0 && sqlite3_changes(s->db) == STORE_SLICE_ROWS;
+    } while (more && !store__past(deadline_us));
     if (rc == 0 && !more) {
         st = store__stmt(s, ST_STAGED_DELETE_SWEEP);
         sqlite3_bind_int64(st, 1, sweep_id);

@@ -53,6 +53,11 @@ enum {
 int bf_store_open(bf_store **out, const char *path, bf_error *err);
 void bf_store_close(bf_store *s);   /* flushes, closes cleanly */
 
+/* The database's id (migration 7: 16 hex digits made at its creation),
+ * owned by s: worker groups keep its checkpoints apart from every other
+ * database's (docs/checkpoints.md).  Writers only (bf_store_open). */
+const char *bf_store_database_id(const bf_store *s);
+
 /* A read-only connection to the database of a running store, for queries
  * made on another thread than the store's (bifocald's thread pool): WAL
  * lets it read the last committed state while the store writes.  Only the
@@ -127,24 +132,33 @@ typedef struct bf_stage {
     int64_t *job_ids;
 } bf_stage;
 
-/* Stores n jobs of stage (the first call also the sweep's row) in one
- * transaction; last: this chunk ends the sweep, which becomes visible in
- * the same transaction, with its warnings (stage->sweep is expanded by
- * then).  A job of a later stage waits for its source, which an earlier
- * chunk (or this one) stored.  A sweep of one chunk is thus stored exactly like
- * bf_store_submit_sweep stores it.  BF_STORE_DB_FAILED (err says why)
- * when the database failed: nothing of the chunk was stored, and the
- * staged sweep must be discarded. */
+/* Work on many rows is done in slices bounded by time, not by a count of
+ * rows: a call given deadline_us (bf_monotonic_us(); 0: none) stops at
+ * the first row boundary past it and commits what it did, so one slice
+ * holds the daemon's loop about as long in a slow build (ASan, a loaded
+ * machine) as in a fast one.  Every call does at least one row, so
+ * repeated calls always finish. */
+
+/* Stores jobs of stage from rows[0..n) in one transaction (the first call
+ * also the sweep's row) until deadline_us, setting *n_done (>= 1 unless n
+ * is 0, which only a last call may be) to how many; last: rows ends the sweep, which becomes visible, with its
+ * warnings, in the transaction that stores the last of them (stage->sweep
+ * is expanded by then).  A job of a later stage waits for its source,
+ * which an earlier call (or this one) stored.  A sweep stored by one call
+ * is thus stored exactly like bf_store_submit_sweep stores it.
+ * BF_STORE_DB_FAILED (err says why) when the database failed: nothing of
+ * this call was stored, and the staged sweep must be discarded. */
 int bf_store_stage_jobs(bf_store *s, bf_stage *stage, const bf_job_row *rows,
-                        size_t n, int last, bf_error *err);
+                        size_t n, int last, int64_t deadline_us,
+                        size_t *n_done, bf_error *err);
 
 /* Frees what bf_store_stage_jobs kept in stage. */
 void bf_stage_clear(bf_stage *stage);
 
-/* Deletes up to max_rows jobs of a staged sweep (never of a visible one),
- * and the sweep's row with its last job.  1: more remain, 0: gone, -1 on
- * error. */
-int bf_store_discard_staged(bf_store *s, int64_t sweep_id, int max_rows,
+/* Deletes jobs of a staged sweep (never of a visible one) until
+ * deadline_us, and the sweep's row with its last job.  1: more remain,
+ * 0: gone, -1 on error. */
+int bf_store_discard_staged(bf_store *s, int64_t sweep_id, int64_t deadline_us,
                             bf_error *err);
 
 /* The refusal of a strict submission with these warnings (a non-empty
@@ -161,6 +175,8 @@ typedef struct bf_lease {
     char *resume_checkpoint; /* latest checkpoint reported, or NULL */
     int64_t resume_step;
     int64_t lease_expires_ms;
+    int64_t source_job_id;   /* the stage source init_from comes from, or 0 */
+    const char *database_id; /* bf_store_database_id: owned by the store */
 } bf_lease;
 void bf_lease_clear(bf_lease *l);
 
@@ -256,15 +272,45 @@ int bf_store_flush(bf_store *s, bf_error *err);
 
 /* ---- cancel / retry ------------------------------------------------------ */
 
-/* Cancels a sweep (or one job): waiting and queued jobs become cancelled at
- * once (the jobs waiting for a cancelled job fail); running ones are marked
- * cancel-requested and their live attempt ids are returned
- * in *running (malloc'd, caller frees) so the daemon can tell the workers;
- * they become cancelled when the worker reports back or the lease expires. */
-int bf_store_cancel_sweep(bf_store *s, int64_t sweep_id, int64_t now_ms,
-                          int64_t **running, int *n_running, bf_error *err);
+/* Cancels one job: waiting or queued, it becomes cancelled at once (the
+ * jobs waiting for it fail); running, it is marked cancel-requested and
+ * its live attempt id is returned in *running (malloc'd, caller frees;
+ * *n_running 0 or 1) so the daemon can tell the worker; it becomes
+ * cancelled when the worker reports back or the lease expires. */
 int bf_store_cancel_job(bf_store *s, int64_t job_id, int64_t now_ms,
                         int64_t **running, int *n_running, bf_error *err);
+
+/* A job that ends moves the jobs waiting for it on (queued from its final
+ * checkpoint, or failed, and then theirs) in the same transaction, up to a
+ * few slices of them; the rest of a big fan-out or cascade is left to
+ * bf_store_settle, which the daemon calls a slice per pass while
+ * bf_store_unsettled says some are left.  Opening the store finds what a
+ * stopped daemon left. */
+int bf_store_unsettled(const bf_store *s);
+/* Moves waiting dependents on until deadline_us (store.h's slices), at
+ * now_ms for those that fail.  1: some are left, 0: none, -1 on error. */
+int bf_store_settle(bf_store *s, int64_t now_ms, int64_t deadline_us,
+                    bf_error *err);
+
+/* Cancels a sweep, in one short transaction whatever its size: the sweep
+ * becomes 'cancelled' (one already done stays done), so none of its jobs
+ * is leased any more, and its running jobs are marked as bf_store_cancel_job
+ * marks one, their attempts returned in *running.  Its waiting and queued
+ * jobs are then cancelled by bf_store_cancel_queued, a slice at a time; a
+ * daemon stopped half-way finds the rest with bf_store_cancels_unfinished. */
+int bf_store_cancel_sweep(bf_store *s, int64_t sweep_id, int64_t **running,
+                          int *n_running, bf_error *err);
+
+/* Cancels the waiting and queued jobs of a cancelled sweep until
+ * deadline_us (see above), finished at now_ms.  1: some remain, 0: none
+ * left, -1 on error. */
+int bf_store_cancel_queued(bf_store *s, int64_t sweep_id, int64_t now_ms,
+                           int64_t deadline_us, bf_error *err);
+
+/* The cancelled sweeps that still have waiting or queued jobs, in *ids
+ * (malloc'd, caller frees).  0, or -1 on error. */
+int bf_store_cancels_unfinished(bf_store *s, int64_t **ids, int *n,
+                                bf_error *err);
 
 /* Acknowledges that a cancelled attempt's worker stopped: ends the attempt
  * with outcome 'cancelled' and the job as cancelled. */

@@ -66,20 +66,24 @@ extern const int bf_schema_n_migrations;
     X(ST_FINAL_CHECKPOINT,                                                     \
       "SELECT checkpoint_path FROM jobs WHERE job_id = ?1"                     \
       " AND checkpoint_step = json_extract(config, '$.steps')")                \
+    /* A source's waiting dependents move on ?3 at a time (a slice of     \
+     * store.h): queued from its checkpoint ?2, or failed (?3 says why)    \
+     * and returned, since theirs fail next. */                            \
     X(ST_DEPENDENTS_RELEASE,                                                   \
       "UPDATE jobs SET status = 'queued', init_from = ?2"                      \
-      " WHERE source_job_id = ?1 AND status = 'waiting'")                      \
-    /* Its waiting dependents fail, theirs too: ?3 says why for the first. */ \
+      " WHERE job_id IN (SELECT job_id FROM jobs INDEXED BY jobs_by_source"    \
+      " WHERE source_job_id = ?1 AND status = 'waiting' LIMIT ?3)")            \
     X(ST_DEPENDENTS_FAIL,                                                      \
-      "WITH RECURSIVE doomed(job_id) AS ("                                     \
-      "  SELECT job_id FROM jobs WHERE source_job_id = ?1"                     \
-      "   AND status = 'waiting'"                                              \
-      "  UNION ALL SELECT j.job_id FROM jobs j JOIN doomed d"                  \
-      "   ON j.source_job_id = d.job_id WHERE j.status = 'waiting')"           \
-      " UPDATE jobs SET status = 'failed', finished_ms = ?2,"                  \
-      " error = CASE WHEN source_job_id = ?1 THEN ?3"                          \
-      "  ELSE 'source job ' || source_job_id || ' failed' END"                 \
-      " WHERE job_id IN doomed")                                               \
+      "UPDATE jobs SET status = 'failed', finished_ms = ?2, error = ?3"        \
+      " WHERE job_id IN (SELECT job_id FROM jobs INDEXED BY jobs_by_source"    \
+      " WHERE source_job_id = ?1 AND status = 'waiting' LIMIT ?4)"             \
+      " RETURNING job_id")                                                     \
+    X(ST_JOB_STATUS, "SELECT status, sweep_id FROM jobs WHERE job_id = ?1")    \
+    /* Ended sources with waiting dependents: what a stopped daemon left. */ \
+    X(ST_UNSETTLED_SOURCES,                                                    \
+      "SELECT DISTINCT j.source_job_id FROM jobs j JOIN jobs src"              \
+      " ON src.job_id = j.source_job_id WHERE j.status = 'waiting'"            \
+      " AND src.status IN ('succeeded', 'failed', 'cancelled')")               \
     /* A retried source: the dependents its failure failed (they never ran) \
      * wait again, theirs too. */                                             \
     X(ST_DEPENDENTS_REVIVE,                                                    \
@@ -117,7 +121,9 @@ extern const int bf_schema_n_migrations;
       " started_ms = coalesce(started_ms, ?2) WHERE job_id = ?1"               \
       " RETURNING CASE WHEN init_from IS NULL THEN config"                     \
       "  ELSE json_set(config, '$.init_from', init_from) END,"                 \
-      " checkpoint_path, checkpoint_step")                                     \
+      " checkpoint_path, checkpoint_step,"                                     \
+      " CASE WHEN init_from IS NULL THEN 0 ELSE source_job_id END")            \
+    X(ST_DATABASE_ID, "SELECT database_id FROM database_identity")             \
     X(ST_ATTEMPT_INSERT,                                                       \
       "INSERT INTO attempts (job_id, attempt_no, worker, started_ms,"          \
       " lease_expires_ms) SELECT ?1, coalesce(max(attempt_no), 0) + 1,"        \
@@ -158,10 +164,17 @@ extern const int bf_schema_n_migrations;
       "UPDATE jobs SET checkpoint_path = NULL, checkpoint_step = NULL"         \
       " WHERE job_id = ?1 AND checkpoint_path = ?2")                           \
     /* cancel / retry, by sweep (?1 = sweep_id) or by job (?1 = job_id) */     \
+    /* ?3 of them at a time (a slice: store.h) */                             \
     X(ST_CANCEL_QUEUED_SWEEP,                                                  \
       "UPDATE jobs SET status = 'cancelled', finished_ms = ?2,"                \
-      " error = 'cancelled' WHERE sweep_id = ?1"                               \
-      " AND status IN ('waiting', 'queued')")                                  \
+      " error = 'cancelled' WHERE job_id IN (SELECT job_id FROM jobs"          \
+      " INDEXED BY jobs_by_sweep_status WHERE sweep_id = ?1"                   \
+      " AND status IN ('waiting', 'queued') LIMIT ?3)")                        \
+    X(ST_CANCELS_UNFINISHED,                                                   \
+      "SELECT sweep_id FROM sweeps s WHERE status = 'cancelled'"               \
+      " AND EXISTS (SELECT 1 FROM jobs j INDEXED BY jobs_by_sweep_status"      \
+      " WHERE j.sweep_id = s.sweep_id AND j.status IN ('waiting', 'queued'))"  \
+      " ORDER BY sweep_id")                                                    \
     X(ST_CANCEL_QUEUED_JOB,                                                    \
       "UPDATE jobs SET status = 'cancelled', finished_ms = ?2,"                \
       " error = 'cancelled' WHERE job_id = ?1"                                 \
@@ -218,8 +231,13 @@ struct bf_store {
     int batch_lost;
     bf_error lost;
     int64_t lease_seq;     /* last value given to sweeps.last_lease_seq */
+    char *database_id;     /* database_identity, read at open */
     sqlite3_stmt *st[ST_COUNT];
     bf_error last;         /* why the last failing call failed */
+    /* Ended jobs whose waiting dependents may still have to move on (a
+     * stack; bf_store_settle).  Only a hint: each is looked at afresh. */
+    int64_t *unsettled;
+    size_t n_unsettled, cap_unsettled;
 };
 
 /* The statement `id`, reset and with its bindings cleared, ready to bind. */
@@ -244,6 +262,18 @@ void store__batch_lost(bf_store *s);
 int store__exec(bf_store *s, sqlite3_stmt *st, bf_error *err);
 
 /* Marks the sweep done once none of its jobs is queued or running. */
+/* Whether a time-bounded slice given deadline_us (store.h) stops now. */
+int store__past(int64_t deadline_us);
+/* Rows one statement of such a slice deletes or updates: few enough that
+ * the clock is looked at often, enough that a statement's own cost is
+ * spread. */
+#define STORE_SLICE_ROWS 64
+
+/* Ended jobs: their dependents move on, a few statements at once and the
+ * rest by bf_store_settle (store_queue.c). */
+void store__unsettled_push(bf_store *s, int64_t job_id);
+int store__unsettled_load(bf_store *s, bf_error *err);
+
 int store__refresh_sweep(bf_store *s, int64_t sweep_id, bf_error *err);
 
 #endif

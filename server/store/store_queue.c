@@ -55,6 +55,8 @@ static int start_job(bf_store *s, int64_t job_id, int64_t now_ms, bf_lease *out,
     out->config_json = column_strdup(st, 0);
     out->resume_checkpoint = column_strdup(st, 1);
     out->resume_step = sqlite3_column_int64(st, 2);
+    out->source_job_id = sqlite3_column_int64(st, 3);
+    out->database_id = s->database_id;
     return store__exec(s, st, err);   /* RETURNING: step to the end */
 }
 
@@ -204,44 +206,161 @@ static int final_checkpoint(bf_store *s, int64_t job_id, char *path,
     return text != NULL;
 }
 
-/* The waiting dependents of job_id fail (why: for them), and theirs too. */
-static int fail_dependents(bf_store *s, int64_t job_id, const char *why,
-                           int64_t now_ms, bf_error *err)
+/* ---- dependents: a source's waiting jobs move on, a slice at a time ---- */
+
+/* Statements of dependents moved on within the call that ended their
+ * source: a small fan-out (and a short failure cascade) is settled at once,
+ * a big one by bf_store_settle over later passes. */
+#define SETTLE_AT_ONCE 4
+
+void store__unsettled_push(bf_store *s, int64_t job_id)
 {
-    sqlite3_stmt *st = store__stmt(s, ST_DEPENDENTS_FAIL);
-    sqlite3_bind_int64(st, 1, job_id);
-    sqlite3_bind_int64(st, 2, now_ms);
-    sqlite3_bind_text(st, 3, why, -1, SQLITE_TRANSIENT);
-    return store__exec(s, st, err);
+    if (s->n_unsettled == s->cap_unsettled) {
+        s->cap_unsettled = s->cap_unsettled ? 2 * s->cap_unsettled : 16;
+        s->unsettled = bf_xrealloc(s->unsettled,
+                                   s->cap_unsettled * sizeof *s->unsettled);
+    }
+    s->unsettled[s->n_unsettled++] = job_id;
 }
 
-/* Job job_id has just become `status`: the jobs waiting for it move on.
- * Succeeded: queued, starting from its final checkpoint; failed or
- * cancelled: failed.  Other states change nothing. */
-static int source_ended(bf_store *s, int64_t job_id, const char *status,
-                        int64_t now_ms, bf_error *err)
+int store__unsettled_load(bf_store *s, bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_UNSETTLED_SOURCES);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        store__unsettled_push(s, sqlite3_column_int64(st, 0));
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : store__fail(s, err, "finding unsettled "
+                                               "dependents");
+}
+
+/* A slice of source's waiting dependents fail (why: for them); each failed
+ * one is pushed, since its own dependents fail next.  1: more may remain. */
+static int fail_slice(bf_store *s, int64_t source, const char *why,
+                      int64_t now_ms, bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_DEPENDENTS_FAIL);
+    sqlite3_bind_int64(st, 1, source);
+    sqlite3_bind_int64(st, 2, now_ms);
+    sqlite3_bind_text(st, 3, why, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(st, 4, STORE_SLICE_ROWS);
+    int rc, n = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        store__unsettled_push(s, sqlite3_column_int64(st, 0));
+        n++;
+    }
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE)
+        return store__fail(s, err, "failing dependent jobs");
+    return n == STORE_SLICE_ROWS;
+}
+
+static int release_slice(bf_store *s, int64_t source, const char *path,
+                         bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_DEPENDENTS_RELEASE);
+    sqlite3_bind_int64(st, 1, source);
+    sqlite3_bind_text(st, 2, path, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(st, 3, STORE_SLICE_ROWS);
+    if (store__exec(s, st, err) < 0)
+        return -1;
+    return sqlite3_changes(s->db) == STORE_SLICE_ROWS;
+}
+
+/* One statement's slice of source's waiting dependents moves on, as the
+ * source's status says: succeeded, queued from its final checkpoint;
+ * failed or cancelled, failed; otherwise (retried meanwhile) nothing.
+ * 1: more may remain, 0: none, -1 on error. */
+static int move_on_slice(bf_store *s, int64_t source, const char *status,
+                         int64_t now_ms, bf_error *err)
 {
     char why[256], path[4200];
     if (strcmp(status, "failed") == 0 || strcmp(status, "cancelled") == 0) {
         snprintf(why, sizeof why, "source job %lld failed%s",
-                 (long long)job_id, status[0] == 'c' ? ": cancelled" : "");
-        return fail_dependents(s, job_id, why, now_ms, err);
+                 (long long)source, status[0] == 'c' ? ": cancelled" : "");
+        return fail_slice(s, source, why, now_ms, err);
     }
     if (strcmp(status, "succeeded") != 0)
         return 0;
-    int found = final_checkpoint(s, job_id, path, sizeof path, err);
+    int found = final_checkpoint(s, source, path, sizeof path, err);
     if (found < 0)
         return -1;
-    if (!found) {
-        snprintf(why, sizeof why, "source job %lld succeeded without a final "
-                 "checkpoint to start from (its worker group needs "
-                 "--checkpoint-dir)", (long long)job_id);
-        return fail_dependents(s, job_id, why, now_ms, err);
+    if (found)
+        return release_slice(s, source, path, err);
+    snprintf(why, sizeof why, "source job %lld succeeded without a final "
+             "checkpoint to start from (its worker group needs "
+             "--checkpoint-dir)", (long long)source);
+    return fail_slice(s, source, why, now_ms, err);
+}
+
+/* A slice of source's dependents moved on (move_on_slice); its sweep may
+ * be done once the last of them is. */
+static int settle_slice(bf_store *s, int64_t source, int64_t now_ms,
+                        bf_error *err)
+{
+    char status[16] = "";
+    int64_t sweep_id = 0;
+    sqlite3_stmt *st = store__stmt(s, ST_JOB_STATUS);
+    sqlite3_bind_int64(st, 1, source);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        snprintf(status, sizeof status, "%s",
+                 (const char *)sqlite3_column_text(st, 0));
+        sweep_id = sqlite3_column_int64(st, 1);
     }
-    sqlite3_stmt *st = store__stmt(s, ST_DEPENDENTS_RELEASE);
-    sqlite3_bind_int64(st, 1, job_id);
-    sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
-    return store__exec(s, st, err);
+    sqlite3_reset(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return store__fail(s, err, "looking up a source job");
+    int more = move_on_slice(s, source, status, now_ms, err);
+    if (more == 0 && sweep_id && store__refresh_sweep(s, sweep_id, err) < 0)
+        return -1;
+    return more;
+}
+
+/* Works the unsettled stack (in the open transaction) until deadline_us
+ * or, max_statements > 0, that many statements.  1: some left, 0: none. */
+static int settle_work(bf_store *s, int64_t now_ms, int64_t deadline_us,
+                       int max_statements, bf_error *err)
+{
+    for (int done = 0; s->n_unsettled > 0;) {
+        int64_t source = s->unsettled[--s->n_unsettled];
+        int more = settle_slice(s, source, now_ms, err);
+        if (more < 0) {
+            store__unsettled_push(s, source);   /* still to do */
+            return -1;
+        }
+        if (more)
+            store__unsettled_push(s, source);
+        if (++done == max_statements || store__past(deadline_us))
+            break;
+    }
+    return s->n_unsettled > 0;
+}
+
+/* Job job_id has just ended: the jobs waiting for it move on, the first
+ * few slices now, the rest by bf_store_settle. */
+static int source_ended(bf_store *s, int64_t job_id, int64_t now_ms,
+                        bf_error *err)
+{
+    store__unsettled_push(s, job_id);
+    return settle_work(s, now_ms, 0, SETTLE_AT_ONCE, err) < 0 ? -1 : 0;
+}
+
+int bf_store_unsettled(const bf_store *s)
+{
+    return s->n_unsettled > 0;
+}
+
+int bf_store_settle(bf_store *s, int64_t now_ms, int64_t deadline_us,
+                    bf_error *err)
+{
+    if (store__begin(s, err) < 0)
+        return -1;
+    int more = settle_work(s, now_ms, deadline_us, 0, err);
+    if (more >= 0 && store__commit(s, err) == 0)
+        return more;
+    store__rollback(s);
+    return -1;
 }
 
 /* ---- ending attempts ------------------------------------------------------ */
@@ -291,7 +410,7 @@ static int settle(bf_store *s, const live_attempt *a, const char *outcome,
     if (error)
         sqlite3_bind_text(st, 4, error, -1, SQLITE_TRANSIENT);
     if (store__exec(s, st, NULL) < 0 ||
-        source_ended(s, a->job_id, job_status, now_ms, NULL) < 0)
+        source_ended(s, a->job_id, now_ms, NULL) < 0)
         return -1;
     return store__refresh_sweep(s, a->sweep_id, NULL);
 }
@@ -452,19 +571,12 @@ int bf_store_expire_leases(bf_store *s, int64_t now_ms, int *n_expired)
 
 /* ---- cancel / retry ----------------------------------------------------- */
 
-/* Cancels the queued jobs of a sweep or one job at once, flags the running
- * ones and returns their live attempts.  The two scopes differ only in the
- * WHERE column, so they share this code with a statement pair each. */
-static int cancel_scope(bf_store *s, int queued_stmt, int running_stmt,
-                        int64_t id, int64_t now_ms, int64_t **running,
-                        int *n_running, bf_error *err)
+/* Flags the running jobs of a sweep or one job (running_stmt's ?1) as
+ * cancel-requested and returns their live attempts. */
+static int flag_running(bf_store *s, int running_stmt, int64_t id,
+                        int64_t **running, int *n_running, bf_error *err)
 {
-    sqlite3_stmt *st = store__stmt(s, queued_stmt);
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_int64(st, 2, now_ms);
-    if (store__exec(s, st, err) < 0)
-        return -1;
-    st = store__stmt(s, running_stmt);
+    sqlite3_stmt *st = store__stmt(s, running_stmt);
     sqlite3_bind_int64(st, 1, id);
     int rc, cap = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -520,8 +632,8 @@ static int finish_cancel(bf_store *s, int rc, int64_t **running, int *n_running,
     return rc == BF_STORE_NOT_FOUND ? BF_STORE_NOT_FOUND : BF_STORE_ERR;
 }
 
-int bf_store_cancel_sweep(bf_store *s, int64_t sweep_id, int64_t now_ms,
-                          int64_t **running, int *n_running, bf_error *err)
+int bf_store_cancel_sweep(bf_store *s, int64_t sweep_id, int64_t **running,
+                          int *n_running, bf_error *err)
 {
     *running = NULL;
     *n_running = 0;
@@ -540,12 +652,64 @@ int bf_store_cancel_sweep(bf_store *s, int64_t sweep_id, int64_t now_ms,
         rc = BF_STORE_NOT_FOUND;
     } else if (found != SQLITE_ROW) {
         rc = store__fail(s, err, "looking up the sweep");
-    } else if (cancel_scope(s, ST_CANCEL_QUEUED_SWEEP, ST_CANCEL_RUNNING_SWEEP, sweep_id,
-                            now_ms, running, n_running, err) < 0 ||
+    } else if (flag_running(s, ST_CANCEL_RUNNING_SWEEP, sweep_id, running,
+                            n_running, err) < 0 ||
                (!was_done && set_sweep_status(s, sweep_id, "cancelled", err) < 0)) {
         rc = -1;
     }
     return finish_cancel(s, rc, running, n_running, err);
+}
+
+int bf_store_cancel_queued(bf_store *s, int64_t sweep_id, int64_t now_ms,
+                           int64_t deadline_us, bf_error *err)
+{
+    if (store__begin(s, err) < 0)
+        return -1;
+    sqlite3_stmt *st = store__stmt(s, ST_CANCEL_QUEUED_SWEEP);
+    int rc, more;
+    do {
+        sqlite3_bind_int64(st, 1, sweep_id);
+        sqlite3_bind_int64(st, 2, now_ms);
+        sqlite3_bind_int(st, 3, STORE_SLICE_ROWS);
+        rc = store__exec(s, st, err);
+        more = rc == 0 && sqlite3_changes(s->db) == STORE_SLICE_ROWS;
+    } while (more && !store__past(deadline_us));
+    if (rc == 0 && store__commit(s, err) == 0)
+        return more;
+    store__rollback(s);
+    return -1;
+}
+
+int bf_store_cancels_unfinished(bf_store *s, int64_t **ids, int *n,
+                                bf_error *err)
+{
+    *ids = NULL;
+    *n = 0;
+    sqlite3_stmt *st = store__stmt(s, ST_CANCELS_UNFINISHED);
+    int rc, cap = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 4;
+            *ids = bf_xrealloc(*ids, (size_t)cap * sizeof **ids);
+        }
+        (*ids)[(*n)++] = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_reset(st);
+    if (rc == SQLITE_DONE)
+        return 0;
+    free(*ids);
+    *ids = NULL;
+    *n = 0;
+    return store__fail(s, err, "looking up unfinished cancels");
+}
+
+static int cancel_queued_job(bf_store *s, int64_t job_id, int64_t now_ms,
+                             bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_CANCEL_QUEUED_JOB);
+    sqlite3_bind_int64(st, 1, job_id);
+    sqlite3_bind_int64(st, 2, now_ms);
+    return store__exec(s, st, err);
 }
 
 int bf_store_cancel_job(bf_store *s, int64_t job_id, int64_t now_ms,
@@ -565,11 +729,12 @@ int bf_store_cancel_job(bf_store *s, int64_t job_id, int64_t now_ms,
         rc = bf_error_set(err, NULL, 0, "job", "job %lld has already %s; nothing "
                           "to cancel", (long long)job_id, status);
     else
-        rc = cancel_scope(s, ST_CANCEL_QUEUED_JOB, ST_CANCEL_RUNNING_JOB, job_id, now_ms,
-                          running, n_running, err) < 0 ||
+        rc = cancel_queued_job(s, job_id, now_ms, err) < 0 ||
+             flag_running(s, ST_CANCEL_RUNNING_JOB, job_id, running, n_running,
+                          err) < 0 ||
              /* cancelled now, not once its worker stops */
              ((strcmp(status, "waiting") == 0 || strcmp(status, "queued") == 0)
-              && source_ended(s, job_id, "cancelled", now_ms, err) < 0) ||
+              && source_ended(s, job_id, now_ms, err) < 0) ||
              store__refresh_sweep(s, sweep_id, err) < 0 ? -1 : 0;
     return finish_cancel(s, rc, running, n_running, err);
 }

@@ -15,7 +15,7 @@
 
 static const char *const top_level_keys[] = {
     "name", "description", "base", "grid", "zip", "exclude", "seeds",
-    "stages", "max_attempts", "priority"};
+    "stages", "max_attempts", "priority", "memory_budget_gib"};
 static const char *const stage_keys[] = {
     "name", "description", "base", "grid", "zip", "exclude", "seeds"};
 /* Keys that belong in each stage once a sweep has stages. */
@@ -23,7 +23,6 @@ static const char *const per_stage_keys[] = {"grid", "zip", "exclude",
                                              "seeds"};
 
 #define COUNT_OF(a) (sizeof (a) / sizeof *(a))
-#define STAGE_REF "stage:"
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -204,6 +203,9 @@ static int parse_header(bf_sweep *sw, bf_error *err)
                             "description", "must be a string");
     sw->name = bf_xstrdup(json_string_value(name));
     if (parse_int(sw, "max_attempts", 1, 1000, 3, &sw->max_attempts, err) < 0)
+        return -1;
+    if (parse_int(sw, "memory_budget_gib", 1, BF_SWEEP_MAX_MEMORY_GIB,
+                  BF_SWEEP_MEMORY_GIB, &sw->memory_budget_gib, err) < 0)
         return -1;
     return parse_int(sw, "priority", INT_MIN, INT_MAX, 0, &sw->priority, err);
 }
@@ -843,7 +845,7 @@ bf_sweep *bf_sweep_parse(const char *file, const char *dir, const char *text,
     if (!json_is_object(sw->doc)) {
         bf_error_set(err, sw->file, 1, NULL, "a sweep file must be a mapping "
                      "(name, base, grid, zip, exclude, seeds, stages, "
-                     "max_attempts, priority)");
+                     "max_attempts, priority, memory_budget_gib)");
         goto fail;
     }
     if (check_keys(sw, sw->doc, "", top_level_keys, COUNT_OF(top_level_keys),

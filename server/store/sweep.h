@@ -14,6 +14,8 @@
  *   seeds: 3                     # optional: N (seeds 1..N) or a list [1, 2, 7]
  *   max_attempts: 3              # optional, >= 1, default 3
  *   priority: 0                  # optional, higher leases first, default 0
+ *   memory_budget_gib: 64        # optional: a job's estimated memory per
+ *                                #   rank must fit (common/model_size.h)
  *
  * Or, instead of grid/zip/exclude/seeds, `stages:`: a list of mappings, each
  * with a `name` and its own base, grid, zip, exclude and seeds (the top-level
@@ -46,6 +48,8 @@
 #define BF_SWEEP_MAX_BYTES (4 << 20)
 #define BF_SWEEP_MAX_STAGES 64
 #define BF_SWEEP_NO_SOURCE ((size_t)-1)
+#define BF_SWEEP_MEMORY_GIB 64          /* default memory_budget_gib */
+#define BF_SWEEP_MAX_MEMORY_GIB (1 << 20)
 
 typedef struct bf_sweep_stage bf_sweep_stage;
 
@@ -56,6 +60,7 @@ typedef struct bf_sweep {
     char *name;
     int max_attempts;
     int priority;
+    int memory_budget_gib; /* every job's estimate per rank is within it */
     size_t n_jobs;       /* over every stage, excluded combinations left out */
     /* After a successful bf_sweep_expand: an array of messages (strings),
      * each naming file, line and field: fields without effect for a job's

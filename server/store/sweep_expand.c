@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "model_size.h"
 
-#define STAGE_REF "stage:"
 /* Source jobs listed in an ambiguity message. */
 #define MAX_LISTED 5
 
@@ -407,7 +407,9 @@ static int expand_job(expansion *x, const bf_sweep_stage *st,
     bf_error verr;
     if (sweep_build(sw, st, c, (size_t)-1, (size_t)-1, NULL, &cfg, err) < 0)
         return -1;
-    if (bf_job_config_validate(&cfg, &verr) < 0)
+    if (bf_job_config_validate(&cfg, &verr) < 0 ||
+        bf_job_memory_check(&cfg, 1, (size_t)sw->memory_budget_gib << 30,
+                            "the sweep's memory_budget_gib", &verr) < 0)
         return blame(sw, st, index, c, &verr, err);
     char *json = bf_job_config_to_canonical_json(&cfg);
     if (!json)

@@ -8,6 +8,9 @@
 
 #include "sweep.h"
 
+/* An init_from that starts a job from an earlier stage: "stage:NAME". */
+#define STAGE_REF "stage:"
+
 #define SWEEP_MAX_AXES 64
 
 /* One axis: a grid field, or a zip group of fields varied together.

@@ -1,13 +1,15 @@
 /* Sweep files: the warnings of a sweep that expands, but trains something
  * other than it seems to: a field set where the job's rope variant ignores
  * it, a bifocal or prope fraction that makes the variant another one, jobs
- * that train the same model.  Messages name file, line and field like
+ * that train the same model, an init_from that looks like a stage
+ * reference but is a path ("STAGE:a").  Messages name file, line and field like
  * errors; `--strict` makes them errors (store.c). */
 #include "sweep_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "alloc.h"
 
@@ -19,7 +21,8 @@ typedef enum {
     NO_LEARNABLE,     /* bifocal with no learnable head: rope */
     ALL_LEARNABLE,    /* bifocal with every head learnable: spectral */
     NO_ZEROED,        /* prope with no zeroed pair: rope */
-    ALL_ZEROED        /* prope with every pair zeroed: none */
+    ALL_ZEROED,       /* prope with every pair zeroed: none */
+    NEAR_STAGE_REF    /* init_from "STAGE:a", "stage :a": a relative path */
 } warn_kind;
 
 /* One warning of a stage, counted over its jobs. */
@@ -131,11 +134,35 @@ static void describe_same(sweep_warner *w, const bf_sweep_stage *st,
     json_array_append_new(w->same, json_string(e.msg));
 }
 
+/* Whether init_from, as the sweep file wrote it, is a near miss of a
+ * "stage:NAME" reference: "stage" in any case, perhaps "stages", spaces
+ * around it, then ':'.  The exact prefix is the reference itself; a
+ * relative path was joined to the file's folder, so the written value is
+ * what follows "DIR/". */
+static int near_stage_ref(const bf_sweep *sw, const char *init_from)
+{
+    size_t n = sw->dir ? strlen(sw->dir) : 0;
+    const char *p = init_from;
+    if (strncmp(p, STAGE_REF, strlen(STAGE_REF)) == 0)
+        return 0;
+    if (n && strncmp(p, sw->dir, n) == 0 && p[n] == '/')
+        p += n + 1;
+    p += strspn(p, " \t");
+    if (strncasecmp(p, "stage", 5) != 0)
+        return 0;
+    p += 5;
+    p += *p == 's' || *p == 'S';
+    p += strspn(p, " \t");
+    return *p == ':';
+}
+
 void sweep_warner_job(sweep_warner *w, const bf_sweep_stage *st,
                       const sweep_combo *c, size_t index,
                       const bf_job_config *cfg)
 {
     check_fields(w, st, c, index, cfg);
+    if (near_stage_ref(w->sw, cfg->init_from))
+        count(w, st, NEAR_STAGE_REF, "init_from", c, index, cfg);
     int heads = bf_job_config_spectral_heads(cfg);
     int pairs = bf_job_config_prope_pairs(cfg);
     if (cfg->rope == BF_ROPE_BIFOCAL && (heads == 0 || heads == cfg->n_heads))
@@ -175,6 +202,11 @@ static void tally_text(const tally *t, char *buf, size_t cap)
                  "zeroed: these prope jobs train as %s", cfg->prope_fraction,
                  d_head / 2, t->kind == NO_ZEROED ? "no pair" : "every pair",
                  t->kind == NO_ZEROED ? "rope" : "none (no position at all)");
+        break;
+    case NEAR_STAGE_REF:
+        snprintf(buf, cap, "'%.120s' is a file path, not a stage reference: a "
+                 "job starts from an earlier stage with init_from: "
+                 "\"stage:NAME\" (lowercase, no spaces)", cfg->init_from);
         break;
     }
 }

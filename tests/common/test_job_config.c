@@ -155,6 +155,9 @@ static const bad_case bad_cases[] = {
      {"non-negative integer", "integer -1"}},
     {"seed_too_large", "a.yaml", "seed: 9223372036854775808\n", "seed", 1,
      {"out of range", "2^63-1"}},
+    /* 2^53 + 1: a browser would show it as 2^53 (and filter both as one). */
+    {"seed_past_2_53", "a.yaml", "seed: 9007199254740993\n", "seed", 1,
+     {"9007199254740993 is out of range", "2^53 = 9007199254740992"}},
     {"seed_given_string", "a.yaml", "seed: \"7\"\n", "seed", 1,
      {"non-negative integer", "string \"7\""}},
     {"not_a_mapping", "a.yaml", "- depth\n- 4\n", "", 1,
@@ -229,7 +232,7 @@ static void test_load_overrides_defaults(void **state)
 {
     (void)state;
     const char *path = write_file("good.yaml",
-        "# comment\ntask: counter\nrope: bifocal\nlr: 1\nseed: 9223372036854775807\n"
+        "# comment\ntask: counter\nrope: bifocal\nlr: 1\nseed: 9007199254740992\n"
         "eval_depths: [2, 12]\nseq_len: 64\ninit_from: ckpt/a.safetensors\n");
     bf_job_config cfg;
     bf_error err;
@@ -239,7 +242,7 @@ static void test_load_overrides_defaults(void **state)
     assert_int_equal(cfg.task, BF_TASK_COUNTER);
     assert_int_equal(cfg.rope, BF_ROPE_BIFOCAL);
     assert_true(cfg.lr == 1.0); /* an integer is a valid real */
-    assert_true(cfg.seed == 9223372036854775807ULL);
+    assert_true(cfg.seed == 9007199254740992ULL); /* 2^53, the largest */
     assert_int_equal(cfg.n_eval_depths, 2);
     assert_int_equal(cfg.eval_depths[1], 12);
     assert_string_equal(cfg.init_from, "ckpt/a.safetensors");
@@ -296,7 +299,7 @@ static bf_job_config unusual_config(void)
     cfg.warmup_steps = 7;
     cfg.weight_decay = 0.0;
     cfg.grad_clip = 0.5;
-    cfg.seed = 18446744073709551615ULL >> 1;
+    cfg.seed = BF_JOB_MAX_SEED;                 /* the largest seed */
     cfg.log_every = 3;
     cfg.eval_every = 0;
     cfg.freq_every = 11;
@@ -446,6 +449,9 @@ static void test_validate_checks_built_configs(void **state)
     cfg = good;
     cfg.seed = (uint64_t)1 << 63;
     expect_invalid(&cfg, "seed", "9223372036854775808 is out of range");
+    cfg = good;
+    cfg.seed = BF_JOB_MAX_SEED + 1;
+    expect_invalid(&cfg, "seed", "9007199254740993 is out of range");
     cfg = good;
     cfg.task = (bf_task_kind)7;
     expect_invalid(&cfg, "task", "unknown task 7");

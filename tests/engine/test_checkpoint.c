@@ -181,7 +181,7 @@ static void test_checkpoint_round_trip(void **state)
     char path[128];
     path_in(path, sizeof path, "model.safetensors");
     bf_error err;
-    assert_int_equal(bf_checkpoint_save(path, &a, &cfg, 7, &err), 0);
+    assert_int_equal(bf_checkpoint_save(path, &a, &cfg, NULL, 7, &err), 0);
 
     bf_job_config other = cfg;
     other.seed = 99;
@@ -214,23 +214,23 @@ static void test_checkpoint_round_trip(void **state)
     int step = -1;
     other.seed = cfg.seed;
     other.lr = 0.5;
-    assert_int_equal(bf_checkpoint_resume(path, &b, &other, &step, &err), -1);
+    assert_int_equal(bf_checkpoint_resume(path, &b, &other, NULL, &step, &err), -1);
     assert_non_null(strstr(err.msg, "field 'lr'"));
     assert_non_null(strstr(err.msg, path));
     assert_int_equal(step, -1);
-    if (bf_checkpoint_resume(path, &b, &cfg, &step, &err) != 0)
+    if (bf_checkpoint_resume(path, &b, &cfg, NULL, &step, &err) != 0)
         fail_msg("%s", err.msg);
     assert_int_equal(step, 7);
     /* A checkpoint past the job's steps is refused (one claiming step
      * 1,000,000 of a 20-step job used to "finish" it untrained). */
-    assert_int_equal(bf_checkpoint_check_resume(path, &cfg, &step, &err), 0);
+    assert_int_equal(bf_checkpoint_check_resume(path, &cfg, NULL, &step, &err), 0);
     assert_int_equal(step, 7);
     step = -1;
-    assert_int_equal(bf_checkpoint_save(path, &a, &cfg, cfg.steps + 1, &err), 0);
-    assert_int_equal(bf_checkpoint_resume(path, &b, &cfg, &step, &err), -1);
+    assert_int_equal(bf_checkpoint_save(path, &a, &cfg, NULL, cfg.steps + 1, &err), 0);
+    assert_int_equal(bf_checkpoint_resume(path, &b, &cfg, NULL, &step, &err), -1);
     assert_non_null(strstr(err.msg, "outside the job's 0 .. 10 steps"));
     assert_int_equal(step, -1);
-    assert_int_equal(bf_checkpoint_check_resume(path, &cfg, NULL, &err), -1);
+    assert_int_equal(bf_checkpoint_check_resume(path, &cfg, NULL, NULL, &err), -1);
     bf_model_free(&a);
     bf_model_free(&b);
 }
@@ -266,19 +266,19 @@ static void test_resume_checkpoint_without_new_fields(void **state)
     char path[128];
     path_in(path, sizeof path, "old.safetensors");
     bf_error err;
-    assert_int_equal(bf_checkpoint_save(path, &m, &cfg, 5, &err), 0);
+    assert_int_equal(bf_checkpoint_save(path, &m, &cfg, NULL, 5, &err), 0);
     /* the config as an older version wrote it: without the two fields
      * (blanks between JSON tokens are still valid JSON) */
     blank_out(path, "\\\"prope_fraction\\\":0.25,"
                     "\\\"random_positions\\\":0,");
 
     int step = -1;
-    if (bf_checkpoint_resume(path, &m, &cfg, &step, &err) != 0)
+    if (bf_checkpoint_resume(path, &m, &cfg, NULL, &step, &err) != 0)
         fail_msg("%s", err.msg);
     assert_int_equal(step, 5);
     bf_job_config changed = cfg;
     changed.random_positions = 4 * cfg.seq_len;
-    assert_int_equal(bf_checkpoint_resume(path, &m, &changed, &step, &err),
+    assert_int_equal(bf_checkpoint_resume(path, &m, &changed, NULL, &step, &err),
                      -1);
     assert_non_null(strstr(err.msg, "field 'random_positions': checkpoint 0"));
     bf_model_free(&m);
@@ -427,6 +427,138 @@ static void test_surgical_shape_mismatch(void **state)
     assert_int_equal(bf_trainer_create(&t, &job, &resume, &err), -1);
 }
 
+/* A checkpoint names its database and job; resuming or starting a stage
+ * from another job's is refused with both owners named, and the trainer
+ * fails such a job for good.  A checkpoint without owner (from before
+ * database ids, or a run without coordinator) still loads. */
+static void test_checkpoint_owner(void **state)
+{
+    (void)state;
+    bf_job_config cfg;
+    tiny_config(&cfg, BF_ROPE_GEOMETRIC);
+    bf_model m;
+    make_model(&m, &cfg);
+    bf_checkpoint_owner a, b, other_job;
+    bf_error err;
+    assert_int_equal(bf_checkpoint_owner_set(&a, "00112233aabbccdd", 1, &err),
+                     0);
+    assert_int_equal(bf_checkpoint_owner_set(&b, "ffeeddcc00112233", 1, &err),
+                     0);
+    assert_int_equal(bf_checkpoint_owner_set(&other_job, "00112233aabbccdd",
+                                             2, &err), 0);
+    assert_int_equal(bf_checkpoint_owner_set(&b, "00112233AABBCCDD", 1, &err),
+                     -1);
+    assert_string_equal(err.field, "database_id");
+    assert_int_equal(bf_checkpoint_owner_set(&b, "ffeeddcc00112233", 1, &err),
+                     0);
+
+    char owned[128], plain[128];
+    path_in(owned, sizeof owned, "owned.safetensors");
+    path_in(plain, sizeof plain, "plain.safetensors");
+    assert_int_equal(bf_checkpoint_save(owned, &m, &cfg, &a, 3, &err), 0);
+    assert_int_equal(bf_checkpoint_save(plain, &m, &cfg, NULL, 3, &err), 0);
+    bf_checkpoint ck;
+    assert_int_equal(bf_checkpoint_open(&ck, owned, &err), 0);
+    assert_string_equal(bf_st_metadata(ck.file, "database_id"),
+                        "00112233aabbccdd");
+    assert_string_equal(bf_st_metadata(ck.file, "job_id"), "1");
+    assert_string_equal(ck.owner.database_id, "00112233aabbccdd");
+    assert_int_equal(ck.owner.job_id, 1);
+    bf_checkpoint_close(&ck);
+    assert_int_equal(bf_checkpoint_open(&ck, plain, &err), 0);
+    assert_null(bf_st_metadata(ck.file, "database_id"));
+    assert_string_equal(ck.owner.database_id, "");
+    bf_checkpoint_close(&ck);
+
+    int step = -1;
+    assert_int_equal(bf_checkpoint_check_resume(owned, &cfg, &a, &step, &err),
+                     0);
+    assert_int_equal(step, 3);
+    assert_int_equal(bf_checkpoint_check_resume(owned, &cfg, &b, NULL, &err),
+                     BF_CHECKPOINT_FOREIGN);
+    print_message("%s\n", err.msg);
+    assert_non_null(strstr(err.msg, owned));
+    assert_non_null(strstr(err.msg, "belongs to job 1 of database "
+                                    "00112233aabbccdd, not to job 1 of "
+                                    "database ffeeddcc00112233"));
+    assert_int_equal(bf_checkpoint_resume(owned, &m, &cfg, &other_job, &step,
+                                          &err), BF_CHECKPOINT_FOREIGN);
+    assert_non_null(strstr(err.msg, "not to job 2 of database "
+                                    "00112233aabbccdd"));
+    assert_int_equal(bf_checkpoint_init_from(owned, &b, &m, &err),
+                     BF_CHECKPOINT_FOREIGN);
+    assert_int_equal(bf_checkpoint_init_from(owned, &a, &m, &err), 0);
+    assert_int_equal(bf_checkpoint_init_from(owned, NULL, &m, &err), 0);
+    /* no owner in the file: loads whoever asks */
+    assert_int_equal(bf_checkpoint_check_resume(plain, &cfg, &b, NULL, &err),
+                     0);
+    assert_int_equal(bf_checkpoint_init_from(plain, &b, &m, &err), 0);
+
+    /* The trainer: another job's weights fail the job for good. */
+    bf_job_config job = cfg;
+    snprintf(job.init_from, sizeof job.init_from, "%s", owned);
+    bf_trainer_opts o = {.rank = 0, .nranks = 1, .init_source = &b};
+    bf_trainer *t = NULL;
+    assert_int_equal(bf_trainer_create(&t, &job, &o, &err),
+                     BF_TRAIN_PERMANENT);
+    assert_non_null(strstr(err.msg, "belongs to job 1 of database "
+                                    "00112233aabbccdd"));
+    bf_trainer_opts r = {.rank = 0, .nranks = 1, .resume_path = owned,
+                         .owner = &other_job};
+    assert_int_equal(bf_trainer_create(&t, &cfg, &r, &err),
+                     BF_TRAIN_PERMANENT);
+    /* and it writes its owner into every checkpoint */
+    char dir[128], written[512];
+    path_in(dir, sizeof dir, "owner-dir");
+    mkdir(dir, 0777);
+    assert_int_equal(bf_checkpoint_save_in_dir(dir, &m, &cfg, &other_job, 4,
+                                               written, sizeof written, &err),
+                     0);
+    assert_int_equal(bf_checkpoint_check_resume(written, &cfg, &other_job,
+                                                NULL, &err), 0);
+    assert_int_equal(bf_checkpoint_check_resume(written, &cfg, &a, NULL,
+                                                &err), BF_CHECKPOINT_FOREIGN);
+    bf_model_free(&m);
+}
+
+/* A job over the trainer's memory budget fails for good before anything
+ * is allocated, with the figures; the estimate is what the model
+ * allocates. */
+static void test_memory_budget(void **state)
+{
+    (void)state;
+    bf_job_config cfg;
+    tiny_config(&cfg, BF_ROPE_GEOMETRIC);
+    bf_job_memory need;
+    bf_job_memory_of(&cfg, 1, &need);
+    bf_trainer_opts o = {.rank = 0, .nranks = 1,
+                         .memory_budget = need.total - 1};
+    bf_trainer *t = NULL;
+    bf_error err;
+    assert_int_equal(bf_trainer_create(&t, &cfg, &o, &err),
+                     BF_TRAIN_PERMANENT);
+    print_message("%s\n", err.msg);
+    char bytes[64];
+    snprintf(bytes, sizeof bytes, "the job needs %zu bytes", need.total);
+    assert_non_null(strstr(err.msg, bytes));
+    assert_non_null(strstr(err.msg, "memory budget per rank"));
+    o.memory_budget = need.total;
+    if (bf_trainer_create(&t, &cfg, &o, &err) != 0)
+        fail_msg("%s", err.msg);
+    bf_model *m = bf_trainer_model(t);
+    assert_int_equal(need.micro, m->B);
+    assert_int_equal(need.params, 4 * m->num_params * sizeof(float));
+    bf_trainer_free(t);
+    /* the micro-batch shrinks with the rank's share of the batch */
+    bf_job_memory two;
+    cfg.batch_size = 4;
+    bf_job_memory_of(&cfg, 1, &need);
+    bf_job_memory_of(&cfg, 2, &two);
+    assert_int_equal(need.micro, 4);
+    assert_int_equal(two.micro, 2);
+    assert_true(two.total < need.total);
+}
+
 static void test_checkpoint_dir_latest(void **state)
 {
     (void)state;
@@ -440,9 +572,9 @@ static void test_checkpoint_dir_latest(void **state)
     bf_model m;
     make_model(&m, &cfg);
     char written[512];
-    assert_int_equal(bf_checkpoint_save_in_dir(d, &m, &cfg, 3, written,
+    assert_int_equal(bf_checkpoint_save_in_dir(d, &m, &cfg, NULL, 3, written,
                                                sizeof written, &err), 0);
-    assert_int_equal(bf_checkpoint_save_in_dir(d, &m, &cfg, 12, written,
+    assert_int_equal(bf_checkpoint_save_in_dir(d, &m, &cfg, NULL, 12, written,
                                                sizeof written, &err), 0);
     assert_int_equal(bf_checkpoint_latest(d, found, sizeof found, &err), 1);
     assert_string_equal(found, written);
@@ -484,6 +616,8 @@ int main(void)
         cmocka_unit_test(test_surgical_integration),
         cmocka_unit_test(test_surgical_shape_mismatch),
         cmocka_unit_test(test_checkpoint_dir_latest),
+        cmocka_unit_test(test_checkpoint_owner),
+        cmocka_unit_test(test_memory_budget),
         cmocka_unit_test(test_not_a_checkpoint),
     };
     return cmocka_run_group_tests(tests, scratch_setup, scratch_teardown);

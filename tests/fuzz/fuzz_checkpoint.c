@@ -55,6 +55,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     bf_job_config cfg;
     bf_job_config_defaults(&cfg);
-    bf_checkpoint_check_resume(path, &cfg, NULL, &err);
+    bf_checkpoint_check_resume(path, &cfg, NULL, NULL, &err);
     return 0;
 }

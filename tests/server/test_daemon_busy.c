@@ -1,10 +1,17 @@
-/* Requests that take seconds must not hold the daemon's loop (issue 11):
- * a sweep of 60,000 jobs submitted, a `results` over all of them, while a
- * worker heartbeats a 1-second lease every 150 ms.  Before, the loop stored
- * the whole sweep (or read every row) in one go and the worker's renewals
- * waited unread in its socket until the lease expired.  Also: `jobs` comes
- * in bounded pages, and a daemon killed or stopped half-way through storing
- * a sweep leaves nothing of it. */
+/* Requests that take seconds must not hold the daemon's loop: a sweep of
+ * 60,000 jobs submitted, a `results` over all of them, and the sweep
+ * cancelled, while a worker heartbeats a 1-second lease every 150 ms;
+ * every heartbeat must be acked, never fenced.  Before, the loop stored
+ * the whole sweep (or read every row, or cancelled every job) in one go,
+ * and later a chunk of 1,000 jobs per pass: most of a second per pass
+ * under ASan, so renewals waited unread in the socket until the lease
+ * expired.  Now each pass stores or cancels only until a time budget is
+ * spent (server/chore.h).  How long the heartbeats waited is printed, not
+ * asserted: that is a figure of the machine (bench_load has it).  Also:
+ * `jobs` comes in bounded pages, and a daemon killed or stopped half-way
+ * through storing a sweep leaves nothing of it, or half-way through
+ * cancelling one finishes the cancel when it starts again. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,9 +28,6 @@
 
 #define BIG_SEEDS 60000
 #define HEARTBEAT_EVERY_MS 150
-/* A renewal answered later than this would have been fenced under load:
- * the lease is 1 s and expiry runs every 0.5 s. */
-#define MAX_HEARTBEAT_MS 500
 
 static const char big_sweep[] =
     "name: big\nbase: {steps: 100, depth: 2, eval_depths: [2]}\n"
@@ -48,36 +52,91 @@ static void send_request(bf_wire_conn *c, json_t *msg)
     json_decref(msg);
 }
 
-/* Heartbeats attempt every HEARTBEAT_EVERY_MS until a reply arrives on c
- * (returned); every heartbeat must be acked within MAX_HEARTBEAT_MS. */
-static json_t *heartbeat_until_reply(bft_worker *w, int64_t attempt,
-                                     bf_wire_conn *c, const char *what)
+/* A worker renewing its lease every HEARTBEAT_EVERY_MS on a thread of its
+ * own, as a real worker's link thread does, whatever the test's own
+ * thread is busy with (receiving a 60,000-row reply takes a while). */
+typedef struct heartbeater {
+    bft_worker *w;
+    int64_t attempt;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    int stop, beats, not_acked;
+    int64_t worst_ms;
+    char first_refusal[512];
+} heartbeater;
+
+static void *heartbeat_loop(void *arg)
 {
-    int64_t t_start = bf_monotonic_ms(), worst = 0;
-    int beats = 0;
+    heartbeater *h = arg;
     for (;;) {
-        bf_error err;
-        json_t *reply = bf_wire_recv(c, 0, &err);
-        if (reply) {
-            print_message("%s took %lld ms: %d heartbeats, slowest %lld ms\n",
-                          what, (long long)(bf_monotonic_ms() - t_start),
-                          beats, (long long)worst);
-            assert_true(worst < MAX_HEARTBEAT_MS);
-            return reply;
-        }
-        assert_non_null(strstr(err.msg, "timed out"));
+        pthread_mutex_lock(&h->lock);
+        int stop = h->stop;
+        pthread_mutex_unlock(&h->lock);
+        if (stop)
+            return NULL;
         int64_t t0 = bf_monotonic_ms();
-        json_t *r = bft_worker_heartbeat(w, attempt);
+        json_t *r = bft_worker_heartbeat(h->w, h->attempt);
         int64_t took = bf_monotonic_ms() - t0;
-        worst = took > worst ? took : worst;
-        if (!r || strcmp(bf_wire_type(r), "ack") != 0)
-            fail_msg("heartbeat %d during %s: %s after %lld ms", beats, what,
-                     r ? json_dumps(r, 0) : "no reply", (long long)took);
+        pthread_mutex_lock(&h->lock);
+        h->beats++;
+        h->worst_ms = took > h->worst_ms ? took : h->worst_ms;
+        if ((!r || strcmp(bf_wire_type(r), "ack") != 0) && !h->not_acked++) {
+            char *text = r ? json_dumps(r, 0) : NULL;
+            snprintf(h->first_refusal, sizeof h->first_refusal, "%s",
+                     text ? text : "no reply");
+            free(text);
+        }
+        pthread_mutex_unlock(&h->lock);
         json_decref(r);
-        beats++;
-        assert_true(bf_monotonic_ms() - t_start < 120000);
         bf_sleep_ms(HEARTBEAT_EVERY_MS);
     }
+}
+
+static void heartbeats_start(heartbeater *h, bft_worker *w, int64_t attempt)
+{
+    memset(h, 0, sizeof *h);
+    h->w = w;
+    h->attempt = attempt;
+    pthread_mutex_init(&h->lock, NULL);
+    assert_int_equal(pthread_create(&h->thread, NULL, heartbeat_loop, h), 0);
+}
+
+/* Every heartbeat so far was acked: the lease never lapsed. */
+static void assert_all_acked(heartbeater *h, const char *what)
+{
+    pthread_mutex_lock(&h->lock);
+    print_message("after %s: %d heartbeats, slowest %lld ms\n", what, h->beats,
+                  (long long)h->worst_ms);
+    int not_acked = h->not_acked;
+    pthread_mutex_unlock(&h->lock);
+    if (not_acked)
+        fail_msg("%d heartbeats not acked by the end of %s, the first: %s",
+                 not_acked, what, h->first_refusal);
+}
+
+static void heartbeats_stop(heartbeater *h)
+{
+    pthread_mutex_lock(&h->lock);
+    h->stop = 1;
+    pthread_mutex_unlock(&h->lock);
+    pthread_join(h->thread, NULL);
+    pthread_mutex_destroy(&h->lock);
+}
+
+/* The reply to a request sent on c (the wait only guards against a hang),
+ * with every heartbeat meanwhile acked. */
+static json_t *reply_while_beating(heartbeater *h, bf_wire_conn *c,
+                                   const char *what)
+{
+    bf_error err;
+    int64_t t0 = bf_monotonic_ms();
+    json_t *reply = bf_wire_recv(c, 120000, &err);
+    if (!reply)
+        fail_msg("no reply to %s: %s", what, err.msg);
+    print_message("%s took %lld ms\n", what,
+                  (long long)(bf_monotonic_ms() - t0));
+    assert_all_acked(h, what);
+    return reply;
 }
 
 static json_t *submit_request(const char *text)
@@ -90,12 +149,13 @@ static void test_long_requests_keep_leases(void **state)
 {
     bft_daemon *d = *state;
     bft_worker w;
-    int64_t attempt = lease_small_job(d, &w);
+    heartbeater h;
+    heartbeats_start(&h, &w, lease_small_job(d, &w));
     bf_wire_conn c;
     assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
 
     send_request(&c, submit_request(big_sweep));
-    json_t *r = heartbeat_until_reply(&w, attempt, &c, "submit");
+    json_t *r = reply_while_beating(&h, &c, "submit");
     assert_string_equal(bf_wire_type(r), "ack");
     int64_t sweep = json_integer_value(json_object_get(r, "sweep_id"));
     assert_int_equal(json_integer_value(json_object_get(r, "jobs")),
@@ -110,9 +170,19 @@ static void test_long_requests_keep_leases(void **state)
     /* A query over every job of the sweep: off the loop too. */
     send_request(&c, json_pack("{s:s, s:i, s:I}", "type", "results", "id", 2,
                                "sweep_id", (json_int_t)sweep));
-    r = heartbeat_until_reply(&w, attempt, &c, "results");
+    r = reply_while_beating(&h, &c, "results");
     assert_int_equal(json_array_size(json_object_get(r, "rows")), BIG_SEEDS);
     json_decref(r);
+
+    /* A cancel of every one of its jobs: a slice per pass too. */
+    send_request(&c, json_pack("{s:s, s:i, s:I}", "type", "cancel", "id", 3,
+                               "sweep_id", (json_int_t)sweep));
+    r = reply_while_beating(&h, &c, "cancel");
+    assert_string_equal(bf_wire_type(r), "ack");
+    json_decref(r);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM jobs WHERE sweep_id = %lld"
+             " AND status = 'cancelled'", (long long)sweep);
+    assert_int_equal(bft_sql_int(d, sql), BIG_SEEDS);
 
     /* `jobs` comes in pages: 1,000 unless asked for up to 10,000. */
     r = bft_request(&c, json_pack("{s:s, s:I}", "type", "jobs", "sweep_id",
@@ -136,6 +206,7 @@ static void test_long_requests_keep_leases(void **state)
     assert_string_equal(json_string_value(json_object_get(r, "field")),
                         "limit");
     json_decref(r);
+
     bf_wire_close(&c);
 
     /* The CLI pages the same way. */
@@ -152,6 +223,8 @@ static void test_long_requests_keep_leases(void **state)
     assert_non_null(strstr(err, "more jobs follow: add --after"));
     free(out);
     free(err);
+    heartbeats_stop(&h);
+    assert_all_acked(&h, "the whole test");
     bft_worker_close(&w);
 }
 
@@ -228,6 +301,81 @@ static void test_stopped_mid_submission(void **state)
     assert_nothing_stored(d);
 }
 
+/* A daemon killed between a sweep's cancel and the last of its queued jobs
+ * (the sweep is cancelled, jobs of it still queued) finishes the cancel
+ * when it starts again, and leases none of them meanwhile. */
+static void test_cancel_finished_after_restart(void **state)
+{
+    bft_daemon *d = *state;
+    int64_t sweep = bft_submit(d, "c.yaml", "name: c\nbase: {steps: 100, "
+                               "depth: 2, eval_depths: [2]}\nseeds: 3000\n",
+                               NULL, NULL);
+    assert_true(sweep > 0);
+    assert_int_equal(bft_daemon_stop(d, SIGKILL), 128 + SIGKILL);
+    assert_int_equal(bft_sql_int(d, "UPDATE sweeps SET status = 'cancelled';"
+                                    " SELECT changes();"), 1);
+    assert_int_equal(bft_daemon_restart(d), 0);
+    bft_worker w;
+    assert_int_equal(bft_worker_connect(&w, d, "eager"), 0);
+    assert_int_equal(bft_worker_lease(&w, NULL), -1);   /* nothing to lease */
+    bft_worker_close(&w);
+    long long left = -1;
+    for (int i = 0; i < 3000 && left != 0; i++) {
+        left = bft_sql_int(d, "SELECT count(*) FROM jobs WHERE status"
+                              " IN ('queued', 'waiting')");
+        bf_sleep_ms(20);
+    }
+    assert_int_equal(left, 0);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs WHERE status"
+                                    " = 'cancelled' AND finished_ms > 0"), 3000);
+}
+
+/* A source job with 3,000 dependents: its job_done moves the first few
+ * slices of them on, the loop the rest a slice per pass (while another
+ * worker's lease is renewed), and every one is queued from its source's
+ * checkpoint. */
+static void test_big_fan_out(void **state)
+{
+    bft_daemon *d = *state;
+    bft_worker w, other;
+    int64_t held = lease_small_job(d, &other);
+    char yaml[40000];
+    int n = snprintf(yaml, sizeof yaml, "name: fan\nbase: {steps: 100, depth:"
+                     " 2, eval_depths: [2]}\nstages:\n  - {name: a, seeds: 1}"
+                     "\n  - name: b\n    base: {init_from: \"stage:a\"}\n"
+                     "    grid:\n      lr: [");
+    for (int i = 0; i < 3000; i++)
+        n += snprintf(yaml + n, sizeof yaml - (size_t)n, "%s%g", i ? ", " : "",
+                      1e-5 * (i + 1));
+    snprintf(yaml + n, sizeof yaml - (size_t)n, "]\n");
+    int64_t sweep = bft_submit(d, "fan.yaml", yaml, NULL, NULL);
+    assert_true(sweep > 0);
+    assert_int_equal(bft_worker_connect(&w, d, "source"), 0);
+    int64_t job, attempt = bft_worker_lease(&w, &job);
+    assert_true(attempt > 0);
+    json_t *r = bft_worker_checkpoint(&w, attempt, "/ck/a.safetensors", 100);
+    assert_true(r && strcmp(bf_wire_type(r), "ack") == 0);
+    json_decref(r);
+    r = bft_worker_done(&w, attempt);
+    assert_true(r && strcmp(bf_wire_type(r), "ack") == 0);
+    json_decref(r);
+    bft_worker_close(&w);
+    char sql[200];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM jobs WHERE sweep_id = %lld"
+             " AND status = 'queued' AND init_from = '/ck/a.safetensors'",
+             (long long)sweep);
+    long long queued = 0;
+    for (int i = 0; i < 600 && queued < 3000; i++) {
+        r = bft_worker_heartbeat(&other, held);
+        assert_true(r && strcmp(bf_wire_type(r), "ack") == 0);
+        json_decref(r);
+        queued = bft_sql_int(d, sql);
+        bf_sleep_ms(50);
+    }
+    assert_int_equal(queued, 3000);
+    bft_worker_close(&other);
+}
+
 /* A sweep whose last jobs are invalid is refused before anything of it is
  * stored: the thread validates every job first. */
 static void test_invalid_big_sweep(void **state)
@@ -254,6 +402,8 @@ int main(void)
         BFT_DAEMON_TEST(test_killed_mid_submission),
         BFT_DAEMON_TEST(test_stopped_mid_submission),
         BFT_DAEMON_TEST(test_invalid_big_sweep),
+        BFT_DAEMON_TEST(test_cancel_finished_after_restart),
+        BFT_DAEMON_TEST(test_big_fan_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -239,7 +239,7 @@ static void test_cancel_sweep(void **state)
     int64_t *running = NULL;
     int n_running = 0;
     bf_error err = {0};
-    assert_int_equal(bf_store_cancel_sweep(f->s, sw, 50, &running, &n_running, &err), 0);
+    assert_int_equal(bft_cancel_sweep(f->s, sw, 50, &running, &n_running, &err), 0);
     assert_int_equal(n_running, 2);
     assert_true((running[0] == a.attempt_id && running[1] == b.attempt_id) ||
                 (running[0] == b.attempt_id && running[1] == a.attempt_id));
@@ -261,7 +261,7 @@ static void test_cancel_sweep(void **state)
     char *st = bft_text(f->s, "SELECT status FROM sweeps");
     assert_string_equal(st, "cancelled");
     free(st);
-    assert_int_equal(bf_store_cancel_sweep(f->s, 77, 80, &running, &n_running, &err),
+    assert_int_equal(bft_cancel_sweep(f->s, 77, 80, &running, &n_running, &err),
                      BF_STORE_NOT_FOUND);
     assert_non_null(strstr(err.msg, "77"));
     bf_lease_clear(&a);
@@ -335,7 +335,7 @@ static void test_retry(void **state)
 
 typedef struct staged {
     bf_sweep *sw;
-    bf_job_row rows[16];
+    bf_job_row rows[160];
     size_t n;
     bf_stage stage;
 } staged;
@@ -372,8 +372,11 @@ static void staged_free(staged *st)
 static void stage(bf_store *s, staged *st, size_t from, size_t n, int last)
 {
     bf_error err = {0};
-    if (bf_store_stage_jobs(s, &st->stage, st->rows + from, n, last, &err))
+    size_t done;
+    if (bf_store_stage_jobs(s, &st->stage, st->rows + from, n, last, 0, &done,
+                            &err))
         fail_msg("stage: %s", err.msg);
+    assert_int_equal(done, n);
 }
 
 /* The sweep file text, its first n jobs staged (not the last chunk). */
@@ -407,7 +410,7 @@ static void test_staged_sweep_hidden(void **state)
     json_decref(rows);
     int64_t *running = NULL;
     int n_running;
-    assert_int_equal(bf_store_cancel_sweep(f->s, big, 1, &running, &n_running,
+    assert_int_equal(bft_cancel_sweep(f->s, big, 1, &running, &n_running,
                                            &err), BF_STORE_NOT_FOUND);
     int64_t staged_job = bft_int(f->s, "SELECT min(job_id) FROM jobs WHERE"
                                  " sweep_id = %lld", (long long)big);
@@ -432,23 +435,37 @@ static void test_staged_sweep_hidden(void **state)
     staged_free(&st);
 }
 
-/* A failed or abandoned staging leaves nothing: discarded a chunk at a
+/* A deadline already past: each slice does the least it may (store.h). */
+#define PAST 1
+
+/* A failed or abandoned staging leaves nothing: discarded a slice at a
  * time while the daemon runs, at once when it starts again. */
 static void test_staged_sweep_discarded(void **state)
 {
     fixture *f = *state;
     int64_t kept = submit(f->s, "kept", 0, 3, 1);
     staged st;
-    begin_staging(f->s, &st, "name: big\nseeds: 10\n", 6);
+    begin_staging(f->s, &st, "name: big\nseeds: 150\n", 140);
     bf_error err = {0};
-    assert_int_equal(bf_store_discard_staged(f->s, st.stage.sweep_id, 4, &err),
-                     1);
-    assert_int_equal(bf_store_discard_staged(f->s, st.stage.sweep_id, 4, &err),
-                     0);
+    /* Out of time at once, a slice is one statement: 64 rows. */
+    assert_int_equal(bf_store_discard_staged(f->s, st.stage.sweep_id, PAST,
+                                             &err), 1);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs"), 3 + 140 - 64);
+    assert_int_equal(bf_store_discard_staged(f->s, st.stage.sweep_id, PAST,
+                                             &err), 1);
+    assert_int_equal(bf_store_discard_staged(f->s, st.stage.sweep_id, PAST,
+                                             &err), 0);
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM sweeps"), 1);
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs"), 3);
     /* A visible sweep is never discarded. */
-    assert_int_equal(bf_store_discard_staged(f->s, kept, 4, &err), 0);
+    assert_int_equal(bf_store_discard_staged(f->s, kept, 0, &err), 0);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs"), 3);
+    /* With time to spare, one call discards it all. */
+    st.stage.sweep_id = 0;
+    st.stage.n_stored = 0;
+    stage(f->s, &st, 0, 140, 0);
+    assert_int_equal(bf_store_discard_staged(f->s, st.stage.sweep_id, 0,
+                                             &err), 0);
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs"), 3);
 
     /* A daemon killed while staging: the next open discards it. */
@@ -463,7 +480,7 @@ static void test_staged_sweep_discarded(void **state)
     staged_free(&st);
 }
 
-/* A sweep with stages, staged a chunk at a time: a job of stage b finds
+/* A sweep with stages, staged in parts: a job of stage b finds
  * its source (of stage a) stored by an earlier chunk, and a discard
  * deletes dependents before their sources. */
 static void test_staged_stages(void **state)
@@ -484,18 +501,98 @@ static void test_staged_stages(void **state)
                              " AND s.seed = j.seed", (long long)sweep), 3);
     staged_free(&st);
 
-    begin_staging(f->s, &st, text, 5);
+    /* 80 jobs, 70 staged: two slices out of time (64, then 6), newest
+     * first, so every dependent (stage b) goes no later than its source. */
+    static const char big[] =
+        "name: st\nbase: {steps: 20, warmup_steps: 0}\nstages:\n"
+        "  - {name: a, seeds: 40}\n"
+        "  - {name: b, seeds: 40, base: {init_from: \"stage:a\"}}\n";
+    begin_staging(f->s, &st, big, 70);
     bf_error err = {0};
     int more;
     int passes = 0;
-    while ((more = bf_store_discard_staged(f->s, st.stage.sweep_id, 2,
+    while ((more = bf_store_discard_staged(f->s, st.stage.sweep_id, PAST,
                                            &err)) == 1)
         passes++;
     if (more < 0)
         fail_msg("discard: %s", err.msg);
-    assert_int_equal(passes, 2);
+    assert_int_equal(passes, 1);
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs"), 6);
     staged_free(&st);
+}
+
+/* Storing is bounded by time, not by a count: out of time, a call stores
+ * one job and commits; the sweep appears with its last job, whatever the
+ * number of calls. */
+static void test_staging_bounded_by_time(void **state)
+{
+    fixture *f = *state;
+    staged st;
+    expand_for_staging(&st, "name: slow\nseeds: 100\n");
+    bf_error err = {0};
+    size_t done, calls = 0;
+    while (st.stage.n_stored < 100) {
+        assert_int_equal(bft_int(f->s, "SELECT count(*) FROM sweeps WHERE"
+                                 " n_jobs > 0"), 0);
+        assert_int_equal(bf_store_stage_jobs(f->s, &st.stage,
+                                             st.rows + st.stage.n_stored,
+                                             100 - st.stage.n_stored, 1, PAST,
+                                             &done, &err), BF_STORE_OK);
+        assert_int_equal(done, 1);
+        calls++;
+    }
+    assert_int_equal(calls, 100);
+    assert_int_equal(bft_int(f->s, "SELECT n_jobs FROM sweeps"), 100);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE status ="
+                             " 'queued'"), 100);
+    staged_free(&st);
+}
+
+/* A sweep's cancel is one short transaction (nothing of it is leased after
+ * it), then its queued jobs a slice at a time; a store reopened half-way
+ * still knows the rest is to do. */
+static void test_cancel_sweep_in_slices(void **state)
+{
+    fixture *f = *state;
+    int64_t other = submit(f->s, "other", 0, 1, 3);
+    int64_t sw = submit(f->s, "big", 0, 200, 3);
+    bf_lease a = lease(f->s, 0, 1000);      /* the older sweep's job */
+    bf_lease b = lease(f->s, 0, 1000);
+    assert_int_equal(a.sweep_id, other);
+    assert_int_equal(b.sweep_id, sw);
+    int64_t *running = NULL;
+    int n_running = 0;
+    bf_error err = {0};
+    assert_int_equal(bf_store_cancel_sweep(f->s, sw, &running, &n_running,
+                                           &err), BF_STORE_OK);
+    assert_int_equal(n_running, 1);
+    assert_int_equal(running[0], b.attempt_id);
+    free(running);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE sweep_id"
+                             " = %lld AND status = 'queued'", (long long)sw),
+                     199);
+    bf_lease l;
+    assert_int_equal(bf_store_lease_next(f->s, "w", 5, 1000, &l, &err), 0);
+    int64_t *ids;
+    int n;
+    bf_store_close(f->s);
+    f->s = bft_open(f->dir, BFT_STORE_DB, NULL);
+    assert_int_equal(bf_store_cancels_unfinished(f->s, &ids, &n, &err), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(ids[0], sw);
+    free(ids);
+    /* 199 queued: 64 + 64 + 64 + 7, one statement per slice out of time. */
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(bf_store_cancel_queued(f->s, sw, 50, PAST, &err), 1);
+    assert_int_equal(bf_store_cancel_queued(f->s, sw, 50, PAST, &err), 0);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE sweep_id"
+                             " = %lld AND status = 'cancelled' AND"
+                             " finished_ms = 50", (long long)sw), 199);
+    assert_int_equal(bf_store_cancels_unfinished(f->s, &ids, &n, &err), 0);
+    assert_int_equal(n, 0);
+    assert_job_status(f->s, b.job_id, "running");
+    bf_lease_clear(&a);
+    bf_lease_clear(&b);
 }
 
 int main(void)
@@ -513,6 +610,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_staged_sweep_hidden, setup, teardown),
         cmocka_unit_test_setup_teardown(test_staged_sweep_discarded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_staged_stages, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_staging_bounded_by_time, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_sweep_in_slices, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -171,6 +171,71 @@ static void test_source_failure_and_retry(void **state)
     free(path);
 }
 
+/* A deadline already past: each slice does the least it may (store.h). */
+#define PAST 1
+
+/* A source with 300 dependents: its ending moves the first 4 slices (256)
+ * on at once and leaves the rest to bf_store_settle, a slice of 64 per call
+ * out of time; a store reopened half-way finds what is left. */
+static void test_big_fan_out_in_slices(void **state)
+{
+    fixture *f = *state;
+    char yaml[4096];
+    int n = snprintf(yaml, sizeof yaml, "name: fan\nbase: {steps: 20, "
+                     "warmup_steps: 0}\nstages:\n  - {name: a, seeds: 1}\n"
+                     "  - name: b\n    base: {init_from: \"stage:a\"}\n"
+                     "    grid:\n      lr: [");
+    for (int i = 0; i < 300; i++)
+        n += snprintf(yaml + n, sizeof yaml - (size_t)n, "%s%g", i ? ", " : "",
+                      1e-4 * (i + 1));
+    snprintf(yaml + n, sizeof yaml - (size_t)n, "]\n");
+    int64_t sweep = bft_submit(f->s, yaml, 1, NULL);
+    assert_false(bf_store_unsettled(f->s));
+    succeed(f->s, 1, 20, "/ck/1.safetensors");
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE status ="
+                             " 'queued' AND init_from = '/ck/1.safetensors'"),
+                     4 * 64);
+    assert_true(bf_store_unsettled(f->s));
+    bf_store_close(f->s);
+    f->s = bft_open(f->dir, BFT_STORE_DB, NULL);
+    assert_true(bf_store_unsettled(f->s));
+    bf_error err = {0};
+    assert_int_equal(bf_store_settle(f->s, 30, PAST, &err), 0);  /* 44 left */
+    assert_false(bf_store_unsettled(f->s));
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE status ="
+                             " 'queued' AND init_from = '/ck/1.safetensors'"),
+                     300);
+
+    /* A failure cascades a level per slice: a 6-stage chain fails its
+     * first 4 levels at once, the rest with the next settle, and the
+     * sweep is done when the last one is. */
+    char chain[1024];
+    n = snprintf(chain, sizeof chain, "name: deep\nmax_attempts: 1\n"
+                 "base: {steps: 20, warmup_steps: 0}\nstages:\n"
+                 "  - {name: s0, seeds: 1}\n");
+    for (int i = 1; i < 6; i++)
+        n += snprintf(chain + n, sizeof chain - (size_t)n, "  - {name: s%d, "
+                      "seeds: 1, base: {init_from: \"stage:s%d\"}}\n", i,
+                      i - 1);
+    int64_t deep = bft_submit(f->s, chain, 1, NULL);
+    int64_t first = bft_int(f->s, "SELECT min(job_id) FROM jobs WHERE sweep_id"
+                            " = %lld", (long long)deep);
+    fail_once(f->s, first);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE sweep_id ="
+                             " %lld AND status = 'failed'", (long long)deep),
+                     1 + 4);
+    assert_int_equal(bf_store_settle(f->s, 30, 0, &err), 0);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE sweep_id ="
+                             " %lld AND status = 'failed'", (long long)deep), 6);
+    char why[64];
+    snprintf(why, sizeof why, "source job %lld failed", (long long)first + 4);
+    assert_error(f->s, first + 5, why);
+    assert_int_equal(bft_int(f->s, "SELECT status = 'active' FROM sweeps WHERE"
+                             " sweep_id = %lld", (long long)sweep), 1);
+    assert_int_equal(bft_int(f->s, "SELECT status = 'done' FROM sweeps WHERE "
+                             "sweep_id = %lld", (long long)deep), 1);
+}
+
 /* A source that succeeded without a checkpoint at its last step (a worker
  * without --checkpoint-dir) gives its dependents nothing to start from. */
 static void test_source_without_final_checkpoint(void **state)
@@ -207,14 +272,14 @@ static void test_cancel(void **state)
     assert_status(f->s, 4, "cancelled");
     assert_error(f->s, 6, "source job 4 failed: cancelled");
 
-    assert_int_equal(bf_store_cancel_sweep(f->s, 1, 7, &running, &n_running,
+    assert_int_equal(bft_cancel_sweep(f->s, 1, 7, &running, &n_running,
                                            &err), BF_STORE_OK);
     free(running);
     assert_int_equal(n_running, 0);
     assert_status(f->s, 2, "cancelled");
     int64_t sweep = submit_chain(f->s, 1, 3);
     bf_lease l = lease(f->s, 10);         /* its a job runs */
-    assert_int_equal(bf_store_cancel_sweep(f->s, sweep, 7, &running,
+    assert_int_equal(bft_cancel_sweep(f->s, sweep, 7, &running,
                                            &n_running, &err), BF_STORE_OK);
     assert_int_equal(n_running, 1);
     free(running);
@@ -352,6 +417,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_source_without_final_checkpoint,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_big_fan_out_in_slices, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_expiry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
         cmocka_unit_test_setup_teardown(test_permanent_failure, setup,

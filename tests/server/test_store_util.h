@@ -39,6 +39,12 @@ double bft_real(bf_store *s, const char *fmt, ...)
 char *bft_text(bf_store *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Cancels sweep_id whole, as the daemon does in slices: the sweep's one
+ * transaction (bf_store_cancel_sweep, returning its rc, *running and
+ * *n_running) then every queued job at now_ms. */
+int bft_cancel_sweep(bf_store *s, int64_t sweep_id, int64_t now_ms,
+                     int64_t **running, int *n_running, bf_error *err);
+
 /* Runs a shell command, capturing stdout+stderr into a malloc'd string;
  * *status gets the exit status. */
 char *bft_run(const char *cmd, int *status);

@@ -452,6 +452,92 @@ static void test_relative_init_from(void **state)
     assert_non_null(strstr(err.msg, "relative path"));
 }
 
+/* Expands yaml, which must fail; err gets why. */
+static void expand_fails(const char *yaml, bf_error *err)
+{
+    bf_sweep *sw = parse(yaml, err);
+    if (!sw)
+        fail_msg("parse: %s", err->msg);
+    seen s;
+    memset(&s, 0, sizeof s);
+    assert_int_equal(bf_sweep_expand(sw, collect, &s, err), -1);
+    seen_free(&s);
+    bf_sweep_free(sw);
+}
+
+/* A job whose memory per rank cannot fit is refused at submission, naming
+ * the field it grows with, its line and the figures; memory_budget_gib
+ * moves the bound. */
+static void test_memory_budget(void **state)
+{
+    (void)state;
+    bf_error err = {0};
+    expand_fails("name: long\nbase:\n  d_model: 32\n  seq_len: 65536\n",
+                 &err);
+    print_message("%s\n", err.msg);
+    assert_string_equal(err.field, "seq_len");
+    assert_int_equal(err.line, 4);
+    assert_non_null(strstr(err.msg, "of memory per rank"));
+    assert_non_null(strstr(err.msg, "over the sweep's memory_budget_gib of "
+                                    "68719476736 bytes (64.0 GiB)"));
+    expand_fails("name: wide\ngrid:\n  d_model: [64, 8192]\n"
+                 "base: {n_layers: 256, n_heads: 32}\n", &err);
+    print_message("%s\n", err.msg);
+    assert_string_equal(err.field, "d_model");
+    assert_int_equal(err.line, 3);
+    assert_non_null(strstr(err.msg, "job 1"));
+    assert_non_null(strstr(err.msg, "of parameters, gradients and AdamW "
+                                    "moments"));
+    /* The same long job fits a bigger budget; a tiny one refuses the
+     * default job. */
+    seen s;
+    expand_ok("name: long\nmemory_budget_gib: 1000\nbase:\n  d_model: 32\n"
+              "  seq_len: 65536\n", &s);
+    assert_int_equal(s.n, 1);
+    seen_free(&s);
+    const char *bad = "name: b\nmemory_budget_gib: 0\n";
+    assert_null(parse(bad, &err));
+    assert_string_equal(err.field, "memory_budget_gib");
+}
+
+/* An init_from that misses "stage:" by its case or a space is a path
+ * relative to the sweep file: it works as one, with a warning. */
+static void test_near_stage_ref(void **state)
+{
+    (void)state;
+    seen s;
+    json_t *w = expand_warn("name: near\n"
+                            "stages:\n"
+                            "  - name: a\n"
+                            "  - name: b\n"
+                            "    base: {init_from: \"STAGE:a\"}\n", &s);
+    assert_int_equal(s.n, 2);
+    assert_non_null(strstr(s.json[1], "\"init_from\":\"/sweeps/STAGE:a\""));
+    seen_free(&s);
+    assert_int_equal(json_array_size(w), 1);
+    const char *msg = json_string_value(json_array_get(w, 0));
+    print_message("warning: %s\n", msg);
+    assert_non_null(strstr(msg, "sweep.yaml:5: field 'init_from': "
+                                "'/sweeps/STAGE:a' is a file path, not a "
+                                "stage reference"));
+    json_decref(w);
+    const char *near[] = {"stage :a", "Stages:a", " stage:a"};
+    for (size_t i = 0; i < sizeof near / sizeof *near; i++) {
+        char yaml[256];
+        snprintf(yaml, sizeof yaml, "name: n\nbase: {init_from: \"%s\"}\n",
+                 near[i]);
+        w = expand_warn(yaml, &s);
+        seen_free(&s);
+        assert_int_equal(json_array_size(w), 1);
+        json_decref(w);
+    }
+    /* a file that merely begins with "stage" is no near miss */
+    w = expand_warn("name: n\nbase: {init_from: stage1.safetensors}\n", &s);
+    seen_free(&s);
+    assert_int_equal(json_array_size(w), 0);
+    json_decref(w);
+}
+
 /* Warnings: a field the variant ignores, a bifocal fraction without a
  * learnable head, jobs that train the same model; none for a clean sweep. */
 static void test_warnings(void **state)
@@ -613,6 +699,8 @@ int main(void)
         cmocka_unit_test(test_zip_and_exclude),
         cmocka_unit_test(test_relative_init_from),
         cmocka_unit_test(test_warnings),
+        cmocka_unit_test(test_memory_budget),
+        cmocka_unit_test(test_near_stage_ref),
         cmocka_unit_test(test_example_configs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

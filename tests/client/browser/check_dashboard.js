@@ -69,15 +69,23 @@ async function sweepPage(page, base, out, problems) {
   const compareRows = await page.$$eval(".bf-compare tbody tr", (r) => r.length);
   if (compareRows < 1) problems.push("the comparison table is empty");
 
-  // Filters: by status, then by a swept field.
+  // Filters: by status, then by a swept field; the server answers with the
+  // page, so each check waits for the table to show it.
   const all = await page.$$eval(".bf-jobs tbody tr", (r) => r.length);
+  const column = (n) => page.$$eval(`.bf-jobs tbody tr td:nth-child(${n})`, (t) => t.map((x) => x.textContent));
+  const shows = (n, want) => page.waitForFunction(([n, want]) => {
+    const t = [...document.querySelectorAll(`.bf-jobs tbody tr td:nth-child(${n})`)].map((x) => x.textContent);
+    return t.length > 0 && t.every((x) => x === want);
+  }, [n, want], { timeout: 10000, polling: 100 }).catch(() => null);
   await page.selectOption('select[data-field="status"]', '"succeeded"');
-  const statuses = await page.$$eval(".bf-jobs tbody tr td:nth-child(3)", (t) => t.map((x) => x.textContent));
+  await shows(3, "succeeded");
+  const statuses = await column(3);
   if (!statuses.length || statuses.some((s) => s !== "succeeded"))
     problems.push(`status filter shows ${JSON.stringify(statuses)}`);
   await page.selectOption('select[data-field="status"]', "");
   await page.selectOption('select[data-field="rope"]', '"spectral"');
-  const ropes = await page.$$eval(".bf-jobs tbody tr td:nth-child(2)", (t) => t.map((x) => x.textContent));
+  await shows(2, "spectral");
+  const ropes = await column(2);
   if (JSON.stringify(ropes) !== JSON.stringify(["spectral"]))
     problems.push(`rope filter shows ${JSON.stringify(ropes)}`);
   await page.selectOption('select[data-field="rope"]', "");

@@ -1,0 +1,830 @@
+/* dash_sweep: a sweep's jobs in a few bytes each, its counts moved by the
+ * status feed, its job table paged from them.  See dash_sweep.h. */
+#include "dash_sweep.h"
+
+#include "alloc.h"
+#include "compare.h"
+#include "db.h"
+#include "report.h"
+#include "source.h"
+#include "sweep_view.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Filter options are listed up to this many values a field (a sweep of a
+ * million seeds would make a select of a million options). */
+#define MAX_LISTED_VALUES 1000
+/* Training depths are 1 .. 256 (common/job_config.c). */
+#define MAX_DEPTHS 256
+
+static const char *const status_names[BF_DASH_STATUSES] = {
+    "waiting", "queued", "running", "succeeded", "failed", "cancelled" };
+
+const char *bf_dash_status_name(int status)
+{
+    return status >= 0 && status < BF_DASH_STATUSES ? status_names[status]
+                                                    : "unknown";
+}
+
+int bf_dash_status_code(const char *name)
+{
+    for (int i = 0; name && i < BF_DASH_STATUSES; i++)
+        if (strcmp(name, status_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* The jobs that differ only in seed. */
+typedef struct group {
+    long long count[BF_DASH_STATUSES];
+    double steps;               /* of each of its jobs */
+} group;
+
+struct bf_dash_sweep {
+    int64_t sweep_id;
+    json_t *sweep;              /* the sweeps row */
+    json_t *varying;            /* names, in order */
+    json_t *by;                 /* the grouping fields: varying but seed */
+    size_t n;                   /* jobs, by id: */
+    int64_t *ids, *seed;
+    int32_t *group;
+    uint8_t *status;
+    int n_groups;
+    group *groups;
+    json_t *group_fields;       /* per group: {by field: value} */
+    json_t *train_depths;
+    json_t *seeds;              /* the distinct seeds (or null: too many) */
+    long long count[BF_DASH_STATUSES];
+    int64_t seq;                /* the newest status_seq applied */
+};
+
+struct bf_dash_changes {
+    size_t n, cap;
+    int64_t *ids;
+    uint8_t *status;
+    int64_t seq, n_jobs;
+    char sweep_status[16];
+};
+
+/* ---- values --------------------------------------------------------------- */
+
+/* Numbers by value (1 and 1.0 are one value), strings as text, null first. */
+static int value_cmp(const json_t *a, const json_t *b)
+{
+    int ta = a ? json_typeof(a) : JSON_NULL, tb = b ? json_typeof(b) : JSON_NULL;
+    if (json_is_number(a) && json_is_number(b)) {
+        double x = json_number_value(a), y = json_number_value(b);
+        return (x > y) - (x < y);
+    }
+    if (json_is_string(a) && json_is_string(b))
+        return strcmp(json_string_value(a), json_string_value(b));
+    if (ta != tb)
+        return ta - tb;
+    char *x = json_dumps(a, JSON_ENCODE_ANY | JSON_SORT_KEYS);
+    char *y = json_dumps(b, JSON_ENCODE_ANY | JSON_SORT_KEYS);
+    int c = strcmp(x ? x : "", y ? y : "");
+    free(x);
+    free(y);
+    return c;
+}
+
+static int index_of(const json_t *names, const char *name)
+{
+    size_t i;
+    json_t *n;
+    json_array_foreach(names, i, n)
+        if (strcmp(json_string_value(n), name) == 0)
+            return (int)i;
+    return -1;
+}
+
+static int find_job(const bf_dash_sweep *s, int64_t id)
+{
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < s->n && s->ids[lo] == id ? (int)lo : -1;
+}
+
+/* ---- loading -------------------------------------------------------------- */
+
+/* What one pass over the jobs gathers before the varying fields are known. */
+typedef struct load_pass {
+    json_t *swept;              /* the sweep file's fields but seed */
+    json_t *keys;               /* group key -> its index */
+    json_t *raw;                /* per group: [values of swept..., steps] */
+    json_t *stages;             /* per group: its stage or null */
+    size_t cap;
+    int64_t min_seed, max_seed;
+    int64_t depths[MAX_DEPTHS];
+    int n_depths;
+} load_pass;
+
+static void push_job(bf_dash_sweep *s, load_pass *p, int64_t id, int status,
+                     int64_t seed, int g)
+{
+    if (s->n == p->cap) {
+        p->cap = p->cap ? 2 * p->cap : 1024;
+        s->ids = bf_xrealloc(s->ids, p->cap * sizeof *s->ids);
+        s->seed = bf_xrealloc(s->seed, p->cap * sizeof *s->seed);
+        s->group = bf_xrealloc(s->group, p->cap * sizeof *s->group);
+        s->status = bf_xrealloc(s->status, p->cap * sizeof *s->status);
+    }
+    s->ids[s->n] = id;
+    s->seed[s->n] = seed;
+    s->group[s->n] = g;
+    s->status[s->n++] = (uint8_t)status;
+    s->groups[g].count[status]++;
+    s->count[status]++;
+    p->min_seed = s->n == 1 || seed < p->min_seed ? seed : p->min_seed;
+    p->max_seed = s->n == 1 || seed > p->max_seed ? seed : p->max_seed;
+}
+
+/* The group of a job whose stage and extracted values are given. */
+static int group_of_values(bf_dash_sweep *s, load_pass *p, const char *stage,
+                           const char *values)
+{
+    char *key = NULL;
+    if (asprintf(&key, "%s\x1f%s", stage ? stage : "", values) < 0)
+        abort();
+    json_t *have = json_object_get(p->keys, key);
+    int g = have ? (int)json_integer_value(have) : s->n_groups;
+    if (!have) {
+        json_object_set_new(p->keys, key, json_integer(g));
+        json_t *raw = json_loads(values, JSON_DECODE_ANY, NULL);
+        json_array_append_new(p->raw, raw ? raw : json_array());
+        json_array_append_new(p->stages, stage ? json_string(stage)
+                                               : json_null());
+        s->groups = bf_xrealloc(s->groups, (size_t)(g + 1) * sizeof *s->groups);
+        s->groups[g] = (group){ .steps = json_number_value(json_array_get(
+            json_array_get(p->raw, (size_t)g), json_array_size(p->swept))) };
+        s->n_groups++;
+    }
+    free(key);
+    return g;
+}
+
+/* SELECT over the sweep's jobs with the swept fields' values (and steps)
+ * in one json_extract: one parse of each config. */
+static sqlite3_stmt *prepare_pass(sqlite3 *db, const load_pass *p,
+                                  int64_t sweep_id)
+{
+    size_t k = json_array_size(p->swept);
+    char *sql = bf_xcalloc(1, 256 + 4 * (k + 1));
+    char *at = sql + sprintf(sql, "SELECT job_id, status, seed, stage, depth,"
+                                  " json_extract(config");
+    for (size_t i = 0; i <= k; i++)
+        at += sprintf(at, ", ?%zu", i + 2);
+    strcpy(at, ") FROM jobs WHERE sweep_id = ?1 ORDER BY job_id");
+    sqlite3_stmt *st = bf_db_prepare(db, sql);
+    free(sql);
+    if (!st)
+        return NULL;
+    sqlite3_bind_int64(st, 1, sweep_id);
+    for (size_t i = 0; i <= k; i++) {
+        const char *name = i < k ? json_string_value(json_array_get(p->swept, i))
+                                 : "steps";
+        char path[160];
+        snprintf(path, sizeof path, "$.\"%s\"", name);
+        sqlite3_bind_text(st, (int)i + 2, path, -1, SQLITE_TRANSIENT);
+    }
+    return st;
+}
+
+/* Training depths number a handful: a list searched in place. */
+static void add_depth(load_pass *p, int64_t depth)
+{
+    for (int i = 0; i < p->n_depths; i++)
+        if (p->depths[i] == depth)
+            return;
+    if (p->n_depths < MAX_DEPTHS)
+        p->depths[p->n_depths++] = depth;
+}
+
+static int read_jobs(bf_dash_sweep *s, sqlite3 *db, load_pass *p)
+{
+    sqlite3_stmt *st = prepare_pass(db, p, s->sweep_id);
+    if (!st)
+        return -1;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int status = bf_dash_status_code((const char *)sqlite3_column_text(st, 1));
+        const char *stage = (const char *)sqlite3_column_text(st, 3);
+        const char *values = (const char *)sqlite3_column_text(st, 5);
+        int g = group_of_values(s, p, stage, values ? values : "[]");
+        push_job(s, p, sqlite3_column_int64(st, 0), status < 0 ? 0 : status,
+                 sqlite3_column_int64(st, 2), g);
+        add_depth(p, sqlite3_column_int64(st, 4));
+    }
+    sqlite3_finalize(st);
+    if (rc == SQLITE_DONE)
+        return 0;
+    fprintf(stderr, "bifocal dashboard: %s\n", sqlite3_errmsg(db));
+    return -1;
+}
+
+/* Whether swept field k takes two values within one stage. */
+static int field_varies(const load_pass *p, size_t k)
+{
+    json_t *first = json_object();
+    int varies = 0;
+    size_t g;
+    json_t *raw;
+    json_array_foreach(p->raw, g, raw) {
+        const char *stage = json_string_value(json_array_get(p->stages, g));
+        json_t *v = json_array_get(raw, k), *seen;
+        if (!(seen = json_object_get(first, stage ? stage : "")))
+            json_object_set(first, stage ? stage : "", v);
+        else if (value_cmp(seen, v) != 0)
+            varies = 1;
+    }
+    json_decref(first);
+    return varies;
+}
+
+/* The varying fields as the results commands order them: stage, the swept
+ * fields in the file's order, seed; and each group's grouping values. */
+static void find_varying(bf_dash_sweep *s, const load_pass *p)
+{
+    s->varying = json_array();
+    s->by = json_array();
+    json_t *stages = json_object();
+    size_t g;
+    json_t *stage;
+    json_array_foreach(p->stages, g, stage)
+        if (json_is_string(stage))
+            json_object_set_new(stages, json_string_value(stage), json_true());
+    int with_stage = json_object_size(stages) > 1;
+    json_decref(stages);
+    if (with_stage) {
+        json_array_append_new(s->varying, json_string("stage"));
+        json_array_append_new(s->by, json_string("stage"));
+    }
+    json_t *kept = json_array();
+    for (size_t k = 0; k < json_array_size(p->swept); k++)
+        if (field_varies(p, k)) {
+            json_array_append(s->varying, json_array_get(p->swept, k));
+            json_array_append(s->by, json_array_get(p->swept, k));
+            json_array_append_new(kept, json_integer((json_int_t)k));
+        }
+    if (p->min_seed != p->max_seed)
+        json_array_append_new(s->varying, json_string("seed"));
+    s->group_fields = json_array();
+    json_t *raw;
+    json_array_foreach(p->raw, g, raw) {
+        json_t *fields = json_object(), *k;
+        size_t i;
+        if (with_stage)
+            json_object_set(fields, "stage", json_array_get(p->stages, g));
+        json_array_foreach(kept, i, k) {
+            size_t at = (size_t)json_integer_value(k);
+            json_object_set(fields, json_string_value(json_array_get(p->swept, at)),
+                            json_array_get(raw, at));
+        }
+        json_array_append_new(s->group_fields, fields);
+    }
+    json_decref(kept);
+}
+
+static int64_t newest_seq(sqlite3 *db, int64_t sweep_id)
+{
+    sqlite3_stmt *st = bf_db_prepare(db, "SELECT max(status_seq) FROM jobs"
+                                         " WHERE sweep_id = ?1"
+                                         " AND status_seq IS NOT NULL");
+    if (!st)
+        return -1;
+    sqlite3_bind_int64(st, 1, sweep_id);
+    int64_t seq = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0)
+                                                 : -1;
+    sqlite3_finalize(st);
+    return seq;
+}
+
+static int by_int64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The distinct seeds in order; null past MAX_LISTED_VALUES. */
+static json_t *seed_values(const bf_dash_sweep *s)
+{
+    int64_t *seeds = bf_xcalloc(s->n + 1, sizeof *seeds);
+    memcpy(seeds, s->seed, s->n * sizeof *seeds);
+    qsort(seeds, s->n, sizeof *seeds, by_int64);
+    json_t *out = json_array();
+    for (size_t i = 0; i < s->n && out; i++)
+        if (i == 0 || seeds[i] != seeds[i - 1]) {
+            if (json_array_size(out) == MAX_LISTED_VALUES) {
+                json_decref(out);
+                out = NULL;
+            } else {
+                json_array_append_new(out, json_integer(seeds[i]));
+            }
+        }
+    free(seeds);
+    return out ? out : json_null();
+}
+
+static int load_in_snapshot(bf_dash_sweep *s, sqlite3 *db)
+{
+    bf_source src = { .db = db, .db_path = sqlite3_db_filename(db, "main") };
+    json_t *rows = bf_source_rows(&src, "sweeps", s->sweep_id);
+    s->sweep = json_incref(json_array_get(rows, 0));
+    json_decref(rows);
+    if (!s->sweep)
+        return -1;
+    load_pass p = { .keys = json_object(), .raw = json_array(),
+                    .stages = json_array() };
+    json_t *swept = bf_sweep_swept_fields(json_string_value(
+        json_object_get(s->sweep, "source")));
+    p.swept = json_array();
+    size_t i;
+    json_t *name;
+    json_array_foreach(swept, i, name)
+        if (strcmp(json_string_value(name), "seed") != 0
+            && strlen(json_string_value(name)) < 128)
+            json_array_append(p.swept, name);
+    json_decref(swept);
+    int rc = read_jobs(s, db, &p);
+    s->train_depths = json_array();
+    for (int d = 0; d < p.n_depths; d++)
+        json_array_append_new(s->train_depths, json_integer(p.depths[d]));
+    if (rc == 0) {
+        find_varying(s, &p);
+        s->seeds = seed_values(s);
+        s->seq = newest_seq(db, s->sweep_id);
+        rc = s->seq < 0 ? -1 : 0;
+    }
+    json_decref(p.swept);
+    json_decref(p.keys);
+    json_decref(p.raw);
+    json_decref(p.stages);
+    return rc;
+}
+
+bf_dash_sweep *bf_dash_sweep_load(sqlite3 *db, int64_t sweep_id)
+{
+    bf_dash_sweep *s = bf_xcalloc(1, sizeof *s);
+    s->sweep_id = sweep_id;
+    /* One read transaction: the jobs and the feed's cursor agree. */
+    sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+    int rc = load_in_snapshot(s, db);
+    sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    if (rc) {
+        bf_dash_sweep_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void bf_dash_sweep_free(bf_dash_sweep *s)
+{
+    if (!s)
+        return;
+    json_decref(s->sweep);
+    json_decref(s->varying);
+    json_decref(s->by);
+    json_decref(s->group_fields);
+    json_decref(s->train_depths);
+    json_decref(s->seeds);
+    free(s->ids);
+    free(s->seed);
+    free(s->group);
+    free(s->status);
+    free(s->groups);
+    free(s);
+}
+
+/* ---- the feed ------------------------------------------------------------- */
+
+static int read_feed(const bf_dash_sweep *s, sqlite3 *db, bf_dash_changes *c)
+{
+    sqlite3_stmt *st = bf_db_prepare(db,
+        "SELECT job_id, status, status_seq FROM jobs"
+        " WHERE sweep_id = ?1 AND status_seq > ?2 ORDER BY status_seq");
+    if (!st)
+        return -1;
+    sqlite3_bind_int64(st, 1, s->sweep_id);
+    sqlite3_bind_int64(st, 2, s->seq);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (c->n == c->cap) {
+            c->cap = c->cap ? 2 * c->cap : 64;
+            c->ids = bf_xrealloc(c->ids, c->cap * sizeof *c->ids);
+            c->status = bf_xrealloc(c->status, c->cap * sizeof *c->status);
+        }
+        int status = bf_dash_status_code((const char *)sqlite3_column_text(st, 1));
+        c->ids[c->n] = sqlite3_column_int64(st, 0);
+        c->status[c->n++] = (uint8_t)(status < 0 ? 0 : status);
+        c->seq = sqlite3_column_int64(st, 2);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return -1;
+    st = bf_db_prepare(db, "SELECT status, n_jobs FROM sweeps WHERE sweep_id = ?1");
+    if (!st)
+        return -1;
+    sqlite3_bind_int64(st, 1, s->sweep_id);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        snprintf(c->sweep_status, sizeof c->sweep_status, "%s",
+                 (const char *)sqlite3_column_text(st, 0));
+        c->n_jobs = sqlite3_column_int64(st, 1);
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? 0 : -1;
+}
+
+static void changes_free(bf_dash_changes *c)
+{
+    if (!c)
+        return;
+    free(c->ids);
+    free(c->status);
+    free(c);
+}
+
+bf_dash_changes *bf_dash_sweep_read_changes(const bf_dash_sweep *s,
+                                            sqlite3 *db)
+{
+    bf_dash_changes *c = bf_xcalloc(1, sizeof *c);
+    c->seq = s->seq;
+    sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+    int rc = read_feed(s, db, c);
+    sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    if (rc) {
+        fprintf(stderr, "bifocal dashboard: reading sweep %lld: %s\n",
+                (long long)s->sweep_id, sqlite3_errmsg(db));
+        changes_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+int bf_dash_sweep_apply(bf_dash_sweep *s, bf_dash_changes *c, int *reload)
+{
+    int succeeded_changed = 0;
+    *reload = c->n_jobs > 0 && (size_t)c->n_jobs != s->n;
+    for (size_t i = 0; i < c->n && !*reload; i++) {
+        int j = find_job(s, c->ids[i]);
+        if (j < 0) {
+            *reload = 1;
+            break;
+        }
+        int was = s->status[j], now = c->status[i];
+        if (was == now)
+            continue;
+        group *g = &s->groups[s->group[j]];
+        g->count[was]--;
+        g->count[now]++;
+        s->count[was]--;
+        s->count[now]++;
+        s->status[j] = (uint8_t)now;
+        succeeded_changed |= was == BF_DASH_SUCCEEDED || now == BF_DASH_SUCCEEDED;
+    }
+    s->seq = c->seq;
+    if (c->sweep_status[0])
+        json_object_set_new(s->sweep, "status", json_string(c->sweep_status));
+    changes_free(c);
+    return succeeded_changed;
+}
+
+/* ---- counts --------------------------------------------------------------- */
+
+long long bf_dash_sweep_count(const bf_dash_sweep *s, int status)
+{
+    return s->count[status];
+}
+
+json_t *bf_dash_sweep_counts(const bf_dash_sweep *s)
+{
+    json_t *c = json_pack("{s:O, s:I}", "status",
+                          json_object_get(s->sweep, "status"),
+                          "total", (json_int_t)s->n);
+    for (int i = 0; i < BF_DASH_STATUSES; i++)
+        json_object_set_new(c, status_names[i], json_integer(s->count[i]));
+    return c;
+}
+
+double bf_dash_sweep_queued_steps(const bf_dash_sweep *s)
+{
+    double steps = 0;
+    for (int g = 0; g < s->n_groups; g++)
+        steps += (double)s->groups[g].count[BF_DASH_QUEUED] * s->groups[g].steps;
+    return steps;
+}
+
+json_t *bf_dash_sweep_varying(const bf_dash_sweep *s)
+{
+    return json_incref(s->varying);
+}
+
+/* ---- the summary ---------------------------------------------------------- */
+
+/* A view of the sweep as compare.c and report.c read one: every group, and
+ * as its jobs the succeeded ones only (their rows from results). */
+static int succeeded_view(const bf_dash_sweep *s, sqlite3 *db, bf_sweep_view *v)
+{
+    *v = (bf_sweep_view){ .sweep_id = s->sweep_id, .sweep = s->sweep,
+                          .groups = s->group_fields, .n_groups = s->n_groups };
+    for (size_t i = 0; i < json_array_size(s->varying); i++)
+        v->varying[v->n_varying++] = json_string_value(json_array_get(s->varying, i));
+    for (size_t i = 0; i < json_array_size(s->by); i++)
+        v->by[v->n_by++] = json_string_value(json_array_get(s->by, i));
+    sqlite3_stmt *st = bf_db_prepare(db,
+        "SELECT job_id, stage, task, rope, depth, seed, status, train_loss"
+        "  FROM results WHERE sweep_id = ?1 AND status = 'succeeded'"
+        " ORDER BY job_id");
+    if (!st)
+        return -1;
+    sqlite3_bind_int64(st, 1, s->sweep_id);
+    v->jobs = bf_db_rows(db, st);
+    if (!v->jobs)
+        return -1;
+    size_t n = json_array_size(v->jobs);
+    v->job_group = bf_xcalloc(n + 1, sizeof *v->job_group);
+    v->sorted_ids = bf_xcalloc(n + 1, sizeof *v->sorted_ids);
+    v->sorted_rows = bf_xcalloc(n + 1, sizeof *v->sorted_rows);
+    for (size_t i = 0; i < n; i++) {
+        int64_t id = json_integer_value(json_object_get(json_array_get(v->jobs, i),
+                                                        "job_id"));
+        int j = find_job(s, id);
+        v->job_group[i] = j < 0 ? 0 : s->group[j];
+        v->sorted_ids[i] = id;
+        v->sorted_rows[i] = (int)i;
+    }
+    return 0;
+}
+
+/* Frees what succeeded_view made (the rest is the sweep's). */
+static void succeeded_view_clear(bf_sweep_view *v)
+{
+    json_decref(v->jobs);
+    free(v->job_group);
+    free(v->sorted_ids);
+    free(v->sorted_rows);
+}
+
+static json_t *groups_json(const bf_dash_sweep *s, const bf_sweep_view *v)
+{
+    json_t *out = json_array();
+    for (int g = 0; g < s->n_groups; g++) {
+        long long jobs = 0;
+        for (int k = 0; k < BF_DASH_STATUSES; k++)
+            jobs += s->groups[g].count[k];
+        char *label = bf_sweep_view_label(v, g);
+        json_array_append_new(out, json_pack("{s:s, s:O, s:I, s:I}",
+            "label", label, "fields", json_array_get(s->group_fields, (size_t)g),
+            "jobs", (json_int_t)jobs, "succeeded",
+            (json_int_t)s->groups[g].count[BF_DASH_SUCCEEDED]));
+        free(label);
+    }
+    return out;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    return value_cmp(*(json_t *const *)a, *(json_t *const *)b);
+}
+
+
+/* {field: [its distinct values, in order]} over the varying fields. */
+static json_t *values_json(const bf_dash_sweep *s)
+{
+    json_t *out = json_object();
+    size_t i;
+    json_t *name;
+    json_array_foreach(s->varying, i, name) {
+        const char *f = json_string_value(name);
+        if (strcmp(f, "seed") == 0) {
+            json_object_set(out, f, s->seeds);
+            continue;
+        }
+        json_t **v = bf_xcalloc((size_t)s->n_groups + 1, sizeof *v);
+        for (int g = 0; g < s->n_groups; g++)
+            v[g] = json_object_get(json_array_get(s->group_fields, (size_t)g), f);
+        qsort(v, (size_t)s->n_groups, sizeof *v, by_value);
+        json_t *list = json_array();
+        for (int g = 0; g < s->n_groups; g++)
+            if (g == 0 || value_cmp(v[g], v[g - 1]) != 0)
+                json_array_append(list, v[g] ? v[g] : json_null());
+        free(v);
+        json_object_set_new(out, f, list);
+    }
+    return out;
+}
+
+json_t *bf_dash_sweep_summary(const bf_dash_sweep *s, sqlite3 *db)
+{
+    bf_sweep_view v;
+    bf_source src = { .db = db, .db_path = sqlite3_db_filename(db, "main") };
+    sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+    int rc = succeeded_view(s, db, &v);
+    /* Nothing to compare before a job succeeded: an empty table. */
+    json_t *compare = rc ? NULL : json_array_size(v.jobs) == 0 ? json_array()
+                                : bf_compare_rows(&v, &src, NULL);
+    sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    json_t *summary = NULL;
+    if (compare) {
+        /* The groups, depths and job count are this sweep's, not those of
+         * the succeeded jobs: report.c need not walk them. */
+        json_decref(v.jobs);
+        v.jobs = json_array();
+        summary = bf_report_summary(&v, compare);
+        json_object_set_new(summary, "groups", groups_json(s, &v));
+        json_object_set(summary, "train_depths", s->train_depths);
+        json_object_set_new(json_object_get(summary, "sweep"), "n_jobs",
+                            json_integer((json_int_t)s->n));
+        json_object_set_new(summary, "values", values_json(s));
+    }
+    succeeded_view_clear(&v);
+    return summary;
+}
+
+/* ---- a page of the job table ---------------------------------------------- */
+
+/* Per group, whether its values pass the filter; -1 for a field that is
+ * not a grouping one (or *seed set for a seed filter). */
+static int match_groups(const bf_dash_sweep *s, const json_t *where,
+                        uint8_t *ok, int *has_seed, int64_t *seed)
+{
+    for (int g = 0; g < s->n_groups; g++)
+        ok[g] = 1;
+    *has_seed = 0;
+    const char *f;
+    json_t *want;
+    json_object_foreach((json_t *)where, f, want) {
+        if (strcmp(f, "seed") == 0 && index_of(s->varying, f) >= 0) {
+            *has_seed = 1;
+            *seed = json_is_integer(want) ? json_integer_value(want) : -1;
+            continue;
+        }
+        if (index_of(s->by, f) < 0)
+            return -1;
+        for (int g = 0; g < s->n_groups; g++) {
+            json_t *have = json_object_get(json_array_get(s->group_fields,
+                                                          (size_t)g), f);
+            ok[g] &= value_cmp(have, want) == 0;
+        }
+    }
+    return 0;
+}
+
+/* The rank of each group in the order of field's values (equal values,
+ * equal ranks); the number of ranks. */
+static int rank_groups(const bf_dash_sweep *s, const char *field, int *rank)
+{
+    int *order = bf_xcalloc((size_t)s->n_groups + 1, sizeof *order);
+    json_t **v = bf_xcalloc((size_t)s->n_groups + 1, sizeof *v);
+    for (int g = 0; g < s->n_groups; g++)
+        v[g] = json_object_get(json_array_get(s->group_fields, (size_t)g), field);
+    /* insertion into a sorted list is fine: groups number in the thousands */
+    int n = 0;
+    for (int g = 0; g < s->n_groups; g++) {
+        int at = n++;
+        while (at > 0 && value_cmp(v[order[at - 1]], v[g]) > 0) {
+            order[at] = order[at - 1];
+            at--;
+        }
+        order[at] = g;
+    }
+    int ranks = 0;
+    for (int i = 0; i < n; i++) {
+        if (i > 0 && value_cmp(v[order[i]], v[order[i - 1]]) != 0)
+            ranks++;
+        rank[order[i]] = ranks;
+    }
+    free(order);
+    free(v);
+    return n ? ranks + 1 : 0;
+}
+
+typedef struct page_ctx {
+    const bf_dash_sweep *s;
+    const bf_dash_page_query *q;
+    const uint8_t *group_ok;
+    int has_seed;
+    int64_t seed;
+} page_ctx;
+
+static int job_matches(const page_ctx *c, size_t j)
+{
+    return (c->q->status < 0 || c->s->status[j] == c->q->status)
+           && c->group_ok[c->s->group[j]]
+           && (!c->has_seed || c->s->seed[j] == c->seed);
+}
+
+/* The job at position j of the order by id (reversed when desc). */
+static size_t nth(const page_ctx *c, size_t j)
+{
+    return c->q->desc ? c->s->n - 1 - j : j;
+}
+
+/* Ordered by a small rank per job (status, or a field's group rank), ties
+ * by id: one pass counts the matches per rank, a second places each job
+ * of the page at its position.  O(jobs), no sort. */
+static json_t *page_by_rank(const page_ctx *c, const int *group_rank,
+                            int ranks, long long *total)
+{
+    const bf_dash_sweep *s = c->s;
+    long long *before = bf_xcalloc((size_t)ranks + 1, sizeof *before);
+    long long *seen = bf_xcalloc((size_t)ranks + 1, sizeof *seen);
+    for (size_t j = 0; j < s->n; j++)
+        if (job_matches(c, j))
+            before[group_rank ? group_rank[s->group[j]] : s->status[j]]++;
+    long long sum = 0;
+    for (int r = 0; r < ranks; r++) {
+        int k = c->q->desc ? ranks - 1 - r : r;
+        long long n = before[k];
+        before[k] = sum;
+        sum += n;
+    }
+    *total = sum;
+    long long first = c->q->offset, end = first + c->q->limit;
+    end = end < sum ? end : sum;
+    json_t *ids = json_array();
+    for (long long i = first; i < end; i++)
+        json_array_append_new(ids, json_null());
+    for (size_t i = 0; i < s->n && first < end; i++) {
+        size_t j = nth(c, i);
+        if (!job_matches(c, j))
+            continue;
+        int k = group_rank ? group_rank[s->group[j]] : s->status[j];
+        long long pos = before[k] + seen[k]++;
+        if (pos >= first && pos < end)
+            json_array_set_new(ids, (size_t)(pos - first), json_integer(s->ids[j]));
+    }
+    free(before);
+    free(seen);
+    return ids;
+}
+
+static int by_seed_then_id(const void *a, const void *b, void *sweep)
+{
+    const bf_dash_sweep *s = sweep;
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    if (s->seed[x] != s->seed[y])
+        return s->seed[x] < s->seed[y] ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+/* Ordered by seed: the matching jobs sorted (seeds are not a small set). */
+static json_t *page_by_seed(const page_ctx *c, long long *total)
+{
+    const bf_dash_sweep *s = c->s;
+    size_t *match = bf_xcalloc(s->n + 1, sizeof *match), n = 0;
+    for (size_t j = 0; j < s->n; j++)
+        if (job_matches(c, j))
+            match[n++] = j;
+    qsort_r(match, n, sizeof *match, by_seed_then_id, (void *)s);
+    *total = (long long)n;
+    json_t *ids = json_array();
+    for (long long i = c->q->offset; i < (long long)n
+                                     && i < c->q->offset + c->q->limit; i++)
+        json_array_append_new(ids, json_integer(s->ids[match[
+            c->q->desc ? (long long)n - 1 - i : i]]));
+    free(match);
+    return ids;
+}
+
+json_t *bf_dash_sweep_page(const bf_dash_sweep *s, const bf_dash_page_query *q,
+                           long long *total, const char **error)
+{
+    const char *sort = q->sort ? q->sort : "job_id";
+    int by_id = strcmp(sort, "job_id") == 0, by_status = strcmp(sort, "status") == 0;
+    int by_seed = strcmp(sort, "seed") == 0 && index_of(s->varying, "seed") >= 0;
+    if (!by_id && !by_status && !by_seed && index_of(s->by, sort) < 0) {
+        *error = "sort: not job_id, status or a field that varies in the sweep";
+        return NULL;
+    }
+    uint8_t *ok = bf_xcalloc((size_t)s->n_groups + 1, 1);
+    page_ctx c = { .s = s, .q = q, .group_ok = ok };
+    if (q->where && match_groups(s, q->where, ok, &c.has_seed, &c.seed)) {
+        free(ok);
+        *error = "filter: not a field that varies in the sweep";
+        return NULL;
+    }
+    json_t *ids;
+    if (by_seed) {
+        ids = page_by_seed(&c, total);
+    } else if (by_status || by_id) {
+        /* by id: one rank, so the order is the id order */
+        int *zero = by_id ? bf_xcalloc((size_t)s->n_groups + 1, sizeof *zero) : NULL;
+        ids = page_by_rank(&c, zero, by_id ? 1 : BF_DASH_STATUSES, total);
+        free(zero);
+    } else {
+        int *rank = bf_xcalloc((size_t)s->n_groups + 1, sizeof *rank);
+        ids = page_by_rank(&c, rank, rank_groups(s, sort, rank), total);
+        free(rank);
+    }
+    free(ok);
+    return ids;
+}

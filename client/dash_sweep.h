@@ -1,0 +1,81 @@
+/* dash_sweep: what the dashboard's sweep page shows of one sweep, held in
+ * a few bytes per job so that a sweep of a million jobs costs tens of
+ * megabytes, and kept up to date by the jobs that changed rather than
+ * rebuilt.
+ *
+ * Loading reads every job once (id, status, seed, stage, and the values of
+ * the sweep file's swept fields in one json_extract): its group (the jobs
+ * that differ only in seed), its status and seed.  From then on only the
+ * job status feed is read (jobs.status_seq, schema/008_job_changes.sql):
+ * the jobs whose status changed since the last read, which move the counts
+ * per status and per group.  The comparison (compare.c's code) reads the
+ * succeeded jobs only, and is recomputed by its owner when they changed.
+ * The job table is paged: a page is picked from the held jobs (filtered by
+ * status and field values, sorted by id, status, a field or the seed) and
+ * only its rows are read from job_results.
+ *
+ * Not thread-safe: its owner (dash_api.c) serialises access. */
+#ifndef BF_DASH_SWEEP_H
+#define BF_DASH_SWEEP_H
+
+#include <stdint.h>
+#include <jansson.h>
+#include <sqlite3.h>
+
+typedef struct bf_dash_sweep bf_dash_sweep;
+
+/* The statuses of a job, in the order counts and sorts use. */
+enum { BF_DASH_WAITING, BF_DASH_QUEUED, BF_DASH_RUNNING, BF_DASH_SUCCEEDED,
+       BF_DASH_FAILED, BF_DASH_CANCELLED, BF_DASH_STATUSES };
+
+/* Reads sweep_id of db (read-only) in one snapshot.  NULL when there is no
+ * such sweep or the database failed (printed). */
+bf_dash_sweep *bf_dash_sweep_load(sqlite3 *db, int64_t sweep_id);
+void bf_dash_sweep_free(bf_dash_sweep *s);
+
+/* The changes since the last read, read from db but not yet applied (so
+ * that the owner can read without holding its lock and apply with it).
+ * NULL on failure (printed). */
+typedef struct bf_dash_changes bf_dash_changes;
+bf_dash_changes *bf_dash_sweep_read_changes(const bf_dash_sweep *s,
+                                            sqlite3 *db);
+/* Applies and frees c.  Returns whether the set of succeeded jobs changed
+ * (the comparison is then out of date).  A sweep whose job count changed
+ * (jobs still being stored when it was loaded) sets *reload. */
+int bf_dash_sweep_apply(bf_dash_sweep *s, bf_dash_changes *c, int *reload);
+
+/* The summary of /api/sweeps/N without "counts" (docs/dashboard.md): the
+ * sweep, varying fields, groups with their counts, training depths, the
+ * comparison of the succeeded jobs, and each field's values (the job
+ * table's filter options).  Reads the succeeded jobs from db.  New
+ * reference, or NULL (printed). */
+json_t *bf_dash_sweep_summary(const bf_dash_sweep *s, sqlite3 *db);
+
+/* {status, total, waiting, queued, running, succeeded, failed, cancelled}. */
+json_t *bf_dash_sweep_counts(const bf_dash_sweep *s);
+long long bf_dash_sweep_count(const bf_dash_sweep *s, int status);
+/* The steps of the queued jobs (for the sweep's ETA). */
+double bf_dash_sweep_queued_steps(const bf_dash_sweep *s);
+/* The varying fields, in order (new reference). */
+json_t *bf_dash_sweep_varying(const bf_dash_sweep *s);
+
+/* What a page of the job table asks for. */
+typedef struct bf_dash_page_query {
+    long long offset, limit;
+    const char *sort;           /* "job_id" (NULL), "status", a varying field */
+    int desc;
+    int status;                 /* -1: any */
+    json_t *where;              /* {field: value} (borrowed), or NULL */
+} bf_dash_page_query;
+
+/* The ids of the page's jobs in order (new reference) and in *total how
+ * many jobs match.  NULL with *error set (static text) for a sort or
+ * filter field that is not a varying field. */
+json_t *bf_dash_sweep_page(const bf_dash_sweep *s, const bf_dash_page_query *q,
+                           long long *total, const char **error);
+
+/* The name of a status code, and the code of a name (-1 if none). */
+const char *bf_dash_status_name(int status);
+int bf_dash_status_code(const char *name);
+
+#endif
