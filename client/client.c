@@ -299,7 +299,7 @@ const bf_client_command bf_client_commands[] = {
       "rejects a sweep with warnings (see submit).",
       bf_client_cmd_run },
     { "dashboard", "[--db FILE] [--listen HOST:PORT] [--token-file FILE] "
-      "[--port-file FILE] [--log-level LEVEL]",
+      "[--port-file FILE] [--log-level LEVEL] [--session-ttl SECONDS]",
       "Serves a live view of the database's sweeps over HTTP (default "
       "http://" BF_DASHBOARD_DEFAULT_LISTEN "/): every sweep with its "
       "progress; a sweep's running jobs, structure-gap figure, comparison "
@@ -307,8 +307,10 @@ const bf_client_command bf_client_commands[] = {
       "JSON API behind them (docs/dashboard.md).  Opens the database "
       "(default ./bifocal.db) read-only, so it never blocks the daemon.  "
       "On loopback anyone on this machine may look; beyond it the daemon's "
-      "token (DB.token, or --token-file) is asked for once, then kept in a "
-      "cookie.  --port-file writes the bound port (with --listen HOST:0).",
+      "token (DB.token, or --token-file) is asked for once at /login, and "
+      "the browser gets a session of this dashboard (a cookie, never the "
+      "token) lasting --session-ttl (default 12 h).  --port-file writes the "
+      "bound port (with --listen HOST:0).",
       bf_client_cmd_dashboard },
     { "workers", "[--format table|csv|json]",
       "Workers known to the server, connected or not.", cmd_workers },

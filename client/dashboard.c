@@ -32,6 +32,17 @@ static int is_page(const char *path)
            && strlen(id) <= 18;
 }
 
+/* Whether path is printable ASCII, as every path served is (a byte
+ * beyond is not percent-encoded, or not UTF-8 at all): else it names no
+ * page, and it is not echoed into a JSON error, which must be UTF-8. */
+static int is_ascii_path(const char *path)
+{
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++)
+        if (*p <= ' ' || *p >= 0x7f)
+            return 0;
+    return 1;
+}
+
 static void answer_page(const bf_dashboard *d, bf_http_response *res)
 {
     res->content_type = "text/html; charset=utf-8";
@@ -60,10 +71,13 @@ static void answer_api(const bf_dashboard *d, const char *path,
 void bf_dashboard_handle(void *ctx, const bf_http_request *req,
                          bf_http_response *res)
 {
-    const bf_dashboard *d = ctx;
+    bf_dashboard *d = ctx;
     double t0 = bf_now_seconds();
     if (!bf_dash_access_check(&d->access, req, res)) {
         /* answered by the access check */
+    } else if (!is_ascii_path(req->path)) {
+        bf_http_error(res, 404, "no such page: the path holds bytes that are "
+                      "not printable ASCII (percent-encode them)");
     } else if (strcmp(req->method, "GET") != 0
                && strcmp(req->method, "HEAD") != 0) {
         bf_http_error(res, 405, "read-only: only GET and HEAD are served");
@@ -81,10 +95,10 @@ void bf_dashboard_handle(void *ctx, const bf_http_request *req,
 }
 
 int bf_dashboard_init(bf_dashboard *d, sqlite3 *db, const char *db_path,
-                      const char *token)
+                      const char *token, int session_ttl_s)
 {
     *d = (bf_dashboard){ 0 };
-    snprintf(d->access.token, sizeof d->access.token, "%s", token);
+    bf_dash_access_init(&d->access, token, session_ttl_s);
     json_t *config = json_pack("{s:i, s:s}", "poll_ms", BF_DASHBOARD_POLL_MS,
                                "db", db_path);
     FILE *out = open_memstream(&d->page, &d->page_len);
@@ -114,6 +128,7 @@ void bf_dashboard_free(bf_dashboard *d)
 
 typedef struct dashboard_opts {
     const char *db, *listen, *token_file, *port_file, *log_level;
+    int session_ttl_s;
 } dashboard_opts;
 
 typedef struct dashboard_run {
@@ -162,13 +177,16 @@ static int read_token(const dashboard_opts *o, char *token, size_t cap)
 static int parse_dashboard_args(int argc, char **argv, dashboard_opts *o)
 {
     *o = (dashboard_opts){ .db = "./bifocal.db",
-                           .listen = BF_DASHBOARD_DEFAULT_LISTEN };
+                           .listen = BF_DASHBOARD_DEFAULT_LISTEN,
+                           .session_ttl_s = BF_DASH_SESSION_TTL_S };
     const bf_option options[] = {
         BF_OPT_STR("db", "FILE", &o->db),
         BF_OPT_STR("listen", "HOST:PORT", &o->listen),
         BF_OPT_STR("token-file", "FILE", &o->token_file),
         BF_OPT_STR("port-file", "FILE", &o->port_file),
         BF_OPT_STR("log-level", "LEVEL", &o->log_level),
+        BF_OPT_INT("session-ttl", "SECONDS", &o->session_ttl_s, 1,
+                   BF_DASH_MAX_SESSION_TTL_S),
         BF_OPT_END,
     };
     if (bf_client_args(options, NULL, 0, argc, argv) < 0)
@@ -208,6 +226,7 @@ static int serve(bf_dashboard *d, const dashboard_opts *o)
         uv_loop_close(&r.loop);
         return 1;
     }
+    bf_dash_access_set_port(&d->access, r.server.port);
     uv_signal_init(&r.loop, &r.sigint);
     uv_signal_init(&r.loop, &r.sigterm);
     r.sigint.data = r.sigterm.data = &r;
@@ -251,7 +270,7 @@ int bf_client_cmd_dashboard(bf_client *cl, int argc, char **argv)
     sqlite3_exec(db, "PRAGMA query_only = 1", NULL, NULL, NULL);
     bf_dashboard d;
     int status = 1;
-    if (bf_dashboard_init(&d, db, o.db, token) == 0) {
+    if (bf_dashboard_init(&d, db, o.db, token, o.session_ttl_s) == 0) {
         status = serve(&d, &o);
         bf_dashboard_free(&d);
     }

@@ -1,5 +1,6 @@
 /* dashboard: `bifocal dashboard [--db FILE] [--listen HOST:PORT]
- * [--token-file FILE] [--port-file FILE] [--log-level LEVEL]`: a live view
+ * [--token-file FILE] [--port-file FILE] [--log-level LEVEL]
+ * [--session-ttl SECONDS]`: a live view
  * of the sweeps in a database, served over HTTP while the daemon and the
  * workers run (docs/dashboard.md).
  *
@@ -29,9 +30,10 @@ typedef struct bf_dashboard {
 } bf_dashboard;
 
 /* Over db (read-only, BF_DB_DASHBOARD_VERSION; stays the caller's), named
- * db_path; token "" lets in loopback peers only.  0, or -1 (printed). */
+ * db_path; token "" lets in loopback peers only; a browser's session
+ * (dash_access.h) lasts session_ttl_s.  0, or -1 (printed). */
 int bf_dashboard_init(bf_dashboard *d, sqlite3 *db, const char *db_path,
-                      const char *token);
+                      const char *token, int session_ttl_s);
 void bf_dashboard_free(bf_dashboard *d);
 
 /* A bf_http_handler (ctx: a bf_dashboard): access first, then GET or HEAD

@@ -8,6 +8,7 @@
 #include "wire.h"
 
 #include <ctype.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -131,7 +132,8 @@ static void send_response(bf_http_session *s, bf_http_response *res,
     fclose(f);
     free(res->body);
     res->body = NULL;
-    s->send(s->io, out, size);
+    if (s->send(s->io, out, size))
+        s->held = 1;
 }
 
 /* Answers a broken limit or malformed bytes, then the connection closes. */
@@ -143,11 +145,14 @@ static void send_error(bf_http_session *s, int status, const char *message)
     send_response(s, &res, 0);
 }
 
-/* Stops the parser with a limit's status; the caller returns non-zero. */
-static int refuse(bf_http_session *s, int status)
+/* Stops the parser with a limit's status and what it is for (static);
+ * the caller returns non-zero. */
+static int refuse(bf_http_session *s, int status, const char *message)
 {
-    if (!s->error)
+    if (!s->error) {
         s->error = status;
+        s->error_message = message;
+    }
     return -1;
 }
 
@@ -168,7 +173,7 @@ static int append(http_parser *p, int part, const char *at, size_t len)
             s->url = s->used;
         } else if (part == PART_NAME) {
             if (s->n_headers == BF_HTTP_MAX_HEADERS)
-                return refuse(s, 431);
+                return refuse(s, 431, "request headers too large or too many");
             s->name[s->n_headers] = s->used;
         } else {
             s->value[s->n_headers++] = s->used;
@@ -177,7 +182,9 @@ static int append(http_parser *p, int part, const char *at, size_t len)
     }
     /* one byte stays free for this piece's NUL */
     if (s->used + len + 1 > sizeof s->arena)
-        return refuse(s, part == PART_URL ? 414 : 431);
+        return part == PART_URL
+               ? refuse(s, 414, "request line too long")
+               : refuse(s, 431, "request headers too large or too many");
     memcpy(s->arena + s->used, at, len);
     s->used += len;
     return 0;
@@ -219,26 +226,46 @@ static int on_headers_complete(http_parser *p)
         return -1;
     end_part(s);
     s->part = PART_NONE;
-    if (p->http_major != 1)
-        return refuse(s, 505);
+    s->body_at = s->used;
+    s->body_lost = s->used >= sizeof s->arena;
+    if (!s->body_lost)
+        s->arena[s->used] = '\0';   /* the body, empty so far */
+    if (p->http_major != 1 || p->http_minor > 1)
+        return refuse(s, 505, "HTTP version not supported (1.0 and 1.1 are)");
     /* Debian's http-parser is built lenient (a space passes in a header
      * name); RFC 9110 allows token characters only. */
+    int hosts = 0;
     for (int i = 0; i < s->n_headers; i++) {
         const char *name = s->arena + s->name[i];
         if (!*name || strspn(name, TOKEN_CHARS) != strlen(name))
-            return refuse(s, 400);
+            return refuse(s, 400, "malformed request: invalid header name");
+        hosts += strcasecmp(name, "Host") == 0;
     }
+    /* Two Hosts: which one the access rules read and which one a proxy in
+     * front read could differ (RFC 9112 3.2: 400). */
+    if (hosts > 1)
+        return refuse(s, 400, "malformed request: more than one Host header");
     if ((p->flags & F_CONTENTLENGTH) && p->content_length > BF_HTTP_MAX_BODY)
-        return refuse(s, 413);
+        return refuse(s, 413, "request body too large");
     return 0;
 }
 
+/* Keeps what of the body fits in the arena after the head (a sign-in
+ * form does); a larger one, up to BF_HTTP_MAX_BODY, is read and dropped. */
 static int on_body(http_parser *p, const char *at, size_t len)
 {
-    (void)at;
     bf_http_session *s = p->data;
     s->body += len;
-    return s->body > BF_HTTP_MAX_BODY ? refuse(s, 413) : 0;
+    if (s->body > BF_HTTP_MAX_BODY)
+        return refuse(s, 413, "request body too large");
+    if (s->body_lost || s->used + len + 1 > sizeof s->arena) {
+        s->body_lost = 1;
+        return 0;
+    }
+    memcpy(s->arena + s->used, at, len);
+    s->used += len;
+    s->arena[s->used] = '\0';
+    return 0;
 }
 
 static int on_message_complete(http_parser *p)
@@ -248,6 +275,8 @@ static int on_message_complete(http_parser *p)
         .method = http_method_str((enum http_method)p->method),
         .path = s->arena + s->url,
         .n_headers = s->n_headers,
+        .body = s->body_lost ? NULL : s->arena + s->body_at,
+        .body_len = s->body_lost ? 0 : s->used - s->body_at,
         .peer = s->peer,
     };
     char *q = strchr(s->arena + s->url, '?');
@@ -264,8 +293,13 @@ static int on_message_complete(http_parser *p)
         s->closing = 1;
     bf_http_response res = { .status = 200 };
     s->handler(s->ctx, &req, &res);
+    s->let_in |= res.let_in;
+    if (res.close)
+        s->closing = 1;
     send_response(s, &res, p->method == HTTP_HEAD);
-    if (s->closing)
+    /* Nothing more is parsed: the connection closes, or the peer must
+     * read first. */
+    if (s->closing || s->held)
         http_parser_pause(p, 1);
     return 0;
 }
@@ -295,27 +329,21 @@ void bf_http_session_init(bf_http_session *s, bf_http_handler handler,
     s->peer = peer;
 }
 
-static const char *limit_message(int status)
+int bf_http_session_feed(bf_http_session *s, const char *data, size_t len,
+                         size_t *used)
 {
-    switch (status) {
-    case 413: return "request body too large";
-    case 414: return "request line too long";
-    case 431: return "request headers too large or too many";
-    case 505: return "HTTP version not supported (1.0 and 1.1 are)";
-    default:  return "malformed request: invalid header name";
-    }
-}
-
-int bf_http_session_feed(bf_http_session *s, const char *data, size_t len)
-{
+    *used = len;
     if (s->closing)
         return 1;
-    http_parser_execute(&s->parser, &settings, data, len);
+    s->held = 0;
+    *used = http_parser_execute(&s->parser, &settings, data, len);
     if (s->closing)
         return 1;
     enum http_errno e = HTTP_PARSER_ERRNO(&s->parser);
     if (s->error) {
-        send_error(s, s->error, limit_message(s->error));
+        send_error(s, s->error, s->error_message);
+    } else if (e == HPE_PAUSED && s->held) {
+        http_parser_pause(&s->parser, 0);   /* parsed again when fed again */
     } else if (e != HPE_OK) {
         char message[160];
         snprintf(message, sizeof message, "malformed request: %s",
@@ -339,10 +367,16 @@ struct bf_http_conn {
     struct sockaddr_storage peer;
     int64_t deadline_ms;         /* closed when the clock passes it */
     int writes;                  /* uv_write requests not yet finished */
+    int reading;                 /* uv_read_start is in effect */
     int closing;                 /* answered for the last time: lingering */
     int shut;                    /* the FIN is sent */
     int eof;                     /* the peer's FIN came: close once written */
-    int paused;                  /* reads stopped for back-pressure */
+    int stranger;                /* none of its requests let in yet (counted
+                                    in server->n_strangers) */
+    /* Bytes read but not parsed yet, held while the peer is over its
+     * budget: in[in_at, in_len).  Owned; NULL when none. */
+    char *in;
+    size_t in_at, in_len;
     bf_http_session session;
 };
 
@@ -353,7 +387,9 @@ typedef struct write_req {
 
 static void on_closed(uv_handle_t *h)
 {
-    free(h);
+    bf_http_conn *c = (bf_http_conn *)h;
+    free(c->in);
+    free(c);
 }
 
 static void close_conn(bf_http_conn *c)
@@ -368,6 +404,7 @@ static void close_conn(bf_http_conn *c)
     if (c->next)
         c->next->prev = c->prev;
     s->n_conns--;
+    s->n_strangers -= c->stranger;
     uv_close((uv_handle_t *)&c->tcp, on_closed);
 }
 
@@ -379,7 +416,83 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+static void on_written(uv_write_t *req, int status);
 static void close_after_writes(bf_http_conn *c);
+
+static void start_reading(bf_http_conn *c)
+{
+    if (!c->reading && !uv_is_closing((uv_handle_t *)&c->tcp)) {
+        c->reading = 1;
+        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    }
+}
+
+static void stop_reading(bf_http_conn *c)
+{
+    if (c->reading) {
+        c->reading = 0;
+        uv_read_stop((uv_stream_t *)&c->tcp);
+    }
+}
+
+/* Bytes answered but not yet taken by the peer's socket. */
+static size_t queued(bf_http_conn *c)
+{
+    return uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+}
+
+/* A bf_http_send: 1 once the peer is over its budget. */
+static int send_bytes(void *io, char *bytes, size_t len)
+{
+    bf_http_conn *c = io;
+    if (uv_is_closing((uv_handle_t *)&c->tcp)) {
+        free(bytes);
+        return 1;
+    }
+    write_req *w = bf_xmalloc(sizeof *w);
+    w->bytes = bytes;
+    w->req.data = c;
+    uv_buf_t buf = uv_buf_init(bytes, (unsigned)len);
+    if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &buf, 1, on_written) < 0) {
+        free(bytes);
+        free(w);
+        close_conn(c);              /* the socket is broken */
+        return 1;
+    }
+    c->writes++;
+    return queued(c) > BF_HTTP_MAX_QUEUED;
+}
+
+/* Parses what was read and not parsed yet, answering each request, until
+ * the peer is over its budget: then the rest is held, and reads stop,
+ * until it has read (on_written). */
+static void parse_input(bf_http_conn *c)
+{
+    int was_busy = bf_http_session_busy(&c->session);
+    size_t used;
+    int done = bf_http_session_feed(&c->session, c->in + c->in_at,
+                                    c->in_len - c->in_at, &used);
+    c->in_at += used;
+    if (c->in_at == c->in_len) {
+        free(c->in);
+        c->in = NULL;
+    }
+    if (uv_is_closing((uv_handle_t *)&c->tcp))
+        return;
+    if (c->stranger && c->session.let_in) {
+        c->stranger = 0;
+        c->server->n_strangers--;
+    }
+    int64_t now = bf_monotonic_ms();
+    if (!bf_http_session_busy(&c->session))
+        c->deadline_ms = now + BF_HTTP_IDLE_MS;
+    else if (!was_busy)
+        c->deadline_ms = now + BF_HTTP_REQUEST_MS;
+    if (done)
+        close_after_writes(c);
+    else if (c->in || queued(c) > BF_HTTP_MAX_QUEUED)
+        stop_reading(c);
+}
 
 static void on_written(uv_write_t *req, int status)
 {
@@ -392,27 +505,13 @@ static void on_written(uv_write_t *req, int status)
         close_conn(c);
     } else if (c->closing) {
         close_after_writes(c);
-    } else if (c->paused && uv_stream_get_write_queue_size(
-                   (uv_stream_t *)&c->tcp) < BF_HTTP_MAX_QUEUED / 2) {
-        c->paused = 0;
-        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    } else if (!c->reading && queued(c) < BF_HTTP_MAX_QUEUED / 2) {
+        /* The peer has read: on with what it pipelined, then reads. */
+        if (c->in)
+            parse_input(c);
+        if (!c->in && !c->closing && queued(c) <= BF_HTTP_MAX_QUEUED)
+            start_reading(c);
     }
-}
-
-static void send_bytes(void *io, char *bytes, size_t len)
-{
-    bf_http_conn *c = io;
-    write_req *w = bf_xmalloc(sizeof *w);
-    w->bytes = bytes;
-    w->req.data = c;
-    uv_buf_t buf = uv_buf_init(bytes, (unsigned)len);
-    if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &buf, 1, on_written) < 0) {
-        free(bytes);
-        free(w);
-        c->closing = 1;
-        return;
-    }
-    c->writes++;
 }
 
 static void on_shutdown(uv_shutdown_t *req, int status)
@@ -421,23 +520,25 @@ static void on_shutdown(uv_shutdown_t *req, int status)
     free(req);
 }
 
-/* Ends the connection gracefully: once what was sent is written, a FIN;
- * what the peer still sends is read and dropped for up to
- * BF_HTTP_LINGER_MS, so that it reads the answer (an error, say) instead of
- * a reset for the bytes it sent after it. */
+/* Ends the connection gracefully: once what was sent is written (the peer
+ * has BF_HTTP_IDLE_MS to read it), a FIN; what the peer still sends is read
+ * and dropped for up to BF_HTTP_LINGER_MS after that, so that it reads the
+ * answer (an error, say) instead of a reset for the bytes it sent after
+ * it. */
 static void close_after_writes(bf_http_conn *c)
 {
     if (!c->closing) {
         c->closing = 1;
-        c->deadline_ms = bf_monotonic_ms() + BF_HTTP_LINGER_MS;
-        if (c->paused) {
-            c->paused = 0;
-            uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
-        }
+        c->deadline_ms = bf_monotonic_ms() + BF_HTTP_IDLE_MS;
+        free(c->in);                /* what it pipelined is not answered */
+        c->in = NULL;
+        if (!c->eof)
+            start_reading(c);
     }
     if (c->writes > 0 || c->shut)
         return;
     c->shut = 1;
+    c->deadline_ms = bf_monotonic_ms() + BF_HTTP_LINGER_MS;
     uv_shutdown_t *req = bf_xmalloc(sizeof *req);
     if (uv_shutdown(req, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
         free(req);
@@ -453,22 +554,14 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     } else if (nread < 0) {
         /* It has said all but not read all: its answers go out first. */
         c->eof = 1;
-        uv_read_stop(stream);
+        stop_reading(c);
         close_after_writes(c);
     } else if (nread > 0 && !c->closing) {
-        int was_busy = bf_http_session_busy(&c->session);
-        int done = bf_http_session_feed(&c->session, buf->base, (size_t)nread);
-        int64_t now = bf_monotonic_ms();
-        if (!bf_http_session_busy(&c->session))
-            c->deadline_ms = now + BF_HTTP_IDLE_MS;
-        else if (!was_busy)
-            c->deadline_ms = now + BF_HTTP_REQUEST_MS;
-        if (done || c->closing) {
-            close_after_writes(c);
-        } else if (uv_stream_get_write_queue_size(stream) > BF_HTTP_MAX_QUEUED) {
-            c->paused = 1;
-            uv_read_stop(stream);
-        }
+        c->in = buf->base;          /* taken: freed once parsed */
+        c->in_at = 0;
+        c->in_len = (size_t)nread;
+        parse_input(c);
+        return;
     }
     free(buf->base);
 }
@@ -493,6 +586,116 @@ static void on_timer(uv_timer_t *t)
     }
 }
 
+/* ---- who gets a place ------------------------------------------------------ */
+
+static int same_address(const struct sockaddr_storage *a,
+                        const struct sockaddr_storage *b)
+{
+    if (a->ss_family != b->ss_family)
+        return 0;
+    if (a->ss_family == AF_INET)
+        return memcmp(&((const struct sockaddr_in *)a)->sin_addr,
+                      &((const struct sockaddr_in *)b)->sin_addr,
+                      sizeof(struct in_addr)) == 0;
+    if (a->ss_family == AF_INET6)
+        return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                      &((const struct sockaddr_in6 *)b)->sin6_addr,
+                      sizeof(struct in6_addr)) == 0;
+    return 0;
+}
+
+/* Whether c is a stranger that has nothing on its way: no bytes the
+ * server has yet to read or parse.  Evicting such a one loses no request;
+ * one whose request waits is read in this loop pass, and let in or
+ * refused (which closes it). */
+static int idle_stranger(bf_http_conn *c)
+{
+    uv_os_fd_t fd;
+    char byte;
+    return c->stranger && !c->in
+           && uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0
+           && recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) <= 0;
+}
+
+static int strangers_of(bf_http_server *s, const struct sockaddr_storage *addr)
+{
+    int n = 0;
+    for (bf_http_conn *c = s->conns; c; c = c->next)
+        n += c->stranger && same_address(&c->peer, addr);
+    return n;
+}
+
+/* The address that holds the most strangers (there is one: called when
+ * they are at their cap). */
+static const struct sockaddr_storage *busiest_address(bf_http_server *s)
+{
+    const struct sockaddr_storage *busiest = NULL;
+    int most = 0;
+    for (bf_http_conn *c = s->conns; c; c = c->next) {
+        int n = c->stranger ? strangers_of(s, &c->peer) : 0;
+        if (n > most) {
+            most = n;
+            busiest = &c->peer;
+        }
+    }
+    return busiest;
+}
+
+/* The oldest idle stranger of addr's address (any address: NULL), or
+ * NULL if none. */
+static bf_http_conn *oldest_idle_stranger(bf_http_server *s,
+                                          const struct sockaddr_storage *addr)
+{
+    bf_http_conn *oldest = NULL;
+    for (bf_http_conn *c = s->conns; c; c = c->next)   /* newest first */
+        if ((!addr || same_address(&c->peer, addr)) && idle_stranger(c))
+            oldest = c;
+    return oldest;
+}
+
+/* At the cap: the oldest connection lingering after its last answer or
+ * of an idle stranger, else the oldest stranger's; NULL if every place is
+ * held by a connection that was let in. */
+static bf_http_conn *oldest_replaceable(bf_http_server *s)
+{
+    bf_http_conn *oldest = NULL, *oldest_stranger = NULL;
+    for (bf_http_conn *c = s->conns; c; c = c->next) {
+        if (c->closing || idle_stranger(c))
+            oldest = c;
+        if (c->stranger)
+            oldest_stranger = c;
+    }
+    return oldest ? oldest : oldest_stranger;
+}
+
+static void evict(bf_http_conn *c, const char *why)
+{
+    bf_log_debug("dashboard: a connection closed for a newcomer: %s", why);
+    close_conn(c);
+}
+
+/* Makes a place for a new connection from addr, itself a stranger's: it
+ * takes an idle stranger's place rather than be refused, so that strangers
+ * never keep out one who would be let in.  0, or -1 when all
+ * BF_HTTP_MAX_CONNS places are held by connections that were let in. */
+static int make_place(bf_http_server *s, const struct sockaddr_storage *addr)
+{
+    bf_http_conn *victim = NULL;
+    if (strangers_of(s, addr) >= BF_HTTP_MAX_STRANGERS_PER_ADDR)
+        victim = oldest_idle_stranger(s, addr);
+    else if (s->n_strangers >= BF_HTTP_MAX_STRANGERS)
+        victim = oldest_idle_stranger(s, busiest_address(s));
+    if (victim)
+        evict(victim, "strangers are at their cap");
+    if (s->n_conns < BF_HTTP_MAX_CONNS)
+        return 0;
+    victim = oldest_replaceable(s);
+    if (!victim)
+        return -1;
+    evict(victim, "connections are at their cap");
+    return 0;
+}
+
 static void on_connection(uv_stream_t *listener, int status)
 {
     bf_http_server *s = listener->data;
@@ -509,6 +712,7 @@ static void on_connection(uv_stream_t *listener, int status)
     }
     int len = sizeof c->peer;
     uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&c->peer, &len);
+    int full = make_place(s, &c->peer);
     bf_http_session_init(&c->session, s->handler, s->ctx, send_bytes, c,
                          (const struct sockaddr *)&c->peer);
     c->next = s->conns;
@@ -516,10 +720,14 @@ static void on_connection(uv_stream_t *listener, int status)
         s->conns->prev = c;
     s->conns = c;
     s->n_conns++;
+    c->stranger = 1;
+    s->n_strangers++;
     c->deadline_ms = bf_monotonic_ms() + BF_HTTP_REQUEST_MS;
     uv_tcp_nodelay(&c->tcp, 1);
-    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
-    if (s->n_conns > BF_HTTP_MAX_CONNS) {
+    start_reading(c);
+    if (full) {
+        bf_log_warn("dashboard: %d connections, all let in: a new one is "
+                    "answered 503", BF_HTTP_MAX_CONNS);
         send_error(&c->session, 503, "too many connections");
         close_after_writes(c);
     }

@@ -15,16 +15,32 @@
  * answered in order.
  *
  * What a malformed or hostile peer gets: 400 for bytes that are not HTTP
- * (or a header name that is not a token), 505 for a version other than
- * 1.x, 414 for a request line over BF_HTTP_MAX_HEAD, 431 for headers over
- * it or more than BF_HTTP_MAX_HEADERS of them, 413 for a body over
- * BF_HTTP_MAX_BODY, each with a JSON error and the connection closed after
- * it (reading and dropping what the peer still sends for
- * BF_HTTP_LINGER_MS, so it sees the answer rather than a reset); a request
- * not complete within BF_HTTP_REQUEST_MS of its first byte gets 408; a
- * connection idle for BF_HTTP_IDLE_MS is closed; one beyond
- * BF_HTTP_MAX_CONNS gets 503; a peer that stops reading has its reads
- * paused while BF_HTTP_MAX_QUEUED bytes wait for it. */
+ * (or a header name that is not a token, or more than one Host header),
+ * 505 for a version other than 1.0 or 1.1, 414 for a request line over
+ * BF_HTTP_MAX_HEAD, 431 for headers over it or more than
+ * BF_HTTP_MAX_HEADERS of them, 413 for a body over BF_HTTP_MAX_BODY, each
+ * with a JSON error and the connection closed after it (reading and
+ * dropping what the peer still sends for BF_HTTP_LINGER_MS, so it sees the
+ * answer rather than a reset); a request not complete within
+ * BF_HTTP_REQUEST_MS of its first byte gets 408; a connection idle for
+ * BF_HTTP_IDLE_MS is closed.
+ *
+ * What a peer can cost:
+ *   - memory: a peer that stops reading is answered until BF_HTTP_MAX_QUEUED
+ *     bytes wait for it; then no further request of its is parsed (what it
+ *     pipelined waits, unparsed, in the one read buffer it came in) and its
+ *     reads stop, until half of that has gone out;
+ *   - a place: a connection is a stranger's until the handler lets one of
+ *     its requests in (bf_http_response.let_in; a handler that refuses one
+ *     sets close).  Strangers have their own budget,
+ *     BF_HTTP_MAX_STRANGERS_PER_ADDR per address and BF_HTTP_MAX_STRANGERS
+ *     in all, within BF_HTTP_MAX_CONNS: a new connection over it closes
+ *     the oldest idle stranger (of its own address, else of the address
+ *     holding the most; idle: nothing of it waits to be read, so no
+ *     request on its way is lost), never itself, so strangers cannot keep
+ *     out a peer that would be let in.  At BF_HTTP_MAX_CONNS a newcomer
+ *     takes the place of one lingering after its last answer or of a
+ *     stranger; only when all are let in is it answered 503. */
 #ifndef BF_HTTP_H
 #define BF_HTTP_H
 
@@ -40,6 +56,8 @@
 #define BF_HTTP_MAX_HEADERS 64
 #define BF_HTTP_MAX_BODY ((size_t)64 << 10)  /* read and ignored */
 #define BF_HTTP_MAX_CONNS 256
+#define BF_HTTP_MAX_STRANGERS 64
+#define BF_HTTP_MAX_STRANGERS_PER_ADDR 16
 #define BF_HTTP_REQUEST_MS 10000
 #define BF_HTTP_IDLE_MS 60000
 #define BF_HTTP_MAX_QUEUED ((size_t)8 << 20)
@@ -54,6 +72,10 @@ typedef struct bf_http_request {
     int n_headers;
     const char *header_name[BF_HTTP_MAX_HEADERS];
     const char *header_value[BF_HTTP_MAX_HEADERS];
+    const char *body;            /* NUL-terminated; "" if none; NULL when it
+                                    did not fit beside the request line and
+                                    headers in BF_HTTP_MAX_HEAD */
+    size_t body_len;
     const struct sockaddr *peer; /* the connection's peer; NULL: unknown */
 } bf_http_request;
 
@@ -74,6 +96,10 @@ typedef struct bf_http_response {
     char *body;                  /* malloc'd; taken over by the transport */
     const char *static_body;     /* or this, not freed (used if body NULL) */
     size_t body_len;
+    int let_in;                  /* the peer may be served (it passed the
+                                    access rules): its connection is no
+                                    longer a stranger's */
+    int close;                   /* close the connection after this answer */
 } bf_http_response;
 
 /* Appends one header line ("Name: value", without CRLF).  A line that does
@@ -90,8 +116,11 @@ typedef void (*bf_http_handler)(void *ctx, const bf_http_request *req,
 
 /* ---- one connection's requests (no I/O) ----------------------------------- */
 
-/* Receives the serialised responses; takes bytes over (frees them). */
-typedef void (*bf_http_send)(void *io, char *bytes, size_t len);
+/* Receives the serialised responses; takes bytes over (frees them).
+ * Returns 1 when what now waits for the peer is over its budget
+ * (BF_HTTP_MAX_QUEUED): no further request is parsed until the caller
+ * feeds the rest again; else 0. */
+typedef int (*bf_http_send)(void *io, char *bytes, size_t len);
 
 typedef struct bf_http_session {
     http_parser parser;
@@ -101,8 +130,14 @@ typedef struct bf_http_session {
     void *io;
     const struct sockaddr *peer;
     size_t body;                 /* body bytes seen */
+    size_t body_at;              /* where the body starts in the arena */
+    int body_lost;               /* it did not fit in the arena */
     int error;                   /* status of a limit broken, or 0 */
+    const char *error_message;   /* static: what that status is for */
     int in_request;              /* between a request's first byte and end */
+    int held;                    /* the last answer left the peer over its
+                                    budget: parsing stopped after it */
+    int let_in;                  /* a request was let in on this connection */
     int closing;
     /* The request being read: the URL, then each header name and value,
      * NUL-terminated, in the arena; offsets into it. */
@@ -119,10 +154,15 @@ void bf_http_session_init(bf_http_session *s, bf_http_handler handler,
                           const struct sockaddr *peer);
 
 /* Feeds bytes; each complete request is answered through send before this
- * returns.  Returns 0 while the connection stays open, 1 once it must
- * close after what was sent (an error was answered, the peer asked to
- * close, or it asked to switch protocols).  No more bytes may be fed then. */
-int bf_http_session_feed(bf_http_session *s, const char *data, size_t len);
+ * returns, until an answer leaves the peer over its budget: then parsing
+ * stops after that request.  *used says how many bytes were taken; the
+ * rest (data + *used) is the caller's to feed again once the peer has
+ * read.  Returns 0 while the connection stays open, 1 once it must close
+ * after what was sent (an error was answered, the handler or the peer
+ * asked to close, or it asked to switch protocols).  No more bytes may be
+ * fed then. */
+int bf_http_session_feed(bf_http_session *s, const char *data, size_t len,
+                         size_t *used);
 
 /* Whether a request has started but not ended. */
 int bf_http_session_busy(const bf_http_session *s);
@@ -137,8 +177,10 @@ typedef struct bf_http_server {
     uv_timer_t timer;            /* closes connections past their deadline */
     bf_http_handler handler;
     void *ctx;
-    bf_http_conn *conns;
+    bf_http_conn *conns;         /* newest first */
     int n_conns;
+    int n_strangers;             /* connections none of whose requests was
+                                    let in yet */
     int port;                    /* the bound port */
 } bf_http_server;
 

@@ -5,18 +5,30 @@
 - the JSON API: every endpoint's rows checked against the database read
   here with Python's sqlite3 (curve buckets recomputed), against `bifocal
   compare --format json`, and the "since" cursors;
-- hostile and broken HTTP: malformed requests, oversized request lines and
-  headers, too many headers, a body too large, unknown paths and methods,
-  a request that never completes, pipelining, too many connections, a Host
-  that is not loopback; after all of it the dashboard still answers and
-  the database file is unchanged (it is opened read-only);
+- hostile and broken HTTP: malformed requests (a version 1.2, two Host
+  headers, a path that is not UTF-8), oversized request lines and headers,
+  too many headers, a body too large, unknown paths and methods, a request
+  that never completes, pipelining, a Host that is not loopback; after all
+  of it the dashboard still answers and the database file is unchanged (it
+  is opened read-only);
+- what a peer can cost: peers that pipeline and never read stay within the
+  per-connection budget (the dashboard's peak RSS, from /proc); strangers'
+  idle connections beyond the cap take no place from a newcomer; the cap
+  holds for connections that were let in; a refused request's connection
+  is closed;
 - access from another host: network namespaces (scripts/cluster-hosts.sh)
-  put the dashboard on h1 and a client on h2: no token, a wrong one, the
-  token once (cookie and redirect), the cookie, a bearer header.  Making
-  the namespaces needs root; where it cannot, the test fails.
+  put the dashboard on h1 and a client on h2: no token, a wrong one, a
+  token in the URL (refused), signing in at /login (a session cookie named
+  per dashboard, never the token, Secure behind TLS, expiring), a bearer
+  header; 300 strangers' connections from h2 while a token holder there is
+  served every time.  Making the namespaces needs root; where it cannot,
+  the test fails.
 
 usage: test_dashboard_http.py BIFOCAL RESULTS_FIXTURE CLUSTER_HOSTS_SH
-       test_dashboard_http.py --request URL [HEADER...]   (the client run on h2)
+       test_dashboard_http.py --request [--method M] [--body B] [--keep-alive]
+                              URL [HEADER...]     (the client run on h2)
+       test_dashboard_http.py --hold URL N        (strangers' connections from
+                                                   h2, until stdin closes)
 """
 import hashlib
 import json
@@ -84,16 +96,47 @@ def parse_responses(data):
     return out
 
 
-def request(addr, path, method="GET", headers=(), close=True):
+def request_bytes(addr, path, method="GET", headers=(), close=True, body=b""):
     lines = ["%s %s HTTP/1.1" % (method, path), "Host: %s:%d" % addr]
     lines += list(headers)
+    if body:
+        lines.append("Content-Length: %d" % len(body))
     if close:
         lines.append("Connection: close")
-    raw = ("\r\n".join(lines) + "\r\n\r\n").encode()
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def request(addr, path, method="GET", headers=(), close=True):
+    raw = request_bytes(addr, path, method, headers, close)
     responses = parse_responses(exchange(addr, raw))
     if not responses:
         return None, {}, b""
     return responses[0]
+
+
+def closed_after_answer(addr, raw, timeout=10):
+    """Sends one keep-alive request: (its response, whether the dashboard
+    then closed the connection rather than keep it open for timeout s)."""
+    s = socket.create_connection(addr, timeout=timeout)
+    try:
+        s.sendall(raw)
+        out, closed = b"", False
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except socket.timeout:
+                break
+            except ConnectionResetError:
+                closed = True
+                break
+            if not chunk:
+                closed = True
+                break
+            out += chunk
+        r = parse_responses(out)
+        return (r[0] if r else (None, {}, b"")), closed
+    finally:
+        s.close()
 
 
 def get_json(addr, path, **kw):
@@ -107,24 +150,51 @@ def get_json(addr, path, **kw):
 # ---- the client side of the namespace test (run on h2) ----------------------
 
 def client_main(argv):
+    method, body, keep_alive = "GET", b"", False
+    while argv[0].startswith("--"):
+        if argv[0] == "--keep-alive":
+            keep_alive, argv = True, argv[1:]
+        elif argv[0] == "--method":
+            method, argv = argv[1], argv[2:]
+        elif argv[0] == "--body":
+            body, argv = argv[1].encode(), argv[2:]
+        else:
+            raise SystemExit("unknown option " + argv[0])
     url = urllib.parse.urlsplit(argv[0])
     path = url.path + ("?" + url.query if url.query else "")
-    status, headers, body = request((url.hostname, url.port), path,
-                                    headers=argv[1:])
-    print(json.dumps({"status": status, "headers": headers,
+    addr = (url.hostname, url.port)
+    raw = request_bytes(addr, path, method, argv[1:], close=not keep_alive,
+                        body=body)
+    (status, headers, body), closed = closed_after_answer(addr, raw)
+    print(json.dumps({"status": status, "headers": headers, "closed": closed,
                       "body": body.decode("utf-8", "replace")}))
+
+
+def hold_main(argv):
+    """N connections to URL's host, half idle, half after a request without
+    the token (left open by the client), held until stdin closes."""
+    url = urllib.parse.urlsplit(argv[0])
+    addr, n = (url.hostname, url.port), int(argv[1])
+    socks = []
+    for i in range(n):
+        s = socket.create_connection(addr, timeout=10)
+        if i % 2:
+            s.sendall(request_bytes(addr, url.path, close=False))
+        socks.append(s)
+    print("ready", len(socks), flush=True)
+    sys.stdin.read()
 
 
 # ---- the dashboard ------------------------------------------------------------
 
 class Dashboard:
-    def __init__(self, bifocal, db, listen, d, prefix=()):
+    def __init__(self, bifocal, db, listen, d, prefix=(), args=(), env=None):
         self.port_file = os.path.join(d, "dash-%d.port" % time.monotonic_ns())
         self.log = open(self.port_file + ".log", "w")
         self.proc = subprocess.Popen(
             list(prefix) + [bifocal, "dashboard", "--db", db, "--listen",
-                            listen, "--port-file", self.port_file],
-            stdout=self.log, stderr=self.log)
+                            listen, "--port-file", self.port_file] + list(args),
+            stdout=self.log, stderr=self.log, env=env)
         for _ in range(200):
             if os.path.exists(self.port_file):
                 self.port = int(open(self.port_file).read())
@@ -254,16 +324,28 @@ def check_errors(addr):
     check(st == 200 and b"BifocalDashboard.start" in body
           and "script-src" in h.get("content-security-policy", ""),
           "the page, with a content security policy")
-    # A loopback peer naming another host: DNS rebinding.
-    raw = b"GET /api/sweeps HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n"
-    r = parse_responses(exchange(addr, raw))
-    check(r and r[0][0] == 403, "a loopback request for another Host is refused")
+    # A path that is not UTF-8 names no page (it was echoed into a JSON
+    # error, which jansson refused: 500).
+    for path in [b"/api/\xc3\x28", b"/api/sweeps/\xff", b"/\xfe\xff"]:
+        raw = b"GET " + path + b" HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        r = parse_responses(exchange(addr, raw))
+        check(r and r[0][0] == 404 and json.loads(r[0][2]).get("error"),
+              "%r: 404 with a JSON error (got %r)" % (path, r[:1]))
+    # A loopback peer naming another host: DNS rebinding.  Refused, and the
+    # connection closed after the answer.
+    raw = b"GET /api/sweeps HTTP/1.1\r\nHost: evil.example\r\n\r\n"
+    (st, h, _), closed = closed_after_answer(addr, raw)
+    check(st == 403 and closed, "a loopback request for another Host is "
+          "refused and its connection closed (%s, closed: %s)" % (st, closed))
 
 
 def check_malformed(addr):
     cases = [
         ("garbage", b"GARBAGE\r\n\r\n", 400),
         ("bad version", b"GET / HTTP/9.9\r\n\r\n", 505),
+        ("version 1.2", b"GET / HTTP/1.2\r\nHost: localhost\r\n\r\n", 505),
+        ("two Host headers", b"GET / HTTP/1.1\r\nHost: localhost\r\n"
+         b"Host: evil.example\r\n\r\n", 400),
         ("bad header", b"GET / HTTP/1.1\r\nHo st: x\r\n\r\n", 400),
         ("NUL in the target", b"GET /\x00 HTTP/1.1\r\n\r\n", 400),
         ("control character in a header", b"GET / HTTP/1.1\r\nX: a\x01b\r\n\r\n", 400),
@@ -309,20 +391,158 @@ def check_malformed(addr):
     r = parse_responses(data)
     check(r and r[0][0] == 408 and took >= 9,
           "an incomplete request gets 408 after its 10 s (%.1f s)" % took)
-    # More connections than the cap: the last is answered 503.
-    socks = []
-    try:
-        for _ in range(256):
-            socks.append(socket.create_connection(addr, timeout=10))
-        data = exchange(addr, b"GET /api/sweeps HTTP/1.1\r\n\r\n")
-        r = parse_responses(data)
-        check(r and r[0][0] == 503, "connection 257 is answered 503")
-    finally:
-        for s in socks:
-            s.close()
-    time.sleep(0.3)
     status, _ = get_json(addr, "/api/sweeps")
     check(status == 200, "the dashboard still answers after all of it")
+
+
+# ---- what a peer can cost ---------------------------------------------------------
+
+def rss_kib(pid, field):
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError("no %s in /proc/%d/status" % (field, pid))
+
+
+PIPELINE_BOUND_MIB = 128   # the budget is 8 MiB a connection; 4 peers
+
+
+def check_pipelining(bifocal, db, d):
+    """Peers that pipeline and never read cost at most their budget each:
+    4 connections send 64 KiB of pipelined GET / (1,800 requests of a 97 KB
+    page each, 180 MB of answers a connection if all were answered) and read
+    nothing; the dashboard's peak RSS grows by less than PIPELINE_BOUND_MIB
+    (before, it answered every request of a read at once: 700 MB here, the
+    gigabytes of issue 15 with bigger answers).  Then a peer that pipelines
+    and reads late gets every answer, in order."""
+    # Under ASan, freed memory waits in a quarantine (256 MiB) before reuse,
+    # which the RSS would count: kept small here, the RSS is what is live.
+    env = dict(os.environ)
+    env["ASAN_OPTIONS"] = ":".join(filter(None, [
+        env.get("ASAN_OPTIONS"), "quarantine_size_mb=4"]))
+    dash = Dashboard(bifocal, db, "127.0.0.1:0", d, env=env)
+    try:
+        addr = ("127.0.0.1", dash.port)
+        for _ in range(3):
+            request(addr, "/")
+        before = rss_kib(dash.proc.pid, "VmRSS")
+        one = b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"
+        burst = one * (65536 // len(one))
+        peers = []
+        for _ in range(4):
+            s = socket.create_connection(addr, timeout=10)
+            s.setblocking(False)
+            sent = 0
+            while sent < len(burst):
+                try:
+                    sent += s.send(burst[sent:])
+                except BlockingIOError:
+                    break       # the kernel's buffers are full: it stopped
+            peers.append(s)
+        # The dashboard has read what it will once it answers another peer
+        # (one loop thread); a few rounds let it read what came late.
+        for _ in range(5):
+            st, _, _ = request(addr, "/api/sweeps")
+            check(st == 200, "another peer is served while 4 do not read")
+            time.sleep(0.2)
+        grown = (rss_kib(dash.proc.pid, "VmHWM") - before) / 1024
+        check(grown < PIPELINE_BOUND_MIB, "4 peers pipelining without reading "
+              "grew the dashboard by %.0f MiB (bound %d MiB)"
+              % (grown, PIPELINE_BOUND_MIB))
+        print("pipelining: peak RSS grew %.1f MiB" % grown)
+        for s in peers:
+            s.close()
+        # Held requests are answered once the peer reads: 400 pipelined,
+        # read after a pause, all 200 with the whole page, in order.
+        s = socket.create_connection(addr, timeout=30)
+        s.sendall(one * 399 + b"GET /api/nope HTTP/1.1\r\nHost: localhost\r\n"
+                  b"Connection: close\r\n\r\n")
+        time.sleep(0.5)
+        data = b""
+        while True:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            data += chunk
+        s.close()
+        r = parse_responses(data)
+        page_len = len(request(addr, "/")[2])
+        check(len(r) == 400 and all(x[0] == 200 and len(x[2]) == page_len
+                                    for x in r[:399]) and r[399][0] == 404,
+              "400 pipelined requests read late: 399 pages and the 404, in "
+              "order (got %d answers)" % len(r))
+        # The last of them asks to close: its answers, 7.8 MB (within the
+        # budget, beyond what the kernel buffers), wait for a peer that
+        # reads 3 s later; the 2 s linger starts once they are written.
+        s = socket.create_connection(addr, timeout=30)
+        s.sendall(one * 79 + b"GET / HTTP/1.1\r\nHost: localhost\r\n"
+                  b"Connection: close\r\n\r\n")
+        time.sleep(3)
+        data = b""
+        while True:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            data += chunk
+        s.close()
+        r = parse_responses(data)
+        check(len(r) == 80 and all(len(x[2]) == page_len for x in r),
+              "a peer that reads its last answers 3 s late gets them all "
+              "(got %d of 80)" % len(r))
+    finally:
+        dash.stop()
+
+
+def is_closed(s):
+    """Whether the dashboard closed s (it has sent nothing on it)."""
+    s.setblocking(False)
+    try:
+        return s.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def check_places(addr):
+    """Strangers cannot keep a newcomer out; the cap holds for connections
+    that were let in."""
+    idle = []
+    try:
+        # 300 idle connections, more than the 256 places: each newcomer
+        # takes the place of the oldest idle one of its address (the cap of
+        # 16 strangers an address), so a request is served, every time.
+        for _ in range(300):
+            idle.append(socket.create_connection(addr, timeout=10))
+        got = [request(addr, "/api/sweeps")[0] for _ in range(20)]
+        check(got == [200] * 20, "with 300 idle connections open, 20 requests "
+              "on new ones are served (got %s)" % got)
+        closed = sum(is_closed(s) for s in idle)
+        check(closed >= 300 - 16, "the idle connections beyond an address's "
+              "16 strangers were closed (%d of 300)" % closed)
+    finally:
+        for s in idle:
+            s.close()
+    time.sleep(0.5)
+    let_in = []
+    try:
+        # 256 connections each let in (a request answered, kept alive):
+        # the cap is reached, and the next is answered 503.
+        for _ in range(256):
+            s = socket.create_connection(addr, timeout=10)
+            s.sendall(b"GET /api/workers HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            let_in.append(s)
+        for s in let_in:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += s.recv(65536)
+        st, _, _ = request(addr, "/api/sweeps")
+        check(st == 503, "with 256 connections let in, a new one gets 503 "
+              "(got %s)" % st)
+    finally:
+        for s in let_in:
+            s.close()
+    time.sleep(0.5)
 
 
 # ---- access from another host ---------------------------------------------------
@@ -332,12 +552,139 @@ def on_host(hosts_sh, cluster, host, *cmd):
                           capture_output=True, text=True, timeout=60)
 
 
-def remote_get(hosts_sh, cluster, url, *headers):
+def remote(hosts_sh, cluster, url, *headers, method=None, body=None,
+           keep_alive=False):
+    opts = (["--method", method] if method else []) \
+        + (["--body", body] if body is not None else []) \
+        + (["--keep-alive"] if keep_alive else [])
     r = on_host(hosts_sh, cluster, "h2", sys.executable,
-                os.path.abspath(__file__), "--request", url, *headers)
+                os.path.abspath(__file__), "--request", *opts, url, *headers)
     if r.returncode != 0:
         raise RuntimeError("client on h2 failed: " + r.stderr)
     return json.loads(r.stdout)
+
+
+def sign_in(hosts_sh, cluster, base, token, next_page="/", *headers):
+    body = urllib.parse.urlencode({"token": token, "next": next_page})
+    return remote(hosts_sh, cluster, base + "/login",
+                  "Content-Type: application/x-www-form-urlencoded", *headers,
+                  method="POST", body=body)
+
+
+def session_cookie(r):
+    """(name, value, attributes) of a response's Set-Cookie, or None."""
+    cookie = r["headers"].get("set-cookie")
+    if not cookie:
+        return None
+    first, *attrs = [p.strip() for p in cookie.split(";")]
+    name, _, value = first.partition("=")
+    return name, value, attrs
+
+
+def check_sign_in(hosts_sh, cluster, base, port, token):
+    # No token: the API says how, a page is the sign-in form; both close.
+    r = remote(hosts_sh, cluster, base + "/api/sweeps", keep_alive=True)
+    check(r["status"] == 401 and "/login" in json.loads(r["body"])["error"],
+          "from h2 without a token: 401 saying how")
+    check(r["closed"], "the connection is closed after a 401")
+    r = remote(hosts_sh, cluster, base + "/sweeps/1?x=1", keep_alive=True)
+    check(r["status"] == 401 and 'action="/login"' in r["body"]
+          and 'value="/sweeps/1?x=1"' in r["body"]
+          and r["headers"]["content-type"].startswith("text/html"),
+          "a page from h2 without a token: 401, the sign-in form coming back")
+    check(r["closed"], "the connection is closed after the form")
+    # A token in the URL would stay in the browser's history: refused.
+    r = remote(hosts_sh, cluster, base + "/sweeps/1?token=" + token)
+    check(r["status"] == 401 and "set-cookie" not in r["headers"]
+          and "history" in r["body"],
+          "a token in the URL is refused (%s %s)" % (r["status"], r["headers"]))
+    r = remote(hosts_sh, cluster, base + "/api/sweeps?token=" + token)
+    check(r["status"] == 401, "a token in an API URL is refused")
+    # Signing in: a session of this dashboard, never the token.
+    r = sign_in(hosts_sh, cluster, base, "f" * 64, "/sweeps/1")
+    check(r["status"] == 401 and session_cookie(r) is None
+          and 'action="/login"' in r["body"], "a wrong token: 401, the form")
+    r = sign_in(hosts_sh, cluster, base, token, "/sweeps/1?x=1")
+    c = session_cookie(r)
+    check(r["status"] == 303 and r["headers"].get("location") == "/sweeps/1?x=1",
+          "signing in: a redirect to the page asked for (%s)" % r["headers"])
+    name = "bifocal_session_%d" % port
+    check(c and c[0] == name and re.fullmatch("[0-9a-f]{64}", c[1])
+          and c[1] != token and token not in r["headers"]["set-cookie"],
+          "the cookie is this dashboard's own session secret, named after "
+          "its port, never the daemon's token (%s)" % (c,))
+    attrs = [a.lower() for a in (c[2] if c else [])]
+    check("httponly" in attrs and "samesite=lax" in attrs and "path=/" in attrs
+          and "max-age=43200" in attrs and "secure" not in attrs,
+          "the cookie: HttpOnly, SameSite=Lax, 12 h, not Secure over plain "
+          "HTTP (%s)" % attrs)
+    secret = c[1] if c else ""
+    r = sign_in(hosts_sh, cluster, base, token, "/", "X-Forwarded-Proto: https")
+    c2 = session_cookie(r)
+    check(c2 and "secure" in [a.lower() for a in c2[2]],
+          "behind a TLS proxy the cookie is Secure (%s)" % (c2,))
+    check(c2 and c2[1] != secret, "each sign-in is a new secret")
+    r = sign_in(hosts_sh, cluster, base, token, "//evil.example/")
+    check(r["status"] == 303 and r["headers"].get("location") == "/",
+          "no open redirect: //host goes to /")
+    r = remote(hosts_sh, cluster, base + "/api/sweeps",
+               "Cookie: a=b; %s=%s" % (name, secret))
+    check(r["status"] == 200 and json.loads(r["body"])["sweeps"],
+          "with the session cookie from h2: 200")
+    for cookie in ["%s=%s" % (name, token), "bifocal_token=" + token,
+                   "%s=%s0" % (name, secret[:-1])]:
+        r = remote(hosts_sh, cluster, base + "/api/sweeps", "Cookie: " + cookie)
+        check(r["status"] == 401, "cookie %s...: 401" % cookie[:40])
+    r = remote(hosts_sh, cluster, base + "/api/sweeps",
+               "Authorization: Bearer " + token)
+    check(r["status"] == 200, "a bearer token from h2: 200")
+    return secret
+
+
+def check_second_dashboard(bifocal, db, hosts_sh, cluster, d, token, secret):
+    """Another dashboard beside the first: its own cookie name and secrets;
+    a session with a short lifetime ends."""
+    dash = Dashboard(bifocal, db, "0.0.0.0:0", d, args=["--session-ttl", "2"],
+                     prefix=[hosts_sh, "exec", cluster, "h1"])
+    try:
+        base = "http://10.213.0.1:%d" % dash.port
+        name = "bifocal_session_%d" % dash.port
+        r = remote(hosts_sh, cluster, base + "/api/sweeps",
+                   "Cookie: %s=%s" % (name, secret))
+        check(r["status"] == 401, "the first dashboard's session is not the "
+              "second's")
+        r = sign_in(hosts_sh, cluster, base, token)
+        c = session_cookie(r)
+        check(c and c[0] == name and "max-age=2" in [a.lower() for a in c[2]],
+              "the second dashboard's cookie has its own name and lifetime "
+              "(%s)" % (c,))
+        time.sleep(3)
+        r = remote(hosts_sh, cluster, base + "/api/sweeps",
+                   "Cookie: %s=%s" % (name, c[1] if c else ""))
+        check(r["status"] == 401, "a session past its lifetime is refused")
+    finally:
+        dash.stop()
+
+
+def check_strangers(hosts_sh, cluster, base, token):
+    """300 strangers' connections from h2 (half idle, half after a 401 they
+    would keep open): a token holder on h2 is served every time."""
+    hold = subprocess.Popen(
+        [hosts_sh, "exec", cluster, "h2", sys.executable,
+         os.path.abspath(__file__), "--hold", base + "/api/sweeps", "300"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        ready = hold.stdout.readline()
+        check(ready.startswith("ready 300"), "300 strangers' connections "
+              "from h2 (%r)" % ready)
+        got = [remote(hosts_sh, cluster, base + "/api/sweeps",
+                      "Authorization: Bearer " + token)["status"]
+               for _ in range(10)]
+        check(got == [200] * 10, "a token holder on h2 beside 300 strangers' "
+              "connections is served every time (got %s)" % got)
+    finally:
+        hold.stdin.close()
+        hold.wait(timeout=30)
 
 
 def check_remote_access(bifocal, db, hosts_sh, d):
@@ -365,37 +712,14 @@ def check_remote_access(bifocal, db, hosts_sh, d):
         dash = Dashboard(bifocal, db, "0.0.0.0:0", d,
                          prefix=[hosts_sh, "exec", cluster, "h1"])
         base = "http://10.213.0.1:%d" % dash.port
-        r = remote_get(hosts_sh, cluster, base + "/api/sweeps")
-        check(r["status"] == 401 and "token" in json.loads(r["body"])["error"],
-              "from h2 without a token: 401 saying how")
-        r = remote_get(hosts_sh, cluster, base + "/")
-        check(r["status"] == 401, "the page from h2 without a token: 401")
-        r = remote_get(hosts_sh, cluster, base + "/sweeps/1?token=" + "f" * 64)
-        check(r["status"] == 401, "a wrong token: 401")
-        r = remote_get(hosts_sh, cluster, base + "/sweeps/1?x=1&token=" + token)
-        cookie = r["headers"].get("set-cookie", "")
-        check(r["status"] == 303 and r["headers"].get("location") == "/sweeps/1?x=1",
-              "the token once: a redirect to the page without it (%s)" % r["headers"])
-        check(cookie.startswith("bifocal_token=" + token + ";") and "HttpOnly" in cookie,
-              "... and the cookie (%s)" % cookie)
-        r = remote_get(hosts_sh, cluster, base + "//evil.example/?token=" + token)
-        check(r["status"] == 303 and r["headers"].get("location") == "/",
-              "no open redirect: //host goes to /")
-        r = remote_get(hosts_sh, cluster, base + "/api/sweeps",
-                       "Cookie: a=b; bifocal_token=" + token)
-        check(r["status"] == 200 and json.loads(r["body"])["sweeps"],
-              "with the cookie from h2: 200")
-        r = remote_get(hosts_sh, cluster, base + "/api/sweeps",
-                       "Cookie: bifocal_token=" + token[:-1] + "0")
-        check(r["status"] == 401, "a wrong cookie: 401")
-        r = remote_get(hosts_sh, cluster, base + "/api/sweeps",
-                       "Authorization: Bearer " + token)
-        check(r["status"] == 200, "a bearer token from h2: 200")
+        secret = check_sign_in(hosts_sh, cluster, base, dash.port, token)
+        check_strangers(hosts_sh, cluster, base, token)
         r = on_host(hosts_sh, cluster, "h1", sys.executable,
                     os.path.abspath(__file__), "--request",
                     "http://127.0.0.1:%d/api/sweeps" % dash.port)
         check(r.returncode == 0 and json.loads(r.stdout)["status"] == 200,
               "on h1's loopback no token is needed")
+        check_second_dashboard(bifocal, db, hosts_sh, cluster, d, token, secret)
     finally:
         if dash:
             dash.stop()
@@ -419,8 +743,10 @@ def main():
             check_api(bifocal, db, addr)
             check_errors(addr)
             check_malformed(addr)
+            check_places(addr)
         finally:
             dash.stop()
+        check_pipelining(bifocal, db, d)
         check(sha256(db) == before, "the database file is unchanged")
         check_remote_access(bifocal, db, hosts_sh, d)
     finally:
@@ -433,5 +759,7 @@ def main():
 
 if len(sys.argv) > 1 and sys.argv[1] == "--request":
     client_main(sys.argv[2:])
+elif len(sys.argv) > 1 and sys.argv[1] == "--hold":
+    hold_main(sys.argv[2:])
 else:
     main()

@@ -7,8 +7,11 @@
  * a well-formed HTTP/1.1 response whose JSON body parses.
  *
  * Input: byte 0 picks the peer (bit 0: loopback or another host, whose
- * requests need the token) and the size of the chunks the rest is fed in
- * (bits 1-7), as a socket splits a stream anywhere.  The database, made
+ * requests need the token), whether the peer reads its answers (bit 1:
+ * when not, every answer leaves it over its budget, so the session stops
+ * after each request and is fed the rest again, as the server does once
+ * the peer has read) and the size of the chunks the rest is fed in (bits
+ * 2-7), as a socket splits a stream anywhere.  The database, made
  * once through the real store, holds a sweep of six jobs: succeeded ones
  * with curves, evaluations and frequencies, a failed one, a running one
  * and queued ones. */
@@ -109,16 +112,19 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     snprintf(path, sizeof path, "%s/dash.db", dir);
     make_database(path);
     ro = bf_db_open(path, BF_DB_DASHBOARD_VERSION);
-    if (!ro || bf_dashboard_init(&dash, ro, path, token))
+    if (!ro || bf_dashboard_init(&dash, ro, path, token, 60))
         abort();
     return 0;
 }
 
 /* ---- the socket layer, replaced ------------------------------------------- */
 
+static int peer_reads;
+
 /* io is the session: an answer to HEAD (sent while its parser holds that
- * method) has a length but no body; an error answer always has its body. */
-static void check_answer(void *io, char *bytes, size_t len)
+ * method) has a length but no body; an error answer always has its body.
+ * Returns whether the peer is over its budget (it reads nothing). */
+static int check_answer(void *io, char *bytes, size_t len)
 {
     const bf_http_session *s = io;
     int head_only = s->parser.method == HTTP_HEAD;
@@ -143,6 +149,7 @@ static void check_answer(void *io, char *bytes, size_t len)
         json_decref(body);
     }
     free(bytes);
+    return !peer_reads;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -151,15 +158,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     struct sockaddr_in peer = { .sin_family = AF_INET };
     peer.sin_addr.s_addr = htonl(data[0] & 1 ? 0x7f000001 : 0x0a000002);
-    size_t chunk = (size_t)(data[0] >> 1) + 1;
+    peer_reads = !(data[0] & 2);
+    size_t chunk = (size_t)(data[0] >> 2) + 1;
     static bf_http_session s;    /* 16 KiB arena: not on the stack */
     bf_http_session_init(&s, bf_dashboard_handle, &dash, check_answer, &s,
                          (struct sockaddr *)&peer);
     for (size_t at = 1; at < size;) {
-        size_t n = size - at < chunk ? size - at : chunk;
-        if (bf_http_session_feed(&s, (const char *)data + at, n))
+        size_t n = size - at < chunk ? size - at : chunk, used;
+        int done = bf_http_session_feed(&s, (const char *)data + at, n, &used);
+        /* It stops early only at a request's end, so it takes a byte at
+         * least: fed again, it goes on (no stall). */
+        if (used > n || (used == 0 && !done))
+            abort();
+        if (done)
             break;
-        at += n;
+        at += used;
     }
     return 0;
 }
