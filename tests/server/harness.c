@@ -276,6 +276,49 @@ int bft_serves_status(bft_daemon *d)
     return ok;
 }
 
+void bft_send_hello(bf_wire_conn *c, const char *token)
+{
+    json_t *m = json_pack("{s:s, s:i, s:s, s:s}", "type", "hello", "version",
+                          BF_WIRE_VERSION, "token", token, "role", "client");
+    bf_error err;
+    if (bf_wire_send(c, m, &err) != 0)
+        fprintf(stderr, "harness: sending a hello: %s\n", err.msg);
+    json_decref(m);
+}
+
+int bft_hello_from(bft_daemon *d, const char *src_ip, const char *token,
+                   int wait_ms, char *code)
+{
+    bf_wire_conn c;
+    code[0] = '\0';
+    if (bft_connect_from(d, &c, src_ip) != 0)
+        return 0;
+    bft_send_hello(&c, token);
+    bf_error err;
+    json_t *r = bf_wire_recv(&c, wait_ms, &err);
+    int ok = r && strcmp(bf_wire_type(r), "ack") == 0;
+    const char *got = json_string_value(json_object_get(r, "code"));
+    snprintf(code, 32, "%s", got ? got : "");
+    if (!r)
+        fprintf(stderr, "harness: hello from %s: %s\n", src_ip, err.msg);
+    json_decref(r);
+    bf_wire_close(&c);
+    return ok;
+}
+
+int bft_log_lines_with(bft_daemon *d, const char *needle)
+{
+    FILE *f = fopen(d->log, "r");
+    if (!f)
+        return -1;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
+}
+
 int bft_refused_with(bf_wire_conn *c, const char *code)
 {
     bf_error err;
