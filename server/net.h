@@ -17,9 +17,9 @@
  * line (`overloaded`).  A stranger the daemon refuses (bf_conn_fail before
  * admission, or the hello timeout) is a failed hello of its address;
  * enough of them and the address's further failed hellos are answered
- * late (a tarpit): the connection stays a stranger, reads nothing more,
- * and hears its answer once the delay is over.  A good hello is never
- * delayed.
+ * late (a tarpit): the connection stays a stranger, drops whatever it
+ * is sent, and hears its answer once the delay is over.  A good hello is
+ * never delayed.
  *
  * Logs.  Each connection has a log budget (bf_conn_log_ok): a peer cannot
  * turn its bad input into unbounded log output.  An address's delay is
