@@ -98,34 +98,53 @@ static void close_now(bf_conn *c)
     if (c->next)
         c->next->prev = c->prev;
     c->prev = c->next = NULL;
+    /* Decided while a stranger's line still goes to its address's budget. */
+    int say_closed = bf_log_enabled(BF_LOG_INFO) && bf_conn_log_ok(c);
     leave_strangers(c);
     n->cb.on_close(c);
-    if (c->log_dropped)
+    if (c->log.dropped)
         bf_log_warn("conn %llu %s: %ld log lines dropped (over its budget)",
-                    (unsigned long long)c->serial, c->peer, c->log_dropped);
-    bf_log_info("conn %llu %s closed", (unsigned long long)c->serial,
-                c->peer);
+                    (unsigned long long)c->serial, c->peer, c->log.dropped);
+    if (say_closed)
+        bf_log_info("conn %llu %s closed", (unsigned long long)c->serial,
+                    c->peer);
     uv_close((uv_handle_t *)&c->tcp, on_closed);
+}
+
+/* Whether b allows one more line now (taking it); counts it dropped if
+ * not. */
+static int budget_take(bf_log_budget *b)
+{
+    int64_t now = bf_monotonic_ms();
+    if (!b->refill_ms)
+        b->tokens = BF_CONN_LOG_BURST;
+    else
+        b->tokens += (double)(now - b->refill_ms) * BF_CONN_LOG_PER_S
+                     / 1000.0;
+    if (b->tokens > BF_CONN_LOG_BURST)
+        b->tokens = BF_CONN_LOG_BURST;
+    b->refill_ms = now;
+    if (b->tokens < 1) {
+        b->dropped++;
+        return 0;
+    }
+    b->tokens -= 1;
+    return 1;
 }
 
 int bf_conn_log_ok(bf_conn *c)
 {
-    int64_t now = bf_monotonic_ms();
-    c->log_tokens += (double)(now - c->log_refill_ms) * BF_CONN_LOG_PER_S
-                     / 1000.0;
-    if (c->log_tokens > BF_CONN_LOG_BURST)
-        c->log_tokens = BF_CONN_LOG_BURST;
-    c->log_refill_ms = now;
-    if (c->log_tokens < 1) {
-        c->log_dropped++;
+    bf_peer *e = c->stranger_of;
+    bf_log_budget *b = e ? &e->log : &c->log;
+    if (!budget_take(b))
         return 0;
-    }
-    c->log_tokens -= 1;
-    if (c->log_dropped) {
+    if (b->dropped && e)
+        bf_log_warn("strangers of %s: %ld log lines dropped (over the "
+                    "address's budget)", e->addr, b->dropped);
+    else if (b->dropped)
         bf_log_warn("conn %llu %s: %ld log lines dropped (over its budget)",
-                    (unsigned long long)c->serial, c->peer, c->log_dropped);
-        c->log_dropped = 0;
-    }
+                    (unsigned long long)c->serial, c->peer, b->dropped);
+    b->dropped = 0;
     return 1;
 }
 
@@ -463,8 +482,6 @@ static void on_connection(uv_stream_t *server, int status)
     bf_conn *c = bf_xcalloc(1, sizeof *c);
     c->net = n;
     c->serial = ++n->next_serial;
-    c->log_tokens = BF_CONN_LOG_BURST;
-    c->log_refill_ms = bf_monotonic_ms();
     bf_frame_reader_init(&c->rd, BF_WIRE_HELLO_MAX_FRAME);
     uv_tcp_init(n->loop, &c->tcp);
     if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
@@ -480,8 +497,9 @@ static void on_connection(uv_stream_t *server, int status)
     if (n->conns)
         n->conns->prev = c;
     n->conns = c;
-    bf_log_info("conn %llu %s connected", (unsigned long long)c->serial,
-                c->peer);
+    if (bf_log_enabled(BF_LOG_INFO) && bf_conn_log_ok(c))
+        bf_log_info("conn %llu %s connected", (unsigned long long)c->serial,
+                    c->peer);
     n->cb.on_connect(c);
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }

@@ -22,7 +22,10 @@
  * never delayed.
  *
  * Logs.  Each connection has a log budget (bf_conn_log_ok): a peer cannot
- * turn its bad input into unbounded log output.  An address's delay is
+ * turn its bad input into unbounded log output.  A stranger's lines
+ * (connected, refused, closed) are charged to its address's budget
+ * instead, so that opening connection after connection buys no more log
+ * output than one connection gets.  An address's delay is
  * logged when it grows; strangers closed to make room, and connections
  * accept could not take, at most once a second. */
 #ifndef BF_NET_H
@@ -92,9 +95,7 @@ struct bf_conn {
     int linger;            /* after an error: read and drop until EOF */
     int64_t linger_until_ms;  /* monotonic; set once shut down */
     int paused;            /* frames are held back (bf_conn_pause) */
-    double log_tokens;     /* the log budget left */
-    int64_t log_refill_ms;
-    long log_dropped;      /* lines over the budget not yet reported */
+    bf_log_budget log;     /* its own, once admitted (peers.h) */
     void *data;            /* the user's state for this connection */
 };
 
@@ -138,8 +139,9 @@ void bf_conn_admit(bf_conn *c, size_t max_frame);
 void bf_conn_pause(bf_conn *c);
 /* Hands c the frames held back, then reads on. */
 void bf_conn_resume(bf_conn *c);
-/* Whether c's log budget allows one more line now (taking it); logs how
- * many lines were dropped first when some were. */
+/* Whether c's log budget (its address's while a stranger) allows one more
+ * line now, taking it; logs how many lines were dropped first when some
+ * were. */
 int bf_conn_log_ok(bf_conn *c);
 /* Stops accepting and closes every connection after its pending writes. */
 void bf_net_shutdown(bf_net *n);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "log.h"
 
 #define N_BUCKETS 4096
 
@@ -82,6 +83,10 @@ void bf_peers_forget_idle(bf_peers *p, int64_t now_ms)
         for (bf_peer **link = &p->buckets[i]; *link;) {
             bf_peer *e = *link;
             if (idle(e, now_ms)) {
+                if (e->log.dropped)
+                    bf_log_warn("strangers of %s: %ld log lines dropped "
+                                "(over the address's budget)", e->addr,
+                                e->log.dropped);
                 *link = e->next;
                 free(e);
                 p->n--;

@@ -32,6 +32,14 @@
 
 struct bf_conn;
 
+/* A log budget, which net.c spends (net.h, Logs): lines over it are
+ * counted until they can be reported.  Zeroed: full, never spent. */
+typedef struct bf_log_budget {
+    double tokens;
+    int64_t refill_ms;         /* monotonic; 0: never spent */
+    long dropped;              /* lines over it not yet reported */
+} bf_log_budget;
+
 /* Strangers oldest first, linked through the connections (net.c). */
 typedef struct bf_conn_queue {
     struct bf_conn *oldest, *newest;
@@ -44,6 +52,9 @@ typedef struct bf_peer {
     int failures;              /* failed hellos since it was last forgiven */
     int64_t last_failure_ms;
     int64_t delay_ms;          /* how late its failed hellos are answered */
+    /* Its strangers' log lines share this budget: a flood of connections
+     * from one address logs no more than one connection would. */
+    bf_log_budget log;
     struct bf_peer *next;      /* hash chain */
 } bf_peer;
 
@@ -64,7 +75,8 @@ bf_peer *bf_peers_get(bf_peers *p, const char *addr);
 int64_t bf_peers_failed(bf_peers *p, bf_peer *e, int64_t now_ms);
 
 /* Drops the entries nothing depends on any more: no strangers, no failure
- * within BF_PEERS_FORGIVE_MS. */
+ * within BF_PEERS_FORGIVE_MS (logging how many of its strangers' lines
+ * were dropped, if any were). */
 void bf_peers_forget_idle(bf_peers *p, int64_t now_ms);
 
 #endif

@@ -238,6 +238,48 @@ static void test_hello_waiting_in_backlog(void **state)
     stop_and_clean(&d);
 }
 
+/* ---- strangers cannot flood the log ----------------------------------------- */
+
+/* No stranger is turned away unheard any more, and each connection's log
+ * lines (connected, refused, closed) used to have a budget of their own,
+ * so a flood of connections logged without bound.  A stranger's lines are
+ * charged to its address: 500 wrong hellos log no more than one
+ * connection's budget allows over the time they took (its burst, then a
+ * rate; each line let through may follow one saying how many were
+ * dropped). */
+#define N_LOGGED 500
+#define LOG_BURST 50      /* BF_CONN_LOG_BURST */
+#define LOG_PER_S 10      /* BF_CONN_LOG_PER_S */
+
+static void test_strangers_cannot_flood_the_log(void **state)
+{
+    (void)state;
+    bft_daemon d;
+    assert_int_equal(bft_daemon_start_with(&d, 30, "--hello-failures", "0",
+                                           NULL), 0);
+    int64_t t0 = bf_monotonic_ms();
+    char code[32];
+    for (int i = 0; i < N_LOGGED; i++) {
+        assert_int_equal(bft_hello_from(&d, "127.0.0.7", WRONG_TOKEN, 5000,
+                                        code), 0);
+        assert_string_equal(code, "auth");
+    }
+    /* The next line the budget lets through (it refills 1 line per
+     * 1000 / LOG_PER_S ms) says how many were dropped. */
+    bf_sleep_ms(3 * 1000 / LOG_PER_S);
+    assert_int_equal(bft_hello_from(&d, "127.0.0.7", WRONG_TOKEN, 5000, code),
+                     0);
+    double seconds = (double)(bf_monotonic_ms() - t0) / 1000.0 + 1;
+    assert_true(bft_serves_status(&d));
+    int lines = bft_log_lines_with(&d, "127.0.0.7");
+    double allowed = 2 * (LOG_BURST + LOG_PER_S * seconds);
+    print_message("%d wrong hellos in %.1f s: %d log lines (budget %.0f)\n",
+                  N_LOGGED, seconds - 1, lines, allowed);
+    assert_true(lines <= allowed);
+    assert_int_equal(bft_log_lines_with(&d, "strangers of 127.0.0.7: "), 1);
+    stop_and_clean(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -246,6 +288,7 @@ int main(void)
         cmocka_unit_test(test_failed_hellos_only_delay),
         cmocka_unit_test(test_worker_reconnects_at_once),
         cmocka_unit_test(test_hello_waiting_in_backlog),
+        cmocka_unit_test(test_strangers_cannot_flood_the_log),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
