@@ -10,6 +10,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,6 +41,9 @@ static int spawn_daemon(bft_daemon *d, const char *listen)
     if (pid < 0)
         return -1;
     if (pid == 0) {
+        /* A test that fails an assertion leaves without stopping it: the
+         * daemon goes with it rather than hold the test's output open. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd >= 0)
             dup2(fd, STDERR_FILENO);

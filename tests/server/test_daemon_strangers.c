@@ -276,7 +276,7 @@ static void test_strangers_cannot_flood_the_log(void **state)
     print_message("%d wrong hellos in %.1f s: %d log lines (budget %.0f)\n",
                   N_LOGGED, seconds - 1, lines, allowed);
     assert_true(lines <= allowed);
-    assert_int_equal(bft_log_lines_with(&d, "strangers of 127.0.0.7: "), 1);
+    assert_true(bft_log_lines_with(&d, "strangers of 127.0.0.7: ") >= 1);
     stop_and_clean(&d);
 }
 
