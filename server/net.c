@@ -98,8 +98,10 @@ static void close_now(bf_conn *c)
     if (c->next)
         c->next->prev = c->prev;
     c->prev = c->next = NULL;
-    /* Decided while a stranger's line still goes to its address's budget. */
-    int say_closed = bf_log_enabled(BF_LOG_INFO) && bf_conn_log_ok(c);
+    /* An admitted connection always says it closed; a stranger within its
+     * address's budget (decided before it leaves the strangers). */
+    int say_closed = bf_log_enabled(BF_LOG_INFO)
+                     && (!c->stranger_of || bf_conn_log_ok(c));
     leave_strangers(c);
     n->cb.on_close(c);
     if (c->log.dropped)
@@ -120,7 +122,7 @@ static int budget_take(bf_log_budget *b)
         b->tokens = BF_CONN_LOG_BURST;
     else
         b->tokens += (double)(now - b->refill_ms) * BF_CONN_LOG_PER_S
-                     / 1000.0;
+                   / 1000.0;
     if (b->tokens > BF_CONN_LOG_BURST)
         b->tokens = BF_CONN_LOG_BURST;
     b->refill_ms = now;
