@@ -2,8 +2,10 @@
  * callbacks of net.h and messages into writes. */
 #include "net.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "alloc.h"
 #include "clock.h"
@@ -16,6 +18,10 @@
  * what its peer still sends, so that the peer reads our last message. */
 #define BF_NET_LINGER_MS 2000
 
+/* The two strangers' queues a connection is in, indexes of its older and
+ * newer links: all strangers, and its address's. */
+enum { STRANGERS_ALL, STRANGERS_OF_ADDR };
+
 typedef struct write_req {
     uv_write_t req;
     char *frame;
@@ -25,7 +31,45 @@ static void on_closed(uv_handle_t *h)
 {
     bf_conn *c = (bf_conn *)h;
     bf_frame_reader_free(&c->rd);
+    json_decref(c->held_answer);
     free(c);
+}
+
+static void queue_push(bf_conn_queue *q, bf_conn *c, int k)
+{
+    c->older[k] = q->newest;
+    c->newer[k] = NULL;
+    if (q->newest)
+        q->newest->newer[k] = c;
+    else
+        q->oldest = c;
+    q->newest = c;
+    q->n++;
+}
+
+static void queue_remove(bf_conn_queue *q, bf_conn *c, int k)
+{
+    if (c->older[k])
+        c->older[k]->newer[k] = c->newer[k];
+    else
+        q->oldest = c->newer[k];
+    if (c->newer[k])
+        c->newer[k]->older[k] = c->older[k];
+    else
+        q->newest = c->older[k];
+    c->older[k] = c->newer[k] = NULL;
+    q->n--;
+}
+
+/* c, just accepted from address e (NULL: untracked), enters the caps. */
+static void become_stranger(bf_net *n, bf_conn *c, bf_peer *e)
+{
+    c->stranger = 1;
+    c->stranger_of = e;
+    c->accepted_ms = bf_monotonic_ms();
+    queue_push(&n->strangers, c, STRANGERS_ALL);
+    if (e)
+        queue_push(&e->strangers, c, STRANGERS_OF_ADDR);
 }
 
 /* c is no longer a stranger: it leaves the caps. */
@@ -34,9 +78,9 @@ static void leave_strangers(bf_conn *c)
     if (!c->stranger)
         return;
     c->stranger = 0;
-    c->net->n_strangers--;
+    queue_remove(&c->net->strangers, c, STRANGERS_ALL);
     if (c->stranger_of)
-        c->stranger_of->strangers--;
+        queue_remove(&c->stranger_of->strangers, c, STRANGERS_OF_ADDR);
     c->stranger_of = NULL;
 }
 
@@ -54,34 +98,55 @@ static void close_now(bf_conn *c)
     if (c->next)
         c->next->prev = c->prev;
     c->prev = c->next = NULL;
+    /* An admitted connection always says it closed; a stranger within its
+     * address's budget (decided before it leaves the strangers). */
+    int say_closed = bf_log_enabled(BF_LOG_INFO)
+                     && (!c->stranger_of || bf_conn_log_ok(c));
     leave_strangers(c);
     n->cb.on_close(c);
-    if (c->log_dropped)
+    if (c->log.dropped)
         bf_log_warn("conn %llu %s: %ld log lines dropped (over its budget)",
-                    (unsigned long long)c->serial, c->peer, c->log_dropped);
-    bf_log_info("conn %llu %s closed", (unsigned long long)c->serial,
-                c->peer);
+                    (unsigned long long)c->serial, c->peer, c->log.dropped);
+    if (say_closed)
+        bf_log_info("conn %llu %s closed", (unsigned long long)c->serial,
+                    c->peer);
     uv_close((uv_handle_t *)&c->tcp, on_closed);
+}
+
+/* Whether b allows one more line now (taking it); counts it dropped if
+ * not. */
+static int budget_take(bf_log_budget *b)
+{
+    int64_t now = bf_monotonic_ms();
+    if (!b->refill_ms)
+        b->tokens = BF_CONN_LOG_BURST;
+    else
+        b->tokens += (double)(now - b->refill_ms) * BF_CONN_LOG_PER_S
+                   / 1000.0;
+    if (b->tokens > BF_CONN_LOG_BURST)
+        b->tokens = BF_CONN_LOG_BURST;
+    b->refill_ms = now;
+    if (b->tokens < 1) {
+        b->dropped++;
+        return 0;
+    }
+    b->tokens -= 1;
+    return 1;
 }
 
 int bf_conn_log_ok(bf_conn *c)
 {
-    int64_t now = bf_monotonic_ms();
-    c->log_tokens += (double)(now - c->log_refill_ms) * BF_CONN_LOG_PER_S
-                     / 1000.0;
-    if (c->log_tokens > BF_CONN_LOG_BURST)
-        c->log_tokens = BF_CONN_LOG_BURST;
-    c->log_refill_ms = now;
-    if (c->log_tokens < 1) {
-        c->log_dropped++;
+    bf_peer *e = c->stranger_of;
+    bf_log_budget *b = e ? &e->log : &c->log;
+    if (!budget_take(b))
         return 0;
-    }
-    c->log_tokens -= 1;
-    if (c->log_dropped) {
+    if (b->dropped && e)
+        bf_log_warn("strangers of %s: %ld log lines dropped (over the "
+                    "address's budget)", e->addr, b->dropped);
+    else if (b->dropped)
         bf_log_warn("conn %llu %s: %ld log lines dropped (over its budget)",
-                    (unsigned long long)c->serial, c->peer, c->log_dropped);
-        c->log_dropped = 0;
-    }
+                    (unsigned long long)c->serial, c->peer, b->dropped);
+    b->dropped = 0;
     return 1;
 }
 
@@ -169,28 +234,55 @@ static void close_after_writes(bf_conn *c, int linger)
     }
 }
 
-/* A failed hello of c's address: it may start the address's back-off,
- * which is logged once for its whole length. */
-static void hello_failed(bf_conn *c)
+/* Sends msg (stolen; may be NULL) as c's last message. */
+static void send_last(bf_conn *c, json_t *msg)
+{
+    bf_conn_send(c, msg);
+    close_after_writes(c, 1);
+}
+
+/* A failed hello of c's address: how long its answer is to wait (0: not
+ * at all).  Logged when the delay grows, not once per failure. */
+static int64_t hello_failed(bf_conn *c)
 {
     bf_peer *e = c->stranger_of;
     if (!e)
-        return;
-    long refused_before = e->refused;
-    int64_t backoff = bf_peers_failed(&c->net->peers, e, bf_monotonic_ms());
-    if (backoff)
-        bf_log_warn("%s: %d failed hellos; refusing its connections for "
-                    "%lld s (%ld refused during the previous back-off)",
-                    e->addr, e->failures, (long long)(backoff / 1000),
-                    refused_before);
+        return 0;
+    int64_t before = e->delay_ms;
+    int64_t delay = bf_peers_failed(&c->net->peers, e, bf_monotonic_ms());
+    if (delay > before)
+        bf_log_warn("%s: %d failed hellos; answering its failed hellos "
+                    "after %lld s from now on (its good hellos at once)",
+                    e->addr, e->failures, (long long)(delay / 1000));
+    return delay;
 }
 
 void bf_conn_fail(bf_conn *c, json_t *msg)
 {
-    if (c->stranger && !c->closing)
-        hello_failed(c);
-    bf_conn_send(c, msg);
-    close_after_writes(c, 1);
+    if (c->closing) {
+        json_decref(msg);
+        return;
+    }
+    int64_t delay = c->stranger ? hello_failed(c) : 0;
+    if (delay == 0) {
+        send_last(c, msg);
+        return;
+    }
+    /* The tarpit: closing to the protocol (it sends and reads nothing
+     * more), still a stranger to the caps; the tick answers. */
+    c->closing = 1;
+    c->held_answer = msg;
+    c->answer_at_ms = bf_monotonic_ms() + delay;
+}
+
+/* c's time in the tarpit is over: it hears its answer, then goes. */
+static void answer_late(bf_conn *c)
+{
+    json_t *msg = c->held_answer;
+    c->held_answer = NULL;
+    c->answer_at_ms = 0;
+    c->closing = 0;
+    send_last(c, msg);
 }
 
 /* Closes c with an error `code` saying text, and logs it (within c's
@@ -302,67 +394,82 @@ static void describe_peer(bf_conn *c)
     snprintf(c->peer, sizeof c->peer, "%s:%d", ip, port);
 }
 
-/* Refuses a new connection with one error line and closes it at once:
- * no reader, no session, nothing kept. */
-static void refuse(bf_conn *c, const char *code, const char *text)
-{
-    json_t *m = bf_wire_error(code, NULL, NULL, "%s", text);
-    size_t len;
-    char *frame = bf_wire_encode(m, &len);
-    json_decref(m);
-    uv_buf_t buf = uv_buf_init(frame, (unsigned)len);
-    uv_try_write((uv_stream_t *)&c->tcp, &buf, 1);
-    free(frame);
-    uv_close((uv_handle_t *)&c->tcp, on_closed);
-}
-
-/* A connection refused (a full cap, or accept failed): logged at most once
- * a second, with how many since. */
-static void log_refusal(bf_net *n, const char *why)
+/* A connection turned away (closed to make room, or accept failed):
+ * logged at most once a second, with how many since. */
+static void log_turned_away(bf_net *n, const char *why)
 {
     int64_t now = bf_monotonic_ms();
-    n->refusals_unlogged++;
-    if (now - n->refusal_logged_ms < 1000)
+    n->turned_away_unlogged++;
+    if (now - n->turned_away_logged_ms < 1000)
         return;
-    bf_log_warn("refused %ld connection%s, the last: %s",
-                n->refusals_unlogged, n->refusals_unlogged == 1 ? "" : "s",
-                why);
-    n->refusal_logged_ms = now;
-    n->refusals_unlogged = 0;
+    bf_log_warn("%ld connection%s turned away, the last: %s",
+                n->turned_away_unlogged,
+                n->turned_away_unlogged == 1 ? "" : "s", why);
+    n->turned_away_logged_ms = now;
+    n->turned_away_unlogged = 0;
 }
 
-/* Whether c may become a stranger: its address is not in back-off and no
- * cap is full.  Otherwise refuses it. */
-static int admit_stranger(bf_net *n, bf_conn *c)
+/* Reads what c sent that the loop has not read yet (it was busy, and
+ * accepted a burst of connections first): a hello waiting there is
+ * handled before c can be closed to make room. */
+static void read_pending(bf_conn *c)
 {
-    int64_t now = bf_monotonic_ms();
-    bf_peer *e = bf_peers_get(&n->peers, c->addr);
-    char text[200];
-    if (e && e->blocked_until_ms > now) {
-        e->refused++;
-        snprintf(text, sizeof text, "too many failed hellos from %s: try "
-                 "again in %lld s", e->addr,
-                 (long long)((e->blocked_until_ms - now + 999) / 1000));
-        refuse(c, "backoff", text);
-        return 0;
+    uv_os_fd_t fd;
+    if (c->closing || uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0)
+        return;
+    uv_buf_t buf;
+    on_alloc((uv_handle_t *)&c->tcp, 0, &buf);
+    ssize_t got = recv(fd, buf.base, buf.len, MSG_DONTWAIT);
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    on_read((uv_stream_t *)&c->tcp,
+            got > 0 ? got : got == 0 ? UV_EOF : uv_translate_sys_error(errno),
+            &buf);
+}
+
+/* Closes stranger c, the oldest of a full cap (why says which), so that a
+ * newcomer fits: c had its chance to say hello, the newcomer has not, and
+ * may hold the right token.  Unless what c sent makes it leave the
+ * strangers first (a good hello, an end). */
+static void make_room_from(bf_conn *c, const char *why)
+{
+    read_pending(c);
+    if (!c->stranger)
+        return;
+    char text[300];
+    snprintf(text, sizeof text, "too many connections without a hello (%s): "
+             "the oldest is closed to make room", why);
+    if (!c->closing) {
+        json_t *m = bf_wire_error("overloaded", NULL, NULL, "%s", text);
+        size_t len;
+        char *frame = bf_wire_encode(m, &len);
+        json_decref(m);
+        uv_buf_t buf = uv_buf_init(frame, (unsigned)len);
+        uv_try_write((uv_stream_t *)&c->tcp, &buf, 1);
+        free(frame);
     }
-    if (n->n_strangers >= n->limits.max_strangers
-        || (e && e->strangers >= n->limits.max_strangers_per_addr)) {
-        snprintf(text, sizeof text, "too many connections without a hello "
-                 "(%d from %s, %d in all; limits %d and %d)",
-                 e ? e->strangers : 0, c->addr, n->n_strangers,
-                 n->limits.max_strangers_per_addr, n->limits.max_strangers);
-        log_refusal(n, text);
-        refuse(c, "overloaded", text);
-        return 0;
+    char line[400];
+    snprintf(line, sizeof line, "conn %llu %s: %s",
+             (unsigned long long)c->serial, c->peer, text);
+    log_turned_away(c->net, line);
+    close_now(c);
+}
+
+/* Makes room under both caps for one more stranger from e (NULL:
+ * untracked).  Each round takes one stranger out of its queue. */
+static void make_room(bf_net *n, bf_peer *e)
+{
+    char why[160];
+    while (e && e->strangers.n >= n->limits.max_strangers_per_addr) {
+        snprintf(why, sizeof why, "%d from %s; --max-strangers-per-addr %d",
+                 e->strangers.n, e->addr, n->limits.max_strangers_per_addr);
+        make_room_from(e->strangers.oldest, why);
     }
-    n->n_strangers++;
-    c->stranger = 1;
-    c->stranger_of = e;
-    if (e)
-        e->strangers++;
-    c->accepted_ms = now;
-    return 1;
+    while (n->strangers.n >= n->limits.max_strangers) {
+        snprintf(why, sizeof why, "%d in all; --max-strangers %d",
+                 n->strangers.n, n->limits.max_strangers);
+        make_room_from(n->strangers.oldest, why);
+    }
 }
 
 static void on_connection(uv_stream_t *server, int status)
@@ -371,14 +478,12 @@ static void on_connection(uv_stream_t *server, int status)
     if (status < 0) {
         /* libuv already shed the pending connections when out of
          * descriptors (EMFILE: its reserve descriptor trick). */
-        log_refusal(n, uv_strerror(status));
+        log_turned_away(n, uv_strerror(status));
         return;
     }
     bf_conn *c = bf_xcalloc(1, sizeof *c);
     c->net = n;
     c->serial = ++n->next_serial;
-    c->log_tokens = BF_CONN_LOG_BURST;
-    c->log_refill_ms = bf_monotonic_ms();
     bf_frame_reader_init(&c->rd, BF_WIRE_HELLO_MAX_FRAME);
     uv_tcp_init(n->loop, &c->tcp);
     if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
@@ -387,21 +492,23 @@ static void on_connection(uv_stream_t *server, int status)
     }
     uv_tcp_nodelay(&c->tcp, 1);
     describe_peer(c);
-    if (!admit_stranger(n, c))
-        return;
+    bf_peer *e = bf_peers_get(&n->peers, c->addr);
+    make_room(n, e);
+    become_stranger(n, c, e);
     c->next = n->conns;
     if (n->conns)
         n->conns->prev = c;
     n->conns = c;
-    bf_log_info("conn %llu %s connected", (unsigned long long)c->serial,
-                c->peer);
+    if (bf_log_enabled(BF_LOG_INFO) && bf_conn_log_ok(c))
+        bf_log_info("conn %llu %s connected", (unsigned long long)c->serial,
+                    c->peer);
     n->cb.on_connect(c);
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
 
 /* Closes the strangers past the hello timeout (a failed hello each) and
- * the connections done lingering, and forgets the addresses nothing
- * depends on. */
+ * the connections done lingering, answers the failed hellos whose delay is
+ * over, and forgets the addresses nothing depends on. */
 static void on_tick(uv_timer_t *t)
 {
     bf_net *n = t->data;
@@ -410,6 +517,10 @@ static void on_tick(uv_timer_t *t)
         next = c->next;
         if (c->linger_until_ms && now >= c->linger_until_ms) {
             close_now(c);
+            continue;
+        }
+        if (c->answer_at_ms && now >= c->answer_at_ms) {
+            answer_late(c);
             continue;
         }
         if (!c->stranger || c->closing
@@ -474,7 +585,7 @@ void bf_net_shutdown(bf_net *n)
     }
     for (bf_conn *c = n->conns, *next; c; c = next) {
         next = c->next;
-        if (c->linger_until_ms) {
+        if (c->linger_until_ms || c->answer_at_ms) {
             close_now(c);
             continue;
         }

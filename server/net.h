@@ -10,16 +10,24 @@
  * (reads of at most its frame limit, BF_WIRE_HELLO_MAX_FRAME), must be
  * admitted within limits.hello_timeout_ms, and counts against two caps:
  * limits.max_strangers over all addresses and max_strangers_per_addr per
- * source address (peers.h).  A stranger the daemon refuses (bf_conn_fail
- * before admission, or the hello timeout) is a failed hello of its
- * address; enough of them and the address's connections are refused for a
- * growing back-off.  Connections over a cap or from an address in back-off
- * get one error line (`overloaded`, `backoff`) and are closed at once.
+ * source address (peers.h).  A full cap never turns the newcomer away (it
+ * may hold the right token, and share its address with whoever filled the
+ * cap): the oldest stranger of the cap makes room instead, after what it
+ * sent has been read (a hello waiting there is served), with one error
+ * line (`overloaded`).  A stranger the daemon refuses (bf_conn_fail before
+ * admission, or the hello timeout) is a failed hello of its address;
+ * enough of them and the address's further failed hellos are answered
+ * late (a tarpit): the connection stays a stranger, drops whatever it
+ * is sent, and hears its answer once the delay is over.  A good hello is
+ * never delayed.
  *
  * Logs.  Each connection has a log budget (bf_conn_log_ok): a peer cannot
- * turn its bad input into unbounded log output.  Refusals of whole
- * addresses are logged once per back-off, cap refusals at most once a
- * second. */
+ * turn its bad input into unbounded log output.  A stranger's lines
+ * (connected, refused, closed) are charged to its address's budget
+ * instead, so that opening connection after connection buys no more log
+ * output than one connection gets.  An address's delay is
+ * logged when it grows; strangers closed to make room, and connections
+ * accept could not take, at most once a second. */
 #ifndef BF_NET_H
 #define BF_NET_H
 
@@ -50,8 +58,8 @@ typedef struct bf_net_limits {
     int hello_timeout_ms;        /* a stranger is closed after this */
     int max_strangers;           /* strangers at once, over all addresses */
     int max_strangers_per_addr;  /* strangers at once from one address */
-    int hello_failures;          /* failed hellos of an address before its
-                                    back-off starts; 0: never back off */
+    int hello_failures;          /* failed hellos of an address answered at
+                                    once; later ones wait; 0: none waits */
 } bf_net_limits;
 
 #define BF_NET_LIMITS_DEFAULT                                               \
@@ -77,14 +85,17 @@ struct bf_conn {
     bf_peer *stranger_of;  /* its address while a stranger (NULL: admitted,
                               or its address is untracked) */
     int stranger;          /* not admitted yet */
+    /* Its links in the strangers' queues, [0] all of them and [1] its
+     * address's (STRANGERS_ALL, STRANGERS_OF_ADDR in net.c). */
+    bf_conn *older[2], *newer[2];
+    json_t *held_answer;   /* a failed hello's answer, owned; sent at */
+    int64_t answer_at_ms;  /* this monotonic time (a tarpit) */
     int64_t accepted_ms;   /* monotonic */
     int closing;           /* no more reads or writes */
     int linger;            /* after an error: read and drop until EOF */
     int64_t linger_until_ms;  /* monotonic; set once shut down */
     int paused;            /* frames are held back (bf_conn_pause) */
-    double log_tokens;     /* the log budget left */
-    int64_t log_refill_ms;
-    long log_dropped;      /* lines over the budget not yet reported */
+    bf_log_budget log;     /* its own, once admitted (peers.h) */
     void *data;            /* the user's state for this connection */
 };
 
@@ -97,9 +108,9 @@ struct bf_net {
     bf_net_limits limits;
     bf_peers peers;
     bf_conn *conns;        /* every open connection */
-    int n_strangers;
-    int64_t refusal_logged_ms;  /* the last log line about a refusal */
-    long refusals_unlogged;
+    bf_conn_queue strangers;    /* every stranger, oldest first */
+    int64_t turned_away_logged_ms;  /* the last log line about one */
+    long turned_away_unlogged;
     uint64_t next_serial;
     int port;              /* the bound port */
 };
@@ -116,7 +127,8 @@ void bf_conn_send(bf_conn *c, json_t *msg);
  * connection is closing. */
 void bf_conn_send_frame(bf_conn *c, char *frame, size_t len);
 /* Sends msg (stolen; may be NULL), then closes once it is written.  For a
- * stranger this is a failed hello of its address. */
+ * stranger this is a failed hello of its address, and the answer may wait
+ * (a tarpit); either way nothing more is read from c. */
 void bf_conn_fail(bf_conn *c, json_t *msg);
 /* The stranger said a good hello: it leaves the strangers' caps and
  * timeout, and may send frames of up to max_frame bytes. */
@@ -127,8 +139,9 @@ void bf_conn_admit(bf_conn *c, size_t max_frame);
 void bf_conn_pause(bf_conn *c);
 /* Hands c the frames held back, then reads on. */
 void bf_conn_resume(bf_conn *c);
-/* Whether c's log budget allows one more line now (taking it); logs how
- * many lines were dropped first when some were. */
+/* Whether c's log budget (its address's while a stranger) allows one more
+ * line now, taking it; logs how many lines were dropped first when some
+ * were. */
 int bf_conn_log_ok(bf_conn *c);
 /* Stops accepting and closes every connection after its pending writes. */
 void bf_net_shutdown(bf_net *n);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "log.h"
 
 #define N_BUCKETS 4096
 
@@ -58,24 +59,21 @@ int64_t bf_peers_failed(bf_peers *p, bf_peer *e, int64_t now_ms)
 {
     if (e->failures > 0 && now_ms - e->last_failure_ms > BF_PEERS_FORGIVE_MS) {
         e->failures = 0;
-        e->backoff_ms = 0;
+        e->delay_ms = 0;
     }
     e->failures++;
     e->last_failure_ms = now_ms;
     if (p->free_failures <= 0 || e->failures <= p->free_failures)
         return 0;
-    e->backoff_ms = e->backoff_ms ? 2 * e->backoff_ms
-                                  : BF_PEERS_FIRST_BACKOFF_MS;
-    if (e->backoff_ms > BF_PEERS_MAX_BACKOFF_MS)
-        e->backoff_ms = BF_PEERS_MAX_BACKOFF_MS;
-    e->blocked_until_ms = now_ms + e->backoff_ms;
-    e->refused = 0;
-    return e->backoff_ms;
+    e->delay_ms = e->delay_ms ? 2 * e->delay_ms : BF_PEERS_FIRST_DELAY_MS;
+    if (e->delay_ms > BF_PEERS_MAX_DELAY_MS)
+        e->delay_ms = BF_PEERS_MAX_DELAY_MS;
+    return e->delay_ms;
 }
 
 static int idle(const bf_peer *e, int64_t now_ms)
 {
-    return e->strangers == 0 && e->blocked_until_ms <= now_ms
+    return e->strangers.n == 0
         && now_ms - e->last_failure_ms > BF_PEERS_FORGIVE_MS;
 }
 
@@ -85,6 +83,10 @@ void bf_peers_forget_idle(bf_peers *p, int64_t now_ms)
         for (bf_peer **link = &p->buckets[i]; *link;) {
             bf_peer *e = *link;
             if (idle(e, now_ms)) {
+                if (e->log.dropped)
+                    bf_log_warn("strangers of %s: %ld log lines dropped "
+                                "(over the address's budget)", e->addr,
+                                e->log.dropped);
                 *link = e->next;
                 free(e);
                 p->n--;

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,6 +41,9 @@ static int spawn_daemon(bft_daemon *d, const char *listen)
     if (pid < 0)
         return -1;
     if (pid == 0) {
+        /* A test that fails an assertion leaves without stopping it: the
+         * daemon goes with it rather than hold the test's output open. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd >= 0)
             dup2(fd, STDERR_FILENO);
@@ -276,6 +280,49 @@ int bft_serves_status(bft_daemon *d)
     json_decref(r);
     bf_wire_close(&c);
     return ok;
+}
+
+void bft_send_hello(bf_wire_conn *c, const char *token)
+{
+    json_t *m = json_pack("{s:s, s:i, s:s, s:s}", "type", "hello", "version",
+                          BF_WIRE_VERSION, "token", token, "role", "client");
+    bf_error err;
+    if (bf_wire_send(c, m, &err) != 0)
+        fprintf(stderr, "harness: sending a hello: %s\n", err.msg);
+    json_decref(m);
+}
+
+int bft_hello_from(bft_daemon *d, const char *src_ip, const char *token,
+                   int wait_ms, char *code)
+{
+    bf_wire_conn c;
+    code[0] = '\0';
+    if (bft_connect_from(d, &c, src_ip) != 0)
+        return 0;
+    bft_send_hello(&c, token);
+    bf_error err;
+    json_t *r = bf_wire_recv(&c, wait_ms, &err);
+    int ok = r && strcmp(bf_wire_type(r), "ack") == 0;
+    const char *got = json_string_value(json_object_get(r, "code"));
+    snprintf(code, 32, "%s", got ? got : "");
+    if (!r)
+        fprintf(stderr, "harness: hello from %s: %s\n", src_ip, err.msg);
+    json_decref(r);
+    bf_wire_close(&c);
+    return ok;
+}
+
+int bft_log_lines_with(bft_daemon *d, const char *needle)
+{
+    FILE *f = fopen(d->log, "r");
+    if (!f)
+        return -1;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
 }
 
 int bft_refused_with(bf_wire_conn *c, const char *code)

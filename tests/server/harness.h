@@ -77,6 +77,15 @@ int bft_serves_status(bft_daemon *d);
 int bft_refused_with(bf_wire_conn *c, const char *code);
 /* Sends raw bytes. */
 int bft_send_raw(bf_wire_conn *c, const char *bytes, size_t n);
+/* Sends a client hello with this token on c, without waiting. */
+void bft_send_hello(bf_wire_conn *c, const char *token);
+/* Whether a hello with this token on a fresh connection from src_ip is
+ * answered with an ack: 1, or with an error: 0 (its code in code, 32 bytes;
+ * "" when no answer came within wait_ms). */
+int bft_hello_from(bft_daemon *d, const char *src_ip, const char *token,
+                   int wait_ms, char *code);
+/* How many lines of the daemon's log hold needle. */
+int bft_log_lines_with(bft_daemon *d, const char *needle);
 
 /* Submits a sweep as a client; returns the sweep id (> 0) or -1 with the
  * error reply in *error_out (may be NULL; caller decrefs). */
