@@ -1,10 +1,11 @@
 """big_sweeps: sweeps far larger than any test could train, written with SQL
 into a database that results_fixture made (its sweep 1 is the template).
 
-    wide(db, n_jobs)        one sweep of n_jobs jobs: sweep 1's three ropes
+    wide(db, n_jobs, lean)  one sweep of n_jobs jobs: sweep 1's three ropes
                             times seeds 1..n_jobs/3, each job a copy of
                             sweep 1's job of the same rope (its evaluations,
-                            logged metrics and frequencies); every 9th job
+                            logged metrics and frequencies; lean: its
+                            evaluations and final loss only); every 9th job
                             failed.  Job rows are ~1 KB as JSON, so 30,000
                             jobs are twice what one 16 MiB frame holds.
     long(db, n_jobs, steps) one sweep of n_jobs succeeded jobs (rope and
@@ -12,7 +13,7 @@ into a database that results_fixture made (its sweep 1 is the template).
                             at every step 1..steps.
 
 Each returns the new sweep's id.  Used by test_results_paged.py and
-bench/bench_results.sh (python3 tests/client/big_sweeps.py DB wide N)."""
+bench/bench_results.sh (python3 tests/client/big_sweeps.py DB wide N [lean])."""
 import sqlite3
 import sys
 
@@ -56,20 +57,22 @@ def _copy_jobs(c, sweep, n_jobs, ropes, failing_every):
     return first
 
 
-def wide(db, n_jobs):
+def wide(db, n_jobs, lean=False):
     c = sqlite3.connect(db)
     ropes = ["rope", "spectral", "bifocal"]
     sweep = _new_sweep(c, "wide-%d" % n_jobs, n_jobs)
     first = _copy_jobs(c, sweep, n_jobs, ropes, 9)
     # A job's rows are its template's, shifted to its id.
-    for table, cols in [("evals", "step, depth, loss, accuracy"),
-                        ("metrics", "key, step, value"),
-                        ("frequencies", "step, layer, head, pair, omega")]:
+    tables = [("evals", "step, depth, loss, accuracy", ""),
+              ("metrics", "key, step, value",
+               " AND x.key = 'loss' AND x.step = 200" if lean else ""),
+              ("frequencies", "step, layer, head, pair, omega", "")]
+    for table, cols, only in tables[:2] if lean else tables:
         c.execute("""INSERT INTO %s (job_id, %s)
                      SELECT ?1 + j.idx, %s FROM jobs j
                        JOIN template t ON t.k = j.idx %% ?3
                        JOIN %s x ON x.job_id = t.job_id
-                      WHERE j.sweep_id = ?2""" % (table, cols, ", ".join("x." + f for f in cols.split(", ")), table),
+                      WHERE j.sweep_id = ?2%s""" % (table, cols, ", ".join("x." + f for f in cols.split(", ")), table, only),
                   (first, sweep, len(ropes)))
     c.commit()
     c.close()
@@ -98,6 +101,8 @@ def long(db, n_jobs, steps):
 
 if __name__ == "__main__":
     if len(sys.argv) < 4 or sys.argv[2] not in ("wide", "long"):
-        sys.exit("usage: big_sweeps.py DB wide N_JOBS | DB long N_JOBS STEPS")
-    args = [int(a) for a in sys.argv[3:]]
-    print(wide(sys.argv[1], *args) if sys.argv[2] == "wide" else long(sys.argv[1], *args))
+        sys.exit("usage: big_sweeps.py DB wide N_JOBS [lean] | DB long N_JOBS STEPS")
+    if sys.argv[2] == "wide":
+        print(wide(sys.argv[1], int(sys.argv[3]), sys.argv[4:] == ["lean"]))
+    else:
+        print(long(sys.argv[1], *[int(a) for a in sys.argv[3:]]))
