@@ -28,8 +28,8 @@ void bf_source_close(bf_source *src)
 static sqlite3_stmt *prepare_view(bf_source *src, const char *view,
                                   int64_t sweep_id)
 {
-    char sql[256];
-    if (bf_result_view_sql(view, sql, sizeof sql)) {
+    char sql[1024];
+    if (bf_result_view_sql(view, BF_PAGE_FROM_START, sql, sizeof sql)) {
         fprintf(stderr, "bifocal: unknown view '%s'\n", view);
         return NULL;
     }
@@ -53,6 +53,7 @@ static sqlite3_stmt *prepare_view(bf_source *src, const char *view,
         return NULL;
     }
     sqlite3_bind_int64(st, 1, sweep_id);
+    sqlite3_bind_int(st, 2, -1);   /* no limit: the whole sweep in page order */
     return st;
 }
 
@@ -70,18 +71,49 @@ static json_t *file_rows(bf_source *src, const char *view, int64_t sweep_id)
     return st ? bf_db_rows(src->db, st) : NULL;
 }
 
+/* Asks the daemon for the view's pages one after another (the `next` of
+ * each is the `after` of the following), handing each page's rows to
+ * on_page (borrowed): only one page is held at a time.  0, or -1 after
+ * printing the problem. */
+typedef void (*page_fn)(void *ctx, const json_t *rows);
+
+static int daemon_pages(bf_source *src, const char *view, int64_t sweep_id,
+                        page_fn on_page, void *ctx)
+{
+    json_t *after = NULL;
+    do {
+        json_t *req = json_pack("{s:s, s:s, s:I}", "type", "rows", "view",
+                                view, "sweep_id", (json_int_t)sweep_id);
+        if (after)
+            json_object_set_new(req, "after", after);
+        json_t *reply;
+        if (bf_client_request(src->cl, req, &reply))
+            return -1;
+        json_t *rows = json_object_get(reply, "rows");
+        after = json_incref(json_object_get(reply, "next"));
+        if (!json_is_array(rows) || (after && json_array_size(rows) == 0)) {
+            fprintf(stderr, "bifocal: %s sent a rows reply %s\n",
+                    src->cl->server, json_is_array(rows)
+                    ? "with a cursor but no rows" : "without rows");
+            json_decref(after);
+            json_decref(reply);
+            return -1;
+        }
+        on_page(ctx, rows);
+        json_decref(reply);
+    } while (after);
+    return 0;
+}
+
+static void extend(void *all, const json_t *rows)
+{
+    json_array_extend(all, (json_t *)rows);
+}
+
 static json_t *daemon_rows(bf_source *src, const char *view, int64_t sweep_id)
 {
-    json_t *req = json_pack("{s:s, s:s, s:I}", "type", "rows", "view", view,
-                            "sweep_id", (json_int_t)sweep_id);
-    json_t *reply;
-    if (bf_client_request(src->cl, req, &reply))
-        return NULL;
-    json_t *rows = json_incref(json_object_get(reply, "rows"));
-    json_decref(reply);
-    if (!json_is_array(rows)) {
-        fprintf(stderr, "bifocal: %s sent a rows reply without rows\n",
-                src->cl->server);
+    json_t *rows = json_array();
+    if (daemon_pages(src, view, sweep_id, extend, rows)) {
         json_decref(rows);
         return NULL;
     }
@@ -134,25 +166,35 @@ static int file_scan(bf_source *src, const char *view, int64_t sweep_id,
     return failed;
 }
 
+/* bf_source_scan's columns, picked from each row of a page. */
+typedef struct scan {
+    const char *const *columns;
+    int n;
+    bf_source_row_cb on_row;
+    void *ctx;
+} scan;
+
+static void scan_page(void *ctx, const json_t *rows)
+{
+    scan *sc = ctx;
+    double values[sc->n];
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        for (int c = 0; c < sc->n; c++) {
+            json_t *v = json_object_get(row, sc->columns[c]);
+            values[c] = json_is_number(v) ? json_number_value(v) : NAN;
+        }
+        sc->on_row(sc->ctx, values);
+    }
+}
+
 int bf_source_scan(bf_source *src, const char *view, int64_t sweep_id,
                    const char *const *columns, int n_columns,
                    bf_source_row_cb on_row, void *ctx)
 {
     if (src->db)
         return file_scan(src, view, sweep_id, columns, n_columns, on_row, ctx);
-    json_t *rows = daemon_rows(src, view, sweep_id);
-    if (!rows)
-        return -1;
-    double values[n_columns];
-    size_t i;
-    json_t *row;
-    json_array_foreach(rows, i, row) {
-        for (int c = 0; c < n_columns; c++) {
-            json_t *v = json_object_get(row, columns[c]);
-            values[c] = json_is_number(v) ? json_number_value(v) : NAN;
-        }
-        on_row(ctx, values);
-    }
-    json_decref(rows);
-    return 0;
+    scan sc = { columns, n_columns, on_row, ctx };
+    return daemon_pages(src, view, sweep_id, scan_page, &sc);
 }

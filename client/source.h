@@ -1,7 +1,8 @@
 /* source: where `results`, `compare` and `report` read a sweep from: the
- * daemon (the `rows` request) or a database file opened read-only
- * (`--db FILE`).  Both run the same result-view queries
- * (common/result_views.h) and give the same rows. */
+ * daemon (the `rows` request, page after page) or a database file opened
+ * read-only (`--db FILE`, in one pass).  Both run the same result-view
+ * statements (common/result_views.h) and give the same rows in the same
+ * order. */
 #ifndef BF_SOURCE_H
 #define BF_SOURCE_H
 
@@ -28,8 +29,9 @@ void bf_source_close(bf_source *src);
 json_t *bf_source_rows(bf_source *src, const char *view, int64_t sweep_id);
 
 /* Streams the named numeric columns of a result view's rows to on_row,
- * values in the order of columns, without building JSON for a file (the
- * curves run to millions of rows).  0, or -1 after printing the problem. */
+ * values in the order of columns, holding one page of the daemon's at a
+ * time and building no JSON for a file (the curves run to millions of
+ * rows).  0, or -1 after printing the problem. */
 typedef void (*bf_source_row_cb)(void *ctx, const double *values);
 int bf_source_scan(bf_source *src, const char *view, int64_t sweep_id,
                    const char *const *columns, int n_columns,

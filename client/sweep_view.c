@@ -44,16 +44,23 @@ typedef struct where_pairs {
     int n;
 } where_pairs;
 
+/* Every comma-separated piece must be a pair: an empty one (",", "a=1,",
+ * "") is refused, not skipped, or it would filter nothing. */
 static int where_parse(const char *where, where_pairs *w)
 {
     *w = (where_pairs){ .text = bf_xstrdup(where) };
-    char *save = NULL;
-    for (char *p = strtok_r(w->text, ",", &save); p;
-         p = strtok_r(NULL, ",", &save)) {
+    char *next = w->text;
+    while (next) {
+        char *p = next, *comma = strchr(p, ',');
+        next = comma ? comma + 1 : NULL;
+        if (comma)
+            *comma = '\0';
         char *eq = strchr(p, '=');
         if (!eq || eq == p || w->n == BF_SWEEP_MAX_FIELDS) {
             fprintf(stderr, "bifocal: --where %s: expected FIELD=VALUE[,...], "
-                            "not '%s'\n", where, p);
+                            "not '%s'%s\n", where, p,
+                    w->n == BF_SWEEP_MAX_FIELDS ? " (too many pairs)"
+                    : p[0] ? "" : " (an empty pair)");
             return -1;
         }
         *eq = '\0';

@@ -278,13 +278,17 @@ static void print_plain(watch *w, int64_t now)
 
 /* ---- polling -------------------------------------------------------------- */
 
+/* The sweep's rows of a result view (every page of them), or with view
+ * NULL its status row(s), from the reply's field key. */
 static json_t *request_rows(watch *w, const char *view, const char *key)
 {
-    json_t *req = view
-        ? json_pack("{s:s, s:s, s:I}", "type", "rows", "view", view,
-                    "sweep_id", (json_int_t)w->sweep)
-        : json_pack("{s:s, s:I}", "type", "status", "sweep_id",
-                    (json_int_t)w->sweep);
+    if (view) {
+        bf_source src;
+        bf_source_open(&src, w->cl, NULL);
+        return bf_source_rows(&src, view, w->sweep);
+    }
+    json_t *req = json_pack("{s:s, s:I}", "type", "status", "sweep_id",
+                            (json_int_t)w->sweep);
     json_t *reply;
     if (bf_client_request(w->cl, req, &reply))
         return NULL;

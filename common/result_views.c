@@ -1,37 +1,168 @@
 /* result_views: the whitelist of views a client may read by name, each
- * with the order its readers rely on (a frequency's history by step).
- * train_loss, millions of rows, is read in storage order: its reader
- * buckets steps without needing them sorted.  live_jobs (the running jobs
- * with their newest step) is what `bifocal watch` and the dashboard poll. */
+ * with its key (result_views.h).  Most views hold rows of one job each
+ * (per_job): their pages walk the sweep's jobs by primary key, CROSS JOIN
+ * keeping that walk outermost, and read each job's rows in the order of
+ * the index beneath the view, so no page sorts and none scans the rows
+ * before its cursor (train_loss runs to millions of rows a job).
+ * live_jobs (the running jobs with their newest step) is what `bifocal
+ * watch` and the dashboard poll; results is the `results` request's. */
 #include "result_views.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-static const struct {
+typedef struct view {
     const char *name;
-    const char *order_by;
-} views[] = {
-    { "sweeps",            "sweep_id" },
-    { "job_results",       "job_id" },
-    { "final_evals",       "job_id, eval_depth" },
-    { "eval_summary",      "group_config, eval_depth" },
-    { "train_loss",        NULL },   /* the largest: read unsorted */
-    { "frequency_history", "job_id, layer, head, pair, step" },
-    { "live_jobs",         "job_id" },   /* schema/005_dashboard.sql */
+    int per_job;
+    /* per_job: the order of a job's rows (none: one row per job); else the
+     * order of the sweep's rows, unique. */
+    const char *order[BF_RESULT_VIEW_MAX_KEY - 1];
+} view;
+
+static const view views[] = {
+    { "sweeps",            0, { "sweep_id" } },
+    { "job_results",       1, { NULL } },
+    { "final_evals",       1, { "eval_depth" } },
+    { "eval_summary",      0, { "group_config", "eval_depth", "stage" } },
+    { "train_loss",        1, { "step" } },
+    { "frequency_history", 1, { "layer", "head", "pair", "step" } },
+    { "live_jobs",         1, { NULL } },   /* schema/005_dashboard.sql */
+    { "results",           1, { NULL } },
 };
 
-int bf_result_view_sql(const char *view, char *buf, size_t cap)
+static const view *find(const char *name)
 {
     for (size_t i = 0; i < sizeof views / sizeof *views; i++)
-        if (strcmp(view, views[i].name) == 0) {
-            const char *order = views[i].order_by;
-            int n = snprintf(buf, cap, "SELECT * FROM %s WHERE sweep_id = ?1"
-                             "%s%s", views[i].name, order ? " ORDER BY " : "",
-                             order ? order : "");
-            return n > 0 && (size_t)n < cap ? 0 : -1;
+        if (strcmp(name, views[i].name) == 0)
+            return &views[i];
+    return NULL;
+}
+
+static int n_order(const view *v)
+{
+    int n = 0;
+    while (n < BF_RESULT_VIEW_MAX_KEY - 1 && v->order[n])
+        n++;
+    return n;
+}
+
+/* SQL text being written into a caller's buffer; overflow sticks. */
+typedef struct sql_buf {
+    char *buf;
+    size_t cap, len;
+    int overflow;
+} sql_buf;
+
+__attribute__((format(printf, 2, 3)))
+static void add(sql_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = b->overflow ? 0 : vsnprintf(b->buf + b->len, b->cap - b->len,
+                                        fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= b->cap - b->len)
+        b->overflow = 1;
+    else
+        b->len += (size_t)n;
+}
+
+/* ", v.a, v.b" or "a, b" (prefix "v." or ""), from column `from` on. */
+static void add_columns(sql_buf *b, const view *v, const char *prefix,
+                        int from)
+{
+    for (int i = from; i < n_order(v); i++)
+        add(b, "%s%s%s", i > from ? ", " : "", prefix, v->order[i]);
+}
+
+/* The rows after the cursor ?3, ?4, ... in the order of `order`, NULLs
+ * first as ORDER BY puts them: k1 after c1, or k1 the same and the rest
+ * after. */
+static void add_after(sql_buf *b, const view *v, int i)
+{
+    const char *k = v->order[i];
+    int p = 3 + i;
+    add(b, "(%s > ?%d OR (?%d IS NULL AND %s IS NOT NULL)", k, p, p, k);
+    if (i + 1 < n_order(v)) {
+        add(b, " OR (%s IS ?%d AND ", k, p);
+        add_after(b, v, i + 1);
+        add(b, ")");
+    }
+    add(b, ")");
+}
+
+static void per_job_sql(sql_buf *b, const view *v, bf_page_part part)
+{
+    int n = n_order(v);
+    if (part == BF_PAGE_REST_OF_JOB) {
+        add(b, "SELECT * FROM %s WHERE sweep_id = ?1 AND job_id = ?3 AND (",
+            v->name);
+        add_columns(b, v, "", 0);
+        add(b, ") > (");
+        for (int i = 0; i < n; i++)
+            add(b, "%s?%d", i ? ", " : "", 4 + i);
+        add(b, ") ORDER BY ");
+        add_columns(b, v, "", 0);
+    } else {
+        /* +p.sweep_id: walk the primary key, not the sweep's index (whose
+         * order is by status first). */
+        add(b, "SELECT v.* FROM jobs p CROSS JOIN %s v"
+               " WHERE +p.sweep_id = ?1 AND v.job_id = p.job_id%s"
+               " ORDER BY p.job_id", v->name,
+            part == BF_PAGE_AFTER_JOB ? " AND p.job_id > ?3" : "");
+        if (n) {
+            add(b, ", ");
+            add_columns(b, v, "v.", 0);
         }
-    return -1;
+    }
+    add(b, " LIMIT ?2");
+}
+
+static void keyed_sql(sql_buf *b, const view *v, bf_page_part part)
+{
+    add(b, "SELECT * FROM %s WHERE sweep_id = ?1", v->name);
+    if (part == BF_PAGE_AFTER) {
+        add(b, " AND ");
+        add_after(b, v, 0);
+    }
+    add(b, " ORDER BY ");
+    add_columns(b, v, "", 0);
+    add(b, " LIMIT ?2");
+}
+
+int bf_result_view_sql(const char *name, bf_page_part part, char *buf,
+                       size_t cap)
+{
+    const view *v = find(name);
+    if (!v || cap == 0)
+        return -1;
+    int fits = v->per_job
+        ? part == BF_PAGE_FROM_START || part == BF_PAGE_AFTER_JOB
+          || (part == BF_PAGE_REST_OF_JOB && n_order(v) > 0)
+        : part == BF_PAGE_FROM_START || part == BF_PAGE_AFTER;
+    if (!fits)
+        return -1;
+    sql_buf b = { .buf = buf, .cap = cap };
+    if (v->per_job)
+        per_job_sql(&b, v, part);
+    else
+        keyed_sql(&b, v, part);
+    return b.overflow ? -1 : 0;
+}
+
+int bf_result_view_key(const char *name, const char **columns, int *per_job)
+{
+    const view *v = find(name);
+    if (!v)
+        return -1;
+    int n = 0;
+    *per_job = v->per_job;
+    if (v->per_job)
+        columns[n++] = "job_id";
+    for (int i = 0; i < n_order(v); i++)
+        columns[n++] = v->order[i];
+    return n;
 }
 
 const char *bf_result_view_names(void)

@@ -776,10 +776,31 @@ static void handle_jobs(session *s, json_t *msg, const json_t *id)
     run_query(s, q);
 }
 
+/* results / rows: the page's `after` (a cursor, checked against the view
+ * by the store) and `limit`, both optional. */
+static int page_fields(session *s, json_t *msg, const json_t *id,
+                       bf_query *q)
+{
+    json_t *after = json_object_get(msg, "after");
+    int64_t limit = BF_QUERY_ROWS_MAX_LIMIT;
+    if ((after && !json_is_array(after)
+         && bad_field(s, msg, id, "after", "the `next` of the page before"))
+        || int_field(s, msg, id, "limit", 1, &limit)
+        || ((limit < 1 || limit > BF_QUERY_ROWS_MAX_LIMIT)
+            && bad_field(s, msg, id, "limit", "an integer in 1 .. "
+                         BF_STR(BF_QUERY_ROWS_MAX_LIMIT))))
+        return -1;
+    /* A copy: the pool thread reads it while the loop frees msg. */
+    q->cursor = after ? json_deep_copy(after) : NULL;
+    q->limit = (int)limit;
+    return 0;
+}
+
 static void handle_results(session *s, json_t *msg, const json_t *id)
 {
     bf_query *q = bf_query_new(BF_QUERY_RESULTS, id);
-    if (id_field(s, msg, id, "sweep_id", 0, &q->sweep_id)) {
+    if (id_field(s, msg, id, "sweep_id", 0, &q->sweep_id)
+        || page_fields(s, msg, id, q)) {
         bf_query_free(q);
         return;
     }
@@ -791,7 +812,8 @@ static void handle_rows(session *s, json_t *msg, const json_t *id)
     bf_query *q = bf_query_new(BF_QUERY_ROWS, id);
     const char *view = NULL;
     if (int_field(s, msg, id, "sweep_id", 0, &q->sweep_id)
-        || str_field(s, msg, id, "view", 0, &view)) {
+        || str_field(s, msg, id, "view", 0, &view)
+        || page_fields(s, msg, id, q)) {
         bf_query_free(q);
         return;
     }

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "alloc.h"
-#include "wire.h"
 
 void bf_queries_init(bf_queries *qs, uv_loop_t *loop, const char *db_path)
 {
@@ -38,6 +37,7 @@ void bf_query_free(bf_query *q)
     if (!q)
         return;
     json_decref(q->id);
+    json_decref(q->cursor);
     free(q->status);
     free(q->view);
     free(q->frame);
@@ -70,31 +70,90 @@ static void give_reader(bf_queries *qs, bf_store *r)
     uv_mutex_unlock(&qs->lock);
 }
 
-/* The store call of each kind; *type and *key name the reply and the
- * field holding the rows. */
-static json_t *ask(bf_store *r, bf_query *q, int64_t *next_after,
-                   const char **type, const char **key)
+/* Refused for its input (no such sweep, an unknown view, a bad cursor):
+ * the error names the field; a database failure does not. */
+static void failed(bf_query *q)
 {
-    *next_after = 0;
+    q->code = q->err.field[0] ? "not_found" : "store";
+}
+
+/* Encodes the reply of type: the request's id and the fields of extra
+ * (stolen), then, when key is not NULL, `"key":text` (text already
+ * encoded JSON, so that a page is never held as JSON objects). */
+static void encode_reply(bf_query *q, const char *type, json_t *extra,
+                         const char *key, const char *text)
+{
+    json_t *reply = json_pack("{s:s}", "type", type);
+    if (q->id)
+        json_object_set(reply, "id", q->id);
+    json_object_update(reply, extra);
+    json_decref(extra);
+    char *head = json_dumps(reply, JSON_COMPACT);
+    json_decref(reply);
+    if (!head) {
+        q->code = "store";
+        bf_error_set(&q->err, NULL, 0, NULL, "the reply cannot be encoded");
+        return;
+    }
+    /* head is "{...}": key goes before its closing brace. */
+    size_t head_len = strlen(head) - 1;
+    q->len = head_len + (key ? strlen(key) + strlen(text) + 4 : 0) + 2;
+    q->frame = bf_xmalloc(q->len + 1);
+    if (key)
+        snprintf(q->frame, q->len + 1, "%.*s,\"%s\":%s}\n", (int)head_len,
+                 head, key, text);
+    else
+        snprintf(q->frame, q->len + 1, "%s\n", head);
+    free(head);
+}
+
+/* results and rows: one page of a view. */
+static void answer_page(bf_store *r, bf_query *q)
+{
+    int results = q->kind == BF_QUERY_RESULTS;
+    bf_store_page page;
+    if (bf_store_view_page(r, results ? "results" : q->view, q->sweep_id,
+                           q->cursor, q->limit, BF_QUERY_PAGE_BYTES, &page,
+                           &q->err)) {
+        failed(q);
+        return;
+    }
+    json_t *extra = json_object();
+    if (page.next)
+        json_object_set(extra, "next", page.next);
+    encode_reply(q, results ? "results" : "rows", extra, "rows", page.rows);
+    bf_store_page_clear(&page);
+}
+
+/* The other kinds: rows as one JSON array, in the field named like the
+ * reply's content. */
+static void answer_rows(bf_store *r, bf_query *q)
+{
+    int64_t next_after = 0;
+    const char *type, *key;
+    json_t *rows;
     switch (q->kind) {
     case BF_QUERY_STATUS:
-        *type = "status", *key = "sweeps";
-        return bf_store_status(r, q->sweep_id, &q->err);
+        type = "status", key = "sweeps";
+        rows = bf_store_status(r, q->sweep_id, &q->err);
+        break;
     case BF_QUERY_JOBS:
-        *type = "jobs", *key = "jobs";
-        return bf_store_jobs(r, q->sweep_id, q->status, q->after, q->limit,
-                             next_after, &q->err);
-    case BF_QUERY_RESULTS:
-        *type = "results", *key = "rows";
-        return bf_store_results(r, q->sweep_id, &q->err);
-    case BF_QUERY_ROWS:
-        *type = "rows", *key = "rows";
-        return bf_store_view_rows(r, q->view, q->sweep_id, &q->err);
-    case BF_QUERY_WORKERS:
-        *type = "workers", *key = "workers";
-        return bf_store_workers(r, &q->err);
+        type = key = "jobs";
+        rows = bf_store_jobs(r, q->sweep_id, q->status, q->after, q->limit,
+                             &next_after, &q->err);
+        break;
+    default:
+        type = key = "workers";
+        rows = bf_store_workers(r, &q->err);
     }
-    return NULL;
+    if (!rows) {
+        failed(q);
+        return;
+    }
+    json_t *extra = json_pack("{s:o}", key, rows);
+    if (next_after)
+        json_object_set_new(extra, "next_after", json_integer(next_after));
+    encode_reply(q, type, extra, NULL, NULL);
 }
 
 static void run_on_pool(uv_work_t *work)
@@ -106,28 +165,11 @@ static void run_on_pool(uv_work_t *work)
         q->code = "store";
         return;
     }
-    int64_t next_after;
-    const char *type, *key;
-    json_t *rows = ask(r, q, &next_after, &type, &key);
+    if (q->kind == BF_QUERY_RESULTS || q->kind == BF_QUERY_ROWS)
+        answer_page(r, q);
+    else
+        answer_rows(r, q);
     give_reader(q->queries, r);
-    if (!rows) {
-        /* Refused for its input (no such sweep, an unknown status): the
-         * error names the field; a database failure does not. */
-        q->code = q->err.field[0] ? "not_found" : "store";
-        return;
-    }
-    json_t *reply = json_pack("{s:s}", "type", type);
-    if (q->id)
-        json_object_set(reply, "id", q->id);
-    json_object_set_new(reply, key, rows);
-    if (next_after)
-        json_object_set_new(reply, "next_after", json_integer(next_after));
-    q->frame = bf_wire_encode(reply, &q->len);
-    json_decref(reply);
-    if (!q->frame) {
-        q->code = "store";
-        bf_error_set(&q->err, NULL, 0, NULL, "the reply cannot be encoded");
-    }
 }
 
 /* ---- back on the loop ------------------------------------------------------ */

@@ -4,7 +4,13 @@
  * 100,000-job sweep never holds the loop: heartbeats and leases keep being
  * served meanwhile.  The reply is built and encoded on the pool thread
  * too; the loop only writes it.  A reader sees the last committed state
- * (WAL), which every reply of the loop has committed before it was sent. */
+ * (WAL), which every reply of the loop has committed before it was sent.
+ *
+ * results and rows answer a page at a time (docs/protocol.md): a reply
+ * holds at most BF_QUERY_PAGE_BYTES of rows (and the one that crosses it)
+ * and a `next` cursor when more follow, which the client sends back as
+ * `after`.  The daemon keeps nothing between pages, so a query costs it
+ * one page of memory whatever the sweep's size. */
 #ifndef BF_QUERIES_H
 #define BF_QUERIES_H
 
@@ -19,12 +25,18 @@
 /* A `jobs` page holds at most this many jobs (docs/protocol.md). */
 #define BF_QUERY_JOBS_DEFAULT_LIMIT 1000
 #define BF_QUERY_JOBS_MAX_LIMIT 10000
+/* A results or rows page: at most this many bytes of rows (and the row
+ * crossing it: a row is at most a job's config and error) ... */
+#define BF_QUERY_PAGE_BYTES ((size_t)1 << 20)
+/* ... and at most `limit` rows, 1 .. BF_QUERY_ROWS_MAX_LIMIT (its
+ * default). */
+#define BF_QUERY_ROWS_MAX_LIMIT 100000
 
 typedef enum {
     BF_QUERY_STATUS,     /* sweep_id (0: all) */
     BF_QUERY_JOBS,       /* sweep_id, status, after, limit */
-    BF_QUERY_RESULTS,    /* sweep_id */
-    BF_QUERY_ROWS,       /* view, sweep_id */
+    BF_QUERY_RESULTS,    /* sweep_id, after, limit: the results view */
+    BF_QUERY_ROWS,       /* view, sweep_id, after, limit */
     BF_QUERY_WORKERS,
 } bf_query_kind;
 
@@ -41,9 +53,11 @@ struct bf_query {
     uv_work_t work;
     bf_query_kind kind;
     json_t *id;            /* the request's id (a reference), or NULL */
-    int64_t sweep_id, after;
+    int64_t sweep_id, after;   /* after: jobs' */
     int limit;
     char *status, *view;   /* owned; NULL when absent */
+    json_t *cursor;        /* results and rows: their `after` (a reference),
+                              or NULL for the first page */
     /* filled on the pool thread */
     char *frame;
     size_t len;

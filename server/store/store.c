@@ -617,31 +617,37 @@ static json_t *real_to_json(double x)
     return isinf(x) ? json_string(x > 0 ? "inf" : "-inf") : json_real(x);
 }
 
-/* One JSON object per row, keyed by column name.  A column named "config"
- * holds the job's canonical JSON and is returned as an object. */
+/* The current row of st as one JSON object keyed by column name.  A
+ * column named "config" holds the job's canonical JSON and is returned as
+ * an object. */
+static json_t *row_to_json(sqlite3_stmt *st)
+{
+    json_t *row = json_object();
+    for (int i = 0; i < sqlite3_column_count(st); i++) {
+        const char *name = sqlite3_column_name(st, i);
+        const char *text = (const char *)sqlite3_column_text(st, i);
+        json_t *v;
+        switch (sqlite3_column_type(st, i)) {
+        case SQLITE_INTEGER: v = json_integer(sqlite3_column_int64(st, i)); break;
+        case SQLITE_FLOAT:   v = real_to_json(sqlite3_column_double(st, i)); break;
+        case SQLITE_NULL:    v = json_null(); break;
+        default:
+            v = strcmp(name, "config") == 0 ? json_loads(text, 0, NULL) : NULL;
+            if (!v)
+                v = json_string(text);
+        }
+        json_object_set_new(row, name, v ? v : json_null());
+    }
+    return row;
+}
+
+/* Every row of st as an array of row_to_json objects.  Finalizes st. */
 static json_t *rows_to_json(bf_store *s, sqlite3_stmt *st, bf_error *err)
 {
     json_t *rows = json_array();
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        json_t *row = json_object();
-        for (int i = 0; i < sqlite3_column_count(st); i++) {
-            const char *name = sqlite3_column_name(st, i);
-            const char *text = (const char *)sqlite3_column_text(st, i);
-            json_t *v;
-            switch (sqlite3_column_type(st, i)) {
-            case SQLITE_INTEGER: v = json_integer(sqlite3_column_int64(st, i)); break;
-            case SQLITE_FLOAT:   v = real_to_json(sqlite3_column_double(st, i)); break;
-            case SQLITE_NULL:    v = json_null(); break;
-            default:
-                v = strcmp(name, "config") == 0 ? json_loads(text, 0, NULL) : NULL;
-                if (!v)
-                    v = json_string(text);
-            }
-            json_object_set_new(row, name, v ? v : json_null());
-        }
-        json_array_append_new(rows, row);
-    }
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        json_array_append_new(rows, row_to_json(st));
     if (rc != SQLITE_DONE) {
         json_decref(rows);
         store__fail(s, err, sqlite3_sql(st));
@@ -759,34 +765,154 @@ json_t *bf_store_jobs(bf_store *s, int64_t sweep_id, const char *status,
     return rows;
 }
 
-json_t *bf_store_results(bf_store *s, int64_t sweep_id, bf_error *err)
+/* ---- pages of a result view --------------------------------------------- */
+
+void bf_store_page_clear(bf_store_page *page)
 {
-    if (sweep_exists(s, sweep_id, err) <= 0)
-        return NULL;
-    sqlite3_stmt *st = prepare_query(s,
-        "SELECT * FROM results WHERE sweep_id = ?1 ORDER BY job_id", err);
-    if (!st)
-        return NULL;
-    sqlite3_bind_int64(st, 1, sweep_id);
-    return rows_to_json(s, st, err);
+    free(page->rows);
+    json_decref(page->next);
+    *page = (bf_store_page){ 0 };
 }
 
-json_t *bf_store_view_rows(bf_store *s, const char *view, int64_t sweep_id,
-                           bf_error *err)
+/* A page being filled: rows encoded as they are read, so that it holds
+ * its text and one row, never the rows as JSON objects. */
+typedef struct page_fill {
+    bf_store_page *page;
+    size_t cap;
+    int max_rows;
+    size_t max_bytes;
+    json_t *last;          /* the newest row: the cursor is its key */
+    int full;
+} page_fill;
+
+static void page_append(page_fill *f, const char *text, size_t n)
 {
-    char sql[256];
-    if (bf_result_view_sql(view, sql, sizeof sql)) {
-        bf_error_set(err, NULL, 0, "view", "unknown view '%s' (allowed: %s)",
-                     view, bf_result_view_names());
-        return NULL;
+    bf_store_page *p = f->page;
+    if (p->len + n + 1 > f->cap) {
+        f->cap = 2 * (p->len + n + 1);
+        p->rows = bf_xrealloc(p->rows, f->cap);
     }
-    if (sweep_exists(s, sweep_id, err) <= 0)
-        return NULL;
+    memcpy(p->rows + p->len, text, n);
+    p->len += n;
+    p->rows[p->len] = '\0';
+}
+
+static int page_add_row(page_fill *f, sqlite3_stmt *st)
+{
+    json_t *row = row_to_json(st);
+    char *text = json_dumps(row, JSON_COMPACT);
+    if (!text) {
+        json_decref(row);
+        return -1;
+    }
+    if (f->page->n_rows++)
+        page_append(f, ",", 1);
+    page_append(f, text, strlen(text));
+    free(text);
+    json_decref(f->last);
+    f->last = row;
+    f->full = f->page->n_rows >= f->max_rows
+              || f->page->len >= f->max_bytes;
+    return 0;
+}
+
+static void bind_json(sqlite3_stmt *st, int i, const json_t *v)
+{
+    if (json_is_integer(v))
+        sqlite3_bind_int64(st, i, json_integer_value(v));
+    else if (json_is_real(v))
+        sqlite3_bind_double(st, i, json_real_value(v));
+    else if (json_is_string(v))
+        sqlite3_bind_text(st, i, json_string_value(v), -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+/* Reads one part of a page (result_views.h) into f until it is full. */
+static int page_read(bf_store *s, const char *view, bf_page_part part,
+                     int64_t sweep_id, const json_t *after, page_fill *f,
+                     bf_error *err)
+{
+    char sql[1024];
+    if (bf_result_view_sql(view, part, sql, sizeof sql))
+        return store__fail(s, err, "building a page's statement");
     sqlite3_stmt *st = prepare_query(s, sql, err);
     if (!st)
-        return NULL;
+        return -1;
     sqlite3_bind_int64(st, 1, sweep_id);
-    return rows_to_json(s, st, err);
+    sqlite3_bind_int(st, 2, f->max_rows - f->page->n_rows);
+    for (int i = 3; i <= sqlite3_bind_parameter_count(st); i++)
+        bind_json(st, i, json_array_get(after, (size_t)i - 3));
+    int rc;
+    while (!f->full && (rc = sqlite3_step(st)) == SQLITE_ROW)
+        if (page_add_row(f, st)) {
+            sqlite3_finalize(st);
+            return store__fail(s, err, "encoding a row");
+        }
+    if (!f->full && rc != SQLITE_DONE) {
+        store__fail(s, err, sql);
+        sqlite3_finalize(st);
+        return -1;
+    }
+    sqlite3_finalize(st);
+    return 0;
+}
+
+/* Whether after is a cursor of a view with this key: its values, scalars,
+ * a job id first for a per-job view. */
+static int valid_cursor(const json_t *after, int n_key, int per_job)
+{
+    if (!json_is_array(after) || json_array_size(after) != (size_t)n_key)
+        return 0;
+    size_t i;
+    const json_t *v;
+    json_array_foreach(after, i, v)
+        if (!(json_is_number(v) || json_is_string(v) || json_is_null(v))
+            || (per_job && i == 0 && !json_is_integer(v)))
+            return 0;
+    return 1;
+}
+
+int bf_store_view_page(bf_store *s, const char *view, int64_t sweep_id,
+                       const json_t *after, int max_rows, size_t max_bytes,
+                       bf_store_page *page, bf_error *err)
+{
+    *page = (bf_store_page){ 0 };
+    const char *key[BF_RESULT_VIEW_MAX_KEY];
+    int per_job;
+    int n_key = bf_result_view_key(view, key, &per_job);
+    if (n_key < 0)
+        return bf_error_set(err, NULL, 0, "view", "unknown view '%s' "
+                            "(allowed: %s)", view, bf_result_view_names());
+    if (after && !valid_cursor(after, n_key, per_job))
+        return bf_error_set(err, NULL, 0, "after", "not a cursor of view %s:"
+                            " give the `next` of the page before (an array "
+                            "of %d values)", view, n_key);
+    int found = sweep_exists(s, sweep_id, err);
+    if (found <= 0)
+        return -1;
+    page_fill f = { .page = page, .max_rows = max_rows,
+                    .max_bytes = max_bytes };
+    page_append(&f, "[", 1);
+    int rc = 0;
+    /* A per-job view's page goes on with the rest of the cursor's job,
+     * then the jobs after it; another view's from the cursor on. */
+    if (after && per_job && n_key > 1)
+        rc = page_read(s, view, BF_PAGE_REST_OF_JOB, sweep_id, after, &f, err);
+    if (rc == 0 && !f.full)
+        rc = page_read(s, view, !after ? BF_PAGE_FROM_START
+                                : per_job ? BF_PAGE_AFTER_JOB : BF_PAGE_AFTER,
+                       sweep_id, after, &f, err);
+    page_append(&f, "]", 1);
+    if (rc == 0 && f.full) {
+        page->next = json_array();
+        for (int i = 0; i < n_key; i++)
+            json_array_append(page->next, json_object_get(f.last, key[i]));
+    }
+    json_decref(f.last);
+    if (rc)
+        bf_store_page_clear(page);
+    return rc;
 }
 
 json_t *bf_store_workers(bf_store *s, bf_error *err)

@@ -340,11 +340,29 @@ json_t *bf_store_status(bf_store *s, int64_t sweep_id, bf_error *err);
 json_t *bf_store_jobs(bf_store *s, int64_t sweep_id, const char *status,
                       int64_t after, int limit, int64_t *next_after,
                       bf_error *err);
-/* Rows of the `results` view for a sweep. */
-json_t *bf_store_results(bf_store *s, int64_t sweep_id, bf_error *err);
 json_t *bf_store_workers(bf_store *s, bf_error *err);
-/* Rows of one of the result views (common/result_views.h) for a sweep. */
-json_t *bf_store_view_rows(bf_store *s, const char *view, int64_t sweep_id,
-                           bf_error *err);
+
+/* A page of a result view's rows, encoded as they go out. */
+typedef struct bf_store_page {
+    char *rows;        /* the JSON array of the rows, "[{...},...]"; owned */
+    size_t len;        /* strlen(rows) */
+    int n_rows;
+    json_t *next;      /* the cursor after the page's last row (an array,
+                          owned), or NULL when no row follows */
+} bf_store_page;
+
+void bf_store_page_clear(bf_store_page *page);
+
+/* One page of a result view (common/result_views.h, `results` among them)
+ * for a sweep: the rows after the cursor `after` (the `next` of the page
+ * before; NULL: from the first row), in the view's key order, at most
+ * max_rows (>= 1) of them and none after the one that reaches max_bytes.
+ * Only one page is held at a time, however large the sweep: each row is
+ * encoded as it is read.  0 with *page filled (the caller clears it), or
+ * -1 with err: field "view", "after" or "sweep" when the request is at
+ * fault. */
+int bf_store_view_page(bf_store *s, const char *view, int64_t sweep_id,
+                       const json_t *after, int max_rows, size_t max_bytes,
+                       bf_store_page *page, bf_error *err);
 
 #endif

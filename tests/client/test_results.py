@@ -278,6 +278,9 @@ error(["compare", "3", "--db", db, "--baseline", "rope=rope,freq_lr_mult=3"],
 error(["compare", "3", "--db", db, "--baseline", "rope=rope,lr=1"], "'lr=1' is not")
 error(["compare", "3", "--db", db, "--where", "rope=none"], "--where rope=none: no job of sweep 3 has it")
 error(["report", "3", "--db", db, "--where", "rope"], "expected FIELD=VALUE[,...], not 'rope'")
+# An empty pair would filter nothing: refused.
+for where in [",", "", "rope=rope,", ",rope=rope"]:
+    error(["results", "3", "--db", db, "--where", where], "(an empty pair)")
 notdb = os.path.join(tmp, "notes.txt")
 open(notdb, "w").write("just some text, long enough to be read as a header " * 4)
 error(["results", "1", "--db", notdb], "is not a SQLite database")

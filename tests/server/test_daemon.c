@@ -738,6 +738,70 @@ static void test_bad_checkpoint_forgotten(void **state)
     bft_worker_close(&w);
 }
 
+/* `results` and `rows` come in pages: `limit` rows at most, a `next`
+ * cursor while more follow, sent back as `after`; the last page has none.
+ * A bad cursor or limit is refused by name. */
+static void test_query_pages(void **state)
+{
+    bft_daemon *d = *state;
+    int n_jobs = 0;
+    int64_t sweep = bft_submit(d, "p.yaml", "name: p\ngrid: {lr: [0.001, "
+                               "0.002, 0.003]}\nseeds: 3\n", &n_jobs, NULL);
+    assert_int_equal(n_jobs, 9);
+    bf_wire_conn c;
+    assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
+    const char *types[] = { "results", "rows" };
+    for (int t = 0; t < 2; t++) {
+        json_t *after = NULL;
+        int64_t last = 0, seen = 0, pages = 0;
+        do {
+            json_t *req = json_pack("{s:s, s:I, s:i, s:s}", "type", types[t],
+                                    "sweep_id", (json_int_t)sweep, "limit", 4,
+                                    "view", "job_results");
+            if (after)
+                json_object_set_new(req, "after", after);
+            json_t *r = bft_request(&c, req);
+            assert_string_equal(bf_wire_type(r), types[t]);
+            json_t *rows = json_object_get(r, "rows"), *row;
+            assert_true(json_array_size(rows) <= 4);
+            size_t i;
+            json_array_foreach(rows, i, row) {
+                int64_t job = json_integer_value(json_object_get(row, "job_id"));
+                assert_true(job > last);   /* in order, none twice */
+                last = job;
+                seen++;
+            }
+            after = json_incref(json_object_get(r, "next"));
+            if (after)   /* the cursor is the page's last row's key */
+                assert_int_equal(json_integer_value(json_array_get(after, 0)),
+                                 last);
+            pages++;
+            json_decref(r);
+        } while (after);
+        assert_int_equal(seen, 9);
+        assert_int_equal(pages, 3);
+    }
+    struct { const char *after, *limit, *field, *code; } bad[] = {
+        { "7", "4", "after", "bad_message" },        /* not an array */
+        { "[\"x\"]", "4", "after", "not_found" },    /* not a job id */
+        { "[1, 2]", "4", "after", "not_found" },     /* not this view's key */
+        { "[1]", "0", "limit", "bad_message" },
+        { "[1]", "100001", "limit", "bad_message" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        json_t *req = json_pack("{s:s, s:I, s:s}", "type", "rows", "sweep_id",
+                                (json_int_t)sweep, "view", "job_results");
+        json_object_set_new(req, "after", json_loads(bad[i].after, JSON_DECODE_ANY, NULL));
+        json_object_set_new(req, "limit", json_loads(bad[i].limit, JSON_DECODE_ANY, NULL));
+        json_t *r = bft_request(&c, req);
+        assert_string_equal(error_code(r), bad[i].code);
+        assert_string_equal(json_string_value(json_object_get(r, "field")),
+                            bad[i].field);
+        json_decref(r);
+    }
+    bf_wire_close(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -760,6 +824,7 @@ int main(void)
         BFT_DAEMON_TEST(test_attempt_of_another_worker_is_fenced),
         BFT_DAEMON_TEST(test_hello_limits),
         BFT_DAEMON_TEST(test_worker_connected_across_reconnect),
+        BFT_DAEMON_TEST(test_query_pages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -167,12 +167,30 @@ static void test_long_requests_keep_leases(void **state)
              (long long)sweep, (long long)sweep, BIG_SEEDS);
     assert_int_equal(bft_sql_int(d, sql), BIG_SEEDS);
 
-    /* A query over every job of the sweep: off the loop too. */
-    send_request(&c, json_pack("{s:s, s:i, s:I}", "type", "results", "id", 2,
-                               "sweep_id", (json_int_t)sweep));
-    r = reply_while_beating(&h, &c, "results");
-    assert_int_equal(json_array_size(json_object_get(r, "rows")), BIG_SEEDS);
-    json_decref(r);
+    /* A query over every job of the sweep: off the loop too, and a page
+     * (of at most a MiB) at a time, the next asked for after the one
+     * before. */
+    json_t *cursor = NULL;
+    size_t n_rows = 0;
+    int pages = 0;
+    do {
+        json_t *req = json_pack("{s:s, s:i, s:I}", "type", "results", "id", 2,
+                                "sweep_id", (json_int_t)sweep);
+        if (cursor)
+            json_object_set_new(req, "after", cursor);
+        send_request(&c, req);
+        r = reply_while_beating(&h, &c, "results");
+        json_t *rows = json_object_get(r, "rows");
+        char *text = json_dumps(rows, JSON_COMPACT);
+        assert_true(strlen(text) < (1 << 20) + 4096);
+        free(text);
+        n_rows += json_array_size(rows);
+        pages++;
+        cursor = json_incref(json_object_get(r, "next"));
+        json_decref(r);
+    } while (cursor);
+    assert_int_equal(n_rows, BIG_SEEDS);
+    assert_true(pages > 1);
 
     /* A cancel of every one of its jobs: a slice per pass too. */
     send_request(&c, json_pack("{s:s, s:i, s:I}", "type", "cancel", "id", 3,

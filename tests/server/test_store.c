@@ -323,7 +323,7 @@ static void test_queries(void **state)
     assert_null(bf_store_status(f->s, 999, &err));
     assert_non_null(strstr(err.msg, "999"));
 
-    json_t *res = bf_store_results(f->s, id, &err);
+    json_t *res = bft_view_rows(f->s, "results", id, 5, 1 << 20, &err);
     assert_int_equal(json_array_size(res), 12);
     assert_true(json_is_null(json_object_get(json_array_get(res, 0), "train_loss")));
     json_decref(res);

@@ -169,7 +169,8 @@ static void test_nonfinite_values_stored(void **state)
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM frequencies WHERE "
                                    "typeof(omega) = 'real'"), 2);
     /* The client's queries carry them as the worker sent them. */
-    json_t *rows = bf_store_results(f->s, f->l.sweep_id, &err);
+    json_t *rows = bft_view_rows(f->s, "results", f->l.sweep_id, 10, 1 << 20,
+                                 &err);
     assert_non_null(rows);
     assert_string_equal(json_string_value(json_object_get(
         json_array_get(rows, 0), "train_loss")), "nan");
@@ -207,6 +208,97 @@ static void test_flush_makes_durable(void **state)
     json_decref(b);
 }
 
+/* Pages of a result view: however small, read one after another through
+ * their cursors they give the rows of one page holding all, in the same
+ * order: none lost or repeated at a boundary inside a job's rows (train
+ * loss, frequencies), between jobs, or in a view keyed by a NULL stage
+ * (eval_summary). */
+static void test_view_pages(void **state)
+{
+    (void)state;
+    bft_leased *f = bft_leased_open("p.db", "name: p\nbase: {depth: 4, "
+        "eval_depths: [4, 8]}\ngrid: {rope: [spectral, bifocal]}\nseeds: 3\n",
+        60000);
+    bf_error err = {0};
+    for (int job = 0; job < 6; job++) {
+        if (job > 0) {
+            bf_lease_clear(&f->l);
+            assert_int_equal(bf_store_lease_next(f->s, "w", 100 + job, 60000,
+                                                 &f->l, NULL), 1);
+        }
+        char text[2048];
+        size_t n = (size_t)snprintf(text, sizeof text, "[");
+        for (int step = 1; step <= 9; step++)
+            n += (size_t)snprintf(text + n, sizeof text - n, "{\"type\":"
+                "\"train\",\"step\":%d,\"loss\":%g},", step, 3.0 / step);
+        for (int depth = 4; depth <= 8; depth += 4)
+            n += (size_t)snprintf(text + n, sizeof text - n, "{\"type\":"
+                "\"eval\",\"step\":10,\"depth\":%d,\"loss\":%g,"
+                "\"accuracy\":0.5},", depth, 1.0 + job);
+        for (int step = 0; step <= 10; step += 10)
+            for (int head = 2; head < 4; head++)
+                n += (size_t)snprintf(text + n, sizeof text - n, "{\"type\":"
+                    "\"freq\",\"step\":%d,\"layer\":0,\"head\":%d,"
+                    "\"omega\":[1.0,0.5]},", step, head);
+        text[n - 1] = ']';
+        json_t *b = batch(text);
+        assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, 200, NULL,
+                                         NULL, &err), 0);
+        json_decref(b);
+        assert_int_equal(bf_store_flush(f->s, &err), 0);
+        if (job < 5)   /* the last stays running: live_jobs has a row */
+            assert_int_equal(bf_store_finish_attempt(f->s, f->l.attempt_id, 1,
+                                                     NULL, 300), 0);
+    }
+    int64_t sweep = f->l.sweep_id;
+    const char *views[] = { "sweeps", "job_results", "final_evals",
+                            "eval_summary", "train_loss", "frequency_history",
+                            "live_jobs", "results" };
+    for (size_t v = 0; v < sizeof views / sizeof *views; v++) {
+        json_t *whole = bft_view_rows(f->s, views[v], sweep, 100000, 1 << 20,
+                                      &err);
+        assert_non_null(whole);
+        assert_int_equal(json_array_size(whole),
+                         bft_int(f->s, "SELECT count(*) FROM %s WHERE "
+                                 "sweep_id = %lld", views[v],
+                                 (long long)sweep));
+        assert_true(json_array_size(whole) > 0);
+        const int rows[] = { 1, 2, 7 };
+        for (size_t k = 0; k < 3; k++) {
+            json_t *paged = bft_view_rows(f->s, views[v], sweep, rows[k],
+                                          1 << 20, &err);
+            if (!json_equal(paged, whole))
+                fail_msg("%s in pages of %d rows differs", views[v], rows[k]);
+            json_decref(paged);
+        }
+        /* A byte bound of 1: every row is a page of its own. */
+        json_t *paged = bft_view_rows(f->s, views[v], sweep, 100000, 1, &err);
+        if (!json_equal(paged, whole))
+            fail_msg("%s in pages of one byte differs", views[v]);
+        json_decref(paged);
+        json_decref(whole);
+    }
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM train_loss"), 45);
+
+    /* Bad requests name their field. */
+    bf_store_page page;
+    assert_int_equal(bf_store_view_page(f->s, "jobs", sweep, NULL, 10, 1000,
+                                        &page, &err), -1);
+    assert_string_equal(err.field, "view");
+    json_t *bad[] = { json_pack("[i]", 3), json_pack("[s, i]", "x", 3),
+                      json_pack("[i, [i]]", 3, 1) };
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(bf_store_view_page(f->s, "train_loss", sweep, bad[i],
+                                            10, 1000, &page, &err), -1);
+        assert_string_equal(err.field, "after");
+        json_decref(bad[i]);
+    }
+    assert_int_equal(bf_store_view_page(f->s, "train_loss", sweep + 1, NULL,
+                                        10, 1000, &page, &err), -1);
+    assert_string_equal(err.field, "sweep");
+    bft_leased_close(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -214,6 +306,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_records, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nonfinite_values_stored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flush_makes_durable, setup, teardown),
+        cmocka_unit_test(test_view_pages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

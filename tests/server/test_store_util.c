@@ -189,3 +189,41 @@ int bft_cancel_sweep(bf_store *s, int64_t sweep_id, int64_t now_ms,
         fail_msg("cancelling the queued jobs: %s", err->msg);
     return rc;
 }
+
+json_t *bft_view_rows(bf_store *s, const char *view, int64_t sweep_id,
+                      int page_rows, size_t page_bytes, bf_error *err)
+{
+    json_t *all = json_array(), *after = NULL;
+    do {
+        bf_store_page page;
+        if (bf_store_view_page(s, view, sweep_id, after, page_rows,
+                               page_bytes, &page, err)) {
+            assert_null(after);   /* a cursor it gave is never refused */
+            json_decref(all);
+            return NULL;
+        }
+        json_t *rows = json_loadb(page.rows, page.len, 0, NULL);
+        assert_true(json_is_array(rows));
+        assert_int_equal(json_array_size(rows), page.n_rows);
+        assert_true(page.n_rows <= page_rows);
+        /* The byte bound: the rows before the last are under it. */
+        if (page.n_rows > 1) {
+            json_t *before = json_copy(rows);
+            json_array_remove(before, json_array_size(before) - 1);
+            char *text = json_dumps(before, JSON_COMPACT);
+            assert_true(strlen(text) - 1 < page_bytes);
+            free(text);
+            json_decref(before);
+        }
+        json_array_extend(all, rows);
+        json_decref(rows);
+        /* A cursor follows a full page only, and moves on. */
+        assert_true(!page.next || page.n_rows > 0);
+        if (after && page.next)
+            assert_false(json_equal(after, page.next));
+        json_decref(after);
+        after = json_incref(page.next);
+        bf_store_page_clear(&page);
+    } while (after);
+    return all;
+}

@@ -45,6 +45,13 @@ char *bft_text(bf_store *s, const char *fmt, ...)
 int bft_cancel_sweep(bf_store *s, int64_t sweep_id, int64_t now_ms,
                      int64_t **running, int *n_running, bf_error *err);
 
+/* Every row of a result view for a sweep (bf_store_view_page), read in
+ * pages of at most page_rows rows and page_bytes bytes, each cursor
+ * checked to follow the one before: an array (new reference), or NULL
+ * with err when the first page is refused. */
+json_t *bft_view_rows(bf_store *s, const char *view, int64_t sweep_id,
+                      int page_rows, size_t page_bytes, bf_error *err);
+
 /* Runs a shell command, capturing stdout+stderr into a malloc'd string;
  * *status gets the exit status. */
 char *bft_run(const char *cmd, int *status);
