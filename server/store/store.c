@@ -527,6 +527,18 @@ int store__past(int64_t deadline_us)
     return deadline_us && bf_monotonic_us() >= deadline_us;
 }
 
+int store__exec_slices(bf_store *s, sqlite3_stmt *st, int64_t deadline_us,
+                       bf_error *err)
+{
+    int more;
+    do {
+        if (store__exec(s, st, err) < 0)   /* resets st, keeps its bindings */
+            return -1;
+        more = sqlite3_changes(s->db) == STORE_SLICE_ROWS;
+    } while (more && !store__past(deadline_us));
+    return more;
+}
+
 int bf_store_stage_jobs(bf_store *s, bf_stage *stage, const bf_job_row *rows,
                         size_t n, int last, int64_t deadline_us,
                         size_t *n_done, bf_error *err)
@@ -571,13 +583,10 @@ int bf_store_discard_staged(bf_store *s, int64_t sweep_id, int64_t deadline_us,
     if (store__begin(s, err) < 0)
         return -1;
     sqlite3_stmt *st = store__stmt(s, ST_STAGED_DELETE_JOBS);
-    int rc, more;
-    do {
-        sqlite3_bind_int64(st, 1, sweep_id);
-        sqlite3_bind_int(st, 2, STORE_SLICE_ROWS);
-        rc = store__exec(s, st, err);
-        more = rc == 0 && sqlite3_changes(s->db) == STORE_SLICE_ROWS;
-    } while (more && !store__past(deadline_us));
+    sqlite3_bind_int64(st, 1, sweep_id);
+    sqlite3_bind_int(st, 2, STORE_SLICE_ROWS);
+    int more = store__exec_slices(s, st, deadline_us, err);
+    int rc = more < 0 ? -1 : 0;
     if (rc == 0 && !more) {
         st = store__stmt(s, ST_STAGED_DELETE_SWEEP);
         sqlite3_bind_int64(st, 1, sweep_id);

@@ -268,6 +268,11 @@ int store__past(int64_t deadline_us);
  * the clock is looked at often, enough that a statement's own cost is
  * spread. */
 #define STORE_SLICE_ROWS 64
+/* Runs st (bound, STORE_SLICE_ROWS its LIMIT) until it changes fewer rows
+ * than that or deadline_us passes (at least once), in the open
+ * transaction.  1: more may remain, 0: none, -1 on error. */
+int store__exec_slices(bf_store *s, sqlite3_stmt *st, int64_t deadline_us,
+                       bf_error *err);
 
 /* Ended jobs: their dependents move on, a few statements at once and the
  * rest by bf_store_settle (store_queue.c). */

@@ -666,15 +666,11 @@ int bf_store_cancel_queued(bf_store *s, int64_t sweep_id, int64_t now_ms,
     if (store__begin(s, err) < 0)
         return -1;
     sqlite3_stmt *st = store__stmt(s, ST_CANCEL_QUEUED_SWEEP);
-    int rc, more;
-    do {
-        sqlite3_bind_int64(st, 1, sweep_id);
-        sqlite3_bind_int64(st, 2, now_ms);
-        sqlite3_bind_int(st, 3, STORE_SLICE_ROWS);
-        rc = store__exec(s, st, err);
-        more = rc == 0 && sqlite3_changes(s->db) == STORE_SLICE_ROWS;
-    } while (more && !store__past(deadline_us));
-    if (rc == 0 && store__commit(s, err) == 0)
+    sqlite3_bind_int64(st, 1, sweep_id);
+    sqlite3_bind_int64(st, 2, now_ms);
+    sqlite3_bind_int(st, 3, STORE_SLICE_ROWS);
+    int more = store__exec_slices(s, st, deadline_us, err);
+    if (more >= 0 && store__commit(s, err) == 0)
         return more;
     store__rollback(s);
     return -1;
