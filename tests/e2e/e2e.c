@@ -173,3 +173,17 @@ int e2e_scheduled(int steps, int every)
         n += s == steps || (every > 0 && s % every == 0);
     return n;
 }
+
+void e2e_sql_text(const bft_daemon *d, const char *sql, char *buf, size_t cap)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    buf[0] = '\0';
+    if (sqlite3_open_v2(d->db, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK
+        || sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        fprintf(stderr, "e2e: %s: %s\n", sql, sqlite3_errmsg(db));
+    else if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+        snprintf(buf, cap, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}

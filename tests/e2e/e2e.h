@@ -33,6 +33,10 @@ void e2e_group_kill(pid_t pid);
 long long e2e_wait_sql(bft_daemon *d, const char *sql, long long at_least,
                        int timeout_ms);
 
+/* The text of the first column of sql's first row on d's database, in
+ * buf ("" when none, or when the query fails: then said on stderr). */
+void e2e_sql_text(const bft_daemon *d, const char *sql, char *buf, size_t cap);
+
 /* Whether the group log DIR/<tag>.log contains text. */
 int e2e_log_contains(const bft_daemon *d, const char *tag, const char *text);
 

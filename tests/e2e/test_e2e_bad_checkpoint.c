@@ -37,10 +37,17 @@ static void test_bad_checkpoint_falls_back(void **state)
     assert_int_equal(bft_daemon_start(d, 10), 0);
     assert_true(bft_submit(d, "s.yaml", "name: s\nmax_attempts: 3\nbase: {"
                            JOB_FIELDS "}\n", NULL, NULL) > 0);
-    char root[400], dir[420], bad[460], good[460];
+    /* Where the group keeps the job's checkpoints: its database's own
+     * folder of the checkpoint directory (docs/checkpoints.md). */
+    char root[400], db_dir[480], dir[500], bad[540], good[540], id[32];
+    e2e_sql_text(d, "SELECT database_id FROM database_identity", id,
+                 sizeof id);
+    assert_true(id[0] != '\0');
     snprintf(root, sizeof root, "%s/ck", d->dir);
-    snprintf(dir, sizeof dir, "%s/job-1", root);
+    snprintf(db_dir, sizeof db_dir, "%s/db-%s", root, id);
+    snprintf(dir, sizeof dir, "%s/job-1", db_dir);
     assert_int_equal(mkdir(root, 0777), 0);
+    assert_int_equal(mkdir(db_dir, 0777), 0);
     train_standalone(d, dir);
     snprintf(bad, sizeof bad, "%s/step-000020.safetensors", dir);
     snprintf(good, sizeof good, "%s/step-000010.safetensors", dir);
@@ -71,7 +78,7 @@ static void test_bad_checkpoint_falls_back(void **state)
     assert_true(e2e_log_contains(d, "group", "cannot be loaded"));
     assert_true(e2e_log_contains(d, "group", "falling back to the older "
                                  "checkpoint"));
-    char renamed[480];
+    char renamed[560];
     snprintf(renamed, sizeof renamed, "%s.bad", bad);
     assert_int_equal(access(renamed, F_OK), 0);
     assert_int_equal(bft_sql_int(d, "SELECT checkpoint_step FROM jobs"), 30);

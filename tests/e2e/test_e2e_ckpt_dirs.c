@@ -56,22 +56,6 @@ static void run_jobs(bft_daemon *d, const char *tag, const char *max_jobs)
     assert_int_equal(e2e_group_wait(g, 120000), 0);
 }
 
-/* The text of the first column of sql's first row on d's database, in
- * buf ("" when none). */
-static void sql_text(bft_daemon *d, const char *sql, char *buf, size_t cap)
-{
-    sqlite3 *db;
-    sqlite3_stmt *st;
-    buf[0] = '\0';
-    assert_int_equal(sqlite3_open_v2(d->db, &db, SQLITE_OPEN_READONLY, NULL),
-                     SQLITE_OK);
-    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
-        snprintf(buf, cap, "%s", (const char *)sqlite3_column_text(st, 0));
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-}
-
 /* Whether the file at path holds text (the checkpoint's header does). */
 static int file_contains(const char *path, const char *text)
 {
@@ -111,11 +95,11 @@ static void test_two_databases_share_a_directory(void **state)
     run_interleaved(a, b);
     run_jobs(a, "a2", "1");
     char a_path[1200], b_path[1200], init[1200];
-    sql_text(a, "SELECT checkpoint_path FROM jobs WHERE job_id = 1", a_path,
+    e2e_sql_text(a, "SELECT checkpoint_path FROM jobs WHERE job_id = 1", a_path,
              sizeof a_path);
-    sql_text(b, "SELECT checkpoint_path FROM jobs WHERE job_id = 1", b_path,
+    e2e_sql_text(b, "SELECT checkpoint_path FROM jobs WHERE job_id = 1", b_path,
              sizeof b_path);
-    sql_text(a, "SELECT init_from FROM jobs WHERE job_id = 2", init,
+    e2e_sql_text(a, "SELECT init_from FROM jobs WHERE job_id = 2", init,
              sizeof init);
     print_message("A's job 1: %s\nB's job 1: %s\n", a_path, b_path);
     assert_string_not_equal(a_path, b_path);
@@ -131,7 +115,7 @@ static void test_two_databases_share_a_directory(void **state)
                                  "checkpoint_path LIKE '%/db-' || database_id "
                                  "|| '/job-1/step-000020.safetensors'"), 1);
     char id[32], meta[64];
-    sql_text(a, "SELECT database_id FROM database_identity", id, sizeof id);
+    e2e_sql_text(a, "SELECT database_id FROM database_identity", id, sizeof id);
     snprintf(meta, sizeof meta, "\"database_id\":\"%s\"", id);
     assert_true(file_contains(init, meta));
     bft_daemon_cleanup(b);
@@ -145,17 +129,17 @@ static void test_foreign_source_fails_the_job(void **state)
     bft_daemon *a = *state, *b = &second_daemon;
     run_interleaved(a, b);
     char a_path[1200], b_path[1200], cmd[2600];
-    sql_text(a, "SELECT checkpoint_path FROM jobs WHERE job_id = 1", a_path,
+    e2e_sql_text(a, "SELECT checkpoint_path FROM jobs WHERE job_id = 1", a_path,
              sizeof a_path);
-    sql_text(b, "SELECT checkpoint_path FROM jobs WHERE job_id = 1", b_path,
+    e2e_sql_text(b, "SELECT checkpoint_path FROM jobs WHERE job_id = 1", b_path,
              sizeof b_path);
     snprintf(cmd, sizeof cmd, "cp '%s' '%s'", b_path, a_path);
     assert_int_equal(system(cmd), 0);
     run_jobs(a, "a2", "1");
     char error[2000], b_id[32], want[200];
-    sql_text(a, "SELECT error FROM jobs WHERE job_id = 2", error,
+    e2e_sql_text(a, "SELECT error FROM jobs WHERE job_id = 2", error,
              sizeof error);
-    sql_text(b, "SELECT database_id FROM database_identity", b_id,
+    e2e_sql_text(b, "SELECT database_id FROM database_identity", b_id,
              sizeof b_id);
     print_message("job 2: %s\n", error);
     snprintf(want, sizeof want, "belongs to job 1 of database %s, not to "
@@ -182,7 +166,7 @@ static void test_memory_budget_fails_the_job(void **state)
     assert_true(g > 0);
     assert_int_equal(e2e_group_wait(g, 120000), 0);
     char error[2000];
-    sql_text(d, "SELECT error FROM jobs WHERE job_id = 1", error,
+    e2e_sql_text(d, "SELECT error FROM jobs WHERE job_id = 1", error,
              sizeof error);
     print_message("job 1: %s\n", error);
     assert_non_null(strstr(error, "the job needs "));
