@@ -128,7 +128,7 @@ scenario_2() {
            (SELECT * FROM attempts WHERE job_id = $job ORDER BY attempt_no)" \
         "gA:expired,gB:succeeded"
     local resumed
-    resumed=$(sed -n "s|.*job $job: resuming from $WORK/ckpt/job-$job/step-0*\([0-9]*\)\.safetensors$|\1|p" \
+    resumed=$(sed -n "s|.*job $job: resuming from $WORK/ckpt/db-[0-9a-f]*/job-$job/step-0*\([0-9]*\)\.safetensors$|\1|p" \
         "$WORK/gB.log")
     [ -n "$resumed" ] && [ "$resumed" -ge "$ckpt_step" ] && [ "$resumed" -lt "$STEPS" ] \
         || fail "group B did not resume job $job from a checkpoint at or after step $ckpt_step (log: '$resumed')"

@@ -169,7 +169,7 @@ expect_resumed_after_signal() {
     step=$(sql "$db" "SELECT error FROM attempts WHERE job_id = $job AND attempt_no = 1" |
            sed -n 's/^worker stopped by a signal at step \([0-9]*\)$/\1/p')
     [ -n "$step" ] || fail "job $job's first attempt did not end on a signal"
-    grep -q "job $job: resuming from $WORK/ckpt/job-$job/step-$(printf %06d "$step").safetensors" \
+    grep -q "job $job: resuming from $WORK/ckpt/db-[0-9a-f]*/job-$job/step-$(printf %06d "$step").safetensors" \
         "$SLURM_DIR"/bifocal-workers-*.out \
         || fail "job $job was not resumed from the checkpoint of step $step written on the signal"
     log "ok: job $job: SIGTERM at step $step, checkpoint, resumed there by $resumed"
