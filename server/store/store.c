@@ -357,7 +357,7 @@ void bf_store_close(bf_store *s)
             sqlite3_finalize(s->st[i]);
         sqlite3_close(s->db);
     }
-    free(s->unsettled);
+    free(s->unsettled.v);
     free(s->path);
     free(s->database_id);
     free(s);
@@ -525,6 +525,26 @@ fail:
 int store__past(int64_t deadline_us)
 {
     return deadline_us && bf_monotonic_us() >= deadline_us;
+}
+
+void store__ids_push(store_ids *l, int64_t id)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 16;
+        l->v = bf_xrealloc(l->v, l->cap * sizeof *l->v);
+    }
+    l->v[l->n++] = id;
+}
+
+int store__ids_collect(bf_store *s, sqlite3_stmt *st, store_ids *l,
+                       const char *what, bf_error *err)
+{
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        if (sqlite3_column_type(st, 0) != SQLITE_NULL)
+            store__ids_push(l, sqlite3_column_int64(st, 0));
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : store__fail(s, err, what);
 }
 
 int store__exec_slices(bf_store *s, sqlite3_stmt *st, int64_t deadline_us,

@@ -220,6 +220,18 @@ enum {
     ST_COUNT
 };
 
+/* A growing list of row ids (v malloc'd; free(v) frees it). */
+typedef struct store_ids {
+    int64_t *v;
+    size_t n, cap;
+} store_ids;
+
+void store__ids_push(store_ids *l, int64_t id);
+/* Steps st (bound) to its end, appending every row's column 0 that is not
+ * NULL to l.  0, or -1 with err ("what: SQLite's message"). */
+int store__ids_collect(bf_store *s, sqlite3_stmt *st, store_ids *l,
+                       const char *what, bf_error *err);
+
 struct bf_store {
     sqlite3 *db;
     char *path;
@@ -236,8 +248,7 @@ struct bf_store {
     bf_error last;         /* why the last failing call failed */
     /* Ended jobs whose waiting dependents may still have to move on (a
      * stack; bf_store_settle).  Only a hint: each is looked at afresh. */
-    int64_t *unsettled;
-    size_t n_unsettled, cap_unsettled;
+    store_ids unsettled;
 };
 
 /* The statement `id`, reset and with its bindings cleared, ready to bind. */
@@ -274,9 +285,8 @@ int store__past(int64_t deadline_us);
 int store__exec_slices(bf_store *s, sqlite3_stmt *st, int64_t deadline_us,
                        bf_error *err);
 
-/* Ended jobs: their dependents move on, a few statements at once and the
- * rest by bf_store_settle (store_queue.c). */
-void store__unsettled_push(bf_store *s, int64_t job_id);
+/* Finds the ended jobs whose dependents a stopped daemon left waiting:
+ * they move on by bf_store_settle (store_queue.c). */
 int store__unsettled_load(bf_store *s, bf_error *err);
 
 int store__refresh_sweep(bf_store *s, int64_t sweep_id, bf_error *err);

@@ -213,25 +213,11 @@ static int final_checkpoint(bf_store *s, int64_t job_id, char *path,
  * a big one by bf_store_settle over later passes. */
 #define SETTLE_AT_ONCE 4
 
-void store__unsettled_push(bf_store *s, int64_t job_id)
-{
-    if (s->n_unsettled == s->cap_unsettled) {
-        s->cap_unsettled = s->cap_unsettled ? 2 * s->cap_unsettled : 16;
-        s->unsettled = bf_xrealloc(s->unsettled,
-                                   s->cap_unsettled * sizeof *s->unsettled);
-    }
-    s->unsettled[s->n_unsettled++] = job_id;
-}
-
 int store__unsettled_load(bf_store *s, bf_error *err)
 {
-    sqlite3_stmt *st = store__stmt(s, ST_UNSETTLED_SOURCES);
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-        store__unsettled_push(s, sqlite3_column_int64(st, 0));
-    sqlite3_reset(st);
-    return rc == SQLITE_DONE ? 0 : store__fail(s, err, "finding unsettled "
-                                               "dependents");
+    return store__ids_collect(s, store__stmt(s, ST_UNSETTLED_SOURCES),
+                              &s->unsettled, "finding unsettled dependents",
+                              err);
 }
 
 /* A slice of source's waiting dependents fail (why: for them); each failed
@@ -244,15 +230,11 @@ static int fail_slice(bf_store *s, int64_t source, const char *why,
     sqlite3_bind_int64(st, 2, now_ms);
     sqlite3_bind_text(st, 3, why, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int(st, 4, STORE_SLICE_ROWS);
-    int rc, n = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        store__unsettled_push(s, sqlite3_column_int64(st, 0));
-        n++;
-    }
-    sqlite3_reset(st);
-    if (rc != SQLITE_DONE)
-        return store__fail(s, err, "failing dependent jobs");
-    return n == STORE_SLICE_ROWS;
+    size_t before = s->unsettled.n;
+    if (store__ids_collect(s, st, &s->unsettled, "failing dependent jobs",
+                           err) < 0)
+        return -1;
+    return s->unsettled.n - before == STORE_SLICE_ROWS;
 }
 
 static int release_slice(bf_store *s, int64_t source, const char *path,
@@ -322,19 +304,17 @@ static int settle_slice(bf_store *s, int64_t source, int64_t now_ms,
 static int settle_work(bf_store *s, int64_t now_ms, int64_t deadline_us,
                        int max_statements, bf_error *err)
 {
-    for (int done = 0; s->n_unsettled > 0;) {
-        int64_t source = s->unsettled[--s->n_unsettled];
+    for (int done = 0; s->unsettled.n > 0;) {
+        int64_t source = s->unsettled.v[--s->unsettled.n];
         int more = settle_slice(s, source, now_ms, err);
-        if (more < 0) {
-            store__unsettled_push(s, source);   /* still to do */
+        if (more)   /* or failed: still to do */
+            store__ids_push(&s->unsettled, source);
+        if (more < 0)
             return -1;
-        }
-        if (more)
-            store__unsettled_push(s, source);
         if (++done == max_statements || store__past(deadline_us))
             break;
     }
-    return s->n_unsettled > 0;
+    return s->unsettled.n > 0;
 }
 
 /* Job job_id has just ended: the jobs waiting for it move on, the first
@@ -342,13 +322,13 @@ static int settle_work(bf_store *s, int64_t now_ms, int64_t deadline_us,
 static int source_ended(bf_store *s, int64_t job_id, int64_t now_ms,
                         bf_error *err)
 {
-    store__unsettled_push(s, job_id);
+    store__ids_push(&s->unsettled, job_id);
     return settle_work(s, now_ms, 0, SETTLE_AT_ONCE, err) < 0 ? -1 : 0;
 }
 
 int bf_store_unsettled(const bf_store *s)
 {
-    return s->n_unsettled > 0;
+    return s->unsettled.n > 0;
 }
 
 int bf_store_settle(bf_store *s, int64_t now_ms, int64_t deadline_us,
@@ -540,28 +520,18 @@ int bf_store_expire_leases(bf_store *s, int64_t now_ms, int *n_expired)
     if (store__begin(s, NULL) < 0)
         return BF_STORE_ERR;
     /* Collect first: settling writes the table the query reads. */
-    int64_t *ids = NULL;
-    size_t n = 0, cap = 0;
+    store_ids ids = {0};
     sqlite3_stmt *st = store__stmt(s, ST_ATTEMPTS_EXPIRED);
     sqlite3_bind_int64(st, 1, now_ms);
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (n == cap) {
-            cap = cap ? 2 * cap : 16;
-            ids = bf_xrealloc(ids, cap * sizeof *ids);
-        }
-        ids[n++] = sqlite3_column_int64(st, 0);
-    }
-    sqlite3_reset(st);
-    int failed = rc != SQLITE_DONE;
-    if (failed)
-        store__fail(s, NULL, "listing expired leases");
+    int failed = store__ids_collect(s, st, &ids, "listing expired leases",
+                                    NULL) < 0;
+    size_t n = ids.n;
     for (size_t i = 0; i < n && !failed; i++) {
         live_attempt a = { 0 };
-        failed = load_live(s, ids[i], &a) != 1 ||
+        failed = load_live(s, ids.v[i], &a) != 1 ||
                  settle(s, &a, "expired", NULL, 0, now_ms) < 0;
     }
-    free(ids);
+    free(ids.v);
     if (commit_or_rollback(s, failed ? -1 : 0) != BF_STORE_OK)
         return BF_STORE_ERR;
     if (n_expired)
@@ -578,18 +548,11 @@ static int flag_running(bf_store *s, int running_stmt, int64_t id,
 {
     sqlite3_stmt *st = store__stmt(s, running_stmt);
     sqlite3_bind_int64(st, 1, id);
-    int rc, cap = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (sqlite3_column_type(st, 0) == SQLITE_NULL)
-            continue;
-        if (*n_running == cap) {
-            cap = cap ? 2 * cap : 8;
-            *running = bf_xrealloc(*running, (size_t)cap * sizeof **running);
-        }
-        (*running)[(*n_running)++] = sqlite3_column_int64(st, 0);
-    }
-    sqlite3_reset(st);
-    return rc == SQLITE_DONE ? 0 : store__fail(s, err, "flagging running jobs");
+    store_ids l = {0};
+    int rc = store__ids_collect(s, st, &l, "flagging running jobs", err);
+    *running = l.v;
+    *n_running = (int)l.n;
+    return rc;
 }
 
 static int set_sweep_status(bf_store *s, int64_t sweep_id, const char *status,
@@ -679,24 +642,16 @@ int bf_store_cancel_queued(bf_store *s, int64_t sweep_id, int64_t now_ms,
 int bf_store_cancels_unfinished(bf_store *s, int64_t **ids, int *n,
                                 bf_error *err)
 {
-    *ids = NULL;
-    *n = 0;
-    sqlite3_stmt *st = store__stmt(s, ST_CANCELS_UNFINISHED);
-    int rc, cap = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 4;
-            *ids = bf_xrealloc(*ids, (size_t)cap * sizeof **ids);
-        }
-        (*ids)[(*n)++] = sqlite3_column_int64(st, 0);
+    store_ids l = {0};
+    int rc = store__ids_collect(s, store__stmt(s, ST_CANCELS_UNFINISHED), &l,
+                                "looking up unfinished cancels", err);
+    if (rc < 0) {
+        free(l.v);
+        l = (store_ids){0};
     }
-    sqlite3_reset(st);
-    if (rc == SQLITE_DONE)
-        return 0;
-    free(*ids);
-    *ids = NULL;
-    *n = 0;
-    return store__fail(s, err, "looking up unfinished cancels");
+    *ids = l.v;
+    *n = (int)l.n;
+    return rc;
 }
 
 static int cancel_queued_job(bf_store *s, int64_t job_id, int64_t now_ms,
