@@ -576,21 +576,6 @@ static void *mover_main(void *arg)
     return NULL;
 }
 
-/* The dashboard's peak resident set (VmHWM), in MB. */
-static double peak_rss_mb(pid_t pid)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    FILE *f = fopen(path, "r");
-    double kb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, "VmHWM:", 6) == 0)
-            kb = atof(line + 6);
-    if (f)
-        fclose(f);
-    return kb / 1024;
-}
-
 /* GET path until its answer is not "pending" (the sweep still loading). */
 static json_t *get_ready(int fd, const char *path, double *ms)
 {
@@ -692,7 +677,8 @@ static void time_big(const char *dir, long long jobs)
            live[n * 95 / 100], live[n - 1], (long long)before, (long long)after);
     printf("/api/sweeps/%d meanwhile: median %.1f ms\n", BIG_SWEEP,
            median(summary, n));
-    printf("dashboard peak RSS: %.0f MB (target < 200 MB)\n", peak_rss_mb(dash));
+    printf("dashboard peak RSS: %.0f MB (target < 200 MB)\n",
+           bft_proc_status_kib(dash, "VmHWM") / 1024.0);
     close(fd);
     kill(dash, SIGTERM);
     waitpid(dash, NULL, 0);

@@ -271,20 +271,6 @@ static void report(const char *what, group_arg *args, int groups,
     print_figures(what, &all, TARGET_P99_MS, "p99");
 }
 
-static long daemon_rss_kib(const bft_daemon *d)
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)d->pid);
-    FILE *f = fopen(path, "r");
-    long kib = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0)
-            kib = atol(line + 6);
-    if (f)
-        fclose(f);
-    return kib;
-}
-
 /* ---- strangers from the token holder's own address ----------------------- */
 
 #define WRONG_TOKEN "0123456789abcdef0123456789abcdef"
@@ -416,7 +402,7 @@ static int strangers_scenario(int wrong, int seconds)
                seconds, STRANGERS_IDLE, a.connects, a.closed_by_daemon);
     printf("%-10s %7zu served, %d refused (target 0); daemon %.2f CPU s, "
            "RSS %ld KiB\n", "holder", served.n, refused, cpu,
-           daemon_rss_kib(&d));
+           bft_proc_status_kib(d.pid, "VmRSS"));
     print_figures("served", &served, TARGET_SERVED_MS, "max");
     fflush(stdout);
     for (int i = 0; i < a.n; i++)
@@ -459,7 +445,7 @@ int main(int argc, char **argv)
         bft_daemon_cleanup(&d);
         return 1;
     }
-    long rss0 = daemon_rss_kib(&d);
+    long rss0 = bft_proc_status_kib(d.pid, "VmRSS");
 
     crowd w = { .d = &d, .n_idle = n_idle, .n_slow = n_slow };
     w.idle = bf_xcalloc((size_t)n_idle + 1, sizeof *w.idle);
@@ -476,7 +462,7 @@ int main(int argc, char **argv)
         slow_connect(&w, i);
     pthread_t slow_thread;
     pthread_create(&slow_thread, NULL, run_slow, &w);
-    long rss_crowd = daemon_rss_kib(&d);
+    long rss_crowd = bft_proc_status_kib(d.pid, "VmRSS");
 
     group_arg *args = bf_xcalloc((size_t)groups, sizeof *args);
     double end = bf_now_seconds() + seconds;
@@ -512,7 +498,7 @@ int main(int argc, char **argv)
            jobs, elapsed, fenced, errors);
     printf("daemon: %.2f CPU s over the run; RSS %ld KiB idle, %ld KiB with "
            "the crowd, %ld KiB at the end\n", cpu, rss0, rss_crowd,
-           daemon_rss_kib(&d));
+           bft_proc_status_kib(d.pid, "VmRSS"));
     fflush(stdout);
 
     for (int i = 0; i < n_idle; i++)

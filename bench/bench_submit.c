@@ -10,7 +10,6 @@
  * (the loop works on them a 5 ms slice per pass, server/chore.h; target
  * p99 < 50 ms).  bench_store measures the same work without the network,
  * for comparison. */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 #include "bench_daemon.h"
 #include "clock.h"
 #include "fake_worker.h"
+#include "heartbeats.h"
 
 enum { N_LR = 1000, N_SEEDS = 100 };
 
@@ -71,61 +71,15 @@ static double submit(bft_daemon *d, int staged, int *n_jobs)
     return -1;
 }
 
-/* A worker heartbeating its lease every 20 ms while `phase` is set. */
-#define MAX_BEATS 100000
-typedef struct beater {
-    bft_worker w;
-    int64_t attempt;
-    pthread_mutex_t lock;
-    int phase;                 /* 0: idle, 1: timing, -1: stop */
-    int n, fenced;
-    double rtt_ms[MAX_BEATS];
-} beater;
-
-static void *beat(void *arg)
+/* The renewals' figures since the last reset, printed for `what`. */
+static void print_beats(bft_heartbeats *h, const char *what)
 {
-    beater *b = arg;
-    for (;;) {
-        pthread_mutex_lock(&b->lock);
-        int phase = b->phase;
-        pthread_mutex_unlock(&b->lock);
-        if (phase < 0)
-            return NULL;
-        double t0 = bf_now_seconds();
-        json_t *r = bft_worker_heartbeat(&b->w, b->attempt);
-        double ms = 1e3 * (bf_now_seconds() - t0);
-        pthread_mutex_lock(&b->lock);
-        if (b->phase == 1 && b->n < MAX_BEATS)
-            b->rtt_ms[b->n++] = ms;
-        b->fenced += !r || strcmp(bf_wire_type(r), "ack") != 0;
-        pthread_mutex_unlock(&b->lock);
-        json_decref(r);
-        bf_sleep_ms(20);
-    }
-}
-
-static int by_value(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Starts (phase 1) or ends (phase 0, printing the figures of `what`) a
- * timed phase of the heartbeats. */
-static void beats_phase(beater *b, int phase, const char *what)
-{
-    pthread_mutex_lock(&b->lock);
-    b->phase = phase;
-    if (phase != 0) {
-        b->n = 0;
-    } else if (b->n > 0) {
-        qsort(b->rtt_ms, (size_t)b->n, sizeof b->rtt_ms[0], by_value);
-        printf("  heartbeats during %s: %d, round trip p50 %.1f ms, p99 %.1f "
-               "ms, max %.1f ms (target p99 < 50 ms); %d not acked\n", what,
-               b->n, b->rtt_ms[b->n / 2], b->rtt_ms[b->n * 99 / 100],
-               b->rtt_ms[b->n - 1], b->fenced);
-    }
-    pthread_mutex_unlock(&b->lock);
+    bft_beat_figures f;
+    bft_heartbeats_figures(h, &f);
+    printf("  heartbeats during %s: %zu, round trip p50 %.1f ms, p99 %.1f ms, "
+           "max %.1f ms (target p99 < 50 ms); %d not acked\n", what, f.n,
+           f.p50, f.p99, f.max, f.not_acked);
+    bft_heartbeats_reset(h);
 }
 
 /* Cancels sweep 2 (the first 100,000-job one) whole, as `bifocal cancel`
@@ -159,37 +113,35 @@ int main(void)
     setenv("BIFOCALD", BENCH_BIFOCALD, 0);
     if (bft_daemon_start(&d, 60))
         return 1;
-    static beater b;
-    pthread_mutex_init(&b.lock, NULL);
+    bft_worker w;
+    int64_t attempt = -1;
     if (bft_submit(&d, "held.yaml", "name: held\nseeds: 1\n", NULL, NULL) != 1
-        || bft_worker_connect(&b.w, &d, "beater") != 0
-        || (b.attempt = bft_worker_lease(&b.w, NULL)) <= 0) {
+        || bft_worker_connect(&w, &d, "beater") != 0
+        || (attempt = bft_worker_lease(&w, NULL)) <= 0) {
         fprintf(stderr, "bench_submit: no lease to renew\n");
         return 1;
     }
-    pthread_t t;
-    pthread_create(&t, NULL, beat, &b);
+    bft_heartbeats h;
+    bft_heartbeats_start(&h, &w, attempt, 20);
     int n_jobs = 0, n_staged = 0;
-    beats_phase(&b, 1, NULL);
     double flat = submit(&d, 0, &n_jobs);
     if (flat >= 0)
         printf("submit via bifocald: %d jobs expanded, validated and stored "
                "in %.3f s (%.0f jobs/s; target < 3 s)\n", n_jobs, flat,
                n_jobs / flat);
-    beats_phase(&b, 0, "the submission");
+    print_beats(&h, "the submission");
     double staged = flat < 0 ? -1 : submit(&d, 1, &n_staged);
     if (staged >= 0)
         printf("the same as two stages (%d jobs matched with their source): "
                "%.3f s, %.2f x the time\n", n_staged / 2, staged,
                staged / flat);
-    beats_phase(&b, 1, NULL);
+    bft_heartbeats_reset(&h);
     double cancel = staged < 0 ? -1 : cancel_all(&d);
     if (cancel >= 0)
         printf("cancel of the %d-job sweep: %.3f s\n", n_jobs, cancel);
-    beats_phase(&b, 0, "the cancel");
-    beats_phase(&b, -1, NULL);
-    pthread_join(t, NULL);
-    bft_worker_close(&b.w);
+    print_beats(&h, "the cancel");
+    bft_heartbeats_stop(&h);
+    bft_worker_close(&w);
     bft_daemon_cleanup(&d);
     return cancel < 0 ? 1 : 0;
 }

@@ -188,6 +188,21 @@ double bft_daemon_cpu_seconds(const bft_daemon *d)
     return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
 }
 
+long bft_proc_status_kib(pid_t pid, const char *field)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t len = strlen(field);
+    long kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, field, len) == 0 && line[len] == ':')
+            kib = atol(line + len + 1);
+    if (f)
+        fclose(f);
+    return kib;
+}
+
 static int remove_entry(const char *path, const struct stat *st, int flag,
                         struct FTW *ftw)
 {

@@ -42,6 +42,9 @@ int bft_daemon_stop(bft_daemon *d, int sig);
 /* CPU seconds (user + system) the running daemon has used so far; -1 if
  * unknown.  Benchmarks print it: wall time on a shared machine is noisy. */
 double bft_daemon_cpu_seconds(const bft_daemon *d);
+/* A memory figure of process pid from /proc/PID/status, in KiB: field is
+ * "VmRSS" (resident now) or "VmHWM" (its peak); -1 if unknown. */
+long bft_proc_status_kib(pid_t pid, const char *field);
 /* Stops a running daemon (SIGKILL) and removes the directory. */
 void bft_daemon_cleanup(bft_daemon *d);
 

@@ -11,7 +11,6 @@
  * `jobs` comes in bounded pages, and a daemon killed or stopped half-way
  * through storing a sweep leaves nothing of it, or half-way through
  * cancelling one finishes the cancel when it starts again. */
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,6 +23,8 @@
 
 #include "clock.h"
 #include "fake_worker.h"
+#include "fan_out.h"
+#include "heartbeats.h"
 #include "harness.h"
 
 #define BIG_SEEDS 60000
@@ -52,80 +53,21 @@ static void send_request(bf_wire_conn *c, json_t *msg)
     json_decref(msg);
 }
 
-/* A worker renewing its lease every HEARTBEAT_EVERY_MS on a thread of its
- * own, as a real worker's link thread does, whatever the test's own
- * thread is busy with (receiving a 60,000-row reply takes a while). */
-typedef struct heartbeater {
-    bft_worker *w;
-    int64_t attempt;
-    pthread_t thread;
-    pthread_mutex_t lock;
-    int stop, beats, not_acked;
-    int64_t worst_ms;
-    char first_refusal[512];
-} heartbeater;
-
-static void *heartbeat_loop(void *arg)
+/* Every renewal so far was acked: the lease never lapsed. */
+static void assert_all_acked(bft_heartbeats *h, const char *what)
 {
-    heartbeater *h = arg;
-    for (;;) {
-        pthread_mutex_lock(&h->lock);
-        int stop = h->stop;
-        pthread_mutex_unlock(&h->lock);
-        if (stop)
-            return NULL;
-        int64_t t0 = bf_monotonic_ms();
-        json_t *r = bft_worker_heartbeat(h->w, h->attempt);
-        int64_t took = bf_monotonic_ms() - t0;
-        pthread_mutex_lock(&h->lock);
-        h->beats++;
-        h->worst_ms = took > h->worst_ms ? took : h->worst_ms;
-        if ((!r || strcmp(bf_wire_type(r), "ack") != 0) && !h->not_acked++) {
-            char *text = r ? json_dumps(r, 0) : NULL;
-            snprintf(h->first_refusal, sizeof h->first_refusal, "%s",
-                     text ? text : "no reply");
-            free(text);
-        }
-        pthread_mutex_unlock(&h->lock);
-        json_decref(r);
-        bf_sleep_ms(HEARTBEAT_EVERY_MS);
-    }
-}
-
-static void heartbeats_start(heartbeater *h, bft_worker *w, int64_t attempt)
-{
-    memset(h, 0, sizeof *h);
-    h->w = w;
-    h->attempt = attempt;
-    pthread_mutex_init(&h->lock, NULL);
-    assert_int_equal(pthread_create(&h->thread, NULL, heartbeat_loop, h), 0);
-}
-
-/* Every heartbeat so far was acked: the lease never lapsed. */
-static void assert_all_acked(heartbeater *h, const char *what)
-{
-    pthread_mutex_lock(&h->lock);
-    print_message("after %s: %d heartbeats, slowest %lld ms\n", what, h->beats,
-                  (long long)h->worst_ms);
-    int not_acked = h->not_acked;
-    pthread_mutex_unlock(&h->lock);
-    if (not_acked)
+    bft_beat_figures f;
+    bft_heartbeats_figures(h, &f);
+    print_message("after %s: %d heartbeats, slowest %.0f ms\n", what, f.beats,
+                  f.max);
+    if (f.not_acked)
         fail_msg("%d heartbeats not acked by the end of %s, the first: %s",
-                 not_acked, what, h->first_refusal);
-}
-
-static void heartbeats_stop(heartbeater *h)
-{
-    pthread_mutex_lock(&h->lock);
-    h->stop = 1;
-    pthread_mutex_unlock(&h->lock);
-    pthread_join(h->thread, NULL);
-    pthread_mutex_destroy(&h->lock);
+                 f.not_acked, what, f.first_refusal);
 }
 
 /* The reply to a request sent on c (the wait only guards against a hang),
  * with every heartbeat meanwhile acked. */
-static json_t *reply_while_beating(heartbeater *h, bf_wire_conn *c,
+static json_t *reply_while_beating(bft_heartbeats *h, bf_wire_conn *c,
                                    const char *what)
 {
     bf_error err;
@@ -149,8 +91,8 @@ static void test_long_requests_keep_leases(void **state)
 {
     bft_daemon *d = *state;
     bft_worker w;
-    heartbeater h;
-    heartbeats_start(&h, &w, lease_small_job(d, &w));
+    bft_heartbeats h;
+    bft_heartbeats_start(&h, &w, lease_small_job(d, &w), HEARTBEAT_EVERY_MS);
     bf_wire_conn c;
     assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
 
@@ -241,8 +183,8 @@ static void test_long_requests_keep_leases(void **state)
     assert_non_null(strstr(err, "more jobs follow: add --after"));
     free(out);
     free(err);
-    heartbeats_stop(&h);
     assert_all_acked(&h, "the whole test");
+    bft_heartbeats_stop(&h);
     bft_worker_close(&w);
 }
 
@@ -357,16 +299,10 @@ static void test_big_fan_out(void **state)
     bft_daemon *d = *state;
     bft_worker w, other;
     int64_t held = lease_small_job(d, &other);
-    char yaml[40000];
-    int n = snprintf(yaml, sizeof yaml, "name: fan\nbase: {steps: 100, depth:"
-                     " 2, eval_depths: [2]}\nstages:\n  - {name: a, seeds: 1}"
-                     "\n  - name: b\n    base: {init_from: \"stage:a\"}\n"
-                     "    grid:\n      lr: [");
-    for (int i = 0; i < 3000; i++)
-        n += snprintf(yaml + n, sizeof yaml - (size_t)n, "%s%g", i ? ", " : "",
-                      1e-5 * (i + 1));
-    snprintf(yaml + n, sizeof yaml - (size_t)n, "]\n");
+    char *yaml = bft_fan_out_sweep("{steps: 100, depth: 2, eval_depths: [2]}",
+                                   3000);
     int64_t sweep = bft_submit(d, "fan.yaml", yaml, NULL, NULL);
+    free(yaml);
     assert_true(sweep > 0);
     assert_int_equal(bft_worker_connect(&w, d, "source"), 0);
     int64_t job, attempt = bft_worker_lease(&w, &job);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "fan_out.h"
 #include "store_internal.h"
 #include "test_store_util.h"
 
@@ -180,16 +181,9 @@ static void test_source_failure_and_retry(void **state)
 static void test_big_fan_out_in_slices(void **state)
 {
     fixture *f = *state;
-    char yaml[4096];
-    int n = snprintf(yaml, sizeof yaml, "name: fan\nbase: {steps: 20, "
-                     "warmup_steps: 0}\nstages:\n  - {name: a, seeds: 1}\n"
-                     "  - name: b\n    base: {init_from: \"stage:a\"}\n"
-                     "    grid:\n      lr: [");
-    for (int i = 0; i < 300; i++)
-        n += snprintf(yaml + n, sizeof yaml - (size_t)n, "%s%g", i ? ", " : "",
-                      1e-4 * (i + 1));
-    snprintf(yaml + n, sizeof yaml - (size_t)n, "]\n");
+    char *yaml = bft_fan_out_sweep("{steps: 20, warmup_steps: 0}", 300);
     int64_t sweep = bft_submit(f->s, yaml, 1, NULL);
+    free(yaml);
     assert_false(bf_store_unsettled(f->s));
     succeed(f->s, 1, 20, "/ck/1.safetensors");
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE status ="
@@ -210,7 +204,7 @@ static void test_big_fan_out_in_slices(void **state)
      * first 4 levels at once, the rest with the next settle, and the
      * sweep is done when the last one is. */
     char chain[1024];
-    n = snprintf(chain, sizeof chain, "name: deep\nmax_attempts: 1\n"
+    int n = snprintf(chain, sizeof chain, "name: deep\nmax_attempts: 1\n"
                  "base: {steps: 20, warmup_steps: 0}\nstages:\n"
                  "  - {name: s0, seeds: 1}\n");
     for (int i = 1; i < 6; i++)
