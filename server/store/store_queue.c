@@ -317,11 +317,15 @@ static int settle_work(bf_store *s, int64_t now_ms, int64_t deadline_us,
     return s->unsettled.n > 0;
 }
 
-/* Job job_id has just ended: the jobs waiting for it move on, the first
- * few slices now, the rest by bf_store_settle. */
-static int source_ended(bf_store *s, int64_t job_id, int64_t now_ms,
-                        bf_error *err)
+/* Job job_id has just become `status`: if that ends it, the jobs waiting
+ * for it move on, the first few slices now, the rest by bf_store_settle
+ * (a job that goes back to the queue moves nothing, and costs no query). */
+static int source_ended(bf_store *s, int64_t job_id, const char *status,
+                        int64_t now_ms, bf_error *err)
 {
+    if (strcmp(status, "succeeded") != 0 && strcmp(status, "failed") != 0
+        && strcmp(status, "cancelled") != 0)
+        return 0;
     store__ids_push(&s->unsettled, job_id);
     return settle_work(s, now_ms, 0, SETTLE_AT_ONCE, err) < 0 ? -1 : 0;
 }
@@ -390,7 +394,7 @@ static int settle(bf_store *s, const live_attempt *a, const char *outcome,
     if (error)
         sqlite3_bind_text(st, 4, error, -1, SQLITE_TRANSIENT);
     if (store__exec(s, st, NULL) < 0 ||
-        source_ended(s, a->job_id, now_ms, NULL) < 0)
+        source_ended(s, a->job_id, job_status, now_ms, NULL) < 0)
         return -1;
     return store__refresh_sweep(s, a->sweep_id, NULL);
 }
@@ -685,7 +689,7 @@ int bf_store_cancel_job(bf_store *s, int64_t job_id, int64_t now_ms,
                           err) < 0 ||
              /* cancelled now, not once its worker stops */
              ((strcmp(status, "waiting") == 0 || strcmp(status, "queued") == 0)
-              && source_ended(s, job_id, now_ms, err) < 0) ||
+              && source_ended(s, job_id, "cancelled", now_ms, err) < 0) ||
              store__refresh_sweep(s, sweep_id, err) < 0 ? -1 : 0;
     return finish_cancel(s, rc, running, n_running, err);
 }
