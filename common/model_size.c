@@ -40,20 +40,30 @@ int bf_model_table_positions(const bf_model_shape *s, int T)
     return s->n_positions > T ? s->n_positions : T;
 }
 
+bf_model_act_sizes bf_model_act_sizes_of(const bf_model_shape *s, int B,
+                                         int T)
+{
+    bf_model_act_sizes z;
+    size_t P = (size_t)(s->d_model / s->n_heads) / 2;
+    z.bt = (size_t)B * T;
+    z.btc = z.bt * s->d_model;
+    z.att = (size_t)B * s->n_heads * T * T;
+    z.theta = (size_t)s->n_layers * s->n_heads * P;
+    z.table = z.theta * (size_t)bf_model_table_positions(s, T);
+    return z;
+}
+
 size_t bf_model_act_floats(const bf_model_shape *s, int B, int T)
 {
-    size_t L = (size_t)s->n_layers, P = (size_t)(s->d_model / s->n_heads) / 2;
-    size_t bt = (size_t)B * T, btc = bt * s->d_model;
-    size_t att = (size_t)B * s->n_heads * T * T;
-    size_t theta = L * s->n_heads * P;
-    size_t table = theta * (size_t)bf_model_table_positions(s, T);
+    bf_model_act_sizes z = bf_model_act_sizes_of(s, B, T);
+    size_t L = (size_t)s->n_layers;
     /* res, then per layer res2 atty (1) qkv (3) fch (4) att and four
      * LayerNorm statistics; lnf dres scratch (1 + 1 + 8); per token
      * logits, lse and ln_f statistics; datt; cos/sin tables; omega and
      * table_theta. */
-    return (L + 1) * btc + L * (btc * 9 + att + 4 * bt) + btc * 10 +
-           bt * ((size_t)s->vocab + 3) + (size_t)T * T + 2 * table +
-           2 * theta;
+    return (L + 1) * z.btc + L * (z.btc * 9 + z.att + 4 * z.bt) +
+           z.btc * 10 + z.bt * ((size_t)s->vocab + 3) + (size_t)T * T +
+           2 * z.table + 2 * z.theta;
 }
 
 int bf_model_micro_batch(const bf_model_shape *s, int local_batch, int T)

@@ -39,8 +39,22 @@ size_t bf_model_param_floats(const bf_model_shape *s);
 /* Positions the rotary tables of a model of capacity T cover (S). */
 int bf_model_table_positions(const bf_model_shape *s, int T);
 
+/* Sizes in floats of the activation buffers of a (B, T) capacity, each
+ * for one layer where there is one per layer. */
+typedef struct bf_model_act_sizes {
+    size_t btc;   /* B*T*C: a residual stream */
+    size_t bt;    /* B*T: a statistic per token */
+    size_t att;   /* B*NH*T*T: attention weights */
+    size_t table; /* L*NH*P*S: a rotary table (cos or sin), every layer */
+    size_t theta; /* L*NH*P: a frequency per pair, every layer */
+} bf_model_act_sizes;
+
+bf_model_act_sizes bf_model_act_sizes_of(const bf_model_shape *s, int B,
+                                         int T);
+
 /* Floats of all activations of a (B, T) capacity, rotary tables included
- * (what dominates memory per micro-batch). */
+ * (what dominates memory per micro-batch): the buffers engine/model.c
+ * carves from bf_model_act_sizes_of, summed. */
 size_t bf_model_act_floats(const bf_model_shape *s, int B, int T);
 
 /* Rows per micro-batch for a local batch of `local_batch` rows of length T:

@@ -143,12 +143,22 @@ int bf_checkpoint_save(const char *path, const bf_model *m,
 
 /* ---- loading -------------------------------------------------------------- */
 
-static int parse_step(const char *s, int *out)
+/* A metadata value that is a decimal integer in 0 .. max, all of it. */
+static int parse_count(const char *s, long long max, long long *out)
 {
     char *end;
     errno = 0;
-    long v = s ? strtol(s, &end, 10) : -1;
-    if (!s || errno || *end || end == s || v < 0 || v > INT_MAX)
+    long long v = s ? strtoll(s, &end, 10) : -1;
+    if (!s || errno || *end || end == s || v < 0 || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_step(const char *s, int *out)
+{
+    long long v;
+    if (parse_count(s, INT_MAX, &v) != 0)
         return -1;
     *out = (int)v;
     return 0;
@@ -191,11 +201,9 @@ static int parse_owner(bf_checkpoint *ck, const char *path, bf_error *err)
     const char *job = bf_st_metadata(ck->file, "job_id");
     if (!db && !job)
         return 0;
-    char *end = NULL;
-    errno = 0;
-    long long id = job ? strtoll(job, &end, 10) : 0;
+    long long id;
     bf_error inner;
-    if (!db || !job || errno || end == job || *end ||
+    if (!db || parse_count(job, INT64_MAX, &id) != 0 ||
         bf_checkpoint_owner_set(&ck->owner, db, id, &inner) != 0)
         return bf_error_set(err, path, 0, "__metadata__.database_id",
                             "database_id '%s' and job_id '%s' must be given "
@@ -364,15 +372,20 @@ static void describe_config_diff(const char *a_json, const char *b_json,
     json_decref(b);
 }
 
-/* Whether the job of cfg may continue from ck: the same config (compared
- * in canonical form, so a checkpoint written before a field was added,
- * at its default, still matches) and a step within the job's steps. */
+/* Whether the job of cfg, owned by owner (may be NULL), may continue from
+ * ck: not another owner's (BF_CHECKPOINT_FOREIGN), the same config
+ * (compared in canonical form, so a checkpoint written before a field was
+ * added, at its default, still matches) and a step within the job's
+ * steps (-1). */
 static int check_resumable(const bf_checkpoint *ck, const char *path,
-                           const bf_job_config *cfg, bf_error *err)
+                           const bf_job_config *cfg,
+                           const bf_checkpoint_owner *owner, bf_error *err)
 {
+    int rc = bf_checkpoint_check_owner(ck, owner, err);
+    if (rc != 0)
+        return rc;
     char *mine = bf_job_config_to_canonical_json(cfg);
     char *theirs = bf_job_config_to_canonical_json(&ck->cfg);
-    int rc = 0;
     if (!mine || !theirs) {
         rc = bf_error_set(err, path, 0, NULL, "out of memory");
     } else if (strcmp(mine, theirs) != 0) {
@@ -398,9 +411,7 @@ int bf_checkpoint_check_resume(const char *path, const bf_job_config *cfg,
     bf_checkpoint ck;
     if (bf_checkpoint_open(&ck, path, err) != 0)
         return -1;
-    int rc = bf_checkpoint_check_owner(&ck, owner, err);
-    if (rc == 0)
-        rc = check_resumable(&ck, path, cfg, err);
+    int rc = check_resumable(&ck, path, cfg, owner, err);
     if (rc == 0 && step)
         *step = ck.step;
     bf_checkpoint_close(&ck);
@@ -417,9 +428,7 @@ int bf_checkpoint_resume(const char *path, bf_model *m,
         return -1;
     /* Compared as parsed, not as stored: a checkpoint written before a
      * field existed holds that field's default, so it resumes unchanged. */
-    int rc = bf_checkpoint_check_owner(&ck, owner, err);
-    if (rc == 0)
-        rc = check_resumable(&ck, path, cfg, err);
+    int rc = check_resumable(&ck, path, cfg, owner, err);
     if (rc == 0)
         rc = bf_checkpoint_load_params(&ck, m, err);
     if (rc == 0)

@@ -47,25 +47,6 @@ typedef struct bf_acts {
     int B, T;         /* shape of the last forward, 0: none */
 } bf_acts;
 
-/* Sizes in floats of the activation buffers of a (B, T) capacity; their
- * sum is bf_model_act_floats (common/model_size.c), which acts_create
- * checks. */
-typedef struct act_sizes {
-    size_t btc, bt, att, table, theta;
-} act_sizes;
-
-static act_sizes act_sizes_of(const bf_model_shape *s, int B, int T)
-{
-    act_sizes z;
-    size_t P = (size_t)(s->d_model / s->n_heads) / 2;
-    z.bt = (size_t)B * T;
-    z.btc = z.bt * s->d_model;
-    z.att = (size_t)B * s->n_heads * T * T;
-    z.theta = (size_t)s->n_layers * s->n_heads * P;
-    z.table = z.theta * (size_t)bf_model_table_positions(s, T);
-    return z;
-}
-
 /* The parameter table: one row per tensor, in bf_params order. */
 static void fill_param_table(bf_model *m)
 {
@@ -169,7 +150,7 @@ static bf_acts *acts_create(const bf_model_shape *s, int B, int T)
     size_t total = bf_model_act_floats(s, B, T);
     float *base = alloc_floats(total);
     int *ints = bf_xcalloc((size_t)B * T * 4, sizeof(int));
-    act_sizes z = act_sizes_of(s, B, T);
+    bf_model_act_sizes z = bf_model_act_sizes_of(s, B, T);
     size_t L = (size_t)s->n_layers;
     float *p = base;
 #define CARVE(field, n) (a->field = p, p += (n))
@@ -196,7 +177,8 @@ static bf_acts *acts_create(const bf_model_shape *s, int B, int T)
     CARVE(omega, z.theta);
     CARVE(table_theta, z.theta);
 #undef CARVE
-    assert((size_t)(p - base) == total); /* the estimate must match the carving */
+    /* the estimate jobs are refused by must match the carving */
+    assert((size_t)(p - base) == total);
     a->arena = base;
     a->int_arena = ints;
     a->inputs = ints;
@@ -385,7 +367,7 @@ static layer_acts layer_acts_of(const bf_model *m, int l)
 {
     bf_acts *a = m->impl;
     const bf_model_shape *s = &m->shape;
-    act_sizes cap = act_sizes_of(s, m->B, m->T);
+    bf_model_act_sizes cap = bf_model_act_sizes_of(s, m->B, m->T);
     size_t hp = (size_t)l * s->n_heads * (s->d_model / s->n_heads / 2);
     size_t tl = hp * (size_t)a->S;
     return (layer_acts){

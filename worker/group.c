@@ -72,7 +72,7 @@ typedef struct group {
     size_t memory_budget;  /* this rank's, bytes */
     /* --checkpoint-dir made absolute (rank 0): the paths reported to the
      * coordinator must mean the same to every group. */
-    char checkpoint_root[BF_PATH_MAX - 64];   /* room for the two below */
+    char checkpoint_root[BF_PATH_MAX - 64];   /* room for "/db-<id>/job-<id>" */
 } group;
 
 /* ---- signals -------------------------------------------------------------- */
@@ -292,11 +292,12 @@ static int job_checkpoint_dir(const group *g, const bf_checkpoint_owner *o,
     dir[0] = '\0';
     if (!g->checkpoint_root[0])
         return 0;
-    snprintf(dir, cap, "%s/db-%s", g->checkpoint_root, o->database_id);
+    /* checkpoint_root leaves room for both: n < cap */
+    int n = snprintf(dir, cap, "%s/db-%s", g->checkpoint_root,
+                     o->database_id);
     if (make_dir(dir, err) != 0)
         return -1;
-    snprintf(dir, cap, "%s/db-%s/job-%lld", g->checkpoint_root,
-             o->database_id, (long long)o->job_id);
+    snprintf(dir + n, cap - (size_t)n, "/job-%lld", (long long)o->job_id);
     return make_dir(dir, err);
 }
 
@@ -485,6 +486,19 @@ static int report_outcome(group *g, int64_t job_id,
     return 0;
 }
 
+/* What every rank trains a job with besides its config, from the plan's
+ * fields (a NULL or "" path: none). */
+static bf_group_job group_job(const group *g, const char *dir,
+                              const char *resume,
+                              const bf_checkpoint_owner *owner,
+                              const bf_checkpoint_owner *source)
+{
+    return (bf_group_job){ .checkpoint_dir = dir && dir[0] ? dir : NULL,
+                           .resume_path = resume && resume[0] ? resume : NULL,
+                           .owner = owner, .init_source = source,
+                           .memory_budget = g->memory_budget };
+}
+
 /* Rank 0: runs one leased job with the whole group and reports it.  Returns
  * 1 when the group should stop. */
 static int run_leased_job(group *g, const json_t *job)
@@ -530,10 +544,7 @@ static int run_leased_job(group *g, const json_t *job)
 
     double t0 = bf_now_seconds();
     bf_train_summary s;
-    bf_group_job gj = { .checkpoint_dir = dir[0] ? dir : NULL,
-                        .resume_path = resume[0] ? resume : NULL,
-                        .owner = &owner, .init_source = &source,
-                        .memory_budget = g->memory_budget };
+    bf_group_job gj = group_job(g, dir, resume, &owner, &source);
     int rc = bf_group_train(g->comm, &cfg, &gj, g->link, &s, &err);
     if (rc == TRAIN_SETUP_FAILED || rc == TRAIN_SETUP_PERMANENT) {
         bf_log_error("job %lld: %s", (long long)job_id, err.msg);
@@ -570,10 +581,7 @@ static void follow(group *g)
             bf_log_error("rank %d: %s", g->rank, err.msg);
             MPI_Abort(g->comm, EXIT_RUNTIME);
         }
-        bf_group_job gj = { .checkpoint_dir = dir && dir[0] ? dir : NULL,
-                            .resume_path = resume && resume[0] ? resume : NULL,
-                            .owner = &owner, .init_source = &source,
-                            .memory_budget = g->memory_budget };
+        bf_group_job gj = group_job(g, dir, resume, &owner, &source);
         if (bf_group_train(g->comm, &cfg, &gj, NULL, NULL, &err) ==
             TRAIN_RUN_FAILED) {
             bf_log_error("rank %d: %s", g->rank, err.msg);

@@ -39,17 +39,17 @@ typedef struct bf_group_job {
 } bf_group_job;
 
 /* Trains one job on every rank of comm (collective: every rank calls it
- * with the same arguments, memory_budget aside).  Rank 0's records go to `link` (NULL: they are
- * dropped); training stops early after the step at which any rank saw a
- * stop request (rank 0: cancel or fenced on the link; any rank: SIGTERM or
- * SIGINT once bf_group_main caught them).  *summary (may be NULL) gets where the run ended.  Returns 0;
- * -1 with err when the trainer could not be set up on some rank (every rank
- * returns -1 then, with that rank's message), -3 when that failure is
- * permanent (BF_TRAIN_PERMANENT: the job cannot run anywhere); -2 with err
- * when training
- * failed on this rank mid-run (rank 0 could not write a checkpoint): the
- * other ranks are then inside the next collective, so the caller reports
- * and calls MPI_Abort. */
+ * with the same arguments, memory_budget aside).  Rank 0's records go to
+ * `link` (NULL: they are dropped); training stops early after the step at
+ * which any rank saw a stop request (rank 0: cancel or fenced on the link;
+ * any rank: SIGTERM or SIGINT once bf_group_main caught them).  *summary
+ * (may be NULL) gets where the run ended.  Returns 0; -1 with err when the
+ * trainer could not be set up on some rank (every rank returns -1 then,
+ * with that rank's message), -3 when that failure is permanent
+ * (BF_TRAIN_PERMANENT: the job cannot run anywhere); -2 with err when
+ * training failed on this rank mid-run (rank 0 could not write a
+ * checkpoint): the other ranks are then inside the next collective, so the
+ * caller reports and calls MPI_Abort. */
 int bf_group_train(MPI_Comm comm, const bf_job_config *cfg,
                    const bf_group_job *job, bf_link *link,
                    bf_train_summary *summary, bf_error *err);

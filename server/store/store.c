@@ -288,11 +288,6 @@ static int prepare_all(bf_store *s, bf_error *err)
     return id ? 0 : store__fail(s, err, "reading the database id");
 }
 
-const char *bf_store_database_id(const bf_store *s)
-{
-    return s->database_id;
-}
-
 /* A daemon killed while it stored a big sweep left it half-stored (n_jobs
  * still 0): at start nothing else runs yet, so it goes in one go. */
 static int discard_abandoned(bf_store *s, bf_error *err)

@@ -53,11 +53,6 @@ enum {
 int bf_store_open(bf_store **out, const char *path, bf_error *err);
 void bf_store_close(bf_store *s);   /* flushes, closes cleanly */
 
-/* The database's id (migration 7: 16 hex digits made at its creation),
- * owned by s: worker groups keep its checkpoints apart from every other
- * database's (docs/checkpoints.md).  Writers only (bf_store_open). */
-const char *bf_store_database_id(const bf_store *s);
-
 /* A read-only connection to the database of a running store, for queries
  * made on another thread than the store's (bifocald's thread pool): WAL
  * lets it read the last committed state while the store writes.  Only the
@@ -176,7 +171,11 @@ typedef struct bf_lease {
     int64_t resume_step;
     int64_t lease_expires_ms;
     int64_t source_job_id;   /* the stage source init_from comes from, or 0 */
-    const char *database_id; /* bf_store_database_id: owned by the store */
+    /* The database's id (migration 7: 16 hex digits made at its
+     * creation), read at bf_store_open and owned by the store: worker
+     * groups keep its checkpoints apart from every other database's
+     * (docs/checkpoints.md). */
+    const char *database_id;
 } bf_lease;
 void bf_lease_clear(bf_lease *l);
 

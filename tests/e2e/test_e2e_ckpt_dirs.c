@@ -89,18 +89,24 @@ static void run_interleaved(bft_daemon *a, bft_daemon *b)
                                  "= 1 AND status = 'succeeded'"), 1);
 }
 
+/* The checkpoint paths A's and B's job 1 recorded. */
+static void job_1_checkpoints(const bft_daemon *a, const bft_daemon *b,
+                              char *a_path, char *b_path, size_t cap)
+{
+    const char *sql = "SELECT checkpoint_path FROM jobs WHERE job_id = 1";
+    e2e_sql_text(a, sql, a_path, cap);
+    e2e_sql_text(b, sql, b_path, cap);
+}
+
 static void test_two_databases_share_a_directory(void **state)
 {
     bft_daemon *a = *state, *b = &second_daemon;
     run_interleaved(a, b);
     run_jobs(a, "a2", "1");
     char a_path[1200], b_path[1200], init[1200];
-    e2e_sql_text(a, "SELECT checkpoint_path FROM jobs WHERE job_id = 1", a_path,
-             sizeof a_path);
-    e2e_sql_text(b, "SELECT checkpoint_path FROM jobs WHERE job_id = 1", b_path,
-             sizeof b_path);
+    job_1_checkpoints(a, b, a_path, b_path, sizeof a_path);
     e2e_sql_text(a, "SELECT init_from FROM jobs WHERE job_id = 2", init,
-             sizeof init);
+                 sizeof init);
     print_message("A's job 1: %s\nB's job 1: %s\n", a_path, b_path);
     assert_string_not_equal(a_path, b_path);
     assert_string_equal(init, a_path);
@@ -129,18 +135,15 @@ static void test_foreign_source_fails_the_job(void **state)
     bft_daemon *a = *state, *b = &second_daemon;
     run_interleaved(a, b);
     char a_path[1200], b_path[1200], cmd[2600];
-    e2e_sql_text(a, "SELECT checkpoint_path FROM jobs WHERE job_id = 1", a_path,
-             sizeof a_path);
-    e2e_sql_text(b, "SELECT checkpoint_path FROM jobs WHERE job_id = 1", b_path,
-             sizeof b_path);
+    job_1_checkpoints(a, b, a_path, b_path, sizeof a_path);
     snprintf(cmd, sizeof cmd, "cp '%s' '%s'", b_path, a_path);
     assert_int_equal(system(cmd), 0);
     run_jobs(a, "a2", "1");
     char error[2000], b_id[32], want[200];
     e2e_sql_text(a, "SELECT error FROM jobs WHERE job_id = 2", error,
-             sizeof error);
+                 sizeof error);
     e2e_sql_text(b, "SELECT database_id FROM database_identity", b_id,
-             sizeof b_id);
+                 sizeof b_id);
     print_message("job 2: %s\n", error);
     snprintf(want, sizeof want, "belongs to job 1 of database %s, not to "
              "job 1 of database", b_id);
@@ -167,7 +170,7 @@ static void test_memory_budget_fails_the_job(void **state)
     assert_int_equal(e2e_group_wait(g, 120000), 0);
     char error[2000];
     e2e_sql_text(d, "SELECT error FROM jobs WHERE job_id = 1", error,
-             sizeof error);
+                 sizeof error);
     print_message("job 1: %s\n", error);
     assert_non_null(strstr(error, "the job needs "));
     assert_non_null(strstr(error, "over the worker's memory budget per rank "
