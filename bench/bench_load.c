@@ -342,17 +342,18 @@ static double holder_served_ms(bft_daemon *d)
     double t0 = bf_now_seconds();
     bf_wire_conn c;
     bf_error err;
-    int ok = bf_wire_connect(&c, d->addr, &err) == 0
-             && bf_wire_hello(&c, d->token, "client", NULL, NULL, 1,
-                              &err) == 0;
-    json_t *r = ok ? bft_request(&c, json_pack("{s:s}", "type", "status"))
-                   : NULL;
-    ok = r && strcmp(bf_wire_type(r), "status") == 0;
+    int admitted = bf_wire_connect(&c, d->addr, &err) == 0
+                   && bf_wire_hello(&c, d->token, "client", NULL, NULL, 1,
+                                    &err) == 0;
+    json_t *r = admitted
+        ? bft_request(&c, json_pack("{s:s}", "type", "status")) : NULL;
+    int ok = r && strcmp(bf_wire_type(r), "status") == 0;
     json_decref(r);
     bf_wire_close(&c);
     if (!ok) {
+        /* err says why only when the connect or the hello failed. */
         fprintf(stderr, "bench_load: a token holder was not served: %s\n",
-                r ? "no status reply" : err.msg);
+                admitted ? "no status reply" : err.msg);
         return -1;
     }
     return 1000 * (bf_now_seconds() - t0);

@@ -84,6 +84,17 @@ static void leave_strangers(bf_conn *c)
     c->stranger_of = NULL;
 }
 
+/* Logs how many of c's own lines its budget dropped, if any, and counts
+ * afresh. */
+static void report_dropped(bf_conn *c)
+{
+    if (!c->log.dropped)
+        return;
+    bf_log_warn("conn %llu %s: %ld log lines dropped (over its budget)",
+                (unsigned long long)c->serial, c->peer, c->log.dropped);
+    c->log.dropped = 0;
+}
+
 /* Closes now; pending writes are dropped. */
 static void close_now(bf_conn *c)
 {
@@ -104,9 +115,7 @@ static void close_now(bf_conn *c)
                      && (!c->stranger_of || bf_conn_log_ok(c));
     leave_strangers(c);
     n->cb.on_close(c);
-    if (c->log.dropped)
-        bf_log_warn("conn %llu %s: %ld log lines dropped (over its budget)",
-                    (unsigned long long)c->serial, c->peer, c->log.dropped);
+    report_dropped(c);
     if (say_closed)
         bf_log_info("conn %llu %s closed", (unsigned long long)c->serial,
                     c->peer);
@@ -137,16 +146,12 @@ static int budget_take(bf_log_budget *b)
 int bf_conn_log_ok(bf_conn *c)
 {
     bf_peer *e = c->stranger_of;
-    bf_log_budget *b = e ? &e->log : &c->log;
-    if (!budget_take(b))
+    if (!budget_take(e ? &e->log : &c->log))
         return 0;
-    if (b->dropped && e)
-        bf_log_warn("strangers of %s: %ld log lines dropped (over the "
-                    "address's budget)", e->addr, b->dropped);
-    else if (b->dropped)
-        bf_log_warn("conn %llu %s: %ld log lines dropped (over its budget)",
-                    (unsigned long long)c->serial, c->peer, b->dropped);
-    b->dropped = 0;
+    if (e)
+        bf_peer_report_dropped(e);
+    else
+        report_dropped(c);
     return 1;
 }
 

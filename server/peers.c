@@ -71,6 +71,15 @@ int64_t bf_peers_failed(bf_peers *p, bf_peer *e, int64_t now_ms)
     return e->delay_ms;
 }
 
+void bf_peer_report_dropped(bf_peer *e)
+{
+    if (!e->log.dropped)
+        return;
+    bf_log_warn("strangers of %s: %ld log lines dropped (over the address's "
+                "budget)", e->addr, e->log.dropped);
+    e->log.dropped = 0;
+}
+
 static int idle(const bf_peer *e, int64_t now_ms)
 {
     return e->strangers.n == 0
@@ -83,10 +92,7 @@ void bf_peers_forget_idle(bf_peers *p, int64_t now_ms)
         for (bf_peer **link = &p->buckets[i]; *link;) {
             bf_peer *e = *link;
             if (idle(e, now_ms)) {
-                if (e->log.dropped)
-                    bf_log_warn("strangers of %s: %ld log lines dropped "
-                                "(over the address's budget)", e->addr,
-                                e->log.dropped);
+                bf_peer_report_dropped(e);
                 *link = e->next;
                 free(e);
                 p->n--;

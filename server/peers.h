@@ -74,6 +74,10 @@ bf_peer *bf_peers_get(bf_peers *p, const char *addr);
  * wait (e->delay_ms), 0 while the address has failures to spare. */
 int64_t bf_peers_failed(bf_peers *p, bf_peer *e, int64_t now_ms);
 
+/* Logs how many of e's strangers' lines its budget dropped (net.c), if
+ * any, and counts afresh. */
+void bf_peer_report_dropped(bf_peer *e);
+
 /* Drops the entries nothing depends on any more: no strangers, no failure
  * within BF_PEERS_FORGIVE_MS (logging how many of its strangers' lines
  * were dropped, if any were). */

@@ -63,31 +63,28 @@ static void holder_admitted(bft_daemon *d)
 
 static void test_idle_strangers_make_room(void **state)
 {
-    (void)state;
-    bft_daemon d;
-    assert_int_equal(bft_daemon_start(&d, 30), 0);
+    bft_daemon *d = *state;
     bf_wire_conn *flood = calloc(N_FLOOD, sizeof *flood);
     for (int i = 0; i < N_FLOOD; i++) {
-        assert_int_equal(bft_connect_from(&d, &flood[i], HOLDER), 0);
+        assert_int_equal(bft_connect_from(d, &flood[i], HOLDER), 0);
         if (i < PER_ADDR)
             continue;
         assert_true(bft_refused_with(&flood[i - PER_ADDR], "overloaded"));
         bf_wire_close(&flood[i - PER_ADDR]);
     }
-    holder_admitted(&d);
-    assert_true(bft_serves_status(&d));
+    holder_admitted(d);
+    assert_true(bft_serves_status(d));
     bf_wire_conn w;
-    assert_int_equal(bft_connect(&d, &w, "worker", "honest"), 0);
+    assert_int_equal(bft_connect(d, &w, "worker", "honest"), 0);
     bf_wire_close(&w);
     /* Evictions are logged, at most once a second rather than once each. */
-    int lines = bft_log_lines_with(&d, "to make room");
+    int lines = bft_log_lines_with(d, "to make room");
     print_message("%d evictions, %d log lines about them\n",
                   N_FLOOD - PER_ADDR + 3, lines);
     assert_true(lines >= 1);
     assert_true(lines < (N_FLOOD - PER_ADDR) / 10);
     close_all(flood, N_FLOOD);
     free(flood);
-    stop_and_clean(&d);
 }
 
 /* The overall cap makes room the same way: the oldest stranger of all
@@ -175,30 +172,27 @@ static void test_failed_hellos_only_delay(void **state)
  * lease expired.  It reconnects at once and its attempt lives on. */
 static void test_worker_reconnects_at_once(void **state)
 {
-    (void)state;
-    bft_daemon d;
-    assert_int_equal(bft_daemon_start(&d, 30), 0);
-    assert_true(bft_submit(&d, "s.yaml", "name: s\nseeds: 2\n", NULL,
+    bft_daemon *d = *state;
+    assert_true(bft_submit(d, "s.yaml", "name: s\nseeds: 2\n", NULL,
                            NULL) > 0);
     bft_worker w;
-    assert_int_equal(bft_worker_connect(&w, &d, "group-1"), 0);
+    assert_int_equal(bft_worker_connect(&w, d, "group-1"), 0);
     int64_t attempt = bft_worker_lease(&w, NULL);
     assert_true(attempt > 0);
     bft_worker_close(&w);       /* the connection drops */
 
     bf_wire_conn idle[PER_ADDR + 6], wrong[N_WRONG];
-    open_idle(&d, idle, PER_ADDR + 6, HOLDER);
+    open_idle(d, idle, PER_ADDR + 6, HOLDER);
     for (int i = 0; i < N_WRONG; i++) {
-        assert_int_equal(bft_connect_from(&d, &wrong[i], HOLDER), 0);
+        assert_int_equal(bft_connect_from(d, &wrong[i], HOLDER), 0);
         bft_send_hello(&wrong[i], WRONG_TOKEN);
     }
-    assert_int_equal(bft_worker_connect(&w, &d, "group-1"), 0);
+    assert_int_equal(bft_worker_connect(&w, d, "group-1"), 0);
     assert_true(bft_reply_is(bft_worker_heartbeat(&w, attempt), "ack"));
     assert_true(bft_reply_is(bft_worker_done(&w, attempt), "ack"));
     bft_worker_close(&w);
     close_all(idle, PER_ADDR + 6);
     close_all(wrong, N_WRONG);
-    stop_and_clean(&d);
 }
 
 /* ---- a hello that waited while the daemon was busy -------------------------- */
@@ -208,7 +202,9 @@ static void test_worker_reconnects_at_once(void **state)
  * 200 more idle ones.  The daemon accepts them in one burst, and the 200
  * after the holder's would close it as the oldest stranger before its
  * hello was read; what a stranger sent is read before it can be closed,
- * so the holder is admitted. */
+ * so the holder is admitted.  Its daemon is its own, not the fixture's:
+ * a failed assertion while the daemon is stopped must not leave a
+ * teardown waiting for it to exit on SIGTERM. */
 #define N_AROUND 200
 
 static void test_hello_waiting_in_backlog(void **state)
@@ -283,10 +279,10 @@ static void test_strangers_cannot_flood_the_log(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_idle_strangers_make_room),
+        BFT_DAEMON_TEST(test_idle_strangers_make_room),
         cmocka_unit_test(test_overall_cap_makes_room),
         cmocka_unit_test(test_failed_hellos_only_delay),
-        cmocka_unit_test(test_worker_reconnects_at_once),
+        BFT_DAEMON_TEST(test_worker_reconnects_at_once),
         cmocka_unit_test(test_hello_waiting_in_backlog),
         cmocka_unit_test(test_strangers_cannot_flood_the_log),
     };
