@@ -185,8 +185,7 @@ static int slow_ended(crowd *w, int i)
     ssize_t n = recv(w->slow[i].fd, buf, sizeof buf, MSG_DONTWAIT);
     if (n > 0) {
         w->cut += memmem(buf, (size_t)n, "\"timeout\"", 9) != NULL;
-        w->refused += memmem(buf, (size_t)n, "\"overloaded\"", 12) != NULL
-                      || memmem(buf, (size_t)n, "\"backoff\"", 9) != NULL;
+        w->refused += memmem(buf, (size_t)n, "\"overloaded\"", 12) != NULL;
         n = recv(w->slow[i].fd, buf, sizeof buf, MSG_DONTWAIT);
     }
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);

@@ -166,8 +166,8 @@ json_t *bf_wire_request(bf_wire_conn *c, json_t *msg, int timeout_ms,
     }
 }
 
-/* A refusal sent before the hello was read (a full cap, a back-off, the
- * hello timeout) carries no id, and the daemon then closes: it is the
+/* A refusal sent before the hello was read (a stranger evicted to make
+ * room, the hello timeout) carries no id, and the daemon then closes: it is the
  * answer to the hello. */
 static void keep_refusal(void *ctx, const json_t *msg)
 {

@@ -150,8 +150,7 @@ int bft_daemon_teardown(void **state)
 {
     bft_daemon *d = *state;
     /* Every test leaves a daemon that still stops cleanly. */
-    int rc = bft_daemon_stop(d, SIGTERM);
-    bft_daemon_cleanup(d);
+    int rc = bft_stop_and_clean(d);
     free(d);
     return rc == 0 ? 0 : -1;
 }
@@ -186,6 +185,19 @@ double bft_daemon_cpu_seconds(const bft_daemon *d)
                      "%llu %llu", &utime, &stime) != 2)
         return -1;
     return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+int bft_stop_and_clean(bft_daemon *d)
+{
+    int status = bft_daemon_stop(d, SIGTERM);
+    bft_daemon_cleanup(d);
+    return status;
+}
+
+void bft_close_all(bf_wire_conn *c, int n)
+{
+    for (int i = 0; i < n; i++)
+        bf_wire_close(&c[i]);
 }
 
 long bft_proc_status_kib(pid_t pid, const char *field)

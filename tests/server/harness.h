@@ -32,6 +32,11 @@ int bft_daemon_start(bft_daemon *d, int lease_seconds);
  * bft_daemon_start_with(d, 30, "--hello-failures", "0", NULL). */
 int bft_daemon_start_with(bft_daemon *d, int lease_seconds, ...)
     __attribute__((sentinel));
+/* Stops d with SIGTERM, which must end it cleanly (exit 0: returns 0),
+ * and removes its directory. */
+int bft_stop_and_clean(bft_daemon *d);
+/* Closes the n connections c[0..n). */
+void bft_close_all(bf_wire_conn *c, int n);
 /* Starts again on the same database (after a stop), on a new port. */
 int bft_daemon_restart(bft_daemon *d);
 /* Starts again on the same database AND the same port (for peers that only

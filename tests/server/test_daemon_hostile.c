@@ -18,12 +18,6 @@
 #include "clock.h"
 #include "harness.h"
 
-static void stop_and_clean(bft_daemon *d)
-{
-    assert_int_equal(bft_daemon_stop(d, SIGTERM), 0);
-    bft_daemon_cleanup(d);
-}
-
 /* ---- hello within the timeout ------------------------------------------- */
 
 static void test_hello_timeout(void **state)
@@ -55,13 +49,7 @@ static void test_hello_timeout(void **state)
     json_t *r = bft_request(&c, json_pack("{s:s}", "type", "workers"));
     assert_true(bft_reply_is(r, "workers"));
     bf_wire_close(&c);
-    stop_and_clean(&d);
-}
-
-static void close_all(bf_wire_conn *c, int n)
-{
-    for (int i = 0; i < n; i++)
-        bf_wire_close(&c[i]);
+    assert_int_equal(bft_stop_and_clean(&d), 0);
 }
 
 /* ---- logs ----------------------------------------------------------------- */
@@ -219,7 +207,7 @@ static void test_descriptor_limit_raised(void **state)
     setrlimit(RLIMIT_NOFILE, &mine);
     assert_int_equal(rc, 0);
     assert_int_equal(nofile_soft(d.pid), (long long)mine.rlim_max);
-    stop_and_clean(&d);
+    assert_int_equal(bft_stop_and_clean(&d), 0);
 }
 
 static int open_descriptors(pid_t pid)
@@ -263,10 +251,10 @@ static void test_accept_survives_emfile(void **state)
     assert_true(shed >= N - 8);
     int status;
     assert_int_equal(waitpid(d.pid, &status, WNOHANG), 0);
-    close_all(c, N);
+    bft_close_all(c, N);
     bf_sleep_ms(300);
     assert_true(bft_serves_status(&d));
-    stop_and_clean(&d);
+    assert_int_equal(bft_stop_and_clean(&d), 0);
 }
 
 int main(void)

@@ -25,22 +25,10 @@
  * a safety net against a hang, not a bound on anything. */
 #define ANSWER_WAIT_MS 30000
 
-static void stop_and_clean(bft_daemon *d)
-{
-    assert_int_equal(bft_daemon_stop(d, SIGTERM), 0);
-    bft_daemon_cleanup(d);
-}
-
 static void open_idle(bft_daemon *d, bf_wire_conn *c, int n, const char *ip)
 {
     for (int i = 0; i < n; i++)
         assert_int_equal(bft_connect_from(d, &c[i], ip), 0);
-}
-
-static void close_all(bf_wire_conn *c, int n)
-{
-    for (int i = 0; i < n; i++)
-        bf_wire_close(&c[i]);
 }
 
 /* The hello of a token holder from HOLDER is acked (not refused). */
@@ -83,7 +71,7 @@ static void test_idle_strangers_make_room(void **state)
                   N_FLOOD - PER_ADDR + 3, lines);
     assert_true(lines >= 1);
     assert_true(lines < (N_FLOOD - PER_ADDR) / 10);
-    close_all(flood, N_FLOOD);
+    bft_close_all(flood, N_FLOOD);
     free(flood);
 }
 
@@ -109,11 +97,11 @@ static void test_overall_cap_makes_room(void **state)
     holder_admitted(&d);
     assert_true(bft_refused_with(&a[2], "overloaded"));
     assert_true(bft_serves_status(&d));
-    close_all(a, 5);
-    close_all(b, 7);
+    bft_close_all(a, 5);
+    bft_close_all(b, 7);
     bf_wire_close(&extra);
     bf_wire_close(&late);
-    stop_and_clean(&d);
+    assert_int_equal(bft_stop_and_clean(&d), 0);
 }
 
 /* ---- failed hellos delay only their own answers ----------------------------- */
@@ -162,9 +150,9 @@ static void test_failed_hellos_only_delay(void **state)
     int lines = bft_log_lines_with(&d, "failed hellos; answering");
     print_message("%d log lines about the delay\n", lines);
     assert_true(lines >= 1 && lines <= 5);
-    close_all(wrong, N_WRONG);
-    close_all(silent, N_SILENT);
-    stop_and_clean(&d);
+    bft_close_all(wrong, N_WRONG);
+    bft_close_all(silent, N_SILENT);
+    assert_int_equal(bft_stop_and_clean(&d), 0);
 }
 
 /* A worker group whose connection dropped while strangers of its address
@@ -191,8 +179,8 @@ static void test_worker_reconnects_at_once(void **state)
     assert_true(bft_reply_is(bft_worker_heartbeat(&w, attempt), "ack"));
     assert_true(bft_reply_is(bft_worker_done(&w, attempt), "ack"));
     bft_worker_close(&w);
-    close_all(idle, PER_ADDR + 6);
-    close_all(wrong, N_WRONG);
+    bft_close_all(idle, PER_ADDR + 6);
+    bft_close_all(wrong, N_WRONG);
 }
 
 /* ---- a hello that waited while the daemon was busy -------------------------- */
@@ -227,11 +215,11 @@ static void test_hello_waiting_in_backlog(void **state)
         fprintf(stderr, "no answer to the holder's hello: %s\n", err.msg);
     assert_true(bft_reply_is(r, "ack"));
     bf_wire_close(&holder);
-    close_all(before, N_AROUND);
-    close_all(after, N_AROUND);
+    bft_close_all(before, N_AROUND);
+    bft_close_all(after, N_AROUND);
     free(before);
     free(after);
-    stop_and_clean(&d);
+    assert_int_equal(bft_stop_and_clean(&d), 0);
 }
 
 /* ---- strangers cannot flood the log ----------------------------------------- */
@@ -273,7 +261,7 @@ static void test_strangers_cannot_flood_the_log(void **state)
                   N_LOGGED, seconds - 1, lines, allowed);
     assert_true(lines <= allowed);
     assert_true(bft_log_lines_with(&d, "strangers of 127.0.0.7: ") >= 1);
-    stop_and_clean(&d);
+    assert_int_equal(bft_stop_and_clean(&d), 0);
 }
 
 int main(void)
