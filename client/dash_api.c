@@ -204,6 +204,19 @@ static void refresh_slot(bf_dash_api *a, sweep_slot *e)
     pthread_cond_broadcast(&a->loaded);
 }
 
+/* ms from now, on the clock the condition variables wait by
+ * (CLOCK_MONOTONIC, set in bf_dash_api_new: a wall-clock jump neither
+ * stretches nor cuts a wait). */
+static struct timespec deadline_in(long ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    t.tv_nsec += ms * 1000000L;
+    t.tv_sec += t.tv_nsec / 1000000000L;
+    t.tv_nsec %= 1000000000L;
+    return t;
+}
+
 static void *refresher_main(void *arg)
 {
     bf_dash_api *a = arg;
@@ -212,11 +225,7 @@ static void *refresher_main(void *arg)
         for (int i = 0; i < CACHED_SWEEPS && !a->stop; i++)
             if (a->slots[i].sweep_id && !a->slots[i].failed)
                 refresh_slot(a, &a->slots[i]);
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += REFRESH_MS * 1000000L;
-        until.tv_sec += until.tv_nsec / 1000000000L;
-        until.tv_nsec %= 1000000000L;
+        struct timespec until = deadline_in(REFRESH_MS);
         if (!a->stop)
             pthread_cond_timedwait(&a->wake, &a->lock, &until);
     }
@@ -251,11 +260,7 @@ static sweep_slot *slot_of(bf_dash_api *a, int64_t sweep)
 static sweep_slot *loaded_slot(bf_dash_api *a, int64_t sweep, int *failed)
 {
     sweep_slot *e = slot_of(a, sweep);
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += FIRST_LOAD_WAIT_MS * 1000000L;
-    until.tv_sec += until.tv_nsec / 1000000000L;
-    until.tv_nsec %= 1000000000L;
+    struct timespec until = deadline_in(FIRST_LOAD_WAIT_MS);
     while (e->sweep_id == sweep && !e->summary && !e->failed
            && pthread_cond_timedwait(&a->loaded, &a->lock, &until) == 0)
         ;
@@ -856,8 +861,12 @@ bf_dash_api *bf_dash_api_new(sqlite3 *db, const char *db_path)
     for (int i = 0; i < CACHED_SWEEPS; i++)
         bf_progress_init(&a->observers[i].progress);
     pthread_mutex_init(&a->lock, NULL);
-    pthread_cond_init(&a->wake, NULL);
-    pthread_cond_init(&a->loaded, NULL);
+    pthread_condattr_t monotonic;
+    pthread_condattr_init(&monotonic);
+    pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+    pthread_cond_init(&a->wake, &monotonic);
+    pthread_cond_init(&a->loaded, &monotonic);
+    pthread_condattr_destroy(&monotonic);
     /* The refresher reads through its own connection: a SQLite connection
      * serves one statement sequence at a time. */
     a->bg = bf_db_open(db_path, BF_DB_DASHBOARD_VERSION);
