@@ -368,6 +368,20 @@ static bf_progress *observer_of(bf_dash_api *a, int64_t sweep)
     return &pick->progress;
 }
 
+/* {field: value} of config's values of fields (an array of names), those
+ * config lacks left out (new reference; the values shared with config). */
+static json_t *config_values(const json_t *config, const json_t *fields)
+{
+    json_t *values = json_object(), *name;
+    size_t i;
+    json_array_foreach(fields, i, name) {
+        json_t *v = json_object_get(config, json_string_value(name));
+        if (v)
+            json_object_set(values, json_string_value(name), v);
+    }
+    return values;
+}
+
 /* The running jobs of the sweep with their rate and ETA (its observer
  * updated), each with the values of fields and without its config; NULL
  * on failure (printed). */
@@ -377,16 +391,11 @@ static json_t *running_jobs(bf_dash_api *a, int64_t sweep, const json_t *fields)
     if (!live)
         return NULL;
     bf_progress_update(observer_of(a, sweep), live, bf_monotonic_ms());
-    size_t i, k;
-    json_t *row, *name;
+    size_t i;
+    json_t *row;
     json_array_foreach(live, i, row) {
-        json_t *config = json_object_get(row, "config"), *values = json_object();
-        json_array_foreach(fields, k, name) {
-            json_t *v = json_object_get(config, json_string_value(name));
-            if (v)
-                json_object_set(values, json_string_value(name), v);
-        }
-        json_object_set_new(row, "fields", values);
+        json_object_set_new(row, "fields", config_values(
+            json_object_get(row, "config"), fields));
         json_object_del(row, "config");
     }
     return live;
@@ -702,14 +711,8 @@ static reply get_job(bf_dash_api *a, int64_t job)
     if (!row)
         return fail(404, "no job %lld", (long long)job);
     json_t *swept = bf_sweep_swept_fields(json_string_value(
-        json_object_get(row, "sweep_source"))), *fields = json_object(), *name;
-    size_t i;
-    json_array_foreach(swept, i, name) {
-        json_t *v = json_object_get(json_object_get(row, "config"),
-                                    json_string_value(name));
-        if (v)
-            json_object_set(fields, json_string_value(name), v);
-    }
+        json_object_get(row, "sweep_source")));
+    json_t *fields = config_values(json_object_get(row, "config"), swept);
     json_decref(swept);
     json_object_del(row, "sweep_source");
     json_t *attempts = query_rows(a,
