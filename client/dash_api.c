@@ -144,15 +144,6 @@ static long long newest_finished(bf_dash_api *a, int64_t sweep)
     return ms;
 }
 
-/* A view naming the varying fields (borrowed from names), which is all
- * bf_results_row reads of one. */
-static void names_view(bf_sweep_view *v, const json_t *names)
-{
-    *v = (bf_sweep_view){ 0 };
-    for (size_t i = 0; i < json_array_size(names) && i < BF_SWEEP_MAX_FIELDS; i++)
-        v->varying[v->n_varying++] = json_string_value(json_array_get(names, i));
-}
-
 /* ---- the refresher -------------------------------------------------------- */
 
 static void slot_clear(sweep_slot *e)
@@ -431,7 +422,7 @@ static json_t *job_rows(bf_dash_api *a, const json_t *ids, const json_t *varying
         json_object_set(by_id, key, row);
     }
     bf_sweep_view v;
-    names_view(&v, varying);
+    bf_dash_names_view(&v, varying, NULL);
     json_t *out = json_array();
     json_array_foreach(ids, i, id) {
         char key[24];

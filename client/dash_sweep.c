@@ -529,16 +529,32 @@ json_t *bf_dash_sweep_varying(const bf_dash_sweep *s)
 
 /* ---- the summary ---------------------------------------------------------- */
 
+/* The strings of names into out, at most BF_SWEEP_MAX_FIELDS; how many. */
+static int names_into(const char **out, const json_t *names)
+{
+    int n = 0;
+    for (size_t i = 0; i < json_array_size(names) && n < BF_SWEEP_MAX_FIELDS; i++)
+        out[n++] = json_string_value(json_array_get(names, i));
+    return n;
+}
+
+void bf_dash_names_view(bf_sweep_view *v, const json_t *varying,
+                        const json_t *by)
+{
+    *v = (bf_sweep_view){ 0 };
+    v->n_varying = names_into(v->varying, varying);
+    v->n_by = names_into(v->by, by);
+}
+
 /* A view of the sweep as compare.c and report.c read one: every group, and
  * as its jobs the succeeded ones only (their rows from results). */
 static int succeeded_view(const bf_dash_sweep *s, sqlite3 *db, bf_sweep_view *v)
 {
-    *v = (bf_sweep_view){ .sweep_id = s->sweep_id, .sweep = s->sweep,
-                          .groups = s->group_fields, .n_groups = s->n_groups };
-    for (size_t i = 0; i < json_array_size(s->varying); i++)
-        v->varying[v->n_varying++] = json_string_value(json_array_get(s->varying, i));
-    for (size_t i = 0; i < json_array_size(s->by); i++)
-        v->by[v->n_by++] = json_string_value(json_array_get(s->by, i));
+    bf_dash_names_view(v, s->varying, s->by);
+    v->sweep_id = s->sweep_id;
+    v->sweep = s->sweep;
+    v->groups = s->group_fields;
+    v->n_groups = s->n_groups;
     sqlite3_stmt *st = bf_db_prepare(db,
         "SELECT job_id, stage, task, rope, depth, seed, status, train_loss"
         "  FROM results WHERE sweep_id = ?1 AND status = 'succeeded'"
