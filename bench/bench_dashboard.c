@@ -537,6 +537,9 @@ typedef struct mover {
     int moved;
 } mover;
 
+/* Now in ms since the Unix epoch (bf_wall_ms's scale), in SQL. */
+#define NOW_MS " CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
+
 static void *mover_main(void *arg)
 {
     mover *m = arg;
@@ -550,24 +553,20 @@ static void *mover_main(void *arg)
         sql(db, "DELETE FROM done");
         sql(db, "INSERT INTO done SELECT job_id FROM jobs WHERE sweep_id = 1"
                 " AND status = 'running' ORDER BY started_ms, job_id LIMIT 1");
-        sql(db, "UPDATE attempts SET outcome = 'succeeded', ended_ms = "
-                " CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
+        sql(db, "UPDATE attempts SET outcome = 'succeeded', ended_ms =" NOW_MS
                 " WHERE outcome = 'running' AND job_id IN (SELECT job_id FROM done)");
         sql(db, "INSERT OR IGNORE INTO evals (job_id, step, depth, loss, accuracy)"
                 " SELECT job_id, 1000, d.value, 1.1, 0.6 FROM done,"
                 " json_each('[4,8,16]') d");
-        sql(db, "UPDATE jobs SET status = 'succeeded', finished_ms ="
-                " CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
+        sql(db, "UPDATE jobs SET status = 'succeeded', finished_ms =" NOW_MS
                 " WHERE job_id IN (SELECT job_id FROM done)");
         sql(db, "INSERT INTO done SELECT job_id FROM jobs WHERE sweep_id = 1"
                 " AND status = 'queued' ORDER BY job_id LIMIT 1");
         sql(db, "UPDATE jobs SET status = 'running', attempts = 1, started_ms ="
-                " CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
-                " WHERE job_id = (SELECT max(job_id) FROM done)");
+                NOW_MS " WHERE job_id = (SELECT max(job_id) FROM done)");
         sql(db, "INSERT INTO attempts (job_id, attempt_no, worker, started_ms,"
-                " lease_expires_ms) SELECT max(job_id), 1, 'bench',"
-                " CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER),"
-                " CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) + 600000 FROM done");
+                " lease_expires_ms) SELECT max(job_id), 1, 'bench'," NOW_MS ","
+                NOW_MS " + 600000 FROM done");
         sql(db, "COMMIT");
         m->moved++;
         bf_sleep_ms(100);

@@ -144,15 +144,6 @@ static long long newest_finished(bf_dash_api *a, int64_t sweep)
     return ms;
 }
 
-/* A view naming the varying fields (borrowed from names), which is all
- * bf_results_row reads of one. */
-static void names_view(bf_sweep_view *v, const json_t *names)
-{
-    *v = (bf_sweep_view){ 0 };
-    for (size_t i = 0; i < json_array_size(names) && i < BF_SWEEP_MAX_FIELDS; i++)
-        v->varying[v->n_varying++] = json_string_value(json_array_get(names, i));
-}
-
 /* ---- the refresher -------------------------------------------------------- */
 
 static void slot_clear(sweep_slot *e)
@@ -204,6 +195,19 @@ static void refresh_slot(bf_dash_api *a, sweep_slot *e)
     pthread_cond_broadcast(&a->loaded);
 }
 
+/* ms from now, on the clock the condition variables wait by
+ * (CLOCK_MONOTONIC, set in bf_dash_api_new: a wall-clock jump neither
+ * stretches nor cuts a wait). */
+static struct timespec deadline_in(long ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    t.tv_nsec += ms * 1000000L;
+    t.tv_sec += t.tv_nsec / 1000000000L;
+    t.tv_nsec %= 1000000000L;
+    return t;
+}
+
 static void *refresher_main(void *arg)
 {
     bf_dash_api *a = arg;
@@ -212,11 +216,7 @@ static void *refresher_main(void *arg)
         for (int i = 0; i < CACHED_SWEEPS && !a->stop; i++)
             if (a->slots[i].sweep_id && !a->slots[i].failed)
                 refresh_slot(a, &a->slots[i]);
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += REFRESH_MS * 1000000L;
-        until.tv_sec += until.tv_nsec / 1000000000L;
-        until.tv_nsec %= 1000000000L;
+        struct timespec until = deadline_in(REFRESH_MS);
         if (!a->stop)
             pthread_cond_timedwait(&a->wake, &a->lock, &until);
     }
@@ -251,11 +251,7 @@ static sweep_slot *slot_of(bf_dash_api *a, int64_t sweep)
 static sweep_slot *loaded_slot(bf_dash_api *a, int64_t sweep, int *failed)
 {
     sweep_slot *e = slot_of(a, sweep);
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += FIRST_LOAD_WAIT_MS * 1000000L;
-    until.tv_sec += until.tv_nsec / 1000000000L;
-    until.tv_nsec %= 1000000000L;
+    struct timespec until = deadline_in(FIRST_LOAD_WAIT_MS);
     while (e->sweep_id == sweep && !e->summary && !e->failed
            && pthread_cond_timedwait(&a->loaded, &a->lock, &until) == 0)
         ;
@@ -363,6 +359,20 @@ static bf_progress *observer_of(bf_dash_api *a, int64_t sweep)
     return &pick->progress;
 }
 
+/* {field: value} of config's values of fields (an array of names), those
+ * config lacks left out (new reference; the values shared with config). */
+static json_t *config_values(const json_t *config, const json_t *fields)
+{
+    json_t *values = json_object(), *name;
+    size_t i;
+    json_array_foreach(fields, i, name) {
+        json_t *v = json_object_get(config, json_string_value(name));
+        if (v)
+            json_object_set(values, json_string_value(name), v);
+    }
+    return values;
+}
+
 /* The running jobs of the sweep with their rate and ETA (its observer
  * updated), each with the values of fields and without its config; NULL
  * on failure (printed). */
@@ -372,16 +382,11 @@ static json_t *running_jobs(bf_dash_api *a, int64_t sweep, const json_t *fields)
     if (!live)
         return NULL;
     bf_progress_update(observer_of(a, sweep), live, bf_monotonic_ms());
-    size_t i, k;
-    json_t *row, *name;
+    size_t i;
+    json_t *row;
     json_array_foreach(live, i, row) {
-        json_t *config = json_object_get(row, "config"), *values = json_object();
-        json_array_foreach(fields, k, name) {
-            json_t *v = json_object_get(config, json_string_value(name));
-            if (v)
-                json_object_set(values, json_string_value(name), v);
-        }
-        json_object_set_new(row, "fields", values);
+        json_object_set_new(row, "fields", config_values(
+            json_object_get(row, "config"), fields));
         json_object_del(row, "config");
     }
     return live;
@@ -417,7 +422,7 @@ static json_t *job_rows(bf_dash_api *a, const json_t *ids, const json_t *varying
         json_object_set(by_id, key, row);
     }
     bf_sweep_view v;
-    names_view(&v, varying);
+    bf_dash_names_view(&v, varying, NULL);
     json_t *out = json_array();
     json_array_foreach(ids, i, id) {
         char key[24];
@@ -697,14 +702,8 @@ static reply get_job(bf_dash_api *a, int64_t job)
     if (!row)
         return fail(404, "no job %lld", (long long)job);
     json_t *swept = bf_sweep_swept_fields(json_string_value(
-        json_object_get(row, "sweep_source"))), *fields = json_object(), *name;
-    size_t i;
-    json_array_foreach(swept, i, name) {
-        json_t *v = json_object_get(json_object_get(row, "config"),
-                                    json_string_value(name));
-        if (v)
-            json_object_set(fields, json_string_value(name), v);
-    }
+        json_object_get(row, "sweep_source")));
+    json_t *fields = config_values(json_object_get(row, "config"), swept);
     json_decref(swept);
     json_object_del(row, "sweep_source");
     json_t *attempts = query_rows(a,
@@ -856,8 +855,12 @@ bf_dash_api *bf_dash_api_new(sqlite3 *db, const char *db_path)
     for (int i = 0; i < CACHED_SWEEPS; i++)
         bf_progress_init(&a->observers[i].progress);
     pthread_mutex_init(&a->lock, NULL);
-    pthread_cond_init(&a->wake, NULL);
-    pthread_cond_init(&a->loaded, NULL);
+    pthread_condattr_t monotonic;
+    pthread_condattr_init(&monotonic);
+    pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+    pthread_cond_init(&a->wake, &monotonic);
+    pthread_cond_init(&a->loaded, &monotonic);
+    pthread_condattr_destroy(&monotonic);
     /* The refresher reads through its own connection: a SQLite connection
      * serves one statement sequence at a time. */
     a->bg = bf_db_open(db_path, BF_DB_DASHBOARD_VERSION);

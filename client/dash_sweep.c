@@ -529,16 +529,32 @@ json_t *bf_dash_sweep_varying(const bf_dash_sweep *s)
 
 /* ---- the summary ---------------------------------------------------------- */
 
+/* The strings of names into out, at most BF_SWEEP_MAX_FIELDS; how many. */
+static int names_into(const char **out, const json_t *names)
+{
+    int n = 0;
+    for (size_t i = 0; i < json_array_size(names) && n < BF_SWEEP_MAX_FIELDS; i++)
+        out[n++] = json_string_value(json_array_get(names, i));
+    return n;
+}
+
+void bf_dash_names_view(bf_sweep_view *v, const json_t *varying,
+                        const json_t *by)
+{
+    *v = (bf_sweep_view){ 0 };
+    v->n_varying = names_into(v->varying, varying);
+    v->n_by = names_into(v->by, by);
+}
+
 /* A view of the sweep as compare.c and report.c read one: every group, and
  * as its jobs the succeeded ones only (their rows from results). */
 static int succeeded_view(const bf_dash_sweep *s, sqlite3 *db, bf_sweep_view *v)
 {
-    *v = (bf_sweep_view){ .sweep_id = s->sweep_id, .sweep = s->sweep,
-                          .groups = s->group_fields, .n_groups = s->n_groups };
-    for (size_t i = 0; i < json_array_size(s->varying); i++)
-        v->varying[v->n_varying++] = json_string_value(json_array_get(s->varying, i));
-    for (size_t i = 0; i < json_array_size(s->by); i++)
-        v->by[v->n_by++] = json_string_value(json_array_get(s->by, i));
+    bf_dash_names_view(v, s->varying, s->by);
+    v->sweep_id = s->sweep_id;
+    v->sweep = s->sweep;
+    v->groups = s->group_fields;
+    v->n_groups = s->n_groups;
     sqlite3_stmt *st = bf_db_prepare(db,
         "SELECT job_id, stage, task, rope, depth, seed, status, train_loss"
         "  FROM results WHERE sweep_id = ?1 AND status = 'succeeded'"
@@ -590,11 +606,35 @@ static json_t *groups_json(const bf_dash_sweep *s, const bf_sweep_view *v)
     return out;
 }
 
-static int by_value(const void *a, const void *b)
+/* The value of field in group g's grouping values (borrowed; NULL if none). */
+static json_t *group_value(const bf_dash_sweep *s, int g, const char *field)
 {
-    return value_cmp(*(json_t *const *)a, *(json_t *const *)b);
+    return json_object_get(json_array_get(s->group_fields, (size_t)g), field);
 }
 
+typedef struct by_field {
+    const bf_dash_sweep *s;
+    const char *field;
+} by_field;
+
+static int by_field_then_group(const void *a, const void *b, void *ctx)
+{
+    const by_field *f = ctx;
+    int x = *(const int *)a, y = *(const int *)b;
+    int c = value_cmp(group_value(f->s, x, f->field), group_value(f->s, y, f->field));
+    return c ? c : (x > y) - (x < y);
+}
+
+/* The groups in the order of field's values, ties by group (caller frees). */
+static int *groups_by_value(const bf_dash_sweep *s, const char *field)
+{
+    int *order = bf_xcalloc((size_t)s->n_groups + 1, sizeof *order);
+    for (int g = 0; g < s->n_groups; g++)
+        order[g] = g;
+    by_field f = { s, field };
+    qsort_r(order, (size_t)s->n_groups, sizeof *order, by_field_then_group, &f);
+    return order;
+}
 
 /* {field: [its distinct values, in order]} over the varying fields. */
 static json_t *values_json(const bf_dash_sweep *s)
@@ -608,15 +648,15 @@ static json_t *values_json(const bf_dash_sweep *s)
             json_object_set(out, f, s->seeds);
             continue;
         }
-        json_t **v = bf_xcalloc((size_t)s->n_groups + 1, sizeof *v);
-        for (int g = 0; g < s->n_groups; g++)
-            v[g] = json_object_get(json_array_get(s->group_fields, (size_t)g), f);
-        qsort(v, (size_t)s->n_groups, sizeof *v, by_value);
-        json_t *list = json_array();
-        for (int g = 0; g < s->n_groups; g++)
-            if (g == 0 || value_cmp(v[g], v[g - 1]) != 0)
-                json_array_append(list, v[g] ? v[g] : json_null());
-        free(v);
+        int *order = groups_by_value(s, f);
+        json_t *list = json_array(), *prev = NULL;
+        for (int k = 0; k < s->n_groups; k++) {
+            json_t *v = group_value(s, order[k], f);
+            if (k == 0 || value_cmp(v, prev) != 0)
+                json_array_append(list, v ? v : json_null());
+            prev = v;
+        }
+        free(order);
         json_object_set_new(out, f, list);
     }
     return out;
@@ -669,11 +709,8 @@ static int match_groups(const bf_dash_sweep *s, const json_t *where,
         }
         if (index_of(s->by, f) < 0)
             return -1;
-        for (int g = 0; g < s->n_groups; g++) {
-            json_t *have = json_object_get(json_array_get(s->group_fields,
-                                                          (size_t)g), f);
-            ok[g] &= value_cmp(have, want) == 0;
-        }
+        for (int g = 0; g < s->n_groups; g++)
+            ok[g] &= value_cmp(group_value(s, g, f), want) == 0;
     }
     return 0;
 }
@@ -682,29 +719,15 @@ static int match_groups(const bf_dash_sweep *s, const json_t *where,
  * equal ranks); the number of ranks. */
 static int rank_groups(const bf_dash_sweep *s, const char *field, int *rank)
 {
-    int *order = bf_xcalloc((size_t)s->n_groups + 1, sizeof *order);
-    json_t **v = bf_xcalloc((size_t)s->n_groups + 1, sizeof *v);
-    for (int g = 0; g < s->n_groups; g++)
-        v[g] = json_object_get(json_array_get(s->group_fields, (size_t)g), field);
-    /* insertion into a sorted list is fine: groups number in the thousands */
-    int n = 0;
-    for (int g = 0; g < s->n_groups; g++) {
-        int at = n++;
-        while (at > 0 && value_cmp(v[order[at - 1]], v[g]) > 0) {
-            order[at] = order[at - 1];
-            at--;
-        }
-        order[at] = g;
-    }
-    int ranks = 0;
-    for (int i = 0; i < n; i++) {
-        if (i > 0 && value_cmp(v[order[i]], v[order[i - 1]]) != 0)
+    int *order = groups_by_value(s, field), ranks = 0;
+    for (int k = 0; k < s->n_groups; k++) {
+        if (k > 0 && value_cmp(group_value(s, order[k], field),
+                               group_value(s, order[k - 1], field)) != 0)
             ranks++;
-        rank[order[i]] = ranks;
+        rank[order[k]] = ranks;
     }
     free(order);
-    free(v);
-    return n ? ranks + 1 : 0;
+    return s->n_groups ? ranks + 1 : 0;
 }
 
 typedef struct page_ctx {

@@ -22,6 +22,8 @@
 #include <jansson.h>
 #include <sqlite3.h>
 
+#include "sweep_view.h"
+
 typedef struct bf_dash_sweep bf_dash_sweep;
 
 /* The statuses of a job, in the order counts and sorts use. */
@@ -58,6 +60,12 @@ long long bf_dash_sweep_count(const bf_dash_sweep *s, int status);
 double bf_dash_sweep_queued_steps(const bf_dash_sweep *s);
 /* The varying fields, in order (new reference). */
 json_t *bf_dash_sweep_varying(const bf_dash_sweep *s);
+
+/* A view that names the varying fields and the grouping fields (borrowed
+ * from the arrays of names; by may be NULL; at most BF_SWEEP_MAX_FIELDS
+ * each), all else zero: all that bf_results_row reads of a view. */
+void bf_dash_names_view(bf_sweep_view *v, const json_t *varying,
+                        const json_t *by);
 
 /* What a page of the job table asks for. */
 typedef struct bf_dash_page_query {
