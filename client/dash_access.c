@@ -129,6 +129,11 @@ static const char *new_session(bf_dash_access *a)
 
 /* ---- answers ----------------------------------------------------------------- */
 
+/* Room for the page a sign-in comes back to, with its NUL. */
+#define TARGET_CAP 1024
+
+#define NEEDS_TOKEN "Beyond loopback this dashboard needs the daemon's token."
+
 /* Characters a redirect keeps: a local path and a query as browsers send
  * them.  Anything else ("//host", "\\", quotes) is not a target. */
 static int safe_target(const char *s)
@@ -144,6 +149,15 @@ static void page_asked(const bf_http_request *req, char *out, size_t cap)
     int n = snprintf(out, cap, "%s%s%s", req->path, *req->query ? "?" : "",
                      req->query);
     if (n < 0 || (size_t)n >= cap || !safe_target(out))
+        snprintf(out, cap, "/");
+}
+
+/* The page a sign-in form names in its "next" parameter (params: the
+ * query of GET /login or the body of POST /login; NULL: none), else "/". */
+static void page_named(const char *params, char *out, size_t cap)
+{
+    if (bf_http_query_param(params, "next", out, cap) != 1
+        || !safe_target(out))
         snprintf(out, cap, "/");
 }
 
@@ -167,7 +181,7 @@ static void page_asked(const bf_http_request *req, char *out, size_t cap)
 static void sign_in_page(bf_http_response *res, int status, const char *why,
                          const char *target)
 {
-    char escaped[1024 * 5 + 1];
+    char escaped[TARGET_CAP * 5 + 1];   /* each byte an "&amp;" at most */
     size_t k = 0;
     for (const char *p = target; *p && k + 6 < sizeof escaped; p++) {
         if (*p == '&') {
@@ -202,17 +216,21 @@ static int behind_tls(const bf_http_request *req)
     return proto && strcasecmp(proto, "https") == 0;
 }
 
+/* A refusal: res answers it, and the connection closes after; 0. */
+static int refuse(bf_http_response *res, int status, const char *message)
+{
+    bf_http_error(res, status, message);
+    res->close = 1;
+    return 0;
+}
+
 /* POST /login: the token in a form's body exchanged for a session. */
 static void sign_in(bf_dash_access *a, const bf_http_request *req,
                     bf_http_response *res)
 {
-    char token[BF_TOKEN_HEX_LEN + 2], target[1024];
-    if (!req->body || bf_http_query_param(req->body, "next", target,
-                                          sizeof target) != 1
-        || !safe_target(target))
-        snprintf(target, sizeof target, "/");
-    int given = req->body ? bf_http_query_param(req->body, "token", token,
-                                                sizeof token) : -1;
+    char token[BF_TOKEN_HEX_LEN + 2], target[TARGET_CAP];
+    page_named(req->body, target, sizeof target);
+    int given = bf_http_query_param(req->body, "token", token, sizeof token);
     if (given != 1 || !same_secret(a->token, token, strlen(token))) {
         sign_in_page(res, 401, given == 1 ? "That is not the daemon's token."
                      : "The form came without a token.", target);
@@ -220,8 +238,7 @@ static void sign_in(bf_dash_access *a, const bf_http_request *req,
     }
     const char *secret = new_session(a);
     if (!secret) {
-        bf_http_error(res, 500, "no random bytes for a session secret");
-        res->close = 1;
+        refuse(res, 500, "no random bytes for a session secret");
         return;
     }
     res->status = 303;
@@ -242,13 +259,6 @@ static int bearer_token(const bf_dash_access *a, const bf_http_request *req)
            && same_secret(a->token, auth + 7, strlen(auth + 7));
 }
 
-static int refuse(bf_http_response *res, int status, const char *message)
-{
-    bf_http_error(res, status, message);
-    res->close = 1;
-    return 0;
-}
-
 int bf_dash_access_check(bf_dash_access *a, const bf_http_request *req,
                          bf_http_response *res)
 {
@@ -264,15 +274,12 @@ int bf_dash_access_check(bf_dash_access *a, const bf_http_request *req,
     if (!a->token[0])
         return refuse(res, 403, "this dashboard serves loopback only");
     if (strcmp(req->path, "/login") == 0) {
-        char target[1024];
         if (strcmp(req->method, "POST") == 0) {
             sign_in(a, req, res);
         } else {
-            if (bf_http_query_param(req->query, "next", target,
-                                    sizeof target) != 1 || !safe_target(target))
-                snprintf(target, sizeof target, "/");
-            sign_in_page(res, 200, "Beyond loopback this dashboard needs the "
-                         "daemon's token.", target);
+            char target[TARGET_CAP];
+            page_named(req->query, target, sizeof target);
+            sign_in_page(res, 200, NEEDS_TOKEN, target);
         }
         return 0;
     }
@@ -281,12 +288,12 @@ int bf_dash_access_check(bf_dash_access *a, const bf_http_request *req,
         res->let_in = 1;
         return 1;
     }
-    char target[1024], unused[2];
+    char target[TARGET_CAP], unused[2];
     const char *why =
         bf_http_query_param(req->query, "token", unused, sizeof unused)
         ? "A token in the address would stay in the browser's history: it "
           "is not accepted there. Sign in below instead."
-        : "Beyond loopback this dashboard needs the daemon's token.";
+        : NEEDS_TOKEN;
     if (strncmp(req->path, "/api/", 5) != 0) {
         page_asked(req, target, sizeof target);
         sign_in_page(res, 401, why, target);

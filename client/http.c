@@ -18,6 +18,9 @@
 
 enum { PART_NONE, PART_URL, PART_NAME, PART_VALUE };
 
+/* What a 431 says: a header over the arena, or one too many. */
+#define HEADERS_TOO_LARGE "request headers too large or too many"
+
 /* RFC 9110's tchar: what a header name may hold. */
 #define TOKEN_CHARS "!#$%&'*+-.^_`|~0123456789" \
                     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -173,7 +176,7 @@ static int append(http_parser *p, int part, const char *at, size_t len)
             s->url = s->used;
         } else if (part == PART_NAME) {
             if (s->n_headers == BF_HTTP_MAX_HEADERS)
-                return refuse(s, 431, "request headers too large or too many");
+                return refuse(s, 431, HEADERS_TOO_LARGE);
             s->name[s->n_headers] = s->used;
         } else {
             s->value[s->n_headers++] = s->used;
@@ -184,7 +187,7 @@ static int append(http_parser *p, int part, const char *at, size_t len)
     if (s->used + len + 1 > sizeof s->arena)
         return part == PART_URL
                ? refuse(s, 414, "request line too long")
-               : refuse(s, 431, "request headers too large or too many");
+               : refuse(s, 431, HEADERS_TOO_LARGE);
     memcpy(s->arena + s->used, at, len);
     s->used += len;
     return 0;
@@ -465,7 +468,7 @@ static int send_bytes(void *io, char *bytes, size_t len)
 
 /* Parses what was read and not parsed yet, answering each request, until
  * the peer is over its budget: then the rest is held, and reads stop,
- * until it has read (on_written). */
+ * until it has read (on_written); else reads go on. */
 static void parse_input(bf_http_conn *c)
 {
     int was_busy = bf_http_session_busy(&c->session);
@@ -492,6 +495,8 @@ static void parse_input(bf_http_conn *c)
         close_after_writes(c);
     else if (c->in || queued(c) > BF_HTTP_MAX_QUEUED)
         stop_reading(c);
+    else
+        start_reading(c);
 }
 
 static void on_written(uv_write_t *req, int status)
@@ -509,7 +514,7 @@ static void on_written(uv_write_t *req, int status)
         /* The peer has read: on with what it pipelined, then reads. */
         if (c->in)
             parse_input(c);
-        if (!c->in && !c->closing && queued(c) <= BF_HTTP_MAX_QUEUED)
+        else
             start_reading(c);
     }
 }

@@ -83,8 +83,9 @@ typedef struct bf_http_request {
 const char *bf_http_header(const bf_http_request *r, const char *name);
 
 /* The percent-decoded value of query parameter `name` in out (cap bytes,
- * NUL-terminated): 1 when present, 0 when absent, -1 when present but too
- * long for out or badly escaped (a bad %XX, an encoded NUL). */
+ * NUL-terminated): 1 when present, 0 when absent (or query NULL), -1 when
+ * present but too long for out or badly escaped (a bad %XX, an encoded
+ * NUL).  A form's urlencoded body is read the same way. */
 int bf_http_query_param(const char *query, const char *name, char *out,
                         size_t cap);
 

@@ -54,25 +54,28 @@ def check(cond, what):
 
 # ---- a raw HTTP client ------------------------------------------------------
 
-def exchange(addr, raw, timeout=15, read_all=True):
+def read_to_eof(sock):
+    """The bytes received on sock until the peer closes (or sock's timeout
+    passes)."""
+    out = b""
+    while True:
+        try:
+            chunk = sock.recv(1 << 20)
+        except socket.timeout:
+            break
+        if not chunk:
+            break
+        out += chunk
+    return out
+
+
+def exchange(addr, raw, timeout=15):
     """Sends raw bytes and reads until the peer closes (or the timeout):
     the bytes received."""
-    host, port = addr
-    s = socket.create_connection((host, port), timeout=timeout)
+    s = socket.create_connection(addr, timeout=timeout)
     try:
         s.sendall(raw)
-        out = b""
-        while True:
-            try:
-                chunk = s.recv(65536)
-            except socket.timeout:
-                break
-            if not chunk:
-                break
-            out += chunk
-            if not read_all and b"\r\n\r\n" in out:
-                break
-        return out
+        return read_to_eof(s)
     finally:
         s.close()
 
@@ -374,12 +377,7 @@ def check_malformed(addr):
     s = socket.create_connection(addr, timeout=15)
     s.sendall(b"GET /api/sweeps/1/jobs HTTP/1.1\r\nHost: localhost\r\n\r\n")
     s.shutdown(socket.SHUT_WR)
-    data = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
+    data = read_to_eof(s)
     s.close()
     r = parse_responses(data)
     check(r and r[0][0] == 200 and len(json.loads(r[0][2])["jobs"]) == 9,
@@ -458,12 +456,7 @@ def check_pipelining(bifocal, db, d):
         s.sendall(one * 399 + b"GET /api/nope HTTP/1.1\r\nHost: localhost\r\n"
                   b"Connection: close\r\n\r\n")
         time.sleep(0.5)
-        data = b""
-        while True:
-            chunk = s.recv(1 << 20)
-            if not chunk:
-                break
-            data += chunk
+        data = read_to_eof(s)
         s.close()
         r = parse_responses(data)
         page_len = len(request(addr, "/")[2])
@@ -478,12 +471,7 @@ def check_pipelining(bifocal, db, d):
         s.sendall(one * 79 + b"GET / HTTP/1.1\r\nHost: localhost\r\n"
                   b"Connection: close\r\n\r\n")
         time.sleep(3)
-        data = b""
-        while True:
-            chunk = s.recv(1 << 20)
-            if not chunk:
-                break
-            data += chunk
+        data = read_to_eof(s)
         s.close()
         r = parse_responses(data)
         check(len(r) == 80 and all(len(x[2]) == page_len for x in r),
