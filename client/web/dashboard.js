@@ -336,11 +336,14 @@ var BifocalDashboard = (function () {
         countsLine(counts, live.counts, live.eta_s, live.workers);
         var moved = JSON.stringify(live.counts) !== JSON.stringify(st.counts);
         st.counts = live.counts;
+        /* A new success changes the summary (its comparison); any move
+         * changes the job table's statuses, the first load of the summary
+         * loads the table itself. */
         var work = [];
         if (!st.summary || st.summary.counts.succeeded !== live.counts.succeeded ||
             st.summary.counts.total !== live.counts.total)
           work.push(loadSummary());
-        else if (moved)
+        if (moved && st.summary)
           work.push(loadPage());
         return Promise.all(work);
       });

@@ -68,6 +68,14 @@ async function sweepPage(page, base, out, problems) {
   checkDrawn(await figureStats(page), ["fig-accuracy-depth", "fig-loss-depth"], problems);
   const compareRows = await page.$$eval(".bf-compare tbody tr", (r) => r.length);
   if (compareRows < 1) problems.push("the comparison table is empty");
+  // The job table follows the statuses: a job that succeeded shows so
+  // (a success used to reload the summary only, and the table kept
+  // showing the job running).
+  const succeededRow = await page.waitForFunction(() =>
+    [...document.querySelectorAll(".bf-jobs tbody tr td:nth-child(3)")]
+      .some((td) => td.textContent === "succeeded"), null, { timeout: 10000, polling: 200 })
+    .catch(() => null);
+  if (!succeededRow) problems.push("the job table shows no succeeded job after one succeeded");
 
   // Filters: by status, then by a swept field; the server answers with the
   // page, so each check waits for the table to show it.
