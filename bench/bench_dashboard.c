@@ -11,6 +11,9 @@
  *   one job's curves downsampled to 1,000 points                < 50 ms
  *   a live update: /live?since=cursor, a running job and its
  *   /curves?since=next_since                                    < 20 ms
+ * then, while 4 peers pipeline 64 KiB of `GET /` each and read nothing,
+ * the dashboard's peak RSS growth (at most 4 x its 8 MiB output budget and
+ * an answer each) and a reader's requests                       < 2 s
  * and bifocald's ingest on that database (16 workers x 40 messages x 500
  * records, as bench_ingest) with the dashboard idle and with it polling the
  * sweep being written (its live view, a running job and its curves, the
@@ -325,6 +328,49 @@ static void time_pages(int port, long long total_rows)
     printf("live update (live since cursor, running job, its curves "
            "since): %.1f ms (target < 20 ms)\n", median(t, REPEATS));
     close(fd);
+}
+
+/* ---- peers that pipeline and never read ----------------------------------- */
+
+#define PIPELINERS 4
+#define PIPELINED_BYTES (64 << 10)
+
+/* PIPELINERS connections each send PIPELINED_BYTES of pipelined `GET /`
+ * and read nothing; meanwhile a reader times the sweeps list.  The
+ * dashboard's peak RSS may grow by at most a connection's output budget
+ * (BF_HTTP_MAX_QUEUED) and one answer for each, and the reader is served
+ * within 2 s. */
+static void time_pipelining(pid_t dash, int port)
+{
+    static const char get[] = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    size_t per = PIPELINED_BYTES / (sizeof get - 1);
+    char *burst = bf_xmalloc(per * (sizeof get - 1));
+    for (size_t i = 0; i < per; i++)
+        memcpy(burst + i * (sizeof get - 1), get, sizeof get - 1);
+    long before = bft_proc_status_kib(dash, "VmHWM");
+    int fds[PIPELINERS];
+    for (int i = 0; i < PIPELINERS; i++) {
+        fds[i] = http_connect(port);
+        if (write(fds[i], burst, per * (sizeof get - 1)) < 0)
+            die("write", "the pipelined requests");
+    }
+    free(burst);
+    int fd = http_connect(port);
+    double t[REPEATS];
+    for (int i = 0; i < REPEATS; i++) {
+        json_decref(http_get(fd, "/api/sweeps", &t[i]));
+        bf_sleep_ms(100);
+    }
+    close(fd);
+    long grown = bft_proc_status_kib(dash, "VmHWM") - before;
+    for (int i = 0; i < PIPELINERS; i++)
+        close(fds[i]);
+    qsort(t, REPEATS, sizeof *t, by_value);
+    printf("%d peers pipelining %d KiB of GET / each, never reading: peak "
+           "RSS +%.1f MB (budget %d x 8 MiB + an answer each); a reader "
+           "meanwhile: median %.1f ms, max %.1f ms (target < 2 s)\n",
+           PIPELINERS, PIPELINED_BYTES >> 10, grown / 1024.0, PIPELINERS,
+           t[REPEATS / 2], t[REPEATS - 1]);
 }
 
 /* ---- ingest, alone and polled --------------------------------------------- */
@@ -724,6 +770,7 @@ int main(int argc, char **argv)
     int port;
     pid_t dash = start_dashboard(d.db, port_file, &port);
     time_pages(port, rows);
+    time_pipelining(dash, port);
     time_ingest(&d, port);
     kill(dash, SIGTERM);
     waitpid(dash, NULL, 0);

@@ -37,7 +37,7 @@ sources_of() {
     case $1 in
         frame|job_config) echo "${common_src[@]}" ;;
         sweep) echo "${common_src[@]} server/store/sweep*.c" ;;
-        protocol) echo "${common_src[@]} ${store_src[@]} server/protocol.c server/holders.c server/queries.c server/submit.c" ;;
+        protocol) echo "${common_src[@]} ${store_src[@]} server/protocol.c server/holders.c server/queries.c server/submit.c server/chore.c server/cancels.c" ;;
         checkpoint) echo "${common_src[@]} engine/*.c" ;;
         http) echo "${common_src[@]} ${store_src[@]} ${client_src[@]}" ;;
         *) echo "unknown harness $1" >&2; exit 2 ;;

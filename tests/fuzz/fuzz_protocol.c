@@ -107,6 +107,9 @@ static void fresh_store(void)
             || strcmp((const char *)sqlite3_column_text(st, 0), "ok") != 0)
             abort();
         sqlite3_finalize(st);
+        /* Its chores' handle closes before proto is made again over it. */
+        bf_protocol_stop(&proto);
+        uv_run(uv_default_loop(), UV_RUN_DEFAULT);
         bf_protocol_free(&proto);
         bf_store_close(store);
         store = NULL;
