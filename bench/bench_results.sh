@@ -10,7 +10,7 @@
 # BUILD_DIR is a build with tests (the sweep is grown from the database
 # tests/client/results_fixture writes).
 set -euo pipefail
-build=$1 n=${2:-1000000}
+build=$1 n=${2:-1000000} daemon=
 tmp=$(mktemp -d /tmp/bench-results-XXXXXX)
 trap 'kill "$daemon" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 db=$tmp/b.db

@@ -45,7 +45,8 @@ typedef struct where_pairs {
 } where_pairs;
 
 /* Every comma-separated piece must be a pair: an empty one (",", "a=1,",
- * "") is refused, not skipped, or it would filter nothing. */
+ * "") is refused, not skipped, or it would filter nothing.  0 (free
+ * w->text when done), or -1 after saying why (nothing to free). */
 static int where_parse(const char *where, where_pairs *w)
 {
     *w = (where_pairs){ .text = bf_xstrdup(where) };
@@ -61,6 +62,7 @@ static int where_parse(const char *where, where_pairs *w)
                             "not '%s'%s\n", where, p,
                     w->n == BF_SWEEP_MAX_FIELDS ? " (too many pairs)"
                     : p[0] ? "" : " (an empty pair)");
+            free(w->text);
             return -1;
         }
         *eq = '\0';
@@ -80,21 +82,17 @@ static int row_matches(const json_t *row, const where_pairs *w)
     return 1;
 }
 
-/* Keeps the jobs that match --where; -1 after saying why if none does. */
-static int filter_jobs(bf_sweep_view *v, const char *where)
+/* Keeps the jobs that match w (--where): -1 after saying why if none
+ * does. */
+static int filter_jobs(bf_sweep_view *v, const where_pairs *w,
+                       const char *where)
 {
-    where_pairs w;
-    if (where_parse(where, &w) < 0) {
-        free(w.text);
-        return -1;
-    }
     json_t *kept = json_array();
     size_t i;
     json_t *row;
     json_array_foreach(v->jobs, i, row)
-        if (row_matches(row, &w))
+        if (row_matches(row, w))
             json_array_append(kept, row);
-    free(w.text);
     json_decref(v->jobs);
     v->jobs = kept;
     if (json_array_size(kept) > 0)
@@ -324,13 +322,20 @@ int bf_sweep_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
                        const char *by, const char *where)
 {
     *v = (bf_sweep_view){ .sweep_id = sweep_id };
-    json_t *sweeps = bf_source_rows(src, "sweeps", sweep_id);
-    if (!sweeps)
+    /* --where is checked before the sweep is read: a typo costs nothing,
+     * however many jobs the sweep has. */
+    where_pairs w = { 0 };
+    if (where && where_parse(where, &w) < 0)
         return -1;
-    v->sweep = json_incref(json_array_get(sweeps, 0));
-    json_decref(sweeps);
-    v->jobs = bf_source_rows(src, "job_results", sweep_id);
-    if (!v->jobs || (where && filter_jobs(v, where)))
+    json_t *sweeps = bf_source_rows(src, "sweeps", sweep_id);
+    if (sweeps) {
+        v->sweep = json_incref(json_array_get(sweeps, 0));
+        json_decref(sweeps);
+        v->jobs = bf_source_rows(src, "job_results", sweep_id);
+    }
+    int failed = !v->jobs || (where && filter_jobs(v, &w, where));
+    free(w.text);
+    if (failed)
         return -1;
     index_jobs(v);
     find_varying(v);

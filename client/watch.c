@@ -8,6 +8,7 @@
 #include "alloc.h"
 #include "clock.h"
 #include "progress.h"
+#include "source.h"
 #include "sweep_view.h"
 
 #include <stdarg.h>
@@ -31,6 +32,7 @@ typedef struct lines {
 
 typedef struct watch {
     bf_client *cl;
+    bf_source src;              /* the daemon of cl: result views' rows */
     int64_t sweep;
     const bf_watch_opts *o;
     int tty;
@@ -278,21 +280,15 @@ static void print_plain(watch *w, int64_t now)
 
 /* ---- polling -------------------------------------------------------------- */
 
-/* The sweep's rows of a result view (every page of them), or with view
- * NULL its status row(s), from the reply's field key. */
-static json_t *request_rows(watch *w, const char *view, const char *key)
+/* The sweep's status row (sweep_progress), in an array. */
+static json_t *request_status(watch *w)
 {
-    if (view) {
-        bf_source src;
-        bf_source_open(&src, w->cl, NULL);
-        return bf_source_rows(&src, view, w->sweep);
-    }
     json_t *req = json_pack("{s:s, s:I}", "type", "status", "sweep_id",
                             (json_int_t)w->sweep);
     json_t *reply;
     if (bf_client_request(w->cl, req, &reply))
         return NULL;
-    json_t *rows = json_incref(json_object_get(reply, key));
+    json_t *rows = json_incref(json_object_get(reply, "sweeps"));
     json_decref(reply);
     return rows;
 }
@@ -320,7 +316,7 @@ static int count_workers(watch *w, int64_t now)
 /* One poll: 1 when the sweep has ended, 0 when it goes on, -1 on error. */
 static int poll_once(watch *w)
 {
-    json_t *status = request_rows(w, NULL, "sweeps");
+    json_t *status = request_status(w);
     if (!status)
         return -1;
     json_decref(w->status);
@@ -330,7 +326,7 @@ static int poll_once(watch *w)
         fprintf(stderr, "bifocal: no sweep %lld\n", (long long)w->sweep);
         return -1;
     }
-    json_t *live = request_rows(w, "live_jobs", "rows");
+    json_t *live = bf_source_rows(&w->src, "live_jobs", w->sweep);
     int64_t now = bf_monotonic_ms();
     if (!live || count_workers(w, now)) {
         json_decref(live);
@@ -352,7 +348,7 @@ static int poll_once(watch *w)
 /* The sweep file's swept fields, which label the running jobs. */
 static int load_fields(watch *w)
 {
-    json_t *rows = request_rows(w, "sweeps", "rows");
+    json_t *rows = bf_source_rows(&w->src, "sweeps", w->sweep);
     if (!rows)
         return -1;
     w->fields = bf_sweep_swept_fields(json_string_value(json_object_get(
@@ -367,6 +363,7 @@ int bf_client_watch(bf_client *cl, int64_t sweep_id, const bf_watch_opts *o)
                 .tty = isatty(STDOUT_FILENO), .workers = -1,
                 .worker_seen_ms = bf_monotonic_ms(),
                 .printed_tenth = json_object() };
+    bf_source_open(&w.src, cl, NULL);   /* no file: cannot fail */
     bf_progress_init(&w.progress);
     int rc = load_fields(&w) ? -1 : 0;
     while (rc == 0) {

@@ -96,6 +96,8 @@ static void per_job_sql(sql_buf *b, const view *v, bf_page_part part)
 {
     int n = n_order(v);
     if (part == BF_PAGE_REST_OF_JOB) {
+        /* A job's order columns are never NULL (their tables declare them
+         * NOT NULL), so one row value compares them, unlike add_after. */
         add(b, "SELECT * FROM %s WHERE sweep_id = ?1 AND job_id = ?3 AND (",
             v->name);
         add_columns(b, v, "", 0);

@@ -347,7 +347,8 @@ typedef struct bf_store_page {
     size_t len;        /* strlen(rows) */
     int n_rows;
     json_t *next;      /* the cursor after the page's last row (an array,
-                          owned), or NULL when no row follows */
+                          owned) when the page is full, so more may follow
+                          (the next page may be empty); NULL: the last page */
 } bf_store_page;
 
 void bf_store_page_clear(bf_store_page *page);

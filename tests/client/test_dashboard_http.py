@@ -43,13 +43,8 @@ import tempfile
 import time
 import urllib.parse
 
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, file=sys.stderr)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import check, finish  # noqa: E402
 
 
 # ---- a raw HTTP client ------------------------------------------------------
@@ -739,10 +734,7 @@ def main():
         check_remote_access(bifocal, db, hosts_sh, d)
     finally:
         shutil.rmtree(d, ignore_errors=True)
-    if failures:
-        print("%d check(s) failed" % len(failures), file=sys.stderr)
-        sys.exit(1)
-    print("dashboard HTTP: ok")
+    finish("dashboard HTTP: ok")
 
 
 if len(sys.argv) > 1 and sys.argv[1] == "--request":

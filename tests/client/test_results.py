@@ -22,16 +22,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import bifocal_runner, check, finish, start_bifocald  # noqa: E402
 
 BIFOCAL, BIFOCALD, FIXTURE = sys.argv[1:4]
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, file=sys.stderr)
 
 
 def close(a, b, tol=1e-9):
@@ -92,12 +87,7 @@ def paired(a, b):
 
 # ---- running bifocal -----------------------------------------------------------
 
-def bifocal(*args, server=None, expect=0):
-    cmd = [BIFOCAL] + (["--server", server[0], "--token-file", server[1]] if server else []) + list(args)
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    check(p.returncode == expect,
-          "%s: exit %d, expected %d; stderr: %s" % (" ".join(args), p.returncode, expect, p.stderr))
-    return p
+bifocal = bifocal_runner(BIFOCAL, timeout=60)
 
 
 tmp = tempfile.mkdtemp(prefix="bifocal-results-")
@@ -295,15 +285,8 @@ check(bifocal("compare", "1", "--db", db, "--format", "yaml", expect=2).returnco
 
 ddb = os.path.join(tmp, "daemon.db")
 shutil.copy(db, ddb)
-port_file = os.path.join(tmp, "port")
-daemon = subprocess.Popen([BIFOCALD, "--db", ddb, "--listen", "127.0.0.1:0",
-                           "--port-file", port_file, "--log-level", "warn"])
+daemon, server = start_bifocald(BIFOCALD, ddb, tmp)
 try:
-    for _ in range(200):
-        if os.path.exists(port_file) and open(port_file).read().strip():
-            break
-        time.sleep(0.05)
-    server = ("127.0.0.1:" + open(port_file).read().strip(), ddb + ".token")
     via = bifocal("compare", "1", "--format", "json", server=server).stdout
     check(json.loads(via) == rows, "compare through the daemon equals compare --db")
     check(bifocal("results", "1", server=server).stdout == res, "results through the daemon")
@@ -329,7 +312,4 @@ finally:
     daemon.wait(timeout=30)
 
 shutil.rmtree(tmp)
-if failures:
-    print("%d check(s) failed" % len(failures), file=sys.stderr)
-    sys.exit(1)
-print("all checks passed")
+finish()

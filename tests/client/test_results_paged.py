@@ -15,10 +15,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import big_sweeps  # noqa: E402
+from checks import bifocal_runner, check, finish, start_bifocald  # noqa: E402
 
 BIFOCAL, BIFOCALD, FIXTURE = sys.argv[1:4]
 WIDE_JOBS = 30000
@@ -27,21 +27,7 @@ LONG_JOBS, LONG_STEPS = 3, 1000000
 # sweep.  Its rows are ~200 MB as JSON text and ~2 GB as JSON objects.
 MAX_DAEMON_RSS_KB = 200 * 1024
 
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL: " + what, file=sys.stderr)
-
-
-def bifocal(*args, server=None, expect=0):
-    cmd = [BIFOCAL] + (["--server", server[0], "--token-file", server[1]] if server else []) + list(args)
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    check(p.returncode == expect, "%s: exit %d, expected %d; stderr: %s"
-          % (" ".join(args), p.returncode, expect, p.stderr[-2000:]))
-    return p
+bifocal = bifocal_runner(BIFOCAL, timeout=600)
 
 
 def load_report(path):
@@ -75,19 +61,12 @@ long_sweep = big_sweeps.long(db, LONG_JOBS, LONG_STEPS)
 
 ddb = os.path.join(tmp, "daemon.db")
 shutil.copy(db, ddb)
-port_file = os.path.join(tmp, "port")
 env = dict(os.environ)
 # Under ASan freed pages wait in its quarantine (256 MB by default): keep it
 # small, so that the peak measures what the daemon holds.
 env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=16"
-daemon = subprocess.Popen([BIFOCALD, "--db", ddb, "--listen", "127.0.0.1:0",
-                           "--port-file", port_file, "--log-level", "warn"], env=env)
+daemon, server = start_bifocald(BIFOCALD, ddb, tmp, env=env)
 try:
-    for _ in range(400):
-        if os.path.exists(port_file) and open(port_file).read().strip():
-            break
-        time.sleep(0.05)
-    server = ("127.0.0.1:" + open(port_file).read().strip(), ddb + ".token")
 
     # 30,000 jobs: every command prints what --db prints.
     outputs = {}
@@ -140,7 +119,4 @@ finally:
     daemon.wait(timeout=60)
 
 shutil.rmtree(tmp)
-if failures:
-    print("%d check(s) failed" % len(failures), file=sys.stderr)
-    sys.exit(1)
-print("all checks passed")
+finish()
