@@ -934,7 +934,8 @@ static void handle_retry(session *s, json_t *msg, const json_t *id)
         return;
     bf_error err;
     bf_error_clear(&err);
-    int rc = bf_store_retry_job(s->p->store, job, json_is_true(scratch), &err);
+    int rc = bf_store_retry_job(s->p->store, job, json_is_true(scratch),
+                                bf_wall_ms(), &err);
     if (rc != BF_STORE_OK) {
         reply_error(s, id, rc == BF_STORE_NOT_FOUND ? "not_found" : "invalid",
                     &err, err.msg[0] ? err.msg : "retry refused");

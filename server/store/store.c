@@ -353,6 +353,8 @@ void bf_store_close(bf_store *s)
         sqlite3_close(s->db);
     }
     free(s->unsettled.v);
+    free(s->reviving.v);
+    free(s->revive_roots.v);
     free(s->path);
     free(s->database_id);
     free(s);

@@ -320,9 +320,13 @@ int bf_store_attempt_stopped(bf_store *s, int64_t attempt_id, int64_t now_ms);
  * 0 (a checkpoint that keeps failing the job is no longer handed out).  A
  * job of a later stage waits again while its source has not succeeded (a
  * failed or cancelled source is refused: retry that first); the jobs that
- * failed because this one did wait again. */
+ * failed because this one did wait again, and theirs.  Those are revived a
+ * few slices now and the rest by bf_store_settle (bf_store_unsettled says
+ * so); the job itself waits until all of them wait, so none of them can
+ * run before its dependents do.  now_ms: when dependents that fail
+ * meanwhile failed. */
 int bf_store_retry_job(bf_store *s, int64_t job_id, int from_scratch,
-                       bf_error *err);
+                       int64_t now_ms, bf_error *err);
 
 /* ---- workers ------------------------------------------------------------- */
 

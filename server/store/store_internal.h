@@ -84,17 +84,27 @@ extern const int bf_schema_n_migrations;
       "SELECT DISTINCT j.source_job_id FROM jobs j JOIN jobs src"              \
       " ON src.job_id = j.source_job_id WHERE j.status = 'waiting'"            \
       " AND src.status IN ('succeeded', 'failed', 'cancelled')")               \
-    /* A retried source: the dependents its failure failed (they never ran) \
-     * wait again, theirs too. */                                             \
+    /* A retried job: a slice of the dependents its failure failed (they   \
+     * never ran) wait again, while it waits itself, and are returned,     \
+     * since theirs wait again next. */                                     \
     X(ST_DEPENDENTS_REVIVE,                                                    \
-      "WITH RECURSIVE revived(job_id) AS ("                                    \
-      "  SELECT job_id FROM jobs WHERE source_job_id = ?1"                     \
-      "   AND status = 'failed' AND attempts = 0"                              \
-      "  UNION ALL SELECT j.job_id FROM jobs j JOIN revived r"                 \
-      "   ON j.source_job_id = r.job_id"                                       \
-      "   WHERE j.status = 'failed' AND j.attempts = 0)"                       \
-      " UPDATE jobs SET status = 'waiting', error = NULL, finished_ms = NULL"  \
-      " WHERE job_id IN revived")                                              \
+      "UPDATE jobs SET status = 'waiting', error = NULL, finished_ms = NULL"  \
+      " WHERE job_id IN (SELECT job_id FROM jobs INDEXED BY jobs_by_source"    \
+      " WHERE source_job_id = ?1 AND status = 'failed' AND attempts = 0"       \
+      " LIMIT ?2) AND (SELECT status FROM jobs WHERE job_id = ?1) = 'waiting'" \
+      " RETURNING job_id")                                                     \
+    /* Revivals a stopped daemon left: waiting jobs with such dependents,  \
+     * and the retried jobs without a source that wait for them to end. */ \
+    X(ST_REVIVING_SOURCES,                                                     \
+      "SELECT DISTINCT d.source_job_id FROM jobs d JOIN jobs src"              \
+      " ON src.job_id = d.source_job_id WHERE d.status = 'failed'"             \
+      " AND d.attempts = 0 AND src.status = 'waiting'")                        \
+    X(ST_REVIVE_ROOTS,                                                         \
+      "SELECT job_id FROM jobs WHERE status = 'waiting'"                       \
+      " AND source_job_id IS NULL")                                            \
+    X(ST_REVIVE_ROOT_RELEASE,                                                  \
+      "UPDATE jobs SET status = 'queued' WHERE job_id = ?1"                    \
+      " AND status = 'waiting' AND source_job_id IS NULL")                     \
     /* the queue */                                                            \
     /* The sweep first: among the active, published sweeps with a queued  \
      * job (a job's priority is its sweep's), the highest priority, then   \
@@ -190,7 +200,7 @@ extern const int bf_schema_n_migrations;
       " RETURNING (SELECT attempt_id FROM attempts a"                          \
       "  WHERE a.job_id = jobs.job_id AND a.outcome = 'running')")             \
     X(ST_JOB_RETRY,                                                            \
-      "UPDATE jobs SET status = ?3, init_from = ?4, attempts = 0,"             \
+      "UPDATE jobs SET status = 'waiting', init_from = NULL, attempts = 0,"    \
       " cancel_requested = 0, error = NULL, finished_ms = NULL,"               \
       " checkpoint_path = CASE WHEN ?2 THEN NULL ELSE checkpoint_path END,"    \
       " checkpoint_step = CASE WHEN ?2 THEN NULL ELSE checkpoint_step END"     \
@@ -249,6 +259,13 @@ struct bf_store {
     /* Ended jobs whose waiting dependents may still have to move on (a
      * stack; bf_store_settle).  Only a hint: each is looked at afresh. */
     store_ids unsettled;
+    /* Retried jobs and the dependents revived so far, whose own failed
+     * dependents wait again next (a stack, worked before `unsettled`: no
+     * waiting job moves on while a revival is under way, so none runs
+     * before the jobs that depend on it wait again), and the retried jobs
+     * without a source, queued once the stack is empty.  Hints too. */
+    store_ids reviving;
+    store_ids revive_roots;
 };
 
 /* The statement `id`, reset and with its bindings cleared, ready to bind. */
@@ -285,8 +302,9 @@ int store__past(int64_t deadline_us);
 int store__exec_slices(bf_store *s, sqlite3_stmt *st, int64_t deadline_us,
                        bf_error *err);
 
-/* Finds the ended jobs whose dependents a stopped daemon left waiting:
- * they move on by bf_store_settle (store_queue.c). */
+/* Finds the ended jobs whose dependents a stopped daemon left waiting,
+ * and the revivals it left half-done: bf_store_settle finishes them
+ * (store_queue.c). */
 int store__unsettled_load(bf_store *s, bf_error *err);
 
 int store__refresh_sweep(bf_store *s, int64_t sweep_id, bf_error *err);

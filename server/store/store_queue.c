@@ -217,7 +217,13 @@ int store__unsettled_load(bf_store *s, bf_error *err)
 {
     return store__ids_collect(s, store__stmt(s, ST_UNSETTLED_SOURCES),
                               &s->unsettled, "finding unsettled dependents",
-                              err);
+                              err) < 0 ||
+           store__ids_collect(s, store__stmt(s, ST_REVIVING_SOURCES),
+                              &s->reviving, "finding dependents to revive",
+                              err) < 0 ||
+           store__ids_collect(s, store__stmt(s, ST_REVIVE_ROOTS),
+                              &s->revive_roots, "finding retried jobs",
+                              err) < 0 ? -1 : 0;
 }
 
 /* A slice of source's waiting dependents fail (why: for them); each failed
@@ -299,22 +305,69 @@ static int settle_slice(bf_store *s, int64_t source, int64_t now_ms,
     return more;
 }
 
-/* Works the unsettled stack (in the open transaction) until deadline_us
- * or, max_statements > 0, that many statements.  1: some left, 0: none. */
+/* The retried jobs without a source are queued: every revival is done. */
+static int release_revive_roots(bf_store *s, bf_error *err)
+{
+    for (; s->revive_roots.n > 0; s->revive_roots.n--) {
+        sqlite3_stmt *st = store__stmt(s, ST_REVIVE_ROOT_RELEASE);
+        sqlite3_bind_int64(st, 1, s->revive_roots.v[s->revive_roots.n - 1]);
+        if (store__exec(s, st, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* One statement of the revival on top of the stack: a slice of its failed
+ * dependents wait again and go on the stack; the last slice of the last
+ * revival queues the retried jobs.  1: more may remain, 0: none, -1. */
+static int revive_slice(bf_store *s, bf_error *err)
+{
+    int64_t source = s->reviving.v[--s->reviving.n];
+    sqlite3_stmt *st = store__stmt(s, ST_DEPENDENTS_REVIVE);
+    sqlite3_bind_int64(st, 1, source);
+    sqlite3_bind_int(st, 2, STORE_SLICE_ROWS);
+    size_t before = s->reviving.n;
+    int rc = store__ids_collect(s, st, &s->reviving, "reviving dependent jobs",
+                                err);
+    if (rc < 0 || s->reviving.n - before == STORE_SLICE_ROWS)
+        store__ids_push(&s->reviving, source);   /* failed, or more left */
+    if (rc < 0)
+        return -1;
+    if (s->reviving.n > 0)
+        return 1;
+    return release_revive_roots(s, err) < 0 ? -1 : 0;
+}
+
+/* One statement of the ended job on top of the unsettled stack. */
+static int settle_next(bf_store *s, int64_t now_ms, bf_error *err)
+{
+    int64_t source = s->unsettled.v[--s->unsettled.n];
+    int more = settle_slice(s, source, now_ms, err);
+    if (more)   /* or failed: still to do */
+        store__ids_push(&s->unsettled, source);
+    return more;
+}
+
+static int work_left(const bf_store *s)
+{
+    return s->reviving.n > 0 || s->unsettled.n > 0;
+}
+
+/* Works the revivals, then the unsettled stack (in the open transaction)
+ * until deadline_us or, max_statements > 0, that many statements.
+ * 1: some left, 0: none, -1 on error. */
 static int settle_work(bf_store *s, int64_t now_ms, int64_t deadline_us,
                        int max_statements, bf_error *err)
 {
-    for (int done = 0; s->unsettled.n > 0;) {
-        int64_t source = s->unsettled.v[--s->unsettled.n];
-        int more = settle_slice(s, source, now_ms, err);
-        if (more)   /* or failed: still to do */
-            store__ids_push(&s->unsettled, source);
-        if (more < 0)
+    for (int done = 0; work_left(s);) {
+        int rc = s->reviving.n > 0 ? revive_slice(s, err)
+                                   : settle_next(s, now_ms, err);
+        if (rc < 0)
             return -1;
         if (++done == max_statements || store__past(deadline_us))
             break;
     }
-    return s->unsettled.n > 0;
+    return work_left(s);
 }
 
 /* Job job_id has just become `status`: if that ends it, the jobs waiting
@@ -332,7 +385,7 @@ static int source_ended(bf_store *s, int64_t job_id, const char *status,
 
 int bf_store_unsettled(const bf_store *s)
 {
-    return s->unsettled.n > 0;
+    return work_left(s);
 }
 
 int bf_store_settle(bf_store *s, int64_t now_ms, int64_t deadline_us,
@@ -694,18 +747,16 @@ int bf_store_cancel_job(bf_store *s, int64_t job_id, int64_t now_ms,
     return finish_cancel(s, rc, running, n_running, err);
 }
 
-/* Where a retried job goes: 'queued' (*init_from set for a job of a later
- * stage), or 'waiting' while its source has not succeeded yet.  A failed or
- * cancelled source refuses the retry (BF_STORE_ERR, err says so). */
-static int retry_target(bf_store *s, int64_t job_id, const char **status,
-                        char *init_from, size_t cap, bf_error *err)
+/* Whether job_id may start again as far as its source goes: a failed or
+ * cancelled source refuses (BF_STORE_ERR, err says so), as does one that
+ * succeeded without a final checkpoint.  *source: its id, 0 if none. */
+static int check_retry_source(bf_store *s, int64_t job_id, int64_t *source,
+                              bf_error *err)
 {
-    *status = "queued";
-    init_from[0] = '\0';
     sqlite3_stmt *st = store__stmt(s, ST_JOB_SOURCE);
     sqlite3_bind_int64(st, 1, job_id);
     int rc = sqlite3_step(st);
-    int64_t source = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    *source = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
     char source_status[16] = "";
     if (rc == SQLITE_ROW)
         snprintf(source_status, sizeof source_status, "%s",
@@ -713,56 +764,61 @@ static int retry_target(bf_store *s, int64_t job_id, const char **status,
     sqlite3_reset(st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
         return store__fail(s, err, "looking up the job's source");
-    if (!source)
+    if (!*source)
         return 0;
     if (strcmp(source_status, "failed") == 0 ||
         strcmp(source_status, "cancelled") == 0)
         return bf_error_set(err, NULL, 0, "job", "job %lld starts from job "
                             "%lld, which has %s: retry job %lld first",
-                            (long long)job_id, (long long)source,
-                            source_status, (long long)source);
-    if (strcmp(source_status, "succeeded") != 0) {
-        *status = "waiting";
+                            (long long)job_id, (long long)*source,
+                            source_status, (long long)*source);
+    if (strcmp(source_status, "succeeded") != 0)
         return 0;
-    }
-    int found = final_checkpoint(s, source, init_from, cap, err);
+    char path[4200];
+    int found = final_checkpoint(s, *source, path, sizeof path, err);
     if (found == 0)
         return bf_error_set(err, NULL, 0, "job", "job %lld starts from job "
                             "%lld, which succeeded without a final "
                             "checkpoint", (long long)job_id,
-                            (long long)source);
+                            (long long)*source);
     return found < 0 ? -1 : 0;
 }
 
+/* The retried job waits while the dependents its failure failed wait
+ * again, a few slices now and the rest by bf_store_settle; then it is
+ * queued (without a source), or moves on as its source's dependent. */
+static int retry_revive(bf_store *s, int64_t job_id, int64_t source,
+                        int64_t now_ms, bf_error *err)
+{
+    if (source)
+        store__ids_push(&s->unsettled, source);
+    else
+        store__ids_push(&s->revive_roots, job_id);
+    store__ids_push(&s->reviving, job_id);
+    return settle_work(s, now_ms, 0, SETTLE_AT_ONCE, err) < 0 ? -1 : 0;
+}
+
 int bf_store_retry_job(bf_store *s, int64_t job_id, int from_scratch,
-                       bf_error *err)
+                       int64_t now_ms, bf_error *err)
 {
     if (store__begin(s, err) < 0)
         return BF_STORE_ERR;
-    char status[16], init_from[4200];
-    const char *target;
-    int64_t sweep_id;
+    char status[16];
+    int64_t sweep_id, source = 0;
     int found = get_job(s, job_id, status, sizeof status, &sweep_id, err);
     int rc = found == 0 ? BF_STORE_NOT_FOUND : found < 0 ? -1 : 0;
     if (rc == 0 && strcmp(status, "failed") != 0 && strcmp(status, "cancelled") != 0)
         rc = bf_error_set(err, NULL, 0, "job", "job %lld is %s; only failed or "
                           "cancelled jobs can be retried", (long long)job_id, status);
     if (rc == 0)
-        rc = retry_target(s, job_id, &target, init_from, sizeof init_from, err);
+        rc = check_retry_source(s, job_id, &source, err);
     if (rc == 0) {
         sqlite3_stmt *st = store__stmt(s, ST_JOB_RETRY);
         sqlite3_bind_int64(st, 1, job_id);
         sqlite3_bind_int(st, 2, from_scratch != 0);
-        sqlite3_bind_text(st, 3, target, -1, SQLITE_STATIC);
-        if (init_from[0])
-            sqlite3_bind_text(st, 4, init_from, -1, SQLITE_STATIC);
         rc = store__exec(s, st, err) < 0 ||
-             set_sweep_status(s, sweep_id, "active", err) < 0 ? -1 : 0;
-    }
-    if (rc == 0) {
-        sqlite3_stmt *st = store__stmt(s, ST_DEPENDENTS_REVIVE);
-        sqlite3_bind_int64(st, 1, job_id);
-        rc = store__exec(s, st, err);
+             set_sweep_status(s, sweep_id, "active", err) < 0 ||
+             retry_revive(s, job_id, source, now_ms, err) < 0 ? -1 : 0;
     }
     if (rc == 0 && store__commit(s, err) == 0)
         return BF_STORE_OK;

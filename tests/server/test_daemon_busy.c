@@ -290,6 +290,21 @@ static void test_cancel_finished_after_restart(void **state)
                                     " = 'cancelled' AND finished_ms > 0"), 3000);
 }
 
+/* Polls sql (a count) until it reaches want, renewing the other worker's
+ * lease meanwhile (every renewal must be acked); its last value. */
+static long long wait_count(bft_daemon *d, bft_worker *other, int64_t held,
+                            const char *sql, long long want)
+{
+    long long n = 0;
+    for (int i = 0; i < 600 && (n = bft_sql_int(d, sql)) < want; i++) {
+        json_t *r = bft_worker_heartbeat(other, held);
+        assert_true(r && strcmp(bf_wire_type(r), "ack") == 0);
+        json_decref(r);
+        bf_sleep_ms(50);
+    }
+    return n;
+}
+
 /* A source job with 3,000 dependents: its job_done moves the first few
  * slices of them on, the loop the rest a slice per pass (while another
  * worker's lease is renewed), and every one is queued from its source's
@@ -318,15 +333,51 @@ static void test_big_fan_out(void **state)
     snprintf(sql, sizeof sql, "SELECT count(*) FROM jobs WHERE sweep_id = %lld"
              " AND status = 'queued' AND init_from = '/ck/a.safetensors'",
              (long long)sweep);
-    long long queued = 0;
-    for (int i = 0; i < 600 && queued < 3000; i++) {
-        r = bft_worker_heartbeat(&other, held);
-        assert_true(r && strcmp(bf_wire_type(r), "ack") == 0);
-        json_decref(r);
-        queued = bft_sql_int(d, sql);
-        bf_sleep_ms(50);
-    }
-    assert_int_equal(queued, 3000);
+    assert_int_equal(wait_count(d, &other, held, sql, 3000), 3000);
+    bft_worker_close(&other);
+}
+
+static void request_ack(bft_daemon *d, json_t *msg)
+{
+    bf_wire_conn c;
+    assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
+    json_t *r = bft_request(&c, msg);
+    assert_true(r && strcmp(bf_wire_type(r), "ack") == 0);
+    json_decref(r);
+    bf_wire_close(&c);
+}
+
+/* A cancelled source job fails its 3,000 dependents, a slice per pass;
+ * retried, it waits while they wait again, a slice per pass too (another
+ * worker's lease renewed throughout), and is queued once all of them do. */
+static void test_big_revival(void **state)
+{
+    bft_daemon *d = *state;
+    bft_worker other;
+    int64_t held = lease_small_job(d, &other);
+    char *yaml = bft_fan_out_sweep("{steps: 100, depth: 2, eval_depths: [2]}",
+                                   3000);
+    int64_t sweep = bft_submit(d, "fan.yaml", yaml, NULL, NULL);
+    free(yaml);
+    assert_true(sweep > 0);
+    char sql[200];
+    snprintf(sql, sizeof sql, "SELECT job_id FROM jobs WHERE sweep_id = %lld"
+             " AND source_job_id IS NULL", (long long)sweep);
+    long long source = bft_sql_int(d, sql);
+    request_ack(d, json_pack("{s:s, s:I}", "type", "cancel", "job_id",
+                             (json_int_t)source));
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM jobs WHERE source_job_id"
+             " = %lld AND status = 'failed'", source);
+    assert_int_equal(wait_count(d, &other, held, sql, 3000), 3000);
+
+    request_ack(d, json_pack("{s:s, s:I}", "type", "retry", "job_id",
+                             (json_int_t)source));
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM jobs WHERE source_job_id"
+             " = %lld AND status = 'waiting' AND error IS NULL", source);
+    assert_int_equal(wait_count(d, &other, held, sql, 3000), 3000);
+    snprintf(sql, sizeof sql, "SELECT status = 'queued' FROM jobs WHERE"
+             " job_id = %lld", source);
+    assert_int_equal(wait_count(d, &other, held, sql, 1), 1);
     bft_worker_close(&other);
 }
 
@@ -358,6 +409,7 @@ int main(void)
         BFT_DAEMON_TEST(test_invalid_big_sweep),
         BFT_DAEMON_TEST(test_cancel_finished_after_restart),
         BFT_DAEMON_TEST(test_big_fan_out),
+        BFT_DAEMON_TEST(test_big_revival),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -307,7 +307,7 @@ static void test_retry(void **state)
     int64_t sw = submit(f->s, "t", 0, 1, 1);
     bf_lease l = lease(f->s, 0, 1000);
     bf_error err = {0};
-    assert_int_equal(bf_store_retry_job(f->s, l.job_id, 0, &err), BF_STORE_ERR);
+    assert_int_equal(bf_store_retry_job(f->s, l.job_id, 0, 20, &err), BF_STORE_ERR);
     assert_non_null(strstr(err.msg, "running"));
     assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0, "diverged", 10), 0);
     assert_job_status(f->s, l.job_id, "failed");    /* max_attempts 1 */
@@ -316,7 +316,7 @@ static void test_retry(void **state)
     assert_string_equal(st, "done");
     free(st);
 
-    assert_int_equal(bf_store_retry_job(f->s, l.job_id, 0, &err), 0);
+    assert_int_equal(bf_store_retry_job(f->s, l.job_id, 0, 20, &err), 0);
     assert_job_status(f->s, l.job_id, "queued");
     assert_int_equal(bft_int(f->s, "SELECT attempts FROM jobs"), 0);
     st = bft_text(f->s, "SELECT status FROM sweeps");
@@ -327,7 +327,7 @@ static void test_retry(void **state)
     l = lease(f->s, 20, 1000);
     assert_int_equal(l.job_id, job);
     assert_int_equal(l.attempt_no, 2);    /* attempt numbers keep counting */
-    assert_int_equal(bf_store_retry_job(f->s, 999, 0, &err), BF_STORE_NOT_FOUND);
+    assert_int_equal(bf_store_retry_job(f->s, 999, 0, 20, &err), BF_STORE_NOT_FOUND);
     bf_lease_clear(&l);
 }
 

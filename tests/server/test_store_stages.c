@@ -149,10 +149,10 @@ static void test_source_failure_and_retry(void **state)
                                    "sweep_id = %lld", (long long)sweep), 1);
 
     bf_error err = {0};
-    assert_int_equal(bf_store_retry_job(f->s, 2, 0, &err), BF_STORE_ERR);
+    assert_int_equal(bf_store_retry_job(f->s, 2, 0, 20, &err), BF_STORE_ERR);
     assert_non_null(strstr(err.msg, "job 2 starts from job 1, which has "
                                     "failed: retry job 1 first"));
-    assert_int_equal(bf_store_retry_job(f->s, 1, 0, &err), BF_STORE_OK);
+    assert_int_equal(bf_store_retry_job(f->s, 1, 0, 20, &err), BF_STORE_OK);
     assert_status(f->s, 1, "queued");
     assert_status(f->s, 2, "waiting");
     assert_status(f->s, 3, "waiting");
@@ -164,7 +164,7 @@ static void test_source_failure_and_retry(void **state)
     assert_error(f->s, 2, "boom");
     assert_error(f->s, 3, "source job 2 failed");
     /* Retrying b: queued again from a's checkpoint, c waits for it. */
-    assert_int_equal(bf_store_retry_job(f->s, 2, 1, &err), BF_STORE_OK);
+    assert_int_equal(bf_store_retry_job(f->s, 2, 1, 20, &err), BF_STORE_OK);
     assert_status(f->s, 2, "queued");
     assert_status(f->s, 3, "waiting");
     char *path = bft_text(f->s, "SELECT init_from FROM jobs WHERE job_id = 2");
@@ -401,6 +401,69 @@ static void test_warnings_and_strict(void **state)
     json_decref(before);
 }
 
+/* Calls bf_store_settle out of time until nothing is left: the calls. */
+static int settle_all(bf_store *s)
+{
+    bf_error err = {0};
+    int calls = 1, rc;
+    while ((rc = bf_store_settle(s, 30, PAST, &err)) == 1)
+        calls++;
+    if (rc != 0)
+        fail_msg("settle: %s", err.msg);
+    return calls;
+}
+
+static int count_dependents(bf_store *s, const char *status)
+{
+    return bft_int(s, "SELECT count(*) FROM jobs WHERE source_job_id = 1"
+                      " AND status = '%s'", status);
+}
+
+/* A retried source whose cancel failed its 300 dependents: they wait again
+ * a few slices now and the rest a slice per bf_store_settle, and the source
+ * waits too (it is never leased) until the last of them does, so none of
+ * them can move on half-revived; a store reopened half-way finds what is
+ * left.  Then the source is queued, and its success moves all of them on. */
+static void test_big_revival_in_slices(void **state)
+{
+    fixture *f = *state;
+    char *yaml = bft_fan_out_sweep("{steps: 20, warmup_steps: 0}", 300);
+    bft_submit(f->s, yaml, 1, NULL);
+    free(yaml);
+    bf_error err = {0};
+    int64_t *running = NULL;
+    int n_running = 0;
+    assert_int_equal(bf_store_cancel_job(f->s, 1, 10, &running, &n_running,
+                                         &err), BF_STORE_OK);
+    free(running);
+    settle_all(f->s);
+    assert_int_equal(count_dependents(f->s, "failed"), 300);
+
+    assert_int_equal(bf_store_retry_job(f->s, 1, 0, 20, &err), BF_STORE_OK);
+    assert_status(f->s, 1, "waiting");
+    int revived = count_dependents(f->s, "waiting");
+    if (revived < 64 || revived >= 300)
+        fail_msg("%d dependents revived at once, not a few slices", revived);
+    bf_lease none = lease(f->s, 30);
+    assert_int_equal(none.job_id, 0);
+    bf_lease_clear(&none);
+    assert_true(bf_store_unsettled(f->s));
+
+    bf_store_close(f->s);
+    f->s = bft_open(f->dir, BFT_STORE_DB, NULL);
+    assert_true(bf_store_unsettled(f->s));
+    assert_true(settle_all(f->s) > 1);
+    assert_false(bf_store_unsettled(f->s));
+    assert_status(f->s, 1, "queued");
+    assert_int_equal(count_dependents(f->s, "waiting"), 300);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE error"
+                                   " IS NOT NULL"), 0);
+
+    succeed(f->s, 1, 20, "/ck/1.safetensors");
+    settle_all(f->s);
+    assert_int_equal(count_dependents(f->s, "queued"), 300);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -412,6 +475,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
         cmocka_unit_test_setup_teardown(test_big_fan_out_in_slices, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_big_revival_in_slices, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_expiry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
