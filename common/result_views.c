@@ -27,7 +27,9 @@ static const view views[] = {
     { "eval_summary",      0, { "group_config", "eval_depth", "stage" } },
     { "train_loss",        1, { "step" } },
     { "frequency_history", 1, { "layer", "head", "pair", "step" } },
-    { "live_jobs",         1, { NULL } },   /* schema/005_dashboard.sql */
+    /* The running jobs: keyed, so that the sweep's index finds them (a
+     * per-job walk would read every job of the sweep each poll). */
+    { "live_jobs",         0, { "job_id" } },   /* schema/005_dashboard.sql */
     { "results",           1, { NULL } },
 };
 
