@@ -505,7 +505,7 @@ static void sql(sqlite3 *db, const char *text)
         die(text, msg);
 }
 
-/* The sweep, its jobs (configs as the store writes them: every field), and
+/* The sweep, its jobs (configs and cells as the store writes them), and
  * what two seeds of each group and the running jobs logged. */
 static void make_big_database(const char *path, long long jobs)
 {
@@ -540,7 +540,7 @@ static void make_big_database(const char *path, long long jobs)
         "         4 + (i %% %d) / 40 AS depth FROM n)"
         " INSERT INTO jobs (sweep_id, idx, config, config_hash, task, rope,"
         "                   depth, seed, learnable_heads, status, priority,"
-        "                   created_ms)"
+        "                   created_ms, cell)"
         " SELECT %d, i, json_set('{\"batch_size\":32,\"checkpoint_every\":0,"
         "\"d_model\":64,\"depth\":4,\"dyck_k\":2,\"eval_depths\":[4,8,16],"
         "\"eval_every\":100,\"eval_examples\":128,\"freq_every\":50,"
@@ -551,10 +551,10 @@ static void make_big_database(const char *path, long long jobs)
         "\"spectral_fraction\":0.5,\"steps\":1000,\"stop_on_nonfinite\":true,"
         "\"task\":\"dyck\",\"warmup_steps\":50,\"weight_decay\":0.1}',"
         "   '$.rope', rope, '$.lr', lr, '$.depth', depth, '$.seed', seed),"
-        "   printf('%%016x', i), 'dyck', rope, depth, seed, 2, 'queued', 0, %lld"
-        "   FROM p",
+        "   printf('%%016x', i), 'dyck', rope, depth, seed, 2, 'queued', 0, %lld,"
+        "   i %% %d FROM p",
         jobs, BIG_GROUPS, BIG_GROUPS, BIG_GROUPS, BIG_GROUPS, BIG_SWEEP,
-        (long long)bf_wall_ms());
+        (long long)bf_wall_ms(), BIG_GROUPS);
     sql(db, text);
     /* Seeds 0 and 1 succeeded: a final evaluation at 3 depths, a loss. */
     sql(db, "UPDATE jobs SET status = 'succeeded', started_ms = created_ms,"

@@ -121,30 +121,29 @@ typedef struct load_pass {
     json_t *keys;               /* group key -> its index */
     json_t *raw;                /* per group: [values of swept..., steps] */
     json_t *stages;             /* per group: its stage or null */
-    size_t cap;
     int64_t min_seed, max_seed;
     int64_t depths[MAX_DEPTHS];
     int n_depths;
 } load_pass;
 
-static void push_job(bf_dash_sweep *s, load_pass *p, int64_t id, int status,
-                     int64_t seed, int g)
+/* A job as the sweep's index gives it (jobs_by_sweep_status). */
+typedef struct indexed_job {
+    int64_t id, seed;
+    int64_t cell;               /* -1: none stored (its own cell) */
+    int status;
+} indexed_job;
+
+static void push_job(bf_dash_sweep *s, load_pass *p, const indexed_job *j,
+                     int g)
 {
-    if (s->n == p->cap) {
-        p->cap = p->cap ? 2 * p->cap : 1024;
-        s->ids = bf_xrealloc(s->ids, p->cap * sizeof *s->ids);
-        s->seed = bf_xrealloc(s->seed, p->cap * sizeof *s->seed);
-        s->group = bf_xrealloc(s->group, p->cap * sizeof *s->group);
-        s->status = bf_xrealloc(s->status, p->cap * sizeof *s->status);
-    }
-    s->ids[s->n] = id;
-    s->seed[s->n] = seed;
+    s->ids[s->n] = j->id;
+    s->seed[s->n] = j->seed;
     s->group[s->n] = g;
-    s->status[s->n++] = (uint8_t)status;
-    s->groups[g].count[status]++;
-    s->count[status]++;
-    p->min_seed = s->n == 1 || seed < p->min_seed ? seed : p->min_seed;
-    p->max_seed = s->n == 1 || seed > p->max_seed ? seed : p->max_seed;
+    s->status[s->n++] = (uint8_t)j->status;
+    s->groups[g].count[j->status]++;
+    s->count[j->status]++;
+    p->min_seed = s->n == 1 || j->seed < p->min_seed ? j->seed : p->min_seed;
+    p->max_seed = s->n == 1 || j->seed > p->max_seed ? j->seed : p->max_seed;
 }
 
 /* The group of a job whose stage and extracted values are given. */
@@ -171,23 +170,20 @@ static int group_of_values(bf_dash_sweep *s, load_pass *p, const char *stage,
     return g;
 }
 
-/* SELECT over the sweep's jobs with the swept fields' values (and steps)
- * in one json_extract: one parse of each config. */
-static sqlite3_stmt *prepare_pass(sqlite3 *db, const load_pass *p,
-                                  int64_t sweep_id)
+/* SELECT of one job's stage, depth and the swept fields' values (and
+ * steps) in one json_extract: one parse of its config. */
+static sqlite3_stmt *prepare_values(sqlite3 *db, const load_pass *p)
 {
     size_t k = json_array_size(p->swept);
     char *sql = bf_xcalloc(1, 256 + 4 * (k + 1));
-    char *at = sql + sprintf(sql, "SELECT job_id, status, seed, stage, depth,"
-                                  " json_extract(config");
+    char *at = sql + sprintf(sql, "SELECT stage, depth, json_extract(config");
     for (size_t i = 0; i <= k; i++)
         at += sprintf(at, ", ?%zu", i + 2);
-    strcpy(at, ") FROM jobs WHERE sweep_id = ?1 ORDER BY job_id");
+    strcpy(at, ") FROM jobs WHERE job_id = ?1");
     sqlite3_stmt *st = bf_db_prepare(db, sql);
     free(sql);
     if (!st)
         return NULL;
-    sqlite3_bind_int64(st, 1, sweep_id);
     for (size_t i = 0; i <= k; i++) {
         const char *name = i < k ? json_string_value(json_array_get(p->swept, i))
                                  : "steps";
@@ -208,26 +204,99 @@ static void add_depth(load_pass *p, int64_t depth)
         p->depths[p->n_depths++] = depth;
 }
 
-static int read_jobs(bf_dash_sweep *s, sqlite3 *db, load_pass *p)
+/* The group of the job with this id, from its config (its depth noted). */
+static int group_of_job(bf_dash_sweep *s, load_pass *p, sqlite3_stmt *st,
+                        int64_t id)
 {
-    sqlite3_stmt *st = prepare_pass(db, p, s->sweep_id);
-    if (!st)
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, id);
+    if (sqlite3_step(st) != SQLITE_ROW)
         return -1;
+    const char *values = (const char *)sqlite3_column_text(st, 2);
+    add_depth(p, sqlite3_column_int64(st, 1));
+    return group_of_values(s, p, (const char *)sqlite3_column_text(st, 0),
+                           values ? values : "[]");
+}
+
+/* Every job of the sweep from the index alone: id, status, seed, cell
+ * (migration 009), in the index's order; *n of them (malloc'd). */
+static indexed_job *read_index(sqlite3 *db, int64_t sweep_id, size_t *n)
+{
+    sqlite3_stmt *st = bf_db_prepare(db,
+        "SELECT job_id, status, seed, cell FROM jobs"
+        " INDEXED BY jobs_by_sweep_status WHERE sweep_id = ?1");
+    if (!st)
+        return NULL;
+    sqlite3_bind_int64(st, 1, sweep_id);
+    size_t cap = 1024;
+    indexed_job *v = bf_xmalloc(cap * sizeof *v);
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    for (*n = 0; (rc = sqlite3_step(st)) == SQLITE_ROW; (*n)++) {
+        if (*n == cap)
+            v = bf_xrealloc(v, (cap *= 2) * sizeof *v);
         int status = bf_dash_status_code((const char *)sqlite3_column_text(st, 1));
-        const char *stage = (const char *)sqlite3_column_text(st, 3);
-        const char *values = (const char *)sqlite3_column_text(st, 5);
-        int g = group_of_values(s, p, stage, values ? values : "[]");
-        push_job(s, p, sqlite3_column_int64(st, 0), status < 0 ? 0 : status,
-                 sqlite3_column_int64(st, 2), g);
-        add_depth(p, sqlite3_column_int64(st, 4));
+        v[*n] = (indexed_job){
+            .id = sqlite3_column_int64(st, 0), .status = status < 0 ? 0 : status,
+            .seed = sqlite3_column_int64(st, 2),
+            .cell = sqlite3_column_type(st, 3) == SQLITE_NULL
+                    ? -1 : sqlite3_column_int64(st, 3) };
     }
     sqlite3_finalize(st);
     if (rc == SQLITE_DONE)
-        return 0;
+        return v;
     fprintf(stderr, "bifocal dashboard: %s\n", sqlite3_errmsg(db));
-    return -1;
+    free(v);
+    return NULL;
+}
+
+static int by_job_id(const void *a, const void *b)
+{
+    int64_t x = ((const indexed_job *)a)->id, y = ((const indexed_job *)b)->id;
+    return (x > y) - (x < y);
+}
+
+/* The group of each cell, from its first job's config (the others differ
+ * from it only in seed): a config parsed per cell, not per job.  Jobs
+ * without a cell get a group of their own config's.  0, or -1. */
+static int read_jobs(bf_dash_sweep *s, sqlite3 *db, load_pass *p)
+{
+    size_t n;
+    indexed_job *jobs = read_index(db, s->sweep_id, &n);
+    sqlite3_stmt *st = jobs ? prepare_values(db, p) : NULL;
+    if (!st) {
+        free(jobs);
+        return -1;
+    }
+    qsort(jobs, n, sizeof *jobs, by_job_id);
+    int64_t n_cells = 0;
+    for (size_t i = 0; i < n; i++)
+        n_cells = jobs[i].cell >= n_cells ? jobs[i].cell + 1 : n_cells;
+    int *cell_group = bf_xmalloc((size_t)(n_cells + 1) * sizeof *cell_group);
+    for (int64_t c = 0; c < n_cells; c++)
+        cell_group[c] = -1;
+    s->ids = bf_xmalloc((n + 1) * sizeof *s->ids);
+    s->seed = bf_xmalloc((n + 1) * sizeof *s->seed);
+    s->group = bf_xmalloc((n + 1) * sizeof *s->group);
+    s->status = bf_xmalloc(n + 1);
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        int64_t cell = jobs[i].cell;
+        int g = cell >= 0 ? cell_group[cell] : -1;
+        if (g < 0)              /* the cell's first job, by id */
+            g = group_of_job(s, p, st, jobs[i].id);
+        if (cell >= 0)
+            cell_group[cell] = g;
+        if (g < 0)
+            rc = -1;
+        else
+            push_job(s, p, &jobs[i], g);
+    }
+    if (rc)
+        fprintf(stderr, "bifocal dashboard: %s\n", sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    free(cell_group);
+    free(jobs);
+    return rc;
 }
 
 /* Whether swept field k takes two values within one stage. */

@@ -18,19 +18,22 @@ typedef struct view {
     /* per_job: the order of a job's rows (none: one row per job); else the
      * order of the sweep's rows, unique. */
     const char *order[BF_RESULT_VIEW_MAX_KEY - 1];
+    /* per_job: the one status of the jobs it has rows of (NULL: any); its
+     * pages walk only those, in the sweep's status index. */
+    const char *status;
 } view;
 
 static const view views[] = {
-    { "sweeps",            0, { "sweep_id" } },
-    { "job_results",       1, { NULL } },
-    { "final_evals",       1, { "eval_depth" } },
-    { "eval_summary",      0, { "group_config", "eval_depth", "stage" } },
-    { "train_loss",        1, { "step" } },
-    { "frequency_history", 1, { "layer", "head", "pair", "step" } },
+    { "sweeps",            0, { "sweep_id" },                     NULL },
+    { "job_results",       1, { NULL },                           NULL },
+    { "final_evals",       1, { "eval_depth" },                   "succeeded" },
+    { "eval_summary",      0, { "group_config", "eval_depth", "stage" }, NULL },
+    { "train_loss",        1, { "step" },                         NULL },
+    { "frequency_history", 1, { "layer", "head", "pair", "step" }, NULL },
     /* The running jobs: keyed, so that the sweep's index finds them (a
      * per-job walk would read every job of the sweep each poll). */
-    { "live_jobs",         0, { "job_id" } },   /* schema/005_dashboard.sql */
-    { "results",           1, { NULL } },
+    { "live_jobs",         0, { "job_id" },                       NULL },
+    { "results",           1, { NULL },                           NULL },
 };
 
 static const view *find(const char *name)
@@ -109,11 +112,17 @@ static void per_job_sql(sql_buf *b, const view *v, bf_page_part part)
         add(b, ") ORDER BY ");
         add_columns(b, v, "", 0);
     } else {
-        /* +p.sweep_id: walk the primary key, not the sweep's index (whose
-         * order is by status first). */
-        add(b, "SELECT v.* FROM jobs p CROSS JOIN %s v"
-               " WHERE +p.sweep_id = ?1 AND v.job_id = p.job_id%s"
-               " ORDER BY p.job_id", v->name,
+        /* The jobs of one status: the sweep's status index holds them in
+         * job id order.  Of any: +p.sweep_id walks the primary key, not
+         * that index (whose order is by status first). */
+        if (v->status)
+            add(b, "SELECT v.* FROM jobs p INDEXED BY jobs_by_sweep_status"
+                   " CROSS JOIN %s v WHERE p.sweep_id = ?1"
+                   " AND p.status = '%s'", v->name, v->status);
+        else
+            add(b, "SELECT v.* FROM jobs p CROSS JOIN %s v"
+                   " WHERE +p.sweep_id = ?1", v->name);
+        add(b, " AND v.job_id = p.job_id%s ORDER BY p.job_id",
             part == BF_PAGE_AFTER_JOB ? " AND p.job_id > ?3" : "");
         if (n) {
             add(b, ", ");

@@ -374,6 +374,7 @@ void bf_job_row_from(bf_job_row *row, const bf_sweep_job *job)
     row->learnable_heads = bf_job_config_spectral_heads(job->cfg);
     row->stage = job->stage;
     row->source = job->source;
+    row->cell = job->cell;
 }
 
 /* Inserts row's job; job_ids maps the sweep's job indexes to the job ids
@@ -398,6 +399,7 @@ static int insert_job(bf_store *s, int64_t sweep_id, int priority,
         sqlite3_bind_text(st, 12, row->stage, -1, SQLITE_STATIC);
     if (row->source != BF_SWEEP_NO_SOURCE)
         sqlite3_bind_int64(st, 13, job_ids[row->source]);
+    sqlite3_bind_int64(st, 14, (int64_t)row->cell);
     if (store__exec(s, st, err) < 0)
         return -1;
     job_ids[row->index] = sqlite3_last_insert_rowid(s->db);

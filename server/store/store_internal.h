@@ -44,8 +44,8 @@ extern const int bf_schema_n_migrations;
     X(ST_JOB_INSERT,                                                           \
       "INSERT INTO jobs (sweep_id, idx, config, config_hash, task, rope,"      \
       " depth, seed, learnable_heads, priority, created_ms, stage,"            \
-      " source_job_id, status)"                                                \
-      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"       \
+      " source_job_id, cell, status)"                                          \
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"  \
       " CASE WHEN ?13 IS NULL THEN 'queued' ELSE 'waiting' END)")              \
     X(ST_JOB_GET,                                                              \
       "SELECT j.status, j.sweep_id FROM jobs j JOIN sweeps s"                  \

@@ -80,6 +80,9 @@ typedef struct bf_sweep_job {
     const char *stage;           /* its stage's name; NULL without stages */
     size_t source;               /* index of its source job (an earlier
                                     one), or BF_SWEEP_NO_SOURCE */
+    size_t cell;                 /* the jobs of its stage whose configs
+                                    differ only in seed share it; 0, 1, ...
+                                    in order of their first job */
     const bf_job_config *cfg;    /* validated */
     const char *config_json;     /* bf_job_config_to_canonical_json */
     char hash_hex[17];           /* FNV-1a 64 of config_json */

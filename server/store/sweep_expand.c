@@ -394,10 +394,47 @@ static int find_source(const bf_sweep *sw, const bf_sweep_stage *st,
 typedef struct expansion {
     bf_sweep *sw;
     sweep_map seen;          /* config hash -> first job */
+    sweep_map cells;         /* cell_hash -> cell */
+    size_t n_cells;
+    size_t combo_cell;       /* the cell of the combo being expanded */
     sweep_warner *warner;
     bf_sweep_visit_fn visit;
     void *ctx;
 } expansion;
+
+/* The hash of a job's cell: its stage and its config but seed.  A
+ * collision of two cells' 64-bit hashes (about one in 10^7 for a million
+ * cells) would merge them: only the grouping of their jobs would suffer. */
+static int cell_hash(const bf_sweep *sw, const bf_sweep_stage *st,
+                     const bf_job_config *cfg, uint64_t *h)
+{
+    bf_job_config unseeded = *cfg;
+    unseeded.seed = 0;
+    char *json = bf_job_config_to_canonical_json(&unseeded);
+    if (!json)
+        return -1;
+    *h = bf_fnv1a64(json, strlen(json))
+         + 0x9E3779B97F4A7C15ULL * (uint64_t)(st - sw->stages);
+    free(json);
+    return 0;
+}
+
+/* The cell of a job of combo c: found once per combo, at its first seed
+ * (its other seeds differ from it only in seed). */
+static int cell_of(expansion *x, const bf_sweep_stage *st,
+                   const sweep_combo *c, const bf_job_config *cfg,
+                   size_t *cell, bf_error *err)
+{
+    if (c->seed == 0) {
+        uint64_t h;
+        if (cell_hash(x->sw, st, cfg, &h) < 0)
+            return bf_error_set(err, x->sw->file, 0, NULL, "out of memory");
+        size_t known = sweep_map_add(&x->cells, h, x->n_cells);
+        x->combo_cell = known ? known - 1 : x->n_cells++;
+    }
+    *cell = x->combo_cell;
+    return 0;
+}
 
 static int expand_job(expansion *x, const bf_sweep_stage *st,
                       const sweep_combo *c, size_t index, bf_error *err)
@@ -411,6 +448,9 @@ static int expand_job(expansion *x, const bf_sweep_stage *st,
         bf_job_memory_check(&cfg, 1, (size_t)sw->memory_budget_gib << 30,
                             "the sweep's memory_budget_gib", &verr) < 0)
         return blame(sw, st, index, c, &verr, err);
+    size_t cell = 0;
+    if (cell_of(x, st, c, &cfg, &cell, err) < 0)
+        return -1;
     char *json = bf_job_config_to_canonical_json(&cfg);
     if (!json)
         return bf_error_set(err, sw->file, 0, NULL, "out of memory");
@@ -421,8 +461,8 @@ static int expand_job(expansion *x, const bf_sweep_stage *st,
         return duplicate_error(sw, first - 1, index, st, c, err);
     }
     bf_sweep_job job = {.index = index, .stage = st->name,
-                        .source = BF_SWEEP_NO_SOURCE, .cfg = &cfg,
-                        .config_json = json};
+                        .source = BF_SWEEP_NO_SOURCE, .cell = cell,
+                        .cfg = &cfg, .config_json = json};
     snprintf(job.hash_hex, sizeof job.hash_hex, "%016llx",
              (unsigned long long)h);
     json_t *obj = st->referenced || st->n_refs ? bf_job_config_to_json(&cfg)
@@ -461,11 +501,13 @@ int bf_sweep_expand(bf_sweep *sw, bf_sweep_visit_fn visit, void *ctx,
 {
     expansion x = {.sw = sw, .visit = visit, .ctx = ctx};
     sweep_map_init(&x.seen, sw->n_jobs);
+    sweep_map_init(&x.cells, sw->n_jobs);
     x.warner = sweep_warner_new(sw);
     int rc = 0;
     for (size_t s = 0; s < sw->n_stages && rc == 0; s++)
         rc = expand_stage(&x, &sw->stages[s], err);
     sweep_map_free(&x.seen);
+    sweep_map_free(&x.cells);
     json_t *warnings = sweep_warner_finish(x.warner);
     json_decref(sw->warnings);
     sw->warnings = rc == 0 ? warnings : NULL;

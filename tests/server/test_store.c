@@ -128,11 +128,15 @@ static void make_v1_database(const char *path)
     assert_int_equal(sqlite3_exec(db,
         "PRAGMA user_version = 1;"
         "INSERT INTO sweeps (name, filename, source, submitted_ms, max_attempts, n_jobs)"
-        " VALUES ('old', 'old.yaml', 'name: old', 5, 3, 1);"
+        " VALUES ('old', 'old.yaml', 'name: old', 5, 3, 3);"
         "INSERT INTO jobs (sweep_id, idx, config, config_hash, task, rope, depth, seed,"
         " learnable_heads, priority, created_ms)"
-        " VALUES (1, 0, '{\"depth\":4,\"eval_depths\":[4,8],\"n_heads\":4}', 'abc',"
-        " 'dyck', 'rope', 4, 1, 0, 0, 5);"
+        " VALUES (1, 0, '{\"depth\":4,\"eval_depths\":[4,8],\"n_heads\":4,"
+        "\"seed\":1}', 'abc', 'dyck', 'rope', 4, 1, 0, 0, 5),"
+        " (1, 1, '{\"depth\":6,\"eval_depths\":[4,8],\"n_heads\":4,"
+        "\"seed\":1}', 'abd', 'dyck', 'rope', 6, 1, 0, 0, 5),"
+        " (1, 2, '{\"depth\":4,\"eval_depths\":[4,8],\"n_heads\":4,"
+        "\"seed\":2}', 'abe', 'dyck', 'rope', 4, 2, 0, 0, 5);"
         "INSERT INTO evals VALUES (1, 10, 8, 1.5, 0.25);"
         "INSERT INTO attempts (job_id, attempt_no, worker, started_ms,"
         " lease_expires_ms) VALUES (1, 1, 'old-worker', 6, 9);"
@@ -150,8 +154,8 @@ static void test_migrates_older_database(void **state)
     bf_store *s = bft_open(f->dir, "old.db", NULL);
     assert_int_equal(bft_int(s, "PRAGMA user_version"), bf_store_schema_version());
     /* Data kept, and the views of migration 2 work on it. */
-    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs"), 1);
-    assert_int_equal(bft_int(s, "SELECT total FROM sweep_progress WHERE sweep_id = 1"), 1);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs"), 3);
+    assert_int_equal(bft_int(s, "SELECT total FROM sweep_progress WHERE sweep_id = 1"), 3);
     assert_true(bft_real(s, "SELECT ood_accuracy FROM results WHERE job_id = 1") == 0.25);
     /* Migration 4 rebuilt jobs: its rows, and the keys pointing at them,
      * are intact; the new columns read as a sweep without stages. */
@@ -161,6 +165,12 @@ static void test_migrates_older_database(void **state)
     assert_int_equal(bft_int(s, "SELECT stage IS NULL AND source_job_id IS NULL"
                                 " AND status = 'queued' FROM jobs"), 1);
     assert_int_equal(bft_int(s, "SELECT waiting FROM sweep_progress"), 0);
+    /* Migration 9: jobs that differ only in seed share a cell, numbered in
+     * order of their first job. */
+    char *cells = bft_text(s, "SELECT group_concat(cell, ',') FROM"
+                              " (SELECT cell FROM jobs ORDER BY job_id)");
+    assert_string_equal(cells, "0,1,0");
+    free(cells);
     char *warnings = bft_text(s, "SELECT warnings FROM sweeps");
     assert_string_equal(warnings, "[]");
     free(warnings);

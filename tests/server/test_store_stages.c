@@ -464,6 +464,34 @@ static void test_big_revival_in_slices(void **state)
     assert_int_equal(count_dependents(f->s, "queued"), 300);
 }
 
+/* The cell the store gives each job is the migration's rule (009): the
+ * jobs of one sweep and stage whose configs differ only in seed share one,
+ * numbered in order of their first job; so an old database and a new one
+ * group alike.  Stages, a grid with an excluded point and a zip. */
+static void test_cells(void **state)
+{
+    fixture *f = *state;
+    submit_chain(f->s, 2, 3);
+    bft_submit(f->s, "name: g\nbase: {steps: 20, warmup_steps: 0}\nseeds: [7, 8, 9]\n"
+                     "grid: {lr: [0.001, 0.002], depth: [2, 3]}\n"
+                     "exclude: [{lr: 0.002, depth: 3}]\n", 1, NULL);
+    bft_submit(f->s, "name: z\nbase: {steps: 20, warmup_steps: 0}\nseeds: 2\n"
+                     "zip: {lr: [0.001, 0.002], depth: [2, 3]}\n", 1, NULL);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs j JOIN"
+        " (SELECT job_id, dense_rank() OVER (PARTITION BY sweep_id"
+        "    ORDER BY first) - 1 AS cell FROM (SELECT job_id, sweep_id,"
+        "    min(job_id) OVER (PARTITION BY sweep_id, coalesce(stage, ''),"
+        "    json_remove(config, '$.seed')) AS first FROM jobs)) rule"
+        " USING (job_id) WHERE j.cell IS NOT rule.cell"), 0);
+    char *cells = bft_text(f->s, "SELECT group_concat(n, ',') FROM (SELECT"
+                                 " count(DISTINCT cell) AS n FROM jobs"
+                                 " GROUP BY sweep_id ORDER BY sweep_id)");
+    assert_string_equal(cells, "3,3,2");
+    free(cells);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE sweep_id"
+                                   " = 2 AND cell = 1"), 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -478,6 +506,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_big_revival_in_slices, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_cells, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expiry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reopen, setup, teardown),
         cmocka_unit_test_setup_teardown(test_permanent_failure, setup,
