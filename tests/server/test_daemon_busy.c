@@ -296,10 +296,11 @@ static long long wait_count(bft_daemon *d, bft_worker *other, int64_t held,
                             const char *sql, long long want)
 {
     long long n = 0;
-    for (int i = 0; i < 600 && (n = bft_sql_int(d, sql)) < want; i++) {
+    for (int i = 0; i < 600 && n < want; i++) {
         json_t *r = bft_worker_heartbeat(other, held);
         assert_true(r && strcmp(bf_wire_type(r), "ack") == 0);
         json_decref(r);
+        n = bft_sql_int(d, sql);
         bf_sleep_ms(50);
     }
     return n;
