@@ -106,42 +106,6 @@ void bf_stats_summarize(const double *x, int n, bf_stats_summary *out)
     out->ci_high = mean + half;
 }
 
-void bf_stats_paired(const double *a, const double *b, int n,
-                     bf_stats_diff *out)
-{
-    double d[n > 0 ? n : 1];
-    for (int i = 0; i < n; i++)
-        d[i] = a[i] - b[i];
-    bf_stats_summary s;
-    bf_stats_summarize(d, n, &s);
-    *out = (bf_stats_diff){ .diff = s.mean, .ci_low = s.ci_low,
-                            .ci_high = s.ci_high, .df = n - 1, .paired = 1 };
-}
-
-void bf_stats_welch(const double *a, int na, const double *b, int nb,
-                    bf_stats_diff *out)
-{
-    bf_stats_summary sa, sb;
-    bf_stats_summarize(a, na, &sa);
-    bf_stats_summarize(b, nb, &sb);
-    *out = (bf_stats_diff){ .diff = sa.mean - sb.mean, .ci_low = NAN,
-                            .ci_high = NAN, .df = NAN, .paired = 0 };
-    if (na < 2 || nb < 2)
-        return;
-    double va = sa.sd * sa.sd / na, vb = sb.sd * sb.sd / nb;
-    double se = sqrt(va + vb);
-    if (se == 0.0) {        /* no spread at all: the difference is exact */
-        out->ci_low = out->ci_high = out->diff;
-        out->df = na + nb - 2;
-        return;
-    }
-    out->df = (va + vb) * (va + vb)
-              / (va * va / (na - 1) + vb * vb / (nb - 1));
-    double half = two_sided_t(out->df) * se;
-    out->ci_low = out->diff - half;
-    out->ci_high = out->diff + half;
-}
-
 /* ---- comparisons -------------------------------------------------------- */
 
 double bf_stats_t_p(double t, double df)

@@ -17,26 +17,11 @@ typedef struct bf_stats_summary {
     double ci_low, ci_high;     /* mean -+ t * sd / sqrt(n); NAN for n < 2 */
 } bf_stats_summary;
 
-typedef struct bf_stats_diff {
-    double diff;                /* mean(a) - mean(b) */
-    double ci_low, ci_high;     /* NAN when there are too few values */
-    double df;                  /* degrees of freedom of the t used */
-    int paired;                 /* 1: paired t over n pairs, 0: Welch */
-} bf_stats_diff;
-
 void bf_stats_summarize(const double *x, int n, bf_stats_summary *out);
 
 /* The q-quantile of Student's t with df (> 0, not necessarily whole)
  * degrees of freedom, for 0 < q < 1. */
 double bf_stats_t_quantile(double q, double df);
-
-/* a[i] - b[i] over n pairs (the same seed in both groups). */
-void bf_stats_paired(const double *a, const double *b, int n,
-                     bf_stats_diff *out);
-
-/* mean(a) - mean(b) with Welch's unequal-variance interval. */
-void bf_stats_welch(const double *a, int na, const double *b, int nb,
-                    bf_stats_diff *out);
 
 /* ---- comparisons a reviewer accepts ----------------------------------
  *

@@ -256,14 +256,16 @@ var BifocalReport = (function () {
       });
     }
     var sec = section(root, "Structure gap",
-      "Final evaluation against eval depth: mean over seeds per group with its " +
-      "95% Student-t band; dashed lines mark the training depths.");
+      "Final evaluation against eval depth per group: accuracy's mean over seeds " +
+      "with its pooled Wilson 95% band (inside [0, 1]), loss's geometric mean " +
+      "with its log-scale 95% band (never below zero); dashed lines mark the " +
+      "training depths.");
     figure(sec, { id: "fig-accuracy-depth", title: "Exact-match accuracy vs eval depth",
                   xLabel: "eval depth", yLabel: "accuracy", x: a.x, xTicksAtData: true,
                   series: series("accuracy"), marks: marks });
     figure(sec, { id: "fig-loss-depth", title: "Eval loss vs eval depth",
                   xLabel: "eval depth", yLabel: "loss", x: a.x, xTicksAtData: true,
-                  series: series("loss"), marks: marks, logToggle: true });
+                  series: series("loss"), marks: marks, logY: true, logToggle: true });
   }
 
   function label(data, g) { return data.groups[g].label; }
@@ -271,7 +273,7 @@ var BifocalReport = (function () {
   function lossFigure(root, data) {
     var curves = data.train_loss || [];
     var sec = section(root, "Training loss",
-      "Mean over seeds per group with its 95% band, downsampled to at most " +
+      "Geometric mean over seeds per group with its log-scale 95% band, downsampled to at most " +
       "201 points per group (each job's last point kept).");
     if (!curves.length) { sec.appendChild(el("p", { text: "No training loss recorded." })); return; }
     var lists = curves.map(function (c) { return { x: c.step }; });
@@ -345,8 +347,14 @@ var BifocalReport = (function () {
     return t;
   }
 
+  // Accuracy: mean ± sd.  Loss: geometric mean ×/ exp(sd of the logs).
   function meanSd(r, k, digits) {
-    var m = fmt(r[k + "_mean"], digits), s = fmt(r[k + "_sd"], digits);
+    var m = fmt(r[k + "_mean"], digits);
+    if (r[k + "_log_sd"] !== undefined) {
+      var f = r[k + "_log_sd"] === null ? "" : fmt(Math.exp(r[k + "_log_sd"]), digits);
+      return f ? m + " ×/ " + f : m;
+    }
+    var s = fmt(r[k + "_sd"], digits);
     return s ? m + " ± " + s : m;
   }
 
@@ -357,9 +365,10 @@ var BifocalReport = (function () {
 
   function compareSection(root, data) {
     var sec = section(root, "Comparison",
-      "Per group and eval depth over seeds: mean ± sd and 95% CI; against the " +
-      "baseline, the loss change in percent with its 95% CI (* : the interval " +
-      "excludes zero).");
+      "Per group and eval depth over seeds: loss as a geometric mean ×/ spread " +
+      "factor with its log-scale 95% CI, accuracy as mean ± sd with the pooled " +
+      "Wilson 95% CI; against the baseline, the geometric-mean loss ratio with " +
+      "its 95% CI (* : Benjamini-Hochberg adjusted p < 0.05; docs/results.md).");
     table(sec, data.compare, [
       { key: "group" }, { key: "eval_depth", title: "eval depth" }, { key: "n" },
       { title: "loss", get: function (r) { return meanSd(r, "loss"); } },
@@ -367,14 +376,15 @@ var BifocalReport = (function () {
       { title: "accuracy", get: function (r) { return meanSd(r, "accuracy", 3); } },
       { title: "accuracy 95% CI", get: function (r) { return ci(r, "accuracy", 3); } },
       { title: "train loss", get: function (r) { return meanSd(r, "train_loss"); } },
-      { title: "loss vs baseline", get: function (r) {
-          if (r.loss_reduction_pct === undefined || r.loss_reduction_pct === null)
+      { title: "loss ratio to baseline", get: function (r) {
+          if (r.loss_ratio === undefined || r.loss_ratio === null)
             return r.baseline ? "baseline" : "";
-          var s = fmt(-r.loss_reduction_pct, 3) + "%";
-          if (r.loss_reduction_ci_low !== null)
-            s += " [" + fmt(-r.loss_reduction_ci_high, 3) + "%, " +
-                 fmt(-r.loss_reduction_ci_low, 3) + "%]";
-          return s + (r.loss_diff_excludes_zero ? " *" : "");
+          var s = "×" + fmt(r.loss_ratio, 3) + " (" +
+                  fmt(100 * (r.loss_ratio - 1), 3) + "%)";
+          if (r.loss_ratio_ci_low !== null)
+            s += " [×" + fmt(r.loss_ratio_ci_low, 3) + ", ×" +
+                 fmt(r.loss_ratio_ci_high, 3) + "]";
+          return s + (r.loss_p_adjusted !== null && r.loss_p_adjusted < 0.05 ? " *" : "");
         } },
     ], "bf-table bf-compare");
     var verdicts = data.compare.filter(function (r) { return r.verdict; });
