@@ -65,7 +65,8 @@ var BifocalReport = (function () {
     function build() {
       if (state.plot) state.plot.destroy();
       state.plot = makePlot(plotBox, state.spec, state.logY);
-      registry[spec.id] = { id: spec.id, title: spec.title, plot: state.plot };
+      registry[spec.id] = { id: spec.id, title: spec.title, plot: state.plot,
+                            spec: spec };
     }
     /* New data for the same figure (a live page): redrawn in place when
      * the series are the same, rebuilt when they are not. */
