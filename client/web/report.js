@@ -237,35 +237,63 @@ var BifocalReport = (function () {
     };
   }
 
-  function depthFigures(root, data) {
+  // The compare rows that keep() accepts, one series per group over the eval
+  // depths: series(mean, low, high) names the row fields to draw.
+  function depthSeries(rows, keep) {
     var byGroup = {};
-    data.compare.forEach(function (r) {
+    rows.filter(keep).forEach(function (r) {
       var g = byGroup[r.group] || (byGroup[r.group] = { label: r.group, rows: [] });
       g.rows.push(r);
     });
     var groups = Object.keys(byGroup).map(function (k) { return byGroup[k]; });
     groups.forEach(function (g) { g.x = g.rows.map(function (r) { return r.eval_depth; }); });
     var a = align(groups);
-    var marks = (data.train_depths || []).map(function (d) {
-      return { x: d, label: "train depth " + d };
+    return {
+      x: a.x,
+      series: function (mean, low, high) {
+        return groups.map(function (g, i) {
+          function col(k) { return a.on(g, g.rows.map(function (r) { return r[k]; })); }
+          return { label: g.label, color: color(i), y: col(mean), low: col(low),
+                   high: col(high) };
+        });
+      },
+    };
+  }
+
+  // The forest plot heading the report: each group's geometric-mean loss
+  // ratio to its baseline with its 95% interval, per eval depth, log axis
+  // (1 = no change; below 1 = lower loss).
+  function forestFigure(root, data) {
+    var d = depthSeries(data.compare || [], function (r) {
+      return r.loss_ratio !== undefined && r.loss_ratio !== null;
     });
-    function series(key) {
-      return groups.map(function (g, i) {
-        function col(k) { return a.on(g, g.rows.map(function (r) { return r[k]; })); }
-        return { label: g.label, color: color(i), y: col(key + "_mean"),
-                 low: col(key + "_ci_low"), high: col(key + "_ci_high") };
-      });
-    }
+    if (!d.x.length) return;
+    var sec = section(root, "Comparisons",
+      "Loss ratio to the baseline (geometric mean over seeds, paired by seed) " +
+      "with its log-scale 95% interval, per eval depth; 1 is no change, below " +
+      "1 lower loss. Verdicts with adjusted p-values are under Comparison.");
+    figure(sec, { id: "fig-forest", title: "Loss ratio to baseline vs eval depth",
+                  xLabel: "eval depth", yLabel: "loss ratio", x: d.x, xTicksAtData: true,
+                  series: d.series("loss_ratio", "loss_ratio_ci_low", "loss_ratio_ci_high"),
+                  logY: true, logToggle: true });
+  }
+
+  function depthFigures(root, data) {
+    var d = depthSeries(data.compare, function () { return true; });
+    var marks = (data.train_depths || []).map(function (x) {
+      return { x: x, label: "train depth " + x };
+    });
+    function series(key) { return d.series(key + "_mean", key + "_ci_low", key + "_ci_high"); }
     var sec = section(root, "Structure gap",
       "Final evaluation against eval depth per group: accuracy's mean over seeds " +
       "with its pooled Wilson 95% band (inside [0, 1]), loss's geometric mean " +
       "with its log-scale 95% band (never below zero); dashed lines mark the " +
       "training depths.");
     figure(sec, { id: "fig-accuracy-depth", title: "Exact-match accuracy vs eval depth",
-                  xLabel: "eval depth", yLabel: "accuracy", x: a.x, xTicksAtData: true,
+                  xLabel: "eval depth", yLabel: "accuracy", x: d.x, xTicksAtData: true,
                   series: series("accuracy"), marks: marks });
     figure(sec, { id: "fig-loss-depth", title: "Eval loss vs eval depth",
-                  xLabel: "eval depth", yLabel: "loss", x: a.x, xTicksAtData: true,
+                  xLabel: "eval depth", yLabel: "loss", x: d.x, xTicksAtData: true,
                   series: series("loss"), marks: marks, logY: true, logToggle: true });
   }
 
@@ -434,6 +462,7 @@ var BifocalReport = (function () {
       sw.warnings.forEach(function (w) { warn.appendChild(el("li", { text: "warning: " + w })); });
       root.appendChild(warn);
     }
+    forestFigure(root, data);
     depthFigures(root, data);
     lossFigure(root, data);
     frequencyFigures(root, data);
