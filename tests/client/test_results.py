@@ -181,6 +181,10 @@ for r in rows:
         check("loss %s" % ("×%.3g" % r["loss_ratio"]) in r["verdict"]
               and "undecided: seed variance not estimable from 2 paired seeds" in r["verdict"],
               "the verdict says why there is none: " + r["verdict"])
+        check(r["accuracy_p"] is None and r["accuracy_mcnemar_exact"] is False
+              and "exact McNemar p >= " in r["verdict"]
+              and "(needs per-example outcomes)" in r["verdict"],
+              "a McNemar bound is no p and is printed as one: " + r["verdict"])
     check(r["verdict"].startswith("rope=%s vs rope=rope, eval depth %d" % key),
           "verdict names the groups and depth: " + r["verdict"])
     check("e+" not in r["verdict"], "percentages never print an exponent: " + r["verdict"])
