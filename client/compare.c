@@ -1,16 +1,19 @@
-/* compare: seed statistics and comparisons with a baseline group.
+/* compare: seed statistics and comparisons with a baseline group, every
+ * number from stats.c (docs/results.md names the methods).
  *
- * Per group (jobs that differ only in seed) and eval depth: n, mean, sd and
- * Student-t 95% CI of the final eval loss and exact-match accuracy, and of
- * the final training loss.  Against the baseline group with the same other
- * fields: the difference of means with its 95% CI, paired by seed when both
- * groups hold the same seeds once each, Welch otherwise, and the relative
- * loss change in percent (the difference's interval over the baseline mean,
- * which is taken as exact). */
+ * Per group (jobs that differ only in seed) and eval depth: n, the
+ * geometric mean of final eval and training loss with its log-scale
+ * interval, and accuracy's mean, seed spread and pooled Wilson interval.
+ * Against the baseline group with the same other fields: the geometric-mean
+ * loss ratio (paired on the seeds both hold, Welch on logs when none), the
+ * accuracy difference (Newcombe; paired t or exact McNemar), TOST at the
+ * equivalence margin, the probability of improvement, and p-values
+ * adjusted by Benjamini-Hochberg over the whole table; then a verdict. */
 #include "compare.h"
 
 #include "alloc.h"
 #include "format.h"
+#include "job_config.h"
 #include "results.h"
 #include "stats.h"
 
@@ -22,6 +25,7 @@
 /* The values of one (group, eval depth) cell, one per succeeded job. */
 typedef struct cell {
     int group, eval_depth, n, cap;
+    long examples;              /* eval examples of each value's eval */
     int64_t *seed;
     double *loss, *accuracy, *train_loss;
 } cell;
@@ -79,6 +83,20 @@ static double train_loss_of(const bf_sweep_view *v, int64_t job_id)
                    : number(json_array_get(v->jobs, (size_t)row), "train_loss");
 }
 
+/* Eval examples of the job (its config, else the default). */
+static long examples_of(const bf_sweep_view *v, int64_t job_id)
+{
+    int row = bf_sweep_view_row_of(v, job_id);
+    const json_t *m = row < 0 ? NULL
+        : json_object_get(json_object_get(json_array_get(v->jobs, (size_t)row),
+                                          "config"), "eval_examples");
+    if (json_is_integer(m) && json_integer_value(m) > 0)
+        return (long)json_integer_value(m);
+    bf_job_config defaults;
+    bf_job_config_defaults(&defaults);
+    return defaults.eval_examples;
+}
+
 static void fill_cells(const bf_sweep_view *v, const json_t *evals, cells *cs)
 {
     size_t n_rows = json_array_size(evals), n_jobs = json_array_size(v->jobs);
@@ -102,6 +120,7 @@ static void fill_cells(const bf_sweep_view *v, const json_t *evals, cells *cs)
         c->loss[c->n] = number(row, "loss");
         c->accuracy[c->n] = number(row, "accuracy");
         c->train_loss[c->n] = train_loss_of(v, job);
+        c->examples = examples_of(v, job);
         c->n++;
     }
     qsort(cs->c, (size_t)cs->n, sizeof *cs->c, by_group_then_depth);
@@ -239,172 +258,139 @@ static int baseline_of(const bf_sweep_view *v, const baseline *b, int g)
 
 /* ---- rows ------------------------------------------------------------- */
 
+/* The significance level of every verdict and the default equivalence
+ * margin on the loss ratio (docs/results.md). */
+#define COMPARE_ALPHA 0.05
+#define COMPARE_MARGIN 0.10
+
 static void set_number(json_t *row, const char *key, double x)
 {
     json_object_set_new(row, key, isfinite(x) ? json_real(x) : json_null());
 }
 
-/* Accuracy is a fraction: its Student-t interval, which knows no bounds,
- * is clipped to [0, 1] (at n = 2 or 3 it easily reaches past them). */
-static void set_summary(json_t *row, const char *prefix, const double *x, int n,
-                        int is_fraction)
+static void set_prefixed(json_t *row, const char *prefix, const char *name,
+                         double x)
+{
+    char key[64];
+    snprintf(key, sizeof key, "%s_%s", prefix, name);
+    set_number(row, key, x);
+}
+
+/* A positive quantity (loss): geometric mean, the sd of the logs, and the
+ * log-scale t-interval, which never reaches zero. */
+static void set_log_summary(json_t *row, const char *prefix, const double *x,
+                            int n)
 {
     bf_stats_summary s;
-    bf_stats_summarize(x, n, &s);
-    if (is_fraction && isfinite(s.ci_low)) {
-        s.ci_low = fmax(s.ci_low, 0.0);
-        s.ci_high = fmin(s.ci_high, 1.0);
-    }
-    char key[64];
-    const struct { const char *name; double value; } parts[] = {
-        { "mean", s.mean }, { "sd", s.sd },
-        { "ci_low", s.ci_low }, { "ci_high", s.ci_high } };
-    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
-        snprintf(key, sizeof key, "%s_%s", prefix, parts[i].name);
-        set_number(row, key, parts[i].value);
-    }
+    bf_stats_summarize_log(x, n, &s);
+    set_prefixed(row, prefix, "mean", s.mean);
+    set_prefixed(row, prefix, "log_sd", s.sd);
+    set_prefixed(row, prefix, "ci_low", s.ci_low);
+    set_prefixed(row, prefix, "ci_high", s.ci_high);
 }
 
-/* Pairs by seed when both cells hold the same seeds, each once. */
-static int same_seeds(const cell *a, const cell *b, int *order)
+/* Accuracy: the pooled Wilson interval of every seed's correct examples
+ * (inside [0, 1] by the method), and the spread between seeds. */
+static void set_accuracy_summary(json_t *row, const cell *c)
 {
-    if (a->n != b->n)
-        return 0;
+    bf_stats_summary s;
+    bf_stats_summarize(c->accuracy, c->n, &s);
+    long k = 0;
+    for (int i = 0; i < c->n; i++)
+        k += lround(c->accuracy[i] * c->examples);
+    bf_stats_prop w;
+    bf_stats_wilson(k, (long)c->n * c->examples, BF_STATS_LEVEL, &w);
+    set_number(row, "accuracy_mean", s.mean);
+    set_number(row, "accuracy_sd", s.sd);
+    set_number(row, "accuracy_ci_low", w.ci_low);
+    set_number(row, "accuracy_ci_high", w.ci_high);
+}
+
+/* The seeds of a and b, aligned: the values of a and b at each seed either
+ * holds (NAN where one lacks it); returns how many seeds. */
+static int align(const cell *a, const cell *b, const double *(*values)(const cell *),
+                 double *x, double *y)
+{
+    int n = 0;
     for (int i = 0; i < a->n; i++) {
-        order[i] = -1;
+        x[n] = values(a)[i];
+        y[n] = NAN;
         for (int j = 0; j < b->n; j++)
-            if (a->seed[i] == b->seed[j]) {
-                if (order[i] >= 0)
-                    return 0;
-                order[i] = j;
-            }
-        for (int k = 0; k < i; k++)
-            if (order[i] < 0 || order[k] == order[i])
-                return 0;
-        if (order[i] < 0)
-            return 0;
+            if (b->seed[j] == a->seed[i])
+                y[n] = values(b)[j];
+        n++;
     }
-    return 1;
-}
-
-static void diff_of(const cell *a, const cell *b, int paired, const int *order,
-                    const double *(*values)(const cell *), bf_stats_diff *d)
-{
-    const double *x = values(a), *y = values(b);
-    if (!paired) {
-        bf_stats_welch(x, a->n, y, b->n, d);
-        return;
+    for (int j = 0; j < b->n; j++) {
+        int shared = 0;
+        for (int i = 0; i < a->n; i++)
+            shared |= a->seed[i] == b->seed[j];
+        if (!shared) {
+            x[n] = NAN;
+            y[n++] = values(b)[j];
+        }
     }
-    double matched[b->n > 0 ? b->n : 1];
-    for (int i = 0; i < a->n; i++)
-        matched[i] = y[order[i]];
-    bf_stats_paired(x, matched, a->n, d);
+    return n;
 }
 
 static const double *loss_of(const cell *c) { return c->loss; }
 static const double *accuracy_of(const cell *c) { return c->accuracy; }
 
-static int excludes_zero(const bf_stats_diff *d)
+/* Correct examples per seed; -1 where the seed is missing. */
+static void counts(const double *acc, int n, long m, long *k)
 {
-    return isfinite(d->ci_low) && (d->ci_low > 0 || d->ci_high < 0);
+    for (int i = 0; i < n; i++)
+        k[i] = isfinite(acc[i]) ? lround(acc[i] * m) : -1;
 }
 
-static void set_diff(json_t *row, const char *prefix, const bf_stats_diff *d)
-{
-    char key[64];
-    snprintf(key, sizeof key, "%s_diff", prefix);
-    set_number(row, key, d->diff);
-    snprintf(key, sizeof key, "%s_diff_ci_low", prefix);
-    set_number(row, key, d->ci_low);
-    snprintf(key, sizeof key, "%s_diff_ci_high", prefix);
-    set_number(row, key, d->ci_high);
-    snprintf(key, sizeof key, "%s_diff_excludes_zero", prefix);
-    json_object_set_new(row, key, json_boolean(excludes_zero(d)));
-}
-
-static const char *judge(const bf_stats_diff *d, const char *higher,
-                         const char *lower)
-{
-    if (!isfinite(d->ci_low))
-        return "no interval (one seed per group: run more seeds)";
-    if (!excludes_zero(d))
-        return "not distinguishable from seed noise";
-    return d->diff > 0 ? higher : lower;
-}
-
-/* "+12.5%": 3 significant digits, whole numbers from 1000% up (never an
- * exponent). */
-static void percent(char *buf, size_t cap, double x)
-{
-    snprintf(buf, cap, fabs(x) < 1000 ? "%+.3g%%" : "%+.0f%%", x);
-}
-
-/* "-9.8% [-21%, +2%]": a loss change in percent with its interval, if any. */
-static void percent_change(char *buf, size_t cap, double change, double lo,
-                           double hi)
-{
-    char c[32], l[32], h[32];
-    percent(c, sizeof c, change);
-    percent(l, sizeof l, lo);
-    percent(h, sizeof h, hi);
-    if (isfinite(lo))
-        snprintf(buf, cap, "%s [%s, %s]", c, l, h);
-    else
-        snprintf(buf, cap, "%s", c);
-}
-
-/* "spectral vs rope, eval depth 16 (paired t, n=3): loss -9.8% [-21%, +2%]
- * not distinguishable from seed noise; accuracy +0.120 [+0.050, +0.190]
- * higher beyond seed noise" */
-static char *verdict(const char *label, const char *base_label, const cell *c,
-                     const bf_stats_diff *loss, double base_loss,
-                     const bf_stats_diff *acc)
-{
-    char *text = NULL, change[128];
-    percent_change(change, sizeof change, 100.0 * loss->diff / base_loss,
-                   100.0 * loss->ci_low / base_loss,
-                   100.0 * loss->ci_high / base_loss);
-    char acc_interval[96] = "";
-    if (isfinite(acc->ci_low))
-        snprintf(acc_interval, sizeof acc_interval, " [%+.3f, %+.3f]",
-                 acc->ci_low, acc->ci_high);
-    if (asprintf(&text, "%s vs %s, eval depth %d (%s, n=%d): loss %s "
-                        "%s; accuracy %+.3f%s %s", label, base_label,
-                 c->eval_depth, loss->paired ? "paired t" : "Welch t", c->n,
-                 change,
-                 judge(loss, "higher beyond seed noise",
-                       "lower beyond seed noise"),
-                 acc->diff, acc_interval,
-                 judge(acc, "higher beyond seed noise",
-                       "lower beyond seed noise")) < 0)
-        abort();
-    return text;
-}
-
+/* The numbers of one comparison, by the names docs/results.md lists; the
+ * verdict waits for the adjusted p-values (judge_rows). */
 static void compare_with(json_t *row, const bf_sweep_view *v, const cell *c,
                          const cell *base)
 {
-    int order[c->n > 0 ? c->n : 1];
-    int paired = same_seeds(c, base, order) && c->n >= 2;
-    bf_stats_diff loss, acc;
-    diff_of(c, base, paired, order, loss_of, &loss);
-    diff_of(c, base, paired, order, accuracy_of, &acc);
-    bf_stats_summary b;
-    bf_stats_summarize(base->loss, base->n, &b);
-    char *label = bf_sweep_view_label(v, c->group);
+    int cap = c->n + base->n + 1;
+    double x[cap], y[cap];
+    long ka[cap], kb[cap];
+    int n = align(c, base, loss_of, x, y);
+    bf_stats_ratio r;
+    bf_stats_log_ratio(x, y, n, &r);
+    bf_stats_prop pi;
+    bf_stats_prob_improvement(x, y, n, &pi);
+    align(c, base, accuracy_of, x, y);
+    counts(x, n, c->examples, ka);
+    counts(y, n, c->examples, kb);
+    bf_stats_acc_diff acc;
+    bf_stats_accuracy_diff(ka, kb, n, c->examples, NULL, &acc);
+
     char *base_label = bf_sweep_view_label(v, base->group);
     json_object_set_new(row, "baseline", json_string(base_label));
-    json_object_set_new(row, "test", json_string(paired ? "paired" : "welch"));
-    set_diff(row, "loss", &loss);
-    set_number(row, "loss_reduction_pct", -100.0 * loss.diff / b.mean);
-    set_number(row, "loss_reduction_ci_low", -100.0 * loss.ci_high / b.mean);
-    set_number(row, "loss_reduction_ci_high", -100.0 * loss.ci_low / b.mean);
-    set_diff(row, "accuracy", &acc);
-    char *text = verdict(label, base_label, c, &loss, b.mean, &acc);
-    json_object_set_new(row, "verdict", json_string(text));
-    free(text);
-    free(label);
     free(base_label);
+    json_object_set_new(row, "test", json_string(r.n_paired ? "paired"
+                                                            : "welch"));
+    json_object_set_new(row, "n_paired", json_integer(r.n_paired));
+    json_object_set_new(row, "n_baseline", json_integer(base->n));
+    set_number(row, "loss_ratio", r.ratio);
+    set_number(row, "loss_ratio_ci_low", r.ci_low);
+    set_number(row, "loss_ratio_ci_high", r.ci_high);
+    set_number(row, "loss_p", r.p);
+    set_number(row, "loss_tost_p", bf_stats_tost_p(&r, COMPARE_MARGIN));
+    json_object_set_new(row, "loss_seeds_needed",
+                        json_integer(bf_stats_seeds_needed(&r, COMPARE_MARGIN,
+                                                           COMPARE_ALPHA)));
+    json_object_set_new(row, "loss_note", json_string(r.note));
+    set_number(row, "accuracy_diff", acc.diff);
+    set_number(row, "accuracy_diff_ci_low", acc.ci_low);
+    set_number(row, "accuracy_diff_ci_high", acc.ci_high);
+    /* A bound is no p: it stays out of the family Benjamini-Hochberg
+     * adjusts (a p below the truth would lower the others' adjusted p). */
+    set_number(row, "accuracy_p",
+               isfinite(acc.t_p) || acc.p_exact ? acc.p : NAN);
+    set_number(row, "accuracy_mcnemar_p", acc.mcnemar_p);
+    json_object_set_new(row, "accuracy_mcnemar_exact",
+                        json_boolean(acc.p_exact));
+    json_object_set_new(row, "accuracy_note", json_string(acc.note));
+    set_number(row, "prob_improvement", pi.p);
+    set_number(row, "prob_improvement_ci_low", pi.ci_low);
+    set_number(row, "prob_improvement_ci_high", pi.ci_high);
 }
 
 static const cell *cell_at(const cells *cs, int group, int eval_depth)
@@ -425,9 +411,10 @@ static json_t *cell_row(const bf_sweep_view *v, const cells *cs, const cell *c,
     free(label);
     json_object_set_new(row, "eval_depth", json_integer(c->eval_depth));
     json_object_set_new(row, "n", json_integer(c->n));
-    set_summary(row, "loss", c->loss, c->n, 0);
-    set_summary(row, "accuracy", c->accuracy, c->n, 1);
-    set_summary(row, "train_loss", c->train_loss, c->n, 0);
+    json_object_set_new(row, "eval_examples", json_integer(c->examples));
+    set_log_summary(row, "loss", c->loss, c->n);
+    set_accuracy_summary(row, c);
+    set_log_summary(row, "train_loss", c->train_loss, c->n);
     int base = baseline_of(v, b, c->group);
     const cell *bc = base >= 0 && base != c->group
                          ? cell_at(cs, base, c->eval_depth) : NULL;
@@ -436,6 +423,145 @@ static json_t *cell_row(const bf_sweep_view *v, const cells *cs, const cell *c,
     else if (bc)
         compare_with(row, v, c, bc);
     return row;
+}
+
+/* ---- verdicts ------------------------------------------------------------ */
+
+/* Benjamini-Hochberg over every loss and accuracy p of the sweep (one
+ * family: no primary comparisons are declared), written back as
+ * *_p_adjusted. */
+static void adjust_rows(json_t *rows)
+{
+    static const char *const keys[] = { "loss_p", "accuracy_p" };
+    size_t n = json_array_size(rows), i;
+    double *p = bf_xcalloc(2 * n + 1, sizeof *p);
+    double *adj = bf_xcalloc(2 * n + 1, sizeof *adj);
+    json_t *row;
+    json_array_foreach(rows, i, row)
+        for (int k = 0; k < 2; k++)
+            p[2 * i + k] = number(row, keys[k]);
+    bf_stats_bh(p, (int)(2 * n), adj);
+    json_array_foreach(rows, i, row)
+        for (int k = 0; k < 2; k++)
+            if (json_object_get(row, keys[k])) {
+                char key[64];
+                snprintf(key, sizeof key, "%s_adjusted", keys[k]);
+                set_number(row, key, adj[2 * i + k]);
+                json_object_set_new(row, "correction",
+                                    json_string("benjamini-hochberg"));
+            }
+    free(p);
+    free(adj);
+}
+
+/* "+12.5%": 3 significant digits, whole numbers from 1000% up (never an
+ * exponent). */
+static void percent(char *buf, size_t cap, double x)
+{
+    snprintf(buf, cap, fabs(x) < 1000 ? "%+.3g%%" : "%+.0f%%", x);
+}
+
+/* "×0.91 (-9.1%) [×0.8, ×1.03]": a ratio as a factor and a percent change,
+ * with its interval if any; never past -100%. */
+static void ratio_text(char *buf, size_t cap, double ratio, double lo, double hi)
+{
+    char pct[32];
+    percent(pct, sizeof pct, 100.0 * (ratio - 1.0));
+    if (isfinite(lo))
+        snprintf(buf, cap, "×%.3g (%s) [×%.3g, ×%.3g]", ratio, pct, lo, hi);
+    else
+        snprintf(buf, cap, "×%.3g (%s)", ratio, pct);
+}
+
+/* "p=0.012 p_adj=0.048 lower", or "undecided: why". */
+static void loss_verdict(char *buf, size_t cap, const json_t *row)
+{
+    double p = number(row, "loss_p"), adj = number(row, "loss_p_adjusted");
+    double ratio = number(row, "loss_ratio");
+    const char *note = json_string_value(json_object_get(row, "loss_note"));
+    if (!isfinite(p)) {
+        snprintf(buf, cap, "undecided: %s", note ? note : "no interval");
+        return;
+    }
+    int n = snprintf(buf, cap, "p=%.2g p_adj=%.2g ", p, adj);
+    if (adj < COMPARE_ALPHA)
+        snprintf(buf + n, cap - n, ratio < 1 ? "lower" : "higher");
+    else if (number(row, "loss_tost_p") < COMPARE_ALPHA)
+        snprintf(buf + n, cap - n, "equivalent within ±%.0f%%",
+                 100 * COMPARE_MARGIN);
+    else
+        snprintf(buf + n, cap - n, "undecided: about %lld seeds would decide",
+                 (long long)json_integer_value(json_object_get(
+                     row, "loss_seeds_needed")));
+}
+
+/* A t verdict needs an estimable seed variance; without it the exact
+ * McNemar test decides, which from per-seed counts is only a lower bound
+ * on p (per-example outcomes give it exactly). */
+static void accuracy_verdict(char *buf, size_t cap, const json_t *row)
+{
+    double p = number(row, "accuracy_p"), adj = number(row, "accuracy_p_adjusted");
+    const char *note = json_string_value(json_object_get(row, "accuracy_note"));
+    double bound = number(row, "accuracy_mcnemar_p");
+    if (!isfinite(p) && isfinite(bound))
+        snprintf(buf, cap, "undecided: %s; exact McNemar p >= %.2g from the "
+                           "counts (needs per-example outcomes)", note, bound);
+    else if (!isfinite(p))
+        snprintf(buf, cap, "undecided: %s", note && *note ? note : "no seed");
+    else
+        snprintf(buf, cap, "p=%.2g p_adj=%.2g %s", p, adj,
+                 adj >= COMPARE_ALPHA ? "undecided"
+                 : number(row, "accuracy_diff") > 0 ? "higher" : "lower");
+}
+
+/* "rope=spectral vs rope=rope, eval depth 16 (paired on 3 shared seeds, n=3 vs 3):
+ * loss ×0.91 (-9.1%) [×0.8, ×1.03] p=0.08 p_adj=0.16 undecided: about 7
+ * seeds would decide; accuracy +0.120 [+0.050, +0.190] p=... higher;
+ * P(improvement) 0.67 [0.094, 0.99]" */
+static char *verdict(const json_t *row)
+{
+    char loss[160], lv[160], av[200], *text = NULL;
+    ratio_text(loss, sizeof loss, number(row, "loss_ratio"),
+               number(row, "loss_ratio_ci_low"),
+               number(row, "loss_ratio_ci_high"));
+    loss_verdict(lv, sizeof lv, row);
+    accuracy_verdict(av, sizeof av, row);
+    long long paired = json_integer_value(json_object_get(row, "n_paired"));
+    char design[96];
+    int len = paired ? snprintf(design, sizeof design, "paired on %lld shared "
+                                "seeds, ", paired)
+                     : snprintf(design, sizeof design, "Welch on logs, ");
+    snprintf(design + len, sizeof design - len, "n=%lld vs %lld",
+             (long long)json_integer_value(json_object_get(row, "n")),
+             (long long)json_integer_value(json_object_get(row, "n_baseline")));
+    if (asprintf(&text, "%s vs %s, eval depth %lld (%s): loss %s %s; "
+                        "accuracy %+.3f [%+.3f, %+.3f] %s; P(improvement) "
+                        "%.2f [%.2f, %.2f]",
+                 json_string_value(json_object_get(row, "group")),
+                 json_string_value(json_object_get(row, "baseline")),
+                 (long long)json_integer_value(json_object_get(row,
+                                                               "eval_depth")),
+                 design, loss, lv, number(row, "accuracy_diff"),
+                 number(row, "accuracy_diff_ci_low"),
+                 number(row, "accuracy_diff_ci_high"), av,
+                 number(row, "prob_improvement"),
+                 number(row, "prob_improvement_ci_low"),
+                 number(row, "prob_improvement_ci_high")) < 0)
+        abort();
+    return text;
+}
+
+static void judge_rows(json_t *rows)
+{
+    adjust_rows(rows);
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row)
+        if (json_object_get(row, "loss_ratio")) {
+            char *text = verdict(row);
+            json_object_set_new(row, "verdict", json_string(text));
+            free(text);
+        }
 }
 
 json_t *bf_compare_rows(const bf_sweep_view *v, bf_source *src,
@@ -461,6 +587,7 @@ json_t *bf_compare_rows(const bf_sweep_view *v, bf_source *src,
     json_t *rows = json_array();
     for (int i = 0; i < cs.n; i++)
         json_array_append_new(rows, cell_row(v, &cs, &cs.c[i], &b));
+    judge_rows(rows);
     free_cells(&cs);
     json_decref(evals);
     baseline_free(&b);
@@ -469,6 +596,8 @@ json_t *bf_compare_rows(const bf_sweep_view *v, bf_source *src,
 
 /* ---- the command -------------------------------------------------------- */
 
+/* "0.123 ± 0.004" (accuracy), "0.123 ×/ 1.4" (loss: geometric mean and
+ * the spread factor exp(sd of the logs)). */
 static char *mean_sd(const json_t *row, const char *prefix, const char *fmt)
 {
     char key[64], *text = NULL;
@@ -476,10 +605,16 @@ static char *mean_sd(const json_t *row, const char *prefix, const char *fmt)
     double mean = number(row, key);
     snprintf(key, sizeof key, "%s_sd", prefix);
     double sd = number(row, key);
+    const char *sign = "±";
+    if (!json_object_get(row, key)) {
+        snprintf(key, sizeof key, "%s_log_sd", prefix);
+        sd = exp(number(row, key));
+        sign = "×/";
+    }
     char m[32], s[32];
     snprintf(m, sizeof m, fmt, mean);
     snprintf(s, sizeof s, fmt, sd);
-    if (asprintf(&text, isfinite(sd) ? "%s ± %s" : "%s", m, s) < 0)
+    if (asprintf(&text, isfinite(sd) ? "%s %s %s" : "%s", m, sign, s) < 0)
         abort();
     return text;
 }
@@ -500,23 +635,22 @@ static char *interval(const json_t *row, const char *prefix, const char *fmt)
     return text;
 }
 
-/* "-9.8% [-21%, +2%] *": the loss change against the baseline, starred
- * when its interval excludes zero. */
+/* "×0.91 (-9.1%) [×0.8, ×1.03] *": the loss ratio to the baseline,
+ * starred when its adjusted p is below alpha. */
 static char *versus(const json_t *row)
 {
     const char *base = json_string_value(json_object_get(row, "baseline"));
-    double change = -number(row, "loss_reduction_pct");
+    double ratio = number(row, "loss_ratio");
     if (!base)
         return bf_xstrdup("");
-    if (!isfinite(change))
+    if (!isfinite(ratio))
         return bf_xstrdup("baseline");
     char shown[128], *text = NULL;
-    percent_change(shown, sizeof shown, change,
-                   -number(row, "loss_reduction_ci_high"),
-                   -number(row, "loss_reduction_ci_low"));
+    ratio_text(shown, sizeof shown, ratio, number(row, "loss_ratio_ci_low"),
+               number(row, "loss_ratio_ci_high"));
     if (asprintf(&text, "%s%s", shown,
-                 json_is_true(json_object_get(row, "loss_diff_excludes_zero"))
-                     ? " *" : "") < 0)
+                 number(row, "loss_p_adjusted") < COMPARE_ALPHA ? " *" : "")
+        < 0)
         abort();
     return text;
 }
@@ -533,7 +667,7 @@ static void print_table(const json_t *rows)
 {
     static const char *const columns[] = {
         "group", "eval_depth", "n", "loss", "loss 95% CI", "accuracy",
-        "accuracy 95% CI", "train loss", "loss vs baseline", NULL };
+        "accuracy 95% CI", "train loss", "loss ratio to baseline", NULL };
     json_t *shown = json_array();
     size_t i;
     json_t *row;
@@ -547,7 +681,7 @@ static void print_table(const json_t *rows)
         set_text(s, "accuracy", mean_sd(row, "accuracy", "%.3f"));
         set_text(s, "accuracy 95% CI", interval(row, "accuracy", "%.3f"));
         set_text(s, "train loss", mean_sd(row, "train_loss", "%.4g"));
-        set_text(s, "loss vs baseline", versus(row));
+        set_text(s, "loss ratio to baseline", versus(row));
         json_array_append_new(shown, s);
     }
     bf_format_print(stdout, shown, columns, BF_FORMAT_TABLE);
@@ -558,6 +692,13 @@ static void print_table(const json_t *rows)
         if (v)
             printf("%s%s\n", header++ ? "" : "\n", v);
     }
+    if (header)
+        printf("\nLoss: geometric means and ratios, log-scale t-intervals; "
+               "accuracy: pooled Wilson, Newcombe differences.  p_adj: "
+               "Benjamini-Hochberg over every p above; verdicts at alpha "
+               "%.2g, equivalence within ±%.0f%% (TOST); * marks p_adj < "
+               "alpha (docs/results.md).\n", COMPARE_ALPHA,
+               100 * COMPARE_MARGIN);
 }
 
 int bf_client_cmd_compare(bf_client *cl, int argc, char **argv)

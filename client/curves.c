@@ -104,7 +104,7 @@ static json_t *group_loss_curve(const loss_scan *s, int group, int n_jobs)
         if (k == 0)
             continue;
         bf_stats_summary st;
-        bf_stats_summarize(vals, k, &st);
+        bf_stats_summarize_log(vals, k, &st);
         json_array_append_new(step, json_real(at_step));
         json_array_append_new(mean, json_real(st.mean));
         json_array_append_new(low, isfinite(st.ci_low) ? json_real(st.ci_low)

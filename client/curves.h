@@ -3,8 +3,8 @@
  *
  * Training loss: each job's steps fall into BF_CURVE_BUCKETS equal buckets
  * of its run (the job's mean loss per bucket) plus one bucket for its last
- * logged point, kept exactly; per group and bucket, the mean over seeds
- * with its 95% interval.
+ * logged point, kept exactly; per group and bucket, the geometric mean
+ * over seeds with its log-scale 95% interval (never below zero).
  * Frequencies: per group and (layer, head, pair), omega / omega(first
  * recorded step) averaged over seeds in BF_FREQ_BUCKETS buckets (plus the
  * last point), and the first and last omega for the spectrum. */

@@ -5,6 +5,8 @@
 #include "stats.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 /* Continued fraction of I_x(a, b) (modified Lentz), valid for
  * x < (a + 1) / (a + b + 2). */
@@ -104,38 +106,320 @@ void bf_stats_summarize(const double *x, int n, bf_stats_summary *out)
     out->ci_high = mean + half;
 }
 
-void bf_stats_paired(const double *a, const double *b, int n,
-                     bf_stats_diff *out)
+/* ---- comparisons -------------------------------------------------------- */
+
+double bf_stats_t_p(double t, double df)
 {
-    double d[n > 0 ? n : 1];
-    for (int i = 0; i < n; i++)
-        d[i] = a[i] - b[i];
-    bf_stats_summary s;
-    bf_stats_summarize(d, n, &s);
-    *out = (bf_stats_diff){ .diff = s.mean, .ci_low = s.ci_low,
-                            .ci_high = s.ci_high, .df = n - 1, .paired = 1 };
+    if (!isfinite(t) || !(df > 0))
+        return NAN;
+    return 2.0 * t_cdf(-fabs(t), df);
 }
 
-void bf_stats_welch(const double *a, int na, const double *b, int nb,
-                    bf_stats_diff *out)
+double bf_stats_z_quantile(double q)
 {
-    bf_stats_summary sa, sb;
-    bf_stats_summarize(a, na, &sa);
-    bf_stats_summarize(b, nb, &sb);
-    *out = (bf_stats_diff){ .diff = sa.mean - sb.mean, .ci_low = NAN,
-                            .ci_high = NAN, .df = NAN, .paired = 0 };
-    if (na < 2 || nb < 2)
-        return;
-    double va = sa.sd * sa.sd / na, vb = sb.sd * sb.sd / nb;
-    double se = sqrt(va + vb);
-    if (se == 0.0) {        /* no spread at all: the difference is exact */
-        out->ci_low = out->ci_high = out->diff;
-        out->df = na + nb - 2;
+    if (!(q > 0.0 && q < 1.0))
+        return NAN;
+    double lo = -40.0, hi = 40.0;
+    for (int i = 0; i < 200 && hi - lo > 1e-13; i++) {
+        double mid = 0.5 * (lo + hi);
+        if (0.5 * erfc(-mid / M_SQRT2) < q)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return 0.5 * (lo + hi);
+}
+
+/* Mean and sample variance of n values (variance NAN below 2). */
+static void mean_var(const double *x, int n, double *mean, double *var)
+{
+    bf_stats_summary s;
+    bf_stats_summarize(x, n, &s);
+    *mean = s.mean;
+    *var = s.sd * s.sd;
+}
+
+/* Fills the log-scale interval and p of `out` from log_mean, log_se and df,
+ * or says why not.  The t-interval needs 3 values (2 estimate a variance
+ * from one degree of freedom, whose interval spans orders of magnitude)
+ * and some spread (with none, every seed agrees and the t is infinite). */
+static void log_interval(bf_stats_ratio *out, int n_values, const char *what)
+{
+    out->ratio = exp(out->log_mean);
+    out->ci_low = out->ci_high = out->p = NAN;
+    if (n_values < 3) {
+        snprintf(out->note, sizeof out->note,
+                 "seed variance not estimable from %d %s", n_values, what);
         return;
     }
-    out->df = (va + vb) * (va + vb)
-              / (va * va / (na - 1) + vb * vb / (nb - 1));
-    double half = two_sided_t(out->df) * se;
-    out->ci_low = out->diff - half;
-    out->ci_high = out->diff + half;
+    if (!(out->log_se > 0)) {
+        snprintf(out->note, sizeof out->note,
+                 "no spread between the %d %s: seed variance not estimable",
+                 n_values, what);
+        return;
+    }
+    double half = two_sided_t(out->df) * out->log_se;
+    out->ci_low = exp(out->log_mean - half);
+    out->ci_high = exp(out->log_mean + half);
+    out->p = bf_stats_t_p(out->log_mean / out->log_se, out->df);
+}
+
+void bf_stats_log_ratio(const double *a, const double *b, int n,
+                        bf_stats_ratio *out)
+{
+    double la[n > 0 ? n : 1], lb[n > 0 ? n : 1], lr[n > 0 ? n : 1];
+    int na = 0, nb = 0, np = 0;
+    for (int i = 0; i < n; i++) {
+        int has_a = isfinite(a[i]) && a[i] > 0, has_b = isfinite(b[i]) && b[i] > 0;
+        if (has_a)
+            la[na++] = log(a[i]);
+        if (has_b)
+            lb[nb++] = log(b[i]);
+        if (has_a && has_b)
+            lr[np++] = log(a[i] / b[i]);
+    }
+    *out = (bf_stats_ratio){ .n_a = na, .n_b = nb, .ratio = NAN,
+                             .log_mean = NAN, .log_se = NAN, .df = NAN };
+    if (np >= 2) {              /* pair on the seeds both groups have */
+        double var;
+        mean_var(lr, np, &out->log_mean, &var);
+        out->n_paired = np;
+        out->log_se = sqrt(var / np);
+        out->df = np - 1;
+        log_interval(out, np, "paired seeds");
+        return;
+    }
+    if (na == 0 || nb == 0) {
+        snprintf(out->note, sizeof out->note, "no seed in %s",
+                 na == 0 ? "the variant" : "the baseline");
+        return;
+    }
+    double ma, va, mb, vb;      /* Welch's t on the logs */
+    mean_var(la, na, &ma, &va);
+    mean_var(lb, nb, &mb, &vb);
+    out->log_mean = ma - mb;
+    double sa = va / na, sb = vb / nb;
+    out->log_se = sqrt(sa + sb);
+    out->df = (sa + sb) * (sa + sb)
+              / (sa * sa / (na - 1) + sb * sb / (nb - 1));
+    log_interval(out, na < nb ? na : nb, "seeds in the smaller group");
+}
+
+/* sd stays the sd of the logs (a spread by a factor exp(sd)). */
+void bf_stats_summarize_log(const double *x, int n, bf_stats_summary *out)
+{
+    double l[n > 0 ? n : 1];
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (x[i] > 0 && isfinite(x[i]))
+            l[k++] = log(x[i]);
+    bf_stats_summarize(l, k, out);
+    out->mean = exp(out->mean);
+    out->ci_low = exp(out->ci_low);
+    out->ci_high = exp(out->ci_high);
+}
+
+void bf_stats_wilson(long k, long n, double level, bf_stats_prop *out)
+{
+    *out = (bf_stats_prop){ NAN, NAN, NAN };
+    if (n <= 0 || k < 0 || k > n)
+        return;
+    double z = bf_stats_z_quantile(0.5 + level / 2.0), p = (double)k / n;
+    double z2n = z * z / n, centre = (p + z2n / 2.0) / (1.0 + z2n);
+    double half = z / (1.0 + z2n) * sqrt(p * (1.0 - p) / n + z2n / (4.0 * n));
+    *out = (bf_stats_prop){ p, fmax(centre - half, 0.0),
+                            fmin(centre + half, 1.0) };
+}
+
+/* The q-quantile of Beta(a, b): I_x(a, b) increases in x, so bisect. */
+static double beta_quantile(double q, double a, double b)
+{
+    double lo = 0.0, hi = 1.0;
+    for (int i = 0; i < 200 && hi - lo > 1e-15; i++) {
+        double mid = 0.5 * (lo + hi);
+        if (incomplete_beta(a, b, mid) < q)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return 0.5 * (lo + hi);
+}
+
+void bf_stats_clopper_pearson(long k, long n, double level, bf_stats_prop *out)
+{
+    *out = (bf_stats_prop){ NAN, NAN, NAN };
+    if (n <= 0 || k < 0 || k > n)
+        return;
+    double tail = (1.0 - level) / 2.0;
+    *out = (bf_stats_prop){
+        (double)k / n,
+        k == 0 ? 0.0 : beta_quantile(tail, k, n - k + 1),
+        k == n ? 1.0 : beta_quantile(1.0 - tail, k + 1, n - k) };
+}
+
+void bf_stats_newcombe(long k1, long n1, long k2, long n2, double level,
+                       double *low, double *high)
+{
+    bf_stats_prop a, b;
+    bf_stats_wilson(k1, n1, level, &a);
+    bf_stats_wilson(k2, n2, level, &b);
+    double d = a.p - b.p;
+    *low = d - sqrt((a.p - a.ci_low) * (a.p - a.ci_low)
+                    + (b.ci_high - b.p) * (b.ci_high - b.p));
+    *high = d + sqrt((a.ci_high - a.p) * (a.ci_high - a.p)
+                     + (b.p - b.ci_low) * (b.p - b.ci_low));
+}
+
+double bf_stats_mcnemar_exact(long b, long c)
+{
+    long n = b + c, k = b < c ? b : c;
+    if (n <= 0)
+        return 1.0;
+    /* P(X <= k) for X ~ Binomial(n, 1/2) is I_{1/2}(n - k, k + 1). */
+    double tail = k == n ? 1.0 : incomplete_beta(n - k, k + 1, 0.5);
+    return fmin(1.0, 2.0 * tail);
+}
+
+/* The indices of the finite p-values, ascending by p, into order[];
+ * returns how many. */
+static int sorted_finite(const double *p, int n, int *order)
+{
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (isfinite(p[i])) {
+            int j = m++;
+            for (; j > 0 && p[order[j - 1]] > p[i]; j--)
+                order[j] = order[j - 1];
+            order[j] = i;
+        }
+    return m;
+}
+
+void bf_stats_holm(const double *p, int n, double *adjusted)
+{
+    int order[n > 0 ? n : 1];
+    int m = sorted_finite(p, n, order);
+    for (int i = 0; i < n; i++)
+        adjusted[i] = NAN;
+    double running = 0.0;
+    for (int j = 0; j < m; j++) {
+        running = fmax(running, fmin(1.0, (m - j) * p[order[j]]));
+        adjusted[order[j]] = running;
+    }
+}
+
+void bf_stats_bh(const double *p, int n, double *adjusted)
+{
+    int order[n > 0 ? n : 1];
+    int m = sorted_finite(p, n, order);
+    for (int i = 0; i < n; i++)
+        adjusted[i] = NAN;
+    double running = 1.0;
+    for (int j = m - 1; j >= 0; j--) {
+        running = fmin(running, (double)m * p[order[j]] / (j + 1));
+        adjusted[order[j]] = running;
+    }
+}
+
+double bf_stats_tost_p(const bf_stats_ratio *r, double margin)
+{
+    if (!isfinite(r->p) || !(margin > 0 && margin < 1))
+        return NAN;
+    double lo = log(1.0 - margin), hi = log(1.0 + margin);
+    double p_above = t_cdf(-(r->log_mean - lo) / r->log_se, r->df);
+    double p_below = t_cdf((r->log_mean - hi) / r->log_se, r->df);
+    return fmax(p_above, p_below);
+}
+
+int bf_stats_seeds_needed(const bf_stats_ratio *r, double margin, double alpha)
+{
+    if (!(r->log_se > 0) || !isfinite(r->df))
+        return 0;
+    /* The variance of one seed's log-ratio (paired) or of the sum of one
+     * seed per group (Welch, harmonic mean of the group sizes). */
+    double n_eff = r->n_paired ? r->n_paired
+                               : 2.0 / (1.0 / r->n_a + 1.0 / r->n_b);
+    double var = r->log_se * r->log_se * n_eff, m = fabs(r->log_mean);
+    double bound = log(1.0 + margin), effect, z;
+    if (m < bound) {            /* inside the margin: show equivalence */
+        effect = bound - m;
+        z = bf_stats_z_quantile(1.0 - alpha) + bf_stats_z_quantile(0.8);
+    } else {                    /* outside: tell it from no effect */
+        effect = m;
+        z = bf_stats_z_quantile(1.0 - alpha / 2.0) + bf_stats_z_quantile(0.8);
+    }
+    double n = ceil(z * z * var / (effect * effect));
+    return n < 3 ? 3 : n > 1e6 ? 1000000 : (int)n;
+}
+
+/* The McNemar variance of one seed's accuracy difference, from its
+ * discordant pairs d of m examples with net difference delta (in examples):
+ * ((b + c)/m - ((b - c)/m)^2) / m. */
+static double mcnemar_var(double d, double delta, long m)
+{
+    return (d / m - (delta / m) * (delta / m)) / m;
+}
+
+void bf_stats_accuracy_diff(const long *ka, const long *kb, int n, long m,
+                            const long discordant[2], bf_stats_acc_diff *out)
+{
+    double d[n > 0 ? n : 1];
+    long sum_a = 0, sum_b = 0, b_min = 0, c_min = 0;
+    double within = 0.0;
+    int np = 0;
+    *out = (bf_stats_acc_diff){ .diff = NAN, .ci_low = NAN, .ci_high = NAN,
+                                .t_p = NAN, .mcnemar_p = NAN, .p = NAN };
+    for (int i = 0; i < n; i++) {
+        if (ka[i] < 0 || kb[i] < 0)
+            continue;
+        long delta = ka[i] - kb[i];
+        d[np++] = (double)delta / m;
+        sum_a += ka[i];
+        sum_b += kb[i];
+        b_min += delta > 0 ? delta : 0;
+        c_min += delta < 0 ? -delta : 0;
+        within += mcnemar_var(labs(delta), delta, m);
+    }
+    out->n_paired = np;
+    if (np == 0 || m <= 0) {
+        snprintf(out->note, sizeof out->note, "no seed in both groups");
+        return;
+    }
+    double mean, var;
+    mean_var(d, np, &mean, &var);
+    out->diff = mean;
+    bf_stats_newcombe(sum_a, np * m, sum_b, np * m, BF_STATS_LEVEL,
+                      &out->ci_low, &out->ci_high);
+    out->p_exact = discordant != NULL;
+    out->mcnemar_p = discordant
+                         ? bf_stats_mcnemar_exact(discordant[0], discordant[1])
+                         : bf_stats_mcnemar_exact(b_min, c_min);
+    if (discordant)             /* the pooled pairs, spread over the seeds */
+        within = np * mcnemar_var((double)(discordant[0] + discordant[1]) / np,
+                                  (double)(discordant[0] - discordant[1]) / np,
+                                  m);
+    if (np < 3)
+        snprintf(out->note, sizeof out->note,
+                 "seed variance not estimable from %d seeds", np);
+    else if (!(sqrt(var) >= 1.0 / m))
+        snprintf(out->note, sizeof out->note,
+                 "seed spread below one example (1/%ld): seed variance not "
+                 "estimable", m);
+    else {
+        double v = fmax(var, within / np);
+        out->t_p = bf_stats_t_p(mean / sqrt(v / np), np - 1);
+    }
+    out->p = isfinite(out->t_p) ? out->t_p : out->mcnemar_p;
+}
+
+void bf_stats_prob_improvement(const double *a, const double *b, int n,
+                               bf_stats_prop *out)
+{
+    long wins = 0, shared = 0;
+    for (int i = 0; i < n; i++)
+        if (isfinite(a[i]) && isfinite(b[i])) {
+            shared++;
+            wins += a[i] < b[i];
+        }
+    bf_stats_clopper_pearson(wins, shared, BF_STATS_LEVEL, out);
 }

@@ -1,7 +1,10 @@
-/* stats: the seed statistics of `bifocal compare` and `report`: mean,
- * sample standard deviation and Student-t confidence intervals, and the
- * difference of two groups' means (paired t when both have the same seeds,
- * Welch's t otherwise).  Every interval is two-sided at 95%. */
+/* stats: the seed statistics of `bifocal compare`, `report` and the
+ * dashboard, one home for every method so every surface prints the same
+ * numbers: Student-t summaries, geometric-mean loss ratios (paired, partly
+ * paired or Welch on logs), binomial intervals (Wilson, Clopper-Pearson,
+ * Newcombe), exact McNemar, Holm and Benjamini-Hochberg, TOST and the
+ * probability of improvement.  docs/results.md cites each.  Intervals are
+ * two-sided at 95% unless a level is passed. */
 #ifndef BF_STATS_H
 #define BF_STATS_H
 
@@ -14,25 +17,109 @@ typedef struct bf_stats_summary {
     double ci_low, ci_high;     /* mean -+ t * sd / sqrt(n); NAN for n < 2 */
 } bf_stats_summary;
 
-typedef struct bf_stats_diff {
-    double diff;                /* mean(a) - mean(b) */
-    double ci_low, ci_high;     /* NAN when there are too few values */
-    double df;                  /* degrees of freedom of the t used */
-    int paired;                 /* 1: paired t over n pairs, 0: Welch */
-} bf_stats_diff;
-
 void bf_stats_summarize(const double *x, int n, bf_stats_summary *out);
 
 /* The q-quantile of Student's t with df (> 0, not necessarily whole)
  * degrees of freedom, for 0 < q < 1. */
 double bf_stats_t_quantile(double q, double df);
 
-/* a[i] - b[i] over n pairs (the same seed in both groups). */
-void bf_stats_paired(const double *a, const double *b, int n,
-                     bf_stats_diff *out);
+/* ---- comparisons a reviewer accepts ----------------------------------
+ *
+ * Every p-value is two-sided.  A comparison that cannot be estimated says
+ * why in `note` and leaves its interval and p NAN. */
 
-/* mean(a) - mean(b) with Welch's unequal-variance interval. */
-void bf_stats_welch(const double *a, int na, const double *b, int nb,
-                    bf_stats_diff *out);
+/* The two-sided p of a t statistic with df degrees of freedom. */
+double bf_stats_t_p(double t, double df);
+
+/* The q-quantile of the standard normal, 0 < q < 1. */
+double bf_stats_z_quantile(double q);
+
+/* The geometric-mean ratio of a positive quantity (loss) of a variant to
+ * its baseline, a[i] / b[i] per seed i.  a and b are aligned by seed over
+ * n seeds; NAN marks a seed one group lacks.  With 2 or more shared seeds
+ * the log-ratios of the shared seeds are paired (partial pairing: n_paired
+ * says how many); otherwise Welch's t on the logs of each group's seeds.
+ * The interval is exp of the log-scale t-interval, so it never reaches
+ * zero.  No interval (note set) below 3 values or with no spread. */
+typedef struct bf_stats_ratio {
+    int n_a, n_b;               /* seeds with a value in a, in b */
+    int n_paired;               /* shared seeds paired; 0 for Welch */
+    double ratio;               /* exp(mean log a - mean log b) */
+    double ci_low, ci_high;     /* exp of the log-scale interval */
+    double log_mean, log_se, df;
+    double p;                   /* H0: ratio = 1 */
+    char note[96];              /* "", or why there is no interval */
+} bf_stats_ratio;
+
+void bf_stats_log_ratio(const double *a, const double *b, int n,
+                        bf_stats_ratio *out);
+
+/* A geometric mean of positive values with its log-scale t-interval (the
+ * group summary of loss: it never goes below zero). */
+void bf_stats_summarize_log(const double *x, int n, bf_stats_summary *out);
+
+/* Binomial proportion k / n: Wilson's score interval (Wilson 1927) and
+ * Clopper-Pearson's exact one (1934), both inside [0, 1] by construction. */
+typedef struct bf_stats_prop {
+    double p, ci_low, ci_high;
+} bf_stats_prop;
+
+void bf_stats_wilson(long k, long n, double level, bf_stats_prop *out);
+void bf_stats_clopper_pearson(long k, long n, double level,
+                              bf_stats_prop *out);
+
+/* Newcombe's hybrid score interval (1998, method 10) for k1/n1 - k2/n2,
+ * from the two Wilson intervals: inside [-1, 1] by construction. */
+void bf_stats_newcombe(long k1, long n1, long k2, long n2, double level,
+                       double *low, double *high);
+
+/* The exact McNemar test: two-sided binomial p of b against c
+ * discordant pairs, b + c trials at one half. */
+double bf_stats_mcnemar_exact(long b, long c);
+
+/* Holm's step-down (1979) and Benjamini-Hochberg's step-up (1995)
+ * adjustments of n p-values into adjusted[] (the caller's, n long).  NAN
+ * p-values are left NAN and do not count in the family. */
+void bf_stats_holm(const double *p, int n, double *adjusted);
+void bf_stats_bh(const double *p, int n, double *adjusted);
+
+/* TOST (Schuirmann 1987) on a log-ratio: the larger of the two one-sided
+ * p-values that the ratio lies inside [1 - margin, 1 + margin]. */
+double bf_stats_tost_p(const bf_stats_ratio *r, double margin);
+
+/* Seeds a fixed-n paired design would need (normal approximation, power
+ * 80%, two-sided alpha) to tell a log-scale effect from zero or, when the
+ * effect is inside the margin, to show equivalence; 0 if not estimable. */
+int bf_stats_seeds_needed(const bf_stats_ratio *r, double margin,
+                          double alpha);
+
+/* Accuracy of a variant against its baseline from per-seed counts of
+ * correct examples (ka[i], kb[i] of m each; ka[i] < 0 or kb[i] < 0 marks a
+ * missing seed).  discordant, when not NULL, holds per-example outcomes
+ * pooled over the shared seeds: {variant right & baseline wrong, variant
+ * wrong & baseline right}.  Without them the exact McNemar p is only
+ * bounded from below (the fewest discordant pairs the counts allow), and
+ * `p_exact` says which. */
+typedef struct bf_stats_acc_diff {
+    int n_paired;
+    double diff;                /* mean per-seed difference of accuracy */
+    double ci_low, ci_high;     /* Newcombe over the pooled counts */
+    double t_p;                 /* paired t on per-seed differences with a
+                                   variance no smaller than McNemar's;
+                                   NAN when not estimable (see note) */
+    double mcnemar_p;           /* exact McNemar (or its lower bound) */
+    int p_exact;                /* 1: mcnemar_p from per-example outcomes */
+    double p;                   /* t_p when finite, else mcnemar_p */
+    char note[96];              /* "", or why t_p is NAN */
+} bf_stats_acc_diff;
+
+void bf_stats_accuracy_diff(const long *ka, const long *kb, int n, long m,
+                            const long discordant[2], bf_stats_acc_diff *out);
+
+/* rliable's probability of improvement over shared seeds: the fraction on
+ * which a < b (lower loss; ties count as no improvement), with its
+ * Clopper-Pearson interval. */
+void bf_stats_prob_improvement(const double *a, const double *b, int n,
+                               bf_stats_prop *out);
 
 #endif

@@ -15,7 +15,7 @@ BUILD_PKGS=(meson ninja-build pkg-config gcc libc6-dev
 # installed nodejs brings its own).  tests/client/test_watch_tmux.py drives
 # `bifocal watch` in tmux; test_dashboard_http.py reaches the dashboard from
 # another host in network namespaces (iproute2, util-linux's unshare).
-TEST_PKGS=(python3-torch python3-numpy procps chromium nodejs tmux iproute2
+TEST_PKGS=(python3-torch python3-numpy python3-scipy procps chromium nodejs tmux iproute2
            util-linux)
 # scripts/coverage.sh: line coverage per folder.
 COVERAGE_PKGS=(gcovr)

@@ -65,7 +65,8 @@ var BifocalReport = (function () {
     function build() {
       if (state.plot) state.plot.destroy();
       state.plot = makePlot(plotBox, state.spec, state.logY);
-      registry[spec.id] = { id: spec.id, title: spec.title, plot: state.plot };
+      registry[spec.id] = { id: spec.id, title: spec.title, plot: state.plot,
+                            spec: spec };
     }
     /* New data for the same figure (a live page): redrawn in place when
      * the series are the same, rebuilt when they are not. */
@@ -236,34 +237,64 @@ var BifocalReport = (function () {
     };
   }
 
-  function depthFigures(root, data) {
+  // The compare rows that keep() accepts, one series per group over the eval
+  // depths: series(mean, low, high) names the row fields to draw.
+  function depthSeries(rows, keep) {
     var byGroup = {};
-    data.compare.forEach(function (r) {
+    rows.filter(keep).forEach(function (r) {
       var g = byGroup[r.group] || (byGroup[r.group] = { label: r.group, rows: [] });
       g.rows.push(r);
     });
     var groups = Object.keys(byGroup).map(function (k) { return byGroup[k]; });
     groups.forEach(function (g) { g.x = g.rows.map(function (r) { return r.eval_depth; }); });
     var a = align(groups);
-    var marks = (data.train_depths || []).map(function (d) {
-      return { x: d, label: "train depth " + d };
+    return {
+      x: a.x,
+      series: function (mean, low, high) {
+        return groups.map(function (g, i) {
+          function col(k) { return a.on(g, g.rows.map(function (r) { return r[k]; })); }
+          return { label: g.label, color: color(i), y: col(mean), low: col(low),
+                   high: col(high) };
+        });
+      },
+    };
+  }
+
+  // The forest plot heading the report: each group's geometric-mean loss
+  // ratio to its baseline with its 95% interval, per eval depth, log axis
+  // (1 = no change; below 1 = lower loss).
+  function forestFigure(root, data) {
+    var d = depthSeries(data.compare || [], function (r) {
+      return r.loss_ratio !== undefined && r.loss_ratio !== null;
     });
-    function series(key) {
-      return groups.map(function (g, i) {
-        function col(k) { return a.on(g, g.rows.map(function (r) { return r[k]; })); }
-        return { label: g.label, color: color(i), y: col(key + "_mean"),
-                 low: col(key + "_ci_low"), high: col(key + "_ci_high") };
-      });
-    }
+    if (!d.x.length) return;
+    var sec = section(root, "Comparisons",
+      "Loss ratio to the baseline (geometric mean over seeds, paired by seed) " +
+      "with its log-scale 95% interval, per eval depth; 1 is no change, below " +
+      "1 lower loss. Verdicts with adjusted p-values are under Comparison.");
+    figure(sec, { id: "fig-forest", title: "Loss ratio to baseline vs eval depth",
+                  xLabel: "eval depth", yLabel: "loss ratio", x: d.x, xTicksAtData: true,
+                  series: d.series("loss_ratio", "loss_ratio_ci_low", "loss_ratio_ci_high"),
+                  logY: true, logToggle: true });
+  }
+
+  function depthFigures(root, data) {
+    var d = depthSeries(data.compare, function () { return true; });
+    var marks = (data.train_depths || []).map(function (x) {
+      return { x: x, label: "train depth " + x };
+    });
+    function series(key) { return d.series(key + "_mean", key + "_ci_low", key + "_ci_high"); }
     var sec = section(root, "Structure gap",
-      "Final evaluation against eval depth: mean over seeds per group with its " +
-      "95% Student-t band; dashed lines mark the training depths.");
+      "Final evaluation against eval depth per group: accuracy's mean over seeds " +
+      "with its pooled Wilson 95% band (inside [0, 1]), loss's geometric mean " +
+      "with its log-scale 95% band (never below zero); dashed lines mark the " +
+      "training depths.");
     figure(sec, { id: "fig-accuracy-depth", title: "Exact-match accuracy vs eval depth",
-                  xLabel: "eval depth", yLabel: "accuracy", x: a.x, xTicksAtData: true,
+                  xLabel: "eval depth", yLabel: "accuracy", x: d.x, xTicksAtData: true,
                   series: series("accuracy"), marks: marks });
     figure(sec, { id: "fig-loss-depth", title: "Eval loss vs eval depth",
-                  xLabel: "eval depth", yLabel: "loss", x: a.x, xTicksAtData: true,
-                  series: series("loss"), marks: marks, logToggle: true });
+                  xLabel: "eval depth", yLabel: "loss", x: d.x, xTicksAtData: true,
+                  series: series("loss"), marks: marks, logY: true, logToggle: true });
   }
 
   function label(data, g) { return data.groups[g].label; }
@@ -271,7 +302,7 @@ var BifocalReport = (function () {
   function lossFigure(root, data) {
     var curves = data.train_loss || [];
     var sec = section(root, "Training loss",
-      "Mean over seeds per group with its 95% band, downsampled to at most " +
+      "Geometric mean over seeds per group with its log-scale 95% band, downsampled to at most " +
       "201 points per group (each job's last point kept).");
     if (!curves.length) { sec.appendChild(el("p", { text: "No training loss recorded." })); return; }
     var lists = curves.map(function (c) { return { x: c.step }; });
@@ -345,8 +376,14 @@ var BifocalReport = (function () {
     return t;
   }
 
+  // Accuracy: mean ± sd.  Loss: geometric mean ×/ exp(sd of the logs).
   function meanSd(r, k, digits) {
-    var m = fmt(r[k + "_mean"], digits), s = fmt(r[k + "_sd"], digits);
+    var m = fmt(r[k + "_mean"], digits);
+    if (r[k + "_log_sd"] !== undefined) {
+      var f = r[k + "_log_sd"] === null ? "" : fmt(Math.exp(r[k + "_log_sd"]), digits);
+      return f ? m + " ×/ " + f : m;
+    }
+    var s = fmt(r[k + "_sd"], digits);
     return s ? m + " ± " + s : m;
   }
 
@@ -357,9 +394,10 @@ var BifocalReport = (function () {
 
   function compareSection(root, data) {
     var sec = section(root, "Comparison",
-      "Per group and eval depth over seeds: mean ± sd and 95% CI; against the " +
-      "baseline, the loss change in percent with its 95% CI (* : the interval " +
-      "excludes zero).");
+      "Per group and eval depth over seeds: loss as a geometric mean ×/ spread " +
+      "factor with its log-scale 95% CI, accuracy as mean ± sd with the pooled " +
+      "Wilson 95% CI; against the baseline, the geometric-mean loss ratio with " +
+      "its 95% CI (* : Benjamini-Hochberg adjusted p < 0.05; docs/results.md).");
     table(sec, data.compare, [
       { key: "group" }, { key: "eval_depth", title: "eval depth" }, { key: "n" },
       { title: "loss", get: function (r) { return meanSd(r, "loss"); } },
@@ -367,14 +405,15 @@ var BifocalReport = (function () {
       { title: "accuracy", get: function (r) { return meanSd(r, "accuracy", 3); } },
       { title: "accuracy 95% CI", get: function (r) { return ci(r, "accuracy", 3); } },
       { title: "train loss", get: function (r) { return meanSd(r, "train_loss"); } },
-      { title: "loss vs baseline", get: function (r) {
-          if (r.loss_reduction_pct === undefined || r.loss_reduction_pct === null)
+      { title: "loss ratio to baseline", get: function (r) {
+          if (r.loss_ratio === undefined || r.loss_ratio === null)
             return r.baseline ? "baseline" : "";
-          var s = fmt(-r.loss_reduction_pct, 3) + "%";
-          if (r.loss_reduction_ci_low !== null)
-            s += " [" + fmt(-r.loss_reduction_ci_high, 3) + "%, " +
-                 fmt(-r.loss_reduction_ci_low, 3) + "%]";
-          return s + (r.loss_diff_excludes_zero ? " *" : "");
+          var s = "×" + fmt(r.loss_ratio, 3) + " (" +
+                  fmt(100 * (r.loss_ratio - 1), 3) + "%)";
+          if (r.loss_ratio_ci_low !== null)
+            s += " [×" + fmt(r.loss_ratio_ci_low, 3) + ", ×" +
+                 fmt(r.loss_ratio_ci_high, 3) + "]";
+          return s + (r.loss_p_adjusted !== null && r.loss_p_adjusted < 0.05 ? " *" : "");
         } },
     ], "bf-table bf-compare");
     var verdicts = data.compare.filter(function (r) { return r.verdict; });
@@ -423,6 +462,7 @@ var BifocalReport = (function () {
       sw.warnings.forEach(function (w) { warn.appendChild(el("li", { text: "warning: " + w })); });
       root.appendChild(warn);
     }
+    forestFigure(root, data);
     depthFigures(root, data);
     lossFigure(root, data);
     frequencyFigures(root, data);

@@ -5,7 +5,9 @@ wrote (results_fixture), read with --db and through a real bifocald.
 Every statistic is recomputed here from the raw tables, independently of the
 C code and of the SQL views: means and standard deviations with Python's
 statistics module, Student-t quantiles by numerically integrating the t
-density (checked against a printed table).
+density (checked against a printed table), geometric means and log-ratios,
+Wilson and Newcombe intervals from their formulas (test_stats checks every
+method against SciPy).
 
 usage: test_results.py BIFOCAL BIFOCALD RESULTS_FIXTURE
 """
@@ -72,19 +74,6 @@ def summary(xs):
     return dict(n=n, mean=mean, sd=sd, lo=mean - half, hi=mean + half)
 
 
-def welch(a, b):
-    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
-    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
-    d = statistics.mean(a) - statistics.mean(b)
-    half = t_quantile(0.975, df) * math.sqrt(va + vb)
-    return d, d - half, d + half
-
-
-def paired(a, b):
-    s = summary([x - y for x, y in zip(a, b)])
-    return s["mean"], s["lo"], s["hi"]
-
-
 # ---- running bifocal -----------------------------------------------------------
 
 bifocal = bifocal_runner(BIFOCAL, timeout=60)
@@ -112,56 +101,102 @@ for rope, seed, loss in conn.execute("""
 
 # ---- compare: every number against the independent values ----------------------
 
+def log_summary(xs):
+    s = summary([math.log(x) for x in xs])
+    return dict(mean=math.exp(s["mean"]), log_sd=s["sd"],
+                lo=s["lo"] and math.exp(s["lo"]), hi=s["hi"] and math.exp(s["hi"]))
+
+
+Z = statistics.NormalDist().inv_cdf(0.975)
+
+
+def wilson(k, n):
+    p, z2n = k / n, Z * Z / n
+    centre = (p + z2n / 2) / (1 + z2n)
+    half = Z / (1 + z2n) * math.sqrt(p * (1 - p) / n + z2n / (4 * n))
+    return p, max(centre - half, 0.0), min(centre + half, 1.0)
+
+
+def newcombe(k1, k2, n):
+    p1, l1, u1 = wilson(k1, n)
+    p2, l2, u2 = wilson(k2, n)
+    return (p1 - p2 - math.hypot(p1 - l1, u2 - p2),
+            p1 - p2 + math.hypot(u1 - p1, p2 - l2))
+
+
+examples = {e for (e,) in conn.execute(
+    "SELECT DISTINCT coalesce(json_extract(config, '$.eval_examples'), 128) FROM jobs")}
+check(len(examples) == 1, "the fixture's jobs share eval_examples: %r" % examples)
+M = examples.pop()
+
 rows = json.loads(bifocal("compare", "1", "--db", db, "--format", "json").stdout)
 check(len(rows) == 6, "compare: 3 groups x 2 eval depths, got %d rows" % len(rows))
 for r in rows:
     key = (r["rope"], r["eval_depth"])
     seeds = sorted(final[key])
-    for i, name in [(0, "loss"), (1, "accuracy")]:
-        s = summary([final[key][k][i] for k in seeds])
-        if name == "accuracy":   # a fraction: its interval is clipped to [0, 1]
-            s["lo"], s["hi"] = max(s["lo"], 0.0), min(s["hi"], 1.0)
-        for field, want in [("mean", s["mean"]), ("sd", s["sd"]),
-                            ("ci_low", s["lo"]), ("ci_high", s["hi"])]:
-            check(close(r["%s_%s" % (name, field)], want, 1e-6),
-                  "compare %s %s_%s: %s, expected %s" % (key, name, field, r.get(name + "_" + field), want))
+    g = log_summary([final[key][k][0] for k in seeds])
+    for field, want in [("mean", g["mean"]), ("log_sd", g["log_sd"]),
+                        ("ci_low", g["lo"]), ("ci_high", g["hi"])]:
+        check(close(r["loss_" + field], want, 1e-6),
+              "compare %s loss_%s: %s, expected %s" % (key, field, r.get("loss_" + field), want))
+    _, lo, hi = wilson(sum(round(final[key][k][1] * M) for k in seeds), len(seeds) * M)
+    a = summary([final[key][k][1] for k in seeds])
+    for field, want in [("mean", a["mean"]), ("sd", a["sd"]), ("ci_low", lo), ("ci_high", hi)]:
+        check(close(r["accuracy_" + field], want, 1e-6),
+              "compare %s accuracy_%s: %s, expected %s" % (key, field, r.get("accuracy_" + field), want))
+    check(0 <= r["accuracy_ci_low"] <= r["accuracy_ci_high"] <= 1, "accuracy interval inside [0, 1]")
     check(r["n"] == len(seeds), "compare %s: n" % (key,))
-    t = summary([train[r["rope"]][k] for k in seeds])
+    t = log_summary([train[r["rope"]][k] for k in seeds])
     check(close(r["train_loss_mean"], t["mean"], 1e-9) and close(r["train_loss_ci_high"], t["hi"], 1e-6),
           "compare %s: train loss statistics" % (key,))
     if r["rope"] == "rope":
-        check("loss_diff" not in r, "the baseline group has no difference")
+        check("loss_ratio" not in r, "the baseline group has no ratio")
         continue
     base = final[("rope", r["eval_depth"])]
-    if r["rope"] == "spectral":   # same seeds 1..3: paired by seed
-        check(r["test"] == "paired", "spectral vs rope pairs by seed")
-        d = paired([final[key][k][0] for k in seeds], [base[k][0] for k in seeds])
-        da = paired([final[key][k][1] for k in seeds], [base[k][1] for k in seeds])
-    else:                         # bifocal lost seed 3: Welch
-        check(r["test"] == "welch", "bifocal vs rope uses Welch")
-        d = welch([final[key][k][0] for k in seeds], [base[k][0] for k in sorted(base)])
-        da = welch([final[key][k][1] for k in seeds], [base[k][1] for k in sorted(base)])
-    for got, want in zip([r["loss_diff"], r["loss_diff_ci_low"], r["loss_diff_ci_high"]], d):
-        check(close(got, want, 1e-6), "compare %s loss difference %s, expected %s" % (key, got, want))
-    for got, want in zip([r["accuracy_diff"], r["accuracy_diff_ci_low"], r["accuracy_diff_ci_high"]], da):
-        check(close(got, want, 1e-6), "compare %s accuracy difference %s, expected %s" % (key, got, want))
-    base_mean = statistics.mean(v[0] for v in base.values())
-    check(close(r["loss_reduction_pct"], -100 * d[0] / base_mean, 1e-9), "loss_reduction_pct")
-    check(close(r["loss_reduction_ci_low"], -100 * d[2] / base_mean, 1e-6), "loss_reduction_ci_low")
-    excludes = d[1] > 0 or d[2] < 0
-    check(r["loss_diff_excludes_zero"] == excludes, "compare %s: the excludes-zero marker" % (key,))
+    shared = [k for k in seeds if k in base]
+    check(r["n_paired"] == len(shared), "compare %s pairs on the %d shared seeds" % (key, len(shared)))
+    lr = summary([math.log(final[key][k][0] / base[k][0]) for k in shared])
+    check(close(r["loss_ratio"], math.exp(lr["mean"]), 1e-9), "compare %s loss ratio" % (key,))
+    # accuracy is correct examples over M: the difference of counts
+    d1 = [(round(final[key][k][1] * M) - round(base[k][1] * M)) / M for k in shared]
+    check(close(r["accuracy_diff"], statistics.mean(d1), 1e-6), "compare %s accuracy difference" % (key,))
+    lo, hi = newcombe(sum(round(final[key][k][1] * M) for k in shared),
+                      sum(round(base[k][1] * M) for k in shared), len(shared) * M)
+    check(close(r["accuracy_diff_ci_low"], lo, 1e-6) and close(r["accuracy_diff_ci_high"], hi, 1e-6),
+          "compare %s accuracy Newcombe interval %s, expected %s" % (key, r["accuracy_diff_ci_low"], lo))
+    wins = sum(final[key][k][0] < base[k][0] for k in shared)
+    check(close(r["prob_improvement"], wins / len(shared)), "compare %s probability of improvement" % (key,))
+    check(r["correction"] == "benjamini-hochberg", "the correction is named")
+    if len(shared) >= 3:       # spectral: seeds 1..3, a t-interval on the log-ratios
+        check(close(r["loss_ratio_ci_low"], math.exp(lr["lo"]), 1e-6)
+              and close(r["loss_ratio_ci_high"], math.exp(lr["hi"]), 1e-6),
+              "compare %s loss ratio interval" % (key,))
+        tstat = lr["mean"] / (lr["sd"] / math.sqrt(len(shared)))
+        check(close(r["loss_p"], 2 * t_cdf(-abs(tstat), len(shared) - 1), 1e-5),
+              "compare %s loss p %s" % (key, r["loss_p"]))
+        check(r["loss_p_adjusted"] >= r["loss_p"], "an adjusted p is never smaller")
+    else:                      # bifocal lost seed 3: 2 pairs, no interval, no verdict
+        check(r["loss_ratio_ci_low"] is None and r["loss_p"] is None,
+              "compare %s: no interval from 2 seeds" % (key,))
+        check("loss %s" % ("×%.3g" % r["loss_ratio"]) in r["verdict"]
+              and "undecided: seed variance not estimable from 2 paired seeds" in r["verdict"],
+              "the verdict says why there is none: " + r["verdict"])
+        check(r["accuracy_p"] is None and r["accuracy_mcnemar_exact"] is False
+              and "exact McNemar p >= " in r["verdict"]
+              and "(needs per-example outcomes)" in r["verdict"],
+              "a McNemar bound is no p and is printed as one: " + r["verdict"])
     check(r["verdict"].startswith("rope=%s vs rope=rope, eval depth %d" % key),
           "verdict names the groups and depth: " + r["verdict"])
-    pct = -r["loss_reduction_pct"]
-    check(("loss %+.3g%%" % pct) in r["verdict"], "verdict carries the loss change: " + r["verdict"])
     check("e+" not in r["verdict"], "percentages never print an exponent: " + r["verdict"])
-    check(("beyond seed noise" in r["verdict"].split(";")[0]) == excludes,
-          "verdict follows the interval: " + r["verdict"])
+    loss_word = r["verdict"].split(";")[0]
+    check((" lower" in loss_word) == (r["loss_p_adjusted"] is not None and r["loss_p_adjusted"] < 0.05),
+          "verdict follows the adjusted p: " + r["verdict"])
 
 # The table: a header, one line per row, the verdict lines; starred changes.
 table = bifocal("compare", "1", "--db", db).stdout
 check(table.count(" vs rope=rope, eval depth ") == 4, "table lists 4 verdict lines")
-check(" *" in table and "± " in table, "table shows mean ± sd and the marker")
+check(" *" in table and "± " in table and "×/ " in table, "table shows mean ± sd, geometric mean ×/ factor and the marker")
+check("Benjamini-Hochberg" in table, "the table says which correction it applied")
 # CSV: the same numbers in full precision.
 csv_rows = list(csv.DictReader(io.StringIO(bifocal("compare", "1", "--db", db, "--format", "csv").stdout)))
 check(len(csv_rows) == 6 and all(close(float(c["loss_mean"]), r["loss_mean"], 1e-15)
@@ -235,8 +270,8 @@ check([g["label"] for g in rep["groups"]] == ["rope=rope", "rope=spectral", "rop
       "report groups")
 check(all(c["step"][-1] == 200 for c in rep["train_loss"]), "training curves keep the last step")
 last_rope = [c for c in rep["train_loss"] if c["group"] == 0][0]["mean"][-1]
-check(close(last_rope, statistics.mean(train["rope"].values()), 1e-5),   # 6 digits
-      "the curve's last point is the mean final training loss")
+check(close(last_rope, statistics.geometric_mean(train["rope"].values()), 1e-5),   # 6 digits
+      "the curve's last point is the geometric mean final training loss")
 check(sorted(f["group"] for f in rep["frequencies"]) == [1, 2],
       "frequencies for the learnable groups only")
 spec = [f for f in rep["frequencies"] if f["group"] == 1][0]

@@ -1,6 +1,6 @@
 // Opens a bifocal HTML report in Debian's headless chromium and checks that
-// every figure drew data and that the console shows no errors; saves a
-// screenshot.  Exit status 0 only if all holds.
+// every figure drew data, that no band leaves its possible range, and that
+// the console shows no errors; saves a screenshot.  Exit status 0 only if all holds.
 //
 //   node check_report.js REPORT.html SCREENSHOT.png [MIN_FIGURES] [MAX_HEIGHT]
 //
@@ -33,6 +33,22 @@ async function main() {
       if (f.points === 0) problems.push(`${f.id} (${f.title}) has no data`);
       if (f.inked < 200) problems.push(`${f.id} (${f.title}) drew almost nothing`);
     }
+    // No band or line leaves its possible range: every figure's values are
+    // losses, frequencies or ratios (> 0 where drawn on a log axis, never
+    // below 0) or accuracies (inside [0, 1]).
+    const outside = await page.evaluate(() => window.bifocalFigures().map((f) => {
+      const fraction = /accuracy/i.test(f.spec.yLabel || "");
+      const bad = [];
+      (f.spec.series || []).forEach((s) => ["y", "low", "high"].forEach((k) =>
+        (s[k] || []).forEach((v) => {
+          if (v === null || v === undefined) return;
+          if (v < 0 || (fraction && v > 1) || (f.spec.logY && v <= 0))
+            bad.push(`${s.label} ${k}=${v}`);
+        })));
+      return { id: f.id, bad: bad.slice(0, 3) };
+    }));
+    for (const o of outside)
+      if (o.bad.length) problems.push(`${o.id} draws outside its range: ${o.bad.join(", ")}`);
     if (figures.length < minFigures)
       problems.push(`${figures.length} figures drawn, expected at least ${minFigures}`);
     const height = await page.evaluate(() => document.documentElement.scrollHeight);

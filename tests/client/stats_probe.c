@@ -1,0 +1,196 @@
+/* stats_probe: client/stats.c behind a line protocol, for test_stats.py to
+ * check against SciPy.  One request a line on stdin, one JSON object a line
+ * on stdout:
+ *   ratio N a1..aN b1..bN     (nan marks a missing seed)
+ *   glog N x1..xN
+ *   wilson K N | cp K N | newcombe K1 N1 K2 N2 | mcnemar B C
+ *   holm N p1..pN | bh N p1..pN
+ *   acc N M ka1..kaN kb1..kbN [B C]   (-1 marks a missing seed)
+ *   pi N a1..aN b1..bN
+ *   tq Q DF */
+#include "stats.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_N = 256 };
+
+static char *cursor;
+
+static double next(void)
+{
+    char *end;
+    double x = strtod(cursor, &end);
+    if (end == cursor) {
+        fprintf(stderr, "stats_probe: expected a number at '%s'\n", cursor);
+        exit(2);
+    }
+    cursor = end;
+    return x;
+}
+
+static int count(void)
+{
+    int n = (int)next();
+    if (n < 0 || n > MAX_N) {
+        fprintf(stderr, "stats_probe: count %d out of 0..%d\n", n, MAX_N);
+        exit(2);
+    }
+    return n;
+}
+
+static void read_n(double *x, int n)
+{
+    for (int i = 0; i < n; i++)
+        x[i] = next();
+}
+
+/* JSON has no NaN: null. */
+static void num(const char *key, double x, int last)
+{
+    if (isfinite(x))
+        printf("\"%s\": %.17g", key, x);
+    else
+        printf("\"%s\": null", key);
+    printf(last ? "}\n" : ", ");
+}
+
+static void ratio(void)
+{
+    double a[MAX_N], b[MAX_N];
+    int n = count();
+    read_n(a, n);
+    read_n(b, n);
+    bf_stats_ratio r;
+    bf_stats_log_ratio(a, b, n, &r);
+    printf("{\"note\": \"%s\", \"n_paired\": %d, ", r.note, r.n_paired);
+    num("ratio", r.ratio, 0);
+    num("lo", r.ci_low, 0);
+    num("hi", r.ci_high, 0);
+    num("df", r.df, 0);
+    num("tost", bf_stats_tost_p(&r, 0.10), 0);
+    num("seeds", bf_stats_seeds_needed(&r, 0.10, 0.05), 0);
+    num("p", r.p, 1);
+}
+
+static void prop(void (*method)(long, long, double, bf_stats_prop *))
+{
+    long k = (long)next(), n = (long)next();
+    bf_stats_prop p;
+    method(k, n, BF_STATS_LEVEL, &p);
+    printf("{");
+    num("p", p.p, 0);
+    num("lo", p.ci_low, 0);
+    num("hi", p.ci_high, 1);
+}
+
+static void adjust(void (*method)(const double *, int, double *))
+{
+    double p[MAX_N], adj[MAX_N];
+    int n = count();
+    read_n(p, n);
+    method(p, n, adj);
+    printf("{\"adjusted\": [");
+    for (int i = 0; i < n; i++) {
+        printf(i ? ", " : "");
+        if (isfinite(adj[i]))
+            printf("%.17g", adj[i]);
+        else
+            printf("null");
+    }
+    printf("]}\n");
+}
+
+static void acc(void)
+{
+    long ka[MAX_N], kb[MAX_N], disc[2];
+    int n = count();
+    long m = (long)next();
+    for (int i = 0; i < 2 * n; i++)
+        (i < n ? ka : kb)[i % n] = (long)next();
+    int has = strspn(cursor, " \t\n") != strlen(cursor);
+    if (has) {
+        disc[0] = (long)next();
+        disc[1] = (long)next();
+    }
+    bf_stats_acc_diff d;
+    bf_stats_accuracy_diff(ka, kb, n, m, has ? disc : NULL, &d);
+    printf("{\"note\": \"%s\", \"p_exact\": %d, ", d.note, d.p_exact);
+    num("diff", d.diff, 0);
+    num("lo", d.ci_low, 0);
+    num("hi", d.ci_high, 0);
+    num("t_p", d.t_p, 0);
+    num("mcnemar_p", d.mcnemar_p, 0);
+    num("p", d.p, 1);
+}
+
+static void request(char *line)
+{
+    char *name = strtok(line, " \t\n");
+    cursor = name + strlen(name) + 1;
+    if (!strcmp(name, "ratio"))
+        ratio();
+    else if (!strcmp(name, "glog")) {
+        double x[MAX_N];
+        int n = count();
+        read_n(x, n);
+        bf_stats_summary s;
+        bf_stats_summarize_log(x, n, &s);
+        printf("{");
+        num("mean", s.mean, 0);
+        num("lo", s.ci_low, 0);
+        num("hi", s.ci_high, 1);
+    } else if (!strcmp(name, "wilson"))
+        prop(bf_stats_wilson);
+    else if (!strcmp(name, "cp"))
+        prop(bf_stats_clopper_pearson);
+    else if (!strcmp(name, "newcombe")) {
+        long k1 = (long)next(), n1 = (long)next(), k2 = (long)next(),
+             n2 = (long)next();
+        double lo, hi;
+        bf_stats_newcombe(k1, n1, k2, n2, BF_STATS_LEVEL, &lo, &hi);
+        printf("{");
+        num("lo", lo, 0);
+        num("hi", hi, 1);
+    } else if (!strcmp(name, "mcnemar")) {
+        long b = (long)next(), c = (long)next();
+        printf("{");
+        num("p", bf_stats_mcnemar_exact(b, c), 1);
+    } else if (!strcmp(name, "holm"))
+        adjust(bf_stats_holm);
+    else if (!strcmp(name, "bh"))
+        adjust(bf_stats_bh);
+    else if (!strcmp(name, "acc"))
+        acc();
+    else if (!strcmp(name, "pi")) {
+        double a[MAX_N], b[MAX_N];
+        int n = count();
+        read_n(a, n);
+        read_n(b, n);
+        bf_stats_prop p;
+        bf_stats_prob_improvement(a, b, n, &p);
+        printf("{");
+        num("p", p.p, 0);
+        num("lo", p.ci_low, 0);
+        num("hi", p.ci_high, 1);
+    } else if (!strcmp(name, "tq")) {
+        double q = next(), df = next();
+        printf("{");
+        num("t", bf_stats_t_quantile(q, df), 1);
+    } else {
+        fprintf(stderr, "stats_probe: unknown request '%s'\n", name);
+        exit(2);
+    }
+    fflush(stdout);
+}
+
+int main(void)
+{
+    char line[65536];
+    while (fgets(line, sizeof line, stdin))
+        if (strspn(line, " \t\n") != strlen(line))
+            request(line);
+    return 0;
+}
