@@ -1,0 +1,130 @@
+/* common/mem_limit: the least memory limit of a process's cgroup and its
+ * ancestors, v2 and v1, over a fake hierarchy in a scratch directory. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "mem_limit.h"
+
+typedef struct scratch {
+    char dir[64];
+    char proc[128];   /* dir/cgroup: the fake /proc/self/cgroup */
+} scratch;
+
+static int setup(void **state)
+{
+    scratch *s = calloc(1, sizeof *s);
+    snprintf(s->dir, sizeof s->dir, "/tmp/bf-test-mem-limit.XXXXXX");
+    if (!mkdtemp(s->dir))
+        return -1;
+    snprintf(s->proc, sizeof s->proc, "%s/cgroup", s->dir);
+    *state = s;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    scratch *s = *state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s->dir);
+    int rc = system(cmd);
+    free(s);
+    return rc == 0 ? 0 : -1;
+}
+
+/* Writes text to dir/rel, creating the directories on the way. */
+static void put(const scratch *s, const char *rel, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", s->dir, rel);
+    for (char *p = path + strlen(s->dir) + 1; (p = strchr(p, '/')); p++) {
+        *p = '\0';
+        mkdir(path, 0755);
+        *p = '/';
+    }
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static size_t limit(const scratch *s)
+{
+    return bf_mem_cgroup_limit(s->proc, s->dir);
+}
+
+static void v2_least_of_cgroup_and_ancestors(void **state)
+{
+    scratch *s = *state;
+    put(s, "cgroup", "0::/slurm/job7/step0\n");
+    put(s, "slurm/job7/step0/memory.max", "max\n");
+    put(s, "slurm/job7/memory.max", "4294967296\n");
+    put(s, "slurm/memory.max", "8589934592\n");
+    assert_int_equal(limit(s), (size_t)4294967296ull);
+    put(s, "memory.max", "1073741824\n");   /* the root's, least */
+    assert_int_equal(limit(s), (size_t)1073741824ull);
+}
+
+static void v1_memory_controller_line(void **state)
+{
+    scratch *s = *state;
+    put(s, "cgroup", "9:name=systemd:/\n4:memory:/docker/abc\n"
+                     "3:cpu,cpuacct:/docker/abc\n0::/\n");
+    put(s, "memory/docker/abc/memory.limit_in_bytes", "536870912\n");
+    put(s, "memory/memory.limit_in_bytes", "9223372036854771712\n");
+    put(s, "cpu,cpuacct/docker/abc/memory.limit_in_bytes", "1\n");
+    assert_int_equal(limit(s), (size_t)536870912);
+}
+
+/* A namespaced container shows its cgroup's path but mounts it as the
+ * root: the limit is found at the root. */
+static void path_not_mounted_falls_back_to_root(void **state)
+{
+    scratch *s = *state;
+    put(s, "cgroup", "0::/kubepods/pod1/ctr\n");
+    put(s, "memory.max", "2147483648\n");
+    assert_int_equal(limit(s), (size_t)2147483648ull);
+}
+
+static void no_limit_is_size_max(void **state)
+{
+    scratch *s = *state;
+    assert_int_equal(limit(s), SIZE_MAX);   /* no /proc file */
+    put(s, "cgroup", "0::/user.slice\n");
+    assert_int_equal(limit(s), SIZE_MAX);   /* no memory.max anywhere */
+    put(s, "user.slice/memory.max", "max\n");
+    put(s, "memory.max", "garbage\n");
+    assert_int_equal(limit(s), SIZE_MAX);
+}
+
+static void machine_limit_is_at_most_physical(void **state)
+{
+    (void)state;
+    size_t m = bf_mem_limit();
+    assert_true(m > 0);
+    assert_true(m <= bf_mem_cgroup_limit("/proc/self/cgroup",
+                                         "/sys/fs/cgroup"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(v2_least_of_cgroup_and_ancestors,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(v1_memory_controller_line, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(path_not_mounted_falls_back_to_root,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(no_limit_is_size_max, setup,
+                                        teardown),
+        cmocka_unit_test(machine_limit_is_at_most_physical),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
