@@ -107,21 +107,30 @@ static void encode_reply(bf_query *q, const char *type, json_t *extra,
     free(head);
 }
 
-/* results and rows: one page of a view. */
+/* results, rows and jobs: one page, bounded by rows and by bytes; its
+ * cursor goes in `next` (`next_after` for jobs). */
 static void answer_page(bf_store *r, bf_query *q)
 {
-    int results = q->kind == BF_QUERY_RESULTS;
+    const char *type = q->kind == BF_QUERY_RESULTS ? "results"
+                     : q->kind == BF_QUERY_JOBS ? "jobs" : "rows";
     bf_store_page page;
-    if (bf_store_view_page(r, results ? "results" : q->view, q->sweep_id,
-                           q->cursor, q->limit, BF_QUERY_PAGE_BYTES, &page,
-                           &q->err)) {
+    int rc = q->kind == BF_QUERY_JOBS
+        ? bf_store_jobs(r, q->sweep_id, q->status, q->after, q->limit,
+                        BF_QUERY_PAGE_BYTES, &page, &q->err)
+        : bf_store_view_page(r, q->kind == BF_QUERY_RESULTS ? "results"
+                                                            : q->view,
+                             q->sweep_id, q->cursor, q->limit,
+                             BF_QUERY_PAGE_BYTES, &page, &q->err);
+    if (rc) {
         failed(q);
         return;
     }
     json_t *extra = json_object();
     if (page.next)
-        json_object_set(extra, "next", page.next);
-    encode_reply(q, results ? "results" : "rows", extra, "rows", page.rows);
+        json_object_set(extra, q->kind == BF_QUERY_JOBS ? "next_after"
+                                                        : "next", page.next);
+    encode_reply(q, type, extra, q->kind == BF_QUERY_JOBS ? "jobs" : "rows",
+                 page.rows);
     bf_store_page_clear(&page);
 }
 
@@ -129,31 +138,16 @@ static void answer_page(bf_store *r, bf_query *q)
  * reply's content. */
 static void answer_rows(bf_store *r, bf_query *q)
 {
-    int64_t next_after = 0;
-    const char *type, *key;
-    json_t *rows;
-    switch (q->kind) {
-    case BF_QUERY_STATUS:
-        type = "status", key = "sweeps";
-        rows = bf_store_status(r, q->sweep_id, &q->err);
-        break;
-    case BF_QUERY_JOBS:
-        type = key = "jobs";
-        rows = bf_store_jobs(r, q->sweep_id, q->status, q->after, q->limit,
-                             &next_after, &q->err);
-        break;
-    default:
-        type = key = "workers";
-        rows = bf_store_workers(r, &q->err);
-    }
+    int status = q->kind == BF_QUERY_STATUS;
+    json_t *rows = status ? bf_store_status(r, q->sweep_id, &q->err)
+                          : bf_store_workers(r, &q->err);
     if (!rows) {
         failed(q);
         return;
     }
-    json_t *extra = json_pack("{s:o}", key, rows);
-    if (next_after)
-        json_object_set_new(extra, "next_after", json_integer(next_after));
-    encode_reply(q, type, extra, NULL, NULL);
+    const char *key = status ? "sweeps" : "workers";
+    encode_reply(q, status ? "status" : "workers",
+                 json_pack("{s:o}", key, rows), NULL, NULL);
 }
 
 static void run_on_pool(uv_work_t *work)
@@ -165,7 +159,8 @@ static void run_on_pool(uv_work_t *work)
         q->code = "store";
         return;
     }
-    if (q->kind == BF_QUERY_RESULTS || q->kind == BF_QUERY_ROWS)
+    if (q->kind == BF_QUERY_RESULTS || q->kind == BF_QUERY_ROWS
+        || q->kind == BF_QUERY_JOBS)
         answer_page(r, q);
     else
         answer_rows(r, q);

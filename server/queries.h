@@ -6,11 +6,12 @@
  * too; the loop only writes it.  A reader sees the last committed state
  * (WAL), which every reply of the loop has committed before it was sent.
  *
- * results and rows answer a page at a time (docs/protocol.md): a reply
- * holds at most BF_QUERY_PAGE_BYTES of rows (and the one that crosses it)
- * and a `next` cursor when more follow, which the client sends back as
- * `after`.  The daemon keeps nothing between pages, so a query costs it
- * one page of memory whatever the sweep's size. */
+ * results, rows and jobs answer a page at a time (docs/protocol.md): a
+ * reply holds at most BF_QUERY_PAGE_BYTES of rows (and the one that
+ * crosses it) and a cursor when more follow (`next`; `next_after` for
+ * jobs), which the client sends back as `after`.  The daemon keeps
+ * nothing between pages, so a query costs it one page of memory whatever
+ * the sweep's size. */
 #ifndef BF_QUERIES_H
 #define BF_QUERIES_H
 
@@ -22,11 +23,12 @@
 #include "bf_error.h"
 #include "store.h"
 
-/* A `jobs` page holds at most this many jobs (docs/protocol.md). */
+/* A `jobs` page holds at most this many jobs, and BF_QUERY_PAGE_BYTES
+ * (docs/protocol.md). */
 #define BF_QUERY_JOBS_DEFAULT_LIMIT 1000
 #define BF_QUERY_JOBS_MAX_LIMIT 10000
-/* A results or rows page: at most this many bytes of rows (and the row
- * crossing it: a row is at most a job's config and error) ... */
+/* A results, rows or jobs page: at most this many bytes of rows (and the
+ * row crossing it: a row is at most a job's config and error) ... */
 #define BF_QUERY_PAGE_BYTES ((size_t)1 << 20)
 /* ... and at most `limit` rows, 1 .. BF_QUERY_ROWS_MAX_LIMIT (its
  * default). */

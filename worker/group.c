@@ -15,6 +15,7 @@
 #include "checkpoint.h"
 #include "clock.h"
 #include "log.h"
+#include "mem_limit.h"
 #include "records.h"
 #include "stop_signals.h"
 #include "wire.h"
@@ -47,7 +48,8 @@ static const char usage_text[] =
     "                        no checkpoints are written and a re-leased job\n"
     "                        starts over\n"
     "  --memory-budget MIB   memory each rank may allocate (default: this\n"
-    "                        node's memory / its ranks); a job needing more\n"
+    "                        node's memory or its cgroup's limit, the less,\n"
+    "                        / its ranks); a job needing more\n"
     "                        fails for good before allocating\n"
     "  --name NAME           worker name (default HOST:PID)\n"
     "  --max-jobs N          exit 0 after N jobs\n"
@@ -692,7 +694,8 @@ static int parse_options(int argc, char **argv, group_opts *o, int loud)
 }
 
 /* The bytes each rank may allocate: --memory-budget, else this node's
- * physical memory shared by its ranks (collective when no option). */
+ * memory (physical, or its cgroup's limit where less: bf_mem_limit)
+ * shared by its ranks (collective when no option). */
 static size_t rank_memory_budget(const group *g)
 {
     if (g->o.memory_budget_mib > 0)
@@ -703,9 +706,7 @@ static size_t rank_memory_budget(const group *g)
                         &node);
     MPI_Comm_size(node, &on_node);
     MPI_Comm_free(&node);
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0
-        ? (size_t)pages * (size_t)page / (size_t)on_node : 0;
+    return bf_mem_limit() / (size_t)on_node;
 }
 
 /* Rank 0: reads the token and connects. */

@@ -1,6 +1,7 @@
 /* bifocal-worker: the training engine's command line.
  *
  *   bifocal-worker [train] --job FILE [--checkpoint-dir DIR] [--resume]
+ *                          [--memory-budget MIB]
  *   bifocal-worker eval --checkpoint FILE --input FILE
  *
  * Subcommands live in one table; each parses its own options with
@@ -8,6 +9,7 @@
  * group instead (group.c).  Exit status: 0 done, 1 runtime failure, 2 bad
  * usage or bad input, 128+signal when a signal stopped training early. */
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,6 +24,7 @@
 #include "checkpoint.h"
 #include "group.h"
 #include "job_config.h"
+#include "mem_limit.h"
 #include "records.h"
 #include "score.h"
 #include "stop_signals.h"
@@ -32,6 +35,7 @@ enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 static const char usage_text[] =
     "usage: bifocal-worker [train] --job FILE [--checkpoint-dir DIR] "
     "[--resume]\n"
+    "                      [--memory-budget MIB]\n"
     "       bifocal-worker eval --checkpoint FILE --input FILE\n"
     "       mpirun -np N bifocal-worker --server HOST:PORT --token-file F "
     "[...]\n"
@@ -42,6 +46,10 @@ static const char usage_text[] =
     "  --checkpoint-dir DIR  write DIR/step-NNNNNN.safetensors every\n"
     "                        checkpoint_every steps and at the end\n"
     "  --resume              continue from DIR/latest (same job config)\n"
+    "  --memory-budget MIB   memory the job may allocate (default: this\n"
+    "                        machine's memory or its cgroup's limit, the\n"
+    "                        less); a job needing more is refused before\n"
+    "                        allocating\n"
     "eval              score sequences: each input line is\n"
     "                  {\"input\": [ids], \"target\": [ids or -1]}\n"
     "  --checkpoint FILE     a checkpoint written by train\n"
@@ -110,13 +118,13 @@ static int ensure_dir(const char *dir, bf_error *err)
 }
 
 static int train_job(const bf_job_config *cfg, const char *ckpt_dir,
-                     const char *resume_path)
+                     const char *resume_path, size_t memory_budget)
 {
     bf_error err;
     bf_error_clear(&err);
     bf_trainer_opts opts = {
         .rank = 0, .nranks = 1, .checkpoint_dir = ckpt_dir,
-        .resume_path = resume_path,
+        .resume_path = resume_path, .memory_budget = memory_budget,
         .hooks = {.ctx = stdout, .emit = print_record,
                   .should_stop = should_stop},
     };
@@ -154,11 +162,12 @@ static int parse_options(const bf_option *options, int argc, char **argv)
 static int cmd_train(int argc, char **argv)
 {
     const char *job = NULL, *dir = NULL;
-    int resume = 0;
+    int resume = 0, budget_mib = 0;
     const bf_option options[] = {
         BF_OPT_STR("job", "FILE", &job),
         BF_OPT_STR("checkpoint-dir", "DIR", &dir),
         BF_OPT_FLAG("resume", &resume),
+        BF_OPT_INT("memory-budget", "MIB", &budget_mib, 1, INT_MAX),
         BF_OPT_END,
     };
     int parsed = parse_options(options, argc, argv);
@@ -179,7 +188,9 @@ static int cmd_train(int argc, char **argv)
         return fail(EXIT_RUNTIME, &err);
     if (resume && find_resume(dir, resume_path, sizeof resume_path, &err))
         return fail(EXIT_RUNTIME, &err);
-    return train_job(&cfg, dir, resume_path[0] ? resume_path : NULL);
+    size_t budget = budget_mib > 0 ? (size_t)budget_mib << 20
+                                   : bf_mem_limit();
+    return train_job(&cfg, dir, resume_path[0] ? resume_path : NULL, budget);
 }
 
 /* ---- eval ----------------------------------------------------------------- */

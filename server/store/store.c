@@ -749,50 +749,6 @@ static int valid_job_status(const char *status)
     return 0;
 }
 
-json_t *bf_store_jobs(bf_store *s, int64_t sweep_id, const char *status,
-                      int64_t after, int limit, int64_t *next_after,
-                      bf_error *err)
-{
-    *next_after = 0;
-    if (status && !valid_job_status(status)) {
-        bf_error_set(err, NULL, 0, "status",
-                     "unknown job status '%s' (allowed: waiting, queued, "
-                     "running, succeeded, failed, cancelled)", status);
-        return NULL;
-    }
-    if (sweep_id > 0 && sweep_exists(s, sweep_id, err) <= 0)
-        return NULL;
-    /* A page: job_id order from `after` on, one row more than asked for
-     * to tell whether another page follows.  With a sweep and a status,
-     * the (sweep_id, status) index gives the rows in job_id order; without
-     * a status the scan walks job ids from `after` (+sweep_id keeps the
-     * planner off that index, which would sort the whole sweep).  Jobs of
-     * a sweep still being stored (n_jobs 0) are not there yet. */
-    char sql[768];
-    snprintf(sql, sizeof sql, "SELECT " JOB_COLUMNS " FROM jobs j"
-             " WHERE j.job_id > ?3%s%s"
-             "   AND (SELECT n_jobs FROM sweeps WHERE sweep_id = j.sweep_id) > 0"
-             " ORDER BY j.job_id LIMIT ?4",
-             sweep_id <= 0 ? "" : status ? " AND j.sweep_id = ?1"
-                                         : " AND +j.sweep_id = ?1",
-             status ? " AND j.status = ?2" : "");
-    sqlite3_stmt *st = prepare_query(s, sql, err);
-    if (!st)
-        return NULL;
-    sqlite3_bind_int64(st, 1, sweep_id);
-    if (status)
-        sqlite3_bind_text(st, 2, status, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 3, after);
-    sqlite3_bind_int(st, 4, limit + 1);
-    json_t *rows = rows_to_json(s, st, err);
-    if (rows && json_array_size(rows) > (size_t)limit) {
-        json_array_remove(rows, (size_t)limit);
-        *next_after = json_integer_value(json_object_get(
-            json_array_get(rows, (size_t)limit - 1), "job_id"));
-    }
-    return rows;
-}
-
 /* ---- pages of a result view --------------------------------------------- */
 
 void bf_store_page_clear(bf_store_page *page)
@@ -946,6 +902,63 @@ int bf_store_view_page(bf_store *s, const char *view, int64_t sweep_id,
     if (rc)
         bf_store_page_clear(page);
     return rc;
+}
+
+int bf_store_jobs(bf_store *s, int64_t sweep_id, const char *status,
+                  int64_t after, int limit, size_t max_bytes,
+                  bf_store_page *page, bf_error *err)
+{
+    *page = (bf_store_page){ 0 };
+    if (status && !valid_job_status(status))
+        return bf_error_set(err, NULL, 0, "status",
+                            "unknown job status '%s' (allowed: waiting, "
+                            "queued, running, succeeded, failed, cancelled)",
+                            status);
+    if (sweep_id > 0 && sweep_exists(s, sweep_id, err) <= 0)
+        return -1;
+    /* job_id order from `after` on.  With a sweep and a status, the
+     * (sweep_id, status) index gives the rows in job_id order; without a
+     * status the scan walks job ids from `after` (+sweep_id keeps the
+     * planner off that index, which would sort the whole sweep).  Jobs of
+     * a sweep still being stored (n_jobs 0) are not there yet. */
+    char sql[768];
+    snprintf(sql, sizeof sql, "SELECT " JOB_COLUMNS " FROM jobs j"
+             " WHERE j.job_id > ?3%s%s"
+             "   AND (SELECT n_jobs FROM sweeps WHERE sweep_id = j.sweep_id) > 0"
+             " ORDER BY j.job_id",
+             sweep_id <= 0 ? "" : status ? " AND j.sweep_id = ?1"
+                                         : " AND +j.sweep_id = ?1",
+             status ? " AND j.status = ?2" : "");
+    sqlite3_stmt *st = prepare_query(s, sql, err);
+    if (!st)
+        return -1;
+    sqlite3_bind_int64(st, 1, sweep_id);
+    if (status)
+        sqlite3_bind_text(st, 2, status, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, after);
+    page_fill f = { .page = page, .max_rows = limit, .max_bytes = max_bytes };
+    page_append(&f, "[", 1);
+    int rc = SQLITE_DONE;
+    while (!f.full && (rc = sqlite3_step(st)) == SQLITE_ROW)
+        if (page_add_row(&f, st)) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+    /* A full page names the next only when a row follows, so that the
+     * walk ends on the page with the last row. */
+    if (f.full)
+        rc = sqlite3_step(st);
+    page_append(&f, "]", 1);
+    if (rc == SQLITE_ROW)
+        page->next = json_integer(json_integer_value(
+            json_object_get(f.last, "job_id")));
+    json_decref(f.last);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        store__fail(s, err, sql);
+        bf_store_page_clear(page);
+    }
+    sqlite3_finalize(st);
+    return page->rows ? 0 : -1;
 }
 
 json_t *bf_store_workers(bf_store *s, bf_error *err)

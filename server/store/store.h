@@ -338,12 +338,6 @@ int bf_store_worker_seen(bf_store *s, const char *name, const char *host,
 
 /* Sweeps with their progress (all sweeps if sweep_id <= 0). */
 json_t *bf_store_status(bf_store *s, int64_t sweep_id, bf_error *err);
-/* A page of jobs in job_id order: at most limit (>= 1) of those with
- * job_id > after, filtered by sweep (<= 0: any) and status (NULL: any).
- * *next_after is the last job_id returned when more may follow, else 0. */
-json_t *bf_store_jobs(bf_store *s, int64_t sweep_id, const char *status,
-                      int64_t after, int limit, int64_t *next_after,
-                      bf_error *err);
 json_t *bf_store_workers(bf_store *s, bf_error *err);
 
 /* A page of a result view's rows, encoded as they go out. */
@@ -352,11 +346,22 @@ typedef struct bf_store_page {
     size_t len;        /* strlen(rows) */
     int n_rows;
     json_t *next;      /* the cursor after the page's last row (an array,
-                          owned) when the page is full, so more may follow
-                          (the next page may be empty); NULL: the last page */
+                          owned; bf_store_jobs: a job id) when the page is
+                          full, so more may follow (the next page may be
+                          empty); NULL: the last page */
 } bf_store_page;
 
 void bf_store_page_clear(bf_store_page *page);
+
+/* A page of jobs in job_id order, encoded like a view's page: of those
+ * with job_id > after, filtered by sweep (<= 0: any) and status (NULL:
+ * any), at most limit (>= 1) and up to the row that brings the page to
+ * max_bytes.  page->next is the last job_id of the page (an integer) when
+ * more follow, else NULL.  0, or -1 with err (its field `status` or
+ * `sweep` when those are at fault). */
+int bf_store_jobs(bf_store *s, int64_t sweep_id, const char *status,
+                  int64_t after, int limit, size_t max_bytes,
+                  bf_store_page *page, bf_error *err);
 
 /* One page of a result view (common/result_views.h, `results` among them)
  * for a sweep: the rows after the cursor `after` (the `next` of the page

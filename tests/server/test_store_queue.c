@@ -405,7 +405,7 @@ static void test_staged_sweep_hidden(void **state)
     json_decref(rows);
     assert_null(bf_store_status(f->s, big, &err));
     int64_t next;
-    rows = bf_store_jobs(f->s, 0, NULL, 0, 100, &next, &err);
+    rows = bft_jobs_page(f->s, 0, NULL, 0, 100, 1 << 20, &next, &err);
     assert_int_equal(json_array_size(rows), 2);
     json_decref(rows);
     int64_t *running = NULL;

@@ -190,6 +190,41 @@ int bft_cancel_sweep(bf_store *s, int64_t sweep_id, int64_t now_ms,
     return rc;
 }
 
+/* A page's rows (new reference), checked against its bounds: at most
+ * page_rows, and the rows before the last under page_bytes. */
+static json_t *page_rows_checked(const bf_store_page *page, int page_rows,
+                                 size_t page_bytes)
+{
+    json_t *rows = json_loadb(page->rows, page->len, 0, NULL);
+    assert_true(json_is_array(rows));
+    assert_int_equal(json_array_size(rows), page->n_rows);
+    assert_true(page->n_rows <= page_rows);
+    if (page->n_rows > 1) {
+        json_t *before = json_copy(rows);
+        json_array_remove(before, json_array_size(before) - 1);
+        char *text = json_dumps(before, JSON_COMPACT);
+        assert_true(strlen(text) - 1 < page_bytes);
+        free(text);
+        json_decref(before);
+    }
+    return rows;
+}
+
+json_t *bft_jobs_page(bf_store *s, int64_t sweep_id, const char *status,
+                      int64_t after, int limit, size_t max_bytes,
+                      int64_t *next, bf_error *err)
+{
+    bf_store_page page;
+    if (bf_store_jobs(s, sweep_id, status, after, limit, max_bytes, &page,
+                      err))
+        return NULL;
+    json_t *rows = page_rows_checked(&page, limit, max_bytes);
+    *next = page.next ? json_integer_value(page.next) : 0;
+    assert_true(!page.next || *next > after);
+    bf_store_page_clear(&page);
+    return rows;
+}
+
 json_t *bft_view_rows(bf_store *s, const char *view, int64_t sweep_id,
                       int page_rows, size_t page_bytes, bf_error *err)
 {
@@ -202,19 +237,7 @@ json_t *bft_view_rows(bf_store *s, const char *view, int64_t sweep_id,
             json_decref(all);
             return NULL;
         }
-        json_t *rows = json_loadb(page.rows, page.len, 0, NULL);
-        assert_true(json_is_array(rows));
-        assert_int_equal(json_array_size(rows), page.n_rows);
-        assert_true(page.n_rows <= page_rows);
-        /* The byte bound: the rows before the last are under it. */
-        if (page.n_rows > 1) {
-            json_t *before = json_copy(rows);
-            json_array_remove(before, json_array_size(before) - 1);
-            char *text = json_dumps(before, JSON_COMPACT);
-            assert_true(strlen(text) - 1 < page_bytes);
-            free(text);
-            json_decref(before);
-        }
+        json_t *rows = page_rows_checked(&page, page_rows, page_bytes);
         json_array_extend(all, rows);
         json_decref(rows);
         /* A cursor follows a full page only, and moves on. */

@@ -45,6 +45,13 @@ char *bft_text(bf_store *s, const char *fmt, ...)
 int bft_cancel_sweep(bf_store *s, int64_t sweep_id, int64_t now_ms,
                      int64_t **running, int *n_running, bf_error *err);
 
+/* A page of bf_store_jobs as an array (new reference), its bounds
+ * checked; *next gets its next_after (0: none).  NULL with err when
+ * refused. */
+json_t *bft_jobs_page(bf_store *s, int64_t sweep_id, const char *status,
+                      int64_t after, int limit, size_t max_bytes,
+                      int64_t *next, bf_error *err);
+
 /* Every row of a result view for a sweep (bf_store_view_page), read in
  * pages of at most page_rows rows and page_bytes bytes, each cursor
  * checked to follow the one before: an array (new reference), or NULL

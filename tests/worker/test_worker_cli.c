@@ -172,6 +172,37 @@ static void test_bad_job_file(void **state)
     free(out);
 }
 
+/* A job that does not fit is refused before anything is allocated, as a
+ * worker group refuses it: under --memory-budget, and by default under
+ * the machine's memory (3.3 TB of parameters fit nowhere). */
+static void test_memory_budget_refuses(void **state)
+{
+    (void)state;
+    write_job("mid.yaml", "task: dyck\ndepth: 3\nd_model: 256\n"
+                          "n_layers: 4\nn_heads: 4\nsteps: 1\n"
+                          "warmup_steps: 0\n");
+    char args[256];
+    snprintf(args, sizeof args, "--job %s/mid.yaml --memory-budget 1", dir);
+    assert_int_equal(run_worker(args), 1);
+    char *err = slurp("err");
+    if (!strstr(err, "--memory-budget") || !strstr(err, "1048576"))
+        fail_msg("stderr '%s' does not name the budget", err);
+    free(err);
+    char *out = slurp("out");
+    assert_string_equal(out, "");   /* no record: nothing ran */
+    free(out);
+
+    write_job("huge.yaml", "task: dyck\ndepth: 3\nd_model: 8192\n"
+                           "n_layers: 256\nn_heads: 64\nsteps: 1\n"
+                           "warmup_steps: 0\n");
+    snprintf(args, sizeof args, "--job %s/huge.yaml", dir);
+    assert_int_equal(run_worker(args), 1);
+    err = slurp("err");
+    if (!strstr(err, "memory budget") || !strstr(err, "d_model"))
+        fail_msg("stderr '%s' does not refuse the job by memory", err);
+    free(err);
+}
+
 /* In-process loss sum of one row with the checkpoint's weights. */
 static double direct_loss(bf_model *m, const int *in, const int *tg, int T,
                           int *n)
@@ -350,6 +381,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_train_prints_records),
         cmocka_unit_test(test_bad_job_file),
+        cmocka_unit_test(test_memory_budget_refuses),
         cmocka_unit_test(test_eval_matches_forward),
         cmocka_unit_test(test_sigterm_stops_with_checkpoint),
     };

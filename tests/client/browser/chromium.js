@@ -9,7 +9,8 @@ const { chromium } = require("playwright-core");
 
 const CHROMIUM = "/usr/bin/chromium";
 
-/* Starts chromium; close() ends it and removes its profile. */
+/* Starts chromium; close(inspect) ends it, calls inspect(profile) (when
+ * given) on the profile folder chromium has written out, then removes it. */
 async function launch() {
   if (!fs.existsSync(CHROMIUM)) throw new Error(CHROMIUM + " is missing: install Debian's chromium (scripts/deps.sh)");
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), "bifocal-chromium-"));
@@ -20,9 +21,13 @@ async function launch() {
            "--no-first-run"],
     viewport: { width: 1200, height: 900 },
   });
-  context.close = (close => async () => {
+  context.close = (close => async (inspect) => {
     await close.call(context);
-    fs.rmSync(profile, { recursive: true, force: true });
+    try {
+      if (inspect) inspect(profile);
+    } finally {
+      fs.rmSync(profile, { recursive: true, force: true });
+    }
   })(context.close);
   return context;
 }
