@@ -14,32 +14,7 @@
 #include <cmocka.h>
 
 #include "file.h"
-
-typedef struct scratch {
-    char dir[64];
-    char path[128];   /* dir/target */
-} scratch;
-
-static int setup(void **state)
-{
-    scratch *s = calloc(1, sizeof *s);
-    snprintf(s->dir, sizeof s->dir, "/tmp/bf-test-file.XXXXXX");
-    if (!mkdtemp(s->dir))
-        return -1;
-    snprintf(s->path, sizeof s->path, "%s/target", s->dir);
-    *state = s;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    scratch *s = *state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s->dir);
-    int rc = system(cmd);
-    free(s);
-    return rc == 0 ? 0 : -1;
-}
+#include "scratch.h"
 
 /* Entries in dir other than . and .. */
 static int entries(const char *dir)
@@ -164,15 +139,15 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_write_creates_and_replaces,
-                                        setup, teardown),
+                                        scratch_setup, scratch_teardown),
         cmocka_unit_test_setup_teardown(test_streamed_write_appears_at_commit,
-                                        setup, teardown),
+                                        scratch_setup, scratch_teardown),
         cmocka_unit_test_setup_teardown(test_abort_keeps_the_old_file,
-                                        setup, teardown),
+                                        scratch_setup, scratch_teardown),
         cmocka_unit_test_setup_teardown(test_missing_directory_is_named,
-                                        setup, teardown),
+                                        scratch_setup, scratch_teardown),
         cmocka_unit_test_setup_teardown(test_failed_rename_leaves_nothing,
-                                        setup, teardown),
+                                        scratch_setup, scratch_teardown),
         cmocka_unit_test(test_overlong_path_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,5 +1,6 @@
 /* common/mem_limit: the least memory limit of a process's cgroup and its
- * ancestors, v2 and v1, over a fake hierarchy in a scratch directory. */
+ * ancestors, v2 and v1, over a fake hierarchy in a scratch directory (its
+ * file `target` stands for /proc/self/cgroup). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,32 +13,7 @@
 #include <cmocka.h>
 
 #include "mem_limit.h"
-
-typedef struct scratch {
-    char dir[64];
-    char proc[128];   /* dir/cgroup: the fake /proc/self/cgroup */
-} scratch;
-
-static int setup(void **state)
-{
-    scratch *s = calloc(1, sizeof *s);
-    snprintf(s->dir, sizeof s->dir, "/tmp/bf-test-mem-limit.XXXXXX");
-    if (!mkdtemp(s->dir))
-        return -1;
-    snprintf(s->proc, sizeof s->proc, "%s/cgroup", s->dir);
-    *state = s;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    scratch *s = *state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s->dir);
-    int rc = system(cmd);
-    free(s);
-    return rc == 0 ? 0 : -1;
-}
+#include "scratch.h"
 
 /* Writes text to dir/rel, creating the directories on the way. */
 static void put(const scratch *s, const char *rel, const char *text)
@@ -57,13 +33,13 @@ static void put(const scratch *s, const char *rel, const char *text)
 
 static size_t limit(const scratch *s)
 {
-    return bf_mem_cgroup_limit(s->proc, s->dir);
+    return bf_mem_cgroup_limit(s->path, s->dir);
 }
 
 static void v2_least_of_cgroup_and_ancestors(void **state)
 {
     scratch *s = *state;
-    put(s, "cgroup", "0::/slurm/job7/step0\n");
+    put(s, "target", "0::/slurm/job7/step0\n");
     put(s, "slurm/job7/step0/memory.max", "max\n");
     put(s, "slurm/job7/memory.max", "4294967296\n");
     put(s, "slurm/memory.max", "8589934592\n");
@@ -75,7 +51,7 @@ static void v2_least_of_cgroup_and_ancestors(void **state)
 static void v1_memory_controller_line(void **state)
 {
     scratch *s = *state;
-    put(s, "cgroup", "9:name=systemd:/\n4:memory:/docker/abc\n"
+    put(s, "target", "9:name=systemd:/\n4:memory:/docker/abc\n"
                      "3:cpu,cpuacct:/docker/abc\n0::/\n");
     put(s, "memory/docker/abc/memory.limit_in_bytes", "536870912\n");
     put(s, "memory/memory.limit_in_bytes", "9223372036854771712\n");
@@ -88,7 +64,7 @@ static void v1_memory_controller_line(void **state)
 static void path_not_mounted_falls_back_to_root(void **state)
 {
     scratch *s = *state;
-    put(s, "cgroup", "0::/kubepods/pod1/ctr\n");
+    put(s, "target", "0::/kubepods/pod1/ctr\n");
     put(s, "memory.max", "2147483648\n");
     assert_int_equal(limit(s), (size_t)2147483648ull);
 }
@@ -97,7 +73,7 @@ static void no_limit_is_size_max(void **state)
 {
     scratch *s = *state;
     assert_int_equal(limit(s), SIZE_MAX);   /* no /proc file */
-    put(s, "cgroup", "0::/user.slice\n");
+    put(s, "target", "0::/user.slice\n");
     assert_int_equal(limit(s), SIZE_MAX);   /* no memory.max anywhere */
     put(s, "user.slice/memory.max", "max\n");
     put(s, "memory.max", "garbage\n");
@@ -117,13 +93,13 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(v2_least_of_cgroup_and_ancestors,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(v1_memory_controller_line, setup,
-                                        teardown),
+                                        scratch_setup, scratch_teardown),
+        cmocka_unit_test_setup_teardown(v1_memory_controller_line,
+                                        scratch_setup, scratch_teardown),
         cmocka_unit_test_setup_teardown(path_not_mounted_falls_back_to_root,
-                                        setup, teardown),
-        cmocka_unit_test_setup_teardown(no_limit_is_size_max, setup,
-                                        teardown),
+                                        scratch_setup, scratch_teardown),
+        cmocka_unit_test_setup_teardown(no_limit_is_size_max,
+                                        scratch_setup, scratch_teardown),
         cmocka_unit_test(machine_limit_is_at_most_physical),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
