@@ -9,8 +9,9 @@
  * results, rows and jobs answer a page at a time (docs/protocol.md): a
  * reply holds at most BF_QUERY_PAGE_BYTES of rows (and the one that
  * crosses it) and a cursor when more follow (`next`; `next_after` for
- * jobs), which the client sends back as `after`.  The daemon keeps nothing between pages, so a query costs it
- * one page of memory whatever the sweep's size. */
+ * jobs), which the client sends back as `after`.  The daemon keeps
+ * nothing between pages, so a query costs it one page of memory whatever
+ * the sweep's size. */
 #ifndef BF_QUERIES_H
 #define BF_QUERIES_H
 
