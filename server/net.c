@@ -231,7 +231,10 @@ void bf_conn_send_frame(bf_conn *c, char *frame, size_t len)
         close_now(c);
         return;
     }
-    judge_reader(c);
+    /* Only ever to hold it here: reading on would hand it frames from
+     * inside this send; on_written and the tick do the rest. */
+    if (!c->held)
+        judge_reader(c);
 }
 
 static void on_shutdown(uv_stream_t *s, int status)
