@@ -490,11 +490,12 @@ static void parse_input(bf_http_conn *c)
         c->deadline_ms = now + BF_HTTP_IDLE_MS;
     else if (!was_busy)
         c->deadline_ms = now + BF_HTTP_REQUEST_MS;
+    bf_stream_verdict v = done ? BF_STREAM_READ : judge(c);
     if (done)
         close_after_writes(c);
-    else if (judge(c) == BF_STREAM_CUT)
+    else if (v == BF_STREAM_CUT)
         cut_slow_reader(c);
-    else if (c->in || judge(c) == BF_STREAM_HOLD)
+    else if (c->in || v == BF_STREAM_HOLD)
         stop_reading(c);
     else
         start_reading(c);
