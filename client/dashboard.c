@@ -2,11 +2,11 @@
  * page or the API once access is granted. */
 #include "dashboard.h"
 
-#include "alloc.h"
 #include "clock.h"
 #include "db.h"
 #include "file.h"
 #include "log.h"
+#include "stream.h"
 #include "web_page.h"
 
 #include <limits.h>
@@ -258,7 +258,7 @@ int bf_client_cmd_dashboard(bf_client *cl, int argc, char **argv)
     if (parse_dashboard_args(argc, argv, &o))
         return 2;
     /* Before any other libuv call: libuv allocates through common/alloc. */
-    uv_replace_allocator(bf_xmalloc, bf_xrealloc, bf_xcalloc, free);
+    bf_stream_use_allocator();
     signal(SIGPIPE, SIG_IGN);
     char token[BF_TOKEN_HEX_LEN + 1];
     if (read_token(&o, token, sizeof token))

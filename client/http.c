@@ -5,9 +5,10 @@
 #include "alloc.h"
 #include "clock.h"
 #include "log.h"
-#include "wire.h"
+#include "stream.h"
 
 #include <ctype.h>
+#include <jansson.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -376,17 +377,13 @@ struct bf_http_conn {
     int eof;                     /* the peer's FIN came: close once written */
     int stranger;                /* none of its requests let in yet (counted
                                     in server->n_strangers) */
+    bf_stream_budget budget;     /* its standing as a reader (stream.h) */
     /* Bytes read but not parsed yet, held while the peer is over its
      * budget: in[in_at, in_len).  Owned; NULL when none. */
     char *in;
     size_t in_at, in_len;
     bf_http_session session;
 };
-
-typedef struct write_req {
-    uv_write_t req;
-    char *bytes;
-} write_req;
 
 static void on_closed(uv_handle_t *h)
 {
@@ -419,7 +416,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
-static void on_written(uv_write_t *req, int status);
+static void on_written(uv_stream_t *stream, int status);
 static void close_after_writes(bf_http_conn *c);
 
 static void start_reading(bf_http_conn *c)
@@ -438,10 +435,18 @@ static void stop_reading(bf_http_conn *c)
     }
 }
 
-/* Bytes answered but not yet taken by the peer's socket. */
-static size_t queued(bf_http_conn *c)
+/* The slow-reader policy (stream.h) for c now: whether to read on. */
+static bf_stream_verdict judge(bf_http_conn *c)
 {
-    return uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+    return bf_stream_judge(&c->budget, bf_stream_queued((uv_stream_t *)&c->tcp),
+                           !c->reading, bf_monotonic_ms());
+}
+
+/* Closes c: its answers stayed over the budget too long (stream.h). */
+static void cut_slow_reader(bf_http_conn *c)
+{
+    bf_log_debug("dashboard: a peer that does not read its answers is cut");
+    close_conn(c);
 }
 
 /* A bf_http_send: 1 once the peer is over its budget. */
@@ -452,18 +457,12 @@ static int send_bytes(void *io, char *bytes, size_t len)
         free(bytes);
         return 1;
     }
-    write_req *w = bf_xmalloc(sizeof *w);
-    w->bytes = bytes;
-    w->req.data = c;
-    uv_buf_t buf = uv_buf_init(bytes, (unsigned)len);
-    if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &buf, 1, on_written) < 0) {
-        free(bytes);
-        free(w);
+    if (bf_stream_write((uv_stream_t *)&c->tcp, bytes, len, on_written) < 0) {
         close_conn(c);              /* the socket is broken */
         return 1;
     }
     c->writes++;
-    return queued(c) > BF_HTTP_MAX_QUEUED;
+    return judge(c) != BF_STREAM_READ;
 }
 
 /* Parses what was read and not parsed yet, answering each request, until
@@ -491,38 +490,32 @@ static void parse_input(bf_http_conn *c)
         c->deadline_ms = now + BF_HTTP_IDLE_MS;
     else if (!was_busy)
         c->deadline_ms = now + BF_HTTP_REQUEST_MS;
+    bf_stream_verdict v = done ? BF_STREAM_READ : judge(c);
     if (done)
         close_after_writes(c);
-    else if (c->in || queued(c) > BF_HTTP_MAX_QUEUED)
+    else if (v == BF_STREAM_CUT)
+        cut_slow_reader(c);
+    else if (c->in || v == BF_STREAM_HOLD)
         stop_reading(c);
     else
         start_reading(c);
 }
 
-static void on_written(uv_write_t *req, int status)
+static void on_written(uv_stream_t *stream, int status)
 {
-    write_req *w = (write_req *)req;
-    bf_http_conn *c = req->data;
-    free(w->bytes);
-    free(w);
+    bf_http_conn *c = (bf_http_conn *)stream;
     c->writes--;
     if (status < 0 || (c->eof && c->writes == 0)) {
         close_conn(c);
     } else if (c->closing) {
         close_after_writes(c);
-    } else if (!c->reading && queued(c) < BF_HTTP_MAX_QUEUED / 2) {
+    } else if (!c->reading && judge(c) == BF_STREAM_READ) {
         /* The peer has read: on with what it pipelined, then reads. */
         if (c->in)
             parse_input(c);
         else
             start_reading(c);
     }
-}
-
-static void on_shutdown(uv_shutdown_t *req, int status)
-{
-    (void)status;
-    free(req);
 }
 
 /* Ends the connection gracefully: once what was sent is written (the peer
@@ -544,11 +537,8 @@ static void close_after_writes(bf_http_conn *c)
         return;
     c->shut = 1;
     c->deadline_ms = bf_monotonic_ms() + BF_HTTP_LINGER_MS;
-    uv_shutdown_t *req = bf_xmalloc(sizeof *req);
-    if (uv_shutdown(req, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
-        free(req);
+    if (bf_stream_shutdown((uv_stream_t *)&c->tcp, NULL) < 0)
         close_conn(c);
-    }
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
@@ -579,6 +569,10 @@ static void on_timer(uv_timer_t *t)
     int64_t now = bf_monotonic_ms();
     for (bf_http_conn *c = s->conns, *next; c; c = next) {
         next = c->next;
+        if (!c->reading && !c->closing && judge(c) == BF_STREAM_CUT) {
+            cut_slow_reader(c);
+            continue;
+        }
         if (now < c->deadline_ms)
             continue;
         if (c->closing) {
@@ -745,23 +739,9 @@ int bf_http_listen(bf_http_server *s, uv_loop_t *loop, const char *host_port,
     s->loop = loop;
     s->handler = handler;
     s->ctx = ctx;
-    struct sockaddr_storage addr;
-    if (bf_wire_parse_listen(host_port, &addr, err))
+    if (bf_stream_listen(&s->listener, loop, host_port, 128, on_connection, s,
+                         &s->port, err))
         return -1;
-    uv_tcp_init(loop, &s->listener);
-    s->listener.data = s;
-    int rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0);
-    if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&s->listener, 128, on_connection);
-    if (rc < 0) {
-        uv_close((uv_handle_t *)&s->listener, NULL);
-        return bf_error_set(err, NULL, 0, "listen", "cannot listen on %s: %s",
-                            host_port, uv_strerror(rc));
-    }
-    struct sockaddr_storage bound;
-    int len = sizeof bound;
-    uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &len);
-    s->port = bf_wire_addr_port(&bound);
     uv_timer_init(loop, &s->timer);
     s->timer.data = s;
     uv_timer_start(&s->timer, on_timer, 1000, 1000);

@@ -26,10 +26,12 @@
  * BF_HTTP_IDLE_MS is closed.
  *
  * What a peer can cost:
- *   - memory: a peer that stops reading is answered until BF_HTTP_MAX_QUEUED
- *     bytes wait for it; then no further request of its is parsed (what it
- *     pipelined waits, unparsed, in the one read buffer it came in) and its
- *     reads stop, until half of that has gone out;
+ *   - memory: a peer that stops reading is answered until its output is
+ *     over the one budget of stream/stream.h (BF_STREAM_MAX_QUEUED); then
+ *     no further request of its is parsed (what it pipelined waits,
+ *     unparsed, in the one read buffer it came in) and its reads stop,
+ *     until half of that has gone out; over the budget for
+ *     BF_STREAM_OVER_BUDGET_MS, it is cut;
  *   - a place: a connection is a stranger's until the handler lets one of
  *     its requests in (bf_http_response.let_in; a handler that refuses one
  *     sets close).  Strangers have their own budget,
@@ -60,7 +62,6 @@
 #define BF_HTTP_MAX_STRANGERS_PER_ADDR 16
 #define BF_HTTP_REQUEST_MS 10000
 #define BF_HTTP_IDLE_MS 60000
-#define BF_HTTP_MAX_QUEUED ((size_t)8 << 20)
 #define BF_HTTP_LINGER_MS 2000
 
 /* One request; every string is NUL-terminated and valid during the
@@ -119,7 +120,7 @@ typedef void (*bf_http_handler)(void *ctx, const bf_http_request *req,
 
 /* Receives the serialised responses; takes bytes over (frees them).
  * Returns 1 when what now waits for the peer is over its budget
- * (BF_HTTP_MAX_QUEUED): no further request is parsed until the caller
+ * (stream/stream.h): no further request is parsed until the caller
  * feeds the rest again; else 0. */
 typedef int (*bf_http_send)(void *io, char *bytes, size_t len);
 

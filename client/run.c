@@ -22,6 +22,7 @@
 #include "alloc.h"
 #include "clock.h"
 #include "stop_signals.h"
+#include "stream.h"
 #include "wire.h"
 
 #include <errno.h>
@@ -534,7 +535,7 @@ int bf_client_cmd_run(bf_client *cl, int argc, char **argv)
         return 2;
     bf_run r = { .log_fd = -1 };
     /* Before any other libuv call: libuv allocates through common/alloc. */
-    uv_replace_allocator(bf_xmalloc, bf_xrealloc, bf_xcalloc, free);
+    bf_stream_use_allocator();
     uv_loop_init(&r.loop);
     int status = 1;
     if (prepare(&r, &o))

@@ -8,7 +8,8 @@
  * A caller never checks their result.
  *
  * bf_alloc_init routes jansson's allocations through the same policy; the
- * programs that use libuv also hand it bf_xmalloc & co (uv_replace_allocator),
+ * programs that use libuv also hand it bf_xmalloc & co (stream/stream.h,
+ * bf_stream_use_allocator),
  * SQLite keeps its own (it reports SQLITE_NOMEM, which the store turns into
  * an error with its cause). */
 #ifndef BF_ALLOC_H

@@ -24,11 +24,12 @@ python3 scripts/embed_files.py "$out/web_assets.c" bf_web client/web/*.html \
     client/web/*.js client/web/*.css client/web/vendor/uplot/uPlot.*
 
 flags=(-std=gnu11 -g -O1 -D_GNU_SOURCE -Wall -Wextra -Werror -fsanitize=fuzzer,address,undefined
-       -fno-sanitize-recover=undefined -Icommon -Iengine -Iserver -Iserver/store
+       -fno-sanitize-recover=undefined -Icommon -Istream -Iengine -Iserver -Iserver/store
        -Iclient)
 # shellcheck disable=SC2207
 libs=($(pkg-config --cflags --libs jansson yaml-0.1 sqlite3 libuv openblas) -lhttp_parser -lm)
 common_src=(common/*.c)
+stream_src=(stream/*.c)
 store_src=(server/store/*.c "$out/schema_sql.c")
 # The client but its main: the dashboard's command pulls in the others.
 client_src=($(ls client/*.c | grep -v '^client/bifocal\.c$') "$out/web_assets.c")
@@ -39,7 +40,7 @@ sources_of() {
         sweep) echo "${common_src[@]} server/store/sweep*.c" ;;
         protocol) echo "${common_src[@]} ${store_src[@]} server/protocol.c server/holders.c server/queries.c server/submit.c server/chore.c server/cancels.c" ;;
         checkpoint) echo "${common_src[@]} engine/*.c" ;;
-        http) echo "${common_src[@]} ${store_src[@]} ${client_src[@]}" ;;
+        http) echo "${common_src[@]} ${stream_src[@]} ${store_src[@]} ${client_src[@]}" ;;
         *) echo "unknown harness $1" >&2; exit 2 ;;
     esac
 }

@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
 #include "clock.h"
 #include "db_lock.h"
 #include "file.h"
 #include "log.h"
+#include "stream.h"
 
 /* How long a stopping daemon waits for replies to drain before it cuts
  * connections that do not read. */
@@ -101,10 +101,8 @@ static void arm(bf_daemon *d, int64_t lease_ms)
 int bf_daemon_init(bf_daemon *d, uv_loop_t *loop, const bf_daemon_options *o,
                    bf_error *err)
 {
-    /* libuv allocates under the one out-of-memory policy too.  The caller
-     * may have made `loop` with plain malloc already: that is safe, since
-     * bf_xmalloc & co allocate with malloc and libuv frees with free. */
-    uv_replace_allocator(bf_xmalloc, bf_xrealloc, bf_xcalloc, free);
+    /* libuv allocates under the one out-of-memory policy too. */
+    bf_stream_use_allocator();
     memset(d, 0, sizeof *d);
     d->loop = loop;
     int64_t lease_ms = (int64_t)o->lease_seconds * 1000;

@@ -10,10 +10,8 @@
 #include "alloc.h"
 #include "clock.h"
 #include "log.h"
+#include "stream.h"
 
-/* A client that stops reading while we keep writing to it is cut off here
- * rather than growing the daemon without bound. */
-#define BF_MAX_WRITE_QUEUE ((size_t)64 << 20)
 /* How long a connection closed for an error keeps reading (and dropping)
  * what its peer still sends, so that the peer reads our last message. */
 #define BF_NET_LINGER_MS 2000
@@ -21,11 +19,6 @@
 /* The two strangers' queues a connection is in, indexes of its older and
  * newer links: all strangers, and its address's. */
 enum { STRANGERS_ALL, STRANGERS_OF_ADDR };
-
-typedef struct write_req {
-    uv_write_t req;
-    char *frame;
-} write_req;
 
 static void on_closed(uv_handle_t *h)
 {
@@ -155,13 +148,64 @@ int bf_conn_log_ok(bf_conn *c)
     return 1;
 }
 
-static void on_written(uv_write_t *req, int status)
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
+static void deliver_frames(bf_conn *c);
+
+/* Hands c the frames held back and reads on, unless the protocol paused
+ * it or the slow-reader policy holds it. */
+static void read_on(bf_conn *c)
 {
-    write_req *w = (write_req *)req;
-    free(w->frame);
-    free(w);
-    if (status < 0 && status != UV_ECANCELED)
-        bf_log_debug("write failed: %s", uv_strerror(status));
+    deliver_frames(c);
+    if (!c->closing && !c->paused && !c->held)
+        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+}
+
+/* Cuts c: its replies have stayed over the budget too long (stream.h). */
+static void cut_slow_reader(bf_conn *c)
+{
+    bf_log_warn("conn %llu %s: not reading its replies (%zu bytes queued "
+                "for %d s), closing", (unsigned long long)c->serial, c->peer,
+                bf_stream_queued((uv_stream_t *)&c->tcp),
+                BF_STREAM_OVER_BUDGET_MS / 1000);
+    close_now(c);
+}
+
+/* The slow-reader policy (stream.h), after c's queued output changed: a
+ * peer over its budget is read no more (so it makes no more replies)
+ * until it has read, and cut if it does not. */
+static void judge_reader(bf_conn *c)
+{
+    if (c->closing)
+        return;
+    switch (bf_stream_judge(&c->budget, bf_stream_queued((uv_stream_t *)&c->tcp),
+                            c->held, bf_monotonic_ms())) {
+    case BF_STREAM_READ:
+        if (c->held) {
+            c->held = 0;
+            read_on(c);
+        }
+        break;
+    case BF_STREAM_HOLD:
+        if (!c->held) {
+            c->held = 1;
+            uv_read_stop((uv_stream_t *)&c->tcp);
+        }
+        break;
+    case BF_STREAM_CUT:
+        cut_slow_reader(c);
+        break;
+    }
+}
+
+static void on_written(uv_stream_t *s, int status)
+{
+    if (status < 0) {
+        if (status != UV_ECANCELED)
+            bf_log_debug("write failed: %s", uv_strerror(status));
+        return;
+    }
+    judge_reader((bf_conn *)s);
 }
 
 void bf_conn_send(bf_conn *c, json_t *msg)
@@ -183,32 +227,19 @@ void bf_conn_send_frame(bf_conn *c, char *frame, size_t len)
         free(frame);
         return;
     }
-    if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp)
-        > BF_MAX_WRITE_QUEUE) {
-        bf_log_warn("conn %llu %s: not reading its replies, closing",
-                    (unsigned long long)c->serial, c->peer);
-        free(frame);
+    if (bf_stream_write((uv_stream_t *)&c->tcp, frame, len, on_written) < 0) {
         close_now(c);
         return;
     }
-    write_req *w = bf_xmalloc(sizeof *w);
-    w->frame = frame;
-    uv_buf_t buf = uv_buf_init(frame, (unsigned)len);
-    int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &buf, 1, on_written);
-    if (rc < 0) {
-        free(frame);
-        free(w);
-        close_now(c);
-    }
+    /* Only ever to hold it here: reading on would hand it frames from
+     * inside this send; on_written and the tick do the rest. */
+    if (!c->held)
+        judge_reader(c);
 }
 
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf);
-
-static void on_shutdown(uv_shutdown_t *req, int status)
+static void on_shutdown(uv_stream_t *s, int status)
 {
-    bf_conn *c = req->data;
-    free(req);
+    bf_conn *c = (bf_conn *)s;
     if (!c->linger || status < 0) {
         close_now(c);
         return;
@@ -217,7 +248,7 @@ static void on_shutdown(uv_shutdown_t *req, int status)
      * tick ends it), since closing with its bytes unread would reset the
      * connection and could destroy our last message before it is read. */
     c->linger_until_ms = bf_monotonic_ms() + BF_NET_LINGER_MS;
-    if (c->paused)
+    if (c->paused || c->held)
         uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
 
@@ -230,10 +261,7 @@ static void close_after_writes(bf_conn *c, int linger)
         return;
     c->closing = 1;
     c->linger = linger;
-    uv_shutdown_t *req = bf_xmalloc(sizeof *req);
-    req->data = c;
-    if (uv_shutdown(req, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
-        free(req);
+    if (bf_stream_shutdown((uv_stream_t *)&c->tcp, on_shutdown) < 0) {
         c->closing = 0;
         close_now(c);
     }
@@ -326,7 +354,7 @@ static void deliver_frames(bf_conn *c)
     const char *line;
     size_t len;
     int got;
-    while (!c->closing && !c->paused
+    while (!c->closing && !c->paused && !c->held
            && (got = bf_frame_reader_next(&c->rd, &line, &len))) {
         if (got < 0) {
             char text[96];
@@ -366,9 +394,7 @@ void bf_conn_pause(bf_conn *c)
 void bf_conn_resume(bf_conn *c)
 {
     c->paused = 0;
-    deliver_frames(c);
-    if (!c->closing && !c->paused)
-        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    read_on(c);
 }
 
 /* "IP:PORT" for log lines, and the key of its address (peers.h): an IPv6
@@ -528,6 +554,13 @@ static void on_tick(uv_timer_t *t)
             answer_late(c);
             continue;
         }
+        if (c->held && !c->closing
+            && bf_stream_judge(&c->budget,
+                               bf_stream_queued((uv_stream_t *)&c->tcp), 1,
+                               now) == BF_STREAM_CUT) {
+            cut_slow_reader(c);
+            continue;
+        }
         if (!c->stranger || c->closing
             || now - c->accepted_ms < n->limits.hello_timeout_ms)
             continue;
@@ -548,23 +581,9 @@ int bf_net_listen(bf_net *n, uv_loop_t *loop, const char *host_port,
     n->cb = *cb;
     n->data = data;
     n->limits = *limits;
-    struct sockaddr_storage addr;
-    if (bf_wire_parse_listen(host_port, &addr, err))
+    if (bf_stream_listen(&n->listener, loop, host_port, 511, on_connection,
+                         n, &n->port, err))
         return -1;
-    uv_tcp_init(loop, &n->listener);
-    n->listener.data = n;
-    int rc = uv_tcp_bind(&n->listener, (struct sockaddr *)&addr, 0);
-    if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&n->listener, 511, on_connection);
-    if (rc < 0) {
-        uv_close((uv_handle_t *)&n->listener, NULL);
-        return bf_error_set(err, NULL, 0, "listen", "cannot listen on %s: %s",
-                            host_port, uv_strerror(rc));
-    }
-    struct sockaddr_storage bound;
-    int len = sizeof bound;
-    uv_tcp_getsockname(&n->listener, (struct sockaddr *)&bound, &len);
-    n->port = bf_wire_addr_port(&bound);
     bf_peers_init(&n->peers, limits->hello_failures);
     /* Timeouts are enforced to a quarter of their length, at most 1 s
      * late. */

@@ -38,6 +38,7 @@
 
 #include "bf_error.h"
 #include "peers.h"
+#include "stream.h"
 #include "wire.h"
 
 typedef struct bf_net bf_net;
@@ -95,6 +96,9 @@ struct bf_conn {
     int linger;            /* after an error: read and drop until EOF */
     int64_t linger_until_ms;  /* monotonic; set once shut down */
     int paused;            /* frames are held back (bf_conn_pause) */
+    int held;              /* not read: its replies are over their budget
+                              (the slow-reader policy of stream.h) */
+    bf_stream_budget budget;
     bf_log_budget log;     /* its own, once admitted (peers.h) */
     void *data;            /* the user's state for this connection */
 };

@@ -9,6 +9,7 @@
 #include "alloc.h"
 #include "clock.h"
 #include "log.h"
+#include "stream.h"
 #include "wire.h"
 
 #define DEFAULT_BATCH_MS 200
@@ -50,11 +51,6 @@ typedef struct conn {
     bf_frame_reader rd;
     bf_link *l;
 } conn;
-
-typedef struct write_req {
-    uv_write_t req;
-    char *frame;
-} write_req;
 
 struct bf_link {
     /* Configuration, fixed after start. */
@@ -221,11 +217,9 @@ static int interrupted(const bf_link *l)
 
 static void drop_conn(bf_link *l, const char *why);
 
-static void on_written(uv_write_t *req, int status)
+static void on_written(uv_stream_t *s, int status)
 {
-    write_req *w = (write_req *)req;
-    free(w->frame);
-    free(w);
+    (void)s;
     if (status < 0 && status != UV_ECANCELED)
         bf_log_debug("link: write failed: %s", uv_strerror(status));
 }
@@ -239,14 +233,9 @@ static int send_msg(bf_link *l, const json_t *msg)
         bf_log_error("link: cannot encode a '%s' message", bf_wire_type(msg));
         return 0;
     }
-    write_req *w = bf_xmalloc(sizeof *w);
-    w->frame = frame;
-    uv_buf_t buf = uv_buf_init(frame, (unsigned)len);
-    int rc = uv_write(&w->req, (uv_stream_t *)&l->conn->tcp, &buf, 1,
-                      on_written);
+    int rc = bf_stream_write((uv_stream_t *)&l->conn->tcp, frame, len,
+                             on_written);
     if (rc < 0) {
-        free(frame);
-        free(w);
         drop_conn(l, uv_strerror(rc));
         return -1;
     }
@@ -987,17 +976,9 @@ static void init_handles(bf_link *l)
                    (uint64_t)l->batch_ms);
 }
 
-/* libuv allocates through common/alloc too.  Once per process, before
- * the first libuv call of any link. */
-static void link__replace_allocator(void)
-{
-    uv_replace_allocator(bf_xmalloc, bf_xrealloc, bf_xcalloc, free);
-}
-
 int bf_link_start(bf_link **out, const bf_link_opts *o, bf_error *err)
 {
-    static pthread_once_t allocator_once = PTHREAD_ONCE_INIT;
-    pthread_once(&allocator_once, link__replace_allocator);
+    bf_stream_use_allocator();    /* before the first libuv call */
     *out = NULL;
     bf_link *l = bf_xcalloc(1, sizeof *l);
     pthread_mutex_init(&l->mu, NULL);

@@ -1,6 +1,6 @@
 /* A hostile or unlucky day, on the real daemon over real sockets (issue
  * 11): peers that never say hello, log injection and amplification, an
- * exhausted descriptor table.  Floods of strangers and failed hellos from
+ * exhausted descriptor table, a peer that does not read its replies.  Floods of strangers and failed hellos from
  * the token holder's own address are test_daemon_strangers'. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +17,7 @@
 
 #include "clock.h"
 #include "harness.h"
+#include "stream.h"
 
 /* ---- hello within the timeout ------------------------------------------- */
 
@@ -148,6 +149,73 @@ static void test_protocol_errors_close(void **state)
     bf_wire_close(&c);
 }
 
+/* ---- a peer that does not read its replies -------------------------------- */
+
+/* Sends n `results` requests for sweep without reading a reply; ids from
+ * first on. */
+static void ask_results(bf_wire_conn *c, int64_t sweep, int first, int n)
+{
+    for (int i = 0; i < n; i++) {
+        json_t *m = json_pack("{s:s, s:i, s:I}", "type", "results",
+                              "id", first + i, "sweep_id", (json_int_t)sweep);
+        bf_error err;
+        assert_int_equal(bf_wire_send(c, m, &err), 0);
+        json_decref(m);
+    }
+}
+
+/* How many requests make `bytes` of replies the size of r's (stolen). */
+static int requests_for(json_t *r, size_t bytes)
+{
+    char *text = json_dumps(r, JSON_COMPACT);
+    size_t one = strlen(text) + 1;
+    free(text);
+    json_decref(r);
+    return (int)((bytes + one - 1) / one);
+}
+
+/* The slow-reader policy (stream/stream.h): a peer whose replies wait over
+ * the budget is read no more, and cut once they have waited over it for
+ * BF_STREAM_OVER_BUDGET_MS, whatever their size (before, it was cut only
+ * at 64 MiB: 5 x the budget of replies here kept it open for ever); one
+ * that reads late, within that time, gets every reply in order. */
+static void test_slow_reader_held_then_cut(void **state)
+{
+    bft_daemon *d = *state;
+    int64_t sweep = bft_submit(d, "wide.yaml", "name: wide\nbase: {steps: "
+                               "100, depth: 2, eval_depths: [2]}\nseeds: 3000"
+                               "\n", NULL, NULL);
+    assert_true(sweep > 0);
+    bf_wire_conn c;
+    assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
+    json_t *r = bft_request(&c, json_pack("{s:s, s:I}", "type", "results",
+                                          "sweep_id", (json_int_t)sweep));
+    assert_non_null(json_object_get(r, "rows"));
+    int late = requests_for(json_incref(r), 2 * BF_STREAM_MAX_QUEUED);
+    int never = requests_for(r, 5 * BF_STREAM_MAX_QUEUED);
+    print_message("%d requests for twice the budget\n", late);
+
+    ask_results(&c, sweep, 1, late);
+    bf_sleep_ms(1000);
+    for (int i = 1; i <= late; i++) {
+        bf_error err;
+        json_t *m = bf_wire_recv(&c, 30000, &err);
+        assert_non_null(m);
+        assert_int_equal(json_integer_value(json_object_get(m, "id")), i);
+        json_decref(m);
+    }
+    assert_int_equal(bft_log_lines_with(d, "not reading its replies"), 0);
+
+    ask_results(&c, sweep, 1, never);
+    int64_t until = bf_monotonic_ms() + 120000;   /* a hang guard */
+    while (!bft_log_lines_with(d, "not reading its replies")
+           && bf_monotonic_ms() < until)
+        bf_sleep_ms(200);
+    assert_int_equal(bft_log_lines_with(d, "not reading its replies"), 1);
+    bf_wire_close(&c);
+    assert_true(bft_serves_status(d));
+}
+
 /* ---- buffers and descriptors ---------------------------------------------- */
 
 static void test_small_frames_before_hello(void **state)
@@ -264,6 +332,7 @@ int main(void)
         BFT_DAEMON_TEST(test_log_lines_escaped),
         BFT_DAEMON_TEST(test_protocol_errors_close),
         BFT_DAEMON_TEST(test_small_frames_before_hello),
+        BFT_DAEMON_TEST(test_slow_reader_held_then_cut),
         cmocka_unit_test(test_descriptor_limit_raised),
         cmocka_unit_test(test_accept_survives_emfile),
     };
