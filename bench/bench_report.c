@@ -116,7 +116,7 @@ static void make_database(const char *path)
         write_job(s, &l, seed++, &rows);
         if (bf_store_flush(s, &err))
             die("flush", &err);
-        if (bf_store_finish_attempt(s, l.attempt_id, 1, NULL, 1))
+        if (bf_store_finish_attempt(s, l.attempt_id, 1, NULL, 1, NULL))
             die("finish", NULL);
         bf_lease_clear(&l);
     }

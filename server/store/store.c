@@ -30,9 +30,16 @@ int bf_store_schema_version(void)
     return bf_schema_n_migrations;
 }
 
-const char *bf_store_last_error(const bf_store *s)
+int store__report(bf_store *s, int rc, int64_t attempt_id, bf_error *err)
 {
-    return s->last.msg;
+    if (rc >= 0 || !err)
+        return rc;
+    if (rc == BF_STORE_FENCED)
+        bf_error_set(err, NULL, 0, "attempt_id", "attempt %lld is not its "
+                     "job's live lease", (long long)attempt_id);
+    else
+        *err = s->last;
+    return rc;
 }
 
 int store__fail(bf_store *s, bf_error *err, const char *what)
@@ -618,9 +625,10 @@ int bf_store_discard_staged(bf_store *s, int64_t sweep_id, int64_t deadline_us,
 /* ---- workers ------------------------------------------------------------ */
 
 int bf_store_worker_seen(bf_store *s, const char *name, const char *host,
-                         int ranks, int connected, int64_t now_ms)
+                         int ranks, int connected, int64_t now_ms,
+                         bf_error *err)
 {
-    if (store__begin(s, NULL) < 0)
+    if (store__begin(s, err) < 0)
         return -1;
     sqlite3_stmt *st = store__stmt(s, ST_WORKER_SEEN);
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
@@ -628,7 +636,7 @@ int bf_store_worker_seen(bf_store *s, const char *name, const char *host,
     sqlite3_bind_int(st, 3, ranks);
     sqlite3_bind_int(st, 4, connected ? 1 : 0);
     sqlite3_bind_int64(st, 5, now_ms);
-    if (store__exec(s, st, NULL) < 0 || store__commit(s, NULL) < 0) {
+    if (store__exec(s, st, err) < 0 || store__commit(s, err) < 0) {
         store__rollback(s);
         return -1;
     }

@@ -94,7 +94,7 @@ static void make_database(const char *path)
         /* jobs 1 and 2 succeed, 3 fails, 4 stays running */
         if (job < 3 && bf_store_finish_attempt(s, l.attempt_id, job < 2,
                                                job < 2 ? NULL : "diverged",
-                                               2000 + job))
+                                               2000 + job, NULL))
             die("finish", NULL);
         bf_lease_clear(&l);
     }

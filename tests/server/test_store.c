@@ -107,16 +107,16 @@ static void test_reopen_keeps_queue(void **state)
     assert_int_equal(bft_int(f->s, "SELECT lease_expires_ms FROM attempts WHERE"
                                    " attempt_id = %lld", (long long)attempt), 5100);
     /* The worker reconnects with its attempt id and renews ... */
-    assert_int_equal(bf_store_renew(f->s, attempt, 200, 5000), BF_STORE_OK);
+    assert_int_equal(bf_store_renew(f->s, attempt, 200, 5000, NULL), BF_STORE_OK);
     /* ... and the next lease is a different job. */
     assert_int_equal(bf_store_lease_next(f->s, "w2", 300, 5000, &l, &err), 1);
     assert_int_not_equal(l.job_id, job);
     bf_lease_clear(&l);
     /* A daemon down for longer than the lease: the expiry pass ends it. */
     int n = 0;
-    assert_int_equal(bf_store_expire_leases(f->s, 5200, &n), BF_STORE_OK);
+    assert_int_equal(bf_store_expire_leases(f->s, 5200, &n, NULL), BF_STORE_OK);
     assert_int_equal(n, 1);
-    assert_int_equal(bf_store_renew(f->s, attempt, 5300, 5000), BF_STORE_FENCED);
+    assert_int_equal(bf_store_renew(f->s, attempt, 5300, 5000, NULL), BF_STORE_FENCED);
 }
 
 /* Builds a version-1 database by hand, the way an older bifocald left it. */
@@ -262,12 +262,12 @@ static void test_wal_bounded_once_readers_leave(void **state)
     for (int i = 0; file_size(wal) <= limit + (8L << 20); i++) {
         char host[32];
         snprintf(host, sizeof host, "h%d", i);
-        assert_int_equal(bf_store_worker_seen(f->s, "w", host, 1, 1, i), 0);
+        assert_int_equal(bf_store_worker_seen(f->s, "w", host, 1, 1, i, NULL), 0);
     }
     sqlite3_exec(reader, "COMMIT", NULL, NULL, NULL);
     sqlite3_close(reader);
     for (int i = 0; i < 2000 && file_size(wal) > limit; i++)
-        assert_int_equal(bf_store_worker_seen(f->s, "w", "h", 1, 1, i), 0);
+        assert_int_equal(bf_store_worker_seen(f->s, "w", "h", 1, 1, i, NULL), 0);
     assert_true(file_size(wal) <= limit);
 }
 
@@ -276,8 +276,8 @@ static void test_queries(void **state)
     fixture *f = *state;
     bf_error err = {0};
     int64_t id = bft_submit(f->s, bft_sweep_small, 1, NULL);
-    assert_int_equal(bf_store_worker_seen(f->s, "gpu-a", "host1", 4, 1, 50), 0);
-    assert_int_equal(bf_store_worker_seen(f->s, "gpu-a", "host1", 8, 0, 60), 0);
+    assert_int_equal(bf_store_worker_seen(f->s, "gpu-a", "host1", 4, 1, 50, NULL), 0);
+    assert_int_equal(bf_store_worker_seen(f->s, "gpu-a", "host1", 8, 0, 60, NULL), 0);
     bf_lease l;
     assert_int_equal(bf_store_lease_next(f->s, "gpu-a", 70, 1000, &l, &err), 1);
 

@@ -83,12 +83,12 @@ static int64_t committed_rows(fixture *f)
 /* The store is still fully usable: a heartbeat renews, a lease commits. */
 static void assert_store_works(fixture *f)
 {
-    assert_int_equal(bf_store_renew(f->s, f->l.attempt_id, 20, 600000),
+    assert_int_equal(bf_store_renew(f->s, f->l.attempt_id, 20, 600000, NULL),
                      BF_STORE_OK);
     bf_lease other;
     bf_error err = {0};
     assert_int_equal(bf_store_lease_next(f->s, "w2", 20, 600000, &other, &err), 1);
-    assert_int_equal(bf_store_finish_attempt(f->s, other.attempt_id, 1, NULL, 21),
+    assert_int_equal(bf_store_finish_attempt(f->s, other.attempt_id, 1, NULL, 21, NULL),
                      BF_STORE_OK);
     bf_lease_clear(&other);
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM (SELECT job_id FROM"

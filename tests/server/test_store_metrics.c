@@ -193,7 +193,7 @@ static void test_flush_makes_durable(void **state)
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
     assert_int_equal(sqlite3_column_int(st, 0), 0);
     sqlite3_reset(st);
-    assert_int_equal(bf_store_renew(f->s, f->l.attempt_id, 30, 60000), 0);
+    assert_int_equal(bf_store_renew(f->s, f->l.attempt_id, 30, 60000, NULL), 0);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
     assert_int_equal(sqlite3_column_int(st, 0), 1);
     sqlite3_reset(st);
@@ -249,7 +249,7 @@ static void test_view_pages(void **state)
         assert_int_equal(bf_store_flush(f->s, &err), 0);
         if (job < 5)   /* the last stays running: live_jobs has a row */
             assert_int_equal(bf_store_finish_attempt(f->s, f->l.attempt_id, 1,
-                                                     NULL, 300), 0);
+                                                     NULL, 300, NULL), 0);
     }
     int64_t sweep = f->l.sweep_id;
     const char *views[] = { "sweeps", "job_results", "final_evals",

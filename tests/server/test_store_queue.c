@@ -91,14 +91,14 @@ static void test_one_live_lease_per_worker(void **state)
                      BF_STORE_CONFLICT);
     assert_non_null(strstr(err.msg, "still holds live attempt"));
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM attempts"), 1);
-    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 1, NULL, 12),
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 1, NULL, 12, NULL),
                      BF_STORE_OK);
     bf_lease_clear(&l);
     assert_int_equal(bf_store_lease_next(f->s, "g", 13, 1000, &l, &err), 1);
     bf_lease_clear(&l);
     /* An expired lease is not held any more. */
     int n = 0;
-    assert_int_equal(bf_store_expire_leases(f->s, 5000, &n), 0);
+    assert_int_equal(bf_store_expire_leases(f->s, 5000, &n, NULL), 0);
     assert_int_equal(n, 1);
     assert_int_equal(bf_store_lease_next(f->s, "g", 5001, 1000, &l, &err), 1);
     bf_lease_clear(&l);
@@ -118,7 +118,7 @@ static void test_round_robin_then_age(void **state)
     /* A re-queued job is older than the rest of its sweep: it comes first. */
     bf_lease l = lease(f->s, 20, 60000);
     assert_int_equal(l.job_id, b0 + 1);
-    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0, "oom", 30), 0);
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0, "oom", 30, NULL), 0);
     bf_lease_clear(&l);
     assert_int_equal(lease_job(f->s), a0 + 2);
     assert_int_equal(lease_job(f->s), b0 + 1);
@@ -140,9 +140,9 @@ static void test_lease_contents_and_resume(void **state)
     free(cfg);
     assert_job_status(f->s, l.job_id, "running");
     assert_int_equal(bft_int(f->s, "SELECT attempts FROM jobs"), 1);
-    assert_int_equal(bf_store_record_checkpoint(f->s, l.attempt_id, "/ck/step-40", 40, 1100), 0);
-    assert_int_equal(bf_store_record_checkpoint(f->s, l.attempt_id, "/ck/step-80", 80, 1200), 0);
-    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0, "node died", 1300), 0);
+    assert_int_equal(bf_store_record_checkpoint(f->s, l.attempt_id, "/ck/step-40", 40, 1100, NULL), 0);
+    assert_int_equal(bf_store_record_checkpoint(f->s, l.attempt_id, "/ck/step-80", 80, 1200, NULL), 0);
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0, "node died", 1300, NULL), 0);
     assert_job_status(f->s, l.job_id, "queued");
     char *e = bft_text(f->s, "SELECT error FROM jobs");
     assert_string_equal(e, "node died");
@@ -153,7 +153,7 @@ static void test_lease_contents_and_resume(void **state)
     assert_int_equal(l.attempt_no, 2);
     assert_string_equal(l.resume_checkpoint, "/ck/step-80");
     assert_int_equal(l.resume_step, 80);
-    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 1, NULL, 2500), 0);
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 1, NULL, 2500, NULL), 0);
     assert_job_status(f->s, l.job_id, "succeeded");
     assert_int_equal(bft_int(f->s, "SELECT finished_ms FROM jobs"), 2500);
     char *st = bft_text(f->s, "SELECT status FROM sweeps");
@@ -171,10 +171,10 @@ static void test_expiry_requeue_then_fail(void **state)
     bf_lease l = lease(f->s, 0, 1000);
     int n = -1;
     /* Renewed at 900 to 1900: not expired at 1500. */
-    assert_int_equal(bf_store_renew(f->s, l.attempt_id, 900, 1000), 0);
-    assert_int_equal(bf_store_expire_leases(f->s, 1500, &n), 0);
+    assert_int_equal(bf_store_renew(f->s, l.attempt_id, 900, 1000, NULL), 0);
+    assert_int_equal(bf_store_expire_leases(f->s, 1500, &n, NULL), 0);
     assert_int_equal(n, 0);
-    assert_int_equal(bf_store_expire_leases(f->s, 1900, &n), 0);
+    assert_int_equal(bf_store_expire_leases(f->s, 1900, &n, NULL), 0);
     assert_int_equal(n, 1);
     assert_job_status(f->s, l.job_id, "queued");
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM attempts WHERE outcome ="
@@ -183,7 +183,7 @@ static void test_expiry_requeue_then_fail(void **state)
 
     l = lease(f->s, 2000, 1000);
     assert_int_equal(l.attempt_no, 2);
-    assert_int_equal(bf_store_expire_leases(f->s, 5000, &n), 0);
+    assert_int_equal(bf_store_expire_leases(f->s, 5000, &n, NULL), 0);
     assert_int_equal(n, 1);
     assert_job_status(f->s, l.job_id, "failed");
     char *e = bft_text(f->s, "SELECT error FROM jobs");
@@ -199,12 +199,12 @@ static void assert_fenced(bf_store *s, int64_t attempt)
     bf_error err = {0};
     json_t *recs = json_pack("[{s:s,s:i,s:f}]", "type", "train", "step", 1, "loss", 1.0);
     int64_t changes = sqlite3_total_changes(s->db);
-    assert_int_equal(bf_store_renew(s, attempt, 10, 1000), BF_STORE_FENCED);
-    assert_int_equal(bf_store_finish_attempt(s, attempt, 1, NULL, 10), BF_STORE_FENCED);
-    assert_int_equal(bf_store_finish_attempt(s, attempt, 0, "x", 10), BF_STORE_FENCED);
-    assert_int_equal(bf_store_record_checkpoint(s, attempt, "/c", 5, 10), BF_STORE_FENCED);
-    assert_int_equal(bf_store_attempt_cancelled(s, attempt), BF_STORE_FENCED);
-    assert_int_equal(bf_store_attempt_stopped(s, attempt, 10), BF_STORE_FENCED);
+    assert_int_equal(bf_store_renew(s, attempt, 10, 1000, NULL), BF_STORE_FENCED);
+    assert_int_equal(bf_store_finish_attempt(s, attempt, 1, NULL, 10, NULL), BF_STORE_FENCED);
+    assert_int_equal(bf_store_finish_attempt(s, attempt, 0, "x", 10, NULL), BF_STORE_FENCED);
+    assert_int_equal(bf_store_record_checkpoint(s, attempt, "/c", 5, 10, NULL), BF_STORE_FENCED);
+    assert_int_equal(bf_store_attempt_cancelled(s, attempt, NULL), BF_STORE_FENCED);
+    assert_int_equal(bf_store_attempt_stopped(s, attempt, 10, NULL), BF_STORE_FENCED);
     assert_int_equal(bf_store_ingest(s, attempt, recs, 10, NULL, NULL, &err), BF_STORE_FENCED);
     assert_int_equal(bf_store_flush(s, &err), 0);
     assert_int_equal(sqlite3_total_changes(s->db), changes);
@@ -217,12 +217,12 @@ static void test_fencing(void **state)
     submit(f->s, "f", 0, 2, 3);
     bf_lease dead = lease(f->s, 0, 100);
     int n;
-    assert_int_equal(bf_store_expire_leases(f->s, 100, &n), 0);
+    assert_int_equal(bf_store_expire_leases(f->s, 100, &n, NULL), 0);
     bf_lease live = lease(f->s, 200, 100000);   /* the same job again */
     assert_int_equal(live.job_id, dead.job_id);
     assert_fenced(f->s, dead.attempt_id);        /* expired */
     assert_fenced(f->s, 987654);                 /* never existed */
-    assert_int_equal(bf_store_finish_attempt(f->s, live.attempt_id, 1, NULL, 300), 0);
+    assert_int_equal(bf_store_finish_attempt(f->s, live.attempt_id, 1, NULL, 300, NULL), 0);
     assert_fenced(f->s, live.attempt_id);        /* finished */
     assert_job_status(f->s, live.job_id, "succeeded");
     assert_int_equal(bft_int(f->s, "SELECT checkpoint_path IS NULL FROM jobs WHERE"
@@ -246,15 +246,15 @@ static void test_cancel_sweep(void **state)
     free(running);
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE status ="
                                    " 'cancelled' AND finished_ms = 50"), 2);
-    assert_int_equal(bf_store_attempt_cancelled(f->s, a.attempt_id), 1);
+    assert_int_equal(bf_store_attempt_cancelled(f->s, a.attempt_id, NULL), 1);
     bf_lease l;
     assert_int_equal(bf_store_lease_next(f->s, "w", 60, 1000, &l, NULL), 0);
     /* One worker acknowledges, the other's lease runs out: both cancelled. */
-    assert_int_equal(bf_store_attempt_stopped(f->s, a.attempt_id, 70), 0);
+    assert_int_equal(bf_store_attempt_stopped(f->s, a.attempt_id, 70, NULL), 0);
     assert_job_status(f->s, a.job_id, "cancelled");
     assert_job_status(f->s, b.job_id, "running");
     int n;
-    assert_int_equal(bf_store_expire_leases(f->s, 1000, &n), 0);
+    assert_int_equal(bf_store_expire_leases(f->s, 1000, &n, NULL), 0);
     assert_int_equal(n, 1);
     assert_job_status(f->s, b.job_id, "cancelled");
     assert_int_equal(bft_int(f->s, "SELECT cancelled FROM sweep_progress"), 4);
@@ -285,14 +285,14 @@ static void test_cancel_job(void **state)
     assert_int_equal(running[0], l.attempt_id);
     free(running);
     /* A failure report from a cancel-requested job ends it cancelled. */
-    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0, "killed", 7), 0);
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0, "killed", 7, NULL), 0);
     assert_job_status(f->s, j0, "cancelled");
     bf_lease_clear(&l);
 
     l = lease(f->s, 8, 1000);
     assert_int_equal(l.job_id, j0 + 2);
-    assert_int_equal(bf_store_attempt_cancelled(f->s, l.attempt_id), 0);
-    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 1, NULL, 9), 0);
+    assert_int_equal(bf_store_attempt_cancelled(f->s, l.attempt_id, NULL), 0);
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 1, NULL, 9, NULL), 0);
     assert_int_equal(bf_store_cancel_job(f->s, j0 + 2, 10, &running, &n_running, &err),
                      BF_STORE_ERR);
     assert_non_null(strstr(err.msg, "succeeded"));
@@ -309,7 +309,7 @@ static void test_retry(void **state)
     bf_error err = {0};
     assert_int_equal(bf_store_retry_job(f->s, l.job_id, 0, 20, &err), BF_STORE_ERR);
     assert_non_null(strstr(err.msg, "running"));
-    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0, "diverged", 10), 0);
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0, "diverged", 10, NULL), 0);
     assert_job_status(f->s, l.job_id, "failed");    /* max_attempts 1 */
     char *st = bft_text(f->s, "SELECT status FROM sweeps WHERE sweep_id = %lld",
                         (long long)sw);
