@@ -77,7 +77,7 @@ static void ingest(bf_store *s, int64_t attempt, json_t *recs, int64_t *rows)
 {
     bf_error err;
     int n = 0;
-    if (bf_store_ingest(s, attempt, recs, 0, &n, NULL, &err)
+    if (bf_store_ingest(s, attempt, recs, &n, NULL, &err)
         || bf_store_flush(s, &err))
         die("ingest", err.msg);
     *rows += n;

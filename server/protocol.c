@@ -499,7 +499,7 @@ static void handle_metrics(session *s, json_t *msg, const json_t *id)
     bf_error_clear(&err);
     int rows = 0;
     json_t *rejected = NULL;
-    int rc = bf_store_ingest(s->p->store, attempt, records, now, &rows,
+    int rc = bf_store_ingest(s->p->store, attempt, records, &rows,
                              &rejected, &err);
     if (rc != BF_STORE_OK) {
         reply_ingest_error(s, id, attempt, rc, &err);
@@ -532,7 +532,7 @@ static void handle_checkpoint(session *s, json_t *msg, const json_t *id)
         return;
     int64_t now = bf_wall_ms();
     bf_error err = {0};
-    int rc = bf_store_record_checkpoint(s->p->store, attempt, path, step, now,
+    int rc = bf_store_record_checkpoint(s->p->store, attempt, path, step,
                                         &err);
     if (rc == BF_STORE_FENCED || rc == BF_STORE_NOT_FOUND) {
         reply_fenced(s, id, attempt);

@@ -219,8 +219,7 @@ int bf_store_fail_permanently(bf_store *s, int64_t attempt_id,
  * outside the job's 0 .. steps: resuming there would "finish" the job
  * without training it. */
 int bf_store_record_checkpoint(bf_store *s, int64_t attempt_id,
-                               const char *path, int64_t step, int64_t now_ms,
-                               bf_error *err);
+                               const char *path, int64_t step, bf_error *err);
 
 /* A live attempt found the job's recorded checkpoint `path` unloadable
  * (truncated, another config, a step past the job's): the job no longer
@@ -262,8 +261,7 @@ int bf_store_attempt_owned_by(bf_store *s, int64_t attempt_id,
  * *n_rows (may be NULL) gets the rows newly stored. */
 #define BF_STORE_MAX_REJECTED 20
 int bf_store_ingest(bf_store *s, int64_t attempt_id, const json_t *records,
-                    int64_t now_ms, int *n_rows, json_t **rejected,
-                    bf_error *err);
+                    int *n_rows, json_t **rejected, bf_error *err);
 
 /* Commits the open batch transaction, if any.  Fails (-1) when that commit
  * fails, and also when a batch ingested since the last failed flush was

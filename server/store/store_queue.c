@@ -517,10 +517,8 @@ static int64_t job_steps(bf_store *s, int64_t job_id)
 }
 
 int bf_store_record_checkpoint(bf_store *s, int64_t attempt_id,
-                               const char *path, int64_t step, int64_t now_ms,
-                               bf_error *err)
+                               const char *path, int64_t step, bf_error *err)
 {
-    (void)now_ms;
     live_attempt a = { 0 };
     int rc = begin_live(s, attempt_id, &a);
     if (rc != BF_STORE_OK)

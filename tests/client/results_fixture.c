@@ -114,7 +114,7 @@ static void run_jobs(bf_store *s, int fail_all)
         int seed = (int)json_integer_value(json_object_get(config, "seed"));
         int r = strcmp(rope, "spectral") == 0 ? 1 : strcmp(rope, "bifocal") == 0 ? 2 : 0;
         json_t *recs = job_records(rope, r, seed);
-        if (bf_store_ingest(s, l.attempt_id, recs, now_ms, NULL, NULL, &err)
+        if (bf_store_ingest(s, l.attempt_id, recs, NULL, NULL, &err)
             || bf_store_flush(s, &err))
             die("ingest", &err);
         int fail = fail_all || (r == 2 && seed == 3);

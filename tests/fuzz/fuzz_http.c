@@ -87,7 +87,7 @@ static void make_database(const char *path)
             die("lease", &err);
         json_t *recs = records();
         int rows = 0;
-        if (bf_store_ingest(s, l.attempt_id, recs, 0, &rows, NULL, &err)
+        if (bf_store_ingest(s, l.attempt_id, recs, &rows, NULL, &err)
             || bf_store_flush(s, &err))
             die("ingest", &err);
         json_decref(recs);

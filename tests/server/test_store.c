@@ -210,7 +210,7 @@ static void test_cli_reads_during_open_batch(void **state)
     assert_int_equal(bf_store_lease_next(f->s, "w", 10, 60000, &l, &err), 1);
     json_t *recs = json_pack("[{s:s,s:i,s:f}]", "type", "train", "step", 1, "loss", 2.5);
     int n = 0;
-    assert_int_equal(bf_store_ingest(f->s, l.attempt_id, recs, 20, &n, NULL, &err), 0);
+    assert_int_equal(bf_store_ingest(f->s, l.attempt_id, recs, &n, NULL, &err), 0);
     assert_int_equal(n, 1);
     assert_int_equal(f->s->in_batch, 1);
 

@@ -46,7 +46,7 @@ static void run_job(bf_store *s, int outcome, int with_freq)
     if (outcome == 0)   /* a failed job's last loss is not a number */
         json_array_append_new(recs, json_pack("{s:s,s:i,s:s}", "type", "train",
                                               "step", 30, "loss", "nan"));
-    assert_int_equal(bf_store_ingest(s, l.attempt_id, recs, 1, NULL, NULL, &err), 0);
+    assert_int_equal(bf_store_ingest(s, l.attempt_id, recs, NULL, NULL, &err), 0);
     if (outcome >= 0)
         assert_int_equal(bf_store_finish_attempt(s, l.attempt_id, outcome,
                                                  outcome ? NULL : "loss is NaN", 2, NULL), 0);

@@ -140,8 +140,8 @@ static void test_lease_contents_and_resume(void **state)
     free(cfg);
     assert_job_status(f->s, l.job_id, "running");
     assert_int_equal(bft_int(f->s, "SELECT attempts FROM jobs"), 1);
-    assert_int_equal(bf_store_record_checkpoint(f->s, l.attempt_id, "/ck/step-40", 40, 1100, NULL), 0);
-    assert_int_equal(bf_store_record_checkpoint(f->s, l.attempt_id, "/ck/step-80", 80, 1200, NULL), 0);
+    assert_int_equal(bf_store_record_checkpoint(f->s, l.attempt_id, "/ck/step-40", 40, NULL), 0);
+    assert_int_equal(bf_store_record_checkpoint(f->s, l.attempt_id, "/ck/step-80", 80, NULL), 0);
     assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0, "node died", 1300, NULL), 0);
     assert_job_status(f->s, l.job_id, "queued");
     char *e = bft_text(f->s, "SELECT error FROM jobs");
@@ -202,10 +202,10 @@ static void assert_fenced(bf_store *s, int64_t attempt)
     assert_int_equal(bf_store_renew(s, attempt, 10, 1000, NULL), BF_STORE_FENCED);
     assert_int_equal(bf_store_finish_attempt(s, attempt, 1, NULL, 10, NULL), BF_STORE_FENCED);
     assert_int_equal(bf_store_finish_attempt(s, attempt, 0, "x", 10, NULL), BF_STORE_FENCED);
-    assert_int_equal(bf_store_record_checkpoint(s, attempt, "/c", 5, 10, NULL), BF_STORE_FENCED);
+    assert_int_equal(bf_store_record_checkpoint(s, attempt, "/c", 5, NULL), BF_STORE_FENCED);
     assert_int_equal(bf_store_attempt_cancelled(s, attempt, NULL), BF_STORE_FENCED);
     assert_int_equal(bf_store_attempt_stopped(s, attempt, 10, NULL), BF_STORE_FENCED);
-    assert_int_equal(bf_store_ingest(s, attempt, recs, 10, NULL, NULL, &err), BF_STORE_FENCED);
+    assert_int_equal(bf_store_ingest(s, attempt, recs, NULL, NULL, &err), BF_STORE_FENCED);
     assert_int_equal(bf_store_flush(s, &err), 0);
     assert_int_equal(sqlite3_total_changes(s->db), changes);
     json_decref(recs);

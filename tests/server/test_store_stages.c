@@ -80,7 +80,7 @@ static void succeed(bf_store *s, int64_t want, int step, const char *path)
     assert_int_equal(l.job_id, want);
     if (path)
         assert_int_equal(bf_store_record_checkpoint(s, l.attempt_id, path, step,
-                                                    11, NULL), BF_STORE_OK);
+                                                    NULL), BF_STORE_OK);
     assert_int_equal(bf_store_finish_attempt(s, l.attempt_id, 1, NULL, 12, NULL),
                      BF_STORE_OK);
     bf_lease_clear(&l);
@@ -312,7 +312,7 @@ static void test_reopen(void **state)
     submit_chain(f->s, 1, 3);
     bf_lease l = lease(f->s, 10);
     assert_int_equal(bf_store_record_checkpoint(f->s, l.attempt_id,
-                     "/ck/a.safetensors", 20, 11, NULL), BF_STORE_OK);
+                     "/ck/a.safetensors", 20, NULL), BF_STORE_OK);
     bf_store_close(f->s);
     f->s = bft_open(f->dir, BFT_STORE_DB, NULL);
     assert_status(f->s, 2, "waiting");
