@@ -305,6 +305,22 @@ static int discard_abandoned(bf_store *s, bf_error *err)
         " DELETE FROM sweeps WHERE n_jobs = 0; COMMIT;", err);
 }
 
+/* Finds the ended jobs whose dependents a stopped daemon left waiting,
+ * and the revivals it left half-done: bf_store_settle (store_queue.c)
+ * finishes them. */
+static int load_unsettled(bf_store *s, bf_error *err)
+{
+    return store__ids_collect(s, store__stmt(s, ST_UNSETTLED_SOURCES),
+                              &s->unsettled, "finding unsettled dependents",
+                              err) < 0 ||
+           store__ids_collect(s, store__stmt(s, ST_REVIVING_SOURCES),
+                              &s->reviving, "finding dependents to revive",
+                              err) < 0 ||
+           store__ids_collect(s, store__stmt(s, ST_REVIVE_ROOTS),
+                              &s->revive_roots, "finding retried jobs",
+                              err) < 0 ? -1 : 0;
+}
+
 int bf_store_open(bf_store **out, const char *path, bf_error *err)
 {
     *out = NULL;
@@ -318,7 +334,7 @@ int bf_store_open(bf_store **out, const char *path, bf_error *err)
     }
     if (configure(s, err) < 0 || migrate(s, err) < 0
         || discard_abandoned(s, err) < 0 || prepare_all(s, err) < 0
-        || store__unsettled_load(s, err) < 0) {
+        || load_unsettled(s, err) < 0) {
         bf_store_close(s);
         return -1;
     }

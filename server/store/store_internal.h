@@ -309,11 +309,6 @@ int store__past(int64_t deadline_us);
 int store__exec_slices(bf_store *s, sqlite3_stmt *st, int64_t deadline_us,
                        bf_error *err);
 
-/* Finds the ended jobs whose dependents a stopped daemon left waiting,
- * and the revivals it left half-done: bf_store_settle finishes them
- * (store_queue.c). */
-int store__unsettled_load(bf_store *s, bf_error *err);
-
 int store__refresh_sweep(bf_store *s, int64_t sweep_id, bf_error *err);
 
 #endif

@@ -213,19 +213,6 @@ static int final_checkpoint(bf_store *s, int64_t job_id, char *path,
  * a big one by bf_store_settle over later passes. */
 #define SETTLE_AT_ONCE 4
 
-int store__unsettled_load(bf_store *s, bf_error *err)
-{
-    return store__ids_collect(s, store__stmt(s, ST_UNSETTLED_SOURCES),
-                              &s->unsettled, "finding unsettled dependents",
-                              err) < 0 ||
-           store__ids_collect(s, store__stmt(s, ST_REVIVING_SOURCES),
-                              &s->reviving, "finding dependents to revive",
-                              err) < 0 ||
-           store__ids_collect(s, store__stmt(s, ST_REVIVE_ROOTS),
-                              &s->revive_roots, "finding retried jobs",
-                              err) < 0 ? -1 : 0;
-}
-
 /* A slice of source's waiting dependents fail (why: for them); each failed
  * one is pushed, since its own dependents fail next.  1: more may remain. */
 static int fail_slice(bf_store *s, int64_t source, const char *why,
