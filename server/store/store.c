@@ -775,6 +775,7 @@ json_t *bf_store_jobs(bf_store *s, int64_t sweep_id, const char *status,
                       int64_t after, int limit, int64_t *next_after,
                       bf_error *err)
 {
+    assert(limit >= 1);
     *next_after = 0;
     if (status && !valid_job_status(status)) {
         bf_error_set(err, NULL, 0, "status",
@@ -932,6 +933,7 @@ int bf_store_view_page(bf_store *s, const char *view, int64_t sweep_id,
                        const json_t *after, int max_rows, size_t max_bytes,
                        bf_store_page *page, bf_error *err)
 {
+    assert(max_rows >= 1);
     *page = (bf_store_page){ 0 };
     const char *key[BF_RESULT_VIEW_MAX_KEY];
     int per_job;
