@@ -171,6 +171,32 @@ static void test_migrates_older_database(void **state)
     bf_store_close(s);
 }
 
+/* A database that (against the rule) holds two running attempts of a job
+ * still opens: migration 11 ends the older one as expired before its
+ * unique index makes a second running attempt impossible. */
+static void test_migration_ends_duplicate_running(void **state)
+{
+    fixture *f = *state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/old.db", f->dir);
+    make_v1_database(path);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "INSERT INTO attempts (job_id, attempt_no,"
+        " worker, started_ms, lease_expires_ms) VALUES (1, 2, 'new-worker', 7,"
+        " 12)", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    bf_store *s = bft_open(f->dir, "old.db", NULL);
+    char *live = bft_text(s, "SELECT group_concat(worker) FROM attempts"
+                             " WHERE outcome = 'running'");
+    assert_string_equal(live, "new-worker");
+    free(live);
+    assert_int_equal(bft_int(s, "SELECT ended_ms FROM attempts WHERE"
+                                " worker = 'old-worker' AND outcome = 'expired'"),
+                     9);
+    bf_store_close(s);
+}
+
 static void test_refuses_newer_database(void **state)
 {
     fixture *f = *state;
@@ -349,6 +375,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_rejected_sweep_stores_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reopen_keeps_queue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrates_older_database, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migration_ends_duplicate_running,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_refuses_newer_database, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli_reads_during_open_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queries, setup, teardown),

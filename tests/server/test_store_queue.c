@@ -104,6 +104,44 @@ static void test_one_live_lease_per_worker(void **state)
     bf_lease_clear(&l);
 }
 
+/* Writes an attempt row of job `job` by hand (what a bug in the store's
+ * code paths would write): SQLite's extended result code. */
+static int insert_attempt(bf_store *s, int64_t job, int attempt_no,
+                          const char *outcome)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql, "INSERT INTO attempts (job_id, attempt_no, worker,"
+             " started_ms, lease_expires_ms, outcome) VALUES (%lld, %d, 'rogue',"
+             " 20, 1000, '%s')", (long long)job, attempt_no, outcome);
+    sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+    return sqlite3_extended_errcode(s->db);
+}
+
+/* Migration 11's unique index: the database itself refuses a second
+ * running attempt of a job, whatever statement writes it; ended attempts
+ * of the job are not limited. */
+static void test_one_running_attempt_per_job(void **state)
+{
+    fixture *f = *state;
+    submit(f->s, "s", 0, 1, 3);
+    bf_lease l = lease(f->s, 10, 1000);
+    assert_int_equal(insert_attempt(f->s, l.job_id, 2, "running"),
+                     SQLITE_CONSTRAINT_UNIQUE);
+    assert_int_equal(insert_attempt(f->s, l.job_id, 2, "failed"), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(f->s->db, "UPDATE attempts SET outcome ="
+                                  " 'running' WHERE attempt_no = 2", NULL, NULL,
+                                  NULL), SQLITE_CONSTRAINT);
+    assert_int_equal(sqlite3_extended_errcode(f->s->db),
+                     SQLITE_CONSTRAINT_UNIQUE);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM attempts WHERE"
+                             " outcome = 'running'"), 1);
+    /* Once the live attempt ends, the job may run again. */
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0, "x", 30,
+                                             NULL), BF_STORE_OK);
+    assert_int_equal(insert_attempt(f->s, l.job_id, 3, "running"), SQLITE_OK);
+    bf_lease_clear(&l);
+}
+
 static void test_round_robin_then_age(void **state)
 {
     fixture *f = *state;
@@ -600,6 +638,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_priority_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_one_live_lease_per_worker, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_one_running_attempt_per_job, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_round_robin_then_age, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lease_contents_and_resume, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expiry_requeue_then_fail, setup, teardown),
