@@ -77,7 +77,7 @@ static void ingest(bf_store *s, int64_t attempt, json_t *recs, int64_t *rows)
 {
     bf_error err;
     int n = 0;
-    if (bf_store_ingest(s, attempt, recs, 0, &n, NULL, &err)
+    if (bf_store_ingest(s, attempt, recs, &n, NULL, &err)
         || bf_store_flush(s, &err))
         die("ingest", err.msg);
     *rows += n;
@@ -167,7 +167,7 @@ static void make_database(const char *path, long long total_rows)
         write_steps(s, l.attempt_id, first_learnable_head(&l), steps, 1,
                     live ? steps / 2 : steps, &seed, &rows);
         if (!live && bf_store_finish_attempt(s, l.attempt_id, 1, NULL,
-                                             bf_wall_ms()))
+                                             bf_wall_ms(), NULL))
             die("finish", NULL);
         bf_lease_clear(&l);
     }

@@ -50,7 +50,7 @@ static void ingest(bf_store *s, int64_t attempt, json_t *recs, int64_t *rows)
 {
     bf_error err;
     int n = 0;
-    if (bf_store_ingest(s, attempt, recs, 0, &n, NULL, &err))
+    if (bf_store_ingest(s, attempt, recs, &n, NULL, &err))
         die("ingest", &err);
     *rows += n;
     json_decref(recs);
@@ -116,7 +116,7 @@ static void make_database(const char *path)
         write_job(s, &l, seed++, &rows);
         if (bf_store_flush(s, &err))
             die("flush", &err);
-        if (bf_store_finish_attempt(s, l.attempt_id, 1, NULL, 1))
+        if (bf_store_finish_attempt(s, l.attempt_id, 1, NULL, 1, NULL))
             die("finish", NULL);
         bf_lease_clear(&l);
     }

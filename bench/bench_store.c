@@ -94,7 +94,7 @@ int main(int argc, char **argv)
     t0 = bf_now_seconds();
     for (int i = 0; i < N_BATCHES; i++) {
         int n = 0;
-        if (bf_store_ingest(s, l.attempt_id, batches[i], 0, &n, NULL, &err) != 0)
+        if (bf_store_ingest(s, l.attempt_id, batches[i], &n, NULL, &err) != 0)
             die("ingest", &err);
         rows += n;
         if ((i + 1) % BATCHES_PER_FLUSH == 0 && bf_store_flush(s, &err) < 0)

@@ -21,11 +21,14 @@ static void alloc__oom(size_t n)
 static atomic_long inject_count;
 static atomic_int inject_armed;
 static long inject_fail_at;
+static int inject_repeat;
 
 void bf_alloc_inject_arm(void)
 {
     const char *at = getenv("BF_ALLOC_FAIL_AT");
+    const char *repeat = getenv("BF_ALLOC_FAIL_REPEAT");
     inject_fail_at = at ? atol(at) : 0;
+    inject_repeat = repeat && atoi(repeat) != 0;
     atomic_store(&inject_count, 0);
     atomic_store(&inject_armed, 1);
 }
@@ -34,7 +37,10 @@ int bf_alloc_inject_fails(void)
 {
     if (!atomic_load(&inject_armed))
         return 0;
-    return atomic_fetch_add(&inject_count, 1) + 1 == inject_fail_at;
+    long k = atomic_fetch_add(&inject_count, 1) + 1;
+    if (inject_fail_at <= 0)
+        return 0;
+    return inject_repeat ? k >= inject_fail_at : k == inject_fail_at;
 }
 
 long bf_alloc_inject_count(void)

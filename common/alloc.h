@@ -32,7 +32,9 @@ void bf_alloc_init(void);
  * tests/server/test_alloc_failures.c).  From bf_alloc_inject_arm on,
  * allocations are counted (atomically: pool threads allocate too), and the
  * N-th one fails, N from the environment variable BF_ALLOC_FAIL_AT (unset
- * or 0: none).  The wrappers above then take their out-of-memory path;
+ * or 0: none); with BF_ALLOC_FAIL_REPEAT=1, every one from the N-th on
+ * fails (memory that stays short, as SQLite's faultsim repeats).  The
+ * wrappers above then take their out-of-memory path;
  * other allocators routed here (SQLite's, in that build) get NULL. */
 void bf_alloc_inject_arm(void);
 /* Counts one allocation; 1 if it is the one to fail. */

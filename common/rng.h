@@ -17,6 +17,7 @@
 #ifndef BF_RNG_H
 #define BF_RNG_H
 
+#include <assert.h>
 #include <math.h>
 #include <stdint.h>
 
@@ -78,6 +79,7 @@ static inline uint64_t bf_rng_u64(bf_rng *r)
  * multiply-and-reject on the high 32 bits). */
 static inline uint32_t bf_rng_below(bf_rng *r, uint32_t n)
 {
+    assert(n >= 1);
     uint64_t m = (bf_rng_u64(r) >> 32) * n;
     uint32_t low = (uint32_t)m;
     if (low < n) {

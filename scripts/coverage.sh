@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds with -Db_coverage=true, runs every test, and prints line coverage
-# per folder (gcovr), then the total.  The HTML detail goes to
+# Builds with -Db_coverage=true, runs every test, and prints line and
+# branch coverage per folder (gcovr), then the total.  The HTML detail goes to
 # BUILD/coverage/index.html.
 #
 # usage: scripts/coverage.sh [BUILD_DIR]     (default build-coverage)
@@ -22,7 +22,8 @@ meson test -C "$dir" --num-processes 2 --timeout-multiplier 3 --print-errorlogs 
 folders=(common engine worker server client)
 summary=$(mktemp)
 trap 'rm -f "$summary"' EXIT
-printf '%-10s %8s %8s %7s\n' folder lines covered percent
+printf '%-10s %8s %8s %7s %9s %8s %7s\n' folder lines covered percent \
+    branches covered percent
 for f in "${folders[@]}"; do
     gcovr --root . --filter "$f/" --object-directory "$dir" --json-summary "$summary" \
         >/dev/null 2>&1
@@ -30,7 +31,8 @@ for f in "${folders[@]}"; do
 import json, sys
 s = json.load(open(sys.argv[2]))
 print(f"{sys.argv[1] + '/':<10} {s['line_total']:>8} {s['line_covered']:>8} "
-      f"{s['line_percent']:>6.1f}%")
+      f"{s['line_percent']:>6.1f}% {s['branch_total']:>9} {s['branch_covered']:>8} "
+      f"{s['branch_percent']:>6.1f}%")
 PY
 done
 filter=$(printf -- '--filter %s/ ' "${folders[@]}")
@@ -40,7 +42,8 @@ python3 - "$summary" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 print(f"{'total':<10} {s['line_total']:>8} {s['line_covered']:>8} "
-      f"{s['line_percent']:>6.1f}%")
+      f"{s['line_percent']:>6.1f}% {s['branch_total']:>9} {s['branch_covered']:>8} "
+      f"{s['branch_percent']:>6.1f}%")
 PY
 mkdir -p "$dir/coverage"
 # shellcheck disable=SC2086

@@ -21,9 +21,9 @@ static void on_lease_timer(uv_timer_t *t)
 {
     bf_daemon *d = t->data;
     int n = 0;
-    if (bf_store_expire_leases(d->store, bf_wall_ms(), &n))
-        bf_log_error("lease expiry failed: %s",
-                     bf_store_last_error(d->store));
+    bf_error err = {0};
+    if (bf_store_expire_leases(d->store, bf_wall_ms(), &n, &err))
+        bf_log_error("lease expiry failed: %s", err.msg);
     else if (n > 0)
         bf_log_info("expired %d lease%s", n, n == 1 ? "" : "s");
 }

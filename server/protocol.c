@@ -191,13 +191,12 @@ static void reply_fenced(session *s, const json_t *id, int64_t attempt_id)
     bf_conn_send(s->conn, m);
 }
 
-/* The reply for a store call that takes no bf_error: the cause is the
- * store's last error. */
-static void reply_store_error(session *s, const json_t *id, const char *what)
+/* The reply for a store call that failed, err saying why. */
+static void reply_store_error(session *s, const json_t *id, const char *what,
+                              const bf_error *err)
 {
     char text[1200];
-    snprintf(text, sizeof text, "%s failed in the store: %s", what,
-             bf_store_last_error(s->p->store));
+    snprintf(text, sizeof text, "%s failed in the store: %s", what, err->msg);
     reply_error(s, id, "store", NULL, text);
 }
 
@@ -214,11 +213,13 @@ static int check_owner(session *s, const json_t *id, int64_t attempt_id)
 {
     if (held(s, attempt_id))
         return 0;
-    int owned = bf_store_attempt_owned_by(s->p->store, attempt_id, s->name);
+    bf_error err = {0};
+    int owned = bf_store_attempt_owned_by(s->p->store, attempt_id, s->name,
+                                          &err);
     if (owned == 1)
         return 0;
     if (owned < 0)
-        reply_store_error(s, id, "looking up the attempt");
+        reply_store_error(s, id, "looking up the attempt", &err);
     else
         reply_fenced(s, id, attempt_id);
     return -1;
@@ -227,16 +228,16 @@ static int check_owner(session *s, const json_t *id, int64_t attempt_id)
 /* Records s's worker in the workers table as connected or not. */
 static void record_worker(session *s, int connected)
 {
+    bf_error err = {0};
     if (bf_store_worker_seen(s->p->store, s->name, s->host, s->ranks,
-                             connected, bf_wall_ms()))
-        LOGC(BF_LOG_ERROR, s, "recording the worker failed: %s",
-             bf_store_last_error(s->p->store));
+                             connected, bf_wall_ms(), &err))
+        LOGC(BF_LOG_ERROR, s, "recording the worker failed: %s", err.msg);
 }
 
 /* Adds "cancel": true to a worker's reply when its job is being cancelled. */
 static void mark_cancel(bf_protocol *p, json_t *reply, int64_t attempt_id)
 {
-    if (bf_store_attempt_cancelled(p->store, attempt_id) == 1)
+    if (bf_store_attempt_cancelled(p->store, attempt_id, NULL) == 1)
         json_object_set_new(reply, "cancel", json_true());
 }
 
@@ -407,10 +408,11 @@ static void handle_request_job(session *s, json_t *msg, const json_t *id)
     bf_lease_clear(&lease);
 }
 
-/* Renews the lease of attempt_id for s; returns the store's result. */
-static int renew(session *s, int64_t attempt_id, int64_t now)
+/* Renews the lease of attempt_id for s; returns the store's result (err,
+ * may be NULL, says why it failed). */
+static int renew(session *s, int64_t attempt_id, int64_t now, bf_error *err)
 {
-    int rc = bf_store_renew(s->p->store, attempt_id, now, s->p->lease_ms);
+    int rc = bf_store_renew(s->p->store, attempt_id, now, s->p->lease_ms, err);
     if (rc == BF_STORE_OK)
         hold(s, attempt_id, now)->renewed_ms = now;
     return rc;
@@ -423,13 +425,14 @@ static void handle_heartbeat(session *s, json_t *msg, const json_t *id)
         || check_owner(s, id, attempt))
         return;
     int64_t now = bf_wall_ms();
-    int rc = renew(s, attempt, now);
+    bf_error err = {0};
+    int rc = renew(s, attempt, now, &err);
     if (rc == BF_STORE_FENCED || rc == BF_STORE_NOT_FOUND) {
         reply_fenced(s, id, attempt);
         return;
     }
     if (rc != BF_STORE_OK) {
-        reply_store_error(s, id, "heartbeat");
+        reply_store_error(s, id, "heartbeat", &err);
         return;
     }
     json_t *r = new_reply("ack", id);
@@ -496,7 +499,7 @@ static void handle_metrics(session *s, json_t *msg, const json_t *id)
     bf_error_clear(&err);
     int rows = 0;
     json_t *rejected = NULL;
-    int rc = bf_store_ingest(s->p->store, attempt, records, now, &rows,
+    int rc = bf_store_ingest(s->p->store, attempt, records, &rows,
                              &rejected, &err);
     if (rc != BF_STORE_OK) {
         reply_ingest_error(s, id, attempt, rc, &err);
@@ -512,7 +515,7 @@ static void handle_metrics(session *s, json_t *msg, const json_t *id)
     }
     bf_held_attempt *h = held(s, attempt);
     if (!h || now - h->renewed_ms >= BF_RENEW_INTERVAL_MS)
-        renew(s, attempt, now);
+        renew(s, attempt, now, NULL);
     defer_ack(s, id, attempt, seq, rows, rejected);
     json_decref(rejected);
 }
@@ -528,21 +531,22 @@ static void handle_checkpoint(session *s, json_t *msg, const json_t *id)
         || check_owner(s, id, attempt))
         return;
     int64_t now = bf_wall_ms();
-    int rc = bf_store_record_checkpoint(s->p->store, attempt, path, step, now);
+    bf_error err = {0};
+    int rc = bf_store_record_checkpoint(s->p->store, attempt, path, step,
+                                        &err);
     if (rc == BF_STORE_FENCED || rc == BF_STORE_NOT_FOUND) {
         reply_fenced(s, id, attempt);
         return;
     }
     if (rc == BF_STORE_INVALID) {
-        reply_error(s, id, "invalid", NULL,
-                    bf_store_last_error(s->p->store));
+        reply_error(s, id, "invalid", NULL, err.msg);
         return;
     }
     if (rc != BF_STORE_OK) {
-        reply_store_error(s, id, "checkpoint");
+        reply_store_error(s, id, "checkpoint", &err);
         return;
     }
-    renew(s, attempt, now);
+    renew(s, attempt, now, NULL);
     LOGC(BF_LOG_INFO, s, "checkpoint attempt=%lld step=%lld %s",
          (long long)attempt, (long long)step, path);
     json_t *r = new_reply("ack", id);
@@ -562,13 +566,14 @@ static void handle_checkpoint_bad(session *s, json_t *msg, const json_t *id)
         || str_field(s, msg, id, "error", 1, &why)
         || check_owner(s, id, attempt))
         return;
-    int rc = bf_store_checkpoint_bad(s->p->store, attempt, path);
+    bf_error err = {0};
+    int rc = bf_store_checkpoint_bad(s->p->store, attempt, path, &err);
     if (rc == BF_STORE_FENCED || rc == BF_STORE_NOT_FOUND) {
         reply_fenced(s, id, attempt);
         return;
     }
     if (rc != BF_STORE_OK) {
-        reply_store_error(s, id, "checkpoint_bad");
+        reply_store_error(s, id, "checkpoint_bad", &err);
         return;
     }
     LOGC(BF_LOG_WARN, s, "attempt=%lld: bad checkpoint %s: %.300s",
@@ -595,19 +600,20 @@ static void finish(session *s, json_t *msg, const json_t *id, int succeeded)
         return;
     int64_t now = bf_wall_ms();
     int cancelled = !succeeded
-        && bf_store_attempt_cancelled(p->store, attempt) == 1;
+        && bf_store_attempt_cancelled(p->store, attempt, NULL) == 1;
+    bf_error err = {0};
     int rc = !succeeded && cancelled
-        ? bf_store_attempt_stopped(p->store, attempt, now)
+        ? bf_store_attempt_stopped(p->store, attempt, now, &err)
         : !succeeded && json_is_true(permanent)
-        ? bf_store_fail_permanently(p->store, attempt, error_text, now)
+        ? bf_store_fail_permanently(p->store, attempt, error_text, now, &err)
         : bf_store_finish_attempt(p->store, attempt, succeeded,
-                                  succeeded ? NULL : error_text, now);
+                                  succeeded ? NULL : error_text, now, &err);
     if (rc == BF_STORE_FENCED || rc == BF_STORE_NOT_FOUND) {
         reply_fenced(s, id, attempt);
         return;
     }
     if (rc != BF_STORE_OK) {
-        reply_store_error(s, id, succeeded ? "job_done" : "job_failed");
+        reply_store_error(s, id, succeeded ? "job_done" : "job_failed", &err);
         return;
     }
     release(s, attempt);

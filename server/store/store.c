@@ -30,9 +30,16 @@ int bf_store_schema_version(void)
     return bf_schema_n_migrations;
 }
 
-const char *bf_store_last_error(const bf_store *s)
+int store__report(bf_store *s, int rc, int64_t attempt_id, bf_error *err)
 {
-    return s->last.msg;
+    if (rc >= 0 || !err)
+        return rc;
+    if (rc == BF_STORE_FENCED)
+        bf_error_set(err, NULL, 0, "attempt_id", "attempt %lld is not its "
+                     "job's live lease", (long long)attempt_id);
+    else
+        *err = s->last;
+    return rc;
 }
 
 int store__fail(bf_store *s, bf_error *err, const char *what)
@@ -298,6 +305,22 @@ static int discard_abandoned(bf_store *s, bf_error *err)
         " DELETE FROM sweeps WHERE n_jobs = 0; COMMIT;", err);
 }
 
+/* Finds the ended jobs whose dependents a stopped daemon left waiting,
+ * and the revivals it left half-done: bf_store_settle (store_queue.c)
+ * finishes them. */
+static int load_unsettled(bf_store *s, bf_error *err)
+{
+    return store__ids_collect(s, store__stmt(s, ST_UNSETTLED_SOURCES),
+                              &s->unsettled, "finding unsettled dependents",
+                              err) < 0 ||
+           store__ids_collect(s, store__stmt(s, ST_REVIVING_SOURCES),
+                              &s->reviving, "finding dependents to revive",
+                              err) < 0 ||
+           store__ids_collect(s, store__stmt(s, ST_REVIVE_ROOTS),
+                              &s->revive_roots, "finding retried jobs",
+                              err) < 0 ? -1 : 0;
+}
+
 int bf_store_open(bf_store **out, const char *path, bf_error *err)
 {
     *out = NULL;
@@ -311,7 +334,7 @@ int bf_store_open(bf_store **out, const char *path, bf_error *err)
     }
     if (configure(s, err) < 0 || migrate(s, err) < 0
         || discard_abandoned(s, err) < 0 || prepare_all(s, err) < 0
-        || store__unsettled_load(s, err) < 0) {
+        || load_unsettled(s, err) < 0) {
         bf_store_close(s);
         return -1;
     }
@@ -620,9 +643,10 @@ int bf_store_discard_staged(bf_store *s, int64_t sweep_id, int64_t deadline_us,
 /* ---- workers ------------------------------------------------------------ */
 
 int bf_store_worker_seen(bf_store *s, const char *name, const char *host,
-                         int ranks, int connected, int64_t now_ms)
+                         int ranks, int connected, int64_t now_ms,
+                         bf_error *err)
 {
-    if (store__begin(s, NULL) < 0)
+    if (store__begin(s, err) < 0)
         return -1;
     sqlite3_stmt *st = store__stmt(s, ST_WORKER_SEEN);
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
@@ -630,7 +654,7 @@ int bf_store_worker_seen(bf_store *s, const char *name, const char *host,
     sqlite3_bind_int(st, 3, ranks);
     sqlite3_bind_int(st, 4, connected ? 1 : 0);
     sqlite3_bind_int64(st, 5, now_ms);
-    if (store__exec(s, st, NULL) < 0 || store__commit(s, NULL) < 0) {
+    if (store__exec(s, st, err) < 0 || store__commit(s, err) < 0) {
         store__rollback(s);
         return -1;
     }
@@ -866,6 +890,7 @@ int bf_store_view_page(bf_store *s, const char *view, int64_t sweep_id,
                        const json_t *after, int max_rows, size_t max_bytes,
                        bf_store_page *page, bf_error *err)
 {
+    assert(max_rows >= 1);
     *page = (bf_store_page){ 0 };
     const char *key[BF_RESULT_VIEW_MAX_KEY];
     int per_job;
@@ -908,6 +933,7 @@ int bf_store_jobs(bf_store *s, int64_t sweep_id, const char *status,
                   int64_t after, int limit, size_t max_bytes,
                   bf_store_page *page, bf_error *err)
 {
+    assert(limit >= 1);
     *page = (bf_store_page){ 0 };
     if (status && !valid_job_status(status))
         return bf_error_set(err, NULL, 0, "status",

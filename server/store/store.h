@@ -9,6 +9,10 @@
  * free them with the matching *_clear function.  json_t results are new
  * references the caller must json_decref.
  *
+ * Errors: one channel.  Every call that can fail takes a `bf_error *err`
+ * (may be NULL) and fills it when it returns an error code: what failed,
+ * with SQLite's message and result code, or what in the input is wrong.
+ *
  * Write batching: metric ingest (bf_store_ingest) writes into an open
  * transaction that bf_store_flush commits; the daemon acknowledges a metrics
  * message only after the flush that made it durable.  Every other mutating
@@ -38,7 +42,7 @@ enum {
      * the worker already holds a live attempt); err says which. */
     BF_STORE_CONFLICT = -5,
     /* The input contradicts what the store knows (a checkpoint step past
-     * the job's steps); bf_store_last_error says how. */
+     * the job's steps); err says how. */
     BF_STORE_INVALID = -6
 };
 
@@ -62,12 +66,6 @@ int bf_store_open_reader(bf_store **out, const char *path, bf_error *err);
 
 /* The user_version this binary migrates to. */
 int bf_store_schema_version(void);
-
-/* Why the last failing call failed, with SQLite's message and result code:
- * the cause of a call that takes no bf_error (renew, expire, finish, ...)
- * for the daemon's log lines and `store` replies; "" when none has failed.
- * Owned by the store. */
-const char *bf_store_last_error(const bf_store *s);
 
 /* ---- sweeps -------------------------------------------------------------- */
 
@@ -192,12 +190,13 @@ int bf_store_lease_next(bf_store *s, const char *worker, int64_t now_ms,
 /* Extends the lease of a live attempt to now + lease_ms.  BF_STORE_FENCED if
  * the attempt is not the job's live one (expired, finished, cancelled). */
 int bf_store_renew(bf_store *s, int64_t attempt_id, int64_t now_ms,
-                   int64_t lease_ms);
+                   int64_t lease_ms, bf_error *err);
 
 /* Expires every lease past its time: the attempt ends with outcome 'expired',
  * the job is re-queued, or failed once max_attempts is used up.
  * *n_expired (may be NULL) gets the count. */
-int bf_store_expire_leases(bf_store *s, int64_t now_ms, int *n_expired);
+int bf_store_expire_leases(bf_store *s, int64_t now_ms, int *n_expired,
+                           bf_error *err);
 
 /* Ends a live attempt: succeeded (error_text NULL) or failed (error_text
  * says why; the job is re-queued unless attempts are used up).
@@ -206,35 +205,39 @@ int bf_store_expire_leases(bf_store *s, int64_t now_ms, int *n_expired);
  * init_from (or fail, if it recorded none); failed or cancelled, they fail
  * ("source job N failed"), and those waiting for them too. */
 int bf_store_finish_attempt(bf_store *s, int64_t attempt_id, int succeeded,
-                            const char *error_text, int64_t now_ms);
+                            const char *error_text, int64_t now_ms,
+                            bf_error *err);
 
 /* Ends a live attempt as failed for good: the worker found the job unable to
  * run anywhere (its config, its init_from checkpoint), so the job fails
  * now, whatever attempts are left. */
 int bf_store_fail_permanently(bf_store *s, int64_t attempt_id,
-                              const char *error_text, int64_t now_ms);
+                              const char *error_text, int64_t now_ms,
+                              bf_error *err);
 
 /* Records the newest checkpoint of a live attempt (told to the next
- * attempt).  BF_STORE_INVALID (bf_store_last_error says why) for a step
+ * attempt).  BF_STORE_INVALID (err says why) for a step
  * outside the job's 0 .. steps: resuming there would "finish" the job
  * without training it. */
 int bf_store_record_checkpoint(bf_store *s, int64_t attempt_id,
-                               const char *path, int64_t step, int64_t now_ms);
+                               const char *path, int64_t step, bf_error *err);
 
 /* A live attempt found the job's recorded checkpoint `path` unloadable
  * (truncated, another config, a step past the job's): the job no longer
  * resumes from it (a later attempt starts over unless a newer checkpoint is
  * recorded).  A path that is not the recorded one changes nothing. */
-int bf_store_checkpoint_bad(bf_store *s, int64_t attempt_id, const char *path);
+int bf_store_checkpoint_bad(bf_store *s, int64_t attempt_id, const char *path,
+                            bf_error *err);
 
 /* Is the job of this attempt being cancelled? 1 yes, 0 no, <0 fenced/error. */
-int bf_store_attempt_cancelled(bf_store *s, int64_t attempt_id);
+int bf_store_attempt_cancelled(bf_store *s, int64_t attempt_id,
+                               bf_error *err);
 /* Whether the live attempt was leased to `worker`: 1 yes, 0 no (another
  * worker's, or not live), -1 on error.  Attempt ids are small integers
  * that a fresh database hands out again, so an id alone does not prove that
  * a worker owns the attempt it names. */
 int bf_store_attempt_owned_by(bf_store *s, int64_t attempt_id,
-                              const char *worker);
+                              const char *worker, bf_error *err);
 
 /* ---- metrics ------------------------------------------------------------- */
 
@@ -259,8 +262,7 @@ int bf_store_attempt_owned_by(bf_store *s, int64_t attempt_id,
  * *n_rows (may be NULL) gets the rows newly stored. */
 #define BF_STORE_MAX_REJECTED 20
 int bf_store_ingest(bf_store *s, int64_t attempt_id, const json_t *records,
-                    int64_t now_ms, int *n_rows, json_t **rejected,
-                    bf_error *err);
+                    int *n_rows, json_t **rejected, bf_error *err);
 
 /* Commits the open batch transaction, if any.  Fails (-1) when that commit
  * fails, and also when a batch ingested since the last failed flush was
@@ -314,7 +316,8 @@ int bf_store_cancels_unfinished(bf_store *s, int64_t **ids, int *n,
 
 /* Acknowledges that a cancelled attempt's worker stopped: ends the attempt
  * with outcome 'cancelled' and the job as cancelled. */
-int bf_store_attempt_stopped(bf_store *s, int64_t attempt_id, int64_t now_ms);
+int bf_store_attempt_stopped(bf_store *s, int64_t attempt_id, int64_t now_ms,
+                            bf_error *err);
 
 /* Re-queues a failed or cancelled job (attempt count reset).  from_scratch:
  * it also forgets the job's checkpoint, so the next attempt starts at step
@@ -332,7 +335,8 @@ int bf_store_retry_job(bf_store *s, int64_t job_id, int from_scratch,
 /* ---- workers ------------------------------------------------------------- */
 
 int bf_store_worker_seen(bf_store *s, const char *name, const char *host,
-                         int ranks, int connected, int64_t now_ms);
+                         int ranks, int connected, int64_t now_ms,
+                         bf_error *err);
 
 /* ---- queries for the client (JSON results) -------------------------------- */
 

@@ -255,7 +255,9 @@ struct bf_store {
     int64_t lease_seq;     /* last value given to sweeps.last_lease_seq */
     char *database_id;     /* database_identity, read at open */
     sqlite3_stmt *st[ST_COUNT];
-    bf_error last;         /* why the last failing call failed */
+    /* Why the last failing internal step failed, for the public call
+     * that returns its error (store__report copies it to that call's err). */
+    bf_error last;
     /* Ended jobs whose waiting dependents may still have to move on (a
      * stack; bf_store_settle).  Only a hint: each is looked at afresh. */
     store_ids unsettled;
@@ -274,6 +276,11 @@ sqlite3_stmt *store__stmt(bf_store *s, int id);
 /* Fills err (and s->last) with "what: SQLite's message (SQLite error
  * CODE)", the extended result code.  Returns -1. */
 int store__fail(bf_store *s, bf_error *err, const char *what);
+
+/* A public call's return: rc, with err (may be NULL) filled when rc is an
+ * error: BF_STORE_FENCED names attempt_id, the others copy s->last (the
+ * step that failed).  For the calls whose steps report to s->last only. */
+int store__report(bf_store *s, int rc, int64_t attempt_id, bf_error *err);
 
 /* Write transactions.  begin commits an open metric batch first, so every
  * call but ingest leaves the database committed when it returns. */
@@ -301,11 +308,6 @@ int store__past(int64_t deadline_us);
  * transaction.  1: more may remain, 0: none, -1 on error. */
 int store__exec_slices(bf_store *s, sqlite3_stmt *st, int64_t deadline_us,
                        bf_error *err);
-
-/* Finds the ended jobs whose dependents a stopped daemon left waiting,
- * and the revivals it left half-done: bf_store_settle finishes them
- * (store_queue.c). */
-int store__unsettled_load(bf_store *s, bf_error *err);
 
 int store__refresh_sweep(bf_store *s, int64_t sweep_id, bf_error *err);
 

@@ -289,10 +289,8 @@ static int write_valid(bf_store *s, int64_t attempt_id, const json_t *records,
 }
 
 int bf_store_ingest(bf_store *s, int64_t attempt_id, const json_t *records,
-                    int64_t now_ms, int *n_rows, json_t **rejected,
-                    bf_error *err)
+                    int *n_rows, json_t **rejected, bf_error *err)
 {
-    (void)now_ms;
     if (n_rows)
         *n_rows = 0;
     if (rejected)

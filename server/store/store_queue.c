@@ -213,19 +213,6 @@ static int final_checkpoint(bf_store *s, int64_t job_id, char *path,
  * a big one by bf_store_settle over later passes. */
 #define SETTLE_AT_ONCE 4
 
-int store__unsettled_load(bf_store *s, bf_error *err)
-{
-    return store__ids_collect(s, store__stmt(s, ST_UNSETTLED_SOURCES),
-                              &s->unsettled, "finding unsettled dependents",
-                              err) < 0 ||
-           store__ids_collect(s, store__stmt(s, ST_REVIVING_SOURCES),
-                              &s->reviving, "finding dependents to revive",
-                              err) < 0 ||
-           store__ids_collect(s, store__stmt(s, ST_REVIVE_ROOTS),
-                              &s->revive_roots, "finding retried jobs",
-                              err) < 0 ? -1 : 0;
-}
-
 /* A slice of source's waiting dependents fail (why: for them); each failed
  * one is pushed, since its own dependents fail next.  1: more may remain. */
 static int fail_slice(bf_store *s, int64_t source, const char *why,
@@ -453,51 +440,56 @@ static int settle(bf_store *s, const live_attempt *a, const char *outcome,
 }
 
 int bf_store_renew(bf_store *s, int64_t attempt_id, int64_t now_ms,
-                   int64_t lease_ms)
+                   int64_t lease_ms, bf_error *err)
 {
     live_attempt a = { 0 };
     int rc = begin_live(s, attempt_id, &a);
     if (rc != BF_STORE_OK)
-        return rc;
+        return store__report(s, rc, attempt_id, err);
     sqlite3_stmt *st = store__stmt(s, ST_ATTEMPT_RENEW);
     sqlite3_bind_int64(st, 1, attempt_id);
     sqlite3_bind_int64(st, 2, now_ms + lease_ms);
-    return commit_or_rollback(s, store__exec(s, st, NULL));
+    return store__report(s, commit_or_rollback(s, store__exec(s, st, NULL)),
+                         attempt_id, err);
 }
 
 int bf_store_finish_attempt(bf_store *s, int64_t attempt_id, int succeeded,
-                            const char *error_text, int64_t now_ms)
+                            const char *error_text, int64_t now_ms,
+                            bf_error *err)
 {
     live_attempt a = { 0 };
     int rc = begin_live(s, attempt_id, &a);
     if (rc != BF_STORE_OK)
-        return rc;
+        return store__report(s, rc, attempt_id, err);
     const char *outcome = succeeded ? "succeeded" : "failed";
     if (!succeeded && !error_text)
         error_text = "failed (no reason given)";
-    return commit_or_rollback(s, settle(s, &a, outcome, succeeded ? NULL : error_text,
-                                        0, now_ms));
+    rc = settle(s, &a, outcome, succeeded ? NULL : error_text, 0, now_ms);
+    return store__report(s, commit_or_rollback(s, rc), attempt_id, err);
 }
 
 int bf_store_fail_permanently(bf_store *s, int64_t attempt_id,
-                              const char *error_text, int64_t now_ms)
+                              const char *error_text, int64_t now_ms,
+                              bf_error *err)
 {
     live_attempt a = { 0 };
     int rc = begin_live(s, attempt_id, &a);
     if (rc != BF_STORE_OK)
-        return rc;
-    return commit_or_rollback(s, settle(s, &a, "failed", error_text ? error_text
-                                        : "failed (no reason given)", 1,
-                                        now_ms));
+        return store__report(s, rc, attempt_id, err);
+    rc = settle(s, &a, "failed", error_text ? error_text
+                : "failed (no reason given)", 1, now_ms);
+    return store__report(s, commit_or_rollback(s, rc), attempt_id, err);
 }
 
-int bf_store_attempt_stopped(bf_store *s, int64_t attempt_id, int64_t now_ms)
+int bf_store_attempt_stopped(bf_store *s, int64_t attempt_id, int64_t now_ms,
+                             bf_error *err)
 {
     live_attempt a = { 0 };
     int rc = begin_live(s, attempt_id, &a);
     if (rc != BF_STORE_OK)
-        return rc;
-    return commit_or_rollback(s, settle(s, &a, "cancelled", NULL, 0, now_ms));
+        return store__report(s, rc, attempt_id, err);
+    rc = settle(s, &a, "cancelled", NULL, 0, now_ms);
+    return store__report(s, commit_or_rollback(s, rc), attempt_id, err);
 }
 
 /* The job's own step count, for the refusal message. */
@@ -512,13 +504,12 @@ static int64_t job_steps(bf_store *s, int64_t job_id)
 }
 
 int bf_store_record_checkpoint(bf_store *s, int64_t attempt_id,
-                               const char *path, int64_t step, int64_t now_ms)
+                               const char *path, int64_t step, bf_error *err)
 {
-    (void)now_ms;
     live_attempt a = { 0 };
     int rc = begin_live(s, attempt_id, &a);
     if (rc != BF_STORE_OK)
-        return rc;
+        return store__report(s, rc, attempt_id, err);
     sqlite3_stmt *st = store__stmt(s, ST_JOB_CHECKPOINT);
     sqlite3_bind_int64(st, 1, a.job_id);
     sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
@@ -530,34 +521,38 @@ int bf_store_record_checkpoint(bf_store *s, int64_t attempt_id,
                      (long long)step, (long long)a.job_id,
                      (long long)job_steps(s, a.job_id));
         store__rollback(s);
-        return BF_STORE_INVALID;
+        return store__report(s, BF_STORE_INVALID, attempt_id, err);
     }
-    return commit_or_rollback(s, ok ? 0 : -1);
+    return store__report(s, commit_or_rollback(s, ok ? 0 : -1), attempt_id,
+                         err);
 }
 
-int bf_store_checkpoint_bad(bf_store *s, int64_t attempt_id, const char *path)
+int bf_store_checkpoint_bad(bf_store *s, int64_t attempt_id, const char *path,
+                            bf_error *err)
 {
     live_attempt a = { 0 };
     int rc = begin_live(s, attempt_id, &a);
     if (rc != BF_STORE_OK)
-        return rc;
+        return store__report(s, rc, attempt_id, err);
     sqlite3_stmt *st = store__stmt(s, ST_JOB_CHECKPOINT_BAD);
     sqlite3_bind_int64(st, 1, a.job_id);
     sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
-    return commit_or_rollback(s, store__exec(s, st, NULL));
+    return store__report(s, commit_or_rollback(s, store__exec(s, st, NULL)),
+                         attempt_id, err);
 }
 
-int bf_store_attempt_cancelled(bf_store *s, int64_t attempt_id)
+int bf_store_attempt_cancelled(bf_store *s, int64_t attempt_id, bf_error *err)
 {
     live_attempt a = { 0 };
     int live = load_live(s, attempt_id, &a);
     if (live <= 0)
-        return live == 0 ? BF_STORE_FENCED : BF_STORE_ERR;
+        return store__report(s, live == 0 ? BF_STORE_FENCED : BF_STORE_ERR,
+                             attempt_id, err);
     return a.cancel_requested;
 }
 
 int bf_store_attempt_owned_by(bf_store *s, int64_t attempt_id,
-                              const char *worker)
+                              const char *worker, bf_error *err)
 {
     sqlite3_stmt *st = store__stmt(s, ST_ATTEMPT_OWNER);
     sqlite3_bind_int64(st, 1, attempt_id);
@@ -566,15 +561,16 @@ int bf_store_attempt_owned_by(bf_store *s, int64_t attempt_id,
     int owned = rc == SQLITE_ROW && sqlite3_column_int(st, 0) == 1;
     sqlite3_reset(st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return store__fail(s, NULL, "looking up the attempt's worker");
+        return store__fail(s, err, "looking up the attempt's worker");
     return owned;
 }
 
-int bf_store_expire_leases(bf_store *s, int64_t now_ms, int *n_expired)
+int bf_store_expire_leases(bf_store *s, int64_t now_ms, int *n_expired,
+                           bf_error *err)
 {
     if (n_expired)
         *n_expired = 0;
-    if (store__begin(s, NULL) < 0)
+    if (store__begin(s, err) < 0)
         return BF_STORE_ERR;
     /* Collect first: settling writes the table the query reads. */
     store_ids ids = {0};
@@ -590,7 +586,7 @@ int bf_store_expire_leases(bf_store *s, int64_t now_ms, int *n_expired)
     }
     free(ids.v);
     if (commit_or_rollback(s, failed ? -1 : 0) != BF_STORE_OK)
-        return BF_STORE_ERR;
+        return store__report(s, BF_STORE_ERR, 0, err);
     if (n_expired)
         *n_expired = (int)n;
     return BF_STORE_OK;

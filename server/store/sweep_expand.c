@@ -14,132 +14,6 @@
 /* Source jobs listed in an ambiguity message. */
 #define MAX_LISTED 5
 
-/* ---- coordinates ---------------------------------------------------------- */
-
-void sweep_decode(const bf_sweep_stage *st, size_t combo, sweep_combo *c)
-{
-    c->seed = 0;
-    for (size_t a = st->n_axes; a-- > 0;) {
-        c->pick[a] = combo % st->axes[a].n;
-        combo /= st->axes[a].n;
-    }
-}
-
-int sweep_excluded(const bf_sweep_stage *st, size_t combo)
-{
-    if (st->n_rules == 0)
-        return 0;
-    sweep_combo c;
-    sweep_decode(st, combo, &c);
-    for (size_t r = 0; r < st->n_rules; r++) {
-        int all = 1;
-        for (size_t a = 0; a < st->n_axes && all; a++)
-            all = !st->rules[r].match[a] || st->rules[r].match[a][c.pick[a]];
-        if (all)
-            return 1;
-    }
-    return 0;
-}
-
-void sweep_locate(const bf_sweep *sw, size_t index, const bf_sweep_stage **st,
-                  sweep_combo *c)
-{
-    size_t s = 0;
-    while (s + 1 < sw->n_stages && index >= sw->stages[s + 1].first_job)
-        s++;
-    *st = &sw->stages[s];
-    size_t pos = index - (*st)->first_job;
-    size_t kept = pos / (*st)->n_seeds;
-    for (size_t combo = 0; combo < (*st)->n_combos; combo++)
-        if (!sweep_excluded(*st, combo) && kept-- == 0) {
-            sweep_decode(*st, combo, c);
-            break;
-        }
-    c->seed = pos % (*st)->n_seeds;
-}
-
-static size_t append(char *buf, size_t n, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static size_t append(char *buf, size_t n, size_t cap, const char *fmt, ...)
-{
-    if (n >= cap)
-        return n;
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(buf + n, cap - n, fmt, ap);
-    va_end(ap);
-    return k < 0 ? n : n + (size_t)k;
-}
-
-void sweep_describe(const bf_sweep *sw, const bf_sweep_stage *st,
-                    const sweep_combo *c, char *buf, size_t cap)
-{
-    (void)sw;
-    size_t n = 0, start;
-    buf[0] = '\0';
-    if (st->name)
-        n = append(buf, n, cap, "stage %s: ", st->name);
-    start = n;
-    for (size_t a = 0; a < st->n_axes; a++) {
-        const bf_sweep_axis *ax = &st->axes[a];
-        for (size_t f = 0; f < ax->n_fields; f++) {
-            char text[128];
-            sweep_value_text(json_object_get(ax->assign[c->pick[a]],
-                                             ax->fields[f]), text, sizeof text);
-            n = append(buf, n, cap, "%s%s=%s", n > start ? ", " : "",
-                       ax->fields[f], text);
-        }
-    }
-    if (st->seeds)
-        n = append(buf, n, cap, "%sseed=%llu", n > start ? ", " : "",
-                   (unsigned long long)st->seeds[c->seed]);
-    if (n == start)
-        append(buf, n, cap, "the base config");
-}
-
-/* ---- building a job ------------------------------------------------------- */
-
-int sweep_build(const bf_sweep *sw, const bf_sweep_stage *st,
-                const sweep_combo *c, size_t skip_axis, size_t skip_layer,
-                const char *skip_key, bf_job_config *cfg, bf_error *err)
-{
-    if (!skip_key) {
-        *cfg = st->base;
-    } else {
-        bf_job_config_defaults(cfg);
-        for (size_t i = 0; i < st->n_layers; i++) {
-            json_t *layer = json_deep_copy(st->layers[i].obj);
-            if (i == skip_layer)
-                json_object_del(layer, skip_key);
-            int rc = bf_job_config_apply_json(cfg, layer, sw->file, NULL, err);
-            json_decref(layer);
-            if (rc < 0)
-                return -1;
-        }
-    }
-    for (size_t a = 0; a < st->n_axes; a++)
-        if (a != skip_axis &&
-            bf_job_config_apply_json(cfg, st->axes[a].assign[c->pick[a]],
-                                     sw->file, NULL, err) < 0)
-            return -1;
-    if (st->seeds)
-        cfg->seed = st->seeds[c->seed];
-    return 0;
-}
-
-int sweep_field_line(const bf_sweep *sw, const bf_sweep_stage *st,
-                     const sweep_combo *c, const char *field)
-{
-    for (size_t a = 0; a < st->n_axes; a++)
-        for (size_t f = 0; f < st->axes[a].n_fields; f++)
-            if (strcmp(st->axes[a].fields[f], field) == 0)
-                return st->axes[a].lines[c->pick[a] * st->axes[a].n_fields + f];
-    for (size_t i = st->n_layers; i-- > 0;)
-        if (json_object_get(st->layers[i].obj, field))
-            return sweep_line(sw, "%s/%s", st->layers[i].ptr, field);
-    return 0;
-}
-
 /* ---- blaming a validation error ------------------------------------------- */
 
 /* Does leaving out one assignment cure the error on `field`? */
@@ -299,7 +173,8 @@ static void key_text(const sweep_ref *ref, const json_t *job, const char *keep,
             continue;
         char text[128];
         sweep_value_text(json_object_get(job, ref->keys[k]), text, sizeof text);
-        n = append(buf, n, cap, "%s%s=%s", n ? ", " : "", ref->keys[k], text);
+        n = sweep_append(buf, n, cap, "%s%s=%s", n ? ", " : "", ref->keys[k],
+                         text);
     }
 }
 
@@ -339,8 +214,8 @@ static int many_sources(const bf_sweep *sw, const bf_sweep_stage *st,
     for (size_t j = 0; j < ref->n_src && listed < MAX_LISTED; j++)
         if (memcmp(ref->values + j * ref->n_keys, vals,
                    ref->n_keys * sizeof *vals) == 0)
-            n = append(jobs, n, sizeof jobs, "%s%zu", listed++ ? ", " : "",
-                       src->first_job + j);
+            n = sweep_append(jobs, n, sizeof jobs, "%s%zu",
+                             listed++ ? ", " : "", src->first_job + j);
     n = 0;
     for (size_t a = 0; a < src->n_axes; a++)
         for (size_t f = 0; f < src->axes[a].n_fields; f++) {
@@ -349,8 +224,8 @@ static int many_sources(const bf_sweep *sw, const bf_sweep_stage *st,
             while (k < ref->n_keys && strcmp(ref->keys[k], field) != 0)
                 k++;
             if (k == ref->n_keys && strcmp(field, "init_from") != 0)
-                n = append(differ, n, sizeof differ, "%s%s", n ? ", " : "",
-                           field);
+                n = sweep_append(differ, n, sizeof differ, "%s%s",
+                                 n ? ", " : "", field);
         }
     return bf_error_set(err, sw->file, line, "init_from", "%s matches %zu "
                         "jobs of stage %s (jobs %s%s), which differ in %s: "

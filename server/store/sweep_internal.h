@@ -1,7 +1,9 @@
-/* Internals of sweep files shared by their modules:
+/* Internals of sweep files shared by their modules, which call each other
+ * one way only (the layout test's check_calls.py holds them to it):
+ *   sweep_coords.c  below the others: value helpers and a job's coordinates
  *   sweep.c         parsing: stages, bases, axes, excludes, seeds, references
  *   sweep_expand.c  expansion, validation, duplicates, source matching
- *   sweep_warn.c    the warnings of a sweep
+ *   sweep_warn.c    the warnings of a sweep (called by expansion)
  * Nothing outside server/store/sweep*.c includes this. */
 #ifndef BF_SWEEP_INTERNAL_H
 #define BF_SWEEP_INTERNAL_H
@@ -99,6 +101,13 @@ typedef struct sweep_combo {
     size_t pick[SWEEP_MAX_AXES];
     size_t seed;
 } sweep_combo;
+
+/* ---- values (sweep_coords.c) ---------------------------------------------- */
+
+/* Appends the printf-formatted text to buf (cap bytes, n used so far, cut
+ * short at cap); returns the new length, which may exceed cap - 1. */
+size_t sweep_append(char *buf, size_t n, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Line of the node at the printf-formatted JSON pointer. */
 int sweep_line(const bf_sweep *sw, const char *fmt, ...)

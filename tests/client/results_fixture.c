@@ -114,13 +114,13 @@ static void run_jobs(bf_store *s, int fail_all)
         int seed = (int)json_integer_value(json_object_get(config, "seed"));
         int r = strcmp(rope, "spectral") == 0 ? 1 : strcmp(rope, "bifocal") == 0 ? 2 : 0;
         json_t *recs = job_records(rope, r, seed);
-        if (bf_store_ingest(s, l.attempt_id, recs, now_ms, NULL, NULL, &err)
+        if (bf_store_ingest(s, l.attempt_id, recs, NULL, NULL, &err)
             || bf_store_flush(s, &err))
             die("ingest", &err);
         int fail = fail_all || (r == 2 && seed == 3);
         if (bf_store_finish_attempt(s, l.attempt_id, !fail,
                                     fail ? "loss is NaN at step 120" : NULL,
-                                    now_ms + 1000))
+                                    now_ms + 1000, NULL))
             die("finish", NULL);
         json_decref(recs);
         json_decref(config);
@@ -151,7 +151,7 @@ int main(int argc, char **argv)
     remove(argv[1]);
     if (bf_store_open(&s, argv[1], &err))
         die("open", &err);
-    if (bf_store_worker_seen(s, "fixture-worker", "localhost", 2, 0, now_ms))
+    if (bf_store_worker_seen(s, "fixture-worker", "localhost", 2, 0, now_ms, NULL))
         die("worker", NULL);
     submit(s, "fixture.yaml", fixture_sweep);
     run_jobs(s, 0);

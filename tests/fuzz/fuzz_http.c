@@ -87,14 +87,14 @@ static void make_database(const char *path)
             die("lease", &err);
         json_t *recs = records();
         int rows = 0;
-        if (bf_store_ingest(s, l.attempt_id, recs, 0, &rows, NULL, &err)
+        if (bf_store_ingest(s, l.attempt_id, recs, &rows, NULL, &err)
             || bf_store_flush(s, &err))
             die("ingest", &err);
         json_decref(recs);
         /* jobs 1 and 2 succeed, 3 fails, 4 stays running */
         if (job < 3 && bf_store_finish_attempt(s, l.attempt_id, job < 2,
                                                job < 2 ? NULL : "diverged",
-                                               2000 + job))
+                                               2000 + job, NULL))
             die("finish", NULL);
         bf_lease_clear(&l);
     }

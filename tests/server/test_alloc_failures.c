@@ -9,6 +9,14 @@
  * integrity_check with consistent rows: no half-stored sweep, no metrics
  * batch in part, no job running without its one live attempt.
  *
+ * Memory that stays short is tried too (BF_ALLOC_FAIL_REPEAT: every
+ * allocation from the N-th on fails, as SQLite's faultsim repeats), for
+ * REPEAT_RUNS values of N spread evenly over the scenario rather than
+ * every one: with all later allocations failing, the run ends at the first
+ * allocation the daemon cannot do without, so neighbouring N mostly take
+ * the same path, and the suite's time stays within a few percent of the
+ * single-failure runs'.
+ *
  * BFT_ALLOC_STEP=K runs every K-th N only (a quick look by hand). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +32,9 @@
 #include "clock.h"
 #include "fake_worker.h"
 #include "harness.h"
+
+/* Values of N tried with every allocation from the N-th on failing. */
+#define REPEAT_RUNS 64
 
 /* How long a reply may take: a live daemon answers in milliseconds. */
 #define REPLY_MS 5000
@@ -154,20 +165,23 @@ static int log_has(run *r, const char *needle)
     return found;
 }
 
-/* One run with the n-th allocation failing (0: none); returns the
- * allocations the daemon counted when it stopped cleanly, else -1.
- * *aborted: it aborted (out of memory); *sqlite_nomem: SQLite reported
- * running out (SQLITE_NOMEM, 7) and the daemon carried on. */
-static long run_once(long n, int *aborted, int *sqlite_nomem)
+/* One run with the n-th allocation failing (0: none), and every one after
+ * it too if `repeat`; returns the allocations the daemon counted when it
+ * stopped cleanly, else -1.  *aborted: it aborted (out of memory);
+ * *sqlite_nomem: SQLite reported running out (SQLITE_NOMEM, 7) and the
+ * daemon carried on. */
+static long run_once(long n, int repeat, int *aborted, int *sqlite_nomem)
 {
     char at[32];
     snprintf(at, sizeof at, "%ld", n);
     setenv("BF_ALLOC_FAIL_AT", at, 1);
+    setenv("BF_ALLOC_FAIL_REPEAT", repeat ? "1" : "0", 1);
     run r = { .steps = 0 };
     assert_int_equal(bft_daemon_start(&r.d, 30), 0);
     scenario(&r);
     if (r.hung)
-        fail_msg("N=%ld: a request got no reply (log %s)", n, r.d.log);
+        fail_msg("N=%ld%s: a request got no reply (log %s)", n,
+                 repeat ? " on" : "", r.d.log);
     int status = bft_daemon_stop(&r.d, SIGTERM);
     long counted = -1;
     *aborted = status == 128 + SIGABRT;
@@ -202,14 +216,14 @@ static void test_every_allocation_may_fail(void **state)
 {
     (void)state;
     int aborted, nomem;
-    long total = run_once(0, &aborted, &nomem);
+    long total = run_once(0, 0, &aborted, &nomem);
     assert_true(total > 0);
     const char *step_env = getenv("BFT_ALLOC_STEP");
     long step = step_env ? atol(step_env) : 1;
     int64_t t0 = bf_monotonic_ms();
     long n_aborted = 0, n_nomem = 0, n_runs = 0;
     for (long n = 1; n <= total; n += step > 0 ? step : 1) {
-        run_once(n, &aborted, &nomem);
+        run_once(n, 0, &aborted, &nomem);
         n_aborted += aborted;
         n_nomem += nomem;
         n_runs++;
@@ -223,10 +237,37 @@ static void test_every_allocation_may_fail(void **state)
     assert_true(n_aborted > 0 && n_nomem > 0);
 }
 
+/* Every allocation from the N-th on fails: the daemon still never hangs
+ * or dies otherwise, and leaves a consistent database; and since it
+ * cannot get by without memory for good, every run ends through the
+ * out-of-memory policy (a single failure leaves some runs going on after
+ * SQLITE_NOMEM: this fails if the failures do not repeat). */
+static void test_memory_stays_short(void **state)
+{
+    (void)state;
+    int aborted, nomem;
+    long total = run_once(0, 0, &aborted, &nomem);
+    assert_true(total > REPEAT_RUNS);
+    int64_t t0 = bf_monotonic_ms();
+    long n_aborted = 0, n_runs = 0;
+    for (long i = 0; i < REPEAT_RUNS; i++) {
+        long n = 1 + (2 * i + 1) * total / (2 * REPEAT_RUNS);
+        run_once(n, 1, &aborted, &nomem);
+        n_aborted += aborted;
+        n_runs++;
+    }
+    print_message("%ld allocations in the scenario; %ld runs with every "
+                  "allocation from N on failing: %ld aborted through the "
+                  "out-of-memory policy; %.1f s\n", total, n_runs, n_aborted,
+                  (double)(bf_monotonic_ms() - t0) / 1000.0);
+    assert_int_equal(n_aborted, n_runs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_allocation_may_fail),
+        cmocka_unit_test(test_memory_stays_short),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -107,16 +107,16 @@ static void test_reopen_keeps_queue(void **state)
     assert_int_equal(bft_int(f->s, "SELECT lease_expires_ms FROM attempts WHERE"
                                    " attempt_id = %lld", (long long)attempt), 5100);
     /* The worker reconnects with its attempt id and renews ... */
-    assert_int_equal(bf_store_renew(f->s, attempt, 200, 5000), BF_STORE_OK);
+    assert_int_equal(bf_store_renew(f->s, attempt, 200, 5000, NULL), BF_STORE_OK);
     /* ... and the next lease is a different job. */
     assert_int_equal(bf_store_lease_next(f->s, "w2", 300, 5000, &l, &err), 1);
     assert_int_not_equal(l.job_id, job);
     bf_lease_clear(&l);
     /* A daemon down for longer than the lease: the expiry pass ends it. */
     int n = 0;
-    assert_int_equal(bf_store_expire_leases(f->s, 5200, &n), BF_STORE_OK);
+    assert_int_equal(bf_store_expire_leases(f->s, 5200, &n, NULL), BF_STORE_OK);
     assert_int_equal(n, 1);
-    assert_int_equal(bf_store_renew(f->s, attempt, 5300, 5000), BF_STORE_FENCED);
+    assert_int_equal(bf_store_renew(f->s, attempt, 5300, 5000, NULL), BF_STORE_FENCED);
 }
 
 /* Builds a version-1 database by hand, the way an older bifocald left it. */
@@ -181,6 +181,32 @@ static void test_migrates_older_database(void **state)
     bf_store_close(s);
 }
 
+/* A database that (against the rule) holds two running attempts of a job
+ * still opens: migration 10 ends the older one as expired before its
+ * unique index makes a second running attempt impossible. */
+static void test_migration_ends_duplicate_running(void **state)
+{
+    fixture *f = *state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/old.db", f->dir);
+    make_v1_database(path);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "INSERT INTO attempts (job_id, attempt_no,"
+        " worker, started_ms, lease_expires_ms) VALUES (1, 2, 'new-worker', 7,"
+        " 12)", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    bf_store *s = bft_open(f->dir, "old.db", NULL);
+    char *live = bft_text(s, "SELECT group_concat(worker) FROM attempts"
+                             " WHERE outcome = 'running'");
+    assert_string_equal(live, "new-worker");
+    free(live);
+    assert_int_equal(bft_int(s, "SELECT ended_ms FROM attempts WHERE"
+                                " worker = 'old-worker' AND outcome = 'expired'"),
+                     9);
+    bf_store_close(s);
+}
+
 static void test_refuses_newer_database(void **state)
 {
     fixture *f = *state;
@@ -220,7 +246,7 @@ static void test_cli_reads_during_open_batch(void **state)
     assert_int_equal(bf_store_lease_next(f->s, "w", 10, 60000, &l, &err), 1);
     json_t *recs = json_pack("[{s:s,s:i,s:f}]", "type", "train", "step", 1, "loss", 2.5);
     int n = 0;
-    assert_int_equal(bf_store_ingest(f->s, l.attempt_id, recs, 20, &n, NULL, &err), 0);
+    assert_int_equal(bf_store_ingest(f->s, l.attempt_id, recs, &n, NULL, &err), 0);
     assert_int_equal(n, 1);
     assert_int_equal(f->s->in_batch, 1);
 
@@ -272,12 +298,12 @@ static void test_wal_bounded_once_readers_leave(void **state)
     for (int i = 0; file_size(wal) <= limit + (8L << 20); i++) {
         char host[32];
         snprintf(host, sizeof host, "h%d", i);
-        assert_int_equal(bf_store_worker_seen(f->s, "w", host, 1, 1, i), 0);
+        assert_int_equal(bf_store_worker_seen(f->s, "w", host, 1, 1, i, NULL), 0);
     }
     sqlite3_exec(reader, "COMMIT", NULL, NULL, NULL);
     sqlite3_close(reader);
     for (int i = 0; i < 2000 && file_size(wal) > limit; i++)
-        assert_int_equal(bf_store_worker_seen(f->s, "w", "h", 1, 1, i), 0);
+        assert_int_equal(bf_store_worker_seen(f->s, "w", "h", 1, 1, i, NULL), 0);
     assert_true(file_size(wal) <= limit);
 }
 
@@ -286,8 +312,8 @@ static void test_queries(void **state)
     fixture *f = *state;
     bf_error err = {0};
     int64_t id = bft_submit(f->s, bft_sweep_small, 1, NULL);
-    assert_int_equal(bf_store_worker_seen(f->s, "gpu-a", "host1", 4, 1, 50), 0);
-    assert_int_equal(bf_store_worker_seen(f->s, "gpu-a", "host1", 8, 0, 60), 0);
+    assert_int_equal(bf_store_worker_seen(f->s, "gpu-a", "host1", 4, 1, 50, NULL), 0);
+    assert_int_equal(bf_store_worker_seen(f->s, "gpu-a", "host1", 8, 0, 60, NULL), 0);
     bf_lease l;
     assert_int_equal(bf_store_lease_next(f->s, "gpu-a", 70, 1000, &l, &err), 1);
 
@@ -382,6 +408,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_rejected_sweep_stores_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reopen_keeps_queue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrates_older_database, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migration_ends_duplicate_running,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_refuses_newer_database, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli_reads_during_open_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queries, setup, teardown),

@@ -46,10 +46,10 @@ static void run_job(bf_store *s, int outcome, int with_freq)
     if (outcome == 0)   /* a failed job's last loss is not a number */
         json_array_append_new(recs, json_pack("{s:s,s:i,s:s}", "type", "train",
                                               "step", 30, "loss", "nan"));
-    assert_int_equal(bf_store_ingest(s, l.attempt_id, recs, 1, NULL, NULL, &err), 0);
+    assert_int_equal(bf_store_ingest(s, l.attempt_id, recs, NULL, NULL, &err), 0);
     if (outcome >= 0)
         assert_int_equal(bf_store_finish_attempt(s, l.attempt_id, outcome,
-                                                 outcome ? NULL : "loss is NaN", 2), 0);
+                                                 outcome ? NULL : "loss is NaN", 2, NULL), 0);
     json_decref(recs);
     bf_lease_clear(&l);
 }
@@ -59,7 +59,7 @@ static void populate(bf_store *s)
     bft_submit(s, "name: docs\nbase: {depth: 4, eval_depths: [4, 8]}\n"
                   "grid: {rope: [rope, bifocal]}\nseeds: 2\nmax_attempts: 1\n",
                1700000000000, NULL);
-    assert_int_equal(bf_store_worker_seen(s, "gpu-0", "node1", 4, 1, 1700000000000), 0);
+    assert_int_equal(bf_store_worker_seen(s, "gpu-0", "node1", 4, 1, 1700000000000, NULL), 0);
     run_job(s, 1, 0);    /* rope, seed 1: succeeded */
     run_job(s, 0, 0);    /* rope, seed 2: failed */
     run_job(s, 1, 1);    /* bifocal, seed 1: succeeded, with frequencies */

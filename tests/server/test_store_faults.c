@@ -83,12 +83,12 @@ static int64_t committed_rows(fixture *f)
 /* The store is still fully usable: a heartbeat renews, a lease commits. */
 static void assert_store_works(fixture *f)
 {
-    assert_int_equal(bf_store_renew(f->s, f->l.attempt_id, 20, 600000),
+    assert_int_equal(bf_store_renew(f->s, f->l.attempt_id, 20, 600000, NULL),
                      BF_STORE_OK);
     bf_lease other;
     bf_error err = {0};
     assert_int_equal(bf_store_lease_next(f->s, "w2", 20, 600000, &other, &err), 1);
-    assert_int_equal(bf_store_finish_attempt(f->s, other.attempt_id, 1, NULL, 21),
+    assert_int_equal(bf_store_finish_attempt(f->s, other.attempt_id, 1, NULL, 21, NULL),
                      BF_STORE_OK);
     bf_lease_clear(&other);
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM (SELECT job_id FROM"
@@ -107,11 +107,11 @@ static void test_ingest_full(void **state)
     /* A small batch goes into the open transaction first. */
     json_t *small = train_records(1, 5);
     int n = -1;
-    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, small, 11, &n, NULL, &err), 0);
+    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, small, &n, NULL, &err), 0);
     assert_int_equal(n, 20);
     cap_pages(f->s, 0, 1);
     json_t *big = train_records(100, 3000);
-    int rc = bf_store_ingest(f->s, f->l.attempt_id, big, 12, &n, NULL, &err);
+    int rc = bf_store_ingest(f->s, f->l.attempt_id, big, &n, NULL, &err);
     print_message("ingest under the cap: rc %d: %s\n", rc, err.msg);
     assert_int_not_equal(rc, BF_STORE_OK);
     assert_true(err.msg[0] != '\0');
@@ -128,12 +128,12 @@ static void test_ingest_full(void **state)
     assert_store_works(f);
 
     /* Fault removed: both batches again (the worker's resend), once each. */
-    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, small, 30, &n, NULL, &err), 0);
+    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, small, &n, NULL, &err), 0);
     assert_int_equal(n, 20 - rows);
-    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, big, 31, &n, NULL, &err), 0);
+    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, big, &n, NULL, &err), 0);
     assert_int_equal(n, 12000);
     assert_int_equal(bf_store_flush(f->s, &err), 0);
-    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, big, 32, &n, NULL, &err), 0);
+    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, big, &n, NULL, &err), 0);
     assert_int_equal(n, 0);
     assert_int_equal(bf_store_flush(f->s, &err), 0);
     reopen(f);
@@ -158,7 +158,7 @@ static void test_flush_full_then_recover(void **state)
     for (int extra = 0; extra < 64; extra = 2 * extra + 1) {
         cap_pages(f->s, extra, 1);
         int n = 0;
-        int rc_i = bf_store_ingest(f->s, f->l.attempt_id, batch, 11, &n, NULL, &err);
+        int rc_i = bf_store_ingest(f->s, f->l.attempt_id, batch, &n, NULL, &err);
         int rc_f = bf_store_flush(f->s, &err);
         int64_t rows = metric_rows(f);
         print_message("cap +%d: ingest %d, flush %d, %lld rows%s%s\n", extra,
@@ -180,7 +180,7 @@ static void test_flush_full_then_recover(void **state)
     assert_true(seen_fail);
     /* Without a cap the batch goes in exactly once. */
     int n = -1;
-    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, batch, 40, &n, NULL, &err), 0);
+    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, batch, &n, NULL, &err), 0);
     assert_int_equal(bf_store_flush(f->s, &err), 0);
     reopen(f);
     assert_int_equal(metric_rows(f), 1600);

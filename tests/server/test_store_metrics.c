@@ -53,10 +53,10 @@ static void test_rows_and_idempotence(void **state)
     bf_error err = {0};
     json_t *b = batch(good_batch);
     int n = -1;
-    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, 20, &n, NULL, &err), 0);
+    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, &n, NULL, &err), 0);
     assert_int_equal(n, 8 + 2 + 6);
     /* The same batch again (a resend after a lost ack): nothing new. */
-    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, 30, &n, NULL, &err), 0);
+    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, &n, NULL, &err), 0);
     assert_int_equal(n, 0);
     assert_int_equal(bf_store_flush(f->s, &err), 0);
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM metrics"), 8);
@@ -68,7 +68,7 @@ static void test_rows_and_idempotence(void **state)
     json_decref(b);
     b = batch("[{\"type\":\"train\",\"step\":20,\"loss\":2.0},"
               " {\"type\":\"train\",\"step\":30,\"loss\":1.75}]");
-    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, 40, &n, NULL, &err), 0);
+    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, &n, NULL, &err), 0);
     assert_int_equal(n, 1);
     json_decref(b);
     assert_int_equal(bf_store_flush(f->s, &err), 0);
@@ -111,7 +111,7 @@ static void test_bad_records(void **state)
         bf_error err = {0};
         json_t *b = batch(cases[i].json), *rejected = NULL;
         int n = -1;
-        assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, 20, &n,
+        assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, &n,
                                          &rejected, &err), BF_STORE_OK);
         assert_non_null(rejected);
         json_t *r = json_array_get(json_object_get(rejected, "records"), 0);
@@ -130,7 +130,7 @@ static void test_bad_records(void **state)
     /* Not a list at all: nothing to store. */
     bf_error err = {0};
     json_t *b = batch("{\"type\":\"train\"}");
-    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, 20, NULL, NULL,
+    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, NULL, NULL,
                                      &err), BF_STORE_ERR);
     assert_non_null(strstr(err.msg, "list"));
     json_decref(b);
@@ -156,7 +156,7 @@ static void test_nonfinite_values_stored(void **state)
     json_t *rejected = NULL;
     int n = 0;
     bf_error err = {0};
-    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, 20, &n,
+    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, &n,
                                      &rejected, &err), BF_STORE_OK);
     assert_null(rejected);
     assert_int_equal(n, 4 + 1 + 3);
@@ -185,7 +185,7 @@ static void test_flush_makes_durable(void **state)
 {
     fixture *f = *state;
     json_t *b = batch("[{\"type\":\"train\",\"step\":1,\"loss\":1.5}]");
-    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, 20, NULL, NULL, NULL), 0);
+    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, NULL, NULL, NULL), 0);
     sqlite3 *other;
     assert_int_equal(sqlite3_open(f->path, &other), SQLITE_OK);
     sqlite3_stmt *st;
@@ -193,13 +193,13 @@ static void test_flush_makes_durable(void **state)
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
     assert_int_equal(sqlite3_column_int(st, 0), 0);
     sqlite3_reset(st);
-    assert_int_equal(bf_store_renew(f->s, f->l.attempt_id, 30, 60000), 0);
+    assert_int_equal(bf_store_renew(f->s, f->l.attempt_id, 30, 60000, NULL), 0);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
     assert_int_equal(sqlite3_column_int(st, 0), 1);
     sqlite3_reset(st);
     json_decref(b);
     b = batch("[{\"type\":\"train\",\"step\":2,\"loss\":1.25}]");
-    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, 40, NULL, NULL, NULL), 0);
+    assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, NULL, NULL, NULL), 0);
     bf_store_close(f->s);
     f->s = bft_open(f->dir, "m.db", NULL);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
@@ -243,13 +243,13 @@ static void test_view_pages(void **state)
                     "\"omega\":[1.0,0.5]},", step, head);
         text[n - 1] = ']';
         json_t *b = batch(text);
-        assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, 200, NULL,
+        assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, NULL,
                                          NULL, &err), 0);
         json_decref(b);
         assert_int_equal(bf_store_flush(f->s, &err), 0);
         if (job < 5)   /* the last stays running: live_jobs has a row */
             assert_int_equal(bf_store_finish_attempt(f->s, f->l.attempt_id, 1,
-                                                     NULL, 300), 0);
+                                                     NULL, 300, NULL), 0);
     }
     int64_t sweep = f->l.sweep_id;
     const char *views[] = { "sweeps", "job_results", "final_evals",

@@ -91,16 +91,54 @@ static void test_one_live_lease_per_worker(void **state)
                      BF_STORE_CONFLICT);
     assert_non_null(strstr(err.msg, "still holds live attempt"));
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM attempts"), 1);
-    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 1, NULL, 12),
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 1, NULL, 12, NULL),
                      BF_STORE_OK);
     bf_lease_clear(&l);
     assert_int_equal(bf_store_lease_next(f->s, "g", 13, 1000, &l, &err), 1);
     bf_lease_clear(&l);
     /* An expired lease is not held any more. */
     int n = 0;
-    assert_int_equal(bf_store_expire_leases(f->s, 5000, &n), 0);
+    assert_int_equal(bf_store_expire_leases(f->s, 5000, &n, NULL), 0);
     assert_int_equal(n, 1);
     assert_int_equal(bf_store_lease_next(f->s, "g", 5001, 1000, &l, &err), 1);
+    bf_lease_clear(&l);
+}
+
+/* Writes an attempt row of job `job` by hand (what a bug in the store's
+ * code paths would write): SQLite's extended result code. */
+static int insert_attempt(bf_store *s, int64_t job, int attempt_no,
+                          const char *outcome)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql, "INSERT INTO attempts (job_id, attempt_no, worker,"
+             " started_ms, lease_expires_ms, outcome) VALUES (%lld, %d, 'rogue',"
+             " 20, 1000, '%s')", (long long)job, attempt_no, outcome);
+    sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+    return sqlite3_extended_errcode(s->db);
+}
+
+/* Migration 10's unique index: the database itself refuses a second
+ * running attempt of a job, whatever statement writes it; ended attempts
+ * of the job are not limited. */
+static void test_one_running_attempt_per_job(void **state)
+{
+    fixture *f = *state;
+    submit(f->s, "s", 0, 1, 3);
+    bf_lease l = lease(f->s, 10, 1000);
+    assert_int_equal(insert_attempt(f->s, l.job_id, 2, "running"),
+                     SQLITE_CONSTRAINT_UNIQUE);
+    assert_int_equal(insert_attempt(f->s, l.job_id, 2, "failed"), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(f->s->db, "UPDATE attempts SET outcome ="
+                                  " 'running' WHERE attempt_no = 2", NULL, NULL,
+                                  NULL), SQLITE_CONSTRAINT);
+    assert_int_equal(sqlite3_extended_errcode(f->s->db),
+                     SQLITE_CONSTRAINT_UNIQUE);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM attempts WHERE"
+                             " outcome = 'running'"), 1);
+    /* Once the live attempt ends, the job may run again. */
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0, "x", 30,
+                                             NULL), BF_STORE_OK);
+    assert_int_equal(insert_attempt(f->s, l.job_id, 3, "running"), SQLITE_OK);
     bf_lease_clear(&l);
 }
 
@@ -118,7 +156,7 @@ static void test_round_robin_then_age(void **state)
     /* A re-queued job is older than the rest of its sweep: it comes first. */
     bf_lease l = lease(f->s, 20, 60000);
     assert_int_equal(l.job_id, b0 + 1);
-    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0, "oom", 30), 0);
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0, "oom", 30, NULL), 0);
     bf_lease_clear(&l);
     assert_int_equal(lease_job(f->s), a0 + 2);
     assert_int_equal(lease_job(f->s), b0 + 1);
@@ -140,9 +178,9 @@ static void test_lease_contents_and_resume(void **state)
     free(cfg);
     assert_job_status(f->s, l.job_id, "running");
     assert_int_equal(bft_int(f->s, "SELECT attempts FROM jobs"), 1);
-    assert_int_equal(bf_store_record_checkpoint(f->s, l.attempt_id, "/ck/step-40", 40, 1100), 0);
-    assert_int_equal(bf_store_record_checkpoint(f->s, l.attempt_id, "/ck/step-80", 80, 1200), 0);
-    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0, "node died", 1300), 0);
+    assert_int_equal(bf_store_record_checkpoint(f->s, l.attempt_id, "/ck/step-40", 40, NULL), 0);
+    assert_int_equal(bf_store_record_checkpoint(f->s, l.attempt_id, "/ck/step-80", 80, NULL), 0);
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0, "node died", 1300, NULL), 0);
     assert_job_status(f->s, l.job_id, "queued");
     char *e = bft_text(f->s, "SELECT error FROM jobs");
     assert_string_equal(e, "node died");
@@ -153,7 +191,7 @@ static void test_lease_contents_and_resume(void **state)
     assert_int_equal(l.attempt_no, 2);
     assert_string_equal(l.resume_checkpoint, "/ck/step-80");
     assert_int_equal(l.resume_step, 80);
-    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 1, NULL, 2500), 0);
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 1, NULL, 2500, NULL), 0);
     assert_job_status(f->s, l.job_id, "succeeded");
     assert_int_equal(bft_int(f->s, "SELECT finished_ms FROM jobs"), 2500);
     char *st = bft_text(f->s, "SELECT status FROM sweeps");
@@ -171,10 +209,10 @@ static void test_expiry_requeue_then_fail(void **state)
     bf_lease l = lease(f->s, 0, 1000);
     int n = -1;
     /* Renewed at 900 to 1900: not expired at 1500. */
-    assert_int_equal(bf_store_renew(f->s, l.attempt_id, 900, 1000), 0);
-    assert_int_equal(bf_store_expire_leases(f->s, 1500, &n), 0);
+    assert_int_equal(bf_store_renew(f->s, l.attempt_id, 900, 1000, NULL), 0);
+    assert_int_equal(bf_store_expire_leases(f->s, 1500, &n, NULL), 0);
     assert_int_equal(n, 0);
-    assert_int_equal(bf_store_expire_leases(f->s, 1900, &n), 0);
+    assert_int_equal(bf_store_expire_leases(f->s, 1900, &n, NULL), 0);
     assert_int_equal(n, 1);
     assert_job_status(f->s, l.job_id, "queued");
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM attempts WHERE outcome ="
@@ -183,7 +221,7 @@ static void test_expiry_requeue_then_fail(void **state)
 
     l = lease(f->s, 2000, 1000);
     assert_int_equal(l.attempt_no, 2);
-    assert_int_equal(bf_store_expire_leases(f->s, 5000, &n), 0);
+    assert_int_equal(bf_store_expire_leases(f->s, 5000, &n, NULL), 0);
     assert_int_equal(n, 1);
     assert_job_status(f->s, l.job_id, "failed");
     char *e = bft_text(f->s, "SELECT error FROM jobs");
@@ -199,13 +237,13 @@ static void assert_fenced(bf_store *s, int64_t attempt)
     bf_error err = {0};
     json_t *recs = json_pack("[{s:s,s:i,s:f}]", "type", "train", "step", 1, "loss", 1.0);
     int64_t changes = sqlite3_total_changes(s->db);
-    assert_int_equal(bf_store_renew(s, attempt, 10, 1000), BF_STORE_FENCED);
-    assert_int_equal(bf_store_finish_attempt(s, attempt, 1, NULL, 10), BF_STORE_FENCED);
-    assert_int_equal(bf_store_finish_attempt(s, attempt, 0, "x", 10), BF_STORE_FENCED);
-    assert_int_equal(bf_store_record_checkpoint(s, attempt, "/c", 5, 10), BF_STORE_FENCED);
-    assert_int_equal(bf_store_attempt_cancelled(s, attempt), BF_STORE_FENCED);
-    assert_int_equal(bf_store_attempt_stopped(s, attempt, 10), BF_STORE_FENCED);
-    assert_int_equal(bf_store_ingest(s, attempt, recs, 10, NULL, NULL, &err), BF_STORE_FENCED);
+    assert_int_equal(bf_store_renew(s, attempt, 10, 1000, NULL), BF_STORE_FENCED);
+    assert_int_equal(bf_store_finish_attempt(s, attempt, 1, NULL, 10, NULL), BF_STORE_FENCED);
+    assert_int_equal(bf_store_finish_attempt(s, attempt, 0, "x", 10, NULL), BF_STORE_FENCED);
+    assert_int_equal(bf_store_record_checkpoint(s, attempt, "/c", 5, NULL), BF_STORE_FENCED);
+    assert_int_equal(bf_store_attempt_cancelled(s, attempt, NULL), BF_STORE_FENCED);
+    assert_int_equal(bf_store_attempt_stopped(s, attempt, 10, NULL), BF_STORE_FENCED);
+    assert_int_equal(bf_store_ingest(s, attempt, recs, NULL, NULL, &err), BF_STORE_FENCED);
     assert_int_equal(bf_store_flush(s, &err), 0);
     assert_int_equal(sqlite3_total_changes(s->db), changes);
     json_decref(recs);
@@ -217,12 +255,12 @@ static void test_fencing(void **state)
     submit(f->s, "f", 0, 2, 3);
     bf_lease dead = lease(f->s, 0, 100);
     int n;
-    assert_int_equal(bf_store_expire_leases(f->s, 100, &n), 0);
+    assert_int_equal(bf_store_expire_leases(f->s, 100, &n, NULL), 0);
     bf_lease live = lease(f->s, 200, 100000);   /* the same job again */
     assert_int_equal(live.job_id, dead.job_id);
     assert_fenced(f->s, dead.attempt_id);        /* expired */
     assert_fenced(f->s, 987654);                 /* never existed */
-    assert_int_equal(bf_store_finish_attempt(f->s, live.attempt_id, 1, NULL, 300), 0);
+    assert_int_equal(bf_store_finish_attempt(f->s, live.attempt_id, 1, NULL, 300, NULL), 0);
     assert_fenced(f->s, live.attempt_id);        /* finished */
     assert_job_status(f->s, live.job_id, "succeeded");
     assert_int_equal(bft_int(f->s, "SELECT checkpoint_path IS NULL FROM jobs WHERE"
@@ -246,15 +284,15 @@ static void test_cancel_sweep(void **state)
     free(running);
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE status ="
                                    " 'cancelled' AND finished_ms = 50"), 2);
-    assert_int_equal(bf_store_attempt_cancelled(f->s, a.attempt_id), 1);
+    assert_int_equal(bf_store_attempt_cancelled(f->s, a.attempt_id, NULL), 1);
     bf_lease l;
     assert_int_equal(bf_store_lease_next(f->s, "w", 60, 1000, &l, NULL), 0);
     /* One worker acknowledges, the other's lease runs out: both cancelled. */
-    assert_int_equal(bf_store_attempt_stopped(f->s, a.attempt_id, 70), 0);
+    assert_int_equal(bf_store_attempt_stopped(f->s, a.attempt_id, 70, NULL), 0);
     assert_job_status(f->s, a.job_id, "cancelled");
     assert_job_status(f->s, b.job_id, "running");
     int n;
-    assert_int_equal(bf_store_expire_leases(f->s, 1000, &n), 0);
+    assert_int_equal(bf_store_expire_leases(f->s, 1000, &n, NULL), 0);
     assert_int_equal(n, 1);
     assert_job_status(f->s, b.job_id, "cancelled");
     assert_int_equal(bft_int(f->s, "SELECT cancelled FROM sweep_progress"), 4);
@@ -285,14 +323,14 @@ static void test_cancel_job(void **state)
     assert_int_equal(running[0], l.attempt_id);
     free(running);
     /* A failure report from a cancel-requested job ends it cancelled. */
-    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0, "killed", 7), 0);
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0, "killed", 7, NULL), 0);
     assert_job_status(f->s, j0, "cancelled");
     bf_lease_clear(&l);
 
     l = lease(f->s, 8, 1000);
     assert_int_equal(l.job_id, j0 + 2);
-    assert_int_equal(bf_store_attempt_cancelled(f->s, l.attempt_id), 0);
-    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 1, NULL, 9), 0);
+    assert_int_equal(bf_store_attempt_cancelled(f->s, l.attempt_id, NULL), 0);
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 1, NULL, 9, NULL), 0);
     assert_int_equal(bf_store_cancel_job(f->s, j0 + 2, 10, &running, &n_running, &err),
                      BF_STORE_ERR);
     assert_non_null(strstr(err.msg, "succeeded"));
@@ -309,7 +347,7 @@ static void test_retry(void **state)
     bf_error err = {0};
     assert_int_equal(bf_store_retry_job(f->s, l.job_id, 0, 20, &err), BF_STORE_ERR);
     assert_non_null(strstr(err.msg, "running"));
-    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0, "diverged", 10), 0);
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0, "diverged", 10, NULL), 0);
     assert_job_status(f->s, l.job_id, "failed");    /* max_attempts 1 */
     char *st = bft_text(f->s, "SELECT status FROM sweeps WHERE sweep_id = %lld",
                         (long long)sw);
@@ -600,6 +638,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_priority_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_one_live_lease_per_worker, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_one_running_attempt_per_job, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_round_robin_then_age, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lease_contents_and_resume, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expiry_requeue_then_fail, setup, teardown),

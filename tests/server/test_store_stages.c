@@ -80,8 +80,8 @@ static void succeed(bf_store *s, int64_t want, int step, const char *path)
     assert_int_equal(l.job_id, want);
     if (path)
         assert_int_equal(bf_store_record_checkpoint(s, l.attempt_id, path, step,
-                                                    11), BF_STORE_OK);
-    assert_int_equal(bf_store_finish_attempt(s, l.attempt_id, 1, NULL, 12),
+                                                    NULL), BF_STORE_OK);
+    assert_int_equal(bf_store_finish_attempt(s, l.attempt_id, 1, NULL, 12, NULL),
                      BF_STORE_OK);
     bf_lease_clear(&l);
 }
@@ -90,7 +90,7 @@ static void fail_once(bf_store *s, int64_t want)
 {
     bf_lease l = lease(s, 10);
     assert_int_equal(l.job_id, want);
-    assert_int_equal(bf_store_finish_attempt(s, l.attempt_id, 0, "boom", 12),
+    assert_int_equal(bf_store_finish_attempt(s, l.attempt_id, 0, "boom", 12, NULL),
                      BF_STORE_OK);
     bf_lease_clear(&l);
 }
@@ -281,7 +281,7 @@ static void test_cancel(void **state)
                                    "= %lld AND status = 'cancelled'",
                              (long long)sweep), 2);
     /* The running source stops: nothing is left waiting. */
-    assert_int_equal(bf_store_attempt_stopped(f->s, l.attempt_id, 8),
+    assert_int_equal(bf_store_attempt_stopped(f->s, l.attempt_id, 8, NULL),
                      BF_STORE_OK);
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE sweep_id "
                                    "= %lld AND status = 'cancelled'",
@@ -297,7 +297,7 @@ static void test_expiry(void **state)
     submit_chain(f->s, 1, 1);
     bf_lease l = lease(f->s, 10);
     int n = 0;
-    assert_int_equal(bf_store_expire_leases(f->s, 10 + 60000, &n), BF_STORE_OK);
+    assert_int_equal(bf_store_expire_leases(f->s, 10 + 60000, &n, NULL), BF_STORE_OK);
     assert_int_equal(n, 1);
     assert_error(f->s, 2, "source job 1 failed");
     assert_status(f->s, 3, "failed");
@@ -312,11 +312,11 @@ static void test_reopen(void **state)
     submit_chain(f->s, 1, 3);
     bf_lease l = lease(f->s, 10);
     assert_int_equal(bf_store_record_checkpoint(f->s, l.attempt_id,
-                     "/ck/a.safetensors", 20, 11), BF_STORE_OK);
+                     "/ck/a.safetensors", 20, NULL), BF_STORE_OK);
     bf_store_close(f->s);
     f->s = bft_open(f->dir, BFT_STORE_DB, NULL);
     assert_status(f->s, 2, "waiting");
-    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 1, NULL, 12),
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 1, NULL, 12, NULL),
                      BF_STORE_OK);
     bf_store_close(f->s);
     f->s = bft_open(f->dir, BFT_STORE_DB, NULL);
@@ -337,7 +337,7 @@ static void test_permanent_failure(void **state)
     bft_submit(f->s, "name: p\nmax_attempts: 3\nseeds: 2\n", 1, NULL);
     bf_lease l = lease(f->s, 10);
     assert_int_equal(bf_store_fail_permanently(f->s, l.attempt_id,
-                     "init_from /x.safetensors: cannot open", 11), BF_STORE_OK);
+                     "init_from /x.safetensors: cannot open", 11, NULL), BF_STORE_OK);
     assert_status(f->s, l.job_id, "failed");
     assert_error(f->s, l.job_id, "init_from /x.safetensors: cannot open (a "
                  "permanent error: not retried)");
@@ -351,7 +351,7 @@ static void test_permanent_failure(void **state)
     fail_once(f->s, 2);
     assert_status(f->s, 2, "queued");
     /* A dead attempt is fenced, as for every other report. */
-    assert_int_equal(bf_store_fail_permanently(f->s, 999, "x", 12),
+    assert_int_equal(bf_store_fail_permanently(f->s, 999, "x", 12, NULL),
                      BF_STORE_FENCED);
 }
 

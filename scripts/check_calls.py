@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Checks that no source files call each other in a circle, from the objects
+the compiler made (check_includes.py reads #include lines only: two files
+that share one header can still call each other both ways).
+
+usage: check_calls.py BUILD_DIR
+
+Reads BUILD_DIR/compile_commands.json for each object of the programs'
+folders (tests/ and bench/ are left out), lists with `nm` the global
+symbols each defines and the ones it uses, and draws an arrow from file a
+to file b when a uses a symbol that only b defines.  Every circle of files
+(a strongly connected group of more than one) is printed with the names
+that tie it; exits 1 if any.  A symbol defined in two files (one per
+program, like main) draws no arrow.
+"""
+import json
+import os
+import subprocess
+import sys
+
+FOLDERS = ("common", "engine", "worker", "server", "client")
+DEFINED = set("TDBRCVWGS")   # nm's letters of a global definition
+
+
+def objects(build):
+    """Yields (source path relative to the root, object path)."""
+    with open(os.path.join(build, "compile_commands.json")) as f:
+        entries = json.load(f)
+    for e in entries:
+        yield (os.path.normpath(os.path.join(e["directory"], e["file"])),
+               os.path.normpath(os.path.join(e["directory"], e["output"])))
+
+
+def relative(src):
+    """src relative to the source root: the part from a program folder on."""
+    parts = src.split(os.sep)
+    for i, p in enumerate(parts):
+        if p in FOLDERS:
+            return "/".join(parts[i:])
+    return None
+
+
+def symbols(objs):
+    """{object: (defined, used)} global symbol names, from one nm run."""
+    out = subprocess.run(["nm", "-P", "-A", *objs], capture_output=True,
+                         text=True, check=True).stdout
+    syms = {o: (set(), set()) for o in objs}
+    for line in out.splitlines():
+        # "OBJECT: NAME TYPE [VALUE SIZE]"
+        obj, _, rest = line.partition(": ")
+        f = rest.split()
+        if len(f) < 2 or obj not in syms:
+            continue
+        if f[1] == "U":
+            syms[obj][1].add(f[0])
+        elif f[1] in DEFINED:
+            syms[obj][0].add(f[0])
+    return syms
+
+
+def graph(build):
+    """{file: {file it uses: names}}."""
+    files = {obj: relative(src) for src, obj in objects(build)
+             if relative(src) and os.path.exists(obj)}
+    defs, uses = {}, {}
+    for obj, (d, u) in symbols(sorted(files)).items():
+        for name in d:
+            defs.setdefault(name, set()).add(files[obj])
+        uses.setdefault(files[obj], set()).update(u)
+    edges = {}
+    for a, names in uses.items():
+        for name in names:
+            owners = defs.get(name, ())
+            if len(owners) != 1:
+                continue
+            (b,) = owners
+            if b != a:
+                edges.setdefault(a, {}).setdefault(b, set()).add(name)
+    return edges
+
+
+def circles(edges):
+    """Strongly connected groups of more than one file (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges.get(v, {})):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def main(argv):
+    if len(argv) != 2:
+        sys.exit("usage: check_calls.py BUILD_DIR")
+    edges = graph(argv[1])
+    found = circles(edges)
+    for group in found:
+        print("call circle between files: " + " -> ".join(group))
+        for a in group:
+            for b in group:
+                names = edges.get(a, {}).get(b)
+                if names:
+                    shown = sorted(names)
+                    more = f", and {len(shown) - 6} more" if len(shown) > 6 else ""
+                    print(f"  {a} -> {b}: {', '.join(shown[:6])}{more}")
+    if found:
+        return 1
+    print(f"check_calls: {len(edges)} files, no circle of calls")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

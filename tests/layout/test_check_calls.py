@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""scripts/check_calls.py: the real build passes, and files planted in a
+scratch build that call each other in a circle are caught and named, with
+the names that tie them.
+
+usage: test_check_calls.py SCRIPT BUILD_DIR"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+script, build = sys.argv[1], sys.argv[2]
+failures = []
+
+
+def run(tree):
+    r = subprocess.run([sys.executable, script, tree], capture_output=True,
+                       text=True)
+    return r.returncode, r.stdout + r.stderr
+
+
+def plant(files):
+    """A scratch build: each of files {relative path: C text} compiled to an
+    object, listed in compile_commands.json as meson lists them."""
+    d = tempfile.mkdtemp(prefix="bf_calls_")
+    b = os.path.join(d, "build")
+    os.makedirs(b)
+    entries = []
+    for rel, text in files.items():
+        src = os.path.join(d, rel)
+        os.makedirs(os.path.dirname(src), exist_ok=True)
+        with open(src, "w") as f:
+            f.write(text)
+        obj = rel.replace("/", "_") + ".o"
+        subprocess.run(["cc", "-c", src, "-o", os.path.join(b, obj)],
+                       check=True)
+        entries.append({"directory": b, "file": "../" + rel, "output": obj})
+    with open(os.path.join(b, "compile_commands.json"), "w") as f:
+        json.dump(entries, f)
+    return b
+
+
+def expect(name, files, rc, needles):
+    got_rc, out = run(plant(files))
+    if got_rc != rc or any(n not in out for n in needles):
+        failures.append(f"{name}: rc {got_rc} (want {rc}), output:\n{out}"
+                        f"(want it to contain {needles!r})")
+
+
+rc, out = run(build)
+if rc != 0:
+    failures.append("the build's files call each other in a circle:\n" + out)
+
+expect("calls one way",
+       {"server/low.c": "int low(void) { return 1; }\n",
+        "server/high.c": "int low(void);\nint high(void) { return low(); }\n"},
+       0, ["no circle of calls"])
+expect("two files call each other",
+       {"server/x.c": "int y(void);\nint x(void) { return y(); }\n"
+                      "int x2(void) { return 2; }\n",
+        "server/y.c": "int x2(void);\nint y(void) { return x2(); }\n"},
+       1, ["call circle between files: server/x.c -> server/y.c",
+           "server/x.c -> server/y.c: y", "server/y.c -> server/x.c: x2"])
+expect("a circle of three, through data too",
+       {"client/p.c": "extern int q_count;\nint p(void) { return q_count; }\n",
+        "client/q.c": "int r(void);\nint q_count;\n"
+                      "int q(void) { return r(); }\n",
+        "client/r.c": "int p(void);\nint r(void) { return p(); }\n"},
+       1, ["call circle between files: client/p.c -> client/q.c -> client/r.c",
+           "client/p.c -> client/q.c: q_count"])
+expect("a name defined twice draws no arrow",
+       {"worker/main.c": "int helper(void);\n"
+                         "int main(void) { return helper(); }\n",
+        "worker/helper.c": "int main(void);\n"
+                           "int helper(void) { return main(); }\n",
+        "client/main.c": "int main(void) { return 0; }\n"},
+       0, ["no circle of calls"])
+
+for f in failures:
+    print("FAIL", f)
+print(f"{len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
