@@ -1,7 +1,6 @@
 /* Runtime CPU dispatch: which copy of layers.c runs; see isa.h. */
 #include "isa.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,25 +104,21 @@ int bf_isa_use_env(bf_error *err)
         return bf_isa_use(bf_isa_best(), err);
     bf_isa isa;
     if (bf_isa_from_name(want, &isa) != 0)
-        return bf_error_set(err, NULL, 0, "BIFOCAL_ISA",
-                            "unknown level '%s' (baseline, avx2 or avx512)",
-                            want);
+        return bf_error_set(err, NULL, 0, NULL,
+                            "BIFOCAL_ISA: unknown level '%s' (baseline, "
+                            "avx2 or avx512)", want);
     if (!bf_isa_supported(isa))
-        return bf_error_set(err, NULL, 0, "BIFOCAL_ISA",
-                            "'%s': this CPU or build cannot run it (best "
-                            "here: %s)", want, bf_isa_name(bf_isa_best()));
+        return bf_error_set(err, NULL, 0, NULL,
+                            "BIFOCAL_ISA=%s: this CPU or build cannot run "
+                            "it (best here: %s)", want,
+                            bf_isa_name(bf_isa_best()));
     return bf_isa_use(isa, err);
 }
 
 /* Every program starts on its level before main; a bad BIFOCAL_ISA leaves
- * the best one and a warning (the worker refuses it through
- * bf_isa_use_env). */
+ * the best one, for the program to refuse through bf_isa_use_env. */
 __attribute__((constructor)) static void isa__at_start(void)
 {
-    bf_error err;
-    if (bf_isa_use_env(&err) != 0) {
-        fprintf(stderr, "warning: %s; using %s\n", err.msg,
-                bf_isa_name(bf_isa_best()));
+    if (bf_isa_use_env(NULL) != 0)
         bf_isa_use(bf_isa_best(), NULL);
-    }
 }

@@ -47,9 +47,9 @@ int bf_isa_use(bf_isa isa, bf_error *err);
 /* Uses the level BIFOCAL_ISA names, or bf_isa_best when it is unset or
  * empty.  Returns 0, or -1 with err naming the variable and its value when
  * the name is unknown or the CPU lacks the level.  Every program runs this
- * at start-up (a constructor), silently falling back to bf_isa_best on a
- * bad value; programs that can report errors (bifocal-worker) call it again
- * to refuse one. */
+ * at start-up (a constructor, which falls back to bf_isa_best on a bad
+ * value); programs call it again to refuse a bad value (bifocal-worker
+ * exits with usage status 2). */
 int bf_isa_use_env(bf_error *err);
 
 #endif
