@@ -4,9 +4,11 @@
  * Compiled once per dispatch level (engine/meson.build, isa.h) with
  * BF_KERNELS_TABLE naming the one symbol each copy exports, so every
  * function here is static.  Elementwise loops are written so GCC vectorises
- * them at each level's width:
- * no calls into libm inside hot loops (bf_expf below replaces expf/tanhf),
- * and reductions carry `omp simd` so they vectorise without -ffast-math. */
+ * them at each level's width: no calls into libm inside hot loops (bf_expf
+ * below replaces expf/tanhf), reductions carry `omp simd` so they vectorise
+ * without -ffast-math, and the file builds with -fno-trapping-math (no
+ * code here reads the FP exception flags): with trapping math GCC does not
+ * if-convert bf_expf's clamp and leaves every loop that calls it scalar. */
 #include "layers.h"
 
 #ifndef BF_KERNELS_TABLE
