@@ -1,9 +1,13 @@
 /* Training-step benchmark of the C model, side by side with PyTorch.
  *
- *   bench_train [--torch PATH/torch_ref.py] [--steps N]
+ *   bench_train [--torch PATH/torch_ref.py] [--native PATH/bench_train]
+ *               [--steps N]
  *
  * Measures the single-thread cblas_sgemm peak, then runs each config in a
- * fresh process (so peak RSS is that config's alone): one step = zero_grad,
+ * fresh process (so peak RSS is that config's alone) once per dispatch level
+ * this CPU runs (BIFOCAL_ISA, engine/isa.h; the first line is the level the
+ * portable binary picks by itself), and with --native once more with the
+ * bench_train of a -Dmarch=native build.  One step = zero_grad,
  * forward + backward over micro-batches of bf_model_micro_batch rows,
  * grad_norm, AdamW.  Prints tokens/s and time of the best step (the
  * least disturbed on a shared machine; PyTorch is timed the same way), peak
@@ -11,7 +15,8 @@
  * FLOPs/s over the sgemm peak), and with --torch the PyTorch tokens/s of
  * the same model and step and the ratio C/PyTorch.
  *
- *   bench_train --child NAME STEPS   (internal: one config, one process) */
+ *   bench_train --child NAME STEPS   (internal: one config, one process,
+ *                                     at the level BIFOCAL_ISA names) */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +26,7 @@
 
 #include "alloc.h"
 #include "clock.h"
+#include "isa.h"
 #include "model.h"
 #include "rng.h"
 #include "tasks.h"
@@ -28,12 +34,16 @@
 typedef struct bench_config {
     const char *name;
     int d_model, n_layers, n_heads, seq_len, batch;
-    int steps; /* timed steps at --steps 1 scale */
+    bf_rope_kind rope; /* spectral: every head; bifocal: half of them */
+    int steps;         /* timed steps at --steps 1 scale */
 } bench_config;
 
+/* "study": the size the studies train (configs/study-*.yaml), where the
+ * elementwise passes, not the matrix products, decide the speed. */
 static const bench_config CONFIGS[] = {
-    {"A", 128, 4, 4, 64, 32, 10},
-    {"B", 256, 4, 4, 128, 16, 6},
+    {"study", 64, 2, 4, 40, 32, BF_ROPE_SPECTRAL, 40},
+    {"A", 128, 4, 4, 64, 32, BF_ROPE_BIFOCAL, 10},
+    {"B", 256, 4, 4, 128, 16, BF_ROPE_BIFOCAL, 6},
 };
 enum { N_CONFIGS = sizeof CONFIGS / sizeof CONFIGS[0] };
 
@@ -76,20 +86,26 @@ static bf_model_shape shape_of(const bench_config *bc)
 {
     bf_model_shape s = {.vocab = dyck_vocab(), .d_model = bc->d_model,
                         .n_layers = bc->n_layers, .n_heads = bc->n_heads,
-                        .max_seq = bc->seq_len, .rope = BF_ROPE_BIFOCAL,
+                        .max_seq = bc->seq_len, .rope = bc->rope,
                         .rope_base = 10000.0,
-                        .spectral_heads = bc->n_heads / 2};
+                        .spectral_heads = bc->rope == BF_ROPE_SPECTRAL
+                                              ? bc->n_heads
+                                              : bc->n_heads / 2};
     return s;
 }
 
 /* One config in this process; prints key=value figures for the parent. */
 static int run_child(const bench_config *bc, int steps)
 {
+    bf_error err;
+    if (bf_isa_use_env(&err) != 0) {
+        fprintf(stderr, "bench_train: %s\n", err.msg);
+        return 1;
+    }
     bf_model_shape s = shape_of(bc);
     int T = bc->seq_len, rows = bc->batch;
     int mb = bf_model_micro_batch(&s, rows, T);
     bf_model m;
-    bf_error err;
     if (bf_model_create(&m, &s, mb, T, &err) < 0) {
         fprintf(stderr, "bench_train: %s\n", err.msg);
         return 1;
@@ -125,8 +141,9 @@ static int run_child(const bench_config *bc, int steps)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double tokens = (double)rows * T;
-    printf("micro_batch=%d step_ms=%.3f tokens_per_s=%.1f flops_per_s=%.6g "
-           "rss_mib=%.1f params=%zu grad_norm=%.4g\n", mb, dt * 1e3,
+    printf("isa=%s micro_batch=%d step_ms=%.3f tokens_per_s=%.1f "
+           "flops_per_s=%.6g rss_mib=%.1f params=%zu grad_norm=%.4g\n",
+           bf_isa_name(bf_isa_current()), mb, dt * 1e3,
            tokens / dt, bf_model_train_flops(&s, T, tokens) / dt,
            ru.ru_maxrss / 1024.0, m.num_params, norm_sum / (warmup + steps));
     free(in);
@@ -162,6 +179,29 @@ static double field(const char *line, const char *key)
     return at ? atof(at + strlen(key)) : -1;
 }
 
+/* One run of config bc: `bin` (this program or a native build's) as a
+ * child at dispatch level `isa` (NULL: the one it picks).  Returns its
+ * tokens/s, its output line in line, or -1. */
+static double run_level(const char *bin, const bench_config *bc, int steps,
+                        const char *isa, char *line, size_t cap)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s%s '%s' --child %s %d",
+             isa ? "BIFOCAL_ISA=" : "", isa ? isa : "", bin, bc->name, steps);
+    return run_and_read(cmd, "tokens_per_s=", line, cap);
+}
+
+static void print_run(const char *label, const char *line, double tps,
+                      double base_tps, double peak)
+{
+    double flops = field(line, "flops_per_s=");
+    const char *isa = strstr(line, "isa=");
+    printf("  %-16s %-8.*s %9.0f tokens/s  step %8.2f ms  peak RSS %6.1f MiB"
+           "  MFU %5.1f%%  x%.2f\n", label, isa ? (int)strcspn(isa + 4, " ") : 1,
+           isa ? isa + 4 : "?", tps, field(line, "step_ms="),
+           field(line, "rss_mib="), 100.0 * flops / peak, tps / base_tps);
+}
+
 int main(int argc, char **argv)
 {
     openblas_set_num_threads(1);
@@ -171,15 +211,18 @@ int main(int argc, char **argv)
                 return run_child(&CONFIGS[i], atoi(argv[3]));
         return 2;
     }
-    const char *torch = NULL;
+    const char *torch = NULL, *native = NULL;
     int scale = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--torch") && i + 1 < argc)
             torch = argv[++i];
+        else if (!strcmp(argv[i], "--native") && i + 1 < argc)
+            native = argv[++i];
         else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
             scale = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--torch torch_ref.py] [--steps N]\n",
+            fprintf(stderr, "usage: %s [--torch torch_ref.py] "
+                    "[--native native-build/bench/bench_train] [--steps N]\n",
                     argv[0]);
             return 2;
         }
@@ -192,53 +235,60 @@ int main(int argc, char **argv)
 
     /* the peak before and after the runs: the better of the two */
     double peak = sgemm_peak_flops();
-    char lines[N_CONFIGS][1024];
-    double tps[N_CONFIGS], torch_tps[N_CONFIGS];
+    printf("sgemm peak, 1 thread, 1024^3: %.1f GFLOP/s (before the runs)\n",
+           peak / 1e9);
+    printf("ratios (x) are against the portable build's pick, measured in "
+           "this run\n");
     for (int i = 0; i < N_CONFIGS; i++) {
         const bench_config *bc = &CONFIGS[i];
         int steps = bc->steps * (scale > 0 ? scale : 1);
-        char cmd[2048], tline[1024];
-        snprintf(cmd, sizeof cmd, "'%s' --child %s %d", self, bc->name, steps);
-        tps[i] = run_and_read(cmd, "tokens_per_s=", lines[i], sizeof lines[i]);
-        if (tps[i] < 0) {
+        char line[1024];
+        printf("config %s (d_model %d, %d layers, %d heads, seq %d, batch %d, "
+               "%s, V %d)\n", bc->name, bc->d_model, bc->n_layers,
+               bc->n_heads, bc->seq_len, bc->batch,
+               bc->rope == BF_ROPE_SPECTRAL ? "spectral" : "bifocal",
+               dyck_vocab());
+        double pick = run_level(self, bc, steps, NULL, line, sizeof line);
+        if (pick < 0) {
             fprintf(stderr, "bench_train: config %s failed\n", bc->name);
             return 1;
         }
-        torch_tps[i] = -1;
+        print_run("portable, picked", line, pick, pick, peak);
+        for (int l = 0; l < BF_ISA_COUNT; l++) {
+            if (!bf_isa_supported((bf_isa)l))
+                continue;
+            const char *name = bf_isa_name((bf_isa)l);
+            double tps = run_level(self, bc, steps, name, line, sizeof line);
+            if (tps > 0)
+                print_run("portable, forced", line, tps, pick, peak);
+        }
+        if (native) {
+            double tps = run_level(native, bc, steps, NULL, line,
+                                   sizeof line);
+            if (tps > 0)
+                print_run("-Dmarch=native", line, tps, pick, peak);
+            else
+                printf("  -Dmarch=native   failed: %s\n", native);
+        }
         if (!torch)
             continue;
+        char cmd[2048], tline[1024];
         snprintf(cmd, sizeof cmd,
                  "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 "
-                 "'%s' --bench %d %d %d %d %d %d %d", torch, bc->d_model,
+                 "'%s' --bench %d %d %d %d %d %d %d %s", torch, bc->d_model,
                  bc->n_layers, bc->n_heads, bc->seq_len, bc->batch,
-                 dyck_vocab(), steps);
-        torch_tps[i] = run_and_read(cmd, "torch_tokens_per_s ", tline,
-                                    sizeof tline);
-    }
-    double peak_after = sgemm_peak_flops();
-    if (peak_after > peak)
-        peak = peak_after;
-
-    printf("sgemm peak, 1 thread, 1024^3: %.1f GFLOP/s\n", peak / 1e9);
-    for (int i = 0; i < N_CONFIGS; i++) {
-        const bench_config *bc = &CONFIGS[i];
-        const char *line = lines[i];
-        double flops = field(line, "flops_per_s=");
-        printf("config %s (d_model %d, %d layers, %d heads, seq %d, batch %d, "
-               "bifocal, V %d): micro-batch %d, %zu params\n", bc->name,
-               bc->d_model, bc->n_layers, bc->n_heads, bc->seq_len, bc->batch,
-               dyck_vocab(), (int)field(line, "micro_batch="),
-               (size_t)field(line, "params="));
-        printf("  C:       %9.0f tokens/s  step %8.2f ms  peak RSS %6.1f MiB  "
-               "%.1f GFLOP/s  MFU %.1f%%\n", tps[i], field(line, "step_ms="),
-               field(line, "rss_mib="), flops / 1e9, 100.0 * flops / peak);
-        if (!torch)
-            continue;
-        if (torch_tps[i] <= 0)
+                 dyck_vocab(), steps,
+                 bc->rope == BF_ROPE_SPECTRAL ? "spectral" : "bifocal");
+        double ttps = run_and_read(cmd, "torch_tokens_per_s ", tline,
+                                   sizeof tline);
+        if (ttps <= 0)
             printf("  PyTorch: not available\n");
         else
-            printf("  PyTorch: %9.0f tokens/s  ->  C/PyTorch %.2fx\n",
-                   torch_tps[i], tps[i] / torch_tps[i]);
+            printf("  PyTorch (1 thread)         %9.0f tokens/s  ->  "
+                   "portable/PyTorch %.2fx\n", ttps, pick / ttps);
     }
+    double peak_after = sgemm_peak_flops();
+    printf("sgemm peak after the runs: %.1f GFLOP/s (MFU above is against "
+           "the one before)\n", peak_after / 1e9);
     return 0;
 }

@@ -1,6 +1,7 @@
 /* AdamW over the model's flat parameter layout (see model.h). */
 #include <math.h>
 
+#include "layers.h"
 #include "model.h"
 
 typedef struct adamw_ctx {
@@ -16,20 +17,12 @@ static void adamw_range(void *ctx, size_t offset, size_t count, int decay,
 {
     adamw_ctx *c = ctx;
     const bf_adamw_hparams *hp = c->hp;
-    float *p = c->m->params_memory + offset;
-    const float *g = c->m->grads_memory + offset;
-    float *mom = c->m->adam_m + offset, *vel = c->m->adam_v + offset;
     float lr = is_freq ? hp->lr * hp->freq_lr_mult : hp->lr;
     float wd = decay ? hp->weight_decay : 0.0f;
-    float b1 = hp->beta1, b2 = hp->beta2, eps = hp->eps;
-    for (size_t i = 0; i < count; i++) {
-        float gi = g[i] * c->grad_scale;
-        mom[i] = b1 * mom[i] + (1.0f - b1) * gi;
-        vel[i] = b2 * vel[i] + (1.0f - b2) * gi * gi;
-        float mhat = mom[i] / c->bias1, vhat = vel[i] / c->bias2;
-        /* decoupled decay: p -= lr * (update + wd * p), as torch AdamW */
-        p[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p[i]);
-    }
+    bf_adamw_update(c->m->params_memory + offset, c->m->adam_m + offset,
+                    c->m->adam_v + offset, c->m->grads_memory + offset, count,
+                    c->grad_scale, lr, wd, hp->beta1, hp->beta2, hp->eps,
+                    c->bias1, c->bias2);
 }
 
 void bf_adamw_step(bf_model *m, const bf_adamw_hparams *hp, int t,

@@ -1,9 +1,19 @@
-/* Forward/backward pairs of the transformer's layers; see layers.h.
+/* Forward/backward pairs of the transformer's layers and AdamW's update;
+ * see layers.h.
  *
- * Elementwise loops are written so GCC vectorises them (-O3 -march=native):
- * no calls into libm inside hot loops (bf_expf below replaces expf/tanhf),
- * and reductions carry `omp simd` so they vectorise without -ffast-math. */
+ * Compiled once per dispatch level (engine/meson.build, isa.h) with
+ * BF_KERNELS_TABLE naming the one symbol each copy exports, so every
+ * function here is static.  Elementwise loops are written so GCC vectorises
+ * them at each level's width: no calls into libm inside hot loops (bf_expf
+ * below replaces expf/tanhf), reductions carry `omp simd` so they vectorise
+ * without -ffast-math, and the file builds with -fno-trapping-math (no
+ * code here reads the FP exception flags): with trapping math GCC does not
+ * if-convert bf_expf's clamp and leaves every loop that calls it scalar. */
 #include "layers.h"
+
+#ifndef BF_KERNELS_TABLE
+#error "BF_KERNELS_TABLE names the table this copy exports (meson.build)"
+#endif
 
 #include <assert.h>
 #include <cblas.h>
@@ -51,16 +61,16 @@ static inline float bf_tanhf(float u)
     return 1.0f - 2.0f / (bf_expf(2.0f * u) + 1.0f);
 }
 
-void bf_encoder_forward(float *out, const int *inp, const float *wte, int N,
-                        int C)
+static void encoder_forward(float *out, const int *inp, const float *wte, int N,
+                            int C)
 {
     for (int n = 0; n < N; n++)
         memcpy(out + (size_t)n * C, wte + (size_t)inp[n] * C,
                (size_t)C * sizeof *out);
 }
 
-void bf_encoder_backward(float *dwte, const float *dout, const int *inp, int N,
-                         int C)
+static void encoder_backward(float *dwte, const float *dout, const int *inp, int N,
+                             int C)
 {
     for (int n = 0; n < N; n++) {
         float *d = dwte + (size_t)inp[n] * C;
@@ -70,9 +80,22 @@ void bf_encoder_backward(float *dwte, const float *dout, const int *inp, int N,
     }
 }
 
-void bf_layernorm_forward(float *out, float *mean, float *rstd,
-                          const float *inp, const float *w, const float *b,
-                          int N, int C)
+static void layernorm_apply(float *out, const float *inp, const float *mean,
+                            const float *rstd, const float *w, const float *b,
+                            int N, int C)
+{
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        float *y = out + (size_t)n * C;
+        float m = mean[n], s = rstd[n];
+        for (int i = 0; i < C; i++)
+            y[i] = (x[i] - m) * s * w[i] + b[i];
+    }
+}
+
+static void layernorm_forward(float *out, float *mean, float *rstd,
+                              const float *inp, const float *w, const float *b,
+                              int N, int C)
 {
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
@@ -88,26 +111,13 @@ void bf_layernorm_forward(float *out, float *mean, float *rstd,
         mean[n] = m;
         rstd[n] = 1.0f / sqrtf(var / (float)C + LN_EPS);
     }
-    bf_layernorm_apply(out, inp, mean, rstd, w, b, N, C);
+    layernorm_apply(out, inp, mean, rstd, w, b, N, C);
 }
 
-void bf_layernorm_apply(float *out, const float *inp, const float *mean,
-                        const float *rstd, const float *w, const float *b,
-                        int N, int C)
-{
-    for (int n = 0; n < N; n++) {
-        const float *x = inp + (size_t)n * C;
-        float *y = out + (size_t)n * C;
-        float m = mean[n], s = rstd[n];
-        for (int i = 0; i < C; i++)
-            y[i] = (x[i] - m) * s * w[i] + b[i];
-    }
-}
-
-void bf_layernorm_backward(float *dinp, float *dw, float *db,
-                           const float *dout, const float *inp,
-                           const float *w, const float *mean,
-                           const float *rstd, int N, int C)
+static void layernorm_backward(float *dinp, float *dw, float *db,
+                               const float *dout, const float *inp,
+                               const float *w, const float *mean,
+                               const float *rstd, int N, int C)
 {
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
@@ -132,9 +142,9 @@ void bf_layernorm_backward(float *dinp, float *dw, float *db,
     }
 }
 
-void bf_matmul_forward(float *out, const float *inp, const float *w,
-                       const float *bias, const float *residual, int N,
-                       int C, int OC)
+static void matmul_forward(float *out, const float *inp, const float *w,
+                           const float *bias, const float *residual, int N,
+                           int C, int OC)
 {
     /* out starts as residual + bias (one pass), then sgemm adds to it */
     for (int n = 0; residual && n < N; n++) {
@@ -153,9 +163,9 @@ void bf_matmul_forward(float *out, const float *inp, const float *w,
                 inp, C, w, OC, beta, out, OC);
 }
 
-void bf_matmul_backward(float *dinp, float *dw, float *dbias,
-                        const float *dout, const float *inp, const float *w,
-                        int N, int C, int OC)
+static void matmul_backward(float *dinp, float *dw, float *dbias,
+                            const float *dout, const float *inp, const float *w,
+                            int N, int C, int OC)
 {
     if (dinp)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, C, OC, 1.0f,
@@ -172,16 +182,16 @@ void bf_matmul_backward(float *dinp, float *dw, float *dbias,
         }
 }
 
-void bf_logits_forward(float *logits, const float *inp, const float *wte,
-                       int N, int C, int V)
+static void logits_forward(float *logits, const float *inp, const float *wte,
+                           int N, int C, int V)
 {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, V, C, 1.0f, inp,
                 C, wte, C, 0.0f, logits, V);
 }
 
-void bf_logits_backward(float *dinp, float *dwte, const float *dlogits,
-                        const float *inp, const float *wte, int N, int C,
-                        int V)
+static void logits_backward(float *dinp, float *dwte, const float *dlogits,
+                            const float *inp, const float *wte, int N, int C,
+                            int V)
 {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, V, 1.0f,
                 dlogits, V, wte, C, 0.0f, dinp, C);
@@ -189,8 +199,8 @@ void bf_logits_backward(float *dinp, float *dwte, const float *dlogits,
                 dlogits, V, inp, C, 1.0f, dwte, C);
 }
 
-void bf_rotary_tables(float *cosv, float *sinv, const float *omega, int NH,
-                      int S, int P)
+static void rotary_tables(float *cosv, float *sinv, const float *omega, int NH,
+                          int S, int P)
 {
     /* Angles reach S radians: form them in double so cos/sin of large
      * angles keep float accuracy. */
@@ -204,8 +214,8 @@ void bf_rotary_tables(float *cosv, float *sinv, const float *omega, int NH,
             }
 }
 
-void bf_rotary_forward(float *qkv, const float *cosv, const float *sinv,
-                       const int *pos, int S, int B, int T, int C, int NH)
+static void rotary_forward(float *qkv, const float *cosv, const float *sinv,
+                           const int *pos, int S, int B, int T, int C, int NH)
 {
     int hd = C / NH, P = hd / 2;
     for (int n = 0; n < B * T; n++) {
@@ -225,10 +235,10 @@ void bf_rotary_forward(float *qkv, const float *cosv, const float *sinv,
     }
 }
 
-void bf_rotary_backward(float *dqkv, float *dtheta, const float *qkv,
-                        const float *cosv, const float *sinv,
-                        const float *omega, const uint8_t *learnable,
-                        const int *pos, int S, int B, int T, int C, int NH)
+static void rotary_backward(float *dqkv, float *dtheta, const float *qkv,
+                            const float *cosv, const float *sinv,
+                            const float *omega, const uint8_t *learnable,
+                            const int *pos, int S, int B, int T, int C, int NH)
 {
     int hd = C / NH, P = hd / 2;
     for (int n = 0; n < B * T; n++) {
@@ -282,8 +292,8 @@ static void softmax_causal_row(float *row, int len, int T)
  * never computed: with T = 4 blocks that is 10/16 of the full products. */
 enum { ATT_BLOCK = 32 };
 
-void bf_attention_forward(float *out, float *att, const float *qkv, int B,
-                          int T, int C, int NH)
+static void attention_forward(float *out, float *att, const float *qkv, int B,
+                              int T, int C, int NH)
 {
     int hd = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hd);
@@ -309,9 +319,9 @@ void bf_attention_forward(float *out, float *att, const float *qkv, int B,
         }
 }
 
-void bf_attention_backward(float *dqkv, float *scratch, const float *dout,
-                           const float *qkv, const float *att, int B, int T,
-                           int C, int NH)
+static void attention_backward(float *dqkv, float *scratch, const float *dout,
+                               const float *qkv, const float *att, int B, int T,
+                               int C, int NH)
 {
     int hd = C / NH, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hd);
@@ -360,7 +370,7 @@ void bf_attention_backward(float *dqkv, float *scratch, const float *dout,
         }
 }
 
-void bf_gelu_forward(float *out, const float *inp, int n)
+static void gelu_forward(float *out, const float *inp, int n)
 {
     for (int i = 0; i < n; i++) {
         float x = inp[i];
@@ -369,7 +379,7 @@ void bf_gelu_forward(float *out, const float *inp, int n)
     }
 }
 
-void bf_gelu_backward(float *dinout, float *out, const float *inp, int n)
+static void gelu_backward(float *dinout, float *out, const float *inp, int n)
 {
     for (int i = 0; i < n; i++) {
         float x = inp[i];
@@ -380,9 +390,9 @@ void bf_gelu_backward(float *dinout, float *out, const float *inp, int n)
     }
 }
 
-double bf_crossentropy_forward(float *lse, int *argmax, int *n_targets,
-                               const float *logits, const int *targets,
-                               int N, int V)
+static double crossentropy_forward(float *lse, int *argmax, int *n_targets,
+                                   const float *logits, const int *targets,
+                                   int N, int V)
 {
     double loss = 0.0;
     int count = 0;
@@ -408,9 +418,9 @@ double bf_crossentropy_forward(float *lse, int *argmax, int *n_targets,
     return loss;
 }
 
-void bf_crossentropy_backward(float *dlogits, const float *logits,
-                              const float *lse, const int *targets,
-                              float scale, int N, int V)
+static void crossentropy_backward(float *dlogits, const float *logits,
+                                  const float *lse, const int *targets,
+                                  float scale, int N, int V)
 {
     for (int n = 0; n < N; n++) {
         const float *z = logits + (size_t)n * V;
@@ -425,3 +435,39 @@ void bf_crossentropy_backward(float *dlogits, const float *logits,
         d[targets[n]] -= scale;
     }
 }
+
+static void adamw_update(float *p, float *m, float *v, const float *g,
+                         size_t n, float grad_scale, float lr, float wd,
+                         float beta1, float beta2, float eps, float bias1,
+                         float bias2)
+{
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] * grad_scale;
+        m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
+        v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+        float mhat = m[i] / bias1, vhat = v[i] / bias2;
+        p[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * p[i]);
+    }
+}
+
+const bf_kernels BF_KERNELS_TABLE = {
+    .encoder_forward = encoder_forward,
+    .encoder_backward = encoder_backward,
+    .layernorm_forward = layernorm_forward,
+    .layernorm_apply = layernorm_apply,
+    .layernorm_backward = layernorm_backward,
+    .matmul_forward = matmul_forward,
+    .matmul_backward = matmul_backward,
+    .logits_forward = logits_forward,
+    .logits_backward = logits_backward,
+    .rotary_tables = rotary_tables,
+    .rotary_forward = rotary_forward,
+    .rotary_backward = rotary_backward,
+    .attention_forward = attention_forward,
+    .attention_backward = attention_backward,
+    .gelu_forward = gelu_forward,
+    .gelu_backward = gelu_backward,
+    .crossentropy_forward = crossentropy_forward,
+    .crossentropy_backward = crossentropy_backward,
+    .adamw_update = adamw_update,
+};

@@ -14,6 +14,7 @@
 #include "args.h"
 #include "checkpoint.h"
 #include "clock.h"
+#include "isa.h"
 #include "log.h"
 #include "mem_limit.h"
 #include "records.h"
@@ -744,8 +745,9 @@ static int run_group(group *g)
         return EXIT_RUNTIME;
     }
     catch_signals(g->link);
-    bf_log_info("worker group %s: %d rank%s, coordinator %s", name,
-                g->nranks, g->nranks == 1 ? "" : "s", g->o.server);
+    bf_log_info("worker group %s: %d rank%s, coordinator %s, engine "
+                "kernels %s", name, g->nranks, g->nranks == 1 ? "" : "s",
+                g->o.server, bf_isa_name(bf_isa_current()));
     int status = lead(g);
     signal_link = NULL;
     bf_link_stop(g->link);

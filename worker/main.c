@@ -23,7 +23,9 @@
 #include "args.h"
 #include "checkpoint.h"
 #include "group.h"
+#include "isa.h"
 #include "job_config.h"
+#include "log.h"
 #include "mem_limit.h"
 #include "records.h"
 #include "score.h"
@@ -188,6 +190,7 @@ static int cmd_train(int argc, char **argv)
         return fail(EXIT_RUNTIME, &err);
     if (resume && find_resume(dir, resume_path, sizeof resume_path, &err))
         return fail(EXIT_RUNTIME, &err);
+    bf_log_info("engine kernels: %s", bf_isa_name(bf_isa_current()));
     size_t budget = budget_mib > 0 ? (size_t)budget_mib << 20
                                    : bf_mem_limit();
     return train_job(&cfg, dir, resume_path[0] ? resume_path : NULL, budget);
@@ -242,6 +245,11 @@ int main(int argc, char **argv)
 {
     bf_alloc_init();
     default_blas_threads();
+    /* the constructor already chose a level; this refuses a bad
+     * BIFOCAL_ISA instead of running at another level than asked */
+    bf_error isa_err;
+    if (bf_isa_use_env(&isa_err) != 0)
+        return fail(EXIT_USAGE, &isa_err);
     /* --server HOST:PORT: an MPI worker group driven by the coordinator. */
     if (bf_group_requested(argc, argv))
         return bf_group_main(argc, argv);

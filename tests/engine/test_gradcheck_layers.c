@@ -16,6 +16,7 @@
 
 #include "layers.h"
 #include "test_gradcheck_util.h"
+#include "test_isa_util.h"
 
 #define TOL 1e-3    /* relative error; correct code gives 1e-6..2e-4 */
 #define EPS 1e-2f
@@ -488,6 +489,9 @@ static void test_nonfinite_inputs(void **state)
 
 int main(void)
 {
+    int isa_status = test_isa_from_env();
+    if (isa_status != 0)
+        return isa_status;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_matmul),

@@ -13,6 +13,7 @@
 
 #include "model.h"
 #include "test_gradcheck_util.h"
+#include "test_isa_util.h"
 
 #define TOL 5e-3     /* whole-model float32 rounding gives ~1e-4..1e-3 */
 #define EPS 1e-2f
@@ -166,6 +167,9 @@ static void test_bifocal(void **state) { (void)state; check_both(BF_ROPE_BIFOCAL
 
 int main(void)
 {
+    int isa_status = test_isa_from_env();
+    if (isa_status != 0)
+        return isa_status;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_none),
         cmocka_unit_test(test_rope),

@@ -24,6 +24,7 @@
 
 #include "model.h"
 #include "rng.h"
+#include "test_isa_util.h"
 
 #define PYTHON "/usr/bin/python3"
 
@@ -240,6 +241,9 @@ static void test_against_torch(void **state)
 
 int main(int argc, char **argv)
 {
+    int isa_status = test_isa_from_env();
+    if (isa_status != 0)
+        return isa_status;
     if (argc != 2) {
         fprintf(stderr, "usage: %s PATH/torch_check.py\n", argv[0]);
         return 2;

@@ -5,7 +5,7 @@ The same model, parameter names and layout as the C code (per-layer tensors
 stacked with a leading L dimension, matrices stored [in, out]), so a flat
 float32 dump of params_memory loads directly.  Used two ways:
 
-  * bench: `torch_ref.py --bench C L NH T B V STEPS` times forward +
+  * bench: `torch_ref.py --bench C L NH T B V STEPS [ROPE]` times forward +
     backward + AdamW on one thread and prints `torch_tokens_per_s X`;
   * tests/reference/torch_check.py imports BifocalTorch to check the C
     model's loss, gradients and AdamW step.
@@ -150,10 +150,11 @@ class BifocalTorch(torch.nn.Module):
         return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)
 
 
-def bench(C, L, NH, T, B, V, steps):
+def bench(C, L, NH, T, B, V, steps, rope="bifocal"):
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    model = BifocalTorch(V, C, L, NH, "bifocal", NH // 2)
+    spectral = {"spectral": NH, "bifocal": NH // 2}[rope]
+    model = BifocalTorch(V, C, L, NH, rope, spectral)
     opt = model.adamw(1e-3, (0.9, 0.95), 1e-8, 0.1, 1.0)
     idx = torch.randint(0, V, (B, T))
     tgt = torch.randint(0, V, (B, T))
@@ -177,6 +178,7 @@ def bench(C, L, NH, T, B, V, steps):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 9 or sys.argv[1] != "--bench":
-        sys.exit("usage: torch_ref.py --bench C L NH T B V STEPS")
-    bench(*map(int, sys.argv[2:]))
+    if len(sys.argv) not in (9, 10) or sys.argv[1] != "--bench":
+        sys.exit("usage: torch_ref.py --bench C L NH T B V STEPS "
+                 "[spectral|bifocal]")
+    bench(*map(int, sys.argv[2:9]), *sys.argv[9:])
