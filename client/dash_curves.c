@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Finite REALs only: NaN is stored as the text 'nan', which compares above
- * every number, and infinities lie outside this range. */
+/* Finite REALs only: NaN is stored as NULL, which no comparison matches,
+ * and infinities lie outside this range (common/records.h). */
 #define FINITE(col) col " BETWEEN -1.7976931348623157e308" \
                         " AND 1.7976931348623157e308"
 

@@ -245,8 +245,7 @@ int bf_store_attempt_owned_by(bf_store *s, int64_t attempt_id,
  *   {"type":"eval","step":N,"depth":D,"loss":x,"accuracy":x}
  *   {"type":"freq","step":N,"layer":l,"head":h,"omega":[...]}
  * A value is a JSON number or a non-finite one: "nan" or null (stored as
- * the text 'nan': SQLite has no NaN), "inf" / "-inf" (stored as REAL
- * infinities).
+ * NULL: SQLite has no NaN), "inf" / "-inf" (stored as REAL infinities).
  * The same (job, key, step) / (job, step, depth) / (job, step, layer, head,
  * pair) arriving twice is stored once.  Each record is validated on its
  * own: the valid ones are stored, a malformed one costs only itself and is

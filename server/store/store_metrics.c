@@ -49,13 +49,12 @@ static int get_int(walk *w, size_t i, const json_t *rec, const char *type,
     return 0;
 }
 
-/* Infinities are stored as REAL.  SQLite has no NaN (it binds as NULL,
- * which the NOT NULL value columns refuse), so NaN is stored flagged: as
- * the text 'nan', which a REAL column keeps as TEXT (docs/schema.md). */
+/* The storage rule of common/records.h: infinities are REALs, NaN (which
+ * SQLite cannot hold) is NULL (docs/schema.md, 010_nonfinite.sql). */
 static void bind_value(sqlite3_stmt *st, int col, double x)
 {
     if (isnan(x))
-        sqlite3_bind_text(st, col, "nan", 3, SQLITE_STATIC);
+        sqlite3_bind_null(st, col);
     else
         sqlite3_bind_double(st, col, x);
 }
