@@ -6,19 +6,17 @@
 
 #include "alloc.h"
 #include "db.h"
+#include "records.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Finite REALs only: NaN is stored as the text 'nan', which compares above
- * every number, and infinities lie outside this range. */
+/* Finite REALs only: NaN is stored as NULL, which no comparison matches,
+ * and infinities lie outside this range (common/records.h). */
 #define FINITE(col) col " BETWEEN -1.7976931348623157e308" \
                         " AND 1.7976931348623157e308"
-
-static const char *const metric_keys[] = { "loss", "lr", "grad_norm",
-                                           "tokens_per_s" };
 
 /* sql with ?1 the job, ?2 the first step, ?3 the bucket size (a statement
  * without ?2 or ?3 ignores them: binding a missing parameter is a no-op). */
@@ -84,20 +82,22 @@ static void emit_metric(json_t *out, const metric_bucket *m)
     push(series, "max", json_real(m->max));
 }
 
-/* {"loss": {"step": [...], "mean": [...], "min": [...], "max": [...]}, ...}:
- * the rows come in key order (key, step), so each bucket is summed up as
- * they stream by, with no sort. */
-static json_t *metrics(sqlite3 *db, int64_t job, int64_t since, int64_t b,
-                       int64_t *last)
+/* {"loss": {"step": [...], "mean": [...], "min": [...], "max": [...]}, ...}
+ * for the metrics of common/records.h: the rows come in key order (key,
+ * step), so each bucket is summed up as they stream by, with no sort. */
+static json_t *metrics(sqlite3 *db, const json_t *table, int64_t job,
+                       int64_t since, int64_t b, int64_t *last)
 {
     sqlite3_stmt *st = prepare(db,
         "SELECT key, step, value FROM metrics"
-        " WHERE job_id = ?1 AND key IN (?4, ?5, ?6, ?7) AND step >= ?2"
+        " WHERE job_id = ?1 AND step >= ?2"
+        "   AND key IN (SELECT json_extract(value, '$.key')"
+        "                FROM json_each(?4))"
         "   AND " FINITE("value") " ORDER BY key, step", job, since, b);
     if (!st)
         return NULL;
-    for (int i = 0; i < 4; i++)
-        sqlite3_bind_text(st, 4 + i, metric_keys[i], -1, SQLITE_STATIC);
+    char *keys = json_dumps(table, JSON_COMPACT);
+    sqlite3_bind_text(st, 4, keys, -1, free);
     json_t *out = json_object();
     metric_bucket m = { .n = 0 };
     int rc;
@@ -334,18 +334,21 @@ json_t *bf_dash_curves(sqlite3 *db, int64_t job_id, int width, int64_t since)
     int64_t bucket = (steps + width - 1) / width;
     since = since / bucket * bucket;
     int64_t last = -1;
-    json_t *m = metrics(db, job_id, since, bucket, &last);
+    json_t *keys = bf_metrics_json();
+    json_t *m = metrics(db, keys, job_id, since, bucket, &last);
     json_t *e = m ? evals(db, job_id, since, bucket, &last) : NULL;
     json_t *f = e ? frequencies(db, job_id, since, bucket, &last) : NULL;
     if (!f) {
+        json_decref(keys);
         json_decref(m);
         json_decref(e);
         return NULL;
     }
     int64_t next = last < 0 ? since : last / bucket * bucket;
-    return json_pack("{s:I, s:I, s:i, s:I, s:I, s:I, s:o, s:o, s:o}",
+    return json_pack("{s:I, s:I, s:i, s:I, s:I, s:I, s:o, s:o, s:o, s:o}",
                      "job_id", (json_int_t)job_id, "steps", (json_int_t)steps,
                      "width", width, "bucket", (json_int_t)bucket,
                      "since", (json_int_t)since, "next_since", (json_int_t)next,
-                     "metrics", m, "evals", e, "frequencies", f);
+                     "metric_keys", keys, "metrics", m, "evals", e,
+                     "frequencies", f);
 }

@@ -4,7 +4,7 @@
  *
  * A job of S steps drawn W points wide has buckets of b = ceil(S / W)
  * steps; bucket k holds steps [k b, (k + 1) b).  Per bucket: of each
- * training metric (loss, lr, grad_norm, tokens_per_s) the mean, min and max
+ * training metric (bf_metrics, common/records.h) the mean, min and max
  * at the bucket's last step; of each eval depth and each learned frequency
  * the newest value.  Non-finite values (a diverged job's) are left out.
  * With since, only the buckets from the one holding since on are read: the

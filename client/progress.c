@@ -2,6 +2,7 @@
 #include "progress.h"
 
 #include "alloc.h"
+#include "records.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -66,11 +67,13 @@ static void forget_stopped(bf_progress *p, const json_t *live)
     p->n = kept;
 }
 
-/* Steps per second from the worker's own throughput figure. */
+/* Steps per second from the worker's own throughput figure (the live_jobs
+ * column named after its metric). */
 static double reported_rate(const json_t *row)
 {
     const json_t *config = json_object_get(row, "config");
-    double tokens = bf_progress_number(row, "tokens_per_s", NAN);
+    double tokens = bf_progress_number(
+        row, bf_metrics[BF_METRIC_TOKENS_PER_S].key, NAN);
     double per_step = bf_progress_number(config, "batch_size", NAN)
                       * bf_progress_number(config, "seq_len", NAN);
     return tokens > 0 && per_step > 0 ? tokens / per_step : NAN;

@@ -47,8 +47,8 @@ void bf_progress_update(bf_progress *p, json_t *live, int64_t now_ms);
 double bf_progress_sweep_eta(const json_t *live, long long n_queued,
                              double queued_steps);
 
-/* A row's number field, or fallback when it is missing, null or text
- * (a non-finite value stored as "nan"). */
+/* A row's number field, or fallback when it is missing, null (NaN, or no
+ * value) or text (an infinity, "inf" / "-inf"). */
 double bf_progress_number(const json_t *row, const char *key, double fallback);
 
 #endif

@@ -309,12 +309,11 @@ void bf_trainer_evaluate(bf_trainer *t, bf_eval_result *out)
 
 static int is_rank0(const bf_trainer *t) { return t->opts.rank == 0; }
 
-/* Hands a record to the emit hook (rank 0 only) and drops it. */
-static void emit(bf_trainer *t, json_t *record)
+/* Hands a record to the emit hook (rank 0 only). */
+static void emit(bf_trainer *t, const bf_record *record)
 {
-    if (record && is_rank0(t) && t->opts.hooks.emit)
+    if (is_rank0(t) && t->opts.hooks.emit)
         t->opts.hooks.emit(t->opts.hooks.ctx, record);
-    json_decref(record);
 }
 
 static int due(int step, int every, int last)
@@ -327,8 +326,12 @@ static void emit_train(bf_trainer *t)
     double tokens = (double)t->window_steps * t->cfg.batch_size *
                     t->cfg.seq_len;
     double tps = t->window_seconds > 0 ? tokens / t->window_seconds : NAN;
-    emit(t, bf_record_train(t->step, t->summary.train_loss, t->last_lr,
-                            t->last_grad_norm, tps));
+    bf_record r = {.kind = BF_RECORD_TRAIN, .step = t->step};
+    r.u.train.value[BF_METRIC_LOSS] = t->summary.train_loss;
+    r.u.train.value[BF_METRIC_LR] = t->last_lr;
+    r.u.train.value[BF_METRIC_GRAD_NORM] = t->last_grad_norm;
+    r.u.train.value[BF_METRIC_TOKENS_PER_S] = tps;
+    emit(t, &r);
     t->window_seconds = 0;
     t->window_steps = 0;
 }
@@ -337,10 +340,11 @@ static void emit_eval(bf_trainer *t)
 {
     bf_trainer_evaluate(t, t->summary.evals);
     t->summary.n_evals = t->cfg.n_eval_depths;
-    for (int k = 0; k < t->summary.n_evals; k++)
-        emit(t, bf_record_eval(t->step, t->summary.evals[k].depth,
-                               t->summary.evals[k].loss,
-                               t->summary.evals[k].accuracy));
+    for (int k = 0; k < t->summary.n_evals; k++) {
+        bf_record r = {.kind = BF_RECORD_EVAL, .step = t->step,
+                       .u.eval = t->summary.evals[k]};
+        emit(t, &r);
+    }
 }
 
 /* Learnable heads on the freq_every schedule; every head, fixed ones too,
@@ -359,7 +363,10 @@ static void emit_freqs(bf_trainer *t)
             if (!every_head && !t->model.freq_learnable[l * s->n_heads + h])
                 continue;
             bf_model_omega(&t->model, l, h, t->omega);
-            emit(t, bf_record_freq(t->step, l, h, t->omega, P));
+            bf_record r = {.kind = BF_RECORD_FREQ, .step = t->step,
+                           .u.freq = {.layer = l, .head = h, .n = P,
+                                      .omega = t->omega}};
+            emit(t, &r);
         }
 }
 
@@ -373,26 +380,21 @@ static int write_checkpoint(bf_trainer *t, bf_error *err)
                                   &t->cfg, t->opts.owner, t->step, path,
                                   sizeof t->summary.checkpoint, err) != 0)
         return -1;
-    emit(t, bf_record_checkpoint(t->step, path));
+    bf_record r = {.kind = BF_RECORD_CHECKPOINT, .step = t->step,
+                   .u.checkpoint.path = path};
+    emit(t, &r);
     return 0;
 }
 
-static json_t *done_record(const bf_trainer *t)
+static void emit_done(bf_trainer *t)
 {
-    json_t *evals = json_array();
-    for (int k = 0; k < t->summary.n_evals; k++)
-        json_array_append_new(evals, json_pack("{s:i, s:o, s:o}",
-            "depth", t->summary.evals[k].depth,
-            "loss", bf_record_real(t->summary.evals[k].loss),
-            "accuracy", bf_record_real(t->summary.evals[k].accuracy)));
-    json_t *done = json_pack("{s:s, s:i, s:o, s:b, s:o}", "type", "done",
-                             "step", t->step, "train_loss",
-                             bf_record_real(t->summary.train_loss),
-                             "stopped", t->summary.stopped, "eval", evals);
-    if (done && t->summary.diverged)
-        json_object_set_new(done, "diverged",
-                            json_integer(t->summary.diverged));
-    return done;
+    bf_record r = {.kind = BF_RECORD_DONE, .step = t->step,
+                   .u.done = {.train_loss = t->summary.train_loss,
+                              .stopped = t->summary.stopped,
+                              .diverged = t->summary.diverged,
+                              .n_evals = t->summary.n_evals,
+                              .evals = t->summary.evals}};
+    emit(t, &r);
 }
 
 /* A non-finite loss (stop_on_nonfinite): the step's train record says so,
@@ -458,7 +460,7 @@ int bf_trainer_run(bf_trainer *t, bf_error *err)
             break;
         }
     }
-    emit(t, done_record(t));
+    emit_done(t);
     return 0;
 }
 

@@ -26,6 +26,7 @@
 #include "checkpoint.h"
 #include "job_config.h"
 #include "model.h"
+#include "records.h"
 
 typedef struct bf_train_hooks {
     void *ctx;
@@ -36,8 +37,9 @@ typedef struct bf_train_hooks {
      * once per evaluation (3 floats per eval depth). */
     void (*allreduce_sum)(void *ctx, float *buf, size_t n);
     /* Receives every record on rank 0 (train/eval/freq/checkpoint/done);
-     * the trainer keeps ownership of the json_t.  May be NULL. */
-    void (*emit)(void *ctx, const json_t *record);
+     * the record and what it points to are valid during the call only.
+     * May be NULL. */
+    void (*emit)(void *ctx, const bf_record *record);
     /* Polled on every rank once per step, just before the gradient
      * allreduce: non-zero asks to stop after this step (cancel, SIGTERM).
      * The ranks' answers are summed in that same allreduce, so all ranks
@@ -62,12 +64,6 @@ typedef struct bf_trainer_opts {
     size_t memory_budget;
     bf_train_hooks hooks;
 } bf_trainer_opts;
-
-typedef struct bf_eval_result {
-    int depth;
-    double loss;       /* mean cross-entropy over target tokens */
-    double accuracy;   /* fraction of examples with every target right */
-} bf_eval_result;
 
 /* Where a run ended. */
 typedef struct bf_train_summary {

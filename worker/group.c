@@ -119,7 +119,7 @@ static void allreduce_sum(void *ctx, float *buf, size_t n)
     }
 }
 
-static void emit_to_link(void *ctx, const json_t *record)
+static void emit_to_link(void *ctx, const bf_record *record)
 {
     hooks_ctx *h = ctx;
     if (h->link)
@@ -389,9 +389,9 @@ static void fall_back(group *g, const bf_checkpoint_owner *owner,
         }
         bf_log_warn("job %lld: falling back to the older checkpoint %s",
                     (long long)job_id, path);
-        json_t *record = bf_record_checkpoint(steps[i], path);
-        bf_link_emit(g->link, record);
-        json_decref(record);
+        bf_record record = {.kind = BF_RECORD_CHECKPOINT, .step = steps[i],
+                            .u.checkpoint.path = path};
+        bf_link_emit(g->link, &record);
         return;
     }
     path[0] = '\0';

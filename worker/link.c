@@ -830,38 +830,48 @@ void bf_link_begin_attempt(bf_link *l, int64_t attempt_id, int lease_seconds)
     pthread_mutex_unlock(&l->mu);
 }
 
-void bf_link_emit(bf_link *l, const json_t *record)
+/* The checkpoint record's message (under mu).  The records before it go
+ * first: once the coordinator records the checkpoint, everything it
+ * supersedes is stored. */
+static void queue_checkpoint(bf_link *l, const bf_record *r)
 {
-    const char *type = json_string_value(json_object_get(record, "type"));
-    if (!type || strcmp(type, "done") == 0)
-        return;
-    pthread_mutex_lock(&l->mu);
-    if (!l->attempt_id || l->fenced) {
-        pthread_mutex_unlock(&l->mu);
-        return;
-    }
-    if (strcmp(type, "checkpoint") == 0) {
-        /* The records before the checkpoint go first: once the coordinator
-         * records the checkpoint, everything it supersedes is stored. */
-        cut_batch(l);
-        int64_t id = ++l->next_id;
-        json_t *msg = json_pack("{s:s, s:I, s:I, s:O, s:O}",
-                                "type", "checkpoint", "id", (json_int_t)id,
-                                "attempt_id", (json_int_t)l->attempt_id,
-                                "path", json_object_get(record, "path"),
-                                "step", json_object_get(record, "step"));
-        if (msg)
-            append_entry(l, ENTRY_CHECKPOINT, msg, id, 0);
-        else
-            bf_log_error("link: checkpoint record without path/step dropped");
+    cut_batch(l);
+    int64_t id = ++l->next_id;
+    json_t *msg = json_pack("{s:s, s:I, s:I, s:s, s:i}",
+                            "type", "checkpoint", "id", (json_int_t)id,
+                            "attempt_id", (json_int_t)l->attempt_id,
+                            "path", r->u.checkpoint.path, "step", r->step);
+    if (msg)
+        append_entry(l, ENTRY_CHECKPOINT, msg, id, 0);
+    else
+        bf_log_error("link: checkpoint record without a path dropped");
+    bf_link_wake(l);
+}
+
+/* Adds a metrics record to the batch being filled (under mu). */
+static void queue_metric(bf_link *l, json_t *rec)
+{
+    json_array_append_new(l->pending, rec);
+    if (json_array_size(l->pending) >= (size_t)l->batch_records)
         bf_link_wake(l);
-    } else {
-        /* A reference, not a copy: the trainer never changes a record
-         * after emitting it, and jansson's reference counts are atomic. */
-        json_array_append(l->pending, (json_t *)record);
-        if (json_array_size(l->pending) >= (size_t)l->batch_records)
-            bf_link_wake(l);
-    }
+}
+
+void bf_link_emit(bf_link *l, const bf_record *record)
+{
+    bf_record_route route = bf_record_kinds[record->kind].route;
+    if (route == BF_ROUTE_NONE)
+        return;
+    /* The link is an edge: batched records become JSON here, before the
+     * lock, so the network thread never waits for the encoding. */
+    json_t *rec = route == BF_ROUTE_METRICS ? bf_record_to_json(record)
+                                            : NULL;
+    pthread_mutex_lock(&l->mu);
+    if (!l->attempt_id || l->fenced)
+        json_decref(rec);
+    else if (route == BF_ROUTE_CHECKPOINT)
+        queue_checkpoint(l, record);
+    else if (rec)
+        queue_metric(l, rec);
     pthread_mutex_unlock(&l->mu);
 }
 

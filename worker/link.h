@@ -25,6 +25,7 @@
 #include <jansson.h>
 
 #include "bf_error.h"
+#include "records.h"
 
 typedef struct bf_link bf_link;
 
@@ -86,14 +87,14 @@ int bf_link_sleep(bf_link *l, int ms);
  * it and heartbeats renew its lease every lease_seconds/3. */
 void bf_link_begin_attempt(bf_link *l, int64_t attempt_id, int lease_seconds);
 
-/* Queues one trainer record (the link takes a reference: the caller must
- * not change the record afterwards): train/eval/freq records go
- * into metrics batches, a {"type":"checkpoint","step","path"} record becomes
- * a `checkpoint` message sent once the metrics queued before it were
- * acknowledged, and the
- * "done" record is dropped (bf_link_finish_attempt reports the end).  Never
- * waits for the network.  Dropped when no attempt is live or it is fenced. */
-void bf_link_emit(bf_link *l, const json_t *record);
+/* Queues one trainer record, routed by its kind (common/records.h; the
+ * link copies what it keeps): a record of BF_ROUTE_METRICS goes into
+ * metrics batches as its JSON, a checkpoint record becomes a `checkpoint`
+ * message sent once the metrics queued before it were acknowledged, and
+ * the "done" record is dropped (bf_link_finish_attempt reports the end).
+ * Never waits for the network.  Dropped when no attempt is live or it is
+ * fenced. */
+void bf_link_emit(bf_link *l, const bf_record *record);
 
 /* Whether the live attempt should stop: BF_LINK_OK (keep going),
  * BF_LINK_CANCELLED or BF_LINK_FENCED.  Cheap; called once per step. */

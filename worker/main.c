@@ -91,9 +91,13 @@ static int should_stop(void *ctx)
     return stop_signal != 0;
 }
 
-static void print_record(void *ctx, const json_t *record)
+/* stdout is an edge: the record becomes its JSON line here. */
+static void print_record(void *ctx, const bf_record *record)
 {
-    bf_record_print(ctx, record);
+    json_t *line = bf_record_to_json(record);
+    if (line)
+        bf_record_print(ctx, line);
+    json_decref(line);
 }
 
 /* The checkpoint --resume continues from, or "" for a fresh start. */

@@ -354,13 +354,6 @@ var BifocalDashboard = (function () {
 
   /* ---- one job ----------------------------------------------------------- */
 
-  var METRICS = [
-    { key: "loss", title: "Training loss", log: true, band: true },
-    { key: "lr", title: "Learning rate" },
-    { key: "grad_norm", title: "Gradient norm (before clipping)", log: true },
-    { key: "tokens_per_s", title: "Throughput (tokens/s)" },
-  ];
-
   /* Drops what a reply from `since` on replaces, then appends it. */
   function mergeSeries(held, fresh, since, keys) {
     var keep = held.step.filter(function (s) { return s < since; }).length;
@@ -389,6 +382,7 @@ var BifocalDashboard = (function () {
       });
       h.step = h.step.slice(0, keep).concat(f.step);
     });
+    held.metric_keys = fresh.metric_keys;
     held.next_since = fresh.next_since;
   }
 
@@ -424,7 +418,8 @@ var BifocalDashboard = (function () {
     }
 
     function drawCurves() {
-      METRICS.forEach(function (m, i) {
+      /* The training metrics are the server's (metric_keys: common/records.h). */
+      curves.metric_keys.forEach(function (m, i) {
         var s = curves.metrics[m.key];
         if (!s || !s.step.length) return;
         draw(train, m.key, { id: "fig-" + m.key.replace(/_/g, "-"), title: m.title,

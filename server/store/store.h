@@ -242,14 +242,14 @@ int bf_store_attempt_owned_by(bf_store *s, int64_t attempt_id,
 /* ---- metrics ------------------------------------------------------------- */
 
 /* Ingests a JSON array of records for a live attempt, inside the open batch
- * transaction (see bf_store_flush).  Records (the worker's stdout format):
- *   {"type":"train","step":N,"loss":x,"lr":x,"grad_norm":x,"tokens_per_s":x}
+ * transaction (see bf_store_flush).  Records (the worker's stdout format,
+ * common/records.h; the kinds routed to metrics batches):
+ *   {"type":"train","step":N,<metric key>:x,...}
  *      -> one metrics row per numeric key other than type/step
  *   {"type":"eval","step":N,"depth":D,"loss":x,"accuracy":x}
  *   {"type":"freq","step":N,"layer":l,"head":h,"omega":[...]}
  * A value is a JSON number or a non-finite one: "nan" or null (stored as
- * the text 'nan': SQLite has no NaN), "inf" / "-inf" (stored as REAL
- * infinities).
+ * NULL: SQLite has no NaN), "inf" / "-inf" (stored as REAL infinities).
  * The same (job, key, step) / (job, step, depth) / (job, step, layer, head,
  * pair) arriving twice is stored once.  Each record is validated on its
  * own: the valid ones are stored, a malformed one costs only itself and is

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "records.h"
 
 /* One pass over the records.  With `s` NULL it only validates; with a
  * store it also writes.  Sharing the walk keeps validation and writing from
@@ -48,43 +49,22 @@ static int get_int(walk *w, size_t i, const json_t *rec, const char *type,
     return 0;
 }
 
-/* A value of a record: a JSON number, or a non-finite one as the worker
- * writes it (JSON has none): "nan", "inf", "-inf", or null (NaN). */
-static int record_number(const json_t *v, double *out)
-{
-    const char *text = json_string_value(v);
-    if (json_is_number(v))
-        *out = json_number_value(v);
-    else if (json_is_null(v) || (text && strcmp(text, "nan") == 0))
-        *out = NAN;
-    else if (text && strcmp(text, "inf") == 0)
-        *out = INFINITY;
-    else if (text && strcmp(text, "-inf") == 0)
-        *out = -INFINITY;
-    else
-        return -1;
-    return 0;
-}
-
-/* Infinities are stored as REAL.  SQLite has no NaN (it binds as NULL,
- * which the NOT NULL value columns refuse), so NaN is stored flagged: as
- * the text 'nan', which a REAL column keeps as TEXT (docs/schema.md). */
+/* The storage rule of common/records.h: infinities are REALs, NaN (which
+ * SQLite cannot hold) is NULL (docs/schema.md, 010_nonfinite.sql). */
 static void bind_value(sqlite3_stmt *st, int col, double x)
 {
     if (isnan(x))
-        sqlite3_bind_text(st, col, "nan", 3, SQLITE_STATIC);
+        sqlite3_bind_null(st, col);
     else
         sqlite3_bind_double(st, col, x);
 }
 
-#define NUMBER_RULE "a number (or \"nan\", \"inf\", \"-inf\", null)"
-
 static int get_number(walk *w, size_t i, const json_t *rec, const char *type,
                       const char *field, double *out)
 {
-    if (record_number(json_object_get(rec, field), out) < 0)
+    if (bf_record_number(json_object_get(rec, field), out) < 0)
         return record_error(w, i, field, "%s record: '%s' must be "
-                            NUMBER_RULE, type, field);
+                            BF_RECORD_NUMBER_RULE, type, field);
     return 0;
 }
 
@@ -106,9 +86,9 @@ static int walk_train(walk *w, size_t i, const json_t *rec, json_int_t step)
         if (strcmp(key, "type") == 0 || strcmp(key, "step") == 0)
             continue;
         double x;
-        if (record_number(v, &x) < 0)
+        if (bf_record_number(v, &x) < 0)
             return record_error(w, i, key, "train record: '%s' must be "
-                                NUMBER_RULE, key);
+                                BF_RECORD_NUMBER_RULE, key);
         if (!w->s)
             continue;
         sqlite3_stmt *st = store__stmt(w->s, ST_METRIC_INSERT);
@@ -157,9 +137,9 @@ static int walk_freq(walk *w, size_t i, const json_t *rec, json_int_t step)
     json_t *v;
     json_array_foreach(omega, pair, v) {
         double x;
-        if (record_number(v, &x) < 0)
+        if (bf_record_number(v, &x) < 0)
             return record_error(w, i, "omega", "freq record: omega[%zu] must "
-                                "be " NUMBER_RULE, pair);
+                                "be " BF_RECORD_NUMBER_RULE, pair);
         if (!w->s)
             continue;
         sqlite3_stmt *st = store__stmt(w->s, ST_FREQ_INSERT);
@@ -175,6 +155,29 @@ static int walk_freq(walk *w, size_t i, const json_t *rec, json_int_t step)
     return 0;
 }
 
+typedef int (*record_writer)(walk *w, size_t i, const json_t *rec,
+                             json_int_t step);
+
+/* The storage of each kind the link sends in metrics batches
+ * (BF_ROUTE_METRICS in common/records.h): its fields, read and written
+ * into its table; a kind routed elsewhere has none. */
+static const record_writer writers[BF_N_RECORD_KINDS] = {
+    [BF_RECORD_TRAIN] = walk_train,
+    [BF_RECORD_EVAL]  = walk_eval,
+    [BF_RECORD_FREQ]  = walk_freq,
+};
+
+static int type_error(walk *w, size_t i, const char *type)
+{
+    char allowed[128];
+    bf_record_stored_types(allowed, sizeof allowed);
+    if (!type)
+        return record_error(w, i, "type", "'type' must be one of %s",
+                            allowed);
+    return record_error(w, i, "type", "unknown type '%.64s' (allowed: %s)",
+                        type, allowed);
+}
+
 /* One record, validated (w->s NULL) or written. */
 static int walk_record(walk *w, size_t i, const json_t *rec)
 {
@@ -182,19 +185,13 @@ static int walk_record(walk *w, size_t i, const json_t *rec)
         return bf_error_set(w->err, NULL, 0, "records", "record %zu is not an "
                             "object", i);
     const char *type = json_string_value(json_object_get(rec, "type"));
+    int kind = bf_record_kind_of(type);
+    if (kind < 0 || !writers[kind])
+        return type_error(w, i, type);
     json_int_t step = 0;
-    if (!type)
-        return record_error(w, i, "type", "'type' must be train, eval or freq");
     if (get_int(w, i, rec, type, "step", 0, &step) < 0)
         return -1;
-    if (strcmp(type, "train") == 0)
-        return walk_train(w, i, rec, step);
-    if (strcmp(type, "eval") == 0)
-        return walk_eval(w, i, rec, step);
-    if (strcmp(type, "freq") == 0)
-        return walk_freq(w, i, rec, step);
-    return record_error(w, i, "type", "unknown type '%.64s' (allowed: train, "
-                        "eval, freq)", type);
+    return writers[kind](w, i, rec, step);
 }
 
 /* Validates every record; the bad ones are marked in bad[] and, when

@@ -276,6 +276,14 @@ def check_api(bifocal, db, addr):
 def check_curves(addr, q):
     status, c = get_json(addr, "/api/jobs/5/curves?width=16")
     check(status == 200 and c["bucket"] == 13, "curves bucket = ceil(200/16)")
+    keys = [m["key"] for m in c["metric_keys"]]
+    stored = [r[0] for r in q("SELECT DISTINCT key FROM metrics WHERE job_id = 5 "
+                              "ORDER BY key")]
+    check(keys == ["loss", "lr", "grad_norm", "tokens_per_s"]
+          and all(isinstance(m["title"], str) and m["title"] for m in c["metric_keys"]),
+          "the page learns the training metrics (key, title) from the reply")
+    check(sorted(c["metrics"]) == sorted(k for k in stored if k in keys),
+          "every stored metric of the table is bucketed, no other")
     loss = c["metrics"]["loss"]
     rows = q("SELECT max(step), avg(value) FROM metrics WHERE job_id = 5 "
              "AND key = 'loss' GROUP BY step / 13 ORDER BY step / 13")

@@ -100,13 +100,13 @@ static inline void write_text(const char *path, const char *text)
 /* ---- collecting records ------------------------------------------------------ */
 
 typedef struct record_log {
-    json_t *records;   /* array of copies of every emitted record */
+    json_t *records;   /* every emitted record, as JSON */
 } record_log;
 
-static inline void collect_record(void *ctx, const json_t *record)
+static inline void collect_record(void *ctx, const bf_record *record)
 {
     record_log *log = ctx;
-    json_array_append_new(log->records, json_deep_copy(record));
+    json_array_append_new(log->records, bf_record_to_json(record));
 }
 
 /* The losses of all "train" records, in order, into out (returns count). */

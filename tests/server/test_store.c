@@ -140,7 +140,14 @@ static void make_v1_database(const char *path)
         "INSERT INTO evals VALUES (1, 10, 8, 1.5, 0.25);"
         "INSERT INTO attempts (job_id, attempt_no, worker, started_ms,"
         " lease_expires_ms) VALUES (1, 1, 'old-worker', 6, 9);"
-        "INSERT INTO metrics VALUES (1, 'loss', 10, 2.5);",
+        "INSERT INTO metrics VALUES (1, 'loss', 10, 2.5);"
+        /* Non-finite values as migrations 1 to 9 stored them: NaN as the
+         * text 'nan', infinities as REAL. */
+        "INSERT INTO metrics VALUES (1, 'loss', 5, 'nan'),"
+        " (1, 'grad_norm', 10, 9e999);"
+        "INSERT INTO evals VALUES (1, 10, 4, 'nan', 'nan');"
+        "INSERT INTO frequencies VALUES (1, 10, 0, 0, 0, 'nan'),"
+        " (1, 10, 0, 0, 1, 0.5);",
         NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
 }
@@ -174,6 +181,22 @@ static void test_migrates_older_database(void **state)
     char *warnings = bft_text(s, "SELECT warnings FROM sweeps");
     assert_string_equal(warnings, "[]");
     free(warnings);
+    /* Migration 11: NaN is NULL, infinities and numbers are kept. */
+    assert_int_equal(bft_int(s, "SELECT (SELECT count(*) FROM metrics WHERE"
+        " typeof(value) = 'text') + (SELECT count(*) FROM evals WHERE"
+        " typeof(loss) = 'text' OR typeof(accuracy) = 'text') + (SELECT"
+        " count(*) FROM frequencies WHERE typeof(omega) = 'text')"), 0);
+    assert_int_equal(bft_int(s, "SELECT value IS NULL FROM metrics WHERE"
+                                " key = 'loss' AND step = 5"), 1);
+    assert_int_equal(bft_int(s, "SELECT value > 1e308 FROM metrics WHERE"
+                                " key = 'grad_norm'"), 1);
+    assert_int_equal(bft_int(s, "SELECT loss IS NULL AND accuracy IS NULL"
+                                " FROM evals WHERE depth = 4"), 1);
+    assert_int_equal(bft_int(s, "SELECT count(omega) FROM frequencies"), 1);
+    assert_true(bft_real(s, "SELECT avg(value) FROM metrics WHERE"
+                            " key = 'loss'") == 2.5);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM sqlite_master WHERE"
+                                " name = 'evals_by_depth'"), 1);
     assert_int_equal(bft_int(s, "PRAGMA foreign_keys"), 1);
     assert_int_not_equal(sqlite3_exec(s->db, "INSERT INTO attempts (job_id,"
         " attempt_no, worker, started_ms, lease_expires_ms) VALUES (99, 1,"

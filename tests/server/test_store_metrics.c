@@ -8,6 +8,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "records.h"
 #include "result_views.h"
 #include "store_internal.h"
 #include "test_store_util.h"
@@ -142,8 +143,62 @@ static void test_bad_records(void **state)
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM evals"), 0);
 }
 
-/* Non-finite values are data: NaN (sent as "nan" or null) is stored as the
- * text 'nan', infinities as REAL. */
+/* A sample record of a kind the link puts in metrics batches, with the
+ * rows it makes; 0 rows for a kind this test does not know yet (which then
+ * fails: a new kind needs its storage). */
+static int sample_record(bf_record_kind kind, bf_record *r)
+{
+    static const float omega[2] = {1.0f, 0.25f};
+    *r = (bf_record){.kind = kind, .step = 5};
+    switch (kind) {
+    case BF_RECORD_TRAIN:
+        for (int i = 0; i < BF_N_METRICS; i++)
+            r->u.train.value[i] = 1.0 + i;
+        return BF_N_METRICS;
+    case BF_RECORD_EVAL:
+        r->u.eval = (bf_eval_result){.depth = 4, .loss = 1, .accuracy = 0.5};
+        return 1;
+    case BF_RECORD_FREQ:
+        r->u.freq.omega = omega;
+        r->u.freq.n = 2;
+        return 2;
+    default:
+        return 0;
+    }
+}
+
+/* The contract between the worker and the store: every kind the link sends
+ * in metrics batches, as bf_record_to_json writes it, is stored, each of its
+ * values once (every metric of the table for a train record). */
+static void test_every_batched_kind_stored(void **state)
+{
+    fixture *f = *state;
+    for (int k = 0; k < BF_N_RECORD_KINDS; k++) {
+        if (bf_record_kinds[k].route != BF_ROUTE_METRICS)
+            continue;
+        bf_record r;
+        int rows = sample_record((bf_record_kind)k, &r);
+        assert_true(rows > 0);
+        json_t *b = json_array();
+        json_array_append_new(b, bf_record_to_json(&r));
+        json_t *rejected = NULL;
+        int n = -1;
+        bf_error err = {0};
+        assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, &n,
+                                         &rejected, &err), BF_STORE_OK);
+        assert_null(rejected);
+        assert_int_equal(n, rows);
+        json_decref(b);
+    }
+    assert_int_equal(bf_store_flush(f->s, NULL), 0);
+    for (int i = 0; i < BF_N_METRICS; i++)
+        assert_int_equal(bft_int(f->s, "SELECT count(*) FROM metrics WHERE "
+                                 "key = '%s' AND value = %d",
+                                 bf_metrics[i].key, 1 + i), 1);
+}
+
+/* Non-finite values are data: NaN (sent as "nan" or null) is stored as
+ * NULL, infinities as REAL. */
 static void test_nonfinite_values_stored(void **state)
 {
     fixture *f = *state;
@@ -162,19 +217,19 @@ static void test_nonfinite_values_stored(void **state)
     assert_int_equal(n, 4 + 1 + 3);
     assert_int_equal(bf_store_flush(f->s, NULL), 0);
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM metrics WHERE "
-                                   "value = 'nan'"), 2);
+                                   "value IS NULL"), 2);
     assert_int_equal(bft_int(f->s, "SELECT value > 1e308 FROM metrics WHERE "
                                    "key = 'grad_norm'"), 1);
-    assert_int_equal(bft_int(f->s, "SELECT loss < -1e308 AND accuracy = 'nan'"
+    assert_int_equal(bft_int(f->s, "SELECT loss < -1e308 AND accuracy IS NULL"
                                    " FROM evals"), 1);
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM frequencies WHERE "
                                    "typeof(omega) = 'real'"), 2);
-    /* The client's queries carry them as the worker sent them. */
+    /* The client's queries carry NaN as null (JSON has no NaN). */
     json_t *rows = bft_view_rows(f->s, "results", f->l.sweep_id, 10, 1 << 20,
                                  &err);
     assert_non_null(rows);
-    assert_string_equal(json_string_value(json_object_get(
-        json_array_get(rows, 0), "train_loss")), "nan");
+    assert_true(json_is_null(json_object_get(json_array_get(rows, 0),
+                                             "train_loss")));
     json_decref(rows);
     json_decref(b);
 }
@@ -329,6 +384,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_rows_and_idempotence, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_records, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_every_batched_kind_stored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nonfinite_values_stored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flush_makes_durable, setup, teardown),
         cmocka_unit_test(test_view_pages),

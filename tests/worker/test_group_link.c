@@ -156,17 +156,23 @@ static bf_link *start_link(const fake *f)
 
 static void emit_train(bf_link *l, int step)
 {
-    json_t *r = json_pack("{s:s, s:i, s:f, s:f}", "type", "train", "step",
-                          step, "loss", 1.0 / step, "lr", 1e-3);
-    bf_link_emit(l, r);
-    json_decref(r);
+    bf_record r = {.kind = BF_RECORD_TRAIN, .step = step};
+    r.u.train.value[BF_METRIC_LOSS] = 1.0 / step;
+    r.u.train.value[BF_METRIC_LR] = 1e-3;
+    bf_link_emit(l, &r);
 }
 
-static void emit_json(bf_link *l, const char *text)
+static void emit_checkpoint(bf_link *l, int step, const char *path)
 {
-    json_t *r = json_loads(text, 0, NULL);
-    bf_link_emit(l, r);
-    json_decref(r);
+    bf_record r = {.kind = BF_RECORD_CHECKPOINT, .step = step,
+                   .u.checkpoint.path = path};
+    bf_link_emit(l, &r);
+}
+
+static void emit_done(bf_link *l, int step)
+{
+    bf_record r = {.kind = BF_RECORD_DONE, .step = step};
+    bf_link_emit(l, &r);
 }
 
 /* bf_link_finish_attempt blocks until acknowledged: run it aside. */
@@ -236,8 +242,8 @@ static void test_resend_after_reconnect(void **state)
     json_decref(again);
 
     emit_train(l, 4);
-    emit_json(l, "{\"type\":\"checkpoint\",\"step\":4,\"path\":\"/ck/4\"}");
-    emit_json(l, "{\"type\":\"done\",\"step\":4}");
+    emit_checkpoint(l, 4, "/ck/4");
+    emit_done(l, 4);
     finisher fin;
     finish_async(&fin, l, NULL);
     json_t *m2 = fake_expect(&f, "metrics");
@@ -340,7 +346,7 @@ static void test_checkpoint_waits_for_metrics_ack(void **state)
     fake_accept_hello(&f);
     bf_link_begin_attempt(l, 31, 30);
     emit_train(l, 1);
-    emit_json(l, "{\"type\":\"checkpoint\",\"step\":1,\"path\":\"/ck/1\"}");
+    emit_checkpoint(l, 1, "/ck/1");
     json_t *m = fake_expect(&f, "metrics");
     /* Not acknowledged yet: the checkpoint must not be on its way. */
     assert_null(fake_recv(&f, 300));

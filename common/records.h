@@ -1,0 +1,135 @@
+/* Records: what a trainer reports, in one place.
+ *
+ * The trainer hands typed records (bf_record) to its emit hook; JSON is made
+ * only at the edges, by bf_record_to_json: a standalone worker prints it on
+ * stdout, the worker's link sends it to the coordinator, whose store reads
+ * it back.  This header is the one home of
+ *   - the record kinds (bf_record_kinds: each kind's "type" and where the
+ *     link sends it),
+ *   - the train record's metric keys (bf_metrics: key, title, scale; the
+ *     dashboard serves them to its page),
+ *   - the spelling of non-finite values (bf_record_real, bf_record_number),
+ *   - the rule for storing them (below).
+ *
+ * Non-finite values are data (a diverging job's last loss).  JSON has no
+ * such numbers, so they travel as the strings "nan", "inf" and "-inf" (a
+ * reader also takes null for NaN).  In the database an infinity is a REAL
+ * (SQLite keeps IEEE infinities) and NaN, which SQLite cannot hold, is
+ * NULL: aggregates skip it and no comparison matches it (docs/schema.md,
+ * 010_nonfinite.sql).
+ *
+ * Adding a kind: a value of bf_record_kind, its member of bf_record's
+ * union, its row in bf_record_kinds (type, route, encoder), and, for a
+ * kind routed to metrics batches, its table and writer in the store
+ * (server/store/store_metrics.c), which stores it exactly once. */
+#ifndef BF_RECORDS_H
+#define BF_RECORDS_H
+
+#include <stdio.h>
+#include <jansson.h>
+
+/* Reals keep 9 significant digits: a float32 survives the round trip. */
+#define BF_RECORD_DUMP_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(9))
+
+/* The train record's metrics, in the order of bf_metrics. */
+typedef enum bf_metric {
+    BF_METRIC_LOSS,
+    BF_METRIC_LR,
+    BF_METRIC_GRAD_NORM,
+    BF_METRIC_TOKENS_PER_S,
+    BF_N_METRICS
+} bf_metric;
+
+typedef struct bf_metric_info {
+    const char *key;     /* the train record's field and metrics.key */
+    const char *title;   /* what a plot of it is called */
+    int log_scale;       /* 1: plotted on a log scale */
+    int band;            /* 1: plotted with its min..max band */
+} bf_metric_info;
+
+extern const bf_metric_info bf_metrics[BF_N_METRICS];
+
+/* The metrics table as JSON, [{"key","title","log","band"}, ...] (new
+ * reference; NULL only when out of memory): what the dashboard's page
+ * draws. */
+json_t *bf_metrics_json(void);
+
+typedef enum bf_record_kind {
+    BF_RECORD_TRAIN,
+    BF_RECORD_EVAL,
+    BF_RECORD_FREQ,
+    BF_RECORD_CHECKPOINT,
+    BF_RECORD_DONE,
+    BF_N_RECORD_KINDS
+} bf_record_kind;
+
+/* Where the worker's link sends a kind. */
+typedef enum bf_record_route {
+    BF_ROUTE_METRICS,     /* in a `metrics` batch; the store keeps it once */
+    BF_ROUTE_CHECKPOINT,  /* its own `checkpoint` message, after the batch */
+    BF_ROUTE_NONE         /* not sent: job_done / job_failed report it */
+} bf_record_route;
+
+/* The kind whose type is `type`, or -1 (also for NULL). */
+int bf_record_kind_of(const char *type);
+
+/* "train, eval, freq" into buf: the types routed to metrics batches. */
+void bf_record_stored_types(char *buf, size_t cap);
+
+/* One evaluation depth's result. */
+typedef struct bf_eval_result {
+    int depth;
+    double loss;       /* mean cross-entropy over target tokens */
+    double accuracy;   /* fraction of examples with every target right */
+} bf_eval_result;
+
+/* A record as the trainer emits it.  Pointers are borrowed: they are valid
+ * only during the emit call that hands the record over. */
+typedef struct bf_record {
+    bf_record_kind kind;
+    int step;
+    union {
+        struct { double value[BF_N_METRICS]; } train;
+        bf_eval_result eval;
+        struct { int layer, head, n; const float *omega; } freq;
+        struct { const char *path; } checkpoint;
+        struct {
+            double train_loss;
+            int stopped;
+            int diverged;              /* 0: did not diverge */
+            int n_evals;
+            const bf_eval_result *evals;
+        } done;
+    } u;
+} bf_record;
+
+typedef struct bf_record_kind_info {
+    const char *type;       /* the JSON "type" */
+    bf_record_route route;
+    /* The kind's own fields as JSON, without type and step (new
+     * reference). */
+    json_t *(*fields)(const bf_record *r);
+} bf_record_kind_info;
+
+extern const bf_record_kind_info bf_record_kinds[BF_N_RECORD_KINDS];
+
+/* The record as the wire and stdout carry it (new reference; NULL only when
+ * out of memory), e.g. {"type":"eval","step":N,"depth":D,"loss":x,
+ * "accuracy":x}; docs/training.md lists every kind. */
+json_t *bf_record_to_json(const bf_record *r);
+
+/* A real, or "nan" / "inf" / "-inf" when x is not finite (new reference). */
+json_t *bf_record_real(double x);
+
+/* Reads a value as bf_record_real writes it (a null is NaN too): 0, or -1
+ * when v is none of those. */
+int bf_record_number(const json_t *v, double *out);
+
+/* What bf_record_number accepts, for error messages. */
+#define BF_RECORD_NUMBER_RULE "a number (or \"nan\", \"inf\", \"-inf\", null)"
+
+/* Writes the record as one line of JSON and flushes, so a reader on a pipe
+ * sees every record as it happens.  Returns 0, or -1 on a write error. */
+int bf_record_print(FILE *fp, const json_t *record);
+
+#endif

@@ -1,0 +1,115 @@
+/* The record contract (common/records.h): each kind's JSON, the metric
+ * table, and the spelling of non-finite values both ways. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "records.h"
+
+static char *dump(const bf_record *r)
+{
+    json_t *j = bf_record_to_json(r);
+    assert_non_null(j);
+    char *text = json_dumps(j, BF_RECORD_DUMP_FLAGS);
+    json_decref(j);
+    return text;
+}
+
+static void test_train_has_every_metric(void **state)
+{
+    (void)state;
+    bf_record r = {.kind = BF_RECORD_TRAIN, .step = 7};
+    for (int i = 0; i < BF_N_METRICS; i++)
+        r.u.train.value[i] = i + 0.5;
+    r.u.train.value[BF_METRIC_LOSS] = NAN;
+    json_t *j = bf_record_to_json(&r);
+    assert_string_equal(json_string_value(json_object_get(j, "type")), "train");
+    assert_int_equal(json_integer_value(json_object_get(j, "step")), 7);
+    assert_int_equal(json_object_size(j), 2 + BF_N_METRICS);
+    for (int i = 0; i < BF_N_METRICS; i++) {
+        double x = 0;
+        assert_int_equal(bf_record_number(json_object_get(j, bf_metrics[i].key),
+                                          &x), 0);
+        if (i == BF_METRIC_LOSS)
+            assert_true(isnan(x));
+        else
+            assert_true(x == i + 0.5);
+    }
+    json_decref(j);
+}
+
+static void test_kinds_as_json(void **state)
+{
+    (void)state;
+    float omega[3] = {1.0f, 0.5f, INFINITY};
+    bf_eval_result evals[1] = {{.depth = 4, .loss = 1.5, .accuracy = 0.25}};
+    bf_record eval = {.kind = BF_RECORD_EVAL, .step = 3, .u.eval = evals[0]};
+    bf_record freq = {.kind = BF_RECORD_FREQ, .step = 0,
+                      .u.freq = {.layer = 1, .head = 2, .n = 3, .omega = omega}};
+    bf_record ck = {.kind = BF_RECORD_CHECKPOINT, .step = 9,
+                    .u.checkpoint.path = "/ck/9"};
+    bf_record done = {.kind = BF_RECORD_DONE, .step = 9,
+                      .u.done = {.train_loss = -INFINITY, .diverged = 9,
+                                 .n_evals = 1, .evals = evals}};
+    const struct { const bf_record *r; const char *json; } cases[] = {
+        {&eval, "{\"type\":\"eval\",\"step\":3,\"depth\":4,\"loss\":1.5,"
+                "\"accuracy\":0.25}"},
+        {&freq, "{\"type\":\"freq\",\"step\":0,\"layer\":1,\"head\":2,"
+                "\"omega\":[1.0,0.5,\"inf\"]}"},
+        {&ck, "{\"type\":\"checkpoint\",\"step\":9,\"path\":\"/ck/9\"}"},
+        {&done, "{\"type\":\"done\",\"step\":9,\"train_loss\":\"-inf\","
+                "\"stopped\":false,\"eval\":[{\"depth\":4,\"loss\":1.5,"
+                "\"accuracy\":0.25}],\"diverged\":9}"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *text = dump(cases[i].r);
+        assert_string_equal(text, cases[i].json);
+        free(text);
+    }
+}
+
+static void test_kind_lookup(void **state)
+{
+    (void)state;
+    for (int k = 0; k < BF_N_RECORD_KINDS; k++)
+        assert_int_equal(bf_record_kind_of(bf_record_kinds[k].type), k);
+    assert_int_equal(bf_record_kind_of("trian"), -1);
+    assert_int_equal(bf_record_kind_of(NULL), -1);
+    char list[64];
+    bf_record_stored_types(list, sizeof list);
+    assert_string_equal(list, "train, eval, freq");
+}
+
+static void test_nonfinite_spelling(void **state)
+{
+    (void)state;
+    const double xs[] = {1.25, INFINITY, -INFINITY, NAN};
+    for (size_t i = 0; i < sizeof xs / sizeof *xs; i++) {
+        json_t *v = bf_record_real(xs[i]);
+        double back = 0;
+        assert_int_equal(bf_record_number(v, &back), 0);
+        assert_true(isnan(xs[i]) ? isnan(back) : back == xs[i]);
+        json_decref(v);
+    }
+    double x = 0;
+    json_t *null = json_null(), *bad = json_string("NaN");
+    assert_int_equal(bf_record_number(null, &x), 0);
+    assert_true(isnan(x));
+    assert_int_equal(bf_record_number(bad, &x), -1);
+    json_decref(bad);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_train_has_every_metric),
+        cmocka_unit_test(test_kinds_as_json),
+        cmocka_unit_test(test_kind_lookup),
+        cmocka_unit_test(test_nonfinite_spelling),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
