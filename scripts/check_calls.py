@@ -18,7 +18,11 @@ import os
 import subprocess
 import sys
 
-FOLDERS = ("common", "engine", "worker", "server", "client")
+# One Tarjan for both layout checks: includes between modules, calls
+# between files.
+from check_includes import find_cycles
+
+FOLDERS = ("common", "stream", "engine", "worker", "server", "client")
 DEFINED = set("TDBRCVWGS")   # nm's letters of a global definition
 
 
@@ -79,45 +83,11 @@ def graph(build):
     return edges
 
 
-def circles(edges):
-    """Strongly connected groups of more than one file (Tarjan)."""
-    index, low, stack, on, out = {}, {}, [], set(), []
-    counter = [0]
-
-    def visit(v):
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in sorted(edges.get(v, {})):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            group = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                group.append(w)
-                if w == v:
-                    break
-            if len(group) > 1:
-                out.append(sorted(group))
-
-    sys.setrecursionlimit(10000)
-    for v in sorted(edges):
-        if v not in index:
-            visit(v)
-    return out
-
-
 def main(argv):
     if len(argv) != 2:
         sys.exit("usage: check_calls.py BUILD_DIR")
     edges = graph(argv[1])
-    found = circles(edges)
+    found = find_cycles(edges)
     for group in found:
         print("call circle between files: " + " -> ".join(group))
         for a in group:

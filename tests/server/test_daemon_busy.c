@@ -317,6 +317,17 @@ static long long wait_count(bft_daemon *d, bft_worker *other, int64_t held,
     return n;
 }
 
+/* A source job and its 3,000 dependents, submitted: the sweep's id. */
+static int64_t submit_fan_out(bft_daemon *d)
+{
+    char *yaml = bft_fan_out_sweep("{steps: 100, depth: 2, eval_depths: [2]}",
+                                   3000);
+    int64_t sweep = bft_submit(d, "fan.yaml", yaml, NULL, NULL);
+    free(yaml);
+    assert_true(sweep > 0);
+    return sweep;
+}
+
 /* A source job with 3,000 dependents: its job_done moves the first few
  * slices of them on, the loop the rest a slice per pass (while another
  * worker's lease is renewed), and every one is queued from its source's
@@ -326,11 +337,7 @@ static void test_big_fan_out(void **state)
     bft_daemon *d = *state;
     bft_worker w, other;
     int64_t held = lease_small_job(d, &other);
-    char *yaml = bft_fan_out_sweep("{steps: 100, depth: 2, eval_depths: [2]}",
-                                   3000);
-    int64_t sweep = bft_submit(d, "fan.yaml", yaml, NULL, NULL);
-    free(yaml);
-    assert_true(sweep > 0);
+    int64_t sweep = submit_fan_out(d);
     assert_int_equal(bft_worker_connect(&w, d, "source"), 0);
     int64_t job, attempt = bft_worker_lease(&w, &job);
     assert_true(attempt > 0);
@@ -367,11 +374,7 @@ static void test_big_revival(void **state)
     bft_daemon *d = *state;
     bft_worker other;
     int64_t held = lease_small_job(d, &other);
-    char *yaml = bft_fan_out_sweep("{steps: 100, depth: 2, eval_depths: [2]}",
-                                   3000);
-    int64_t sweep = bft_submit(d, "fan.yaml", yaml, NULL, NULL);
-    free(yaml);
-    assert_true(sweep > 0);
+    int64_t sweep = submit_fan_out(d);
     char sql[200];
     snprintf(sql, sizeof sql, "SELECT job_id FROM jobs WHERE sweep_id = %lld"
              " AND source_job_id IS NULL", (long long)sweep);
