@@ -623,3 +623,14 @@ void bf_net_close_all(bf_net *n)
     while (n->conns)
         close_now(n->conns);
 }
+
+int bf_net_each(bf_net *n, bf_net_visit_fn fn, void *ctx)
+{
+    for (bf_conn *c = n->conns, *next; c; c = next) {
+        next = c->next;
+        int rc = fn(c, ctx);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}

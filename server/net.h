@@ -111,7 +111,7 @@ struct bf_net {
     void *data;            /* the user's */
     bf_net_limits limits;
     bf_peers peers;
-    bf_conn *conns;        /* every open connection */
+    bf_conn *conns;        /* private: every open connection (bf_net_each) */
     bf_conn_queue strangers;    /* every stranger, oldest first */
     int64_t turned_away_logged_ms;  /* the last log line about one */
     long turned_away_unlogged;
@@ -151,5 +151,11 @@ int bf_conn_log_ok(bf_conn *c);
 void bf_net_shutdown(bf_net *n);
 /* Closes every connection now (those that would not drain). */
 void bf_net_close_all(bf_net *n);
+
+/* Calls fn(c, ctx) for every open connection, in no set order, until one
+ * returns non-zero, which it returns (0 once all were called).  fn may
+ * close c, not another connection. */
+typedef int (*bf_net_visit_fn)(bf_conn *c, void *ctx);
+int bf_net_each(bf_net *n, bf_net_visit_fn fn, void *ctx);
 
 #endif

@@ -1061,14 +1061,15 @@ static void on_frame(bf_conn *c, const char *frame, size_t len)
  * may be noticed dead only after the new hello: it must not mark the worker
  * disconnected while a connection of the same name is open (s's own
  * connection is off the list already). */
-static int worker_still_connected(const session *s)
+static int is_worker_named(bf_conn *o, void *name)
 {
-    for (bf_conn *o = s->p->net->conns; o; o = o->next) {
-        const session *other = o->data;
-        if (other->role == ROLE_WORKER && strcmp(other->name, s->name) == 0)
-            return 1;
-    }
-    return 0;
+    const session *other = o->data;
+    return other->role == ROLE_WORKER && strcmp(other->name, name) == 0;
+}
+
+static int worker_still_connected(session *s)
+{
+    return bf_net_each(s->p->net, is_worker_named, s->name);
 }
 
 static void on_close(bf_conn *c)
@@ -1169,6 +1170,25 @@ static void settle_dependents(bf_protocol *p)
                                       p) == 0;
 }
 
+/* The outcome of a flush, for every connection's waiting acks. */
+typedef struct acks_round {
+    int rc;
+    bf_error *err;
+} acks_round;
+
+/* A send may close its connection (freeing its session): the acks are
+ * taken out of the session first. */
+static int send_pending_acks(bf_conn *c, void *ctx)
+{
+    acks_round *round = ctx;
+    session *s = c->data;
+    json_t *acks = s->pending_acks;
+    s->pending_acks = json_array();
+    send_acks(c, acks, round->rc, round->err);
+    json_decref(acks);
+    return 0;
+}
+
 void bf_protocol_flush(bf_protocol *p)
 {
     settle_dependents(p);
@@ -1182,15 +1202,7 @@ void bf_protocol_flush(bf_protocol *p)
         bf_log_error("flush failed: %s", err.msg);
     if (p->n_pending_acks == 0)
         return;
-    /* A send may close its connection (unlinking it and freeing its
-     * session): keep `next`, and take each connection's acks out first. */
-    for (bf_conn *c = p->net->conns, *next; c; c = next) {
-        next = c->next;
-        session *s = c->data;
-        json_t *acks = s->pending_acks;
-        s->pending_acks = json_array();
-        send_acks(c, acks, rc, &err);
-        json_decref(acks);
-    }
+    acks_round round = { .rc = rc, .err = &err };
+    bf_net_each(p->net, send_pending_acks, &round);
     p->n_pending_acks = 0;
 }
