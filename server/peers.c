@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "hash.h"
 #include "log.h"
 
 #define N_BUCKETS 4096
@@ -33,10 +34,7 @@ void bf_peers_free(bf_peers *p)
  * long chains in a table that holds BF_PEERS_MAX entries. */
 static size_t bucket_of(const bf_peers *p, const char *addr)
 {
-    uint32_t h = 2166136261u;
-    for (const unsigned char *c = (const unsigned char *)addr; *c; c++)
-        h = (h ^ *c) * 16777619u;
-    return h & (p->n_buckets - 1);
+    return (size_t)bf_fnv1a64(addr, strlen(addr)) & (p->n_buckets - 1);
 }
 
 bf_peer *bf_peers_get(bf_peers *p, const char *addr)

@@ -109,7 +109,4 @@ int bf_sweep_expand(bf_sweep *sw, bf_sweep_visit_fn visit, void *ctx,
 
 void bf_sweep_free(bf_sweep *sw);
 
-/* FNV-1a, 64 bit. */
-uint64_t bf_fnv1a64(const void *data, size_t len);
-
 #endif

@@ -50,17 +50,6 @@ const char *sweep_error_body(const bf_error *e)
     return strncmp(e->msg, prefix.msg, n) == 0 ? e->msg + n : e->msg;
 }
 
-uint64_t bf_fnv1a64(const void *data, size_t len)
-{
-    const unsigned char *p = data;
-    uint64_t h = 14695981039346656037ULL;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
-
 void sweep_map_init(sweep_map *m, size_t n)
 {
     size_t cap = 16;

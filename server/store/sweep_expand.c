@@ -1,6 +1,7 @@
 /* Sweep files: expansion into job configs, each validated, checked against
  * duplicates and matched with its source job, with error messages that
  * point at the line responsible.  See sweep.h for the order. */
+#include "hash.h"
 #include "sweep_internal.h"
 
 #include <stdarg.h>

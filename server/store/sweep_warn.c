@@ -4,6 +4,7 @@
  * that train the same model, an init_from that looks like a stage
  * reference but is a path ("STAGE:a").  Messages name file, line and field like
  * errors; `--strict` makes them errors (store.c). */
+#include "hash.h"
 #include "sweep_internal.h"
 
 #include <stdio.h>

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "hash.h"
 #include "job_config.h"
 #include "sweep.h"
 
