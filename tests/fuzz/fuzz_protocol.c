@@ -95,6 +95,12 @@ void bf_conn_resume(bf_conn *c)
     c->paused = 0;
 }
 
+/* The one connection the harness sets in net.conns (fn may close it). */
+int bf_net_each(bf_net *n, bf_net_visit_fn fn, void *ctx)
+{
+    return n->conns ? fn(n->conns, ctx) : 0;
+}
+
 /* ---- the database ------------------------------------------------------------ */
 
 static void fresh_store(void)
