@@ -79,8 +79,9 @@ static double number(const json_t *row, const char *key)
 static double train_loss_of(const bf_sweep_view *v, int64_t job_id)
 {
     int row = bf_sweep_view_row_of(v, job_id);
-    return row < 0 ? NAN
-                   : number(json_array_get(v->jobs, (size_t)row), "train_loss");
+    const json_t *x = row < 0 ? NULL
+        : bf_row_store_get(&v->jobs, (size_t)row, "train_loss");
+    return json_is_number(x) ? json_number_value(x) : NAN;
 }
 
 /* Eval examples of the job (its config, else the default). */
@@ -88,8 +89,7 @@ static long examples_of(const bf_sweep_view *v, int64_t job_id)
 {
     int row = bf_sweep_view_row_of(v, job_id);
     const json_t *m = row < 0 ? NULL
-        : json_object_get(json_object_get(json_array_get(v->jobs, (size_t)row),
-                                          "config"), "eval_examples");
+        : bf_sweep_view_value(v, (size_t)row, "eval_examples");
     if (json_is_integer(m) && json_integer_value(m) > 0)
         return (long)json_integer_value(m);
     bf_job_config defaults;
@@ -99,7 +99,7 @@ static long examples_of(const bf_sweep_view *v, int64_t job_id)
 
 static void fill_cells(const bf_sweep_view *v, const json_t *evals, cells *cs)
 {
-    size_t n_rows = json_array_size(evals), n_jobs = json_array_size(v->jobs);
+    size_t n_rows = json_array_size(evals), n_jobs = v->jobs.n_rows;
     size_t *group_size = bf_xcalloc((size_t)v->n_groups + 1, sizeof *group_size);
     for (size_t j = 0; j < n_jobs; j++)
         group_size[v->job_group[j]]++;
@@ -140,12 +140,15 @@ typedef struct baseline {
     int n;                  /* 0: no comparisons */
     const char *field[MAX_BASELINE_FIELDS];   /* owned by the sweep view */
     char *value[MAX_BASELINE_FIELDS];
+    unsigned char *is_base; /* per group: it has the values (once parsed) */
 } baseline;
 
 static void baseline_free(baseline *b)
 {
     for (int i = 0; i < b->n; i++)
         free(b->value[i]);
+    free(b->is_base);
+    b->is_base = NULL;
     b->n = 0;
 }
 
@@ -159,12 +162,15 @@ static int group_matches(const bf_sweep_view *v, int g, const baseline *b)
     return 1;
 }
 
-static int any_group_matches(const bf_sweep_view *v, const baseline *b)
+/* Marks the groups that have the baseline's values (once: every group's
+ * baseline is looked up among them); whether any has. */
+static int mark_baseline_groups(const bf_sweep_view *v, baseline *b)
 {
+    int any = 0;
+    b->is_base = bf_xcalloc((size_t)v->n_groups + 1, 1);
     for (int g = 0; g < v->n_groups; g++)
-        if (group_matches(v, g, b))
-            return 1;
-    return 0;
+        any |= b->is_base[g] = (unsigned char)group_matches(v, g, b);
+    return any;
 }
 
 static const char *grouping_field(const bf_sweep_view *v, const char *name,
@@ -203,7 +209,7 @@ static int parse_baseline(const bf_sweep_view *v, const char *arg, baseline *b)
             b->field[0] = rope;
             b->value[0] = bf_xstrdup("rope");
             b->n = 1;
-            if (!any_group_matches(v, b))
+            if (!mark_baseline_groups(v, b))
                 baseline_free(b);
         }
         return 0;
@@ -218,7 +224,7 @@ static int parse_baseline(const bf_sweep_view *v, const char *arg, baseline *b)
         if (!*p)
             break;
     }
-    if (!any_group_matches(v, b)) {
+    if (!mark_baseline_groups(v, b)) {
         fprintf(stderr, "bifocal: --baseline %s: no group of sweep %lld has "
                         "%s\n", arg, (long long)v->sweep_id, arg);
         baseline_free(b);
@@ -245,7 +251,7 @@ static int baseline_of(const bf_sweep_view *v, const baseline *b, int g)
     const json_t *mine = json_array_get(v->groups, (size_t)g);
     for (int h = 0; h < v->n_groups; h++) {
         const json_t *other = json_array_get(v->groups, (size_t)h);
-        int match = group_matches(v, h, b);
+        int match = b->is_base[h];
         for (int i = 0; match && i < v->n_by; i++)
             if (!is_baseline_field(b, v->by[i]))
                 match = json_equal(json_object_get(mine, v->by[i]),
@@ -570,7 +576,7 @@ json_t *bf_compare_rows(const bf_sweep_view *v, bf_source *src,
     if (bf_sweep_view_succeeded(v) == 0) {
         fprintf(stderr, "bifocal: sweep %lld has no succeeded job yet (%zu "
                         "job(s); see bifocal results %lld)\n",
-                (long long)v->sweep_id, json_array_size(v->jobs),
+                (long long)v->sweep_id, v->jobs.n_rows,
                 (long long)v->sweep_id);
         return NULL;
     }

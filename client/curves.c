@@ -10,15 +10,14 @@
 
 static double config_number(const bf_sweep_view *v, int job, const char *field)
 {
-    const json_t *x = json_object_get(json_object_get(
-        json_array_get(v->jobs, (size_t)job), "config"), field);
+    const json_t *x = bf_sweep_view_value(v, (size_t)job, field);
     return json_is_number(x) ? json_number_value(x) : 0.0;
 }
 
 /* Each job's configured steps, by row of v->jobs: read once, used per row. */
 static double *steps_of_jobs(const bf_sweep_view *v)
 {
-    size_t n = json_array_size(v->jobs);
+    size_t n = v->jobs.n_rows;
     double *steps = bf_xcalloc(n + 1, sizeof *steps);
     for (size_t i = 0; i < n; i++)
         steps[i] = config_number(v, (int)i, "steps");
@@ -126,7 +125,7 @@ static json_t *group_loss_curve(const loss_scan *s, int group, int n_jobs)
 
 json_t *bf_curves_train_loss(const bf_sweep_view *v, bf_source *src)
 {
-    int n_jobs = (int)json_array_size(v->jobs);
+    int n_jobs = (int)v->jobs.n_rows;
     size_t cells = (size_t)n_jobs * NB + 1;
     loss_scan s = { .v = v, .sum = bf_xcalloc(cells, sizeof(double)),
                     .count = bf_xcalloc(cells, sizeof(double)),

@@ -423,14 +423,15 @@ static json_t *job_rows(bf_dash_api *a, const json_t *ids, const json_t *varying
     }
     bf_sweep_view v;
     bf_dash_names_view(&v, varying, NULL);
-    json_t *out = json_array();
     json_array_foreach(ids, i, id) {
         char key[24];
         snprintf(key, sizeof key, "%lld", (long long)json_integer_value(id));
         json_t *r = json_object_get(by_id, key);
         if (r)
-            json_array_append_new(out, bf_results_row(&v, r));
+            bf_row_store_add(&v.jobs, r);
     }
+    json_t *out = bf_results_rows(&v, SIZE_MAX);
+    bf_row_store_clear(&v.jobs);
     json_decref(by_id);
     json_decref(rows);
     return out;

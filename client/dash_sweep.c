@@ -5,6 +5,7 @@
 #include "alloc.h"
 #include "compare.h"
 #include "db.h"
+#include "hash.h"
 #include "report.h"
 #include "source.h"
 #include "sweep_view.h"
@@ -218,9 +219,25 @@ static int group_of_job(bf_dash_sweep *s, load_pass *p, sqlite3_stmt *st,
                            values ? values : "[]");
 }
 
+/* The status code of a status as the index gives it: the index groups
+ * the jobs by status, so the previous row's usually matches. */
+static int status_of(const char *text, const char **last, int *last_code)
+{
+    if (!*last || strcmp(text, *last) != 0) {
+        int code = bf_dash_status_code(text);
+        *last_code = code < 0 ? 0 : code;
+        *last = status_names[*last_code];
+        if (code < 0)           /* unknown: not remembered */
+            *last = NULL;
+    }
+    return *last_code;
+}
+
 /* Every job of the sweep from the index alone: id, status, seed, cell
- * (migration 009), in the index's order; *n of them (malloc'd). */
-static indexed_job *read_index(sqlite3 *db, int64_t sweep_id, size_t *n)
+ * (migration 009), in the index's order; *n of them (malloc'd).  expect:
+ * how many the sweep has (sweeps.n_jobs), to allocate once. */
+static indexed_job *read_index(sqlite3 *db, int64_t sweep_id, size_t expect,
+                               size_t *n)
 {
     sqlite3_stmt *st = bf_db_prepare(db,
         "SELECT job_id, status, seed, cell FROM jobs"
@@ -228,15 +245,17 @@ static indexed_job *read_index(sqlite3 *db, int64_t sweep_id, size_t *n)
     if (!st)
         return NULL;
     sqlite3_bind_int64(st, 1, sweep_id);
-    size_t cap = 1024;
+    size_t cap = expect + 1;
     indexed_job *v = bf_xmalloc(cap * sizeof *v);
-    int rc;
+    const char *last = NULL;
+    int last_code = 0, rc;
     for (*n = 0; (rc = sqlite3_step(st)) == SQLITE_ROW; (*n)++) {
         if (*n == cap)
             v = bf_xrealloc(v, (cap *= 2) * sizeof *v);
-        int status = bf_dash_status_code((const char *)sqlite3_column_text(st, 1));
+        int status = status_of((const char *)sqlite3_column_text(st, 1), &last,
+                               &last_code);
         v[*n] = (indexed_job){
-            .id = sqlite3_column_int64(st, 0), .status = status < 0 ? 0 : status,
+            .id = sqlite3_column_int64(st, 0), .status = status,
             .seed = sqlite3_column_int64(st, 2),
             .cell = sqlite3_column_type(st, 3) == SQLITE_NULL
                     ? -1 : sqlite3_column_int64(st, 3) };
@@ -249,10 +268,40 @@ static indexed_job *read_index(sqlite3 *db, int64_t sweep_id, size_t *n)
     return NULL;
 }
 
-static int by_job_id(const void *a, const void *b)
+/* The end of the run of ascending ids that starts at lo. */
+static size_t run_end(const indexed_job *v, size_t lo, size_t n)
 {
-    int64_t x = ((const indexed_job *)a)->id, y = ((const indexed_job *)b)->id;
-    return (x > y) - (x < y);
+    size_t i = lo + 1;
+    while (i < n && v[i].id > v[i - 1].id)
+        i++;
+    return i;
+}
+
+/* The jobs of v[0..n) by id (v or a new array; the other is freed).  The
+ * index holds them by status, then id: one ascending run per status, so
+ * merging neighbouring runs (a natural merge sort) orders a million in
+ * three linear passes, where qsort compares n log n times. */
+static indexed_job *sort_by_id(indexed_job *v, size_t n)
+{
+    indexed_job *out = bf_xmalloc((n + 1) * sizeof *out);
+    for (size_t runs = 2; runs > 1;) {
+        runs = 0;
+        for (size_t lo = 0; lo < n; runs++) {
+            size_t mid = run_end(v, lo, n), hi = mid < n ? run_end(v, mid, n)
+                                                         : n;
+            size_t a = lo, b = mid, k = lo;
+            while (a < mid && b < hi)
+                out[k++] = v[b].id < v[a].id ? v[b++] : v[a++];
+            memcpy(out + k, v + a, (mid - a) * sizeof *v);
+            memcpy(out + k + (mid - a), v + b, (hi - b) * sizeof *v);
+            lo = hi;
+        }
+        indexed_job *t = v;
+        v = out;
+        out = t;
+    }
+    free(out);
+    return v;
 }
 
 /* The group of each cell, from its first job's config (the others differ
@@ -261,13 +310,15 @@ static int by_job_id(const void *a, const void *b)
 static int read_jobs(bf_dash_sweep *s, sqlite3 *db, load_pass *p)
 {
     size_t n;
-    indexed_job *jobs = read_index(db, s->sweep_id, &n);
+    json_int_t expect = json_integer_value(json_object_get(s->sweep, "n_jobs"));
+    indexed_job *jobs = read_index(db, s->sweep_id,
+                                   expect > 0 ? (size_t)expect : 1024, &n);
     sqlite3_stmt *st = jobs ? prepare_values(db, p) : NULL;
     if (!st) {
         free(jobs);
         return -1;
     }
-    qsort(jobs, n, sizeof *jobs, by_job_id);
+    jobs = sort_by_id(jobs, n);
     int64_t n_cells = 0;
     for (size_t i = 0; i < n; i++)
         n_cells = jobs[i].cell >= n_cells ? jobs[i].cell + 1 : n_cells;
@@ -382,24 +433,32 @@ static int by_int64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The distinct seeds in order; null past MAX_LISTED_VALUES. */
+/* The distinct seeds in order; null past MAX_LISTED_VALUES.  One pass
+ * with a small open-addressed set (a million jobs share a few seeds), then
+ * a sort of the few. */
 static json_t *seed_values(const bf_dash_sweep *s)
 {
-    int64_t *seeds = bf_xcalloc(s->n + 1, sizeof *seeds);
-    memcpy(seeds, s->seed, s->n * sizeof *seeds);
-    qsort(seeds, s->n, sizeof *seeds, by_int64);
-    json_t *out = json_array();
-    for (size_t i = 0; i < s->n && out; i++)
-        if (i == 0 || seeds[i] != seeds[i - 1]) {
-            if (json_array_size(out) == MAX_LISTED_VALUES) {
-                json_decref(out);
-                out = NULL;
-            } else {
-                json_array_append_new(out, json_integer(seeds[i]));
-            }
+    enum { SLOTS = 4 * MAX_LISTED_VALUES };     /* at most a quarter full */
+    int64_t slot[SLOTS], distinct[MAX_LISTED_VALUES + 1];
+    unsigned char used[SLOTS] = { 0 };          /* linear probing */
+    size_t n = 0;
+    for (size_t i = 0; i < s->n && n <= MAX_LISTED_VALUES; i++) {
+        size_t h = (size_t)(bf_fnv1a64(&s->seed[i], sizeof s->seed[i]) % SLOTS);
+        while (used[h] && slot[h] != s->seed[i])
+            h = (h + 1) % SLOTS;
+        if (!used[h]) {
+            used[h] = 1;
+            slot[h] = s->seed[i];
+            distinct[n++] = s->seed[i];
         }
-    free(seeds);
-    return out ? out : json_null();
+    }
+    if (n > MAX_LISTED_VALUES)
+        return json_null();
+    qsort(distinct, n, sizeof *distinct, by_int64);
+    json_t *out = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(out, json_integer(distinct[i]));
+    return out;
 }
 
 static int load_in_snapshot(bf_dash_sweep *s, sqlite3 *db)
@@ -631,16 +690,15 @@ static int succeeded_view(const bf_dash_sweep *s, sqlite3 *db, bf_sweep_view *v)
     if (!st)
         return -1;
     sqlite3_bind_int64(st, 1, s->sweep_id);
-    v->jobs = bf_db_rows(db, st);
-    if (!v->jobs)
+    if (bf_db_each_row(db, st, bf_row_store_add_row, &v->jobs))
         return -1;
-    size_t n = json_array_size(v->jobs);
+    size_t n = v->jobs.n_rows;
     v->job_group = bf_xcalloc(n + 1, sizeof *v->job_group);
     v->sorted_ids = bf_xcalloc(n + 1, sizeof *v->sorted_ids);
     v->sorted_rows = bf_xcalloc(n + 1, sizeof *v->sorted_rows);
     for (size_t i = 0; i < n; i++) {
-        int64_t id = json_integer_value(json_object_get(json_array_get(v->jobs, i),
-                                                        "job_id"));
+        int64_t id = json_integer_value(bf_row_store_get(&v->jobs, i,
+                                                         "job_id"));
         int j = find_job(s, id);
         v->job_group[i] = j < 0 ? 0 : s->group[j];
         v->sorted_ids[i] = id;
@@ -652,7 +710,7 @@ static int succeeded_view(const bf_dash_sweep *s, sqlite3 *db, bf_sweep_view *v)
 /* Frees what succeeded_view made (the rest is the sweep's). */
 static void succeeded_view_clear(bf_sweep_view *v)
 {
-    json_decref(v->jobs);
+    bf_row_store_clear(&v->jobs);
     free(v->job_group);
     free(v->sorted_ids);
     free(v->sorted_rows);
@@ -738,15 +796,14 @@ json_t *bf_dash_sweep_summary(const bf_dash_sweep *s, sqlite3 *db)
     sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
     int rc = succeeded_view(s, db, &v);
     /* Nothing to compare before a job succeeded: an empty table. */
-    json_t *compare = rc ? NULL : json_array_size(v.jobs) == 0 ? json_array()
+    json_t *compare = rc ? NULL : v.jobs.n_rows == 0 ? json_array()
                                 : bf_compare_rows(&v, &src, NULL);
     sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
     json_t *summary = NULL;
     if (compare) {
         /* The groups, depths and job count are this sweep's, not those of
          * the succeeded jobs: report.c need not walk them. */
-        json_decref(v.jobs);
-        v.jobs = json_array();
+        bf_row_store_clear(&v.jobs);
         summary = bf_report_summary(&v, compare);
         json_object_set_new(summary, "groups", groups_json(s, &v));
         json_object_set(summary, "train_depths", s->train_depths);

@@ -89,23 +89,37 @@ static json_t *column_json(sqlite3_stmt *st, int i)
     return v ? v : json_string(text);
 }
 
-json_t *bf_db_rows(sqlite3 *db, sqlite3_stmt *st)
+int bf_db_each_row(sqlite3 *db, sqlite3_stmt *st, bf_db_row_fn on_row,
+                   void *ctx)
 {
-    json_t *rows = json_array();
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         json_t *row = json_object();
         for (int i = 0; i < sqlite3_column_count(st); i++)
             json_object_set_new(row, sqlite3_column_name(st, i),
                                 column_json(st, i));
-        json_array_append_new(rows, row);
-    }
-    if (rc != SQLITE_DONE) {
-        fprintf(stderr, "bifocal: %s: %s\n", sqlite3_db_filename(db, "main"),
-                sqlite3_errmsg(db));
-        json_decref(rows);
-        rows = NULL;
+        on_row(ctx, row);
+        json_decref(row);
     }
     sqlite3_finalize(st);
+    if (rc == SQLITE_DONE)
+        return 0;
+    fprintf(stderr, "bifocal: %s: %s\n", sqlite3_db_filename(db, "main"),
+            sqlite3_errmsg(db));
+    return -1;
+}
+
+static void append_row(void *rows, json_t *row)
+{
+    json_array_append(rows, row);
+}
+
+json_t *bf_db_rows(sqlite3 *db, sqlite3_stmt *st)
+{
+    json_t *rows = json_array();
+    if (bf_db_each_row(db, st, append_row, rows)) {
+        json_decref(rows);
+        return NULL;
+    }
     return rows;
 }

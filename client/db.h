@@ -25,6 +25,13 @@ sqlite3 *bf_db_open(const char *path, int min_version);
  * reference), or NULL after printing the error with the database's name. */
 json_t *bf_db_rows(sqlite3 *db, sqlite3_stmt *st);
 
+/* The same rows handed to on_row one at a time (borrowed: the row is freed
+ * after the call unless on_row keeps a reference), none held together.
+ * Finalizes st.  0, or -1 after printing the error. */
+typedef void (*bf_db_row_fn)(void *ctx, json_t *row);
+int bf_db_each_row(sqlite3 *db, sqlite3_stmt *st, bf_db_row_fn on_row,
+                   void *ctx);
+
 /* Prepares sql; NULL after printing the error with the database's name. */
 sqlite3_stmt *bf_db_prepare(sqlite3 *db, const char *sql);
 

@@ -61,91 +61,144 @@ static void print_csv_cell(FILE *out, const char *s)
     fputc('"', out);
 }
 
-/* The column names: the given list, or every row's keys in the order they
- * first appear (rows may lack some, e.g. a baseline has no difference). */
-static const char **column_list(const json_t *rows, const char *const *columns,
-                                size_t *n)
+/* The columns of a table being printed, with their widths. */
+typedef struct columns {
+    json_t *names;      /* the names, in order */
+    json_t *index;      /* name -> its position */
+    size_t *width;
+    size_t cap;
+} columns;
+
+static void add_column(columns *c, const char *name)
 {
-    *n = 0;
-    if (columns) {
-        while (columns[*n])
-            (*n)++;
-        const char **keys = bf_xcalloc(*n + 1, sizeof *keys);
-        memcpy(keys, columns, *n * sizeof *keys);
-        return keys;
+    if (json_object_get(c->index, name))
+        return;
+    size_t n = json_array_size(c->names);
+    json_object_set_new(c->index, name, json_integer((json_int_t)n));
+    json_array_append_new(c->names, json_string(name));
+    if (n == c->cap) {
+        c->cap = 2 * c->cap + 8;
+        c->width = bf_xrealloc(c->width, c->cap * sizeof *c->width);
     }
-    json_t *seen = json_object();
-    size_t i;
-    json_t *row;
-    json_array_foreach(rows, i, row) {
+    c->width[n] = strlen(name);
+}
+
+static const char *column_name(const columns *c, size_t i)
+{
+    return json_string_value(json_array_get(c->names, i));
+}
+
+/* The first pass: the given columns, or every row's keys in the order they
+ * first appear (rows may lack some, e.g. a baseline has no difference), and
+ * the width of each. */
+static void measure(columns *c, size_t n_rows, bf_format_row_fn row_fn,
+                    void *ctx, const char *const *given, int csv)
+{
+    for (size_t i = 0; given && given[i]; i++)
+        add_column(c, given[i]);
+    for (size_t r = 0; r < n_rows; r++) {
+        json_t *row = row_fn(ctx, r);
         const char *key;
         json_t *v;
-        json_object_foreach(row, key, v)
-            if (!json_object_get(seen, key))
-                json_object_set_new(seen, key, json_integer((json_int_t)(*n)++));
-    }
-    const char **keys = bf_xcalloc(*n + 1, sizeof *keys);
-    const char *key;
-    json_t *index;
-    /* the names stay alive in the rows */
-    json_array_foreach(rows, i, row) {
-        json_t *v;
-        json_object_foreach(row, key, v) {
-            index = json_object_get(seen, key);
-            keys[json_integer_value(index)] = key;
+        if (!given)
+            json_object_foreach(row, key, v)
+                add_column(c, key);
+        for (size_t k = 0; !csv && k < json_array_size(c->names); k++) {
+            char *s = bf_format_cell(json_object_get(row, column_name(c, k)), 0);
+            if (strlen(s) > c->width[k])
+                c->width[k] = strlen(s);
+            free(s);
         }
+        json_decref(row);
     }
-    json_decref(seen);
-    return keys;
+}
+
+static void print_cell(FILE *out, const columns *c, size_t k, const char *s,
+                       bf_row_format fmt)
+{
+    size_t n = json_array_size(c->names);
+    if (fmt == BF_FORMAT_CSV) {
+        if (k)
+            fputc(',', out);
+        print_csv_cell(out, s);
+    } else if (k + 1 < n) {
+        fprintf(out, "%-*s  ", (int)c->width[k], s);
+    } else {
+        fputs(s, out);    /* no trailing blanks */
+    }
+}
+
+/* JSON: the array as json_dumpf prints it (indent 2), a row at a time. */
+static void print_json_rows(FILE *out, size_t n_rows, bf_format_row_fn row_fn,
+                            void *ctx)
+{
+    if (n_rows == 0) {
+        fputs("[]\n", out);
+        return;
+    }
+    fputs("[\n", out);
+    for (size_t r = 0; r < n_rows; r++) {
+        json_t *row = row_fn(ctx, r);
+        char *text = json_dumps(row, JSON_INDENT(2) | JSON_REAL_PRECISION(17)
+                                     | JSON_ENCODE_ANY);
+        fputs("  ", out);
+        for (const char *p = text; *p; p++) {
+            fputc(*p, out);
+            if (*p == '\n')
+                fputs("  ", out);
+        }
+        fputs(r + 1 < n_rows ? ",\n" : "\n", out);
+        free(text);
+        json_decref(row);
+    }
+    fputs("]\n", out);
+}
+
+void bf_format_print_each(FILE *out, size_t n_rows, bf_format_row_fn row_fn,
+                          void *ctx, const char *const *given,
+                          bf_row_format fmt)
+{
+    if (fmt == BF_FORMAT_JSON) {
+        print_json_rows(out, n_rows, row_fn, ctx);
+        return;
+    }
+    if (n_rows == 0 && fmt == BF_FORMAT_TABLE) {
+        fputs("(none)\n", out);
+        return;
+    }
+    int csv = fmt == BF_FORMAT_CSV;
+    columns c = { .names = json_array(), .index = json_object() };
+    measure(&c, n_rows, row_fn, ctx, given, csv);
+    size_t n_cols = json_array_size(c.names);
+    for (size_t k = 0; k < n_cols; k++)
+        print_cell(out, &c, k, column_name(&c, k), fmt);
+    fputc('\n', out);
+    for (size_t r = 0; r < n_rows; r++) {
+        json_t *row = row_fn(ctx, r);
+        for (size_t k = 0; k < n_cols; k++) {
+            char *s = bf_format_cell(json_object_get(row, column_name(&c, k)),
+                                     csv);
+            print_cell(out, &c, k, s, fmt);
+            free(s);
+        }
+        fputc('\n', out);
+        json_decref(row);
+    }
+    json_decref(c.names);
+    json_decref(c.index);
+    free(c.width);
+}
+
+static json_t *array_row(void *rows, size_t i)
+{
+    return json_incref(json_array_get(rows, i));
 }
 
 void bf_format_print(FILE *out, const json_t *rows, const char *const *columns,
                      bf_row_format fmt)
 {
-    if (fmt == BF_FORMAT_JSON) {
-        json_dumpf(rows, out, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-        fputc('\n', out);
-        return;
-    }
-    size_t n_rows = json_array_size(rows), n_cols;
-    if (n_rows == 0 && fmt == BF_FORMAT_TABLE) {
-        fputs("(none)\n", out);
-        return;
-    }
-    const char **keys = column_list(rows, columns, &n_cols);
-    size_t *width = bf_xcalloc(n_cols ? n_cols : 1, sizeof *width);
-    char **cells = bf_xcalloc(n_rows * n_cols + 1, sizeof *cells);
-    for (size_t c = 0; c < n_cols; c++)
-        width[c] = strlen(keys[c]);
-    for (size_t r = 0; r < n_rows; r++)
-        for (size_t c = 0; c < n_cols; c++) {
-            char *s = bf_format_cell(json_object_get(json_array_get(rows, r),
-                                                     keys[c]),
-                                     fmt == BF_FORMAT_CSV);
-            cells[r * n_cols + c] = s;
-            if (strlen(s) > width[c])
-                width[c] = strlen(s);
-        }
-    for (size_t r = 0; r <= n_rows; r++) {
-        for (size_t c = 0; c < n_cols; c++) {
-            const char *s = r == 0 ? keys[c] : cells[(r - 1) * n_cols + c];
-            if (fmt == BF_FORMAT_CSV) {
-                if (c)
-                    fputc(',', out);
-                print_csv_cell(out, s);
-            } else if (c + 1 < n_cols) {
-                fprintf(out, "%-*s  ", (int)width[c], s);
-            } else {
-                fputs(s, out);    /* no trailing blanks */
-            }
-        }
-        fputc('\n', out);
-    }
-    for (size_t i = 0; i < n_rows * n_cols; i++)
-        free(cells[i]);
-    free(cells);
-    free(width);
-    free(keys);
+    bf_format_print_each(out, json_array_size(rows), array_row, (void *)rows,
+                         columns, fmt);
 }
 
 json_t *bf_format_time_ms(const json_t *ms)

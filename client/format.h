@@ -18,6 +18,14 @@ int bf_format_parse(const char *name, bf_row_format *out);
 void bf_format_print(FILE *out, const json_t *rows, const char *const *columns,
                      bf_row_format fmt);
 
+/* The same of n_rows rows made one at a time by row_fn (a new reference
+ * each), none held together: a table or CSV makes each row twice (columns
+ * and widths, then text), JSON once.  For listings of a million jobs. */
+typedef json_t *(*bf_format_row_fn)(void *ctx, size_t i);
+void bf_format_print_each(FILE *out, size_t n_rows, bf_format_row_fn row_fn,
+                          void *ctx, const char *const *columns,
+                          bf_row_format fmt);
+
 /* Rows of a daemon reply (status, jobs, workers): JSON whole; a table or
  * CSV without the config blob and with each *_ms time as a local clock time
  * ("2026-12-02 18:04:05", column named without _ms). */

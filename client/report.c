@@ -16,27 +16,32 @@
 
 #define BF_REPORT_VERSION 1
 
+/* The jobs table of a report lists the first jobs by id, no more: a page
+ * of a million rows helps no reader (`bifocal results` lists them all). */
+#define BF_REPORT_MAX_JOBS 10000
+
 static json_t *groups_json(const bf_sweep_view *v)
 {
+    size_t n = (size_t)v->n_groups + 1;
+    json_int_t *jobs = bf_xcalloc(n, sizeof *jobs),
+               *succeeded = bf_xcalloc(n, sizeof *succeeded);
+    for (size_t i = 0; i < v->jobs.n_rows; i++) {
+        const char *s = json_string_value(bf_row_store_get(&v->jobs, i,
+                                                           "status"));
+        jobs[v->job_group[i]]++;
+        succeeded[v->job_group[i]] += s && strcmp(s, "succeeded") == 0;
+    }
     json_t *groups = json_array();
     for (int g = 0; g < v->n_groups; g++) {
-        int jobs = 0, succeeded = 0;
-        size_t i;
-        json_t *row;
-        json_array_foreach(v->jobs, i, row) {
-            if (v->job_group[i] != g)
-                continue;
-            const char *s = json_string_value(json_object_get(row, "status"));
-            jobs++;
-            succeeded += s && strcmp(s, "succeeded") == 0;
-        }
         char *label = bf_sweep_view_label(v, g);
         json_array_append_new(groups, json_pack(
-            "{s:s, s:O, s:i, s:i}", "label", label, "fields",
-            json_array_get(v->groups, (size_t)g), "jobs", jobs,
-            "succeeded", succeeded));
+            "{s:s, s:O, s:I, s:I}", "label", label, "fields",
+            json_array_get(v->groups, (size_t)g), "jobs", jobs[g],
+            "succeeded", succeeded[g]));
         free(label);
     }
+    free(jobs);
+    free(succeeded);
     return groups;
 }
 
@@ -51,11 +56,13 @@ static json_t *names_json(const char *const *names, int n)
 /* The distinct training depths of the succeeded jobs, to mark them. */
 static json_t *train_depths(const bf_sweep_view *v)
 {
-    json_t *depths = json_array();
-    size_t i, k;
-    json_t *row, *d;
-    json_array_foreach(v->jobs, i, row) {
-        json_t *depth = json_object_get(row, "depth");
+    json_t *depths = json_array(), *d, *last = NULL;
+    size_t k;
+    for (size_t i = 0; i < v->jobs.n_rows; i++) {
+        json_t *depth = bf_row_store_get(&v->jobs, i, "depth");
+        if (depth == last)      /* shared: the same value as the last row's */
+            continue;
+        last = depth;
         int seen = 0;
         json_array_foreach(depths, k, d)
             seen |= json_equal(d, depth);
@@ -72,7 +79,7 @@ static json_t *sweep_json(const bf_sweep_view *v)
     json_t *s = json_object();
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
         json_object_set(s, keys[i], json_object_get(v->sweep, keys[i]));
-    json_object_set_new(s, "n_jobs", json_integer((json_int_t)json_array_size(v->jobs)));
+    json_object_set_new(s, "n_jobs", json_integer((json_int_t)v->jobs.n_rows));
     /* stored as JSON text (docs/schema.md); a database from before they
      * were stored has none */
     const char *warnings = json_string_value(json_object_get(v->sweep,
@@ -115,7 +122,8 @@ json_t *bf_report_data(bf_source *src, int64_t sweep_id, const char *where,
         json_decref(summary);
         json_object_set_new(data, "train_loss", loss);
         json_object_set_new(data, "frequencies", freq);
-        json_object_set_new(data, "jobs", bf_results_rows(&v));
+        json_object_set_new(data, "jobs", bf_results_rows(&v,
+                                                          BF_REPORT_MAX_JOBS));
         loss = freq = NULL;
     }
     json_decref(compare);

@@ -22,7 +22,7 @@ static json_t *duration(const json_t *from_ms, const json_t *to_ms)
     return json_string(buf);
 }
 
-json_t *bf_results_row(const bf_sweep_view *v, const json_t *row)
+json_t *bf_results_row(const bf_sweep_view *v, size_t i)
 {
     static const char *const before[] = { "sweep_id", "job_id", "stage",
                                           "task", "rope", "depth", "seed",
@@ -31,33 +31,42 @@ json_t *bf_results_row(const bf_sweep_view *v, const json_t *row)
         "status", "train_loss", "eval_step", "eval_loss", "eval_accuracy",
         "ood_depth", "ood_loss", "ood_accuracy", NULL };
     int stages = v->n_varying > 0 && strcmp(v->varying[0], "stage") == 0;
+    const bf_row_store *jobs = &v->jobs;
     json_t *out = json_object();
     for (const char *const *k = before; *k; k++)
         if (stages || strcmp(*k, "stage") != 0)
-            json_object_set(out, *k, json_object_get(row, *k));
-    for (int i = 0; i < v->n_varying; i++)
-        if (!json_object_get(out, v->varying[i]))
-            json_object_set(out, v->varying[i],
-                            bf_sweep_view_value(row, v->varying[i]));
+            json_object_set(out, *k, bf_row_store_get(jobs, i, *k));
+    for (int k = 0; k < v->n_varying; k++)
+        if (!json_object_get(out, v->varying[k]))
+            json_object_set(out, v->varying[k],
+                            bf_sweep_view_value(v, i, v->varying[k]));
     for (const char *const *k = after; *k; k++)
-        json_object_set(out, *k, json_object_get(row, *k));
+        json_object_set(out, *k, bf_row_store_get(jobs, i, *k));
     json_object_set_new(out, "started",
-                        bf_format_time_ms(json_object_get(row, "started_ms")));
+                        bf_format_time_ms(bf_row_store_get(jobs, i, "started_ms")));
     json_object_set_new(out, "took",
-                        duration(json_object_get(row, "started_ms"),
-                                 json_object_get(row, "finished_ms")));
-    json_object_set(out, "error", json_object_get(row, "error"));
+                        duration(bf_row_store_get(jobs, i, "started_ms"),
+                                 bf_row_store_get(jobs, i, "finished_ms")));
+    json_object_set(out, "error", bf_row_store_get(jobs, i, "error"));
     return out;
 }
 
-json_t *bf_results_rows(const bf_sweep_view *v)
+json_t *bf_results_rows(const bf_sweep_view *v, size_t max_rows)
 {
     json_t *rows = json_array();
-    size_t i;
-    json_t *row;
-    json_array_foreach(v->jobs, i, row)
-        json_array_append_new(rows, bf_results_row(v, row));
+    for (size_t i = 0; i < v->jobs.n_rows && i < max_rows; i++)
+        json_array_append_new(rows, bf_results_row(v, i));
     return rows;
+}
+
+static json_t *results_row(void *v, size_t i)
+{
+    return bf_results_row(v, i);
+}
+
+static json_t *whole_row(void *v, size_t i)
+{
+    return bf_row_store_row(&((bf_sweep_view *)v)->jobs, i);
 }
 
 int bf_results_print(bf_source *src, int64_t sweep_id, const char *where,
@@ -68,13 +77,9 @@ int bf_results_print(bf_source *src, int64_t sweep_id, const char *where,
         bf_sweep_view_clear(&v);
         return 1;
     }
-    if (fmt == BF_FORMAT_JSON) {
-        bf_format_print(stdout, v.jobs, NULL, fmt);
-    } else {
-        json_t *rows = bf_results_rows(&v);
-        bf_format_print(stdout, rows, NULL, fmt);
-        json_decref(rows);
-    }
+    bf_format_print_each(stdout, v.jobs.n_rows,
+                         fmt == BF_FORMAT_JSON ? whole_row : results_row, &v,
+                         NULL, fmt);
     bf_sweep_view_clear(&v);
     return 0;
 }
@@ -87,27 +92,29 @@ int bf_results_check_failed(bf_source *src, int64_t sweep_id)
         return 1;
     }
     int n_failed = 0;
-    size_t i;
-    json_t *row;
-    json_array_foreach(v.jobs, i, row) {
-        const char *status = json_string_value(json_object_get(row, "status"));
+    for (size_t i = 0; i < v.jobs.n_rows; i++) {
+        const char *status = json_string_value(bf_row_store_get(&v.jobs, i,
+                                                                "status"));
         if (!status || strcmp(status, "failed") != 0)
             continue;
         if (n_failed++ == 0)
             fprintf(stderr, "\nfailed jobs of sweep %lld:\n",
                     (long long)sweep_id);
         char *label = bf_sweep_view_label(&v, v.job_group[i]);
-        const char *error = json_string_value(json_object_get(row, "error"));
+        const char *error = json_string_value(bf_row_store_get(&v.jobs, i,
+                                                               "error"));
         fprintf(stderr, "  job %lld (%s seed=%lld): %s\n",
-                (long long)json_integer_value(json_object_get(row, "job_id")),
+                (long long)json_integer_value(bf_row_store_get(&v.jobs, i,
+                                                               "job_id")),
                 label,
-                (long long)json_integer_value(json_object_get(row, "seed")),
+                (long long)json_integer_value(bf_row_store_get(&v.jobs, i,
+                                                               "seed")),
                 error ? error : "(no error recorded)");
         free(label);
     }
     if (n_failed)
         fprintf(stderr, "bifocal: %d of %zu job(s) of sweep %lld failed\n",
-                n_failed, json_array_size(v.jobs), (long long)sweep_id);
+                n_failed, v.jobs.n_rows, (long long)sweep_id);
     bf_sweep_view_clear(&v);
     return n_failed > 0;
 }

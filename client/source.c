@@ -126,6 +126,32 @@ json_t *bf_source_rows(bf_source *src, const char *view, int64_t sweep_id)
                    : daemon_rows(src, view, sweep_id);
 }
 
+/* bf_source_each_row's callback, called for each row of a page. */
+typedef struct each_row {
+    bf_db_row_fn on_row;
+    void *ctx;
+} each_row;
+
+static void each_row_of_page(void *ctx, const json_t *rows)
+{
+    each_row *e = ctx;
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row)
+        e->on_row(e->ctx, row);
+}
+
+int bf_source_each_row(bf_source *src, const char *view, int64_t sweep_id,
+                       bf_db_row_fn on_row, void *ctx)
+{
+    if (src->db) {
+        sqlite3_stmt *st = prepare_view(src, view, sweep_id);
+        return st ? bf_db_each_row(src->db, st, on_row, ctx) : -1;
+    }
+    each_row e = { on_row, ctx };
+    return daemon_pages(src, view, sweep_id, each_row_of_page, &e);
+}
+
 /* Maps the wanted column names to the statement's column indexes. */
 static int column_indexes(sqlite3_stmt *st, const char *const *columns, int n,
                           int *index)

@@ -10,6 +10,7 @@
 #include <jansson.h>
 #include <sqlite3.h>
 
+#include "db.h"
 #include "session.h"
 
 typedef struct bf_source {
@@ -27,6 +28,13 @@ void bf_source_close(bf_source *src);
  * column ("config" parsed into an object).  NULL after printing the problem
  * (no such sweep, connection lost, ...). */
 json_t *bf_source_rows(bf_source *src, const char *view, int64_t sweep_id);
+
+/* The same rows handed to on_row one at a time (borrowed), holding one
+ * page of the daemon's or one row of a file at a time: a sweep of a
+ * million jobs is read without its rows ever being held together.  0, or
+ * -1 after printing the problem. */
+int bf_source_each_row(bf_source *src, const char *view, int64_t sweep_id,
+                       bf_db_row_fn on_row, void *ctx);
 
 /* Streams the named numeric columns of a result view's rows to on_row,
  * values in the order of columns, holding one page of the daemon's at a

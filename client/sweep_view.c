@@ -17,7 +17,16 @@ static int field_index(const char *const *fields, int n, const char *name)
     return -1;
 }
 
-json_t *bf_sweep_view_value(const json_t *row, const char *field)
+json_t *bf_sweep_view_value(const bf_sweep_view *v, size_t row,
+                            const char *field)
+{
+    if (strcmp(field, "stage") == 0)
+        return bf_row_store_get(&v->jobs, row, "stage");
+    return bf_row_store_config(&v->jobs, row, field);
+}
+
+/* The same of a row as read (an object whose config is parsed). */
+static json_t *value_in_row(const json_t *row, const char *field)
 {
     if (strcmp(field, "stage") == 0)
         return json_object_get(row, "stage");
@@ -75,51 +84,43 @@ static int where_parse(const char *where, where_pairs *w)
 static int row_matches(const json_t *row, const where_pairs *w)
 {
     for (int i = 0; i < w->n; i++) {
-        const json_t *value = bf_sweep_view_value(row, w->fields[i]);
+        const json_t *value = value_in_row(row, w->fields[i]);
         if (!value || !bf_sweep_view_value_is(value, w->values[i]))
             return 0;
     }
     return 1;
 }
 
-/* Keeps the jobs that match w (--where): -1 after saying why if none
- * does. */
-static int filter_jobs(bf_sweep_view *v, const where_pairs *w,
-                       const char *where)
+/* Reading the sweep's rows: those --where keeps go into the store. */
+typedef struct loading {
+    bf_sweep_view *v;
+    const where_pairs *w;       /* NULL: keep every row */
+} loading;
+
+static void load_row(void *ctx, json_t *row)
 {
-    json_t *kept = json_array();
-    size_t i;
-    json_t *row;
-    json_array_foreach(v->jobs, i, row)
-        if (row_matches(row, w))
-            json_array_append(kept, row);
-    json_decref(v->jobs);
-    v->jobs = kept;
-    if (json_array_size(kept) > 0)
-        return 0;
-    fprintf(stderr, "bifocal: --where %s: no job of sweep %lld has it\n",
-            where, (long long)v->sweep_id);
-    return -1;
+    loading *l = ctx;
+    if (!l->w || row_matches(row, l->w))
+        bf_row_store_add(&l->v->jobs, row);
 }
 
 /* The stage of a row as an object key ("" without stages). */
-static const char *stage_key(const json_t *row)
+static const char *stage_key(const bf_sweep_view *v, size_t row)
 {
-    const char *stage = json_string_value(json_object_get(row, "stage"));
+    const char *stage = json_string_value(bf_row_store_get(&v->jobs, row,
+                                                           "stage"));
     return stage ? stage : "";
 }
 
 /* Whether field takes two values within one stage (in one sweep without
  * stages); "stage" itself varies between stages. */
-static int field_varies(const json_t *jobs, const char *field)
+static int field_varies(const bf_sweep_view *v, const char *field)
 {
     int stage = strcmp(field, "stage") == 0, varies = 0;
     json_t *first = json_object();   /* stage -> its first job's value */
-    size_t i;
-    json_t *row;
-    json_array_foreach(jobs, i, row) {
-        const char *key = stage ? "" : stage_key(row);
-        json_t *value = bf_sweep_view_value(row, field);
+    for (size_t i = 0; i < v->jobs.n_rows && !varies; i++) {
+        const char *key = stage ? "" : stage_key(v, i);
+        json_t *value = bf_sweep_view_value(v, i, field);
         json_t *seen = json_object_get(first, key);
         if (!seen)
             json_object_set(first, key, value ? value : json_null());
@@ -134,7 +135,7 @@ static void add_varying(bf_sweep_view *v, const char *field)
 {
     if (v->n_varying < BF_SWEEP_MAX_FIELDS
         && field_index(v->varying, v->n_varying, field) < 0
-        && field_varies(v->jobs, field))
+        && field_varies(v, field))
         v->varying[v->n_varying++] = field;
 }
 
@@ -194,7 +195,7 @@ json_t *bf_sweep_swept_fields(const char *source)
  * job's config (or are literals). */
 static void find_varying(bf_sweep_view *v)
 {
-    json_t *config = json_object_get(json_array_get(v->jobs, 0), "config");
+    json_t *config = bf_row_store_get(&v->jobs, 0, "config");
     json_t *swept = bf_sweep_swept_fields(json_string_value(
         json_object_get(v->sweep, "source")));
     add_varying(v, "stage");
@@ -259,36 +260,35 @@ static int parse_by(bf_sweep_view *v, const char *by)
     return rc;
 }
 
-static json_t *group_key(const bf_sweep_view *v, const json_t *job)
+static json_t *group_key(const bf_sweep_view *v, size_t job)
 {
     json_t *key = json_object();
     for (int i = 0; i < v->n_by; i++)
-        json_object_set(key, v->by[i], bf_sweep_view_value(job, v->by[i]));
+        json_object_set(key, v->by[i], bf_sweep_view_value(v, job, v->by[i]));
     return key;
 }
 
+/* Groups in order of their first job, found by their key's text: one pass
+ * whatever the number of groups. */
 static void group_jobs(bf_sweep_view *v)
 {
     v->groups = json_array();
-    v->job_group = bf_xcalloc(json_array_size(v->jobs) + 1,
-                              sizeof *v->job_group);
-    size_t i, g;
-    json_t *row, *group;
-    json_array_foreach(v->jobs, i, row) {
-        json_t *key = group_key(v, row);
-        int found = -1;
-        json_array_foreach(v->groups, g, group)
-            if (json_equal(group, key)) {
-                found = (int)g;
-                break;
-            }
-        if (found < 0) {
-            found = (int)json_array_size(v->groups);
+    v->job_group = bf_xcalloc(v->jobs.n_rows + 1, sizeof *v->job_group);
+    json_t *index = json_object();      /* key text -> group */
+    for (size_t i = 0; i < v->jobs.n_rows; i++) {
+        json_t *key = group_key(v, i);
+        char *text = json_dumps(key, JSON_COMPACT | JSON_REAL_PRECISION(17));
+        json_t *found = json_object_get(index, text);
+        if (!found) {
+            found = json_integer((json_int_t)json_array_size(v->groups));
+            json_object_set_new(index, text, found);
             json_array_append(v->groups, key);
         }
+        free(text);
         json_decref(key);
-        v->job_group[i] = found;
+        v->job_group[i] = (int)json_integer_value(found);
     }
+    json_decref(index);
     v->n_groups = (int)json_array_size(v->groups);
 }
 
@@ -303,13 +303,12 @@ static int by_id(const void *a, const void *b, void *ids)
  * read) are binary searches. */
 static void index_jobs(bf_sweep_view *v)
 {
-    size_t n = json_array_size(v->jobs);
+    size_t n = v->jobs.n_rows;
     int64_t *ids = bf_xcalloc(n + 1, sizeof *ids);
     v->sorted_rows = bf_xcalloc(n + 1, sizeof *v->sorted_rows);
     v->sorted_ids = bf_xcalloc(n + 1, sizeof *v->sorted_ids);
     for (size_t i = 0; i < n; i++) {
-        ids[i] = json_integer_value(json_object_get(json_array_get(v->jobs, i),
-                                                    "job_id"));
+        ids[i] = json_integer_value(bf_row_store_get(&v->jobs, i, "job_id"));
         v->sorted_rows[i] = (int)i;
     }
     qsort_r(v->sorted_rows, n, sizeof *v->sorted_rows, by_id, ids);
@@ -328,12 +327,16 @@ int bf_sweep_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
     if (where && where_parse(where, &w) < 0)
         return -1;
     json_t *sweeps = bf_source_rows(src, "sweeps", sweep_id);
-    if (sweeps) {
-        v->sweep = json_incref(json_array_get(sweeps, 0));
-        json_decref(sweeps);
-        v->jobs = bf_source_rows(src, "job_results", sweep_id);
+    loading l = { v, where ? &w : NULL };
+    int failed = !sweeps || bf_source_each_row(src, "job_results", sweep_id,
+                                               load_row, &l);
+    v->sweep = json_incref(json_array_get(sweeps, 0));
+    json_decref(sweeps);
+    if (!failed && where && v->jobs.n_rows == 0) {
+        fprintf(stderr, "bifocal: --where %s: no job of sweep %lld has it\n",
+                where, (long long)v->sweep_id);
+        failed = 1;
     }
-    int failed = !v->jobs || (where && filter_jobs(v, &w, where));
     free(w.text);
     if (failed)
         return -1;
@@ -348,7 +351,7 @@ int bf_sweep_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
 void bf_sweep_view_clear(bf_sweep_view *v)
 {
     json_decref(v->sweep);
-    json_decref(v->jobs);
+    bf_row_store_clear(&v->jobs);
     json_decref(v->groups);
     free(v->job_group);
     free(v->sorted_ids);
@@ -358,7 +361,7 @@ void bf_sweep_view_clear(bf_sweep_view *v)
 
 int bf_sweep_view_row_of(const bf_sweep_view *v, int64_t job_id)
 {
-    int lo = 0, hi = (int)json_array_size(v->jobs) - 1;
+    int lo = 0, hi = (int)v->jobs.n_rows - 1;
     while (lo <= hi) {
         int mid = lo + (hi - lo) / 2;
         if (v->sorted_ids[mid] == job_id)
@@ -424,10 +427,9 @@ char *bf_sweep_fields_label(const json_t *fields, const json_t *config)
 int bf_sweep_view_succeeded(const bf_sweep_view *v)
 {
     int n = 0;
-    size_t i;
-    json_t *row;
-    json_array_foreach(v->jobs, i, row) {
-        const char *status = json_string_value(json_object_get(row, "status"));
+    for (size_t i = 0; i < v->jobs.n_rows; i++) {
+        const char *status = json_string_value(bf_row_store_get(&v->jobs, i,
+                                                                "status"));
         n += status && strcmp(status, "succeeded") == 0;
     }
     return n;

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <jansson.h>
 
+#include "row_store.h"
 #include "source.h"
 
 #define BF_SWEEP_MAX_FIELDS 32
@@ -18,7 +19,7 @@
 typedef struct bf_sweep_view {
     int64_t sweep_id;
     json_t *sweep;          /* the sweeps row (name, filename, source, ...) */
-    json_t *jobs;           /* job_results rows, by job_id */
+    bf_row_store jobs;      /* job_results rows, by job_id (read-only) */
     /* Config fields whose value differs between jobs (of a stage), in the
      * order of the sweep file's grid and zip (then alphabetical); "seed"
      * among them if seeds; "stage" first in a sweep with stages. */
@@ -29,7 +30,7 @@ typedef struct bf_sweep_view {
     int n_by;
     int n_groups;
     json_t *groups;         /* per group: {field: value} over `by` */
-    int *job_group;         /* per jobs row: its group */
+    int *job_group;         /* per row of jobs: its group */
     int64_t *sorted_ids;    /* job ids ascending, with their rows: */
     int *sorted_rows;       /* for bf_sweep_view_row_of */
 } bf_sweep_view;
@@ -47,9 +48,10 @@ void bf_sweep_view_clear(bf_sweep_view *v);
 /* The row in v->jobs of a job id (binary search); -1 if not in the sweep. */
 int bf_sweep_view_row_of(const bf_sweep_view *v, int64_t job_id);
 
-/* The value of field in a job_results row: its stage for "stage", else
+/* The value of field in row `row` of v->jobs: its stage for "stage", else
  * the field of its config (borrowed; NULL if absent). */
-json_t *bf_sweep_view_value(const json_t *row, const char *field);
+json_t *bf_sweep_view_value(const bf_sweep_view *v, size_t row,
+                            const char *field);
 
 /* Whether a value reads as text: as a table prints it, or as the same
  * number (rope_base=10000 names the value printed as 1e+04). */

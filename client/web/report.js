@@ -425,8 +425,11 @@ var BifocalReport = (function () {
   }
 
   function jobsSection(root, data) {
-    var sec = section(root, "Jobs", "One row per job of the sweep.");
-    var rows = data.jobs || [];
+    var rows = data.jobs || [], total = (data.sweep || {}).n_jobs;
+    var sec = section(root, "Jobs", rows.length < total
+      ? "The first " + rows.length + " of the sweep's " + total + " jobs by id; " +
+        "bifocal results " + data.sweep.sweep_id + " lists every one."
+      : "One row per job of the sweep.");
     var keys = [];
     rows.forEach(function (r) {
       Object.keys(r).forEach(function (k) { if (keys.indexOf(k) < 0) keys.push(k); });

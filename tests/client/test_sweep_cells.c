@@ -100,14 +100,13 @@ static void check_cells(const char *path, int64_t sweep_id)
     bf_source src = { .db = db, .db_path = path };
     bf_sweep_view v;
     assert_int_equal(bf_sweep_view_load(&v, &src, sweep_id, NULL, NULL), 0);
-    assert_true(json_array_size(v.jobs) > 0);
+    assert_true(v.jobs.n_rows > 0);
     assert_int_equal(column_int(db, "SELECT count(DISTINCT cell) FROM jobs"
                                     " WHERE sweep_id = ?1", sweep_id, 0),
                      v.n_groups);
-    size_t i;
-    json_t *row;
-    json_array_foreach(v.jobs, i, row) {
-        int64_t job = json_integer_value(json_object_get(row, "job_id"));
+    for (size_t i = 0; i < v.jobs.n_rows; i++) {
+        int64_t job = json_integer_value(bf_row_store_get(&v.jobs, i,
+                                                          "job_id"));
         int64_t stored = column_int(db, "SELECT cell FROM jobs"
                                         " WHERE job_id = ?1", job, 0);
         if (stored != v.job_group[i])
