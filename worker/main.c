@@ -248,9 +248,11 @@ static void print_code_stats(const char *dir, const bf_code_stats *st)
            st->memory_bytes / 1048576.0);
     printf("%5s %10s %8s %14s %14s\n", "depth", "prompt_max", "max_len",
            "train", "held_out");
-    for (int d = 1; d <= BF_CODE_MAX_DEPTH; d++) {
-        if (!st->snippets[BF_CODE_TRAIN][d] && !st->snippets[BF_CODE_EVAL][d])
-            break;
+    int deepest = 0;
+    for (int d = 1; d <= BF_CODE_MAX_DEPTH; d++)
+        if (st->snippets[BF_CODE_TRAIN][d] || st->snippets[BF_CODE_EVAL][d])
+            deepest = d;
+    for (int d = 1; d <= deepest; d++) {
         printf("%5d %10d %8d %14u %14u\n", d, bf_code_prompt_max(d),
                bf_task_max_len(BF_TASK_CODE, d), st->snippets[BF_CODE_TRAIN][d],
                st->snippets[BF_CODE_EVAL][d]);

@@ -270,6 +270,7 @@ static void test_example_configs_are_valid(void **state)
     (void)state;
     load_example("configs/job-dyck.yaml");
     load_example("configs/job-counter.json");
+    load_example("configs/job-code.yaml");   /* reads the stdlib */
 }
 
 /* A config that changes every field away from its default. */
@@ -308,6 +309,8 @@ static bf_job_config unusual_config(void)
     cfg.checkpoint_every = 250;
     cfg.eval_examples = 64;
     snprintf(cfg.init_from, sizeof cfg.init_from, "runs/x y/\"q\".safetensors");
+    /* not read: the task is not code */
+    snprintf(cfg.code_dir, sizeof cfg.code_dir, "/srv/code \"é\"");
     return cfg;
 }
 
