@@ -30,7 +30,8 @@
 #define MAX_SOURCE_BYTES (1ULL << 30)
 
 typedef struct block {
-    uint32_t start, end;     /* symbols [start, end), no bracket open at either */
+    uint32_t start, end;     /* symbols [start, end), no bracket open at
+                                either end */
     int file;
     /* snippets per depth in this block and every earlier block of its
      * split: binary search finds the block of the r-th snippet */
@@ -54,7 +55,7 @@ struct bf_code_corpus {
     bf_code_stats stats;
 };
 
-/* ---- lexing: one file's text into symbols --------------------------------- */
+/* ---- lexing: one file's text into symbols -------------------------------- */
 
 typedef enum { LANG_PYTHON, LANG_C } lang;
 
@@ -255,7 +256,7 @@ static int lex_file(bf_code_corpus *c, lang lg, const char *text, size_t len)
     return 0;
 }
 
-/* ---- cuts: where snippets end --------------------------------------------- */
+/* ---- cuts: where snippets end -------------------------------------------- */
 
 /* One cut found by walk_cuts: after symbol e - 1, `level` brackets open,
  * opened at stack[0 .. level-1]. */
@@ -341,7 +342,7 @@ static void index_file(bf_code_corpus *c, int f)
     }
 }
 
-/* ---- reading a directory -------------------------------------------------- */
+/* ---- reading a directory ------------------------------------------------- */
 
 typedef struct path_list {
     char **paths;   /* relative to the root */
@@ -476,14 +477,16 @@ static bf_code_corpus *corpus_load(const char *dir, bf_error *err)
         return bf_error_set(err, NULL, 0, NULL, "'%s' is not an absolute "
                             "path", dir), NULL;
     char path[PATH_CAP];
-    if (strlen(dir) >= PATH_CAP)
+    size_t len = strlen(dir);
+    if (len >= PATH_CAP)
         return bf_error_set(err, NULL, 0, NULL, "'%s' is longer than %d "
                             "bytes", dir, PATH_CAP), NULL;
-    snprintf(path, sizeof path, "%s", dir);
+    memcpy(path, dir, len + 1);
     path_list list = {0};
     bf_code_corpus *c = bf_xcalloc(1, sizeof *c);
-    int rc = list_sources(path, strlen(dir), &list, err);
-    qsort(list.paths, (size_t)list.n, sizeof *list.paths, compare_paths);
+    int rc = list_sources(path, len, &list, err);
+    if (list.n > 1)
+        qsort(list.paths, (size_t)list.n, sizeof *list.paths, compare_paths);
     c->stats.files_seen = list.n;
     int i = 0;
     for (; rc == 0 && i < list.n; i++)
@@ -494,8 +497,8 @@ static bf_code_corpus *corpus_load(const char *dir, bf_error *err)
     if (rc == 0 && c->n_files == 0)
         rc = bf_error_set(err, NULL, 0, NULL, "'%s' holds no usable source "
                           "file (of %d .py/.c/.h files, %d are unreadable "
-                          "or have brackets that do not pair up)", dir, c->stats.files_seen,
-                          c->stats.files_left_out);
+                          "or have brackets that do not pair up)", dir,
+                          c->stats.files_seen, c->stats.files_left_out);
     if (rc != 0) {
         corpus_free(c);
         return NULL;
@@ -506,7 +509,7 @@ static bf_code_corpus *corpus_load(const char *dir, bf_error *err)
     return c;
 }
 
-/* ---- the process's corpora ------------------------------------------------ */
+/* ---- the process's corpora ----------------------------------------------- */
 
 typedef struct loaded {
     char *dir;
@@ -535,7 +538,7 @@ const bf_code_corpus *bf_code_corpus_get(const char *dir, bf_error *err)
     return l ? l->corpus : NULL;
 }
 
-/* ---- queries -------------------------------------------------------------- */
+/* ---- queries ------------------------------------------------------------- */
 
 void bf_code_corpus_stats(const bf_code_corpus *c, bf_code_stats *out)
 {

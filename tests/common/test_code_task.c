@@ -61,7 +61,7 @@ static void write_file(const char *dir, const char *name, const char *text)
     fclose(f);
 }
 
-/* ---- the lexer ------------------------------------------------------------ */
+/* ---- the lexer ----------------------------------------------------------- */
 
 /* Symbols spelled with bf_code_symbol_name, space-separated. */
 static void spell(const bf_code_file *f, char *buf, size_t cap)
@@ -109,7 +109,7 @@ static void test_lexer_symbols(void **state)
                              "op } nl");
 }
 
-/* ---- determinism ---------------------------------------------------------- */
+/* ---- determinism --------------------------------------------------------- */
 
 static void test_files_in_byte_order(void **state)
 {
@@ -155,7 +155,8 @@ static void rows_of(const bf_job_config *cfg, int *train, int *eval)
 static void test_examples_pure_functions_of_seed(void **state)
 {
     (void)state;
-    char a[64] = "/dev/shm/bf-code-a.XXXXXX", b[64] = "/dev/shm/bf-code-b.XXXXXX";
+    char a[64] = "/dev/shm/bf-code-a.XXXXXX";
+    char b[64] = "/dev/shm/bf-code-b.XXXXXX";
     assert_non_null(mkdtemp(a));
     assert_non_null(mkdtemp(b));
     const bf_code_corpus *repo = corpus_of(repo_code);
@@ -186,7 +187,7 @@ static void test_examples_pure_functions_of_seed(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
-/* ---- the split ------------------------------------------------------------ */
+/* ---- the split ----------------------------------------------------------- */
 
 /* Whether symbols `want` (task tokens) occur in a file of `split`. */
 static int occurs_in_split(const bf_code_corpus *c, int split,
@@ -250,7 +251,7 @@ static void test_train_and_eval_files_disjoint(void **state)
     }
 }
 
-/* ---- depths --------------------------------------------------------------- */
+/* ---- depths -------------------------------------------------------------- */
 
 /* The row's layout, and its answer: the prompt's open brackets closed,
  * innermost first, recomputed here with a stack.  Returns the depth. */
@@ -299,7 +300,7 @@ static void test_snippet_depths(void **state)
         }
 }
 
-/* ---- bad code_dir --------------------------------------------------------- */
+/* ---- bad code_dir -------------------------------------------------------- */
 
 /* Loads a job of task code at depth 3 (eval_depths [3] unless
  * `more` says otherwise) with `more` from line 4 on, and expects a refusal
