@@ -115,6 +115,7 @@ static void test_files_in_byte_order(void **state)
 {
     (void)state;
     const bf_code_corpus *c = corpus_of(repo_code);
+    assert_ptr_equal(corpus_of(repo_code), c);   /* read once */
     bf_code_file prev, f;
     assert_true(bf_code_file_count(c) > 10);
     bf_code_file_at(c, 0, &prev);
