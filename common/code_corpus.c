@@ -55,6 +55,14 @@ struct bf_code_corpus {
     bf_code_stats stats;
 };
 
+/* +1 for an opening bracket, -1 for a closing one, 0 for any other symbol */
+static int bracket_delta(uint8_t s)
+{
+    if (s > BF_CODE_CURLY_CLOSE)
+        return 0;
+    return s % 2 == 0 ? 1 : -1;
+}
+
 /* ---- lexing: one file's text into symbols -------------------------------- */
 
 typedef enum { LANG_PYTHON, LANG_C } lang;
@@ -96,15 +104,13 @@ static void emit(lexer *lx, uint8_t s)
     /* blank lines and comment lines add nothing; nor does a file's start */
     if (s == BF_CODE_NEWLINE && (last == -1 || last == BF_CODE_NEWLINE))
         return;
-    if (s <= BF_CODE_CURLY_CLOSE) {
-        int type = s / 2;
-        if (s % 2 == 0 && lx->level == MAX_NEST)
-            lx->bad = 1;
-        else if (s % 2 == 0)
-            lx->open[lx->level++] = (uint8_t)type;
-        else if (lx->level == 0 || lx->open[--lx->level] != type)
-            lx->bad = 1;
-    }
+    int delta = bracket_delta(s), type = s / 2;
+    if (delta > 0 && lx->level == MAX_NEST)
+        lx->bad = 1;
+    else if (delta > 0)
+        lx->open[lx->level++] = (uint8_t)type;
+    else if (delta < 0 && (lx->level == 0 || lx->open[--lx->level] != type))
+        lx->bad = 1;
     push_symbol(c, s);
 }
 
@@ -278,11 +284,10 @@ static int walk_cuts(const uint8_t *sym, uint32_t start, uint32_t end,
     uint32_t stack[MAX_NEST];
     int level = 0;
     for (uint32_t e = start + 1; e <= end; e++) {
-        uint8_t s = sym[e - 1];
-        if (s <= BF_CODE_CURLY_CLOSE && s % 2 == 0)
-            stack[level++] = e - 1;
-        else if (s <= BF_CODE_CURLY_CLOSE)
-            level--;
+        int delta = bracket_delta(sym[e - 1]);
+        if (delta > 0)
+            stack[level] = e - 1;
+        level += delta;
         if (depth == 0) {
             int top = level < BF_CODE_MAX_DEPTH ? level : BF_CODE_MAX_DEPTH;
             for (int d = 1; d <= top; d++)
@@ -325,9 +330,7 @@ static void index_file(bf_code_corpus *c, int f)
     uint32_t start = fe->start;
     int level = 0;
     for (uint32_t p = fe->start; p < fe->end; p++) {
-        uint8_t s = c->sym[p];
-        if (s <= BF_CODE_CURLY_CLOSE)
-            level += s % 2 == 0 ? 1 : -1;
+        level += bracket_delta(c->sym[p]);
         if ((level == 0 && p + 1 - start >= BLOCK_MIN) || p + 1 == fe->end) {
             block *b = add_block(c, fe->split);
             b->start = start;
@@ -584,9 +587,7 @@ static uint32_t window_start(const uint8_t *sym, const block *b,
     uint32_t start = first_open;
     int rel = 0;   /* brackets open at p, relative to first_open */
     for (uint32_t p = first_open; p-- > lo;) {
-        uint8_t s = sym[p];
-        if (s <= BF_CODE_CURLY_CLOSE)
-            rel -= s % 2 == 0 ? 1 : -1;
+        rel -= bracket_delta(sym[p]);
         if (rel == 0)
             start = p;
     }
