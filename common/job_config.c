@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "code_corpus.h"
 #include "yaml_json.h"
 
 typedef enum {
@@ -22,7 +23,7 @@ typedef enum {
     KIND_TASK,   /* bf_task_kind, JSON string */
     KIND_ROPE,   /* bf_rope_kind, JSON string */
     KIND_DEPTHS, /* eval_depths + n_eval_depths, JSON array of integers */
-    KIND_PATH,   /* char[BF_PATH_MAX], JSON string */
+    KIND_PATH,   /* char[BF_PATH_MAX], JSON string (NUL-padded) */
     KIND_BOOL    /* int 0 / 1, JSON true / false */
 } field_kind;
 
@@ -70,20 +71,22 @@ static const field_spec job_fields[] = {
     FIELD(checkpoint_every, KIND_INT, 0, INT_MAX),
     FIELD(eval_examples, KIND_INT, 1, 1 << 24),
     FIELD(init_from, KIND_PATH, 0, 0),
+    FIELD(code_dir, KIND_PATH, 0, 0),
     FIELD(stop_on_nonfinite, KIND_BOOL, 0, 1),
 };
 #define N_JOB_FIELDS (sizeof job_fields / sizeof job_fields[0])
 
-static const char *const task_names[] = {"dyck", "counter", "modarith"};
+static const char *const task_names[] = {"dyck", "counter", "modarith",
+                                         "code"};
 static const char *const rope_names[] = {"none", "rope", "spectral", "bifocal",
                                          "prope"};
-#define N_TASKS 3
+#define N_TASKS 4
 #define N_ROPES 5
 
 void bf_job_config_defaults(bf_job_config *cfg)
 {
     /* Zero everything first so that equal configs are equal bytes, padding
-     * and the tail of init_from included. */
+     * and the tails of the paths included. */
     memset(cfg, 0, sizeof *cfg);
     cfg->task = BF_TASK_DYCK;
     cfg->depth = 4;
@@ -115,6 +118,7 @@ void bf_job_config_defaults(bf_job_config *cfg)
     cfg->checkpoint_every = 0;
     cfg->eval_examples = 128;
     cfg->init_from[0] = '\0';
+    snprintf(cfg->code_dir, sizeof cfg->code_dir, "%s", BF_CODE_DIR_DEFAULT);
     cfg->stop_on_nonfinite = 1;
 }
 
@@ -388,8 +392,7 @@ static int apply_field(const apply_ctx *c, const field_spec *f,
         return apply_depths(c, f, v, line, cfg);
     case KIND_PATH: {
         if (!json_is_string(v))
-            return type_error(c, f, line, "a string (a checkpoint path, "
-                              "\"\" for none)", v);
+            return type_error(c, f, line, "a string (a path)", v);
         size_t n = json_string_length(v);
         if (n >= BF_PATH_MAX || strlen(json_string_value(v)) != n)
             return bf_error_set(c->err, c->file, line, f->name,
@@ -479,6 +482,10 @@ static int validate_fields(const bf_job_config *cfg, const apply_ctx *c)
                                 "integers a JSON reader holds exactly)",
                                 (unsigned long long)cfg->seed,
                                 (unsigned long long)BF_JOB_MAX_SEED);
+        if (f->kind == KIND_PATH &&
+            !memchr(FIELD_CPTR(char, cfg, f), '\0', BF_PATH_MAX))
+            return bf_error_set(c->err, c->file, line, f->name,
+                                "path is not NUL-terminated");
     }
     if ((unsigned)cfg->task >= N_TASKS)
         return bf_error_set(c->err, c->file, field_line(c->lines, "task", -1),
@@ -486,10 +493,6 @@ static int validate_fields(const bf_job_config *cfg, const apply_ctx *c)
     if ((unsigned)cfg->rope >= N_ROPES)
         return bf_error_set(c->err, c->file, field_line(c->lines, "rope", -1),
                             "rope", "unknown rope %d", (int)cfg->rope);
-    if (!memchr(cfg->init_from, '\0', sizeof cfg->init_from))
-        return bf_error_set(c->err, c->file,
-                            field_line(c->lines, "init_from", -1), "init_from",
-                            "path is not NUL-terminated");
     return 0;
 }
 
@@ -556,12 +559,48 @@ static int validate_cross(const bf_job_config *cfg, const apply_ctx *c)
     return 0;
 }
 
+/* Task code: the corpus loads, and every depth trained and evaluated has
+ * snippets in its split (training depths 1..depth in the training files,
+ * each eval depth in the held-out ones). */
+static int validate_code(const bf_job_config *cfg, const apply_ctx *c)
+{
+    bf_error why;
+    const bf_code_corpus *corpus = bf_code_corpus_get(cfg->code_dir, &why);
+    if (!corpus)
+        return bf_error_set(c->err, c->file,
+                            field_line(c->lines, "code_dir", -1), "code_dir",
+                            "%s", why.msg);
+    for (int d = 1; d <= cfg->depth; d++)
+        if (bf_code_snippet_count(corpus, BF_CODE_TRAIN, d) == 0)
+            return bf_error_set(c->err, c->file,
+                                field_line(c->lines, "depth", -1), "depth",
+                                "depth %d: the training files of code_dir "
+                                "'%s' hold no snippet of depth %d (allowed: "
+                                "depths with snippets, `bifocal-worker "
+                                "code-stats` lists them)", cfg->depth,
+                                cfg->code_dir, d);
+    for (int i = 0; i < cfg->n_eval_depths; i++)
+        if (bf_code_snippet_count(corpus, BF_CODE_EVAL,
+                                  cfg->eval_depths[i]) == 0)
+            return bf_error_set(c->err, c->file,
+                                field_line(c->lines, "eval_depths", i),
+                                "eval_depths", "element %d (%d): the "
+                                "held-out files of code_dir '%s' hold no "
+                                "snippet of that depth (allowed: depths "
+                                "with snippets, `bifocal-worker code-stats` "
+                                "lists them)", i, cfg->eval_depths[i],
+                                cfg->code_dir);
+    return 0;
+}
+
 int bf_job_config_validate_in(const bf_job_config *cfg, const char *file,
                               const json_t *lines, bf_error *err)
 {
     apply_ctx c = {file, lines, err};
     if (validate_fields(cfg, &c) < 0 || validate_eval_depths(cfg, &c) < 0 ||
         validate_cross(cfg, &c) < 0)
+        return -1;
+    if (cfg->task == BF_TASK_CODE && validate_code(cfg, &c) < 0)
         return -1;
     return 0;
 }
@@ -608,8 +647,8 @@ static json_t *field_to_json(const bf_job_config *cfg, const field_spec *f)
         return arr;
     }
     case KIND_PATH:
-        return json_stringn(cfg->init_from,
-                            strnlen(cfg->init_from, sizeof cfg->init_from));
+        return json_stringn(FIELD_CPTR(char, cfg, f),
+                            strnlen(FIELD_CPTR(char, cfg, f), BF_PATH_MAX));
     case KIND_BOOL:
         return json_boolean(*FIELD_CPTR(int, cfg, f));
     }
@@ -705,24 +744,28 @@ static size_t field_size(const field_spec *f)
     case KIND_DEPTHS:
         return sizeof ((bf_job_config *)0)->eval_depths;
     case KIND_PATH:
-        return sizeof ((bf_job_config *)0)->init_from;
+        return BF_PATH_MAX;
     default:
         return sizeof(int);
     }
 }
 
-/* cfg into out field by field over zeroed bytes, init_from's tail zeroed:
+/* cfg into out field by field over zeroed bytes, the paths' tails zeroed:
  * equal configs become equal bytes, whatever padding and tails held. */
 static void copy_fields(const bf_job_config *cfg, bf_job_config *out)
 {
     memset(out, 0, sizeof *out);
-    for (size_t i = 0; i < N_JOB_FIELDS; i++)
-        memcpy((char *)out + job_fields[i].offset,
-               (const char *)cfg + job_fields[i].offset,
-               field_size(&job_fields[i]));
+    for (size_t i = 0; i < N_JOB_FIELDS; i++) {
+        const field_spec *f = &job_fields[i];
+        memcpy((char *)out + f->offset, (const char *)cfg + f->offset,
+               field_size(f));
+        if (f->kind == KIND_PATH) {
+            char *path = FIELD_PTR(char, out, f);
+            size_t len = strnlen(path, BF_PATH_MAX);
+            memset(path + len, 0, BF_PATH_MAX - len);
+        }
+    }
     out->n_eval_depths = cfg->n_eval_depths;
-    size_t path_len = strnlen(out->init_from, sizeof out->init_from);
-    memset(out->init_from + path_len, 0, sizeof out->init_from - path_len);
 }
 
 int bf_job_config_field_is_default(const bf_job_config *cfg,

@@ -3,7 +3,7 @@
  * with exactly this code).
  *
  * Field names are the public vocabulary of sweeps, the database and the docs:
- *   task, depth, eval_depths, dyck_k, modulus, rope, rope_base,
+ *   task, depth, eval_depths, dyck_k, modulus, code_dir, rope, rope_base,
  *   spectral_fraction, freq_lr_mult, prope_fraction, random_positions,
  *   d_model, n_layers, n_heads, seq_len,
  *   batch_size, steps, lr, warmup_steps, weight_decay, grad_clip, seed,
@@ -23,6 +23,8 @@
 #define BF_MAX_DEPTH 256     /* largest depth / eval depth a task accepts */
 #define BF_PATH_MAX 1024
 #define BF_MAX_POSITIONS 262144 /* largest random_positions */
+/* code_dir's default: the Python standard library of Debian's python3 */
+#define BF_CODE_DIR_DEFAULT "/usr/lib/python3.11"
 
 typedef enum {
     BF_ROPE_NONE,     /* NoPE baseline: no rotation */
@@ -64,6 +66,7 @@ typedef struct bf_job_config {
     int log_every, eval_every, freq_every, checkpoint_every; /* 0 = never */
     int eval_examples;                  /* held-out examples per eval depth */
     char init_from[BF_PATH_MAX];        /* checkpoint path, "" = none */
+    char code_dir[BF_PATH_MAX];         /* task code: the source tree */
     int stop_on_nonfinite;              /* 1: a non-finite loss fails the job */
 } bf_job_config;
 
@@ -84,7 +87,9 @@ int bf_job_config_apply_json(bf_job_config *cfg, const json_t *obj,
 
 /* Checks impossible values and cross-field constraints (d_model % n_heads,
  * odd d_head, seq_len too short for the deepest depth, ...).  The error names
- * the field. */
+ * the field.  For task code it also loads code_dir's corpus (once per
+ * process, code_corpus.h) and refuses a directory that is missing or has
+ * no usable file, and a depth or eval depth without snippets there. */
 int bf_job_config_validate(const bf_job_config *cfg, bf_error *err);
 
 /* The same, but errors also carry `file` and the line of the offending field

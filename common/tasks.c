@@ -1,4 +1,4 @@
-/* Synthetic tasks: dyck, counter, modarith (vocabularies in docs/tasks.md).
+/* Tasks: dyck, counter, modarith, code (vocabularies in docs/tasks.md).
  *
  * Each task is a generator writing one whole sequence (prompt, separator,
  * answer, END) into a scratch buffer; the shared code below turns that into
@@ -10,7 +10,9 @@
 
 #include <assert.h>
 #include <stdio.h>
+#include <stdlib.h>
 
+#include "code_corpus.h"
 #include "rng.h"
 
 /* Token ids shared by every task; task-specific ids start at TOK_FIRST. */
@@ -21,8 +23,9 @@ enum { TOK_END = 1, TOK_SEP = 2, TOK_FIRST = 3 };
 enum { STREAM_TRAIN = 1, STREAM_EVAL = 2, STREAM_TRAIN_DEPTH = 3,
        STREAM_TRAIN_POSITIONS = 4 };
 
-/* Longest sequence any task produces at BF_MAX_DEPTH (4 tokens per level
- * plus a few), with room to spare. */
+/* Longest sequence any task produces: the formal tasks at BF_MAX_DEPTH (4
+ * tokens per level plus a few), with room to spare; code snippets stop at
+ * BF_CODE_MAX_DEPTH, whose bf_task_max_len is far below it. */
 #define SEQ_CAP (4 * BF_MAX_DEPTH + 8)
 
 /* ---- dyck: open(i) = 3 + 2i, close(i) = 4 + 2i, i < dyck_k ------------ */
@@ -81,20 +84,64 @@ static int dyck_generate(const bf_job_config *cfg, int depth, bf_rng *rng,
 }
 
 /* Unclosed brackets at the separator; -1 if the prefix is not a Dyck
- * prefix (a non-bracket token or a close that does not match). */
-static int dyck_measure(const bf_job_config *cfg, const int *tokens, int n)
+ * prefix (a close that does not match, or a token that is not one of the
+ * `types` bracket types unless `others` allows other tokens between). */
+static int brackets_measure(int types, int others, const int *tokens, int n)
 {
     int stack[SEQ_CAP];
     int top = 0;
     for (int t = 0; t < n; t++) {
-        if (tokens[t] < TOK_FIRST || dyck_type(tokens[t]) >= cfg->dyck_k)
+        if (tokens[t] < TOK_FIRST)
             return -1;
+        if (dyck_type(tokens[t]) >= types) {
+            if (others)
+                continue;
+            return -1;
+        }
         if (dyck_is_open(tokens[t]))
             stack[top++] = dyck_type(tokens[t]);
         else if (top == 0 || stack[--top] != dyck_type(tokens[t]))
             return -1;
     }
     return top;
+}
+
+/* ---- code: code symbols (code_corpus.h) from TOK_FIRST ------------------ */
+
+/* Brackets come first among the code symbols, laid out as dyck's: ( ) [ ]
+ * { } are dyck-3's tokens, so the answers of both tasks read alike. */
+_Static_assert(BF_CODE_PAREN_OPEN == 0 && BF_CODE_SQUARE_OPEN == 2 &&
+               BF_CODE_CURLY_OPEN == 4, "code brackets are dyck-3's");
+
+static const bf_code_corpus *code_corpus(const bf_job_config *cfg)
+{
+    const bf_code_corpus *corpus = bf_code_corpus_get(cfg->code_dir, NULL);
+    if (!corpus) { /* the validator loads it first, or refuses the job */
+        fprintf(stderr, "bifocal: code_dir '%s' was not validated\n",
+                cfg->code_dir);
+        abort();
+    }
+    return corpus;
+}
+
+/* A snippet of `depth` from the split's files, its number drawn from rng. */
+static int code_generate(const bf_job_config *cfg, int split, int depth,
+                         bf_rng *rng, int *seq, int *answer_start)
+{
+    const bf_code_corpus *corpus = code_corpus(cfg);
+    uint32_t count = bf_code_snippet_count(corpus, split, depth);
+    assert(count > 0); /* validated: every depth of the job has snippets */
+    bf_code_snippet sn;
+    bf_code_snippet_get(corpus, split, depth, bf_rng_below(rng, count), &sn);
+    int n = 0;
+    for (int t = 0; t < sn.prompt_len; t++)
+        seq[n++] = TOK_FIRST + sn.prompt[t];
+    seq[n++] = TOK_SEP;
+    *answer_start = n;
+    for (int i = 0; i < depth; i++)
+        seq[n++] = TOK_FIRST + sn.closes[i];
+    seq[n++] = TOK_END;
+    return n;
 }
 
 /* ---- counter: ITER, item, MARK, then digits 0..modulus-1 -------------- */
@@ -191,6 +238,8 @@ int bf_task_vocab_size(const bf_job_config *cfg)
         return CNT_DIGIT0 + cfg->modulus;
     case BF_TASK_MODARITH:
         return MA_DIGIT0 + cfg->modulus;
+    case BF_TASK_CODE:
+        return TOK_FIRST + BF_CODE_N_SYMBOLS;
     }
     return 0;
 }
@@ -218,6 +267,11 @@ static void task_example(const bf_job_config *cfg, uint64_t stream,
         break;
     case BF_TASK_MODARITH:
         len = modarith_generate(cfg, depth, &rng, seq, &answer_start);
+        break;
+    case BF_TASK_CODE:
+        len = code_generate(cfg, stream == STREAM_EVAL ? BF_CODE_EVAL
+                                                       : BF_CODE_TRAIN,
+                            depth, &rng, seq, &answer_start);
         break;
     }
     /* A row shorter than the sequence is truncated (the validator makes
@@ -277,7 +331,9 @@ int bf_task_measure_depth(const bf_job_config *cfg, const int *inputs, int T)
         return -1; /* no separator: not a task sequence */
     switch (cfg->task) {
     case BF_TASK_DYCK:
-        return dyck_measure(cfg, inputs, prompt);
+        return brackets_measure(cfg->dyck_k, 0, inputs, prompt);
+    case BF_TASK_CODE:
+        return brackets_measure(BF_CODE_N_BRACKET_TYPES, 1, inputs, prompt);
     case BF_TASK_COUNTER:
         return counter_measure(inputs, prompt);
     case BF_TASK_MODARITH:
@@ -327,6 +383,8 @@ static const char *task_token_name(const bf_job_config *cfg, int tok,
         if (tok < MA_DIGIT0)
             return modarith_names[tok - TOK_FIRST];
         return digit_name(cfg, tok, MA_DIGIT0, buf, cap);
+    case BF_TASK_CODE:
+        return bf_code_symbol_name(tok - TOK_FIRST);
     }
     return NULL;
 }
@@ -334,14 +392,14 @@ static const char *task_token_name(const bf_job_config *cfg, int tok,
 const char *bf_task_token_name(const bf_job_config *cfg, int tok, char *buf,
                                int cap)
 {
-    static const char *const separators[] = {"|", "?", "="};
+    static const char *const separators[] = {"|", "?", "=", "SEP"};
     const char *name = NULL;
     if (tok == BF_TOK_PAD)
         name = "PAD";
     else if (tok == TOK_END)
         name = "END";
     else if (tok == TOK_SEP)
-        name = (unsigned)cfg->task < 3 ? separators[cfg->task] : "SEP";
+        name = (unsigned)cfg->task < 4 ? separators[cfg->task] : "SEP";
     else if (tok > TOK_SEP)
         name = task_token_name(cfg, tok, buf, cap);
     if (!name) {

@@ -16,7 +16,13 @@
  *   counter  `depth` loop iterations over items, some marked; answer = number
  *            of marked items modulo cfg->modulus, then END.
  *   modarith nested expression over digits with + and * mod cfg->modulus,
- *            nesting depth `depth`; answer = its value, then END. */
+ *            nesting depth `depth`; answer = its value, then END.
+ *   code     a snippet of real source code from cfg->code_dir with exactly
+ *            `depth` brackets open (code_corpus.h); answer = the closing
+ *            brackets, innermost first, then END.  Training snippets come
+ *            from the training files, evaluation ones from the held-out
+ *            files.  A code config must have passed bf_job_config_validate,
+ *            which loads the corpus (once per process). */
 #ifndef BF_TASKS_H
 #define BF_TASKS_H
 

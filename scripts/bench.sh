@@ -26,6 +26,9 @@ if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
 fi
 build bench_train && "$dir/bench/bench_train" "${torch_args[@]}"
 
+echo "== bench_tasks: the code task's corpus, examples and steps beside dyck"
+build bench_tasks && "$dir/bench/bench_tasks"
+
 echo "== bench_store: 100k-job sweep submission, leasing, direct metric ingest"
 build bench_store && "$dir/bench/bench_store"
 

@@ -3,6 +3,7 @@
  *   bifocal-worker [train] --job FILE [--checkpoint-dir DIR] [--resume]
  *                          [--memory-budget MIB]
  *   bifocal-worker eval --checkpoint FILE --input FILE
+ *   bifocal-worker code-stats [--code-dir DIR]
  *
  * Subcommands live in one table; each parses its own options with
  * common/args.  --server anywhere selects the coordinator-driven MPI worker
@@ -22,6 +23,7 @@
 #include "alloc.h"
 #include "args.h"
 #include "checkpoint.h"
+#include "code_corpus.h"
 #include "group.h"
 #include "isa.h"
 #include "job_config.h"
@@ -30,6 +32,7 @@
 #include "records.h"
 #include "score.h"
 #include "stop_signals.h"
+#include "task_kind.h"
 #include "train.h"
 
 enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
@@ -39,6 +42,7 @@ static const char usage_text[] =
     "[--resume]\n"
     "                      [--memory-budget MIB]\n"
     "       bifocal-worker eval --checkpoint FILE --input FILE\n"
+    "       bifocal-worker code-stats [--code-dir DIR]\n"
     "       mpirun -np N bifocal-worker --server HOST:PORT --token-file F "
     "[...]\n"
     "\n"
@@ -56,6 +60,9 @@ static const char usage_text[] =
     "                  {\"input\": [ids], \"target\": [ids or -1]}\n"
     "  --checkpoint FILE     a checkpoint written by train\n"
     "  --input FILE          JSON lines to score\n"
+    "code-stats        what the code task reads from a source tree: files,\n"
+    "                  symbols, memory, snippets per depth (docs/tasks.md)\n"
+    "  --code-dir DIR        the tree (default " BF_CODE_DIR_DEFAULT ")\n"
     "  -h, --help            this text\n"
     "--server          a worker group driven by the coordinator (under\n"
     "                  mpirun): `bifocal-worker --server X --help` lists its\n"
@@ -223,6 +230,56 @@ static int cmd_eval(int argc, char **argv)
     return 0;
 }
 
+/* ---- code-stats ----------------------------------------------------------- */
+
+static void print_code_stats(const char *dir, const bf_code_stats *st)
+{
+    int files = st->files[BF_CODE_TRAIN] + st->files[BF_CODE_EVAL];
+    printf("code_dir %s\n", dir);
+    printf("files: %d .py/.c/.h found, %d usable (%d train, %d held out), "
+           "%d left out (unreadable or unbalanced brackets)\n",
+           st->files_seen, files, st->files[BF_CODE_TRAIN],
+           st->files[BF_CODE_EVAL], st->files_left_out);
+    printf("source: %llu bytes; symbols: %llu train, %llu held out\n",
+           (unsigned long long)st->source_bytes,
+           (unsigned long long)st->symbols[BF_CODE_TRAIN],
+           (unsigned long long)st->symbols[BF_CODE_EVAL]);
+    printf("memory: %zu bytes (%.1f MiB) per process\n", st->memory_bytes,
+           st->memory_bytes / 1048576.0);
+    printf("%5s %10s %8s %14s %14s\n", "depth", "prompt_max", "max_len",
+           "train", "held_out");
+    int deepest = 0;
+    for (int d = 1; d <= BF_CODE_MAX_DEPTH; d++)
+        if (st->snippets[BF_CODE_TRAIN][d] || st->snippets[BF_CODE_EVAL][d])
+            deepest = d;
+    for (int d = 1; d <= deepest; d++) {
+        printf("%5d %10d %8d %14u %14u\n", d, bf_code_prompt_max(d),
+               bf_task_max_len(BF_TASK_CODE, d), st->snippets[BF_CODE_TRAIN][d],
+               st->snippets[BF_CODE_EVAL][d]);
+    }
+}
+
+static int cmd_code_stats(int argc, char **argv)
+{
+    const char *dir = BF_CODE_DIR_DEFAULT;
+    const bf_option options[] = {
+        BF_OPT_STR("code-dir", "DIR", &dir),
+        BF_OPT_END,
+    };
+    int parsed = parse_options(options, argc, argv);
+    if (parsed != BF_ARGS_OK)
+        return parsed == BF_ARGS_HELP ? 0 : parsed;
+    bf_error err;
+    bf_error_clear(&err);
+    const bf_code_corpus *corpus = bf_code_corpus_get(dir, &err);
+    if (!corpus)
+        return fail(EXIT_USAGE, &err);
+    bf_code_stats st;
+    bf_code_corpus_stats(corpus, &st);
+    print_code_stats(dir, &st);
+    return 0;
+}
+
 /* ---- dispatch --------------------------------------------------------------- */
 
 typedef struct command {
@@ -233,6 +290,7 @@ typedef struct command {
 static const command commands[] = {
     {"train", cmd_train},
     {"eval", cmd_eval},
+    {"code-stats", cmd_code_stats},
 };
 
 /* One BLAS thread per process unless the environment asks for more: the

@@ -77,6 +77,8 @@ static const bad_case bad_cases[] = {
      {"expected a string", "dyck, counter, modarith", "integer 3"}},
     {"path_given_int", "a.yaml", "init_from: 5\n", "init_from", 1,
      {"expected a string", "integer 5"}},
+    {"code_dir_given_list", "a.yaml", "task: code\ncode_dir: [a]\n",
+     "code_dir", 2, {"expected a string (a path)", "a list"}},
     {"array_given_int", "a.yaml", "eval_depths: 4\n", "eval_depths", 1,
      {"expected a list of integers", "integer 4"}},
     {"array_element_wrong_type", "a.yaml",
@@ -268,6 +270,7 @@ static void test_example_configs_are_valid(void **state)
     (void)state;
     load_example("configs/job-dyck.yaml");
     load_example("configs/job-counter.json");
+    load_example("configs/job-code.yaml");   /* reads the stdlib */
 }
 
 /* A config that changes every field away from its default. */
@@ -306,6 +309,8 @@ static bf_job_config unusual_config(void)
     cfg.checkpoint_every = 250;
     cfg.eval_examples = 64;
     snprintf(cfg.init_from, sizeof cfg.init_from, "runs/x y/\"q\".safetensors");
+    /* not read: the task is not code */
+    snprintf(cfg.code_dir, sizeof cfg.code_dir, "/srv/code \"é\"");
     return cfg;
 }
 
@@ -341,7 +346,7 @@ static void test_canonical_form(void **state)
     assert_null(strchr(text, ' '));  /* compact */
     assert_null(strchr(text, '\n'));
     json_t *obj = json_loads(text, 0, NULL);
-    assert_int_equal(json_object_size(obj), 29); /* every field */
+    assert_int_equal(json_object_size(obj), 30); /* every field */
     /* Keys appear in sorted order in the bytes. */
     const char *key, *prev = "";
     json_t *v;
@@ -480,6 +485,9 @@ static void test_validate_checks_built_configs(void **state)
     cfg = good;
     memset(cfg.init_from, 'x', sizeof cfg.init_from);
     expect_invalid(&cfg, "init_from", "not NUL-terminated");
+    cfg = good;
+    memset(cfg.code_dir, 'x', sizeof cfg.code_dir);
+    expect_invalid(&cfg, "code_dir", "not NUL-terminated");
 }
 
 /* Which fields a rope variant ignores, and the effective config that
@@ -537,10 +545,14 @@ static void test_field_effect(void **state)
     bf_job_config_effective(&b, &eb);
     assert_int_equal(eb.rope, BF_ROPE_NONE);
     assert_true(eb.rope_base == 10000.0);
-    /* garbage past init_from's end does not make another config */
+    /* garbage past a path's end does not make another config */
     b = a;
     memset(b.init_from + 1, 'x', 10);
     b.init_from[0] = '\0';
+    bf_job_config_effective(&b, &eb);
+    assert_memory_equal(&ea, &eb, sizeof ea);
+    b = a;
+    memset(b.code_dir + strlen(b.code_dir) + 1, 'x', 10);
     bf_job_config_effective(&b, &eb);
     assert_memory_equal(&ea, &eb, sizeof ea);
     /* a real difference stays one */
@@ -553,8 +565,9 @@ static void test_field_effect(void **state)
 static void test_names_and_derived(void **state)
 {
     (void)state;
-    for (int t = 0; t < 3; t++)
+    for (int t = 0; t < 4; t++)
         assert_int_equal(bf_task_from_name(bf_task_name(t)), t);
+    assert_int_equal(bf_task_from_name("code"), BF_TASK_CODE);
     for (int r = 0; r < 5; r++)
         assert_int_equal(bf_rope_from_name(bf_rope_name(r)), r);
     assert_int_equal(bf_rope_from_name("prope"), BF_ROPE_PROPE);

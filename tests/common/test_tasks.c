@@ -156,6 +156,8 @@ static void check_answer(const bf_job_config *cfg, const row *r, int depth)
     case BF_TASK_MODARITH:
         check_modarith_answer(cfg, r, depth);
         break;
+    case BF_TASK_CODE:
+        fail_msg("the code task is tested by test_code_task");
     }
 }
 

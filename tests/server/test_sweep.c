@@ -199,6 +199,9 @@ static const bad_case bad_cases[] = {
      "32 is fewer positions than seq_len 64"},
     {"prope_fraction above 1", "name: x\ngrid:\n  rope: [prope]\n"
      "  prope_fraction: [0.5, 2]\n", 4, "prope_fraction", "2 is out of range"},
+    {"code_dir missing", "name: x\nbase: {task: code, eval_depths: [4]}\n"
+     "grid:\n  code_dir: [/nonexistent/bifocal-code]\n", 4, "code_dir",
+     "cannot read directory '/nonexistent/bifocal-code'"},
     /* zip and exclude, validated as grid is */
     {"zip lists of unequal length", "name: x\nzip:\n  d_model: [32, 64]\n"
      "  n_heads: [2, 4, 8]\n", 4, "n_heads", "equally long"},

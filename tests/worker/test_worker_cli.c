@@ -122,6 +122,47 @@ static void test_train_prints_records(void **state)
     free(err);
 }
 
+/* The code task on its default corpus (the Python standard library):
+ * a real job learns, its training loss falling well below where it
+ * started, and a code_dir that is not there is refused before training. */
+static void test_code_job_learns(void **state)
+{
+    (void)state;
+    write_job("code.yaml",
+              "task: code\ndepth: 3\neval_depths: [3]\nseq_len: 32\n"
+              "d_model: 32\nn_layers: 1\nn_heads: 2\nbatch_size: 16\n"
+              "steps: 80\nwarmup_steps: 5\nlr: 0.003\nlog_every: 10\n"
+              "eval_every: 0\nfreq_every: 0\neval_examples: 32\n");
+    char args[256];
+    snprintf(args, sizeof args, "--job %s/code.yaml", dir);
+    assert_int_equal(run_worker(args), 0);
+    json_t *recs = stdout_records();
+    double first = NAN, last = NAN;
+    size_t i;
+    json_t *r;
+    json_array_foreach(recs, i, r) {
+        if (strcmp(json_string_value(json_object_get(r, "type")), "train"))
+            continue;
+        last = json_real_value(json_object_get(r, "loss"));
+        if (isnan(first))
+            first = last;
+    }
+    json_decref(recs);
+    if (!(last < 0.6 * first))
+        fail_msg("training loss went from %g to %g", first, last);
+
+    write_job("nodir.yaml", "task: code\ndepth: 3\neval_depths: [3]\n"
+                            "code_dir: /nonexistent/bifocal-code\n");
+    snprintf(args, sizeof args, "--job %s/nodir.yaml", dir);
+    assert_int_equal(run_worker(args), 2);
+    char *err = slurp("err");
+    char where[128];
+    snprintf(where, sizeof where, "%s/nodir.yaml:4: field 'code_dir'", dir);
+    if (!strstr(err, where) || !strstr(err, "cannot read directory"))
+        fail_msg("stderr '%s' does not name %s", err, where);
+    free(err);
+}
+
 static void test_bad_job_file(void **state)
 {
     (void)state;
@@ -381,6 +422,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_train_prints_records),
         cmocka_unit_test(test_bad_job_file),
+        cmocka_unit_test(test_code_job_learns),
         cmocka_unit_test(test_memory_budget_refuses),
         cmocka_unit_test(test_eval_matches_forward),
         cmocka_unit_test(test_sigterm_stops_with_checkpoint),
