@@ -14,16 +14,6 @@ static double config_number(const bf_sweep_view *v, int job, const char *field)
     return json_is_number(x) ? json_number_value(x) : 0.0;
 }
 
-/* Each job's configured steps, by row of v->jobs: read once, used per row. */
-static double *steps_of_jobs(const bf_sweep_view *v)
-{
-    size_t n = v->jobs.n_rows;
-    double *steps = bf_xcalloc(n + 1, sizeof *steps);
-    for (size_t i = 0; i < n; i++)
-        steps[i] = config_number(v, (int)i, "steps");
-    return steps;
-}
-
 /* The bucket of step in a run of `steps` steps with n equal buckets. */
 static int bucket_of(double step, double steps, int n)
 {
@@ -43,76 +33,103 @@ static json_t *real_array(const double *x, int n)
 
 enum { NB = BF_CURVE_BUCKETS + 1 };     /* the last bucket: the last point */
 
+/* The train_loss view gives its rows by job, each job's by step
+ * (common/result_views.c walks the sweep's jobs by id), so one job's
+ * buckets are filled at a time and then folded into its group's: memory
+ * per group and bucket, not per job. */
+typedef struct group_bucket {
+    bf_stats_running log_loss;  /* over jobs: log of the job's bucket mean */
+    int jobs;                   /* jobs with a point in the bucket */
+    double step;                /* the latest step of any of them */
+} group_bucket;
+
 typedef struct loss_scan {
     const bf_sweep_view *v;
-    double *steps;                      /* [job row] */
-    double *sum, *count, *step;         /* [job row][NB] */
-    double *last_step, *last_loss;      /* [job row] */
+    group_bucket *groups;               /* [group][NB] */
+    /* the job being read */
+    int64_t job_id;
+    int row;                            /* in v->jobs; -1: none */
+    double steps;                       /* its configured steps */
+    double sum[NB], count[NB], step[NB];
+    double last_step, last_loss;
 } loss_scan;
+
+/* Moves the job's last point out of its bucket into the last bucket, and
+ * adds the job's bucket means to its group's. */
+static void end_job(loss_scan *s)
+{
+    if (s->row < 0)
+        return;
+    if (s->last_step >= 0) {
+        int b = bucket_of(s->last_step, s->steps, BF_CURVE_BUCKETS);
+        s->sum[b] -= s->last_loss;
+        s->count[b] -= 1;
+        s->sum[NB - 1] = s->last_loss;
+        s->count[NB - 1] = 1;
+        s->step[NB - 1] = s->last_step;
+    }
+    group_bucket *g = &s->groups[(size_t)s->v->job_group[s->row] * NB];
+    for (int b = 0; b < NB; b++) {
+        if (s->count[b] <= 0)
+            continue;
+        double mean = s->sum[b] / s->count[b];
+        if (mean > 0 && isfinite(mean))     /* as bf_stats_summarize_log */
+            bf_stats_running_add(&g[b].log_loss, log(mean));
+        g[b].jobs++;
+        if (s->step[b] > g[b].step)
+            g[b].step = s->step[b];
+    }
+    s->row = -1;
+}
+
+static void start_job(loss_scan *s, int64_t job_id)
+{
+    s->job_id = job_id;
+    s->row = bf_sweep_view_row_of(s->v, job_id);
+    s->steps = s->row < 0 ? 0 : config_number(s->v, s->row, "steps");
+    memset(s->sum, 0, sizeof s->sum);
+    memset(s->count, 0, sizeof s->count);
+    memset(s->step, 0, sizeof s->step);
+    s->last_step = -1;
+}
 
 static void on_loss_row(void *ctx, const double *x)     /* job_id, step, loss */
 {
     loss_scan *s = ctx;
-    int job = bf_sweep_view_row_of(s->v, (int64_t)x[0]);
-    if (job < 0 || !isfinite(x[2]))
+    if (s->row < 0 || (int64_t)x[0] != s->job_id) {
+        end_job(s);
+        start_job(s, (int64_t)x[0]);
+    }
+    if (s->row < 0 || !isfinite(x[2]))
         return;
-    int b = bucket_of(x[1], s->steps[job], BF_CURVE_BUCKETS);
-    size_t at = (size_t)job * NB + (size_t)b;
-    s->sum[at] += x[2];
-    s->count[at] += 1;
-    if (x[1] > s->step[at])
-        s->step[at] = x[1];
-    if (x[1] >= s->last_step[job]) {
-        s->last_step[job] = x[1];
-        s->last_loss[job] = x[2];
+    int b = bucket_of(x[1], s->steps, BF_CURVE_BUCKETS);
+    s->sum[b] += x[2];
+    s->count[b] += 1;
+    if (x[1] > s->step[b])
+        s->step[b] = x[1];
+    if (x[1] >= s->last_step) {
+        s->last_step = x[1];
+        s->last_loss = x[2];
     }
 }
 
-/* Moves each job's last point out of its bucket into the last bucket. */
-static void keep_last_points(loss_scan *s, int n_jobs)
+static json_t *group_loss_curve(const group_bucket *g, int group)
 {
-    for (int j = 0; j < n_jobs; j++) {
-        if (s->last_step[j] < 0)
-            continue;
-        int b = bucket_of(s->last_step[j], s->steps[j], BF_CURVE_BUCKETS);
-        size_t at = (size_t)j * NB + (size_t)b, last = (size_t)j * NB + NB - 1;
-        s->sum[at] -= s->last_loss[j];
-        s->count[at] -= 1;
-        s->sum[last] = s->last_loss[j];
-        s->count[last] = 1;
-        s->step[last] = s->last_step[j];
-    }
-}
-
-static json_t *group_loss_curve(const loss_scan *s, int group, int n_jobs)
-{
-    double *vals = bf_xcalloc((size_t)n_jobs + 1, sizeof *vals);
     json_t *step = json_array(), *mean = json_array(), *low = json_array(),
            *high = json_array(), *n = json_array();
     for (int b = 0; b < NB; b++) {
-        int k = 0;
-        double at_step = 0;
-        for (int j = 0; j < n_jobs; j++) {
-            size_t at = (size_t)j * NB + (size_t)b;
-            if (s->v->job_group[j] != group || s->count[at] <= 0)
-                continue;
-            vals[k++] = s->sum[at] / s->count[at];
-            if (s->step[at] > at_step)
-                at_step = s->step[at];
-        }
-        if (k == 0)
+        if (g[b].jobs == 0)
             continue;
         bf_stats_summary st;
-        bf_stats_summarize_log(vals, k, &st);
-        json_array_append_new(step, json_real(at_step));
-        json_array_append_new(mean, json_real(st.mean));
-        json_array_append_new(low, isfinite(st.ci_low) ? json_real(st.ci_low)
-                                                       : json_null());
+        bf_stats_running_summary(&g[b].log_loss, &st);
+        json_array_append_new(step, json_real(g[b].step));
+        json_array_append_new(mean, json_real(exp(st.mean)));
+        json_array_append_new(low, isfinite(st.ci_low)
+                                       ? json_real(exp(st.ci_low)) : json_null());
         json_array_append_new(high, isfinite(st.ci_high)
-                                        ? json_real(st.ci_high) : json_null());
-        json_array_append_new(n, json_integer(k));
+                                        ? json_real(exp(st.ci_high)) : json_null());
+        json_array_append_new(n, json_integer(g[b].jobs));
     }
-    free(vals);
     json_t *curve = json_pack("{s:i, s:o, s:o, s:o, s:o, s:o}", "group", group,
                               "step", step, "mean", mean, "low", low,
                               "high", high, "n", n);
@@ -125,34 +142,24 @@ static json_t *group_loss_curve(const loss_scan *s, int group, int n_jobs)
 
 json_t *bf_curves_train_loss(const bf_sweep_view *v, bf_source *src)
 {
-    int n_jobs = (int)v->jobs.n_rows;
-    size_t cells = (size_t)n_jobs * NB + 1;
-    loss_scan s = { .v = v, .sum = bf_xcalloc(cells, sizeof(double)),
-                    .count = bf_xcalloc(cells, sizeof(double)),
-                    .step = bf_xcalloc(cells, sizeof(double)),
-                    .last_step = bf_xcalloc((size_t)n_jobs + 1, sizeof(double)),
-                    .last_loss = bf_xcalloc((size_t)n_jobs + 1, sizeof(double)) };
-    for (int j = 0; j < n_jobs; j++)
-        s.last_step[j] = -1;
-    s.steps = steps_of_jobs(v);
+    loss_scan *s = bf_xcalloc(1, sizeof *s);
+    *s = (loss_scan){ .v = v, .row = -1,
+                      .groups = bf_xcalloc((size_t)v->n_groups * NB + 1,
+                                           sizeof *s->groups) };
     static const char *const columns[] = { "job_id", "step", "loss" };
     json_t *curves = NULL;
     if (bf_source_scan(src, "train_loss", v->sweep_id, columns, 3, on_loss_row,
-                       &s) == 0) {
-        keep_last_points(&s, n_jobs);
+                       s) == 0) {
+        end_job(s);
         curves = json_array();
         for (int g = 0; g < v->n_groups; g++) {
-            json_t *c = group_loss_curve(&s, g, n_jobs);
+            json_t *c = group_loss_curve(&s->groups[(size_t)g * NB], g);
             if (c)
                 json_array_append_new(curves, c);
         }
     }
-    free(s.steps);
-    free(s.sum);
-    free(s.count);
-    free(s.step);
-    free(s.last_step);
-    free(s.last_loss);
+    free(s->groups);
+    free(s);
     return curves;
 }
 
@@ -169,7 +176,6 @@ typedef struct freq_group {
 
 typedef struct freq_scan {
     const bf_sweep_view *v;
-    double *steps;          /* [job row] */
     freq_group *g;
     /* the frequency being read: rows come by (job, layer, head, pair, step) */
     int64_t job;
@@ -230,7 +236,7 @@ static void on_freq_row(void *ctx, const double *x)
             return;
         s->cur_group = g;
         s->cur_series = ((size_t)layer * g->heads + head) * g->pairs + pair;
-        s->cur_steps = s->steps[job];
+        s->cur_steps = config_number(s->v, job, "steps");
         s->job = job_id;
         s->layer = layer;
         s->head = head;
@@ -318,7 +324,6 @@ json_t *bf_curves_frequencies(const bf_sweep_view *v, bf_source *src)
 {
     freq_scan s = { .v = v, .g = bf_xcalloc((size_t)v->n_groups + 1,
                                             sizeof *s.g) };
-    s.steps = steps_of_jobs(v);
     static const char *const columns[] = { "job_id", "layer", "head", "pair",
                                            "step", "omega" };
     json_t *out = NULL;
@@ -341,6 +346,5 @@ json_t *bf_curves_frequencies(const bf_sweep_view *v, bf_source *src)
         free(s.g[g].ends_n);
     }
     free(s.g);
-    free(s.steps);
     return out;
 }

@@ -88,22 +88,34 @@ static double two_sided_t(double df)
     return t;
 }
 
-void bf_stats_summarize(const double *x, int n, bf_stats_summary *out)
+void bf_stats_running_add(bf_stats_running *r, double x)
 {
-    double sum = 0.0, ss = 0.0;
-    for (int i = 0; i < n; i++)
-        sum += x[i];
-    double mean = n > 0 ? sum / n : NAN;
-    for (int i = 0; i < n; i++)
-        ss += (x[i] - mean) * (x[i] - mean);
-    *out = (bf_stats_summary){ .n = n, .mean = mean, .sd = NAN,
-                               .ci_low = NAN, .ci_high = NAN };
+    /* Welford: no cancellation when the values sit far from zero */
+    r->n++;
+    double d = x - r->mean;
+    r->mean += d / r->n;
+    r->m2 += d * (x - r->mean);
+}
+
+void bf_stats_running_summary(const bf_stats_running *r, bf_stats_summary *out)
+{
+    int n = (int)r->n;
+    *out = (bf_stats_summary){ .n = n, .mean = n > 0 ? r->mean : NAN,
+                               .sd = NAN, .ci_low = NAN, .ci_high = NAN };
     if (n < 2)
         return;
-    out->sd = sqrt(ss / (n - 1));
+    out->sd = sqrt(r->m2 / (n - 1));
     double half = two_sided_t(n - 1) * out->sd / sqrt(n);
-    out->ci_low = mean - half;
-    out->ci_high = mean + half;
+    out->ci_low = out->mean - half;
+    out->ci_high = out->mean + half;
+}
+
+void bf_stats_summarize(const double *x, int n, bf_stats_summary *out)
+{
+    bf_stats_running r = { 0 };
+    for (int i = 0; i < n; i++)
+        bf_stats_running_add(&r, x[i]);
+    bf_stats_running_summary(&r, out);
 }
 
 /* ---- comparisons -------------------------------------------------------- */

@@ -19,6 +19,16 @@ typedef struct bf_stats_summary {
 
 void bf_stats_summarize(const double *x, int n, bf_stats_summary *out);
 
+/* The same summary built one value at a time, holding no values (curves
+ * of a million jobs).  Start from a zeroed struct. */
+typedef struct bf_stats_running {
+    long n;
+    double mean, m2;            /* m2: sum of squared deviations */
+} bf_stats_running;
+
+void bf_stats_running_add(bf_stats_running *r, double x);
+void bf_stats_running_summary(const bf_stats_running *r, bf_stats_summary *out);
+
 /* The q-quantile of Student's t with df (> 0, not necessarily whole)
  * degrees of freedom, for 0 < q < 1. */
 double bf_stats_t_quantile(double q, double df);
