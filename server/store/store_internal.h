@@ -216,6 +216,9 @@ extern const int bf_schema_n_migrations;
     X(ST_EVAL_INSERT,                                                          \
       "INSERT OR IGNORE INTO evals (job_id, step, depth, loss, accuracy)"      \
       " VALUES (?1, ?2, ?3, ?4, ?5)")                                          \
+    X(ST_OUTCOMES_INSERT,                                                      \
+      "INSERT OR IGNORE INTO eval_outcomes (job_id, step, depth, bits, n)"     \
+      " VALUES (?1, ?2, ?3, ?4, ?5)")                                          \
     X(ST_FREQ_INSERT,                                                          \
       "INSERT OR IGNORE INTO frequencies (job_id, step, layer, head, pair,"    \
       " omega) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")                               \
