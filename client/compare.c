@@ -14,6 +14,7 @@
 #include "alloc.h"
 #include "format.h"
 #include "job_config.h"
+#include "records.h"
 #include "results.h"
 #include "stats.h"
 
@@ -26,8 +27,10 @@
 typedef struct cell {
     int group, eval_depth, n, cap;
     long examples;              /* eval examples of each value's eval */
-    int64_t *seed;
+    int64_t *seed, *job;
     double *loss, *accuracy, *train_loss;
+    unsigned char **outcomes;   /* per value: its eval's per-example
+                                   outcomes (records.h), or NULL */
 } cell;
 
 typedef struct cells {
@@ -44,6 +47,8 @@ static cell *find_cell(cells *cs, int group, int eval_depth, size_t max_n)
     cell *c = &cs->c[cs->n++];
     *c = (cell){ .group = group, .eval_depth = eval_depth, .cap = (int)max_n,
                  .seed = bf_xcalloc(max_n, sizeof *c->seed),
+                 .job = bf_xcalloc(max_n, sizeof *c->job),
+                 .outcomes = bf_xcalloc(max_n, sizeof *c->outcomes),
                  .loss = bf_xcalloc(max_n, sizeof *c->loss),
                  .accuracy = bf_xcalloc(max_n, sizeof *c->accuracy),
                  .train_loss = bf_xcalloc(max_n, sizeof *c->train_loss) };
@@ -53,6 +58,10 @@ static cell *find_cell(cells *cs, int group, int eval_depth, size_t max_n)
 static void free_cells(cells *cs)
 {
     for (int i = 0; i < cs->n; i++) {
+        for (int k = 0; k < cs->c[i].n; k++)
+            free(cs->c[i].outcomes[k]);
+        free(cs->c[i].outcomes);
+        free(cs->c[i].job);
         free(cs->c[i].seed);
         free(cs->c[i].loss);
         free(cs->c[i].accuracy);
@@ -117,6 +126,7 @@ static void fill_cells(const bf_sweep_view *v, const json_t *evals, cells *cs)
         if (c->n >= c->cap)     /* one row per job and depth: cannot be */
             continue;
         c->seed[c->n] = json_integer_value(json_object_get(row, "seed"));
+        c->job[c->n] = job;
         c->loss[c->n] = number(row, "loss");
         c->accuracy[c->n] = number(row, "accuracy");
         c->train_loss[c->n] = train_loss_of(v, job);
@@ -125,6 +135,39 @@ static void fill_cells(const bf_sweep_view *v, const json_t *evals, cells *cs)
     }
     qsort(cs->c, (size_t)cs->n, sizeof *cs->c, by_group_then_depth);
     free(group_size);
+}
+
+/* The per-example outcomes of final_outcomes' rows, each to the value of
+ * its job and eval depth (when it has as many examples as the cell). */
+static void attach_outcomes(const bf_sweep_view *v, const json_t *rows,
+                            cells *cs)
+{
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        int64_t job = json_integer_value(json_object_get(row, "job_id"));
+        int depth = (int)json_integer_value(json_object_get(row,
+                                                            "eval_depth"));
+        int group = bf_sweep_view_group_of(v, job);
+        for (int k = 0; k < cs->n; k++) {
+            cell *c = &cs->c[k];
+            if (c->group != group || c->eval_depth != depth ||
+                json_integer_value(json_object_get(row, "n")) != c->examples)
+                continue;
+            for (int x = 0; x < c->n; x++) {
+                if (c->job[x] != job || c->outcomes[x])
+                    continue;
+                c->outcomes[x] = bf_xmalloc(BF_OUTCOMES_BYTES(c->examples));
+                const char *hex = json_string_value(json_object_get(row,
+                                                                    "bits"));
+                if (!hex || bf_outcomes_from_hex(hex, (int)c->examples,
+                                                 c->outcomes[x])) {
+                    free(c->outcomes[x]);
+                    c->outcomes[x] = NULL;
+                }
+            }
+        }
+    }
 }
 
 /* ---- baseline --------------------------------------------------------- */
@@ -342,6 +385,38 @@ static void counts(const double *acc, int n, long m, long *k)
         k[i] = isfinite(acc[i]) ? lround(acc[i] * m) : -1;
 }
 
+/* Examples right on both, on a's only, on b's only, over m outcomes. */
+static bf_stats_pairs pair_counts(const unsigned char *a,
+                                  const unsigned char *b, long m)
+{
+    bf_stats_pairs p = { 0, 0, 0 };
+    for (size_t i = 0; i < BF_OUTCOMES_BYTES(m); i++) {
+        p.both += __builtin_popcount(a[i] & b[i]);
+        p.a_only += __builtin_popcount(a[i] & ~b[i] & 0xff);
+        p.b_only += __builtin_popcount(~a[i] & b[i] & 0xff);
+    }
+    return p;
+}
+
+/* Each seed's pairs of examples, aligned as align() aligns the seeds (a's
+ * first): 1, or 0 when a seed both hold lacks outcomes on either side,
+ * so that the accuracy comparison falls back to the counts. */
+static int align_pairs(const cell *a, const cell *b, bf_stats_pairs *pairs)
+{
+    for (int i = 0; i < a->n; i++) {
+        pairs[i] = (bf_stats_pairs){ 0, 0, 0 };
+        for (int j = 0; j < b->n; j++) {
+            if (b->seed[j] != a->seed[i])
+                continue;
+            if (!a->outcomes[i] || !b->outcomes[j])
+                return 0;
+            pairs[i] = pair_counts(a->outcomes[i], b->outcomes[j],
+                                   a->examples);
+        }
+    }
+    return 1;
+}
+
 /* The numbers of one comparison, by the names docs/results.md lists; the
  * verdict waits for the adjusted p-values (judge_rows). */
 static void compare_with(json_t *row, const bf_sweep_view *v, const cell *c,
@@ -350,6 +425,7 @@ static void compare_with(json_t *row, const bf_sweep_view *v, const cell *c,
     int cap = c->n + base->n + 1;
     double x[cap], y[cap];
     long ka[cap], kb[cap];
+    bf_stats_pairs pairs[cap];
     int n = align(c, base, loss_of, x, y);
     bf_stats_ratio r;
     bf_stats_log_ratio(x, y, n, &r);
@@ -359,7 +435,9 @@ static void compare_with(json_t *row, const bf_sweep_view *v, const cell *c,
     counts(x, n, c->examples, ka);
     counts(y, n, c->examples, kb);
     bf_stats_acc_diff acc;
-    bf_stats_accuracy_diff(ka, kb, n, c->examples, NULL, &acc);
+    int exact = c->examples == base->examples && align_pairs(c, base, pairs);
+    bf_stats_accuracy_diff(ka, kb, n, c->examples, exact ? pairs : NULL,
+                           &acc);
 
     char *base_label = bf_sweep_view_label(v, base->group);
     json_object_set_new(row, "baseline", json_string(base_label));
@@ -387,6 +465,9 @@ static void compare_with(json_t *row, const bf_sweep_view *v, const cell *c,
     set_number(row, "accuracy_mcnemar_p", acc.mcnemar_p);
     json_object_set_new(row, "accuracy_mcnemar_exact",
                         json_boolean(acc.p_exact));
+    json_object_set_new(row, "accuracy_discordant",
+                        json_pack("[I, I]", (json_int_t)acc.discordant[0],
+                                  (json_int_t)acc.discordant[1]));
     json_object_set_new(row, "accuracy_note", json_string(acc.note));
     set_number(row, "prob_improvement", pi.p);
     set_number(row, "prob_improvement_ci_low", pi.ci_low);
@@ -496,22 +577,33 @@ static void loss_verdict(char *buf, size_t cap, const json_t *row)
 }
 
 /* A t verdict needs an estimable seed variance; without it the exact
- * McNemar test decides, which from per-seed counts is only a lower bound
- * on p (per-example outcomes give it exactly). */
+ * McNemar test on the pooled discordant examples decides, which from
+ * per-seed counts alone is only a lower bound on p (per-example outcomes
+ * give it exactly). */
 static void accuracy_verdict(char *buf, size_t cap, const json_t *row)
 {
     double p = number(row, "accuracy_p"), adj = number(row, "accuracy_p_adjusted");
     const char *note = json_string_value(json_object_get(row, "accuracy_note"));
-    double bound = number(row, "accuracy_mcnemar_p");
-    if (!isfinite(p) && isfinite(bound))
+    double mcnemar = number(row, "accuracy_mcnemar_p");
+    const json_t *disc = json_object_get(row, "accuracy_discordant");
+    if (!isfinite(p) && isfinite(mcnemar)) {
         snprintf(buf, cap, "undecided: %s; exact McNemar p >= %.2g from the "
-                           "counts (needs per-example outcomes)", note, bound);
-    else if (!isfinite(p))
+                           "counts (needs per-example outcomes)", note, mcnemar);
+        return;
+    }
+    if (!isfinite(p)) {
         snprintf(buf, cap, "undecided: %s", note && *note ? note : "no seed");
-    else
-        snprintf(buf, cap, "p=%.2g p_adj=%.2g %s", p, adj,
-                 adj >= COMPARE_ALPHA ? "undecided"
-                 : number(row, "accuracy_diff") > 0 ? "higher" : "lower");
+        return;
+    }
+    int n = 0;
+    if (note && *note)
+        n = snprintf(buf, cap, "%s, so exact McNemar on %lld vs %lld "
+                     "discordant examples: ", note,
+                     (long long)json_integer_value(json_array_get(disc, 0)),
+                     (long long)json_integer_value(json_array_get(disc, 1)));
+    snprintf(buf + n, cap - (size_t)n, "p=%.2g p_adj=%.2g %s", p, adj,
+             adj >= COMPARE_ALPHA ? "undecided"
+             : number(row, "accuracy_diff") > 0 ? "higher" : "lower");
 }
 
 /* "rope=spectral vs rope=rope, eval depth 16 (paired on 3 shared seeds, n=3 vs 3):
@@ -520,7 +612,7 @@ static void accuracy_verdict(char *buf, size_t cap, const json_t *row)
  * P(improvement) 0.67 [0.094, 0.99]" */
 static char *verdict(const json_t *row)
 {
-    char loss[160], lv[160], av[200], *text = NULL;
+    char loss[160], lv[160], av[320], *text = NULL;
     ratio_text(loss, sizeof loss, number(row, "loss_ratio"),
                number(row, "loss_ratio_ci_low"),
                number(row, "loss_ratio_ci_high"));
@@ -578,12 +670,17 @@ json_t *bf_compare_rows(const bf_sweep_view *v, bf_source *src,
     if (parse_baseline(v, baseline_arg, &b))
         return NULL;
     json_t *evals = bf_source_rows(src, "final_evals", v->sweep_id);
-    if (!evals) {
+    json_t *outcomes = evals ? bf_source_rows_if_any(src, "final_outcomes",
+                                                     v->sweep_id) : NULL;
+    if (!outcomes) {
+        json_decref(evals);
         baseline_free(&b);
         return NULL;
     }
     cells cs = { 0 };
     fill_cells(v, evals, &cs);
+    attach_outcomes(v, outcomes, &cs);
+    json_decref(outcomes);
     json_t *rows = json_array();
     for (int i = 0; i < cs.n; i++)
         json_array_append_new(rows, cell_row(v, &cs, &cs.c[i], &b));

@@ -15,3 +15,16 @@ CREATE TABLE eval_outcomes (
     n      INTEGER NOT NULL CHECK (n >= 1),
     PRIMARY KEY (job_id, step, depth)
 ) WITHOUT ROWID;
+
+-- The outcomes of each succeeded job's final evaluation at every depth
+-- (the evals row final_evals shows), bits as hex text so that every
+-- reader (the `rows` request's JSON too) takes them alike: what compare
+-- pairs example by example.
+CREATE VIEW final_outcomes AS
+SELECT j.sweep_id, o.job_id, o.depth AS eval_depth, o.step, o.n,
+       lower(hex(o.bits)) AS bits
+  FROM jobs j
+  JOIN eval_outcomes o ON o.job_id = j.job_id
+   AND o.step = (SELECT max(step) FROM evals
+                  WHERE job_id = o.job_id AND depth = o.depth)
+ WHERE j.status = 'succeeded';

@@ -192,6 +192,49 @@ for r in rows:
     check((" lower" in loss_word) == (r["loss_p_adjusted"] is not None and r["loss_p_adjusted"] < 0.05),
           "verdict follows the adjusted p: " + r["verdict"])
 
+# Sweep 4 has per-example outcomes (results_fixture.c): the issue's n = 2
+# case.  The t-test cannot run on 2 seeds, so the exact McNemar test on
+# the pooled discordant examples (4 only spectral gets right, 1 only rope)
+# decides, with the paired Newcombe interval over the pooled 2x2 table.
+out = {(o[0], o[1]): bytes.fromhex(o[2]) for o in conn.execute(
+    "SELECT j.rope, j.seed, lower(hex(o.bits)) FROM eval_outcomes o"
+    " JOIN jobs j USING (job_id) WHERE j.sweep_id = 4")}
+check(len(out) == 4, "sweep 4: 4 jobs with outcomes, got %d" % len(out))
+bit = lambda rope, seed, i: out[(rope, seed)][i // 8] >> (i % 8) & 1
+tab = {"both": 0, "a": 0, "b": 0}
+for seed in (1, 2):
+    for i in range(128):
+        s_, r_ = bit("spectral", seed, i), bit("rope", seed, i)
+        tab["both"] += s_ and r_
+        tab["a"] += s_ and not r_
+        tab["b"] += r_ and not s_
+check((tab["a"], tab["b"]) == (4, 1), "sweep 4's discordant examples: %r" % tab)
+rows4 = json.loads(bifocal("compare", "4", "--db", db, "--format", "json").stdout)
+sp = [r for r in rows4 if r["rope"] == "spectral"][0]
+k = min(tab["a"], tab["b"])
+want_p = min(1.0, 2 * sum(math.comb(tab["a"] + tab["b"], i) for i in range(k + 1))
+             / 2 ** (tab["a"] + tab["b"]))
+check(sp["accuracy_mcnemar_exact"] is True and sp["accuracy_discordant"] == [4, 1]
+      and close(sp["accuracy_mcnemar_p"], want_p, 1e-12)
+      and close(sp["accuracy_p"], want_p, 1e-12),
+      "compare 4: exact McNemar from the outcomes: %r" % {k_: sp.get(k_) for k_ in
+      ("accuracy_mcnemar_exact", "accuracy_discordant", "accuracy_mcnemar_p")})
+check("seed variance not estimable from 2 seeds, so exact McNemar on 4 vs 1 "
+      "discordant examples: p=%.2g" % sp["accuracy_p"] in sp["verdict"]
+      and "needs per-example outcomes" not in sp["verdict"],
+      "the verdict names the exact test: " + sp["verdict"])
+n4 = 2 * 128
+p1, l1, u1 = wilson(tab["both"] + tab["a"], n4)
+p2, l2, u2 = wilson(tab["both"] + tab["b"], n4)
+nb = n4 - tab["both"] - tab["a"] - tab["b"]
+den = (tab["both"] + tab["a"]) * (tab["b"] + nb) * (tab["both"] + tab["b"]) * (tab["a"] + nb)
+phi = (tab["both"] * nb - tab["a"] * tab["b"]) / math.sqrt(den) if den else 0.0
+lo = p1 - p2 - math.sqrt(max(0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
+hi = p1 - p2 + math.sqrt(max(0, (u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2))
+check(close(sp["accuracy_diff_ci_low"], lo, 1e-9) and close(sp["accuracy_diff_ci_high"], hi, 1e-9),
+      "compare 4: the paired Newcombe interval %s, expected %s" %
+      ([sp["accuracy_diff_ci_low"], sp["accuracy_diff_ci_high"]], [lo, hi]))
+
 # The table: a header, one line per row, the verdict lines; starred changes.
 table = bifocal("compare", "1", "--db", db).stdout
 check(table.count(" vs rope=rope, eval depth ") == 4, "table lists 4 verdict lines")
@@ -339,7 +382,7 @@ try:
     jj = json.loads(bifocal("jobs", "--sweep", "1", "--format", "json", server=server).stdout)
     check(len(jj) == 9 and jj[0]["config"]["n_heads"] == 4, "jobs json carries the config")
     st = list(csv.DictReader(io.StringIO(bifocal("status", "--format", "csv", server=server).stdout)))
-    check([r["sweep_id"] for r in st] == ["1", "2", "3"] and st[0]["failed"] == "1", "status csv")
+    check([r["sweep_id"] for r in st] == ["1", "2", "3", "4"] and st[0]["failed"] == "1", "status csv")
     wk = json.loads(bifocal("workers", "--format=json", server=server).stdout)
     check(wk[0]["name"] == "fixture-worker", "workers json")
 finally:

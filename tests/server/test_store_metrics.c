@@ -342,7 +342,9 @@ static void test_view_pages(void **state)
         for (int depth = 4; depth <= 8; depth += 4)
             n += (size_t)snprintf(text + n, sizeof text - n, "{\"type\":"
                 "\"eval\",\"step\":10,\"depth\":%d,\"loss\":%g,"
-                "\"accuracy\":0.5},", depth, 1.0 + job);
+                "\"accuracy\":0.5},{\"type\":\"outcomes\",\"step\":10,"
+                "\"depth\":%d,\"n\":4,\"bits\":\"0%d\"},", depth, 1.0 + job,
+                depth, job);
         for (int step = 0; step <= 10; step += 10)
             for (int head = 2; head < 4; head++)
                 n += (size_t)snprintf(text + n, sizeof text - n, "{\"type\":"
@@ -360,7 +362,7 @@ static void test_view_pages(void **state)
     }
     int64_t sweep = f->l.sweep_id;
     const char *views[] = { "sweeps", "job_results", "final_evals",
-                            "eval_summary", "train_loss", "frequency_history",
+                            "final_outcomes", "eval_summary", "train_loss", "frequency_history",
                             "live_jobs", "results" };
     for (size_t v = 0; v < sizeof views / sizeof *views; v++) {
         json_t *whole = bft_view_rows(f->s, views[v], sweep, 100000, 1 << 20,
