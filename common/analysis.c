@@ -183,3 +183,31 @@ json_t *bf_analysis_to_json(const bf_analysis *a)
                      "equivalence_margin", a->equivalence_margin,
                      "alpha", a->alpha);
 }
+
+int bf_analysis_from_row(bf_analysis *a, const json_t *row)
+{
+    bf_analysis_defaults(a);
+    if (!row)
+        return 0;
+    const json_t *metric = json_object_get(row, "primary_metric");
+    const json_t *depth = json_object_get(row, "primary_eval_depth");
+    const char *baseline = json_string_value(json_object_get(row,
+                                                             "baseline"));
+    int m = bf_analysis_metric_from_name(json_string_value(metric));
+    json_t *b = baseline ? json_loads(baseline, 0, NULL) : NULL;
+    bf_analysis r = {
+        .has_primary = m >= 0, .primary_metric = m >= 0 ? m : 0,
+        .primary_eval_depth = (int)json_integer_value(depth),
+        .baseline = b,
+        .equivalence_margin = json_number_value(json_object_get(
+            row, "equivalence_margin")),
+        .alpha = json_number_value(json_object_get(row, "alpha")) };
+    if ((m < 0 && metric && !json_is_null(metric)) || (baseline && !json_is_object(b))
+        || !(r.equivalence_margin > 0 && r.equivalence_margin < 1)
+        || !(r.alpha > 0 && r.alpha <= 0.5)) {
+        json_decref(b);
+        return -1;
+    }
+    *a = r;
+    return 0;
+}

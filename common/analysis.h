@@ -61,6 +61,12 @@ int bf_analysis_parse(bf_analysis *a, const json_t *block, const char *file,
 const char *bf_analysis_metric_name(bf_analysis_metric m);
 int bf_analysis_metric_from_name(const char *name);
 
+/* Fills *a from a row of the sweep_analysis table as the client's result
+ * views give it (an object of its columns; baseline as JSON text), or the
+ * defaults for NULL (a sweep without the block).  0, or -1 when the row
+ * is not one the store writes (*a then holds the defaults). */
+int bf_analysis_from_row(bf_analysis *a, const json_t *row);
+
 /* The block in its canonical form (new reference): every key, defaults
  * filled in, as `compare --format json` prints it. */
 json_t *bf_analysis_to_json(const bf_analysis *a);

@@ -25,6 +25,8 @@ typedef struct view {
 
 static const view views[] = {
     { "sweeps",            0, { "sweep_id" },                     NULL },
+    /* the sweep's analysis: block (a table; one row or none) */
+    { "sweep_analysis",    0, { "sweep_id" },                     NULL },
     { "job_results",       1, { NULL },                           NULL },
     { "final_evals",       1, { "eval_depth" },                   "succeeded" },
     { "final_outcomes",    1, { "eval_depth" },                   "succeeded" },

@@ -2,7 +2,8 @@
  * known, varied results for the tests of `results`, `compare` and `report`:
  *
  *   sweep 1 "fixture": rope x {rope, spectral, bifocal}, seeds 1..3, eval
- *     depths 4 and 8, 200 steps.  Every job succeeds but bifocal seed 3,
+ *     depths 4 and 8, 200 steps; its analysis block makes loss at eval
+ *     depth 8 the primary family.  Every job succeeds but bifocal seed 3,
  *     which fails ("loss is NaN at step 120").  Each job is evaluated at
  *     step 100 and again at step 200 (the final one, which counts); trains
  *     with a loss every 10 steps; spectral and bifocal report frequencies
@@ -13,7 +14,8 @@
  *     4 of 128 examples with per-example outcomes: rope misses examples
  *     seed and seed + 10, spectral misses example 50 on seed 1 only (the
  *     issue's n = 2 case: 4 examples only spectral gets right, 1 only
- *     rope).
+ *     rope).  Its analysis block declares spectral the baseline and alpha
+ *     0.1.
  *
  * The description holds HTML that would end or confuse the report's
  * inline <script> elements if it were written as it is.
@@ -42,7 +44,9 @@ static const char *const fixture_sweep =
     "grid:\n"
     "  rope: [rope, spectral, bifocal]\n"
     "seeds: 3\n"
-    "max_attempts: 1\n";
+    "max_attempts: 1\n"
+    "analysis:\n"
+    "  primary: {metric: loss, eval_depth: 8}\n";
 
 static const char *const failing_sweep =
     "name: all-failed\n"
@@ -140,7 +144,8 @@ static const char *const outcomes_sweep =
     "grid:\n"
     "  rope: [rope, spectral]\n"
     "seeds: 2\n"
-    "max_attempts: 1\n";
+    "max_attempts: 1\n"
+    "analysis: {baseline: {rope: spectral}, alpha: 0.1}\n";
 
 typedef json_t *(*records_fn)(const char *rope, int r, int seed);
 

@@ -166,7 +166,10 @@ for r in rows:
           "compare %s accuracy Newcombe interval %s, expected %s" % (key, r["accuracy_diff_ci_low"], lo))
     wins = sum(final[key][k][0] < base[k][0] for k in shared)
     check(close(r["prob_improvement"], wins / len(shared)), "compare %s probability of improvement" % (key,))
-    check(r["correction"] == "benjamini-hochberg", "the correction is named")
+    check(r["loss_correction"] == ("holm" if r["eval_depth"] == 8 else "benjamini-hochberg")
+          and r["accuracy_correction"] == "benjamini-hochberg",
+          "the correction is named: loss at depth 8 is the declared primary family")
+    check(r["alpha"] == 0.05 and r["equivalence_margin"] == 0.1, "the default alpha and margin")
     if len(shared) >= 3:       # spectral: seeds 1..3, a t-interval on the log-ratios
         check(close(r["loss_ratio_ci_low"], math.exp(lr["lo"]), 1e-6)
               and close(r["loss_ratio_ci_high"], math.exp(lr["hi"]), 1e-6),
@@ -209,7 +212,17 @@ for seed in (1, 2):
         tab["a"] += s_ and not r_
         tab["b"] += r_ and not s_
 check((tab["a"], tab["b"]) == (4, 1), "sweep 4's discordant examples: %r" % tab)
+# Its analysis block declares spectral the baseline (and alpha 0.1): rope
+# is compared with it, unless --baseline says otherwise.
 rows4 = json.loads(bifocal("compare", "4", "--db", db, "--format", "json").stdout)
+rp = {r["rope"]: r for r in rows4}
+check(rp["spectral"]["baseline"] == "(this group)" and rp["rope"]["baseline"] == "rope=spectral"
+      and rp["rope"]["accuracy_discordant"] == [1, 4] and rp["rope"]["alpha"] == 0.1
+      and "one family (the sweep file declares no primary comparisons)"
+      in bifocal("compare", "4", "--db", db).stdout,
+      "compare 4 takes the declared baseline and alpha: %r" % rp["rope"])
+rows4 = json.loads(bifocal("compare", "4", "--db", db, "--format", "json",
+                           "--baseline", "rope=rope").stdout)
 sp = [r for r in rows4 if r["rope"] == "spectral"][0]
 k = min(tab["a"], tab["b"])
 want_p = min(1.0, 2 * sum(math.comb(tab["a"] + tab["b"], i) for i in range(k + 1))
@@ -235,11 +248,46 @@ check(close(sp["accuracy_diff_ci_low"], lo, 1e-9) and close(sp["accuracy_diff_ci
       "compare 4: the paired Newcombe interval %s, expected %s" %
       ([sp["accuracy_diff_ci_low"], sp["accuracy_diff_ci_high"]], [lo, hi]))
 
+# Multiplicity: Holm within the declared primary family (loss at eval depth
+# 8), Benjamini-Hochberg over every other p of the table.
+def holm(ps):
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    adj, run = [None] * len(ps), 0.0
+    for j, i in enumerate(order):
+        run = max(run, min(1.0, (len(ps) - j) * ps[i]))
+        adj[i] = run
+    return adj
+
+
+def bh(ps):
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    adj, run = [None] * len(ps), 1.0
+    for j in reversed(range(len(ps))):
+        run = min(run, len(ps) * ps[order[j]] / (j + 1))
+        adj[order[j]] = run
+    return adj
+
+
+fam = {"holm": [], "benjamini-hochberg": []}
+for r in rows:
+    for m in ("loss", "accuracy"):
+        if r.get(m + "_p") is not None:
+            fam[r[m + "_correction"]].append((r[m + "_p"], r[m + "_p_adjusted"]))
+check(len(fam["holm"]) == 1 and len(fam["benjamini-hochberg"]) >= 3,
+      "families: %r" % {k: len(v) for k, v in fam.items()})
+for name, fn in (("holm", holm), ("benjamini-hochberg", bh)):
+    want = fn([p for p, _ in fam[name]])
+    check(all(close(a, w, 1e-12) for (_, a), w in zip(fam[name], want)),
+          "%s adjusted p-values: %r, expected %r" % (name, fam[name], want))
+
 # The table: a header, one line per row, the verdict lines; starred changes.
 table = bifocal("compare", "1", "--db", db).stdout
 check(table.count(" vs rope=rope, eval depth ") == 4, "table lists 4 verdict lines")
 check(" *" in table and "± " in table and "×/ " in table, "table shows mean ± sd, geometric mean ×/ factor and the marker")
-check("Benjamini-Hochberg" in table, "the table says which correction it applied")
+check("Holm (family-wise) within the primary family the sweep file declares "
+      "(loss at eval depth 8), Benjamini-Hochberg (BH) over every other p" in table,
+      "the table says which corrections it applied, and to which family")
+check("(Holm) " in table and "(BH) " in table, "each verdict names its correction")
 # CSV: the same numbers in full precision.
 csv_rows = list(csv.DictReader(io.StringIO(bifocal("compare", "1", "--db", db, "--format", "csv").stdout)))
 check(len(csv_rows) == 6 and all(close(float(c["loss_mean"]), r["loss_mean"], 1e-15)
