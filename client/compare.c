@@ -413,6 +413,20 @@ static int align_pairs(const cell *a, const cell *b, bf_stats_pairs *pairs)
     return 1;
 }
 
+/* "rope=spectral vs rope=rope": the two groups named by the fields in
+ * which they differ (the table's labels name every field that varies
+ * among all its groups). */
+static void set_compared(json_t *row, const bf_sweep_view *v, int group,
+                         int base)
+{
+    int pair[2] = { group, base };
+    char *a = bf_sweep_view_label_among(v, group, pair, 2);
+    char *b = bf_sweep_view_label_among(v, base, pair, 2);
+    json_object_set_new(row, "compared", json_pack("s++", a, " vs ", b));
+    free(a);
+    free(b);
+}
+
 /* The numbers of one comparison, by the names docs/results.md lists; the
  * verdict waits for the adjusted p-values (judge_rows). */
 static void compare_with(json_t *row, const bf_sweep_view *v, const cell *c,
@@ -438,6 +452,7 @@ static void compare_with(json_t *row, const bf_sweep_view *v, const cell *c,
     char *base_label = bf_sweep_view_label(v, base->group);
     json_object_set_new(row, "baseline", json_string(base_label));
     free(base_label);
+    set_compared(row, v, c->group, base->group);
     json_object_set_new(row, "test", json_string(r.n_paired ? "paired"
                                                             : "welch"));
     json_object_set_new(row, "n_paired", json_integer(r.n_paired));
@@ -666,11 +681,10 @@ static char *verdict(const json_t *row)
     snprintf(design + len, sizeof design - len, "n=%lld vs %lld",
              (long long)json_integer_value(json_object_get(row, "n")),
              (long long)json_integer_value(json_object_get(row, "n_baseline")));
-    if (asprintf(&text, "%s vs %s, eval depth %lld (%s): loss %s %s; "
+    if (asprintf(&text, "%s, eval depth %lld (%s): loss %s %s; "
                         "accuracy %+.3f [%+.3f, %+.3f] %s; P(improvement) "
                         "%.2f [%.2f, %.2f]",
-                 json_string_value(json_object_get(row, "group")),
-                 json_string_value(json_object_get(row, "baseline")),
+                 json_string_value(json_object_get(row, "compared")),
                  (long long)json_integer_value(json_object_get(row,
                                                                "eval_depth")),
                  design, loss, lv, number(row, "accuracy_diff"),

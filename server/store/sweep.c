@@ -292,10 +292,43 @@ static int check_field_list(const bf_sweep *sw, const bf_sweep_stage *st,
     return 0;
 }
 
+/* A zip's `label` list names its entries (the client's group names):
+ * one non-empty string per entry, each once, without spaces or '=' so
+ * that a label reads as one word beside field=value pairs. */
+static int check_zip_labels(const bf_sweep *sw, const bf_sweep_axis *axis,
+                            const json_t *labels, bf_error *err)
+{
+    int line = sweep_line(sw, "%s/" ZIP_LABEL, axis->ptr);
+    if (axis->n_fields == 0)
+        return bf_error_set(err, sw->file, line, ZIP_LABEL, "%s names its "
+                            "entries but zips no job-config field",
+                            axis->where);
+    if (!json_is_array(labels) || json_array_size(labels) != axis->n)
+        return bf_error_set(err, sw->file, line, ZIP_LABEL, "%s.label must "
+                            "be a list of %zu names, one per entry (as long "
+                            "as %s.%s)", axis->where, axis->n, axis->where,
+                            axis->fields[0]);
+    for (size_t v = 0; v < axis->n; v++) {
+        const char *name = json_string_value(json_array_get(labels, v));
+        int at = sweep_line(sw, "%s/" ZIP_LABEL "/%zu", axis->ptr, v);
+        if (!name || !name[0] || strpbrk(name, " \t=,"))
+            return bf_error_set(err, sw->file, at, ZIP_LABEL, "%s.label[%zu]"
+                                " must be a non-empty name without spaces, "
+                                "',' or '='", axis->where, v);
+        for (size_t u = 0; u < v; u++)
+            if (!strcmp(name, json_string_value(json_array_get(labels, u))))
+                return bf_error_set(err, sw->file, at, ZIP_LABEL, "%s.label "
+                                    "names two entries '%s' ([%zu] and "
+                                    "[%zu])", axis->where, name, u, v);
+    }
+    return 0;
+}
+
 /* Fills axis from the mapping `fields` {field: [values]} (only its member
- * `only` for a grid axis; NULL: all of them, zipped), checking every value
- * on its own so type and name errors point at the value's line before any
- * expansion.  Field names stay borrowed from the mapping. */
+ * `only` for a grid axis; NULL: all of them, zipped, a zip's `label` list
+ * aside), checking every value on its own so type and name errors point
+ * at the value's line before any expansion.  Field names stay borrowed
+ * from the mapping. */
 static int parse_axis(bf_sweep *sw, bf_sweep_stage *st, bf_sweep_axis *axis,
                       json_t *fields, const char *only, bf_error *err)
 {
@@ -304,7 +337,8 @@ static int parse_axis(bf_sweep *sw, bf_sweep_stage *st, bf_sweep_axis *axis,
     const char *field;
     json_t *values;
     json_object_foreach(fields, field, values) {
-        if (only && strcmp(field, only) != 0)
+        if ((only && strcmp(field, only) != 0) ||
+            (!only && strcmp(field, ZIP_LABEL) == 0))
             continue;
         if (check_field_list(sw, st, axis, field, values, axis->n, err) < 0)
             return -1;
@@ -337,7 +371,8 @@ static int parse_axis(bf_sweep *sw, bf_sweep_stage *st, bf_sweep_axis *axis,
             json_decref(one);
         }
     }
-    return 0;
+    json_t *labels = only ? NULL : json_object_get(fields, ZIP_LABEL);
+    return labels ? check_zip_labels(sw, axis, labels, err) : 0;
 }
 
 static bf_sweep_axis *new_axis(bf_sweep_stage *st, const char *where,

@@ -8,7 +8,8 @@
  *     task: [dyck, counter]
  *   zip:                         # optional: lists of equal length varied
  *     d_model: [32, 64]          #   together (one axis); a list of such
- *     n_heads: [2, 4]            #   mappings is several zipped axes
+ *     n_heads: [2, 4]            #   mappings is several zipped axes;
+ *     label: [small, big]        #   label (optional) names the entries
  *   exclude:                     # optional: combinations left out, each a
  *     - {rope: rope, task: counter}  # mapping of grid/zip fields to values
  *   seeds: 3                     # optional: N (seeds 1..N) or a list [1, 2, 7]

@@ -15,6 +15,9 @@
 
 #define SWEEP_MAX_AXES 64
 
+/* A zip's list of names for its entries: not a job field. */
+#define ZIP_LABEL "label"
+
 /* One axis: a grid field, or a zip group of fields varied together.
  * assign[v] is the object {field: value v, ...} handed to
  * bf_job_config_apply_json. */

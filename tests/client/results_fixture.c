@@ -10,7 +10,8 @@
  *     of their learnable heads at steps 0, 100 and 200.
  *   sweep 2 "all-failed": two jobs, both fail.
  *   sweep 3 "two-fields": rope x freq_lr_mult, 2 seeds.
- *   sweep 4 "outcomes": rope x {rope, spectral}, seeds 1..2, eval depth
+ *   sweep 4 "outcomes": rope x {rope, spectral} (a zip that names them
+ *     geometric and learned), seeds 1..2, eval depth
  *     4 of 128 examples with per-example outcomes: rope misses examples
  *     seed and seed + 10, spectral misses example 50 on seed 1 only (the
  *     issue's n = 2 case: 4 examples only spectral gets right, 1 only
@@ -141,7 +142,8 @@ static const char *const outcomes_sweep =
     "base: {task: dyck, depth: 4, eval_depths: [4], d_model: 32,\n"
     "       n_heads: 4, n_layers: 1, seq_len: 40, steps: 200,\n"
     "       eval_examples: 128}\n"
-    "grid:\n"
+    "zip:\n"
+    "  label: [geometric, learned]\n"
     "  rope: [rope, spectral]\n"
     "seeds: 2\n"
     "max_attempts: 1\n"

@@ -216,7 +216,9 @@ check((tab["a"], tab["b"]) == (4, 1), "sweep 4's discordant examples: %r" % tab)
 # is compared with it, unless --baseline says otherwise.
 rows4 = json.loads(bifocal("compare", "4", "--db", db, "--format", "json").stdout)
 rp = {r["rope"]: r for r in rows4}
-check(rp["spectral"]["baseline"] == "(this group)" and rp["rope"]["baseline"] == "rope=spectral"
+check(rp["spectral"]["group"] == "learned" and rp["rope"]["group"] == "geometric",
+      "a zip's labels name its groups: %r" % [(r["rope"], r["group"]) for r in rows4])
+check(rp["spectral"]["baseline"] == "(this group)" and rp["rope"]["baseline"] == "learned"
       and rp["rope"]["accuracy_discordant"] == [1, 4] and rp["rope"]["alpha"] == 0.1
       and "one family (the sweep file declares no primary comparisons)"
       in bifocal("compare", "4", "--db", db).stdout,
@@ -232,6 +234,8 @@ check(sp["accuracy_mcnemar_exact"] is True and sp["accuracy_discordant"] == [4, 
       and close(sp["accuracy_p"], want_p, 1e-12),
       "compare 4: exact McNemar from the outcomes: %r" % {k_: sp.get(k_) for k_ in
       ("accuracy_mcnemar_exact", "accuracy_discordant", "accuracy_mcnemar_p")})
+check(sp["verdict"].startswith("learned vs geometric, eval depth 4 ("),
+      "the verdict names the groups by their labels: " + sp["verdict"])
 check("seed variance not estimable from 2 seeds, so exact McNemar on 4 vs 1 "
       "discordant examples: p=%.2g" % sp["accuracy_p"] in sp["verdict"]
       and "needs per-example outcomes" not in sp["verdict"],
@@ -307,6 +311,14 @@ def baselines(*extra):
 default = baselines()
 check(default[("spectral", 10)] == "rope=rope freq_lr_mult=10.0",
       "by default a group's baseline keeps its other fields: %r" % default)
+# A verdict names only the fields in which the pair differs; the table's
+# group column every field that varies in the sweep.
+r3 = [r for r in json.loads(bifocal("compare", "3", "--db", db, "--format", "json").stdout)
+      if r["rope"] == "spectral" and r["freq_lr_mult"] == 10][0]
+check(r3["group"] == "rope=spectral freq_lr_mult=10.0"
+      and r3["compared"] == "rope=spectral vs rope=rope"
+      and r3["verdict"].startswith("rope=spectral vs rope=rope, eval depth "),
+      "labels: %r" % {k: r3[k] for k in ("group", "compared", "verdict")})
 two = baselines("--baseline", "rope=rope,freq_lr_mult=1.0")
 check(two[("spectral", 10)] == two[("spectral", 1)] == "rope=rope freq_lr_mult=1.0"
       and two[("rope", 1)] == "(this group)" and two[("rope", 10)] == "rope=rope freq_lr_mult=1.0",

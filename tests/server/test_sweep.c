@@ -256,6 +256,17 @@ static const bad_case bad_cases[] = {
      "    base: {init_from: \"stage:a\"}\n", 6, "init_from",
      "job 2 (stage b: the base config) matches 2 jobs of stage a (jobs 0, 1), "
      "which differ in lr"},
+    /* zip labels */
+    {"zip label too short", "name: x\nzip:\n  rope: [rope, spectral]\n"
+     "  label: [a]\n", 4, "label", "a list of 2 names"},
+    {"zip label twice", "name: x\nzip:\n  rope: [rope, spectral]\n"
+     "  label:\n    - a\n    - a\n", 6, "label", "names two entries 'a'"},
+    {"zip label with a space", "name: x\nzip:\n  rope: [rope, spectral]\n"
+     "  label: [a, b c]\n", 4, "label", "label[1] must be a non-empty name"},
+    {"zip of a label only", "name: x\nzip:\n  label: [a, b]\n", 3, "label",
+     "zips no job-config field"},
+    {"zip label in grid", "name: x\ngrid:\n  label: [a, b]\n", 3, "label",
+     "not a job-config field"},
     /* analysis: the block on its own, then against the sweep */
     {"analysis not a mapping", "name: x\nanalysis: [loss]\n", 2, "analysis",
      "must be a mapping"},
@@ -314,6 +325,27 @@ static void test_rejections(void **state)
             assert_non_null(strstr(err.msg, where));
         }
     }
+}
+
+/* A zip may name its entries: the label is no job field, so the jobs are
+ * those of the same zip without it. */
+static void test_zip_labels(void **state)
+{
+    (void)state;
+    seen with, without;
+    expand_ok("name: z\nzip:\n  label: [nope, rope, rope-5e5]\n"
+              "  rope: [none, rope, rope]\n  rope_base: [1e4, 1e4, 5e5]\n"
+              "seeds: 2\n", &with);
+    expand_ok("name: z\nzip:\n  rope: [none, rope, rope]\n"
+              "  rope_base: [1e4, 1e4, 5e5]\nseeds: 2\n", &without);
+    assert_int_equal(with.n, 6);
+    assert_int_equal(with.n, without.n);
+    for (size_t i = 0; i < with.n; i++) {
+        assert_string_equal(with.json[i], without.json[i]);
+        assert_null(strstr(with.json[i], "label"));
+    }
+    seen_free(&with);
+    seen_free(&without);
 }
 
 /* An analysis block parsed into its canonical form; a sweep without one
@@ -760,6 +792,7 @@ int main(void)
         cmocka_unit_test(test_seed_forms),
         cmocka_unit_test(test_header_fields),
         cmocka_unit_test(test_analysis_block),
+        cmocka_unit_test(test_zip_labels),
         cmocka_unit_test(test_rejections),
         cmocka_unit_test(test_baseline_fields),
         cmocka_unit_test(test_visitor_stops),
