@@ -341,15 +341,32 @@ check(len(rep["jobs"]) == 4, "report --where keeps 4 of 8 jobs: %d" % len(rep["j
 
 # ---- the eval_summary view (for sqlite3 users) ---------------------------------
 
-for rope, depth, n, lm, lsd, am, asd in conn.execute(
-        "SELECT rope, eval_depth, n, loss_mean, loss_sd, accuracy_mean, accuracy_sd "
-        "FROM eval_summary WHERE sweep_id = 1"):
-    vals = final[(rope, depth)]
-    check(n == len(vals), "eval_summary n")
-    check(close(lm, statistics.mean(v[0] for v in vals.values()), 1e-12), "eval_summary loss_mean")
-    check(close(lsd, statistics.stdev(v[0] for v in vals.values()), 1e-9), "eval_summary loss_sd")
-    check(close(am, statistics.mean(v[1] for v in vals.values()), 1e-12), "eval_summary accuracy_mean")
-    check(close(asd, statistics.stdev(v[1] for v in vals.values()), 1e-9), "eval_summary accuracy_sd")
+# It gives the numbers compare prints, where SQL can (all but the loss
+# interval, which needs Student's t): the same to rounding, for every group
+# and depth of every sweep.
+SUMMARY = ["n", "eval_examples", "loss_mean", "loss_log_sd", "accuracy_mean",
+           "accuracy_sd", "accuracy_ci_low", "accuracy_ci_high",
+           "train_loss_mean", "train_loss_log_sd"]
+conn.row_factory = sqlite3.Row
+for sweep in (1, 3, 4):
+    printed = {(r["rope"], r["eval_depth"], r.get("freq_lr_mult")): r
+               for r in json.loads(bifocal("compare", str(sweep), "--db", db,
+                                           "--format", "json").stdout)}
+    sql = conn.execute("SELECT *, json_extract(group_config, '$.freq_lr_mult') AS flm"
+                       " FROM eval_summary WHERE sweep_id = ?", (sweep,)).fetchall()
+    check(len(sql) == len(printed), "eval_summary of sweep %d: %d rows, compare %d"
+          % (sweep, len(sql), len(printed)))
+    for row in sql:
+        key = (row["rope"], row["eval_depth"], row["flm"] if sweep == 3 else None)
+        want = printed.get(key)
+        for col in SUMMARY:
+            got = row[col]
+            exp_ = want.get(col) if want else "missing"
+            ok = (got is None and exp_ is None) or (
+                got is not None and exp_ is not None and close(got, exp_, 1e-9))
+            check(ok, "eval_summary sweep %d %r %s: %r, compare prints %r"
+                  % (sweep, key, col, got, exp_))
+conn.row_factory = None
 
 # ---- results -------------------------------------------------------------------
 
