@@ -10,6 +10,7 @@
  *     of their learnable heads at steps 0, 100 and 200.
  *   sweep 2 "all-failed": two jobs, both fail.
  *   sweep 3 "two-fields": rope x freq_lr_mult, 2 seeds.
+ *   sweep 5 "wide": spectral on 4 layers x 8 heads (256 learnable pairs).
  *   sweep 4 "outcomes": rope x {rope, spectral} (a zip that names them
  *     geometric and learned), seeds 1..2, eval depth
  *     4 of 128 examples with per-example outcomes: rope misses examples
@@ -22,6 +23,7 @@
  * inline <script> elements if it were written as it is.
  * The values follow no statistics on purpose: the tests recompute every
  * statistic from the raw tables. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +151,40 @@ static const char *const outcomes_sweep =
     "max_attempts: 1\n"
     "analysis: {baseline: {rope: spectral}, alpha: 0.1}\n";
 
+/* Sweep 5 "wide": spectral on 4 layers of 8 heads of 8 pairs (256
+ * learnable pairs), 2 seeds: what the spectral figures must keep readable. */
+static const char *const wide_sweep =
+    "name: wide\n"
+    "base: {task: dyck, depth: 4, eval_depths: [4], d_model: 128,\n"
+    "       n_heads: 8, n_layers: 4, seq_len: 40, steps: 200, rope: spectral}\n"
+    "seeds: 2\n"
+    "max_attempts: 1\n";
+
+/* Its records: a loss, an eval, and every pair's omega at 0, 100, 200,
+ * drifting by layer, head and pair so that the heatmap shows structure. */
+static json_t *wide_records(const char *rope, int r, int seed)
+{
+    (void)rope;
+    (void)r;
+    json_t *recs = json_pack("[{s:s, s:i, s:f}, {s:s, s:i, s:i, s:f, s:f}]",
+                             "type", "train", "step", 200, "loss", 0.4,
+                             "type", "eval", "step", 200, "depth", 4,
+                             "loss", 0.5 + 0.01 * seed, "accuracy", 0.75);
+    for (int step = 0; step <= 200; step += 100)
+        for (int layer = 0; layer < 4; layer++)
+            for (int head = 0; head < 8; head++) {
+                json_t *omega = json_array();
+                for (int p = 0; p < 8; p++)
+                    json_array_append_new(omega, json_real(
+                        pow(10000.0, -p / 8.0) * exp(0.002 * step *
+                        ((head + layer + p) % 5 - 2) / (1.0 + seed))));
+                json_array_append_new(recs, json_pack(
+                    "{s:s, s:i, s:i, s:i, s:o}", "type", "freq", "step", step,
+                    "layer", layer, "head", head, "omega", omega));
+            }
+    return recs;
+}
+
 typedef json_t *(*records_fn)(const char *rope, int r, int seed);
 
 static int64_t now_ms = 1780000000000;
@@ -213,6 +249,8 @@ int main(int argc, char **argv)
     run_jobs(s, 0, job_records);
     submit(s, "outcomes.yaml", outcomes_sweep);
     run_jobs(s, 0, outcome_records);
+    submit(s, "wide.yaml", wide_sweep);
+    run_jobs(s, 0, wide_records);
     bf_store_close(s);
     return 0;
 }
