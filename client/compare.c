@@ -12,8 +12,10 @@
 #include "compare.h"
 
 #include "alloc.h"
+#include "analysis.h"
 #include "format.h"
 #include "job_config.h"
+#include "records.h"
 #include "results.h"
 #include "stats.h"
 
@@ -26,8 +28,10 @@
 typedef struct cell {
     int group, eval_depth, n, cap;
     long examples;              /* eval examples of each value's eval */
-    int64_t *seed;
+    int64_t *seed, *job;
     double *loss, *accuracy, *train_loss;
+    unsigned char **outcomes;   /* per value: its eval's per-example
+                                   outcomes (records.h), or NULL */
 } cell;
 
 typedef struct cells {
@@ -44,6 +48,8 @@ static cell *find_cell(cells *cs, int group, int eval_depth, size_t max_n)
     cell *c = &cs->c[cs->n++];
     *c = (cell){ .group = group, .eval_depth = eval_depth, .cap = (int)max_n,
                  .seed = bf_xcalloc(max_n, sizeof *c->seed),
+                 .job = bf_xcalloc(max_n, sizeof *c->job),
+                 .outcomes = bf_xcalloc(max_n, sizeof *c->outcomes),
                  .loss = bf_xcalloc(max_n, sizeof *c->loss),
                  .accuracy = bf_xcalloc(max_n, sizeof *c->accuracy),
                  .train_loss = bf_xcalloc(max_n, sizeof *c->train_loss) };
@@ -53,6 +59,10 @@ static cell *find_cell(cells *cs, int group, int eval_depth, size_t max_n)
 static void free_cells(cells *cs)
 {
     for (int i = 0; i < cs->n; i++) {
+        for (int k = 0; k < cs->c[i].n; k++)
+            free(cs->c[i].outcomes[k]);
+        free(cs->c[i].outcomes);
+        free(cs->c[i].job);
         free(cs->c[i].seed);
         free(cs->c[i].loss);
         free(cs->c[i].accuracy);
@@ -117,6 +127,7 @@ static void fill_cells(const bf_sweep_view *v, const json_t *evals, cells *cs)
         if (c->n >= c->cap)     /* one row per job and depth: cannot be */
             continue;
         c->seed[c->n] = json_integer_value(json_object_get(row, "seed"));
+        c->job[c->n] = job;
         c->loss[c->n] = number(row, "loss");
         c->accuracy[c->n] = number(row, "accuracy");
         c->train_loss[c->n] = train_loss_of(v, job);
@@ -125,6 +136,39 @@ static void fill_cells(const bf_sweep_view *v, const json_t *evals, cells *cs)
     }
     qsort(cs->c, (size_t)cs->n, sizeof *cs->c, by_group_then_depth);
     free(group_size);
+}
+
+/* The per-example outcomes of final_outcomes' rows, each to the value of
+ * its job and eval depth (when it has as many examples as the cell). */
+static void attach_outcomes(const bf_sweep_view *v, const json_t *rows,
+                            cells *cs)
+{
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        int64_t job = json_integer_value(json_object_get(row, "job_id"));
+        int depth = (int)json_integer_value(json_object_get(row,
+                                                            "eval_depth"));
+        int group = bf_sweep_view_group_of(v, job);
+        for (int k = 0; k < cs->n; k++) {
+            cell *c = &cs->c[k];
+            if (c->group != group || c->eval_depth != depth ||
+                json_integer_value(json_object_get(row, "n")) != c->examples)
+                continue;
+            for (int x = 0; x < c->n; x++) {
+                if (c->job[x] != job || c->outcomes[x])
+                    continue;
+                c->outcomes[x] = bf_xmalloc(BF_OUTCOMES_BYTES(c->examples));
+                const char *hex = json_string_value(json_object_get(row,
+                                                                    "bits"));
+                if (!hex || bf_outcomes_from_hex(hex, (int)c->examples,
+                                                 c->outcomes[x])) {
+                    free(c->outcomes[x]);
+                    c->outcomes[x] = NULL;
+                }
+            }
+        }
+    }
 }
 
 /* ---- baseline --------------------------------------------------------- */
@@ -264,11 +308,6 @@ static int baseline_of(const bf_sweep_view *v, const baseline *b, int g)
 
 /* ---- rows ------------------------------------------------------------- */
 
-/* The significance level of every verdict and the default equivalence
- * margin on the loss ratio (docs/results.md). */
-#define COMPARE_ALPHA 0.05
-#define COMPARE_MARGIN 0.10
-
 static void set_number(json_t *row, const char *key, double x)
 {
     json_object_set_new(row, key, isfinite(x) ? json_real(x) : json_null());
@@ -348,14 +387,61 @@ static void counts(const double *acc, int n, long m, long *k)
         k[i] = isfinite(acc[i]) ? lround(acc[i] * m) : -1;
 }
 
+/* Examples right on both, on a's only, on b's only, over m outcomes. */
+static bf_stats_pairs pair_counts(const unsigned char *a,
+                                  const unsigned char *b, long m)
+{
+    bf_stats_pairs p = { 0, 0, 0 };
+    for (size_t i = 0; i < BF_OUTCOMES_BYTES(m); i++) {
+        p.both += __builtin_popcount(a[i] & b[i]);
+        p.a_only += __builtin_popcount(a[i] & ~b[i] & 0xff);
+        p.b_only += __builtin_popcount(~a[i] & b[i] & 0xff);
+    }
+    return p;
+}
+
+/* Each seed's pairs of examples, aligned as align() aligns the seeds (a's
+ * first): 1, or 0 when a seed both hold lacks outcomes on either side,
+ * so that the accuracy comparison falls back to the counts. */
+static int align_pairs(const cell *a, const cell *b, bf_stats_pairs *pairs)
+{
+    for (int i = 0; i < a->n; i++) {
+        pairs[i] = (bf_stats_pairs){ 0, 0, 0 };
+        for (int j = 0; j < b->n; j++) {
+            if (b->seed[j] != a->seed[i])
+                continue;
+            if (!a->outcomes[i] || !b->outcomes[j])
+                return 0;
+            pairs[i] = pair_counts(a->outcomes[i], b->outcomes[j],
+                                   a->examples);
+        }
+    }
+    return 1;
+}
+
+/* "rope=spectral vs rope=rope": the two groups named by the fields in
+ * which they differ (the table's labels name every field that varies
+ * among all its groups). */
+static void set_compared(json_t *row, const bf_sweep_view *v, int group,
+                         int base)
+{
+    int pair[2] = { group, base };
+    char *a = bf_sweep_view_label_among(v, group, pair, 2);
+    char *b = bf_sweep_view_label_among(v, base, pair, 2);
+    json_object_set_new(row, "compared", json_pack("s++", a, " vs ", b));
+    free(a);
+    free(b);
+}
+
 /* The numbers of one comparison, by the names docs/results.md lists; the
  * verdict waits for the adjusted p-values (judge_rows). */
 static void compare_with(json_t *row, const bf_sweep_view *v, const cell *c,
-                         const cell *base)
+                         const cell *base, const bf_analysis *a)
 {
     int cap = c->n + base->n + 1;
     double x[cap], y[cap];
     long ka[cap], kb[cap];
+    bf_stats_pairs pairs[cap];
     int n = align(c, base, loss_of, x, y);
     bf_stats_ratio r;
     bf_stats_log_ratio(x, y, n, &r);
@@ -365,11 +451,14 @@ static void compare_with(json_t *row, const bf_sweep_view *v, const cell *c,
     counts(x, n, c->examples, ka);
     counts(y, n, c->examples, kb);
     bf_stats_acc_diff acc;
-    bf_stats_accuracy_diff(ka, kb, n, c->examples, NULL, &acc);
+    int exact = c->examples == base->examples && align_pairs(c, base, pairs);
+    bf_stats_accuracy_diff(ka, kb, n, c->examples, exact ? pairs : NULL,
+                           &acc);
 
     char *base_label = bf_sweep_view_label(v, base->group);
     json_object_set_new(row, "baseline", json_string(base_label));
     free(base_label);
+    set_compared(row, v, c->group, base->group);
     json_object_set_new(row, "test", json_string(r.n_paired ? "paired"
                                                             : "welch"));
     json_object_set_new(row, "n_paired", json_integer(r.n_paired));
@@ -378,10 +467,13 @@ static void compare_with(json_t *row, const bf_sweep_view *v, const cell *c,
     set_number(row, "loss_ratio_ci_low", r.ci_low);
     set_number(row, "loss_ratio_ci_high", r.ci_high);
     set_number(row, "loss_p", r.p);
-    set_number(row, "loss_tost_p", bf_stats_tost_p(&r, COMPARE_MARGIN));
+    set_number(row, "alpha", a->alpha);
+    set_number(row, "equivalence_margin", a->equivalence_margin);
+    set_number(row, "loss_tost_p",
+               bf_stats_tost_p(&r, a->equivalence_margin));
     json_object_set_new(row, "loss_seeds_needed",
-                        json_integer(bf_stats_seeds_needed(&r, COMPARE_MARGIN,
-                                                           COMPARE_ALPHA)));
+                        json_integer(bf_stats_seeds_needed(
+                            &r, a->equivalence_margin, a->alpha)));
     json_object_set_new(row, "loss_note", json_string(r.note));
     set_number(row, "accuracy_diff", acc.diff);
     set_number(row, "accuracy_diff_ci_low", acc.ci_low);
@@ -393,6 +485,9 @@ static void compare_with(json_t *row, const bf_sweep_view *v, const cell *c,
     set_number(row, "accuracy_mcnemar_p", acc.mcnemar_p);
     json_object_set_new(row, "accuracy_mcnemar_exact",
                         json_boolean(acc.p_exact));
+    json_object_set_new(row, "accuracy_discordant",
+                        json_pack("[I, I]", (json_int_t)acc.discordant[0],
+                                  (json_int_t)acc.discordant[1]));
     json_object_set_new(row, "accuracy_note", json_string(acc.note));
     set_number(row, "prob_improvement", pi.p);
     set_number(row, "prob_improvement_ci_low", pi.ci_low);
@@ -408,7 +503,7 @@ static const cell *cell_at(const cells *cs, int group, int eval_depth)
 }
 
 static json_t *cell_row(const bf_sweep_view *v, const cells *cs, const cell *c,
-                        const baseline *b)
+                        const baseline *b, const bf_analysis *a)
 {
     json_t *row = json_object();
     json_object_update(row, json_array_get(v->groups, (size_t)c->group));
@@ -427,36 +522,62 @@ static json_t *cell_row(const bf_sweep_view *v, const cells *cs, const cell *c,
     if (base == c->group)
         json_object_set_new(row, "baseline", json_string("(this group)"));
     else if (bc)
-        compare_with(row, v, c, bc);
+        compare_with(row, v, c, bc, a);
     return row;
 }
 
 /* ---- verdicts ------------------------------------------------------------ */
 
-/* Benjamini-Hochberg over every loss and accuracy p of the sweep (one
- * family: no primary comparisons are declared), written back as
- * *_p_adjusted. */
-static void adjust_rows(json_t *rows)
+/* The two metrics whose p-values are adjusted, in the order of
+ * bf_analysis_metric. */
+static const char *const metric_keys[2] = { "loss", "accuracy" };
+
+/* Whether metric k of row is in the sweep's primary family (its
+ * analysis: block names the metric and this eval depth, or every depth). */
+static int in_primary(const json_t *row, int k, const bf_analysis *a)
 {
-    static const char *const keys[] = { "loss_p", "accuracy_p" };
+    return a->has_primary && (int)a->primary_metric == k &&
+           (!a->primary_eval_depth || json_integer_value(json_object_get(
+                row, "eval_depth")) == a->primary_eval_depth);
+}
+
+/* Holm within the primary family (Holm 1979: family-wise error),
+ * Benjamini-Hochberg over every other loss and accuracy p of the table
+ * (the false discovery rate), written back as *_p_adjusted with the
+ * correction that made it (*_correction). */
+static void adjust_rows(json_t *rows, const bf_analysis *a)
+{
     size_t n = json_array_size(rows), i;
-    double *p = bf_xcalloc(2 * n + 1, sizeof *p);
-    double *adj = bf_xcalloc(2 * n + 1, sizeof *adj);
+    double *p[2], *adj = bf_xcalloc(2 * n + 1, sizeof *adj);
+    for (int f = 0; f < 2; f++)     /* family 0: primary, 1: the rest */
+        p[f] = bf_xcalloc(2 * n + 1, sizeof **p);
     json_t *row;
     json_array_foreach(rows, i, row)
-        for (int k = 0; k < 2; k++)
-            p[2 * i + k] = number(row, keys[k]);
-    bf_stats_bh(p, (int)(2 * n), adj);
-    json_array_foreach(rows, i, row)
-        for (int k = 0; k < 2; k++)
-            if (json_object_get(row, keys[k])) {
+        for (int k = 0; k < 2; k++) {
+            char key[64];
+            snprintf(key, sizeof key, "%s_p", metric_keys[k]);
+            int f = !in_primary(row, k, a);
+            p[f][2 * i + k] = number(row, key);
+            p[!f][2 * i + k] = NAN;
+        }
+    for (int f = 0; f < 2; f++) {
+        (f ? bf_stats_bh : bf_stats_holm)(p[f], (int)(2 * n), adj);
+        json_array_foreach(rows, i, row)
+            for (int k = 0; k < 2; k++) {
                 char key[64];
-                snprintf(key, sizeof key, "%s_adjusted", keys[k]);
+                snprintf(key, sizeof key, "%s_p", metric_keys[k]);
+                if (!json_object_get(row, key) ||
+                    f != !in_primary(row, k, a))
+                    continue;
+                snprintf(key, sizeof key, "%s_p_adjusted", metric_keys[k]);
                 set_number(row, key, adj[2 * i + k]);
-                json_object_set_new(row, "correction",
-                                    json_string("benjamini-hochberg"));
+                snprintf(key, sizeof key, "%s_correction", metric_keys[k]);
+                json_object_set_new(row, key, json_string(
+                    f ? "benjamini-hochberg" : "holm"));
             }
-    free(p);
+    }
+    free(p[0]);
+    free(p[1]);
     free(adj);
 }
 
@@ -479,22 +600,36 @@ static void ratio_text(char *buf, size_t cap, double ratio, double lo, double hi
         snprintf(buf, cap, "×%.3g (%s)", ratio, pct);
 }
 
-/* "p=0.012 p_adj=0.048 lower", or "undecided: why". */
+/* "p=0.012 p_adj=0.048 (Holm) ", the correction named as it is short. */
+static int p_text(char *buf, size_t cap, const json_t *row, const char *metric)
+{
+    char key[64];
+    snprintf(key, sizeof key, "%s_p", metric);
+    double p = number(row, key);
+    snprintf(key, sizeof key, "%s_p_adjusted", metric);
+    double adj = number(row, key);
+    snprintf(key, sizeof key, "%s_correction", metric);
+    const char *c = json_string_value(json_object_get(row, key));
+    return snprintf(buf, cap, "p=%.2g p_adj=%.2g (%s) ", p, adj,
+                    c && !strcmp(c, "holm") ? "Holm" : "BH");
+}
+
+/* "p=0.012 p_adj=0.048 (BH) lower", or "undecided: why". */
 static void loss_verdict(char *buf, size_t cap, const json_t *row)
 {
     double p = number(row, "loss_p"), adj = number(row, "loss_p_adjusted");
-    double ratio = number(row, "loss_ratio");
+    double ratio = number(row, "loss_ratio"), alpha = number(row, "alpha");
     const char *note = json_string_value(json_object_get(row, "loss_note"));
     if (!isfinite(p)) {
         snprintf(buf, cap, "undecided: %s", note ? note : "no interval");
         return;
     }
-    int n = snprintf(buf, cap, "p=%.2g p_adj=%.2g ", p, adj);
-    if (adj < COMPARE_ALPHA)
+    int n = p_text(buf, cap, row, "loss");
+    if (adj < alpha)
         snprintf(buf + n, cap - n, ratio < 1 ? "lower" : "higher");
-    else if (number(row, "loss_tost_p") < COMPARE_ALPHA)
+    else if (number(row, "loss_tost_p") < alpha)
         snprintf(buf + n, cap - n, "equivalent within ±%.0f%%",
-                 100 * COMPARE_MARGIN);
+                 100 * number(row, "equivalence_margin"));
     else
         snprintf(buf + n, cap - n, "undecided: about %lld seeds would decide",
                  (long long)json_integer_value(json_object_get(
@@ -502,22 +637,34 @@ static void loss_verdict(char *buf, size_t cap, const json_t *row)
 }
 
 /* A t verdict needs an estimable seed variance; without it the exact
- * McNemar test decides, which from per-seed counts is only a lower bound
- * on p (per-example outcomes give it exactly). */
+ * McNemar test on the pooled discordant examples decides, which from
+ * per-seed counts alone is only a lower bound on p (per-example outcomes
+ * give it exactly). */
 static void accuracy_verdict(char *buf, size_t cap, const json_t *row)
 {
     double p = number(row, "accuracy_p"), adj = number(row, "accuracy_p_adjusted");
     const char *note = json_string_value(json_object_get(row, "accuracy_note"));
-    double bound = number(row, "accuracy_mcnemar_p");
-    if (!isfinite(p) && isfinite(bound))
+    double mcnemar = number(row, "accuracy_mcnemar_p");
+    const json_t *disc = json_object_get(row, "accuracy_discordant");
+    if (!isfinite(p) && isfinite(mcnemar)) {
         snprintf(buf, cap, "undecided: %s; exact McNemar p >= %.2g from the "
-                           "counts (needs per-example outcomes)", note, bound);
-    else if (!isfinite(p))
+                           "counts (needs per-example outcomes)", note, mcnemar);
+        return;
+    }
+    if (!isfinite(p)) {
         snprintf(buf, cap, "undecided: %s", note && *note ? note : "no seed");
-    else
-        snprintf(buf, cap, "p=%.2g p_adj=%.2g %s", p, adj,
-                 adj >= COMPARE_ALPHA ? "undecided"
-                 : number(row, "accuracy_diff") > 0 ? "higher" : "lower");
+        return;
+    }
+    int n = 0;
+    if (note && *note)
+        n = snprintf(buf, cap, "%s, so exact McNemar on %lld vs %lld "
+                     "discordant examples: ", note,
+                     (long long)json_integer_value(json_array_get(disc, 0)),
+                     (long long)json_integer_value(json_array_get(disc, 1)));
+    n += p_text(buf + n, cap - (size_t)n, row, "accuracy");
+    snprintf(buf + n, cap - (size_t)n, "%s",
+             adj >= number(row, "alpha") ? "undecided"
+             : number(row, "accuracy_diff") > 0 ? "higher" : "lower");
 }
 
 /* "rope=spectral vs rope=rope, eval depth 16 (paired on 3 shared seeds, n=3 vs 3):
@@ -526,7 +673,7 @@ static void accuracy_verdict(char *buf, size_t cap, const json_t *row)
  * P(improvement) 0.67 [0.094, 0.99]" */
 static char *verdict(const json_t *row)
 {
-    char loss[160], lv[160], av[200], *text = NULL;
+    char loss[160], lv[160], av[320], *text = NULL;
     ratio_text(loss, sizeof loss, number(row, "loss_ratio"),
                number(row, "loss_ratio_ci_low"),
                number(row, "loss_ratio_ci_high"));
@@ -540,11 +687,10 @@ static char *verdict(const json_t *row)
     snprintf(design + len, sizeof design - len, "n=%lld vs %lld",
              (long long)json_integer_value(json_object_get(row, "n")),
              (long long)json_integer_value(json_object_get(row, "n_baseline")));
-    if (asprintf(&text, "%s vs %s, eval depth %lld (%s): loss %s %s; "
+    if (asprintf(&text, "%s, eval depth %lld (%s): loss %s %s; "
                         "accuracy %+.3f [%+.3f, %+.3f] %s; P(improvement) "
                         "%.2f [%.2f, %.2f]",
-                 json_string_value(json_object_get(row, "group")),
-                 json_string_value(json_object_get(row, "baseline")),
+                 json_string_value(json_object_get(row, "compared")),
                  (long long)json_integer_value(json_object_get(row,
                                                                "eval_depth")),
                  design, loss, lv, number(row, "accuracy_diff"),
@@ -557,9 +703,9 @@ static char *verdict(const json_t *row)
     return text;
 }
 
-static void judge_rows(json_t *rows)
+static void judge_rows(json_t *rows, const bf_analysis *a)
 {
-    adjust_rows(rows);
+    adjust_rows(rows, a);
     size_t i;
     json_t *row;
     json_array_foreach(rows, i, row)
@@ -568,6 +714,63 @@ static void judge_rows(json_t *rows)
             json_object_set_new(row, "verdict", json_string(text));
             free(text);
         }
+}
+
+/* The sweep's analysis: block (stored at submission), or the defaults
+ * for a sweep without one or a database that predates them. */
+static int load_analysis(const bf_sweep_view *v, bf_source *src,
+                         bf_analysis *a)
+{
+    json_t *rows = bf_source_rows_if_any(src, "sweep_analysis", v->sweep_id);
+    int rc = rows ? bf_analysis_from_row(a, json_array_get(rows, 0)) : -1;
+    if (rows && rc)
+        fprintf(stderr, "bifocal: sweep %lld: its stored analysis block "
+                        "cannot be read\n", (long long)v->sweep_id);
+    json_decref(rows);
+    return rc;
+}
+
+/* The analysis block's baseline as --baseline would give it, over the
+ * grouping fields (one the compared jobs share cannot tell groups apart);
+ * NULL when it names none of them.  Caller frees. */
+static char *declared_baseline(const bf_sweep_view *v, const bf_analysis *a)
+{
+    char *arg = NULL;
+    size_t len = 0;
+    int n = 0;
+    FILE *out = open_memstream(&arg, &len);
+    const char *field;
+    json_t *value;
+    json_object_foreach(a->baseline, field, value) {
+        if (!grouping_field(v, field, strlen(field)))
+            continue;
+        char *text = json_is_string(value) ? bf_xstrdup(json_string_value(
+                         value)) : json_dumps(value, JSON_ENCODE_ANY);
+        fprintf(out, "%s%s=%s", n++ ? "," : "", field, text);
+        free(text);
+    }
+    fclose(out);
+    if (n == 0) {
+        free(arg);
+        return NULL;
+    }
+    return arg;
+}
+
+/* The baseline: --baseline, else the sweep's declared one, else rope=rope
+ * (parse_baseline).  A declared one no group of the compared set has
+ * leaves it without comparisons, as the default does. */
+static int choose_baseline(const bf_sweep_view *v, const bf_analysis *a,
+                           const char *arg, baseline *b)
+{
+    char *declared = arg ? NULL : declared_baseline(v, a);
+    int rc = parse_baseline(v, arg ? arg : declared, b);
+    if (declared && rc) {
+        *b = (baseline){ 0 };
+        rc = 0;
+    }
+    free(declared);
+    return rc;
 }
 
 json_t *bf_compare_rows(const bf_sweep_view *v, bf_source *src,
@@ -580,23 +783,32 @@ json_t *bf_compare_rows(const bf_sweep_view *v, bf_source *src,
                 (long long)v->sweep_id);
         return NULL;
     }
+    bf_analysis a;
     baseline b;
-    if (parse_baseline(v, baseline_arg, &b))
+    if (load_analysis(v, src, &a))
         return NULL;
-    json_t *evals = bf_source_rows(src, "final_evals", v->sweep_id);
-    if (!evals) {
-        baseline_free(&b);
+    if (choose_baseline(v, &a, baseline_arg, &b)) {
+        bf_analysis_free(&a);
         return NULL;
     }
-    cells cs = { 0 };
-    fill_cells(v, evals, &cs);
-    json_t *rows = json_array();
-    for (int i = 0; i < cs.n; i++)
-        json_array_append_new(rows, cell_row(v, &cs, &cs.c[i], &b));
-    judge_rows(rows);
-    free_cells(&cs);
+    json_t *evals = bf_source_rows(src, "final_evals", v->sweep_id);
+    json_t *outcomes = evals ? bf_source_rows_if_any(src, "final_outcomes",
+                                                     v->sweep_id) : NULL;
+    json_t *rows = NULL;
+    if (outcomes) {
+        cells cs = { 0 };
+        fill_cells(v, evals, &cs);
+        attach_outcomes(v, outcomes, &cs);
+        rows = json_array();
+        for (int i = 0; i < cs.n; i++)
+            json_array_append_new(rows, cell_row(v, &cs, &cs.c[i], &b, &a));
+        judge_rows(rows, &a);
+        free_cells(&cs);
+    }
+    json_decref(outcomes);
     json_decref(evals);
     baseline_free(&b);
+    bf_analysis_free(&a);
     return rows;
 }
 
@@ -655,7 +867,8 @@ static char *versus(const json_t *row)
     ratio_text(shown, sizeof shown, ratio, number(row, "loss_ratio_ci_low"),
                number(row, "loss_ratio_ci_high"));
     if (asprintf(&text, "%s%s", shown,
-                 number(row, "loss_p_adjusted") < COMPARE_ALPHA ? " *" : "")
+                 number(row, "loss_p_adjusted") < number(row, "alpha")
+                 ? " *" : "")
         < 0)
         abort();
     return text;
@@ -665,6 +878,67 @@ static void set_text(json_t *row, const char *key, char *text)
 {
     json_object_set_new(row, key, json_string(text));
     free(text);
+}
+
+/* "loss at eval depth 8": the metric and depths of the Holm family into
+ * buf ("" when there is none). */
+static void holm_family(const json_t *rows, char *buf, size_t cap)
+{
+    long long depths[64];
+    int n = 0, metric = -1;
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row)
+        for (int k = 0; k < 2; k++) {
+            char key[64];
+            snprintf(key, sizeof key, "%s_correction", metric_keys[k]);
+            const char *c = json_string_value(json_object_get(row, key));
+            long long d = json_integer_value(json_object_get(row,
+                                                             "eval_depth"));
+            int seen = 0;
+            for (int j = 0; j < n; j++)
+                seen |= depths[j] == d;
+            if (!c || strcmp(c, "holm"))
+                continue;
+            metric = k;
+            if (!seen && n < 64)
+                depths[n++] = d;
+        }
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int j = 0; metric >= 0 && j < n && len < cap; j++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%lld",
+                                j ? ", " : (metric ? "accuracy at eval depth "
+                                            : "loss at eval depth "),
+                                depths[j]);
+}
+
+/* How the verdicts were judged: the methods, the corrections and the
+ * family each covers, alpha and the margin (the same on every row). */
+static void print_footer(const json_t *rows)
+{
+    const json_t *first = NULL;
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row)
+        if (!first && json_object_get(row, "alpha"))
+            first = row;
+    char holm[160], families[256];
+    holm_family(rows, holm, sizeof holm);
+    if (holm[0])
+        snprintf(families, sizeof families, "Holm (family-wise) within the "
+                 "primary family the sweep file declares (%s), "
+                 "Benjamini-Hochberg (BH) over every other p", holm);
+    else
+        snprintf(families, sizeof families, "Benjamini-Hochberg (BH) over "
+                 "every p above, one family (the sweep file declares no "
+                 "primary comparisons)");
+    printf("\nLoss: geometric means and ratios, log-scale t-intervals; "
+           "accuracy: pooled Wilson, Newcombe differences.  p_adj: %s; "
+           "verdicts at alpha %.2g, equivalence within ±%.0f%% (TOST); * "
+           "marks p_adj < alpha (docs/results.md).\n", families,
+           number(first, "alpha"),
+           100 * number(first, "equivalence_margin"));
 }
 
 /* The table: one line per row with mean ± sd and the intervals, then the
@@ -699,12 +973,7 @@ static void print_table(const json_t *rows)
             printf("%s%s\n", header++ ? "" : "\n", v);
     }
     if (header)
-        printf("\nLoss: geometric means and ratios, log-scale t-intervals; "
-               "accuracy: pooled Wilson, Newcombe differences.  p_adj: "
-               "Benjamini-Hochberg over every p above; verdicts at alpha "
-               "%.2g, equivalence within ±%.0f%% (TOST); * marks p_adj < "
-               "alpha (docs/results.md).\n", COMPARE_ALPHA,
-               100 * COMPARE_MARGIN);
+        print_footer(rows);
 }
 
 int bf_client_cmd_compare(bf_client *cl, int argc, char **argv)

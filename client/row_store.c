@@ -149,6 +149,8 @@ json_t *bf_row_store_config(const bf_row_store *s, size_t row,
 json_t *bf_row_store_row(const bf_row_store *s, size_t row)
 {
     json_t *out = json_object();
+    if (row >= s->n_rows)
+        return out;
     json_t **cells = s->cells + row * s->n_columns;
     for (size_t c = 0; c < s->n_columns; c++) {
         if (!cells[c])

@@ -53,7 +53,8 @@ json_t *bf_row_store_get(const bf_row_store *s, size_t row, const char *name);
 json_t *bf_row_store_config(const bf_row_store *s, size_t row,
                             const char *field);
 
-/* The row whole, as it was added (a new object; config with its seed). */
+/* The row whole, as it was added (a new object; config with its seed;
+ * empty past the last row). */
 json_t *bf_row_store_row(const bf_row_store *s, size_t row);
 
 #endif

@@ -152,6 +152,21 @@ int bf_source_each_row(bf_source *src, const char *view, int64_t sweep_id,
     return daemon_pages(src, view, sweep_id, each_row_of_page, &e);
 }
 
+json_t *bf_source_rows_if_any(bf_source *src, const char *view,
+                              int64_t sweep_id)
+{
+    sqlite3_stmt *st = NULL;
+    int found = 1;
+    if (src->db && sqlite3_prepare_v2(src->db, "SELECT 1 FROM sqlite_schema"
+                                      " WHERE name = ?1", -1, &st, NULL)
+                   == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, view, -1, SQLITE_STATIC);
+        found = sqlite3_step(st) == SQLITE_ROW;
+    }
+    sqlite3_finalize(st);
+    return found ? bf_source_rows(src, view, sweep_id) : json_array();
+}
+
 /* Maps the wanted column names to the statement's column indexes. */
 static int column_indexes(sqlite3_stmt *st, const char *const *columns, int n,
                           int *index)

@@ -36,6 +36,11 @@ json_t *bf_source_rows(bf_source *src, const char *view, int64_t sweep_id);
 int bf_source_each_row(bf_source *src, const char *view, int64_t sweep_id,
                        bf_db_row_fn on_row, void *ctx);
 
+/* The same for a view a database file may predate (an older schema lacks
+ * it): an empty array then. */
+json_t *bf_source_rows_if_any(bf_source *src, const char *view,
+                              int64_t sweep_id);
+
 /* Streams the named numeric columns of a result view's rows to on_row,
  * values in the order of columns, holding one page of the daemon's at a
  * time and building no JSON for a file (the curves run to millions of

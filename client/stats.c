@@ -372,27 +372,68 @@ static double mcnemar_var(double d, double delta, long m)
     return (d / m - (delta / m) * (delta / m)) / m;
 }
 
-void bf_stats_accuracy_diff(const long *ka, const long *kb, int n, long m,
-                            const long discordant[2], bf_stats_acc_diff *out)
+void bf_stats_newcombe_paired(long both, long first_only, long second_only,
+                              long neither, double level, double *low,
+                              double *high)
 {
-    double d[n > 0 ? n : 1];
-    long sum_a = 0, sum_b = 0, b_min = 0, c_min = 0;
+    long n = both + first_only + second_only + neither;
+    bf_stats_prop a, b;
+    bf_stats_wilson(both + first_only, n, level, &a);
+    bf_stats_wilson(both + second_only, n, level, &b);
+    /* phi of the 2x2 table; 0 when a margin is empty (Newcombe's rule). */
+    double den = (double)(both + first_only) * (second_only + neither)
+                 * (double)(both + second_only) * (first_only + neither);
+    double phi = den > 0 ? ((double)both * neither
+                            - (double)first_only * second_only) / sqrt(den)
+                         : 0.0;
+    double d = a.p - b.p;
+    double dl1 = a.p - a.ci_low, du1 = a.ci_high - a.p;
+    double dl2 = b.p - b.ci_low, du2 = b.ci_high - b.p;
+    *low = d - sqrt(fmax(0.0, dl1 * dl1 - 2 * phi * dl1 * du2 + du2 * du2));
+    *high = d + sqrt(fmax(0.0, du1 * du1 - 2 * phi * du1 * dl2 + dl2 * dl2));
+}
+
+/* The pooled counts of the seeds both groups hold, into out (n_paired,
+ * diff, discordant) and d[] (per-seed differences); returns the sum of the
+ * seeds' McNemar variances, each from its own discordant pairs or, without
+ * outcomes, from the fewest its counts allow. */
+static double pool_seeds(const long *ka, const long *kb, int n, long m,
+                         const bf_stats_pairs *pairs, double *d,
+                         long sums[2], bf_stats_pairs *pooled,
+                         bf_stats_acc_diff *out)
+{
     double within = 0.0;
-    int np = 0;
-    *out = (bf_stats_acc_diff){ .diff = NAN, .ci_low = NAN, .ci_high = NAN,
-                                .t_p = NAN, .mcnemar_p = NAN, .p = NAN };
     for (int i = 0; i < n; i++) {
         if (ka[i] < 0 || kb[i] < 0)
             continue;
         long delta = ka[i] - kb[i];
-        d[np++] = (double)delta / m;
-        sum_a += ka[i];
-        sum_b += kb[i];
-        b_min += delta > 0 ? delta : 0;
-        c_min += delta < 0 ? -delta : 0;
-        within += mcnemar_var(labs(delta), delta, m);
+        bf_stats_pairs p = pairs ? pairs[i]
+            : (bf_stats_pairs){ 0, delta > 0 ? delta : 0,
+                                delta < 0 ? -delta : 0 };
+        d[out->n_paired++] = (double)delta / m;
+        sums[0] += ka[i];
+        sums[1] += kb[i];
+        pooled->both += p.both;
+        pooled->a_only += p.a_only;
+        pooled->b_only += p.b_only;
+        within += mcnemar_var(p.a_only + p.b_only, delta, m);
     }
-    out->n_paired = np;
+    out->discordant[0] = pooled->a_only;
+    out->discordant[1] = pooled->b_only;
+    return within;
+}
+
+void bf_stats_accuracy_diff(const long *ka, const long *kb, int n, long m,
+                            const bf_stats_pairs *pairs,
+                            bf_stats_acc_diff *out)
+{
+    double d[n > 0 ? n : 1];
+    long sums[2] = { 0, 0 };
+    bf_stats_pairs pooled = { 0, 0, 0 };
+    *out = (bf_stats_acc_diff){ .diff = NAN, .ci_low = NAN, .ci_high = NAN,
+                                .t_p = NAN, .mcnemar_p = NAN, .p = NAN };
+    double within = pool_seeds(ka, kb, n, m, pairs, d, sums, &pooled, out);
+    int np = out->n_paired;
     if (np == 0 || m <= 0) {
         snprintf(out->note, sizeof out->note, "no seed in both groups");
         return;
@@ -400,16 +441,16 @@ void bf_stats_accuracy_diff(const long *ka, const long *kb, int n, long m,
     double mean, var;
     mean_var(d, np, &mean, &var);
     out->diff = mean;
-    bf_stats_newcombe(sum_a, np * m, sum_b, np * m, BF_STATS_LEVEL,
-                      &out->ci_low, &out->ci_high);
-    out->p_exact = discordant != NULL;
-    out->mcnemar_p = discordant
-                         ? bf_stats_mcnemar_exact(discordant[0], discordant[1])
-                         : bf_stats_mcnemar_exact(b_min, c_min);
-    if (discordant)             /* the pooled pairs, spread over the seeds */
-        within = np * mcnemar_var((double)(discordant[0] + discordant[1]) / np,
-                                  (double)(discordant[0] - discordant[1]) / np,
-                                  m);
+    if (pairs)
+        bf_stats_newcombe_paired(pooled.both, pooled.a_only, pooled.b_only,
+                                 np * m - pooled.both - pooled.a_only
+                                 - pooled.b_only, BF_STATS_LEVEL,
+                                 &out->ci_low, &out->ci_high);
+    else
+        bf_stats_newcombe(sums[0], np * m, sums[1], np * m, BF_STATS_LEVEL,
+                          &out->ci_low, &out->ci_high);
+    out->p_exact = pairs != NULL;
+    out->mcnemar_p = bf_stats_mcnemar_exact(pooled.a_only, pooled.b_only);
     if (np < 3)
         snprintf(out->note, sizeof out->note,
                  "seed variance not estimable from %d seeds", np);

@@ -103,13 +103,30 @@ double bf_stats_tost_p(const bf_stats_ratio *r, double margin);
 int bf_stats_seeds_needed(const bf_stats_ratio *r, double margin,
                           double alpha);
 
+/* Newcombe's interval for a difference of paired proportions (1998b,
+ * method 10): the Wilson intervals of both margins combined with the
+ * correlation phi of the 2x2 table of pairs (both right, only the first,
+ * only the second, neither): inside [-1, 1] by construction. */
+void bf_stats_newcombe_paired(long both, long first_only, long second_only,
+                              long neither, double level, double *low,
+                              double *high);
+
+/* One seed's eval examples judged on both sides, from per-example
+ * outcomes: right on both, only on the variant, only on the baseline
+ * (the rest, of m, wrong on both). */
+typedef struct bf_stats_pairs {
+    long both, a_only, b_only;
+} bf_stats_pairs;
+
 /* Accuracy of a variant against its baseline from per-seed counts of
  * correct examples (ka[i], kb[i] of m each; ka[i] < 0 or kb[i] < 0 marks a
- * missing seed).  discordant, when not NULL, holds per-example outcomes
- * pooled over the shared seeds: {variant right & baseline wrong, variant
- * wrong & baseline right}.  Without them the exact McNemar p is only
- * bounded from below (the fewest discordant pairs the counts allow), and
- * `p_exact` says which. */
+ * missing seed).  pairs, when not NULL, holds each seed's per-example
+ * outcomes (pairs[i] for every seed both hold): then the exact McNemar
+ * test counts the pooled discordant pairs, each seed's McNemar variance
+ * is its own, and Newcombe's interval is the paired one.  Without them the
+ * exact McNemar p is only bounded from below (the fewest discordant pairs
+ * the counts allow), `p_exact` says which, and Newcombe's interval treats
+ * the sides as independent. */
 typedef struct bf_stats_acc_diff {
     int n_paired;
     double diff;                /* mean per-seed difference of accuracy */
@@ -118,13 +135,17 @@ typedef struct bf_stats_acc_diff {
                                    variance no smaller than McNemar's;
                                    NAN when not estimable (see note) */
     double mcnemar_p;           /* exact McNemar (or its lower bound) */
+    long discordant[2];         /* pooled: variant only, baseline only
+                                   right (the fewest possible without
+                                   pairs) */
     int p_exact;                /* 1: mcnemar_p from per-example outcomes */
     double p;                   /* t_p when finite, else mcnemar_p */
     char note[96];              /* "", or why t_p is NAN */
 } bf_stats_acc_diff;
 
 void bf_stats_accuracy_diff(const long *ka, const long *kb, int n, long m,
-                            const long discordant[2], bf_stats_acc_diff *out);
+                            const bf_stats_pairs *pairs,
+                            bf_stats_acc_diff *out);
 
 /* rliable's probability of improvement over shared seeds: the fraction on
  * which a < b (lower loss; ties count as no improvement), with its

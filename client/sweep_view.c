@@ -4,6 +4,7 @@
 #include "alloc.h"
 #include "format.h"
 #include "yaml_json.h"
+#include "zip_labels.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,17 +157,16 @@ static void add_swept(json_t *fields, const json_t *mapping)
     }
 }
 
+static void add_zip(void *fields, const json_t *zip)
+{
+    add_swept(fields, zip);
+}
+
 /* The swept fields of a sweep file's node (the file, or one stage). */
 static void add_node(json_t *fields, const json_t *node)
 {
     add_swept(fields, json_object_get(node, "grid"));
-    const json_t *zip = json_object_get(node, "zip");
-    size_t i;
-    json_t *group;
-    if (json_is_object(zip))
-        add_swept(fields, zip);
-    json_array_foreach(zip, i, group)
-        add_swept(fields, group);
+    bf_sweep_node_zips(node, add_zip, fields);
 }
 
 json_t *bf_sweep_swept_fields(const char *source)
@@ -317,6 +317,19 @@ static void index_jobs(bf_sweep_view *v)
     free(ids);
 }
 
+/* Each group's first job, for its config (a group's jobs share every
+ * grouping field), and the sweep file's named zip entries. */
+static void find_group_rows(bf_sweep_view *v)
+{
+    v->group_row = bf_xcalloc((size_t)v->n_groups + 1, sizeof *v->group_row);
+    for (int g = 0; g < v->n_groups; g++)
+        v->group_row[g] = -1;
+    for (size_t i = v->jobs.n_rows; i-- > 0;)
+        v->group_row[v->job_group[i]] = (int)i;
+    v->zips = bf_zip_labels(json_string_value(json_object_get(v->sweep,
+                                                              "source")));
+}
+
 int bf_sweep_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
                        const char *by, const char *where)
 {
@@ -345,6 +358,7 @@ int bf_sweep_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
     if (parse_by(v, by))
         return -1;
     group_jobs(v);
+    find_group_rows(v);
     return 0;
 }
 
@@ -354,6 +368,8 @@ void bf_sweep_view_clear(bf_sweep_view *v)
     bf_row_store_clear(&v->jobs);
     json_decref(v->groups);
     free(v->job_group);
+    free(v->group_row);
+    json_decref(v->zips);
     free(v->sorted_ids);
     free(v->sorted_rows);
     *v = (bf_sweep_view){ 0 };
@@ -386,29 +402,90 @@ typedef struct label {
     size_t len, cap;
 } label;
 
-static void label_add(label *l, const char *name, const json_t *value)
+/* Appends one word (a zip entry's name) or pair: "name", "name=text". */
+static void label_append(label *l, const char *name, const char *text)
 {
-    char *text = json_is_string(value) ? bf_xstrdup(json_string_value(value))
-                                       : json_dumps(value, JSON_ENCODE_ANY);
-    size_t need = strlen(name) + strlen(text) + 3;
+    size_t need = strlen(name) + (text ? strlen(text) : 0) + 3;
     if (l->len + need >= l->cap) {
         l->cap = 2 * (l->len + need);
         l->text = bf_xrealloc(l->text, l->cap);
     }
-    l->len += (size_t)snprintf(l->text + l->len, l->cap - l->len, "%s%s=%s",
-                               l->len ? " " : "", name, text);
+    l->len += (size_t)snprintf(l->text + l->len, l->cap - l->len, "%s%s%s%s",
+                               l->len ? " " : "", name, text ? "=" : "",
+                               text ? text : "");
+}
+
+static void label_add(label *l, const char *name, const json_t *value)
+{
+    char *text = json_is_string(value) ? bf_xstrdup(json_string_value(value))
+                                       : json_dumps(value, JSON_ENCODE_ANY);
+    label_append(l, name, text);
     free(text);
 }
 
-char *bf_sweep_view_label(const bf_sweep_view *v, int group)
+/* Whether grouping field `field` takes two values among the groups (all
+ * of them when among is NULL: it is a grouping field, so it does). */
+static int differs_among(const bf_sweep_view *v, const char *field,
+                         const int *among, int n)
+{
+    for (int k = 1; among && k < n; k++)
+        if (!json_equal(json_object_get(json_array_get(v->groups,
+                                                       (size_t)among[0]),
+                                        field),
+                        json_object_get(json_array_get(v->groups,
+                                                       (size_t)among[k]),
+                                        field)))
+            return 1;
+    return !among;
+}
+
+/* A name for the group's zip entries: each labelled zip the group's jobs
+ * belong to whose fields differ among the groups adds its label, and
+ * those fields are named no further (covered[i]: by[i] is). */
+static void add_zip_names(const bf_sweep_view *v, int group, const int *among,
+                          int n, label *l, char *covered)
+{
+    if (json_array_size(v->zips) == 0)     /* (the dashboard's view has none) */
+        return;
+    json_t *row = bf_row_store_row(&v->jobs, (size_t)v->group_row[group]);
+    const json_t *config = json_object_get(row, "config");
+    const char *stage = json_string_value(json_object_get(row, "stage"));
+    size_t z, f;
+    json_t *zip, *field;
+    json_array_foreach(v->zips, z, zip) {
+        const char *name = bf_zip_label_of(zip, stage, config);
+        int shown = 0;
+        json_array_foreach(json_object_get(zip, "fields"), f, field) {
+            int i = field_index(v->by, v->n_by, json_string_value(field));
+            if (!name || i < 0)
+                continue;
+            shown |= differs_among(v, v->by[i], among, n);
+            covered[i] = 1;
+        }
+        if (shown)
+            label_append(l, name, NULL);
+    }
+    json_decref(row);
+}
+
+char *bf_sweep_view_label_among(const bf_sweep_view *v, int group,
+                                const int *among, int n)
 {
     if (v->n_by == 0)
         return bf_xstrdup("all jobs");
     json_t *fields = json_array_get(v->groups, (size_t)group);
     label l = { .text = bf_xcalloc(1, 1), .cap = 1 };
+    char covered[BF_SWEEP_MAX_FIELDS] = { 0 };
+    add_zip_names(v, group, among, n, &l, covered);
     for (int i = 0; i < v->n_by; i++)
-        label_add(&l, v->by[i], json_object_get(fields, v->by[i]));
+        if (!covered[i] && differs_among(v, v->by[i], among, n))
+            label_add(&l, v->by[i], json_object_get(fields, v->by[i]));
     return l.text;
+}
+
+char *bf_sweep_view_label(const bf_sweep_view *v, int group)
+{
+    return bf_sweep_view_label_among(v, group, NULL, 0);
 }
 
 char *bf_sweep_fields_label(const json_t *fields, const json_t *config)

@@ -31,6 +31,9 @@ typedef struct bf_sweep_view {
     int n_groups;
     json_t *groups;         /* per group: {field: value} over `by` */
     int *job_group;         /* per row of jobs: its group */
+    int *group_row;         /* per group: the row of its first job */
+    json_t *zips;           /* the sweep file's labelled zips
+                               (zip_labels.h): groups are named by them */
     int64_t *sorted_ids;    /* job ids ascending, with their rows: */
     int *sorted_rows;       /* for bf_sweep_view_row_of */
 } bf_sweep_view;
@@ -61,8 +64,16 @@ int bf_sweep_view_value_is(const json_t *value, const char *text);
 int bf_sweep_view_group_of(const bf_sweep_view *v, int64_t job_id);
 
 /* "rope=spectral depth=4" (by-field values), or "all jobs" with no
- * grouping field.  Caller frees. */
+ * grouping field.  The fields of a zip whose entries the sweep file names
+ * (`label:`) give way to the name of the group's entry: "rope-5e5
+ * depth=4".  Caller frees. */
 char *bf_sweep_view_label(const bf_sweep_view *v, int group);
+
+/* The same, naming only the fields whose values differ among the groups
+ * among[0..n) (group among them): "rope=spectral" against its baseline
+ * "rope=rope" where both share every other field.  Caller frees. */
+char *bf_sweep_view_label_among(const bf_sweep_view *v, int group,
+                                const int *among, int n);
 
 /* The fields a sweep file (source, as submitted) sweeps: the keys of its
  * grid and zips (then of each stage's) in order, once each, then "seed"

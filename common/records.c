@@ -1,6 +1,7 @@
 #include "records.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,6 +110,45 @@ static json_t *eval_fields(const bf_record *r)
     return eval_json(&r->u.eval);
 }
 
+static json_t *outcomes_json(const bf_record *r)
+{
+    size_t nbytes = BF_OUTCOMES_BYTES(r->u.outcomes.n);
+    char *hex = malloc(2 * nbytes + 1);
+    if (!hex)
+        return NULL;
+    for (size_t b = 0; b < nbytes; b++)
+        snprintf(hex + 2 * b, 3, "%02x", r->u.outcomes.bits[b]);
+    hex[2 * nbytes] = '\0';
+    json_t *o = json_pack("{s:i, s:i, s:s}", "depth", r->u.outcomes.depth,
+                          "n", r->u.outcomes.n, "bits", hex);
+    free(hex);
+    return o;
+}
+
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+int bf_outcomes_from_hex(const char *hex, int n, unsigned char *bits)
+{
+    size_t nbytes = BF_OUTCOMES_BYTES(n);
+    if (n < 1 || strlen(hex) != 2 * nbytes)
+        return -1;
+    for (size_t b = 0; b < nbytes; b++) {
+        int hi = hex_digit(hex[2 * b]), lo = hex_digit(hex[2 * b + 1]);
+        if (hi < 0 || lo < 0)
+            return -1;
+        bits[b] = (unsigned char)(hi << 4 | lo);
+    }
+    unsigned spare = (unsigned)(8 * nbytes - (size_t)n);  /* bits past n */
+    return spare && bits[nbytes - 1] >> (8 - spare) ? -1 : 0;
+}
+
 static json_t *checkpoint_json(const bf_record *r)
 {
     return json_pack("{s:s}", "path", r->u.checkpoint.path);
@@ -118,6 +158,7 @@ const bf_record_kind_info bf_record_kinds[BF_N_RECORD_KINDS] = {
     [BF_RECORD_TRAIN]      = { "train", BF_ROUTE_METRICS, train_json },
     [BF_RECORD_EVAL]       = { "eval", BF_ROUTE_METRICS, eval_fields },
     [BF_RECORD_FREQ]       = { "freq", BF_ROUTE_METRICS, freq_json },
+    [BF_RECORD_OUTCOMES]   = { "outcomes", BF_ROUTE_METRICS, outcomes_json },
     [BF_RECORD_CHECKPOINT] = { "checkpoint", BF_ROUTE_CHECKPOINT,
                                checkpoint_json },
     [BF_RECORD_DONE]       = { "done", BF_ROUTE_NONE, done_json },

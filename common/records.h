@@ -58,6 +58,7 @@ typedef enum bf_record_kind {
     BF_RECORD_TRAIN,
     BF_RECORD_EVAL,
     BF_RECORD_FREQ,
+    BF_RECORD_OUTCOMES,
     BF_RECORD_CHECKPOINT,
     BF_RECORD_DONE,
     BF_N_RECORD_KINDS
@@ -83,6 +84,23 @@ typedef struct bf_eval_result {
     double accuracy;   /* fraction of examples with every target right */
 } bf_eval_result;
 
+/* An eval record's per-example outcomes: example i (0-based, in the
+ * order of the eval stream) is bit i % 8 (least significant first) of byte
+ * i / 8, 1 when every target of the example was predicted right (what
+ * the eval record's accuracy counts); the bits past n in the last byte
+ * are 0.  On the wire the bytes are lowercase hex ("bits", 2 digits a
+ * byte, so 256 examples are 32 bytes, 64 digits); in the database a BLOB
+ * (eval_outcomes).  Jobs with more eval examples than this send none. */
+#define BF_OUTCOMES_MAX_EXAMPLES 65536
+
+/* The bytes of n outcomes. */
+#define BF_OUTCOMES_BYTES(n) (((size_t)(n) + 7) / 8)
+
+/* Reads the hex of n outcomes into bits[BF_OUTCOMES_BYTES(n)]: 0, or -1
+ * when hex is not 2 * BF_OUTCOMES_BYTES(n) hex digits or sets a bit past
+ * n. */
+int bf_outcomes_from_hex(const char *hex, int n, unsigned char *bits);
+
 /* A record as the trainer emits it.  Pointers are borrowed: they are valid
  * only during the emit call that hands the record over. */
 typedef struct bf_record {
@@ -92,6 +110,8 @@ typedef struct bf_record {
         struct { double value[BF_N_METRICS]; } train;
         bf_eval_result eval;
         struct { int layer, head, n; const float *omega; } freq;
+        /* depth's outcomes, n examples, bits[BF_OUTCOMES_BYTES(n)] */
+        struct { int depth, n; const unsigned char *bits; } outcomes;
         struct { const char *path; } checkpoint;
         struct {
             double train_loss;
@@ -115,7 +135,8 @@ extern const bf_record_kind_info bf_record_kinds[BF_N_RECORD_KINDS];
 
 /* The record as the wire and stdout carry it (new reference; NULL only when
  * out of memory), e.g. {"type":"eval","step":N,"depth":D,"loss":x,
- * "accuracy":x}; docs/training.md lists every kind. */
+ * "accuracy":x}, {"type":"outcomes","step":N,"depth":D,"n":E,
+ * "bits":"0fe1..."}; docs/training.md lists every kind. */
 json_t *bf_record_to_json(const bf_record *r);
 
 /* A real, or "nan" / "inf" / "-inf" when x is not finite (new reference). */

@@ -25,8 +25,11 @@ typedef struct view {
 
 static const view views[] = {
     { "sweeps",            0, { "sweep_id" },                     NULL },
+    /* the sweep's analysis: block (a table; one row or none) */
+    { "sweep_analysis",    0, { "sweep_id" },                     NULL },
     { "job_results",       1, { NULL },                           NULL },
     { "final_evals",       1, { "eval_depth" },                   "succeeded" },
+    { "final_outcomes",    1, { "eval_depth" },                   "succeeded" },
     { "eval_summary",      0, { "group_config", "eval_depth", "stage" }, NULL },
     { "train_loss",        1, { "step" },                         NULL },
     { "frequency_history", 1, { "layer", "head", "pair", "step" }, NULL },

@@ -28,6 +28,16 @@ struct bf_trainer {
     int *positions;         /* [micro, T] rotary positions (training) */
     int *predicted;         /* [micro, T] argmax of the last forward */
     float *omega;           /* [d_head / 2] for freq records */
+    /* An evaluation's one allreduce: per eval depth 3 sums (loss, targets,
+     * exact rows), then per depth the per-example outcomes, 16 examples a
+     * float (example i is bit i % 16 of word i / 16, set by the one rank
+     * that evaluates it, so the sum over ranks is their union, exact in a
+     * float).  No outcome words past BF_OUTCOMES_MAX_EXAMPLES. */
+    float *eval_buf;
+    size_t outcome_words;   /* per depth */
+    unsigned char *outcome_bits; /* [nbytes] of one depth, for its record */
+    float *eval_words;      /* the depth being evaluated: its words */
+    int eval_row;           /* the example its next scored row is */
     int stop_agreed;        /* some rank asked to stop after this step */
     bf_train_summary summary;
     /* throughput since the last train record */
@@ -69,6 +79,11 @@ static void alloc_buffers(bf_trainer *t)
     t->positions = bf_xmalloc(cells * sizeof *t->positions);
     t->omega = bf_xmalloc((size_t)t->cfg.d_model / (size_t)t->cfg.n_heads *
                           sizeof *t->omega);
+    size_t E = (size_t)t->cfg.eval_examples;
+    t->outcome_words = E <= BF_OUTCOMES_MAX_EXAMPLES ? (E + 15) / 16 : 0;
+    t->eval_buf = bf_xmalloc((size_t)t->cfg.n_eval_depths *
+                             (3 + t->outcome_words) * sizeof *t->eval_buf);
+    t->outcome_bits = bf_xmalloc(BF_OUTCOMES_BYTES(E) + 1);
 }
 
 static int load_initial_state(bf_trainer *t, bf_error *err)
@@ -139,6 +154,8 @@ void bf_trainer_free(bf_trainer *t)
     free(t->predicted);
     free(t->positions);
     free(t->omega);
+    free(t->eval_buf);
+    free(t->outcome_bits);
     free(t);
 }
 
@@ -192,18 +209,21 @@ static int backward_micro_batch(bf_trainer *t, int rows)
     return 0;
 }
 
-/* Scores one micro-batch just forwarded: returns its exactly-right rows. */
+/* Scores one micro-batch just forwarded (examples eval_row, ...): marks
+ * each exactly-right one in the outcome words, returns how many. */
 static int count_exact(bf_trainer *t, int rows)
 {
     int T = t->cfg.seq_len, exact = 0;
     bf_model_argmax(&t->model, t->predicted);
-    for (int i = 0; i < rows; i++) {
+    for (int i = 0; i < rows; i++, t->eval_row++) {
         const int *tg = t->targets + (size_t)i * T;
         const int *pr = t->predicted + (size_t)i * T;
         int ok = 1;
         for (int p = 0; p < T && ok; p++)
             ok = tg[p] < 0 || tg[p] == pr[p];
         exact += ok;
+        if (ok && t->outcome_words)
+            t->eval_words[t->eval_row / 16] += (float)(1 << t->eval_row % 16);
     }
     return exact;
 }
@@ -274,13 +294,18 @@ void bf_trainer_step(bf_trainer *t, double *loss, double *grad_norm,
 
 /* ---- evaluation ----------------------------------------------------------- */
 
-/* sums[3] += loss sum, target count, exact rows of this rank's share. */
-static void evaluate_depth(bf_trainer *t, int depth, float *sums)
+/* sums[3] = loss sum, target count, exact rows of this rank's share;
+ * words (outcome_words) get the outcomes of its examples, zero elsewhere. */
+static void evaluate_depth(bf_trainer *t, int depth, float *sums,
+                           float *words)
 {
     int E = t->cfg.eval_examples;
     int N = t->opts.nranks, r = t->opts.rank;
     int lo = (int)((long)r * E / N), hi = (int)((long)(r + 1) * E / N);
     double d[3] = { 0, 0, 0 };
+    memset(words, 0, t->outcome_words * sizeof *words);
+    t->eval_words = words;
+    t->eval_row = lo;
     forward_micro_batches(t, depth, (uint64_t)lo, hi - lo, count_exact, d);
     sums[0] = (float)d[0];
     sums[1] = (float)d[1];
@@ -290,12 +315,13 @@ static void evaluate_depth(bf_trainer *t, int depth, float *sums)
 void bf_trainer_evaluate(bf_trainer *t, bf_eval_result *out)
 {
     int nd = t->cfg.n_eval_depths;
-    float sums[3 * BF_MAX_EVAL_DEPTHS];
+    float *sums = t->eval_buf, *words = t->eval_buf + 3 * nd;
     for (int k = 0; k < nd; k++)
-        evaluate_depth(t, t->cfg.eval_depths[k], sums + 3 * k);
+        evaluate_depth(t, t->cfg.eval_depths[k], sums + 3 * k,
+                       words + (size_t)k * t->outcome_words);
     if (t->opts.hooks.allreduce_sum)
-        t->opts.hooks.allreduce_sum(t->opts.hooks.ctx, sums,
-                                    (size_t)(3 * nd));
+        t->opts.hooks.allreduce_sum(t->opts.hooks.ctx, t->eval_buf,
+                                    (size_t)nd * (3 + t->outcome_words));
     for (int k = 0; k < nd; k++) {
         out[k].depth = t->cfg.eval_depths[k];
         out[k].loss = sums[3 * k + 1] > 0 ? sums[3 * k] / sums[3 * k + 1]
@@ -303,6 +329,20 @@ void bf_trainer_evaluate(bf_trainer *t, bf_eval_result *out)
         out[k].accuracy = t->cfg.eval_examples > 0
                           ? sums[3 * k + 2] / t->cfg.eval_examples : NAN;
     }
+}
+
+const unsigned char *bf_trainer_outcomes(bf_trainer *t, int k)
+{
+    if (!t->outcome_words)
+        return NULL;
+    int nd = t->cfg.n_eval_depths;
+    const float *words = t->eval_buf + 3 * nd + (size_t)k * t->outcome_words;
+    size_t nbytes = BF_OUTCOMES_BYTES(t->cfg.eval_examples);
+    for (size_t b = 0; b < nbytes; b++) {
+        unsigned w = (unsigned)words[b / 2];
+        t->outcome_bits[b] = (unsigned char)(b % 2 ? w >> 8 : w & 0xff);
+    }
+    return t->outcome_bits;
 }
 
 /* ---- the loop --------------------------------------------------------------- */
@@ -343,6 +383,14 @@ static void emit_eval(bf_trainer *t)
     for (int k = 0; k < t->summary.n_evals; k++) {
         bf_record r = {.kind = BF_RECORD_EVAL, .step = t->step,
                        .u.eval = t->summary.evals[k]};
+        emit(t, &r);
+        const unsigned char *bits = bf_trainer_outcomes(t, k);
+        if (!bits)
+            continue;
+        r = (bf_record){.kind = BF_RECORD_OUTCOMES, .step = t->step,
+                        .u.outcomes = {.depth = t->summary.evals[k].depth,
+                                       .n = t->cfg.eval_examples,
+                                       .bits = bits}};
         emit(t, &r);
     }
 }

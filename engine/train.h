@@ -34,9 +34,12 @@ typedef struct bf_train_hooks {
      * Collective: every rank calls it in the same order — once per training
      * step (the gradient buffer with the loss sum, target count and stop
      * votes in its trailing slots, so results do not depend on nranks) and
-     * once per evaluation (3 floats per eval depth). */
+     * once per evaluation (per eval depth 3 floats, then ceil(E / 16)
+     * floats of per-example outcomes, E = eval_examples, when E <=
+     * BF_OUTCOMES_MAX_EXAMPLES). */
     void (*allreduce_sum)(void *ctx, float *buf, size_t n);
-    /* Receives every record on rank 0 (train/eval/freq/checkpoint/done);
+    /* Receives every record on rank 0 (train, eval and its outcomes,
+     * freq, checkpoint, done);
      * the record and what it points to are valid during the call only.
      * May be NULL. */
     void (*emit)(void *ctx, const bf_record *record);
@@ -107,6 +110,13 @@ void bf_trainer_step(bf_trainer *t, double *loss, double *grad_norm,
                      double *lr);
 /* Evaluates every eval depth into out[cfg->n_eval_depths]. */
 void bf_trainer_evaluate(bf_trainer *t, bf_eval_result *out);
+
+/* The per-example outcomes of eval depth number k of the last evaluation,
+ * over every rank's examples (common/records.h: BF_OUTCOMES_BYTES of
+ * eval_examples bytes, example i bit i % 8 of byte i / 8), owned by t and
+ * valid until the next call; NULL for a job of more than
+ * BF_OUTCOMES_MAX_EXAMPLES eval examples, which has none. */
+const unsigned char *bf_trainer_outcomes(bf_trainer *t, int k);
 
 int bf_trainer_current_step(const bf_trainer *t);
 const bf_train_summary *bf_trainer_summary(const bf_trainer *t);

@@ -50,5 +50,8 @@ build bench_group && build bifocald && bench/bench_group.sh "$dir"
 echo "== bench_report: bifocal report on a 1,000-job sweep with 5M metric rows"
 build bifocal && build bench_report && "$dir/bench/bench_report"
 
+echo "== bench_outcomes_size: what per-example outcomes add to the study's database"
+build bench_outcomes_size && "$dir/bench/bench_outcomes_size"
+
 echo "== bench_dashboard: the dashboard on a 1,000-job sweep with 10M metric rows, and bifocald's ingest while it polls"
 build bifocal && build bifocald && build bench_dashboard && "$dir/bench/bench_dashboard"

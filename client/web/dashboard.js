@@ -396,8 +396,10 @@ var BifocalDashboard = (function () {
       "per bucket of steps the mean (loss: with its min-max band).");
     var evalSec = R.section(root, "Evaluation", "Accuracy and loss at each " +
       "evaluated depth over the steps.");
-    var freqSec = R.section(root, "Learned frequencies", "omega(step) / " +
-      "omega(first recorded) of every pair, one figure per learnable head.");
+    var freqSec = R.section(root, "Learned frequencies", "log(omega(step) / " +
+      "omega(first recorded)) of every learnable pair as a heatmap; the raw " +
+      "lines, one figure per learnable head, on demand.");
+    var freqRaw = el("input", { type: "checkbox", id: "bf-freq-lines" });
     var freqBox = el("div", { class: "bf-heads" });
     freqSec.appendChild(freqBox);
     var attemptsSec = R.section(root, "Attempts", "Every lease of the job: " +
@@ -438,15 +440,50 @@ var BifocalDashboard = (function () {
             }) });
         });
       }
+      drawFrequencies();
+    }
+
+    /* Every learnable pair as a row of one heatmap (hundreds stay
+     * readable); the raw lines per head on demand, their legend only
+     * while a head has at most a dozen pairs. */
+    function drawFrequencies() {
+      if (!curves.frequencies.length) return;
+      var a = R.align(curves.frequencies.map(function (h) { return { x: h.step }; }));
+      var rows = [];
+      curves.frequencies.forEach(function (h) {
+        h.ratio.forEach(function (ys, p) {
+          rows.push({ layer: h.layer, head: h.head, pair: p, y: a.on({ x: h.step }, ys) });
+        });
+      });
+      var spec = { id: "fig-freq-heatmap", title: "log(omega / omega(0)) over training",
+                   x: a.x, rows: rows };
+      if (figs.heatmap) figs.heatmap.update(spec);
+      else figs.heatmap = R.heatmap(freqLinesToggle(), spec);
+      if (!freqRaw.checked) {
+        Object.keys(figs).forEach(function (k) { if (/^freq-/.test(k)) delete figs[k]; });
+        freqBox.textContent = "";
+        return;
+      }
       curves.frequencies.forEach(function (h) {
         draw(freqBox, "freq-" + h.layer + "-" + h.head, {
           id: "fig-freq-l" + h.layer + "-h" + h.head,
           title: "Layer " + h.layer + ", head " + h.head + ": omega / omega(0)",
           xLabel: "step", yLabel: "ratio", x: h.step, height: 220,
+          legend: h.ratio.length <= 12,
           series: h.ratio.map(function (ys, p) {
             return { label: "pair " + p, color: R.color(p), y: ys };
           }) });
       });
+    }
+
+    /* The heatmap's place, after the "raw lines" switch (made once). */
+    function freqLinesToggle() {
+      freqSec.insertBefore(el("div", { class: "bf-tools" }, [el("label", {}, [
+        freqRaw, document.createTextNode(" raw lines, one figure per head")])]), freqBox);
+      var place = el("div");
+      freqSec.insertBefore(place, freqBox);
+      freqRaw.addEventListener("change", drawFrequencies);
+      return place;
     }
 
     function noteEmpty() {

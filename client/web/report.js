@@ -59,6 +59,7 @@ var BifocalReport = (function () {
     box.appendChild(tools);
     var plotBox = el("div", { class: "bf-plot" });
     box.appendChild(plotBox);
+    if (spec.key) box.appendChild(keyOf(spec.key));
     parent.appendChild(box);
 
     var state = { logY: !!spec.logY, plot: null, spec: spec };
@@ -94,6 +95,115 @@ var BifocalReport = (function () {
     tools.appendChild(csv);
     build();
     return state;
+  }
+
+  /* A key of at most MAX_KEY entries [{label, color}] (a figure whose
+   * uPlot legend would list hundreds of lines shows this instead). */
+  var MAX_KEY = 12;
+  function keyOf(entries) {
+    var key = el("div", { class: "bf-key" });
+    entries.slice(0, MAX_KEY).forEach(function (e) {
+      key.appendChild(el("span", { class: "bf-key-entry" }, [
+        el("span", { class: "bf-swatch", style: "background:" + e.color }),
+        document.createTextNode(e.label)]));
+    });
+    return key;
+  }
+
+  /* -1 (blue) .. 0 (white) .. +1 (red). */
+  function diverging(t) {
+    t = Math.max(-1, Math.min(1, t));
+    var a = Math.round(255 * (1 - Math.abs(t)));
+    return t < 0 ? "rgb(" + a + "," + a + ",255)" : "rgb(255," + a + "," + a + ")";
+  }
+
+  /* A heatmap of log(ratio) with rows (layer, head, pair) and columns the
+   * steps: hundreds of learnable pairs stay readable where as many lines
+   * would not.  spec: {id, title, x: steps, rows: [{layer, head, pair,
+   * y: ratios}]}; the colour scale is symmetric about 0 (no change) up to
+   * the largest |log ratio|, and its bar is the only key.  Registered like
+   * the uPlot figures (data, series, ctx) for the tests.  Returns
+   * {update(spec)}. */
+  function heatmap(parent, spec) {
+    var box = el("figure", { class: "bf-figure", id: spec.id });
+    box.appendChild(el("figcaption", { text: spec.title }));
+    var canvas = el("canvas", { class: "bf-heatmap" });
+    box.appendChild(canvas);
+    var bar = el("div", { class: "bf-key" });
+    box.appendChild(bar);
+    parent.appendChild(box);
+    var state = {};
+    state.update = function (next) {
+      spec = next;
+      drawHeatmap(canvas, bar, spec);
+      registry[spec.id] = { id: spec.id, title: spec.title, spec: {
+        yLabel: "omega / omega(0)", logY: true,
+        series: spec.rows.map(function (r) { return { label: rowLabel(r), y: r.y }; }) },
+        plot: { root: box, ctx: canvas.getContext("2d"),
+                series: [{}].concat(spec.rows),
+                data: [spec.x].concat(spec.rows.map(function (r) { return r.y; })) } };
+    };
+    state.update(spec);
+    return state;
+  }
+
+  function rowLabel(r) { return "L" + r.layer + " H" + r.head + " p" + r.pair; }
+
+  function drawHeatmap(canvas, bar, spec) {
+    var rows = spec.rows, nx = spec.x.length, dpr = window.devicePixelRatio || 1;
+    var left = 70, top = 6, bottom = 34, width = 900;
+    var rowH = Math.max(1, Math.min(12, Math.floor(520 / Math.max(1, rows.length))));
+    var height = top + rows.length * rowH + bottom, cellW = (width - left - 10) / Math.max(1, nx);
+    canvas.width = width * dpr;
+    canvas.height = height * dpr;
+    canvas.style.width = width + "px";
+    canvas.style.height = height + "px";
+    var ctx = canvas.getContext("2d");
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    var max = 0;
+    rows.forEach(function (r) {
+      r.y.forEach(function (v) { if (v > 0) max = Math.max(max, Math.abs(Math.log(v))); });
+    });
+    max = max > 0 ? max : 1e-9;
+    rows.forEach(function (r, i) {
+      r.y.forEach(function (v, j) {
+        if (!(v > 0)) return;
+        ctx.fillStyle = diverging(Math.log(v) / max);
+        ctx.fillRect(left + j * cellW, top + i * rowH, Math.ceil(cellW), rowH);
+      });
+    });
+    ctx.fillStyle = "#333";
+    ctx.strokeStyle = "#999";
+    ctx.font = "10px sans-serif";
+    var last = null, labelled = -1e9;
+    rows.forEach(function (r, i) {
+      var head = r.layer + "/" + r.head, y = top + i * rowH;
+      if (head === last) return;
+      last = head;
+      ctx.beginPath();
+      ctx.moveTo(left, y);
+      ctx.lineTo(width - 10, y);
+      ctx.stroke();
+      if (y - labelled >= 11) {
+        ctx.fillText("L" + r.layer + " H" + r.head, 4, y + 10);
+        labelled = y;
+      }
+    });
+    var ticks = Math.min(nx, 6), yAxis = top + rows.length * rowH;
+    for (var t = 0; t < ticks; t++) {
+      var j = ticks > 1 ? Math.round(t * (nx - 1) / (ticks - 1)) : 0;
+      ctx.fillText(String(spec.x[j]), left + (j + 0.5) * cellW - 8, yAxis + 14);
+    }
+    ctx.fillText("step", left + (width - left) / 2 - 10, yAxis + 28);
+    bar.textContent = "";
+    var grad = el("span", { class: "bf-colorbar", style: "background: linear-gradient(" +
+                            "to right, " + diverging(-1) + ", #fff, " + diverging(1) + ")" });
+    bar.appendChild(document.createTextNode("log(omega / omega(0)): " +
+                                            fmt(-max, 3) + " "));
+    bar.appendChild(grad);
+    bar.appendChild(document.createTextNode(" +" + fmt(max, 3) +
+      " (blue: the frequency fell; white: unchanged; red: rose); rows: " +
+      rows.length + " pairs by layer and head"));
   }
 
   /* uPlot's data, series and bands of a spec.  Bands (low/high) are two
@@ -134,6 +244,7 @@ var BifocalReport = (function () {
       height: spec.height || 320,
       series: p.series,
       bands: p.bands,
+      legend: { show: spec.legend !== false },
       scales: { x: { time: false }, y: logY ? { distr: 3 } : {} },
       axes: [spec.xTicksAtData
                ? { label: spec.xLabel, splits: function () { return spec.x; } }
@@ -316,12 +427,59 @@ var BifocalReport = (function () {
                   }) });
   }
 
+  /* The raw omega / omega(0) lines, on demand: one figure per layer, a
+   * line per (head, pair) coloured by head, keyed by head (no legend of
+   * hundreds of entries). */
+  function rawLines(holder, f, name) {
+    var layers = [];
+    f.series.forEach(function (s) {
+      if (layers.indexOf(s.layer) < 0) layers.push(s.layer);
+    });
+    layers.forEach(function (layer) {
+      var mine = f.series.filter(function (s) { return s.layer === layer; });
+      var heads = [];
+      mine.forEach(function (s) { if (heads.indexOf(s.head) < 0) heads.push(s.head); });
+      figure(holder, { id: "fig-freq-lines-l" + layer, title: "omega / omega(0), layer " +
+                         layer + ", " + name, xLabel: "step", yLabel: "omega / omega(0)",
+                       x: f.step, height: 220, legend: false,
+                       key: heads.map(function (h) {
+                         return { label: "head " + h, color: color(h) };
+                       }),
+                       series: mine.map(function (s) {
+                         return { label: rowLabel(s), color: color(s.head), y: s.ratio };
+                       }) });
+    });
+  }
+
+  /* The final spectrum against the geometric init: a line per learnable
+   * (layer, head), coloured by head; the legend lists them while they are
+   * few, a key of heads stands in for it past a dozen. */
+  function spectrumFigure(holder, f, name) {
+    var sp = f.spectrum, few = sp.final.length < MAX_KEY;
+    var heads = [];
+    sp.final.forEach(function (h) { if (heads.indexOf(h.head) < 0) heads.push(h.head); });
+    figure(holder, { id: "fig-spectrum", title: "Final spectrum vs geometric init, " + name,
+                     xLabel: "pair index", yLabel: "omega", x: sp.pair, logY: true,
+                     xTicksAtData: sp.pair.length <= 32, legend: few,
+                     key: few ? null : [{ label: "initial (geometric)", color: "#000000" }]
+                       .concat(heads.slice(0, MAX_KEY - 1).map(function (h) {
+                         return { label: "head " + h + " (every layer)", color: color(h + 1) };
+                       })),
+                     series: [{ label: "initial (geometric)", color: "#000000",
+                                y: sp.initial, dash: [6, 4] }].concat(
+                       sp.final.map(function (h, k) {
+                         return { label: "final L" + h.layer + " H" + h.head,
+                                  color: color(few ? k + 1 : h.head + 1), y: h.omega };
+                       })) });
+  }
+
   function frequencyFigures(root, data) {
     var freq = data.frequencies || [];
     var sec = section(root, "Spectral evolution",
-      "Learnable heads only: omega(step) / omega(0) per (layer, head, pair), mean " +
-      "over seeds; and the final spectrum (log omega against pair index) against " +
-      "the geometric initialisation.");
+      "Learnable heads only, mean over seeds: log(omega(step) / omega(0)) of " +
+      "every (layer, head, pair) as a heatmap over the steps (the raw lines on " +
+      "demand, one figure per layer); and the final spectrum (log omega against " +
+      "pair index) against the geometric initialisation.");
     if (!freq.length) {
       sec.appendChild(el("p", { text: "No group has learnable frequencies." }));
       return;
@@ -330,33 +488,29 @@ var BifocalReport = (function () {
     freq.forEach(function (f, i) {
       pick.appendChild(el("option", { value: String(i), text: label(data, f.group) }));
     });
-    sec.appendChild(el("label", {}, [document.createTextNode("group "), pick]));
+    var raw = el("input", { type: "checkbox", id: "bf-freq-lines" });
+    sec.appendChild(el("div", { class: "bf-tools" }, [
+      el("label", {}, [document.createTextNode("group "), pick]),
+      el("label", {}, [raw, document.createTextNode(" raw lines")])]));
     var holder = el("div");
     sec.appendChild(holder);
-    function show(i) {
-      var f = freq[i];
+    function show() {
+      var f = freq[Number(pick.value)], name = label(data, f.group);
       holder.textContent = "";
-      figure(holder, { id: "fig-freq-ratio", title: "omega / omega(0) over training, " +
-                         label(data, f.group),
-                       xLabel: "step", yLabel: "omega / omega(0)", x: f.step,
-                       series: f.series.map(function (s, k) {
-                         return { label: "L" + s.layer + " H" + s.head + " p" + s.pair,
-                                  color: color(k), y: s.ratio };
-                       }) });
-      var sp = f.spectrum;
-      figure(holder, { id: "fig-spectrum", title: "Final spectrum vs geometric init, " +
-                         label(data, f.group),
-                       xLabel: "pair index", yLabel: "omega", x: sp.pair, logY: true,
-                       xTicksAtData: sp.pair.length <= 32,
-                       series: [{ label: "initial (geometric)", color: "#000000",
-                                  y: sp.initial, dash: [6, 4] }].concat(
-                         sp.final.map(function (h, k) {
-                           return { label: "final L" + h.layer + " H" + h.head,
-                                    color: color(k + 1), y: h.omega };
-                         })) });
+      Object.keys(registry).forEach(function (k) {
+        if (/^fig-(freq|spectrum)/.test(k)) delete registry[k];
+      });
+      heatmap(holder, { id: "fig-freq-heatmap", title: "log(omega / omega(0)) over " +
+                          "training, " + name, x: f.step,
+                        rows: f.series.map(function (s) {
+                          return { layer: s.layer, head: s.head, pair: s.pair, y: s.ratio };
+                        }) });
+      if (raw.checked) rawLines(holder, f, name);
+      spectrumFigure(holder, f, name);
     }
-    pick.addEventListener("change", function () { show(Number(pick.value)); });
-    show(0);
+    pick.addEventListener("change", show);
+    raw.addEventListener("change", show);
+    show();
   }
 
   function table(parent, rows, columns, cls) {
@@ -397,7 +551,8 @@ var BifocalReport = (function () {
       "Per group and eval depth over seeds: loss as a geometric mean ×/ spread " +
       "factor with its log-scale 95% CI, accuracy as mean ± sd with the pooled " +
       "Wilson 95% CI; against the baseline, the geometric-mean loss ratio with " +
-      "its 95% CI (* : Benjamini-Hochberg adjusted p < 0.05; docs/results.md).");
+      "its 95% CI (* : adjusted p below the sweep's alpha, Holm within its " +
+      "declared primary family, Benjamini-Hochberg elsewhere; docs/results.md).");
     table(sec, data.compare, [
       { key: "group" }, { key: "eval_depth", title: "eval depth" }, { key: "n" },
       { title: "loss", get: function (r) { return meanSd(r, "loss"); } },
@@ -413,7 +568,7 @@ var BifocalReport = (function () {
           if (r.loss_ratio_ci_low !== null)
             s += " [×" + fmt(r.loss_ratio_ci_low, 3) + ", ×" +
                  fmt(r.loss_ratio_ci_high, 3) + "]";
-          return s + (r.loss_p_adjusted !== null && r.loss_p_adjusted < 0.05 ? " *" : "");
+          return s + (r.loss_p_adjusted !== null && r.loss_p_adjusted < r.alpha ? " *" : "");
         } },
     ], "bf-table bf-compare");
     var verdicts = data.compare.filter(function (r) { return r.verdict; });
@@ -476,7 +631,8 @@ var BifocalReport = (function () {
   }
 
   /* The report's page, and the parts the dashboard's pages are built of. */
-  return { render: render, figureCsv: figureCsv, figure: figure, table: table,
+  return { render: render, figureCsv: figureCsv, figure: figure, heatmap: heatmap,
+           table: table,
            section: section, el: el, fmt: fmt, color: color, align: align,
            depthFigures: depthFigures, compareSection: compareSection };
 })();

@@ -1,6 +1,6 @@
-/* Metric ingest: the worker's train / eval / freq records into the metrics,
- * evals and frequencies tables, inside one long batch transaction that
- * bf_store_flush commits (see store.h).  Each record's primary key makes a
+/* Metric ingest: the worker's train / eval / freq / outcomes records into
+ * the metrics, evals, frequencies and eval_outcomes tables, inside one
+ * long batch transaction that bf_store_flush commits (see store.h).  Each record's primary key makes a
  * re-sent record a no-op (INSERT OR IGNORE), so a worker may resend a batch
  * whose ack it never saw. */
 #include "store_internal.h"
@@ -102,6 +102,17 @@ static int walk_train(walk *w, size_t i, const json_t *rec, json_int_t step)
     return 0;
 }
 
+/* Statement id with the key of an eval's row bound: job, step, depth. */
+static sqlite3_stmt *eval_row(walk *w, int id, json_int_t step,
+                              json_int_t depth)
+{
+    sqlite3_stmt *st = store__stmt(w->s, id);
+    sqlite3_bind_int64(st, 1, w->job_id);
+    sqlite3_bind_int64(st, 2, step);
+    sqlite3_bind_int64(st, 3, depth);
+    return st;
+}
+
 /* {"type":"eval","step":N,"depth":D,"loss":x,"accuracy":x} */
 static int walk_eval(walk *w, size_t i, const json_t *rec, json_int_t step)
 {
@@ -113,10 +124,7 @@ static int walk_eval(walk *w, size_t i, const json_t *rec, json_int_t step)
         return -1;
     if (!w->s)
         return 0;
-    sqlite3_stmt *st = store__stmt(w->s, ST_EVAL_INSERT);
-    sqlite3_bind_int64(st, 1, w->job_id);
-    sqlite3_bind_int64(st, 2, step);
-    sqlite3_bind_int64(st, 3, depth);
+    sqlite3_stmt *st = eval_row(w, ST_EVAL_INSERT, step, depth);
     bind_value(st, 4, loss);
     bind_value(st, 5, accuracy);
     return insert(w, st);
@@ -155,6 +163,34 @@ static int walk_freq(walk *w, size_t i, const json_t *rec, json_int_t step)
     return 0;
 }
 
+/* {"type":"outcomes","step":N,"depth":D,"n":E,"bits":"hex"}: the bits
+ * stored as a BLOB (common/records.h). */
+static int walk_outcomes(walk *w, size_t i, const json_t *rec,
+                         json_int_t step)
+{
+    json_int_t depth = 0, n = 0;
+    if (get_int(w, i, rec, "outcomes", "depth", 1, &depth) < 0 ||
+        get_int(w, i, rec, "outcomes", "n", 1, &n) < 0)
+        return -1;
+    if (n > BF_OUTCOMES_MAX_EXAMPLES)
+        return record_error(w, i, "n", "outcomes record: 'n' %lld is more "
+                            "than %d examples", (long long)n,
+                            BF_OUTCOMES_MAX_EXAMPLES);
+    const char *hex = json_string_value(json_object_get(rec, "bits"));
+    unsigned char bits[BF_OUTCOMES_BYTES(BF_OUTCOMES_MAX_EXAMPLES)];
+    if (!hex || bf_outcomes_from_hex(hex, (int)n, bits) < 0)
+        return record_error(w, i, "bits", "outcomes record: 'bits' must be "
+                            "%zu lowercase hex digits, no bit set past "
+                            "example %lld", 2 * BF_OUTCOMES_BYTES(n),
+                            (long long)n);
+    if (!w->s)
+        return 0;
+    sqlite3_stmt *st = eval_row(w, ST_OUTCOMES_INSERT, step, depth);
+    sqlite3_bind_blob(st, 4, bits, (int)BF_OUTCOMES_BYTES(n), SQLITE_STATIC);
+    sqlite3_bind_int64(st, 5, n);
+    return insert(w, st);
+}
+
 typedef int (*record_writer)(walk *w, size_t i, const json_t *rec,
                              json_int_t step);
 
@@ -165,6 +201,7 @@ static const record_writer writers[BF_N_RECORD_KINDS] = {
     [BF_RECORD_TRAIN] = walk_train,
     [BF_RECORD_EVAL]  = walk_eval,
     [BF_RECORD_FREQ]  = walk_freq,
+    [BF_RECORD_OUTCOMES] = walk_outcomes,
 };
 
 static int type_error(walk *w, size_t i, const char *type)

@@ -15,6 +15,9 @@
 
 #define SWEEP_MAX_AXES 64
 
+/* A zip's list of names for its entries: not a job field. */
+#define ZIP_LABEL "label"
+
 /* One axis: a grid field, or a zip group of fields varied together.
  * assign[v] is the object {field: value v, ...} handed to
  * bf_job_config_apply_json. */
@@ -115,10 +118,6 @@ int sweep_line(const bf_sweep *sw, const char *fmt, ...)
 
 /* A JSON value as the user wrote it: strings bare, the rest compact JSON. */
 void sweep_value_text(const json_t *v, char *buf, size_t cap);
-
-/* The message of e without the "file:line: field 'x': " prefix that
- * bf_error_set put in front, so it can be re-located. */
-const char *sweep_error_body(const bf_error *e);
 
 /* Whether combination number `combo` (over the axes, seeds aside) of st is
  * left out by an exclude rule. */

@@ -2,17 +2,28 @@
  * known, varied results for the tests of `results`, `compare` and `report`:
  *
  *   sweep 1 "fixture": rope x {rope, spectral, bifocal}, seeds 1..3, eval
- *     depths 4 and 8, 200 steps.  Every job succeeds but bifocal seed 3,
+ *     depths 4 and 8, 200 steps; its analysis block makes loss at eval
+ *     depth 8 the primary family.  Every job succeeds but bifocal seed 3,
  *     which fails ("loss is NaN at step 120").  Each job is evaluated at
  *     step 100 and again at step 200 (the final one, which counts); trains
  *     with a loss every 10 steps; spectral and bifocal report frequencies
  *     of their learnable heads at steps 0, 100 and 200.
  *   sweep 2 "all-failed": two jobs, both fail.
+ *   sweep 3 "two-fields": rope x freq_lr_mult, 2 seeds.
+ *   sweep 5 "wide": spectral on 4 layers x 8 heads (256 learnable pairs).
+ *   sweep 4 "outcomes": rope x {rope, spectral} (a zip that names them
+ *     geometric and learned), seeds 1..2, eval depth
+ *     4 of 128 examples with per-example outcomes: rope misses examples
+ *     seed and seed + 10, spectral misses example 50 on seed 1 only (the
+ *     issue's n = 2 case: 4 examples only spectral gets right, 1 only
+ *     rope).  Its analysis block declares spectral the baseline and alpha
+ *     0.1.
  *
  * The description holds HTML that would end or confuse the report's
  * inline <script> elements if it were written as it is.
  * The values follow no statistics on purpose: the tests recompute every
  * statistic from the raw tables. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +47,9 @@ static const char *const fixture_sweep =
     "grid:\n"
     "  rope: [rope, spectral, bifocal]\n"
     "seeds: 3\n"
-    "max_attempts: 1\n";
+    "max_attempts: 1\n"
+    "analysis:\n"
+    "  primary: {metric: loss, eval_depth: 8}\n";
 
 static const char *const failing_sweep =
     "name: all-failed\n"
@@ -99,9 +112,84 @@ static json_t *job_records(const char *rope, int r, int seed)
     return recs;
 }
 
+/* Sweep 4's records: one final eval at depth 4 and its outcomes. */
+static json_t *outcome_records(const char *rope, int r, int seed)
+{
+    (void)rope;
+    unsigned char bits[16];
+    memset(bits, 0xff, sizeof bits);
+    int missed[2] = {r ? (seed == 1 ? 50 : -1) : seed,
+                     r ? -1 : seed + 10};
+    int right = 128;
+    for (int i = 0; i < 2; i++)
+        if (missed[i] >= 0) {
+            bits[missed[i] / 8] &= (unsigned char)~(1u << missed[i] % 8);
+            right--;
+        }
+    char hex[33];
+    for (int b = 0; b < 16; b++)
+        snprintf(hex + 2 * b, 3, "%02x", bits[b]);
+    return json_pack("[{s:s, s:i, s:f}, {s:s, s:i, s:i, s:f, s:f},"
+                     " {s:s, s:i, s:i, s:i, s:s}]",
+                     "type", "train", "step", 200, "loss", 0.5,
+                     "type", "eval", "step", 200, "depth", 4,
+                     "loss", 0.3 + 0.01 * seed - 0.05 * r,
+                     "accuracy", right / 128.0,
+                     "type", "outcomes", "step", 200, "depth", 4,
+                     "n", 128, "bits", hex);
+}
+
+static const char *const outcomes_sweep =
+    "name: outcomes\n"
+    "base: {task: dyck, depth: 4, eval_depths: [4], d_model: 32,\n"
+    "       n_heads: 4, n_layers: 1, seq_len: 40, steps: 200,\n"
+    "       eval_examples: 128}\n"
+    "zip:\n"
+    "  label: [geometric, learned]\n"
+    "  rope: [rope, spectral]\n"
+    "seeds: 2\n"
+    "max_attempts: 1\n"
+    "analysis: {baseline: {rope: spectral}, alpha: 0.1}\n";
+
+/* Sweep 5 "wide": spectral on 4 layers of 8 heads of 8 pairs (256
+ * learnable pairs), 2 seeds: what the spectral figures must keep readable. */
+static const char *const wide_sweep =
+    "name: wide\n"
+    "base: {task: dyck, depth: 4, eval_depths: [4], d_model: 128,\n"
+    "       n_heads: 8, n_layers: 4, seq_len: 40, steps: 200, rope: spectral}\n"
+    "seeds: 2\n"
+    "max_attempts: 1\n";
+
+/* Its records: a loss, an eval, and every pair's omega at 0, 100, 200,
+ * drifting by layer, head and pair so that the heatmap shows structure. */
+static json_t *wide_records(const char *rope, int r, int seed)
+{
+    (void)rope;
+    (void)r;
+    json_t *recs = json_pack("[{s:s, s:i, s:f}, {s:s, s:i, s:i, s:f, s:f}]",
+                             "type", "train", "step", 200, "loss", 0.4,
+                             "type", "eval", "step", 200, "depth", 4,
+                             "loss", 0.5 + 0.01 * seed, "accuracy", 0.75);
+    for (int step = 0; step <= 200; step += 100)
+        for (int layer = 0; layer < 4; layer++)
+            for (int head = 0; head < 8; head++) {
+                json_t *omega = json_array();
+                for (int p = 0; p < 8; p++)
+                    json_array_append_new(omega, json_real(
+                        pow(10000.0, -p / 8.0) * exp(0.002 * step *
+                        ((head + layer + p) % 5 - 2) / (1.0 + seed))));
+                json_array_append_new(recs, json_pack(
+                    "{s:s, s:i, s:i, s:i, s:o}", "type", "freq", "step", step,
+                    "layer", layer, "head", head, "omega", omega));
+            }
+    return recs;
+}
+
+typedef json_t *(*records_fn)(const char *rope, int r, int seed);
+
 static int64_t now_ms = 1780000000000;
 
-static void run_jobs(bf_store *s, int fail_all)
+static void run_jobs(bf_store *s, int fail_all, records_fn records)
 {
     bf_lease l;
     bf_error err;
@@ -113,7 +201,7 @@ static void run_jobs(bf_store *s, int fail_all)
         const char *rope = json_string_value(json_object_get(config, "rope"));
         int seed = (int)json_integer_value(json_object_get(config, "seed"));
         int r = strcmp(rope, "spectral") == 0 ? 1 : strcmp(rope, "bifocal") == 0 ? 2 : 0;
-        json_t *recs = job_records(rope, r, seed);
+        json_t *recs = records(rope, r, seed);
         if (bf_store_ingest(s, l.attempt_id, recs, NULL, NULL, &err)
             || bf_store_flush(s, &err))
             die("ingest", &err);
@@ -154,11 +242,15 @@ int main(int argc, char **argv)
     if (bf_store_worker_seen(s, "fixture-worker", "localhost", 2, 0, now_ms, NULL))
         die("worker", NULL);
     submit(s, "fixture.yaml", fixture_sweep);
-    run_jobs(s, 0);
+    run_jobs(s, 0, job_records);
     submit(s, "all-failed.yaml", failing_sweep);
-    run_jobs(s, 1);
+    run_jobs(s, 1, job_records);
     submit(s, "two-fields.yaml", two_field_sweep);
-    run_jobs(s, 0);
+    run_jobs(s, 0, job_records);
+    submit(s, "outcomes.yaml", outcomes_sweep);
+    run_jobs(s, 0, outcome_records);
+    submit(s, "wide.yaml", wide_sweep);
+    run_jobs(s, 0, wide_records);
     bf_store_close(s);
     return 0;
 }

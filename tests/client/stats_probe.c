@@ -105,24 +105,28 @@ static void adjust(void (*method)(const double *, int, double *))
 
 static void acc(void)
 {
-    long ka[MAX_N], kb[MAX_N], disc[2];
+    long ka[MAX_N], kb[MAX_N];
+    bf_stats_pairs pairs[MAX_N];
     int n = count();
     long m = (long)next();
     for (int i = 0; i < 2 * n; i++)
         (i < n ? ka : kb)[i % n] = (long)next();
+    /* then, optionally, each seed's pairs: both, a only, b only */
     int has = strspn(cursor, " \t\n") != strlen(cursor);
-    if (has) {
-        disc[0] = (long)next();
-        disc[1] = (long)next();
+    for (int i = 0; has && i < n; i++) {
+        pairs[i].both = (long)next();
+        pairs[i].a_only = (long)next();
+        pairs[i].b_only = (long)next();
     }
     bf_stats_acc_diff d;
-    bf_stats_accuracy_diff(ka, kb, n, m, has ? disc : NULL, &d);
+    bf_stats_accuracy_diff(ka, kb, n, m, has ? pairs : NULL, &d);
     printf("{\"note\": \"%s\", \"p_exact\": %d, ", d.note, d.p_exact);
     num("diff", d.diff, 0);
     num("lo", d.ci_low, 0);
     num("hi", d.ci_high, 0);
     num("t_p", d.t_p, 0);
     num("mcnemar_p", d.mcnemar_p, 0);
+    printf("\"discordant\": [%ld, %ld], ", d.discordant[0], d.discordant[1]);
     num("p", d.p, 1);
 }
 
@@ -146,7 +150,17 @@ static void request(char *line)
         prop(bf_stats_wilson);
     else if (!strcmp(name, "cp"))
         prop(bf_stats_clopper_pearson);
-    else if (!strcmp(name, "newcombe")) {
+    else if (!strcmp(name, "newcombe_paired")) {
+        long t[4];
+        for (int i = 0; i < 4; i++)
+            t[i] = (long)next();
+        double lo, hi;
+        bf_stats_newcombe_paired(t[0], t[1], t[2], t[3], BF_STATS_LEVEL, &lo,
+                                 &hi);
+        printf("{");
+        num("lo", lo, 0);
+        num("hi", hi, 1);
+    } else if (!strcmp(name, "newcombe")) {
         long k1 = (long)next(), n1 = (long)next(), k2 = (long)next(),
              n2 = (long)next();
         double lo, hi;

@@ -166,7 +166,10 @@ for r in rows:
           "compare %s accuracy Newcombe interval %s, expected %s" % (key, r["accuracy_diff_ci_low"], lo))
     wins = sum(final[key][k][0] < base[k][0] for k in shared)
     check(close(r["prob_improvement"], wins / len(shared)), "compare %s probability of improvement" % (key,))
-    check(r["correction"] == "benjamini-hochberg", "the correction is named")
+    check(r["loss_correction"] == ("holm" if r["eval_depth"] == 8 else "benjamini-hochberg")
+          and r["accuracy_correction"] == "benjamini-hochberg",
+          "the correction is named: loss at depth 8 is the declared primary family")
+    check(r["alpha"] == 0.05 and r["equivalence_margin"] == 0.1, "the default alpha and margin")
     if len(shared) >= 3:       # spectral: seeds 1..3, a t-interval on the log-ratios
         check(close(r["loss_ratio_ci_low"], math.exp(lr["lo"]), 1e-6)
               and close(r["loss_ratio_ci_high"], math.exp(lr["hi"]), 1e-6),
@@ -192,11 +195,103 @@ for r in rows:
     check((" lower" in loss_word) == (r["loss_p_adjusted"] is not None and r["loss_p_adjusted"] < 0.05),
           "verdict follows the adjusted p: " + r["verdict"])
 
+# Sweep 4 has per-example outcomes (results_fixture.c): the issue's n = 2
+# case.  The t-test cannot run on 2 seeds, so the exact McNemar test on
+# the pooled discordant examples (4 only spectral gets right, 1 only rope)
+# decides, with the paired Newcombe interval over the pooled 2x2 table.
+out = {(o[0], o[1]): bytes.fromhex(o[2]) for o in conn.execute(
+    "SELECT j.rope, j.seed, lower(hex(o.bits)) FROM eval_outcomes o"
+    " JOIN jobs j USING (job_id) WHERE j.sweep_id = 4")}
+check(len(out) == 4, "sweep 4: 4 jobs with outcomes, got %d" % len(out))
+bit = lambda rope, seed, i: out[(rope, seed)][i // 8] >> (i % 8) & 1
+tab = {"both": 0, "a": 0, "b": 0}
+for seed in (1, 2):
+    for i in range(128):
+        s_, r_ = bit("spectral", seed, i), bit("rope", seed, i)
+        tab["both"] += s_ and r_
+        tab["a"] += s_ and not r_
+        tab["b"] += r_ and not s_
+check((tab["a"], tab["b"]) == (4, 1), "sweep 4's discordant examples: %r" % tab)
+# Its analysis block declares spectral the baseline (and alpha 0.1): rope
+# is compared with it, unless --baseline says otherwise.
+rows4 = json.loads(bifocal("compare", "4", "--db", db, "--format", "json").stdout)
+rp = {r["rope"]: r for r in rows4}
+check(rp["spectral"]["group"] == "learned" and rp["rope"]["group"] == "geometric",
+      "a zip's labels name its groups: %r" % [(r["rope"], r["group"]) for r in rows4])
+check(rp["spectral"]["baseline"] == "(this group)" and rp["rope"]["baseline"] == "learned"
+      and rp["rope"]["accuracy_discordant"] == [1, 4] and rp["rope"]["alpha"] == 0.1
+      and "one family (the sweep file declares no primary comparisons)"
+      in bifocal("compare", "4", "--db", db).stdout,
+      "compare 4 takes the declared baseline and alpha: %r" % rp["rope"])
+rows4 = json.loads(bifocal("compare", "4", "--db", db, "--format", "json",
+                           "--baseline", "rope=rope").stdout)
+sp = [r for r in rows4 if r["rope"] == "spectral"][0]
+k = min(tab["a"], tab["b"])
+want_p = min(1.0, 2 * sum(math.comb(tab["a"] + tab["b"], i) for i in range(k + 1))
+             / 2 ** (tab["a"] + tab["b"]))
+check(sp["accuracy_mcnemar_exact"] is True and sp["accuracy_discordant"] == [4, 1]
+      and close(sp["accuracy_mcnemar_p"], want_p, 1e-12)
+      and close(sp["accuracy_p"], want_p, 1e-12),
+      "compare 4: exact McNemar from the outcomes: %r" % {k_: sp.get(k_) for k_ in
+      ("accuracy_mcnemar_exact", "accuracy_discordant", "accuracy_mcnemar_p")})
+check(sp["verdict"].startswith("learned vs geometric, eval depth 4 ("),
+      "the verdict names the groups by their labels: " + sp["verdict"])
+check("seed variance not estimable from 2 seeds, so exact McNemar on 4 vs 1 "
+      "discordant examples: p=%.2g" % sp["accuracy_p"] in sp["verdict"]
+      and "needs per-example outcomes" not in sp["verdict"],
+      "the verdict names the exact test: " + sp["verdict"])
+n4 = 2 * 128
+p1, l1, u1 = wilson(tab["both"] + tab["a"], n4)
+p2, l2, u2 = wilson(tab["both"] + tab["b"], n4)
+nb = n4 - tab["both"] - tab["a"] - tab["b"]
+den = (tab["both"] + tab["a"]) * (tab["b"] + nb) * (tab["both"] + tab["b"]) * (tab["a"] + nb)
+phi = (tab["both"] * nb - tab["a"] * tab["b"]) / math.sqrt(den) if den else 0.0
+lo = p1 - p2 - math.sqrt(max(0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
+hi = p1 - p2 + math.sqrt(max(0, (u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2))
+check(close(sp["accuracy_diff_ci_low"], lo, 1e-9) and close(sp["accuracy_diff_ci_high"], hi, 1e-9),
+      "compare 4: the paired Newcombe interval %s, expected %s" %
+      ([sp["accuracy_diff_ci_low"], sp["accuracy_diff_ci_high"]], [lo, hi]))
+
+# Multiplicity: Holm within the declared primary family (loss at eval depth
+# 8), Benjamini-Hochberg over every other p of the table.
+def holm(ps):
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    adj, run = [None] * len(ps), 0.0
+    for j, i in enumerate(order):
+        run = max(run, min(1.0, (len(ps) - j) * ps[i]))
+        adj[i] = run
+    return adj
+
+
+def bh(ps):
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    adj, run = [None] * len(ps), 1.0
+    for j in reversed(range(len(ps))):
+        run = min(run, len(ps) * ps[order[j]] / (j + 1))
+        adj[order[j]] = run
+    return adj
+
+
+fam = {"holm": [], "benjamini-hochberg": []}
+for r in rows:
+    for m in ("loss", "accuracy"):
+        if r.get(m + "_p") is not None:
+            fam[r[m + "_correction"]].append((r[m + "_p"], r[m + "_p_adjusted"]))
+check(len(fam["holm"]) == 1 and len(fam["benjamini-hochberg"]) >= 3,
+      "families: %r" % {k: len(v) for k, v in fam.items()})
+for name, fn in (("holm", holm), ("benjamini-hochberg", bh)):
+    want = fn([p for p, _ in fam[name]])
+    check(all(close(a, w, 1e-12) for (_, a), w in zip(fam[name], want)),
+          "%s adjusted p-values: %r, expected %r" % (name, fam[name], want))
+
 # The table: a header, one line per row, the verdict lines; starred changes.
 table = bifocal("compare", "1", "--db", db).stdout
 check(table.count(" vs rope=rope, eval depth ") == 4, "table lists 4 verdict lines")
 check(" *" in table and "± " in table and "×/ " in table, "table shows mean ± sd, geometric mean ×/ factor and the marker")
-check("Benjamini-Hochberg" in table, "the table says which correction it applied")
+check("Holm (family-wise) within the primary family the sweep file declares "
+      "(loss at eval depth 8), Benjamini-Hochberg (BH) over every other p" in table,
+      "the table says which corrections it applied, and to which family")
+check("(Holm) " in table and "(BH) " in table, "each verdict names its correction")
 # CSV: the same numbers in full precision.
 csv_rows = list(csv.DictReader(io.StringIO(bifocal("compare", "1", "--db", db, "--format", "csv").stdout)))
 check(len(csv_rows) == 6 and all(close(float(c["loss_mean"]), r["loss_mean"], 1e-15)
@@ -216,6 +311,14 @@ def baselines(*extra):
 default = baselines()
 check(default[("spectral", 10)] == "rope=rope freq_lr_mult=10.0",
       "by default a group's baseline keeps its other fields: %r" % default)
+# A verdict names only the fields in which the pair differs; the table's
+# group column every field that varies in the sweep.
+r3 = [r for r in json.loads(bifocal("compare", "3", "--db", db, "--format", "json").stdout)
+      if r["rope"] == "spectral" and r["freq_lr_mult"] == 10][0]
+check(r3["group"] == "rope=spectral freq_lr_mult=10.0"
+      and r3["compared"] == "rope=spectral vs rope=rope"
+      and r3["verdict"].startswith("rope=spectral vs rope=rope, eval depth "),
+      "labels: %r" % {k: r3[k] for k in ("group", "compared", "verdict")})
 two = baselines("--baseline", "rope=rope,freq_lr_mult=1.0")
 check(two[("spectral", 10)] == two[("spectral", 1)] == "rope=rope freq_lr_mult=1.0"
       and two[("rope", 1)] == "(this group)" and two[("rope", 10)] == "rope=rope freq_lr_mult=1.0",
@@ -238,15 +341,32 @@ check(len(rep["jobs"]) == 4, "report --where keeps 4 of 8 jobs: %d" % len(rep["j
 
 # ---- the eval_summary view (for sqlite3 users) ---------------------------------
 
-for rope, depth, n, lm, lsd, am, asd in conn.execute(
-        "SELECT rope, eval_depth, n, loss_mean, loss_sd, accuracy_mean, accuracy_sd "
-        "FROM eval_summary WHERE sweep_id = 1"):
-    vals = final[(rope, depth)]
-    check(n == len(vals), "eval_summary n")
-    check(close(lm, statistics.mean(v[0] for v in vals.values()), 1e-12), "eval_summary loss_mean")
-    check(close(lsd, statistics.stdev(v[0] for v in vals.values()), 1e-9), "eval_summary loss_sd")
-    check(close(am, statistics.mean(v[1] for v in vals.values()), 1e-12), "eval_summary accuracy_mean")
-    check(close(asd, statistics.stdev(v[1] for v in vals.values()), 1e-9), "eval_summary accuracy_sd")
+# It gives the numbers compare prints, where SQL can (all but the loss
+# interval, which needs Student's t): the same to rounding, for every group
+# and depth of every sweep.
+SUMMARY = ["n", "eval_examples", "loss_mean", "loss_log_sd", "accuracy_mean",
+           "accuracy_sd", "accuracy_ci_low", "accuracy_ci_high",
+           "train_loss_mean", "train_loss_log_sd"]
+conn.row_factory = sqlite3.Row
+for sweep in (1, 3, 4):
+    printed = {(r["rope"], r["eval_depth"], r.get("freq_lr_mult")): r
+               for r in json.loads(bifocal("compare", str(sweep), "--db", db,
+                                           "--format", "json").stdout)}
+    sql = conn.execute("SELECT *, json_extract(group_config, '$.freq_lr_mult') AS flm"
+                       " FROM eval_summary WHERE sweep_id = ?", (sweep,)).fetchall()
+    check(len(sql) == len(printed), "eval_summary of sweep %d: %d rows, compare %d"
+          % (sweep, len(sql), len(printed)))
+    for row in sql:
+        key = (row["rope"], row["eval_depth"], row["flm"] if sweep == 3 else None)
+        want = printed.get(key)
+        for col in SUMMARY:
+            got = row[col]
+            exp_ = want.get(col) if want else "missing"
+            ok = (got is None and exp_ is None) or (
+                got is not None and exp_ is not None and close(got, exp_, 1e-9))
+            check(ok, "eval_summary sweep %d %r %s: %r, compare prints %r"
+                  % (sweep, key, col, got, exp_))
+conn.row_factory = None
 
 # ---- results -------------------------------------------------------------------
 
@@ -339,7 +459,7 @@ try:
     jj = json.loads(bifocal("jobs", "--sweep", "1", "--format", "json", server=server).stdout)
     check(len(jj) == 9 and jj[0]["config"]["n_heads"] == 4, "jobs json carries the config")
     st = list(csv.DictReader(io.StringIO(bifocal("status", "--format", "csv", server=server).stdout)))
-    check([r["sweep_id"] for r in st] == ["1", "2", "3"] and st[0]["failed"] == "1", "status csv")
+    check([r["sweep_id"] for r in st] == ["1", "2", "3", "4", "5"] and st[0]["failed"] == "1", "status csv")
     wk = json.loads(bifocal("workers", "--format=json", server=server).stdout)
     check(wk[0]["name"] == "fixture-worker", "workers json")
 finally:

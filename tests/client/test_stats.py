@@ -200,10 +200,59 @@ same("acc n=2 bound, not exact", d["p_exact"], 0)
 lo, hi = newcombe(256, 256, 252, 256)
 close("acc newcombe", d["lo"], lo)
 close("acc newcombe high", d["hi"], hi)
-# with per-example outcomes the McNemar p is exact
-d = ask("acc", 2, 128, 128, 128, 126, 126, 6, 2)
+# with per-example outcomes the McNemar p is exact: the issue's case again
+# (2 examples only the variant gets right on each seed) gives p = 0.125
+d = ask("acc", 2, 128, 128, 128, 126, 126, 126, 2, 0, 126, 2, 0)
 same("acc exact", d["p_exact"], 1)
+close("acc exact issue case", d["mcnemar_p"], stats.binomtest(4, 4).pvalue)
+close("acc exact issue case 0.125", d["mcnemar_p"], 0.125)
+same("acc exact issue case note", d["note"],
+     "seed variance not estimable from 2 seeds")
+close("acc exact issue case p", d["p"], 0.125)
+# the counts allow 4 discordant pairs; the outcomes may hold more (6 and 2)
+d = ask("acc", 2, 128, 128, 128, 126, 126, 125, 3, 1, 125, 3, 1)
 close("acc exact mcnemar", d["mcnemar_p"], stats.binomtest(6, 8).pvalue)
+same("acc exact discordant", d["discordant"], [6, 2])
+
+
+# Newcombe's paired interval (1998b, method 10), recomputed from SciPy's
+# Wilson intervals and the table's phi
+def newcombe_paired(a, b, c, d_):
+    n = a + b + c + d_
+    w1 = stats.binomtest(a + b, n).proportion_ci(0.95, method="wilson")
+    w2 = stats.binomtest(a + c, n).proportion_ci(0.95, method="wilson")
+    p1, p2 = (a + b) / n, (a + c) / n
+    den = (a + b) * (c + d_) * (a + c) * (b + d_)
+    phi = (a * d_ - b * c) / math.sqrt(den) if den > 0 else 0.0
+    dl1, du1 = p1 - w1.low, w1.high - p1
+    dl2, du2 = p2 - w2.low, w2.high - p2
+    return (p1 - p2 - math.sqrt(max(0, dl1**2 - 2*phi*dl1*du2 + du2**2)),
+            p1 - p2 + math.sqrt(max(0, du1**2 - 2*phi*du1*dl2 + dl2**2)))
+
+
+for table in [(36, 12, 2, 0), (200, 30, 10, 16), (0, 0, 0, 50),
+              (50, 0, 0, 0), (10, 5, 5, 10)]:
+    got = ask("newcombe_paired", *table)
+    lo, hi = newcombe_paired(*table)
+    close(f"newcombe paired {table} low", got["lo"], lo)
+    close(f"newcombe paired {table} high", got["hi"], hi)
+    if not -1 <= got["lo"] <= got["hi"] <= 1:
+        failures.append(f"newcombe paired {table} leaves [-1, 1]: {got}")
+# the accuracy difference with outcomes uses it over the pooled table
+d = ask("acc", 2, 128, 128, 128, 126, 126, 126, 2, 0, 126, 2, 0)
+lo, hi = newcombe_paired(252, 4, 0, 0)
+close("acc exact newcombe paired low", d["lo"], lo)
+close("acc exact newcombe paired high", d["hi"], hi)
+# each seed's McNemar variance from its own pairs: seed 3's 30 discordant
+# pairs (net 0 in expectation) lift the variance above the seeds' spread
+ka, kb, m = [100, 101, 100], [95, 95, 96], 128
+tri = [(90, 10, 5), (95, 6, 0), (70, 30, 26)]
+d = ask("acc", 3, m, *ka, *kb, *[x for t in tri for x in t])
+diffs = (np.array(ka) - np.array(kb)) / m
+within = np.mean([((b + c) / m - ((b - c) / m) ** 2) / m for _, b, c in tri])
+assert within > diffs.var(ddof=1)
+close("acc t p, per-seed McNemar variance", d["t_p"],
+      2 * stats.t.sf(abs(diffs.mean()) / math.sqrt(within / 3), 2))
 # zero variance at n = 3: the spread is below one example
 d = ask("acc", 3, 128, 100, 100, 100, 90, 90, 90)
 same("acc zero variance note", d["note"],

@@ -50,6 +50,10 @@ static void test_kinds_as_json(void **state)
     bf_record eval = {.kind = BF_RECORD_EVAL, .step = 3, .u.eval = evals[0]};
     bf_record freq = {.kind = BF_RECORD_FREQ, .step = 0,
                       .u.freq = {.layer = 1, .head = 2, .n = 3, .omega = omega}};
+    /* examples 0, 9 and 10 of 11 right: bit 0 of byte 0, bits 1, 2 of 1 */
+    static const unsigned char bits[2] = {0x01, 0x06};
+    bf_record outcomes = {.kind = BF_RECORD_OUTCOMES, .step = 3,
+                          .u.outcomes = {.depth = 4, .n = 11, .bits = bits}};
     bf_record ck = {.kind = BF_RECORD_CHECKPOINT, .step = 9,
                     .u.checkpoint.path = "/ck/9"};
     bf_record done = {.kind = BF_RECORD_DONE, .step = 9,
@@ -60,6 +64,8 @@ static void test_kinds_as_json(void **state)
                 "\"accuracy\":0.25}"},
         {&freq, "{\"type\":\"freq\",\"step\":0,\"layer\":1,\"head\":2,"
                 "\"omega\":[1.0,0.5,\"inf\"]}"},
+        {&outcomes, "{\"type\":\"outcomes\",\"step\":3,\"depth\":4,"
+                    "\"n\":11,\"bits\":\"0106\"}"},
         {&ck, "{\"type\":\"checkpoint\",\"step\":9,\"path\":\"/ck/9\"}"},
         {&done, "{\"type\":\"done\",\"step\":9,\"train_loss\":\"-inf\","
                 "\"stopped\":false,\"eval\":[{\"depth\":4,\"loss\":1.5,"
@@ -81,7 +87,26 @@ static void test_kind_lookup(void **state)
     assert_int_equal(bf_record_kind_of(NULL), -1);
     char list[64];
     bf_record_stored_types(list, sizeof list);
-    assert_string_equal(list, "train, eval, freq");
+    assert_string_equal(list, "train, eval, freq, outcomes");
+}
+
+/* The outcomes' hex read back; every malformed form refused. */
+static void test_outcomes_hex(void **state)
+{
+    (void)state;
+    unsigned char bits[4];
+    assert_int_equal(bf_outcomes_from_hex("0106", 11, bits), 0);
+    assert_int_equal(bits[0], 0x01);
+    assert_int_equal(bits[1], 0x06);
+    assert_int_equal(bf_outcomes_from_hex("ff", 8, bits), 0);
+    assert_int_equal(bits[0], 0xff);
+    /* example 11 of 11 does not exist: bit 3 of byte 1 */
+    assert_int_equal(bf_outcomes_from_hex("0108", 11, bits), -1);
+    assert_int_equal(bf_outcomes_from_hex("01", 11, bits), -1);    /* short */
+    assert_int_equal(bf_outcomes_from_hex("010600", 11, bits), -1); /* long */
+    assert_int_equal(bf_outcomes_from_hex("0A06", 11, bits), -1);  /* case */
+    assert_int_equal(bf_outcomes_from_hex("0g06", 11, bits), -1);
+    assert_int_equal(bf_outcomes_from_hex("", 0, bits), -1);
 }
 
 static void test_nonfinite_spelling(void **state)
@@ -109,6 +134,7 @@ int main(void)
         cmocka_unit_test(test_train_has_every_metric),
         cmocka_unit_test(test_kinds_as_json),
         cmocka_unit_test(test_kind_lookup),
+        cmocka_unit_test(test_outcomes_hex),
         cmocka_unit_test(test_nonfinite_spelling),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -71,6 +71,12 @@ static void check_np1_equals_np2(bft_daemon *d, int batch)
              "AND b.job_id = %lld AND abs(a.loss - b.loss) <= "
              "1e-4 * abs(a.loss)", j1, j2);
     assert_int_equal(bft_sql_int(d, sql), 2 * e2e_scheduled(STEPS, 100));
+    /* Every eval row came with its per-example outcomes, through the
+     * link, from rank 0 of either group. */
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM evals e JOIN "
+             "eval_outcomes o USING (job_id, step, depth) WHERE job_id IN "
+             "(%lld, %lld) AND o.n = 16 AND length(o.bits) = 2", j1, j2);
+    assert_int_equal(bft_sql_int(d, sql), 2 * 2 * e2e_scheduled(STEPS, 100));
 }
 
 static void test_np1_equals_np2(void **state)

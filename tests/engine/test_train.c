@@ -46,6 +46,34 @@ static const json_t *find_record(const record_log *log, const char *type,
     return NULL;
 }
 
+/* Every eval record is followed by its outcomes record, whose bits count
+ * the eval's exactly-right examples. */
+static void check_outcomes_follow_evals(const record_log *log, int n)
+{
+    assert_int_equal(count_type(log, "outcomes"), count_type(log, "eval"));
+    size_t i;
+    json_t *r;
+    json_array_foreach(log->records, i, r) {
+        if (strcmp(json_string_value(json_object_get(r, "type")), "eval"))
+            continue;
+        const json_t *o = json_array_get(log->records, i + 1);
+        assert_string_equal(json_string_value(json_object_get(o, "type")),
+                            "outcomes");
+        assert_true(json_equal(json_object_get(o, "depth"),
+                               json_object_get(r, "depth")));
+        assert_int_equal(json_integer_value(json_object_get(o, "n")), n);
+        unsigned char bits[BF_OUTCOMES_BYTES(64)];
+        assert_true(n <= 64);
+        assert_int_equal(bf_outcomes_from_hex(json_string_value(
+                         json_object_get(o, "bits")), n, bits), 0);
+        int right = 0;
+        for (int e = 0; e < n; e++)
+            right += bits[e / 8] >> (e % 8) & 1;
+        assert_float_equal(json_real_value(json_object_get(r, "accuracy")),
+                           (double)right / n, 1e-12);
+    }
+}
+
 static void test_records_schedule(void **state)
 {
     (void)state;
@@ -67,6 +95,7 @@ static void test_records_schedule(void **state)
     assert_int_equal(count_type(&log, "eval"), 6);
     assert_int_equal(count_type(&log, "freq"), 2 * 2 + 2 * 4);
     assert_int_equal(count_type(&log, "checkpoint"), 0);
+    check_outcomes_follow_evals(&log, c.eval_examples);
     size_t from = 0;
     const json_t *r = find_record(&log, "freq", 0, &from);
     assert_non_null(r);
@@ -247,29 +276,35 @@ static void test_random_positions_train_only(void **state)
     bf_trainer_free(tr);
 }
 
+/* A small dyck job that learns in 250 steps. */
+static void dyck_config(bf_job_config *c)
+{
+    bf_job_config_defaults(c);
+    c->task = BF_TASK_DYCK;
+    c->depth = 4;
+    c->eval_depths[0] = 4;
+    c->n_eval_depths = 1;
+    c->rope = BF_ROPE_BIFOCAL;
+    c->d_model = 32;
+    c->n_layers = 2;
+    c->n_heads = 4;
+    c->seq_len = 20;
+    c->batch_size = 16;
+    c->steps = 250;
+    c->warmup_steps = 20;
+    c->lr = 1e-2;
+    c->weight_decay = 0.0;
+    c->log_every = 50;
+    c->eval_every = 0;
+    c->freq_every = 0;
+    c->eval_examples = 64;
+}
+
 static void test_learns_dyck(void **state)
 {
     (void)state;
     bf_job_config c;
-    bf_job_config_defaults(&c);
-    c.task = BF_TASK_DYCK;
-    c.depth = 4;
-    c.eval_depths[0] = 4;
-    c.n_eval_depths = 1;
-    c.rope = BF_ROPE_BIFOCAL;
-    c.d_model = 32;
-    c.n_layers = 2;
-    c.n_heads = 4;
-    c.seq_len = 20;
-    c.batch_size = 16;
-    c.steps = 250;
-    c.warmup_steps = 20;
-    c.lr = 1e-2;
-    c.weight_decay = 0.0;
-    c.log_every = 50;
-    c.eval_every = 0;
-    c.freq_every = 0;
-    c.eval_examples = 64;
+    dyck_config(&c);
     bf_error err;
     assert_int_equal(bf_job_config_validate(&c, &err), 0);
     record_log rec = {json_array()};
@@ -288,6 +323,7 @@ static void test_learns_dyck(void **state)
                   losses[n - 1], eval_loss, acc, chance);
     assert_true(losses[n - 1] < 0.5 * chance);
     assert_true(eval_loss < 0.5 * chance);
+    check_outcomes_follow_evals(&rec, c.eval_examples);
     json_decref(rec.records);
 }
 
@@ -404,15 +440,73 @@ static void check_two_ranks_match_one(bf_rope_kind rope, int batch_size,
     bf_eval_result whole[1];
     bf_trainer_evaluate(single, whole);
     run_ranks(ranks, rank_eval_main);
+    size_t nbytes = BF_OUTCOMES_BYTES(c->eval_examples);
+    const unsigned char *want_bits = bf_trainer_outcomes(single, 0);
     for (int r = 0; r < 2; r++) {
         assert_int_equal(ranks[r].eval[0].depth, 3);
         assert_float_equal(ranks[r].eval[0].loss, whole[0].loss,
                            1e-5 * whole[0].loss);
         assert_float_equal(ranks[r].eval[0].accuracy, whole[0].accuracy,
                            1e-9);
+        /* ... and so do its outcomes, example by example: each rank's
+         * half is merged into every rank's. */
+        assert_memory_equal(bf_trainer_outcomes(ranks[r].trainer, 0),
+                            want_bits, nbytes);
     }
+
     for (int r = 0; r < 2; r++)
         bf_trainer_free(ranks[r].trainer);
+    bf_trainer_free(single);
+    pthread_barrier_destroy(&g.barrier);
+}
+
+/* The outcomes of a model that gets some examples right, evaluated by two
+ * ranks that split the examples mid-byte (61 examples: 30 and 31), are
+ * the single process's, bit for bit. */
+static void test_split_outcomes(void **state)
+{
+    (void)state;
+    bf_job_config c;
+    dyck_config(&c);
+    c.steps = 150;
+    c.eval_examples = 61;
+    bf_error err;
+    bf_trainer *single;
+    bf_trainer_opts one = {.rank = 0, .nranks = 1};
+    assert_int_equal(bf_trainer_create(&single, &c, &one, &err), 0);
+    for (int s = 0; s < c.steps; s++)
+        bf_trainer_step(single, NULL, NULL, NULL);
+    bf_eval_result whole[1];
+    bf_trainer_evaluate(single, whole);
+    const unsigned char *want = bf_trainer_outcomes(single, 0);
+    int right = 0;
+    for (int e = 0; e < c.eval_examples; e++)
+        right += want[e / 8] >> (e % 8) & 1;
+    print_message("%d of %d examples right\n", right, c.eval_examples);
+    assert_true(right > 0 && right < c.eval_examples);
+    assert_float_equal(whole[0].accuracy, (double)right / c.eval_examples,
+                       1e-12);
+
+    fake_group g;
+    pthread_barrier_init(&g.barrier, NULL, 2);
+    rank_ctx ranks[2];
+    bf_model *ms = bf_trainer_model(single);
+    for (int r = 0; r < 2; r++) {
+        ranks[r] = (rank_ctx){.group = &g, .rank = r};
+        bf_trainer_opts o = {.rank = r, .nranks = 2,
+                             .hooks = {.ctx = &ranks[r],
+                                       .allreduce_sum = fake_allreduce}};
+        assert_int_equal(bf_trainer_create(&ranks[r].trainer, &c, &o, &err),
+                         0);
+        memcpy(bf_trainer_model(ranks[r].trainer)->params_memory,
+               ms->params_memory, ms->num_params * sizeof(float));
+    }
+    run_ranks(ranks, rank_eval_main);
+    for (int r = 0; r < 2; r++) {
+        assert_memory_equal(bf_trainer_outcomes(ranks[r].trainer, 0), want,
+                            BF_OUTCOMES_BYTES(c.eval_examples));
+        bf_trainer_free(ranks[r].trainer);
+    }
     bf_trainer_free(single);
     pthread_barrier_destroy(&g.barrier);
 }
@@ -451,6 +545,7 @@ int main(void)
         cmocka_unit_test(test_resume_at_another_level),
         cmocka_unit_test(test_random_positions_train_only),
         cmocka_unit_test(test_two_ranks_match_one),
+        cmocka_unit_test(test_split_outcomes),
         cmocka_unit_test(test_uneven_split_matches_one),
         cmocka_unit_test(test_rank_without_rows),
         cmocka_unit_test(test_learns_dyck),

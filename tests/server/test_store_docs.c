@@ -37,6 +37,13 @@ static void run_job(bf_store *s, int outcome, int with_freq)
                              "accuracy", 0.75,
                              "type", "eval", "step", 20, "depth", 8, "loss", 2.0,
                              "accuracy", 0.25);
+    /* 0.75 and 0.25 of 4 examples */
+    json_array_append_new(recs, json_pack("{s:s,s:i,s:i,s:i,s:s}", "type",
+                          "outcomes", "step", 20, "depth", 4, "n", 4,
+                          "bits", "0b"));
+    json_array_append_new(recs, json_pack("{s:s,s:i,s:i,s:i,s:s}", "type",
+                          "outcomes", "step", 20, "depth", 8, "n", 4,
+                          "bits", "04"));
     for (int step = 0; with_freq && step <= 20; step += 20)
         for (int head = 2; head < 4; head++)
             json_array_append_new(recs, json_pack("{s:s,s:i,s:i,s:i,s:[f,f]}", "type",
@@ -57,7 +64,9 @@ static void run_job(bf_store *s, int outcome, int with_freq)
 static void populate(bf_store *s)
 {
     bft_submit(s, "name: docs\nbase: {depth: 4, eval_depths: [4, 8]}\n"
-                  "grid: {rope: [rope, bifocal]}\nseeds: 2\nmax_attempts: 1\n",
+                  "grid: {rope: [rope, bifocal]}\nseeds: 2\nmax_attempts: 1\n"
+                  "analysis: {primary: {metric: loss, eval_depth: 8},"
+                  " baseline: {rope: rope}}\n",
                1700000000000, NULL);
     assert_int_equal(bf_store_worker_seen(s, "gpu-0", "node1", 4, 1, 1700000000000, NULL), 0);
     run_job(s, 1, 0);    /* rope, seed 1: succeeded */

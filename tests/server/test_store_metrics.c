@@ -149,6 +149,7 @@ static void test_bad_records(void **state)
 static int sample_record(bf_record_kind kind, bf_record *r)
 {
     static const float omega[2] = {1.0f, 0.25f};
+    static const unsigned char outcome_bits[2] = {0xa5, 0x0c};
     *r = (bf_record){.kind = kind, .step = 5};
     switch (kind) {
     case BF_RECORD_TRAIN:
@@ -162,6 +163,11 @@ static int sample_record(bf_record_kind kind, bf_record *r)
         r->u.freq.omega = omega;
         r->u.freq.n = 2;
         return 2;
+    case BF_RECORD_OUTCOMES:
+        r->u.outcomes.depth = 4;
+        r->u.outcomes.n = 12;
+        r->u.outcomes.bits = outcome_bits;
+        return 1;
     default:
         return 0;
     }
@@ -195,6 +201,52 @@ static void test_every_batched_kind_stored(void **state)
         assert_int_equal(bft_int(f->s, "SELECT count(*) FROM metrics WHERE "
                                  "key = '%s' AND value = %d",
                                  bf_metrics[i].key, 1 + i), 1);
+    /* The outcomes as the bytes they were, not their hex. */
+    char *row = bft_text(f->s, "SELECT hex(bits) || ',' || n || ',' || depth"
+                         " FROM eval_outcomes WHERE step = 5");
+    assert_string_equal(row, "A50C,12,4");
+    free(row);
+}
+
+/* A malformed outcomes record is refused with the field at fault; the
+ * records beside it are stored. */
+static void test_outcomes_rejected(void **state)
+{
+    fixture *f = *state;
+    static const struct { const char *rec, *field, *needle; } bad[] = {
+        {"{\"type\":\"outcomes\",\"step\":1,\"depth\":4,\"n\":12,"
+         "\"bits\":\"a51c\"}", "records[0].bits", "no bit set past example 12"},
+        {"{\"type\":\"outcomes\",\"step\":1,\"depth\":4,\"n\":12,"
+         "\"bits\":\"a5\"}", "records[0].bits", "4 lowercase hex digits"},
+        {"{\"type\":\"outcomes\",\"step\":1,\"depth\":4,\"n\":70000,"
+         "\"bits\":\"00\"}", "records[0].n", "more than 65536"},
+        {"{\"type\":\"outcomes\",\"step\":1,\"n\":8,\"bits\":\"00\"}",
+         "records[0].depth", "'depth' must be a positive integer"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        json_t *b = json_array();
+        json_array_append_new(b, batch(bad[i].rec));
+        json_array_append_new(b, json_pack("{s:s, s:i, s:i, s:i, s:s}",
+                              "type", "outcomes", "step", 2, "depth",
+                              (int)i + 1, "n", 8, "bits", "ff"));
+        json_t *rejected = NULL;
+        bf_error err = {0};
+        assert_int_equal(bf_store_ingest(f->s, f->l.attempt_id, b, NULL,
+                                         &rejected, &err), BF_STORE_OK);
+        json_t *first = json_array_get(json_object_get(rejected, "records"),
+                                       0);
+        assert_string_equal(json_string_value(json_object_get(first, "field")),
+                            bad[i].field);
+        const char *msg = json_string_value(json_object_get(first, "error"));
+        if (!strstr(msg, bad[i].needle))
+            fail_msg("case %zu: '%s' lacks '%s'", i, msg, bad[i].needle);
+        json_decref(rejected);
+        json_decref(b);
+    }
+    assert_int_equal(bf_store_flush(f->s, NULL), 0);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM eval_outcomes"), 4);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM eval_outcomes"
+                             " WHERE step = 1"), 0);
 }
 
 /* Non-finite values are data: NaN (sent as "nan" or null) is stored as
@@ -290,7 +342,9 @@ static void test_view_pages(void **state)
         for (int depth = 4; depth <= 8; depth += 4)
             n += (size_t)snprintf(text + n, sizeof text - n, "{\"type\":"
                 "\"eval\",\"step\":10,\"depth\":%d,\"loss\":%g,"
-                "\"accuracy\":0.5},", depth, 1.0 + job);
+                "\"accuracy\":0.5},{\"type\":\"outcomes\",\"step\":10,"
+                "\"depth\":%d,\"n\":4,\"bits\":\"0%d\"},", depth, 1.0 + job,
+                depth, job);
         for (int step = 0; step <= 10; step += 10)
             for (int head = 2; head < 4; head++)
                 n += (size_t)snprintf(text + n, sizeof text - n, "{\"type\":"
@@ -308,7 +362,7 @@ static void test_view_pages(void **state)
     }
     int64_t sweep = f->l.sweep_id;
     const char *views[] = { "sweeps", "job_results", "final_evals",
-                            "eval_summary", "train_loss", "frequency_history",
+                            "final_outcomes", "eval_summary", "train_loss", "frequency_history",
                             "live_jobs", "results" };
     for (size_t v = 0; v < sizeof views / sizeof *views; v++) {
         json_t *whole = bft_view_rows(f->s, views[v], sweep, 100000, 1 << 20,
@@ -385,6 +439,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rows_and_idempotence, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_records, setup, teardown),
         cmocka_unit_test_setup_teardown(test_every_batched_kind_stored, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_outcomes_rejected, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nonfinite_values_stored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flush_makes_durable, setup, teardown),
         cmocka_unit_test(test_view_pages),

@@ -79,11 +79,12 @@ static void test_train_prints_records(void **state)
              dir, dir);
     assert_int_equal(run_worker(args), 0);
     json_t *recs = stdout_records();
-    /* freq of both heads at 0; train at 2, 4, 6; eval, freq (the learnable
-     * head), checkpoint at 3; eval, freq of both heads, checkpoint at 6 */
-    const char *want[] = {"freq", "freq", "train", "eval", "freq",
-                          "checkpoint", "train", "train", "eval", "freq",
-                          "freq", "checkpoint", "done"};
+    /* freq of both heads at 0; train at 2, 4, 6; eval and its outcomes,
+     * freq (the learnable head), checkpoint at 3; eval, outcomes, freq of
+     * both heads, checkpoint at 6 */
+    const char *want[] = {"freq", "freq", "train", "eval", "outcomes",
+                          "freq", "checkpoint", "train", "train", "eval",
+                          "outcomes", "freq", "freq", "checkpoint", "done"};
     size_t n = sizeof want / sizeof want[0];
     assert_int_equal(json_array_size(recs), n);
     for (size_t i = 0; i < n; i++) {
@@ -92,7 +93,7 @@ static void test_train_prints_records(void **state)
                             want[i]);
         assert_true(json_is_integer(json_object_get(r, "step")));
     }
-    json_t *ck = json_array_get(recs, 11);
+    json_t *ck = json_array_get(recs, 13);
     char expect[256];
     snprintf(expect, sizeof expect, "%s/ck/step-000006.safetensors", dir);
     assert_string_equal(json_string_value(json_object_get(ck, "path")),

@@ -112,6 +112,10 @@ async function jobPage(page, base, out, problems) {
   const before = (await figureStats(page)).find((f) => f.id === "fig-loss").points;
   await waitFigure(page, "fig-loss", before + 1, 30000);
   log(`fig-loss grew from ${before} points while the page was open`);
+  // The learnable pairs as one heatmap; the raw lines per head on demand.
+  await page.waitForFunction(() => window.bifocalFigures().some((f) => f.id === "fig-freq-heatmap"),
+                             null, { timeout: 30000, polling: 250 });
+  await page.check("#bf-freq-lines");
   await page.waitForFunction(() => window.bifocalFigures().some((f) => /^fig-freq-l0-h/.test(f.id)),
                              null, { timeout: 30000, polling: 250 });
   await waitFigure(page, "fig-eval-accuracy", 1, 90000);

@@ -2,9 +2,11 @@
 // every figure drew data, that no band leaves its possible range, and that
 // the console shows no errors; saves a screenshot.  Exit status 0 only if all holds.
 //
-//   node check_report.js REPORT.html SCREENSHOT.png [MIN_FIGURES] [MAX_HEIGHT]
+//   node check_report.js REPORT.html SCREENSHOT.png [MIN_FIGURES] [MAX_HEIGHT] [PAIRS]
 //
-// MAX_HEIGHT (pixels) crops the full-page screenshot to the top of the page.
+// MAX_HEIGHT (pixels, 0: none) crops the full-page screenshot to the top of
+// the page.  PAIRS: the spectral heatmap must have that many rows, and
+// the raw lines (switched on) must draw them all, one figure per layer.
 "use strict";
 const path = require("path");
 const { launch, figureStats, watchErrors } = require("./chromium");
@@ -63,6 +65,33 @@ async function main() {
       return f.series[1].show === false;
     });
     if (!toggled) problems.push("clicking a legend entry did not hide its series");
+    // No legend (uPlot's, visible) or key lists more than a dozen entries.
+    const checkLegends = async (when) => {
+      const long = await page.evaluate(() => Array.from(document.querySelectorAll(
+        ".u-legend, .bf-key")).map((l) => {
+          const fig = l.closest("figure");
+          const n = l.classList.contains("bf-key")
+            ? l.querySelectorAll(".bf-key-entry").length
+            : Array.from(l.querySelectorAll(".u-series")).filter(
+                (r, i) => i > 0 && r.style.display !== "none").length;
+          return { id: fig ? fig.id : "?", n, shown: l.offsetParent !== null };
+        }).filter((l) => l.shown && l.n > 12));
+      for (const l of long) problems.push(`${when}: ${l.id} has a legend of ${l.n} entries`);
+    };
+    await checkLegends("report");
+    const pairs = Number(process.argv[6] || 0);
+    if (pairs) {
+      const heat = (await figureStats(page)).find((f) => f.id === "fig-freq-heatmap");
+      if (!heat || heat.series !== pairs || heat.inked < 1000)
+        problems.push(`the spectral heatmap: ${JSON.stringify(heat)}, expected ${pairs} rows drawn`);
+      await page.check("#bf-freq-lines");
+      const lines = (await figureStats(page)).filter((f) => f.id.startsWith("fig-freq-lines-"));
+      const drawn = lines.reduce((n, f) => n + f.series, 0);
+      console.log(`raw lines: ${lines.length} figures, ${drawn} series`);
+      if (drawn !== pairs || lines.some((f) => f.inked < 200))
+        problems.push(`raw lines drew ${drawn} series in ${lines.length} figures, expected ${pairs}`);
+      await checkLegends("raw lines");
+    }
   } finally {
     await browser.close();
   }
