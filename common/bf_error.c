@@ -37,6 +37,14 @@ int bf_error_set(bf_error *err, const char *file, int line, const char *field,
     return -1;
 }
 
+const char *bf_error_body(const bf_error *e)
+{
+    bf_error prefix;
+    bf_error_set(&prefix, e->file, e->line, e->field, "%s", "");
+    size_t n = strlen(prefix.msg);
+    return strncmp(e->msg, prefix.msg, n) == 0 ? e->msg + n : e->msg;
+}
+
 void bf_error_clear(bf_error *err)
 {
     if (err)

@@ -24,6 +24,11 @@ typedef struct bf_error {
 int bf_error_set(bf_error *err, const char *file, int line, const char *field,
                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* The message of e without the "file:line: field 'x': " prefix that
+ * bf_error_set put in front, so a caller can say it again from where the
+ * value was written. */
+const char *bf_error_body(const bf_error *e);
+
 /* Clears err (no-op for NULL). */
 void bf_error_clear(bf_error *err);
 

@@ -616,6 +616,22 @@ static json_t *field_to_json(const bf_job_config *cfg, const field_spec *f)
     return json_null();
 }
 
+json_t *bf_job_config_canonical_value(const char *field, const json_t *value,
+                                      bf_error *err)
+{
+    bf_job_config cfg;
+    bf_job_config_defaults(&cfg);
+    json_t *assign = json_pack("{sO}", field, (json_t *)value);
+    int rc = bf_job_config_apply_json(&cfg, assign, NULL, NULL, err);
+    json_decref(assign);
+    if (rc < 0)
+        return NULL;
+    json_t *all = bf_job_config_to_json(&cfg);
+    json_t *v = json_incref(json_object_get(all, field));
+    json_decref(all);
+    return v;
+}
+
 json_t *bf_job_config_to_json(const bf_job_config *cfg)
 {
     json_t *obj = json_object();

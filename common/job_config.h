@@ -103,6 +103,13 @@ char *bf_job_config_to_canonical_json(const bf_job_config *cfg);
 /* The same as a jansson object (new reference). */
 json_t *bf_job_config_to_json(const bf_job_config *cfg);
 
+/* The canonical value of one field (new reference): 10 and 10.0 of a real
+ * field are the same value, "1e-3" of lr is 0.001.  NULL with err set (no
+ * file or line: the caller knows them) if the field is unknown or the value
+ * does not apply. */
+json_t *bf_job_config_canonical_value(const char *field, const json_t *value,
+                                      bf_error *err);
+
 /* Names <-> enums; the *_from_name functions return -1 on unknown. */
 const char *bf_task_name(bf_task_kind t);
 const char *bf_rope_name(bf_rope_kind r);

@@ -449,6 +449,28 @@ static int insert_sweep_job(void *ctx, const bf_sweep_job *job, bf_error *err)
     return -1;
 }
 
+/* The sweep's analysis block, if the file has one (sweep_analysis). */
+static int insert_analysis(bf_store *s, int64_t sweep_id, const bf_analysis *a,
+                           bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_SWEEP_ANALYSIS_INSERT);
+    sqlite3_bind_int64(st, 1, sweep_id);
+    if (a->has_primary)
+        sqlite3_bind_text(st, 2, bf_analysis_metric_name(a->primary_metric),
+                          -1, SQLITE_STATIC);
+    if (a->primary_eval_depth)
+        sqlite3_bind_int(st, 3, a->primary_eval_depth);
+    if (a->baseline) {
+        char *baseline = json_dumps(a->baseline, JSON_COMPACT |
+                                    JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+        sqlite3_bind_text(st, 4, baseline, -1, SQLITE_TRANSIENT);
+        free(baseline);
+    }
+    sqlite3_bind_double(st, 5, a->equivalence_margin);
+    sqlite3_bind_double(st, 6, a->alpha);
+    return store__exec(s, st, err);
+}
+
 static int insert_sweep(bf_store *s, const bf_sweep *sw, const char *filename,
                         const char *text, size_t len, int64_t now_ms,
                         int64_t *sweep_id, bf_error *err)
@@ -463,7 +485,8 @@ static int insert_sweep(bf_store *s, const bf_sweep *sw, const char *filename,
     if (store__exec(s, st, err) < 0)
         return -1;
     *sweep_id = sqlite3_last_insert_rowid(s->db);
-    return 0;
+    return sw->has_analysis ? insert_analysis(s, *sweep_id, &sw->analysis, err)
+                            : 0;
 }
 
 int bf_store_strict_refusal(const char *filename, const json_t *warnings,

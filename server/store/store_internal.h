@@ -29,6 +29,10 @@ extern const int bf_schema_n_migrations;
     X(ST_SWEEP_INSERT,                                                         \
       "INSERT INTO sweeps (name, filename, source, submitted_ms,"              \
       " max_attempts, priority) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")              \
+    X(ST_SWEEP_ANALYSIS_INSERT,                                                \
+      "INSERT INTO sweep_analysis (sweep_id, primary_metric,"                  \
+      " primary_eval_depth, baseline, equivalence_margin, alpha)"             \
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6)")                                      \
     X(ST_SWEEP_SET_NJOBS,                                                      \
       "UPDATE sweeps SET n_jobs = ?2, warnings = ?3 WHERE sweep_id = ?1")      \
     /* A sweep whose jobs are still being stored (n_jobs 0) is not there   \

@@ -15,7 +15,7 @@
 
 static const char *const top_level_keys[] = {
     "name", "description", "base", "grid", "zip", "exclude", "seeds",
-    "stages", "max_attempts", "priority", "memory_budget_gib"};
+    "stages", "max_attempts", "priority", "memory_budget_gib", "analysis"};
 static const char *const stage_keys[] = {
     "name", "description", "base", "grid", "zip", "exclude", "seeds"};
 /* Keys that belong in each stage once a sweep has stages. */
@@ -42,24 +42,6 @@ static int in_list(const char *const *names, size_t n, const char *key)
         if (strcmp(names[i], key) == 0)
             return 1;
     return 0;
-}
-
-/* The canonical value of one job field (new reference): 10 and 10.0 of a
- * real field are the same value.  NULL with err set if it does not apply. */
-static json_t *canonical_value(const char *field, const json_t *value,
-                               bf_error *err)
-{
-    bf_job_config cfg;
-    bf_job_config_defaults(&cfg);
-    json_t *assign = json_pack("{sO}", field, (json_t *)value);
-    int rc = bf_job_config_apply_json(&cfg, assign, NULL, NULL, err);
-    json_decref(assign);
-    if (rc < 0)
-        return NULL;
-    json_t *all = bf_job_config_to_json(&cfg);
-    json_t *v = json_incref(json_object_get(all, field));
-    json_decref(all);
-    return v;
 }
 
 /* ---- the header --------------------------------------------------------- */
@@ -340,14 +322,15 @@ static int parse_axis(bf_sweep *sw, bf_sweep_stage *st, bf_sweep_axis *axis,
             axis->lines[v * axis->n_fields + f] = line;
             json_t *one = json_pack("{sO}", name, value);
             json_t *canon = resolve_path(sw, one, line, err) < 0 ? NULL
-                            : canonical_value(name, json_object_get(one, name),
-                                              err);
+                : bf_job_config_canonical_value(name, json_object_get(one,
+                                                                      name),
+                                                err);
             if (!canon) {
                 json_decref(one);
                 bf_error inner = *err;
                 return bf_error_set(err, sw->file, line, name, "%s.%s[%zu]: "
                                     "%s", axis->where, name, v,
-                                    sweep_error_body(&inner));
+                                    bf_error_body(&inner));
             }
             json_decref(canon);
             json_object_update(axis->assign[v], one);
@@ -429,8 +412,8 @@ static size_t mark_matches(const bf_sweep_axis *axis, size_t f,
     const char *field = axis->fields[f];
     size_t left = 0;
     for (size_t v = 0; v < axis->n; v++) {
-        json_t *mine = canonical_value(field, json_object_get(axis->assign[v],
-                                                              field), NULL);
+        json_t *mine = bf_job_config_canonical_value(
+            field, json_object_get(axis->assign[v], field), NULL);
         match[v] = match[v] && json_equal(mine, value);
         left += match[v] != 0;
         json_decref(mine);
@@ -465,11 +448,11 @@ static int parse_rule_field(const bf_sweep *sw, bf_sweep_stage *st,
                             "'%s' is not swept by grid or zip%s%s", i, field,
                             field, st->name ? " in stage " : "",
                             st->name ? st->name : "");
-    json_t *canon = canonical_value(field, value, err);
+    json_t *canon = bf_job_config_canonical_value(field, value, err);
     if (!canon) {
         bf_error inner = *err;
         return bf_error_set(err, sw->file, line, field, "exclude[%zu].%s: %s",
-                            i, field, sweep_error_body(&inner));
+                            i, field, bf_error_body(&inner));
     }
     size_t a = (size_t)(axis - st->axes);
     if (!rule->match[a]) {
@@ -739,6 +722,97 @@ static int parse_refs(bf_sweep *sw, bf_error *err)
     return 0;
 }
 
+/* ---- analysis ------------------------------------------------------------ */
+
+/* The baseline's field is swept in some stage, and its value is one of the
+ * values swept there. */
+static int check_baseline_field(const bf_sweep *sw, const char *field,
+                                const json_t *value, bf_error *err)
+{
+    int line = sweep_line(sw, "/analysis/baseline/%s", field);
+    char name[160], text[128], values[512] = "";
+    snprintf(name, sizeof name, "analysis.baseline.%s", field);
+    sweep_value_text(value, text, sizeof text);
+    const bf_sweep_axis *axis = NULL;
+    for (size_t i = 0; i < sw->n_stages; i++) {
+        size_t f;
+        axis = axis_with(&sw->stages[i], field, &f);
+        if (!axis)
+            continue;
+        char *match = bf_xmalloc(axis->n);
+        memset(match, 1, axis->n);
+        size_t left = mark_matches(axis, f, value, match);
+        free(match);
+        if (left > 0)
+            return 0;
+        axis_values(axis, f, values, sizeof values);
+    }
+    if (!values[0])
+        return bf_error_set(err, sw->file, line, name, "'%s' is not swept by "
+                            "grid or zip, so no group differs from the "
+                            "baseline in it", field);
+    return bf_error_set(err, sw->file, line, name, "'%s' is not one of the "
+                        "values swept (%s: %s)", text, field, values);
+}
+
+static int depths_have(const int *depths, int n, int depth)
+{
+    for (int i = 0; i < n; i++)
+        if (depths[i] == depth)
+            return 1;
+    return 0;
+}
+
+/* Some job of the sweep evaluates at `depth`: a stage's base does, or a
+ * value of its eval_depths axis. */
+static int evaluated_at(const bf_sweep *sw, int depth)
+{
+    for (size_t i = 0; i < sw->n_stages; i++) {
+        const bf_sweep_stage *st = &sw->stages[i];
+        size_t f;
+        const bf_sweep_axis *axis = axis_with(st, "eval_depths", &f);
+        if (!axis && depths_have(st->base.eval_depths,
+                                 st->base.n_eval_depths, depth))
+            return 1;
+        for (size_t v = 0; axis && v < axis->n; v++) {
+            const json_t *list = json_object_get(axis->assign[v],
+                                                 "eval_depths");
+            size_t k;
+            json_t *d;
+            json_array_foreach(list, k, d)
+                if (json_integer_value(d) == depth)
+                    return 1;
+        }
+    }
+    return 0;
+}
+
+static int parse_analysis(bf_sweep *sw, bf_error *err)
+{
+    bf_analysis_defaults(&sw->analysis);
+    json_t *block = json_object_get(sw->doc, "analysis");
+    if (!block)
+        return 0;
+    json_t *lines = bf_yaml_lines_subtree(sw->lines, "/analysis");
+    int rc = bf_analysis_parse(&sw->analysis, block, sw->file, lines, err);
+    json_decref(lines);
+    if (rc < 0)
+        return -1;
+    sw->has_analysis = 1;
+    const bf_analysis *a = &sw->analysis;
+    if (a->primary_eval_depth && !evaluated_at(sw, a->primary_eval_depth))
+        return bf_error_set(err, sw->file, sweep_line(sw, "/analysis/primary/"
+                            "eval_depth"), "analysis.primary.eval_depth", "no "
+                            "job of the sweep evaluates at depth %d (give it "
+                            "in eval_depths)", a->primary_eval_depth);
+    const char *field;
+    json_t *value;
+    json_object_foreach(a->baseline, field, value)
+        if (check_baseline_field(sw, field, value, err) < 0)
+            return -1;
+    return 0;
+}
+
 /* ---- the whole file ------------------------------------------------------- */
 
 bf_sweep *bf_sweep_parse(const char *file, const char *dir, const char *text,
@@ -753,7 +827,7 @@ bf_sweep *bf_sweep_parse(const char *file, const char *dir, const char *text,
     if (!json_is_object(sw->doc)) {
         bf_error_set(err, sw->file, 1, NULL, "a sweep file must be a mapping "
                      "(name, base, grid, zip, exclude, seeds, stages, "
-                     "max_attempts, priority, memory_budget_gib)");
+                     "max_attempts, priority, memory_budget_gib, analysis)");
         goto fail;
     }
     if (check_keys(sw, sw->doc, "", top_level_keys, COUNT_OF(top_level_keys),
@@ -764,7 +838,7 @@ bf_sweep *bf_sweep_parse(const char *file, const char *dir, const char *text,
     for (size_t i = 0; i < sw->n_stages; i++)
         if (parse_stage(sw, &sw->stages[i], &budget, err) < 0)
             goto fail;
-    if (parse_refs(sw, err) < 0)
+    if (parse_refs(sw, err) < 0 || parse_analysis(sw, err) < 0)
         goto fail;
     return sw;
 fail:
@@ -806,6 +880,7 @@ void bf_sweep_free(bf_sweep *sw)
     for (size_t i = 0; i < sw->n_stages; i++)
         free_stage(&sw->stages[i]);
     free(sw->stages);
+    bf_analysis_free(&sw->analysis);
     json_decref(sw->warnings);
     json_decref(sw->doc);
     json_decref(sw->lines);

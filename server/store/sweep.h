@@ -16,6 +16,9 @@
  *   priority: 0                  # optional, higher leases first, default 0
  *   memory_budget_gib: 64        # optional: a job's estimated memory per
  *                                #   rank must fit (common/model_size.h)
+ *   analysis:                    # optional: how compare reads the sweep
+ *     primary: {metric: loss, eval_depth: 8}   # (common/analysis.h)
+ *     baseline: {rope: rope}
  *
  * Or, instead of grid/zip/exclude/seeds, `stages:`: a list of mappings, each
  * with a `name` and its own base, grid, zip, exclude and seeds (the top-level
@@ -41,6 +44,7 @@
 #include <stdint.h>
 #include <jansson.h>
 
+#include "analysis.h"
 #include "bf_error.h"
 #include "job_config.h"
 
@@ -62,6 +66,8 @@ typedef struct bf_sweep {
     int priority;
     int memory_budget_gib; /* every job's estimate per rank is within it */
     size_t n_jobs;       /* over every stage, excluded combinations left out */
+    int has_analysis;    /* the file has an `analysis:` block */
+    bf_analysis analysis;/* it, checked against the sweep; else defaults */
     /* After a successful bf_sweep_expand: an array of messages (strings),
      * each naming file, line and field: fields without effect for a job's
      * rope variant, bifocal/prope fractions that degenerate, jobs that

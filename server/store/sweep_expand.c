@@ -92,7 +92,7 @@ static int blame(const bf_sweep *sw, const bf_sweep_stage *st, size_t index,
     if (!line)
         line = sweep_line(sw, "%s%s", st->ptr, st->n_axes ? "/grid" : "/base");
     return bf_error_set(err, sw->file, line, field, "%s (job %zu: %s%s)",
-                        sweep_error_body(verr), index, jobdesc, where);
+                        bf_error_body(verr), index, jobdesc, where);
 }
 
 static int duplicate_error(const bf_sweep *sw, size_t first, size_t index,

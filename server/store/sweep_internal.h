@@ -116,10 +116,6 @@ int sweep_line(const bf_sweep *sw, const char *fmt, ...)
 /* A JSON value as the user wrote it: strings bare, the rest compact JSON. */
 void sweep_value_text(const json_t *v, char *buf, size_t cap);
 
-/* The message of e without the "file:line: field 'x': " prefix that
- * bf_error_set put in front, so it can be re-located. */
-const char *sweep_error_body(const bf_error *e);
-
 /* Whether combination number `combo` (over the axes, seeds aside) of st is
  * left out by an exclude rule. */
 int sweep_excluded(const bf_sweep_stage *st, size_t combo);

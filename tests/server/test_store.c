@@ -89,6 +89,33 @@ static void test_rejected_sweep_stores_nothing(void **state)
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs"), 12);
 }
 
+/* The analysis block is stored as parsed (canonical values, defaults filled
+ * in); a sweep without one has no row. */
+static void test_submit_stores_analysis(void **state)
+{
+    fixture *f = *state;
+    int64_t plain = bft_submit(f->s, "name: plain\n", 1, NULL);
+    int64_t id = bft_submit(f->s, "name: a\ngrid: {rope: [rope, spectral],"
+                            " lr: [1e-3, 2e-3]}\nanalysis:\n"
+                            "  primary: {metric: loss, eval_depth: 8}\n"
+                            "  baseline: {lr: 1e-3, rope: rope}\n", 2, NULL);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM sweep_analysis"
+                             " WHERE sweep_id = %lld", (long long)plain), 0);
+    char *row = bft_text(f->s, "SELECT primary_metric || '|' ||"
+                         " primary_eval_depth || '|' || baseline || '|' ||"
+                         " equivalence_margin || '|' || alpha"
+                         " FROM sweep_analysis WHERE sweep_id = %lld",
+                         (long long)id);
+    assert_string_equal(row, "loss|8|{\"lr\":0.001,\"rope\":\"rope\"}|0.1|0.05");
+    free(row);
+    /* The baseline's values are those of jobs.config, so SQL finds the
+     * baseline jobs by them. */
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs j, sweep_analysis a"
+        " WHERE j.sweep_id = a.sweep_id AND NOT EXISTS (SELECT 1 FROM"
+        " json_each(a.baseline) b WHERE json_extract(j.config, '$.' || b.key)"
+        " IS NOT b.value)"), 1);
+}
+
 static void test_reopen_keeps_queue(void **state)
 {
     fixture *f = *state;
@@ -429,6 +456,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_open_sets_pragmas, setup, teardown),
         cmocka_unit_test_setup_teardown(test_submit_stores_sweep_and_jobs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rejected_sweep_stores_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_submit_stores_analysis, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_reopen_keeps_queue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrates_older_database, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migration_ends_duplicate_running,

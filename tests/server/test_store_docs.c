@@ -57,7 +57,9 @@ static void run_job(bf_store *s, int outcome, int with_freq)
 static void populate(bf_store *s)
 {
     bft_submit(s, "name: docs\nbase: {depth: 4, eval_depths: [4, 8]}\n"
-                  "grid: {rope: [rope, bifocal]}\nseeds: 2\nmax_attempts: 1\n",
+                  "grid: {rope: [rope, bifocal]}\nseeds: 2\nmax_attempts: 1\n"
+                  "analysis: {primary: {metric: loss, eval_depth: 8},"
+                  " baseline: {rope: rope}}\n",
                1700000000000, NULL);
     assert_int_equal(bf_store_worker_seen(s, "gpu-0", "node1", 4, 1, 1700000000000, NULL), 0);
     run_job(s, 1, 0);    /* rope, seed 1: succeeded */

@@ -483,7 +483,9 @@ static void test_staged_sweep_discarded(void **state)
     fixture *f = *state;
     int64_t kept = submit(f->s, "kept", 0, 3, 1);
     staged st;
-    begin_staging(f->s, &st, "name: big\nseeds: 150\n", 140);
+    begin_staging(f->s, &st, "name: big\nseeds: 150\n"
+                  "analysis: {alpha: 0.01}\n", 140);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM sweep_analysis"), 1);
     bf_error err = {0};
     /* Out of time at once, a slice is one statement: 64 rows. */
     assert_int_equal(bf_store_discard_staged(f->s, st.stage.sweep_id, PAST,
@@ -495,6 +497,8 @@ static void test_staged_sweep_discarded(void **state)
                                              &err), 0);
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM sweeps"), 1);
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs"), 3);
+    /* Its analysis row went with it. */
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM sweep_analysis"), 0);
     /* A visible sweep is never discarded. */
     assert_int_equal(bf_store_discard_staged(f->s, kept, 0, &err), 0);
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs"), 3);
@@ -515,6 +519,7 @@ static void test_staged_sweep_discarded(void **state)
     f->s = bft_open(f->dir, BFT_STORE_DB, NULL);
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs"), 3);
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM sweeps"), 1);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM sweep_analysis"), 0);
     staged_free(&st);
 }
 

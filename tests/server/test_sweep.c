@@ -256,6 +256,32 @@ static const bad_case bad_cases[] = {
      "    base: {init_from: \"stage:a\"}\n", 6, "init_from",
      "job 2 (stage b: the base config) matches 2 jobs of stage a (jobs 0, 1), "
      "which differ in lr"},
+    /* analysis: the block on its own, then against the sweep */
+    {"analysis not a mapping", "name: x\nanalysis: [loss]\n", 2, "analysis",
+     "must be a mapping"},
+    {"analysis unknown key", "name: x\nanalysis:\n  alhpa: 0.05\n", 3,
+     "analysis.alhpa", "unknown key 'alhpa'"},
+    {"analysis metric", "name: x\nanalysis:\n  primary:\n    metric: "
+     "perplexity\n", 4, "analysis.primary.metric", "loss or accuracy"},
+    {"analysis depth zero", "name: x\nanalysis:\n  primary: {metric: loss,"
+     " eval_depth: 0}\n", 3, "analysis.primary.eval_depth", "[1, 256]"},
+    {"analysis depth unevaluated", "name: x\nbase: {eval_depths: [4, 8]}\n"
+     "analysis:\n  primary:\n    metric: loss\n    eval_depth: 16\n", 6,
+     "analysis.primary.eval_depth", "no job of the sweep evaluates at depth 16"},
+    {"analysis margin one", "name: x\nanalysis:\n  equivalence_margin: 1\n",
+     3, "analysis.equivalence_margin", "(0, 1)"},
+    {"analysis alpha", "name: x\nanalysis:\n  alpha: 0.9\n", 3,
+     "analysis.alpha", "(0, 0.5]"},
+    {"analysis baseline bad value", "name: x\ngrid: {rope: [rope, spectral]}"
+     "\nanalysis:\n  baseline:\n    rope: roap\n", 5,
+     "analysis.baseline.rope", "roap"},
+    {"analysis baseline not swept", "name: x\ngrid: {rope: [rope, spectral]}"
+     "\nanalysis:\n  baseline: {task: dyck}\n", 4, "analysis.baseline.task",
+     "'task' is not swept by grid or zip"},
+    {"analysis baseline value not swept", "name: x\n"
+     "grid: {rope: [rope, spectral]}\nanalysis:\n  baseline:\n"
+     "    rope: bifocal\n", 5, "analysis.baseline.rope",
+     "'bifocal' is not one of the values swept (rope: rope, spectral)"},
 };
 
 static void test_rejections(void **state)
@@ -288,6 +314,44 @@ static void test_rejections(void **state)
             assert_non_null(strstr(err.msg, where));
         }
     }
+}
+
+/* An analysis block parsed into its canonical form; a sweep without one
+ * gets the defaults. */
+static void test_analysis_block(void **state)
+{
+    (void)state;
+    bf_error err = {0};
+    bf_sweep *sw = parse("name: a\nbase: {eval_depths: [4, 8]}\n"
+                         "grid: {rope: [rope, spectral], rope_base: [1e4, 5e5]}\n"
+                         "analysis:\n"
+                         "  primary: {metric: accuracy, eval_depth: 8}\n"
+                         "  baseline: {rope: rope, rope_base: 10000}\n"
+                         "  equivalence_margin: 0.05\n", &err);
+    if (!sw)
+        fail_msg("parse: %s", err.msg);
+    assert_true(sw->has_analysis);
+    json_t *j = bf_analysis_to_json(&sw->analysis);
+    char *text = json_dumps(j, JSON_SORT_KEYS | JSON_COMPACT);
+    assert_string_equal(text, "{\"alpha\":0.050000000000000003,"
+                        "\"baseline\":{\"rope\":\"rope\",\"rope_base\":10000.0},"
+                        "\"equivalence_margin\":0.050000000000000003,"
+                        "\"primary\":{\"eval_depth\":8,\"metric\":\"accuracy\"}}");
+    free(text);
+    json_decref(j);
+    bf_sweep_free(sw);
+    sw = parse("name: a\nanalysis: {primary: {metric: loss}}\n", &err);
+    assert_non_null(sw);
+    assert_true(sw->analysis.has_primary);
+    assert_int_equal(sw->analysis.primary_eval_depth, 0);
+    assert_null(sw->analysis.baseline);
+    bf_sweep_free(sw);
+    sw = parse("name: a\n", &err);
+    assert_false(sw->has_analysis);
+    assert_false(sw->analysis.has_primary);
+    assert_true(sw->analysis.alpha == BF_ANALYSIS_ALPHA);
+    assert_true(sw->analysis.equivalence_margin == BF_ANALYSIS_MARGIN);
+    bf_sweep_free(sw);
 }
 
 /* The baselines' fields (rope: prope, prope_fraction, random_positions)
@@ -695,6 +759,7 @@ int main(void)
         cmocka_unit_test(test_expansion_order_and_configs),
         cmocka_unit_test(test_seed_forms),
         cmocka_unit_test(test_header_fields),
+        cmocka_unit_test(test_analysis_block),
         cmocka_unit_test(test_rejections),
         cmocka_unit_test(test_baseline_fields),
         cmocka_unit_test(test_visitor_stops),

@@ -1,0 +1,70 @@
+/* The `analysis:` block of a sweep file: how its comparisons are to be read.
+ *
+ *   analysis:
+ *     primary: {metric: loss, eval_depth: 8}  # optional: the primary family
+ *     baseline: {rope: rope}                  # optional: the baseline group
+ *     equivalence_margin: 0.10                # optional, default 0.10
+ *     alpha: 0.05                             # optional, default 0.05
+ *
+ * primary names the comparisons a study was run for (metric loss or
+ * accuracy, at one eval depth, or at every depth without eval_depth): Holm
+ * controls the family-wise error within them, Benjamini-Hochberg the false
+ * discovery rate over every other comparison.  baseline maps swept fields
+ * to the values of the group every other group is compared with.  The
+ * equivalence margin is a relative one on the ratio to the baseline (0.10:
+ * a variant within ×0.9..×1/0.9 of it is equivalent); alpha the level of
+ * every test.
+ *
+ * This module checks the block on its own (types, ranges, job-config
+ * fields and values); the sweep parser (server/store/sweep.c) checks it
+ * against the sweep (a baseline value is one the sweep sweeps; some job
+ * evaluates at the primary depth) and the store keeps it in the
+ * `sweep_analysis` table (docs/schema.md), read back by the client. */
+#ifndef BF_ANALYSIS_H
+#define BF_ANALYSIS_H
+
+#include <jansson.h>
+
+#include "bf_error.h"
+
+#define BF_ANALYSIS_MARGIN 0.10     /* default equivalence_margin */
+#define BF_ANALYSIS_ALPHA 0.05      /* default alpha */
+
+typedef enum bf_analysis_metric {
+    BF_ANALYSIS_LOSS,
+    BF_ANALYSIS_ACCURACY,
+} bf_analysis_metric;
+
+/* A parsed block.  baseline is owned (bf_analysis_free). */
+typedef struct bf_analysis {
+    int has_primary;                 /* the block names a primary family */
+    bf_analysis_metric primary_metric;
+    int primary_eval_depth;          /* 0: every eval depth */
+    json_t *baseline;                /* {field: canonical value}, or NULL */
+    double equivalence_margin;       /* in (0, 1) */
+    double alpha;                    /* in (0, 0.5] */
+} bf_analysis;
+
+/* No primary family, no baseline, the default margin and alpha: what a
+ * sweep without the block gets. */
+void bf_analysis_defaults(bf_analysis *a);
+
+/* Fills *a from the block (the value of `analysis:`).  file and lines (the
+ * line table of the block, bf_yaml_lines_subtree(lines, "/analysis"); may
+ * be NULL) locate errors, which name the field ("analysis.primary.metric").
+ * On error *a holds nothing to free. */
+int bf_analysis_parse(bf_analysis *a, const json_t *block, const char *file,
+                      const json_t *lines, bf_error *err);
+
+/* "loss" or "accuracy"; bf_analysis_metric_from_name returns -1 for any
+ * other name. */
+const char *bf_analysis_metric_name(bf_analysis_metric m);
+int bf_analysis_metric_from_name(const char *name);
+
+/* The block in its canonical form (new reference): every key, defaults
+ * filled in, as `compare --format json` prints it. */
+json_t *bf_analysis_to_json(const bf_analysis *a);
+
+void bf_analysis_free(bf_analysis *a);
+
+#endif
