@@ -58,7 +58,7 @@ bf_confseq_state bf_confseq_decide(const double *x, int n, int min, int max,
         return BF_CONFSEQ_LOWER;
     if (*low > 0)
         return BF_CONFSEQ_HIGHER;
-    if (*low > log1p(-margin) && *high < log1p(margin))
+    if (*low > log1p(-margin) && *high < -log1p(-margin))
         return BF_CONFSEQ_EQUIVALENT;
     return n >= max ? BF_CONFSEQ_UNDECIDED : BF_CONFSEQ_RUNNING;
 }

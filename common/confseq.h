@@ -38,7 +38,9 @@ typedef enum bf_confseq_state {
     BF_CONFSEQ_RUNNING = 0,     /* not known yet: add a seed pair */
     BF_CONFSEQ_LOWER,           /* interval below 0: the variant's loss is lower */
     BF_CONFSEQ_HIGHER,          /* interval above 0 */
-    BF_CONFSEQ_EQUIVALENT,      /* interval inside log(1 -+ margin) */
+    BF_CONFSEQ_EQUIVALENT,      /* interval inside -+log(1 - margin): the
+                                   ratio within x(1 - margin)..x1/(1 - margin),
+                                   as common/analysis.h's margin */
     BF_CONFSEQ_UNDECIDED,       /* max seeds spent, none of the above */
 } bf_confseq_state;
 
