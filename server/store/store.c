@@ -508,7 +508,10 @@ static int insert_comparisons(bf_store *s, int64_t sweep_id,
 {
     if (!sw->has_analysis || !sw->analysis.baseline)
         return 0;
-    char *baseline = json_dumps(sw->analysis.baseline, JSON_COMPACT);
+    /* Written as jobs.config writes its values (job_config.c), so that the
+     * patched config compares equal as text. */
+    char *baseline = json_dumps(sw->analysis.baseline, JSON_SORT_KEYS |
+                                JSON_COMPACT | JSON_REAL_PRECISION(17));
     int rc = 0;
     for (size_t i = 0; i < sw->n_stages && rc == 0; i++) {
         int min, max;

@@ -1,0 +1,94 @@
+/* Adaptive seeds end to end, with a real mpirun group: against the
+ * baseline (lr 0.003), lr 0.00001 barely trains, a big effect decided
+ * *higher* once the rule can tell (seed 4), after which it gets no more
+ * seeds; freq_lr_mult 10 has no effect with fixed RoPE (the same loss bit
+ * for bit), so its comparison keeps getting seed pairs up to max and ends
+ * *undecided*. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "e2e.h"
+
+static const char adaptive[] =
+    "name: adaptive\n"
+    "base: {d_model: 32, n_layers: 2, n_heads: 4, seq_len: 40, batch_size: 8,"
+    " warmup_steps: 0, log_every: 10, eval_every: 0, freq_every: 0,"
+    " eval_examples: 16, rope: rope, depth: 4, eval_depths: [4], steps: 40}\n"
+    "zip:\n"
+    "  lr: [0.003, 0.00001, 0.003]\n"
+    "  freq_lr_mult: [1, 1, 10]\n"
+    "seeds: {min: 3, max: 5, until: decided}\n"
+    "analysis:\n"
+    "  primary: {metric: loss, eval_depth: 4}\n"
+    "  baseline: {lr: 0.003, freq_lr_mult: 1}\n";
+
+/* The comparison of the variant with lr / freq_lr_mult: "state seeds". */
+static void comparison(bft_daemon *d, const char *where, char *buf,
+                       size_t cap)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT c.state || ' ' || c.decided_seed FROM "
+             "seed_comparisons c JOIN jobs j ON j.cell = c.variant_cell AND "
+             "j.seed = 1 WHERE %s", where);
+    e2e_sql_text(d, sql, buf, cap);
+}
+
+static void test_decided_stops_undecided_goes_on(void **state)
+{
+    bft_daemon *d = *state;
+    assert_int_equal(bft_daemon_start(d, 10), 0);
+    const char *path = bft_write_file(d, "adaptive.yaml", adaptive);
+    char *out = NULL, *err = NULL;
+    int rc = bft_run_client(d, &out, &err, "submit", path, NULL);
+    if (rc != 0)
+        fail_msg("bifocal submit: exit %d: %s", rc, err);
+    free(out);
+    free(err);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs WHERE status"
+                                 " = 'queued'"), 9);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM seed_comparisons"),
+                     2);
+    pid_t g = e2e_group_start(d, 1, "group", "--exit-when-idle",
+                              "--idle-grace", "0", NULL);
+    assert_true(g > 0);
+    assert_int_equal(e2e_group_wait(g, 150000), 0);
+    char text[64];
+    comparison(d, "json_extract(j.config, '$.lr') < 0.001", text,
+               sizeof text);
+    assert_string_equal(text, "higher 4");
+    comparison(d, "json_extract(j.config, '$.freq_lr_mult') > 1", text,
+               sizeof text);
+    assert_string_equal(text, "undecided 5");
+    /* lr 0.00001: seeds 1..4 ran, seed 5 was never leased */
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs WHERE"
+                                 " json_extract(config, '$.lr') < 0.001 AND"
+                                 " status = 'succeeded'"), 4);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs j WHERE"
+                                 " json_extract(config, '$.lr') < 0.001 AND"
+                                 " seed = 5 AND status = 'cancelled' AND NOT"
+                                 " EXISTS (SELECT 1 FROM attempts a WHERE"
+                                 " a.job_id = j.job_id)"), 1);
+    /* the baseline and the no-effect variant: every seed, once each */
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs WHERE"
+                                 " json_extract(config, '$.lr') > 0.001 AND"
+                                 " status = 'succeeded'"), 10);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM attempts"), 14);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM sweeps WHERE"
+                                 " status = 'done'"), 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_decided_stops_undecided_goes_on,
+                                        e2e_setup, e2e_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
