@@ -82,6 +82,29 @@ static void test_decided_stops_undecided_goes_on(void **state)
     assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM attempts"), 14);
     assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM sweeps WHERE"
                                  " status = 'done'"), 1);
+    /* watch and the report say where each comparison stands */
+    out = NULL;
+    assert_int_equal(bft_run_client(d, &out, NULL, "watch", "1", NULL), 0);
+    if (!strstr(out, "lr=1e-05 vs lr=0.003, depth 4: decided higher at "
+                "seed 4, loss ratio in [×") ||
+        !strstr(out, "freq_lr_mult=10 vs freq_lr_mult=1, depth 4: undecided "
+                "at seed 5 (max), loss ratio not bounded yet"))
+        fail_msg("bifocal watch 1 printed:\n%s", out);
+    free(out);
+    char report[512];
+    snprintf(report, sizeof report, "%s/report.json", d->dir);
+    assert_int_equal(bft_run_client(d, NULL, NULL, "report", "1", "--json",
+                                    "-o", report, NULL), 0);
+    json_error_t jerr;
+    json_t *data = json_load_file(report, 0, &jerr);
+    assert_non_null(data);
+    json_t *first = json_array_get(json_object_get(data, "adaptive_seeds"), 0);
+    assert_string_equal(json_string_value(json_object_get(first, "state")),
+                        "higher");
+    assert_int_equal(json_integer_value(json_object_get(first,
+                                                        "decided_seed")), 4);
+    assert_true(json_real_value(json_object_get(first, "ratio_low")) > 1);
+    json_decref(data);
 }
 
 int main(void)
