@@ -5,37 +5,18 @@
  *   cs ALPHA N x1..xN                     the interval
  *   decide ALPHA MARGIN MIN MAX N x1..xN  the rule's state and interval */
 #include "confseq.h"
+#include "probe_reader.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_N = 256 };
-
-static char *cursor;
-
-static double next(void)
-{
-    char *end;
-    double x = strtod(cursor, &end);
-    if (end == cursor) {
-        fprintf(stderr, "confseq_probe: expected a number at '%s'\n", cursor);
-        exit(2);
-    }
-    cursor = end;
-    return x;
-}
-
 static int read_values(double *x)
 {
-    int n = (int)next();
-    if (n < 0 || n > MAX_N) {
-        fprintf(stderr, "confseq_probe: count %d out of 0..%d\n", n, MAX_N);
-        exit(2);
-    }
+    int n = probe_count();
     for (int i = 0; i < n; i++)
-        x[i] = next();
+        x[i] = probe_next();
     return n;
 }
 
@@ -60,22 +41,22 @@ int main(void)
 {
     char line[16384];
     while (fgets(line, sizeof line, stdin)) {
-        double x[MAX_N], low, high;
+        double x[PROBE_MAX_N], low, high;
         if (strcmp(line, "c2\n") == 0) {
             printf("{\"c2\": %.17g}\n", BF_CONFSEQ_C2);
             fflush(stdout);
             continue;
         }
         if (strncmp(line, "cs ", 3) == 0) {
-            cursor = line + 3;
-            double alpha = next();
+            probe_cursor = line + 3;
+            double alpha = probe_next();
             int n = read_values(x);
             bf_confseq_interval(x, n, alpha, &low, &high);
             printf("{");
         } else if (strncmp(line, "decide ", 7) == 0) {
-            cursor = line + 7;
-            double alpha = next(), margin = next();
-            int min = (int)next(), max = (int)next();
+            probe_cursor = line + 7;
+            double alpha = probe_next(), margin = probe_next();
+            int min = (int)probe_next(), max = (int)probe_next();
             int n = read_values(x);
             bf_confseq_state s = bf_confseq_decide(x, n, min, max, margin,
                                                    alpha, &low, &high);

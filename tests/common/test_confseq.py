@@ -8,25 +8,19 @@ dsigma/sigma.  The interval's ends must be where M_n = 1/alpha, a point
 inside it below, points outside above; a whole-line answer must have M_n
 below 1/alpha everywhere.  Then the rule's states on hand-made cases.
 
-usage: test_confseq.py CONFSEQ_PROBE"""
-import json
+usage: test_confseq.py CONFSEQ_PROBE (tests/common/probe.py drives it)"""
 import math
-import subprocess
+import os
 import sys
 
 import numpy as np
 
-probe = subprocess.Popen([sys.argv[1]], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
-failures = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from probe import Probe  # noqa: E402
 
-
-def ask(*words):
-    probe.stdin.write(" ".join(str(w) for w in words) + "\n")
-    probe.stdin.flush()
-    return json.loads(probe.stdout.readline())
-
-
+probe = Probe(sys.argv[1])
+failures = probe.failures
+ask = probe.ask
 C2 = ask("c2")["c2"]
 
 
@@ -130,10 +124,4 @@ r = check_interval(effect[:4], 0.05)
 want = "lower" if r["high"] is not None and r["high"] < 0 else "running"
 expect("4 seeds of the effect", decide(effect[:4]), want)
 
-probe.stdin.close()
-if probe.wait() != 0:
-    failures.append(f"probe exited {probe.returncode}")
-for f in failures:
-    print("FAIL", f)
-print(f"test_confseq: {len(failures)} failures")
-sys.exit(1 if failures else 0)
+sys.exit(probe.finish())

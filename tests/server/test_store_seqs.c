@@ -197,37 +197,43 @@ static void refused(const char *yaml, const char *want)
 static void test_submission_errors(void **state)
 {
     (void)state;
-    const char *head = "name: bad\nbase: {steps: 20, depth: 4, eval_depths: "
-                       "[4]}\ngrid: {rope: [rope, spectral]}\n";
-    const char *analysis = "analysis: {primary: {metric: loss, eval_depth: "
-                           "4}, baseline: {rope: rope}}\n";
-    char yaml[1024];
-    snprintf(yaml, sizeof yaml, "%sseeds: {min: 3, max: 8, until: decided}\n",
-             head);
-    refused(yaml, "sweep.yaml:4: field 'seeds.until': seeds until decided "
-            "needs an analysis: block");
-    snprintf(yaml, sizeof yaml, "%sseeds: {min: 3, max: 8, until: decided}\n"
-             "analysis: {baseline: {rope: rope}}\n", head);
-    refused(yaml, "sweep.yaml:4: field 'seeds.until': seeds until decided "
-            "needs analysis.primary: {metric: loss, eval_depth: D}");
-    snprintf(yaml, sizeof yaml, "%sseeds: {min: 3, max: 8, until: decided}\n"
-             "analysis: {primary: {metric: loss, eval_depth: 4}}\n", head);
-    refused(yaml, "needs analysis.baseline");
-    snprintf(yaml, sizeof yaml, "%sseeds:\n  min: 9\n  max: 8\n  until: "
-             "decided\n%s", head, analysis);
-    refused(yaml, "sweep.yaml:5: field 'seeds.min': seeds.min 9 is more "
-            "than seeds.max 8");
-    snprintf(yaml, sizeof yaml, "%sseeds:\n  min: 3\n  max: 8\n  until: "
-             "enough\n%s", head, analysis);
-    refused(yaml, "sweep.yaml:7: field 'seeds.until': seeds.until must be "
-            "'decided'");
-    snprintf(yaml, sizeof yaml, "%sseeds:\n  min: 0\n  max: 8\n  until: "
-             "decided\n%s", head, analysis);
-    refused(yaml, "sweep.yaml:5: field 'seeds.min': seeds.min must be an "
-            "integer in [1, 1000]");
-    snprintf(yaml, sizeof yaml, "%sseeds: {min: 3, max: 8, until: decided, "
-             "by: 2}\n%s", head, analysis);
-    refused(yaml, "unknown seeds key 'by' (allowed: min, max, until)");
+    static const char head[] = "name: bad\nbase: {steps: 20, depth: 4, "
+                               "eval_depths: [4]}\ngrid: {rope: [rope, "
+                               "spectral]}\n";
+#define ANALYSIS "analysis: {primary: {metric: loss, eval_depth: 4}, " \
+                 "baseline: {rope: rope}}\n"
+#define SEEDS(min, until) "seeds:\n  min: " min "\n  max: 8\n  until: " \
+                          until "\n"
+    static const struct { const char *tail, *want; } cases[] = {
+        { "seeds: {min: 3, max: 8, until: decided}\n",
+          "sweep.yaml:4: field 'seeds.until': seeds until decided needs an "
+          "analysis: block" },
+        { "seeds: {min: 3, max: 8, until: decided}\n"
+          "analysis: {baseline: {rope: rope}}\n",
+          "sweep.yaml:4: field 'seeds.until': seeds until decided needs "
+          "analysis.primary: {metric: loss, eval_depth: D}" },
+        { "seeds: {min: 3, max: 8, until: decided}\n"
+          "analysis: {primary: {metric: loss, eval_depth: 4}}\n",
+          "needs analysis.baseline" },
+        { SEEDS("9", "decided") ANALYSIS,
+          "sweep.yaml:5: field 'seeds.min': seeds.min 9 is more than "
+          "seeds.max 8" },
+        { SEEDS("3", "enough") ANALYSIS,
+          "sweep.yaml:7: field 'seeds.until': seeds.until must be "
+          "'decided'" },
+        { SEEDS("0", "decided") ANALYSIS,
+          "sweep.yaml:5: field 'seeds.min': seeds.min must be an integer in "
+          "[1, 1000]" },
+        { "seeds: {min: 3, max: 8, until: decided, by: 2}\n" ANALYSIS,
+          "unknown seeds key 'by' (allowed: min, max, until)" },
+    };
+#undef SEEDS
+#undef ANALYSIS
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char yaml[1024];
+        snprintf(yaml, sizeof yaml, "%s%s", head, cases[i].tail);
+        refused(yaml, cases[i].want);
+    }
 }
 
 int main(void)
