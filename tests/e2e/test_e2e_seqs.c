@@ -3,13 +3,15 @@
  * *higher* once the rule can tell (seed 4), after which it gets no more
  * seeds; freq_lr_mult 10 has no effect with fixed RoPE (the same loss bit
  * for bit), so its comparison keeps getting seed pairs up to max and ends
- * *undecided*. */
+ * *undecided*.  The same allocation when bifocald is killed (-9) and
+ * restarted three times on the way. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,10 +42,8 @@ static void comparison(bft_daemon *d, const char *where, char *buf,
     e2e_sql_text(d, sql, buf, cap);
 }
 
-static void test_decided_stops_undecided_goes_on(void **state)
+static void submit(bft_daemon *d)
 {
-    bft_daemon *d = *state;
-    assert_int_equal(bft_daemon_start(d, 10), 0);
     const char *path = bft_write_file(d, "adaptive.yaml", adaptive);
     char *out = NULL, *err = NULL;
     int rc = bft_run_client(d, &out, &err, "submit", path, NULL);
@@ -55,10 +55,12 @@ static void test_decided_stops_undecided_goes_on(void **state)
                                  " = 'queued'"), 9);
     assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM seed_comparisons"),
                      2);
-    pid_t g = e2e_group_start(d, 1, "group", "--exit-when-idle",
-                              "--idle-grace", "0", NULL);
-    assert_true(g > 0);
-    assert_int_equal(e2e_group_wait(g, 150000), 0);
+}
+
+/* The big effect decided at seed 4, the null run to max; no job succeeded
+ * twice. */
+static void check_allocation(bft_daemon *d)
+{
     char text[64];
     comparison(d, "json_extract(j.config, '$.lr') < 0.001", text,
                sizeof text);
@@ -75,15 +77,31 @@ static void test_decided_stops_undecided_goes_on(void **state)
                                  " seed = 5 AND status = 'cancelled' AND NOT"
                                  " EXISTS (SELECT 1 FROM attempts a WHERE"
                                  " a.job_id = j.job_id)"), 1);
-    /* the baseline and the no-effect variant: every seed, once each */
+    /* the baseline and the no-effect variant: every seed */
     assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs WHERE"
                                  " json_extract(config, '$.lr') > 0.001 AND"
                                  " status = 'succeeded'"), 10);
-    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM attempts"), 14);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM attempts WHERE"
+                                 " outcome = 'succeeded'"), 14);
+    assert_int_equal(bft_sql_int(d, "SELECT count(DISTINCT job_id) FROM"
+                                 " attempts WHERE outcome = 'succeeded'"), 14);
     assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM sweeps WHERE"
                                  " status = 'done'"), 1);
+}
+
+static void test_decided_stops_undecided_goes_on(void **state)
+{
+    bft_daemon *d = *state;
+    assert_int_equal(bft_daemon_start(d, 10), 0);
+    submit(d);
+    pid_t g = e2e_group_start(d, 1, "group", "--exit-when-idle",
+                              "--idle-grace", "0", NULL);
+    assert_true(g > 0);
+    assert_int_equal(e2e_group_wait(g, 150000), 0);
+    check_allocation(d);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM attempts"), 14);
     /* watch and the report say where each comparison stands */
-    out = NULL;
+    char *out = NULL;
     assert_int_equal(bft_run_client(d, &out, NULL, "watch", "1", NULL), 0);
     if (!strstr(out, "lr=1e-05 vs lr=0.003, depth 4: decided higher at "
                 "seed 4, loss ratio in [×") ||
@@ -107,10 +125,36 @@ static void test_decided_stops_undecided_goes_on(void **state)
     json_decref(data);
 }
 
+/* kill -9 of bifocald after 2, 6 and 10 jobs have succeeded (within the
+ * first round, around the decision at seed 4, in the null's last seeds),
+ * each time restarted on the same database and port: the group
+ * reconnects, and the allocation is the one without kills. */
+static void test_daemon_killed_keeps_the_allocation(void **state)
+{
+    bft_daemon *d = *state;
+    assert_int_equal(bft_daemon_start(d, 10), 0);
+    submit(d);
+    pid_t g = e2e_group_start(d, 1, "group", "--exit-when-idle",
+                              "--idle-grace", "0", NULL);
+    assert_true(g > 0);
+    static const int kill_after[] = {2, 6, 10};
+    for (size_t i = 0; i < sizeof kill_after / sizeof *kill_after; i++) {
+        assert_true(e2e_wait_sql(d, "SELECT count(*) FROM jobs WHERE status"
+                                 " = 'succeeded'", kill_after[i], 60000)
+                    >= kill_after[i]);
+        assert_true(bft_daemon_stop(d, SIGKILL) == 128 + SIGKILL);
+        assert_int_equal(bft_daemon_restart_same_port(d), 0);
+    }
+    assert_int_equal(e2e_group_wait(g, 150000), 0);
+    check_allocation(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_decided_stops_undecided_goes_on,
+                                        e2e_setup, e2e_teardown),
+        cmocka_unit_test_setup_teardown(test_daemon_killed_keeps_the_allocation,
                                         e2e_setup, e2e_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
