@@ -212,15 +212,18 @@ extern const int bf_schema_n_migrations;
       " checkpoint_step = CASE WHEN ?2 THEN NULL ELSE checkpoint_step END"     \
       " WHERE job_id = ?1 AND status IN ('failed', 'cancelled')")              \
     /* adaptive seeds (store_seqs.c) */                                        \
+    /* Each cell of the stage (its seed-1 job) with the config it is and  \
+     * the config its baseline has, made once per cell; the match then    \
+     * compares texts only. */                                             \
     X(ST_SEQ_INSERT,                                                           \
-      "INSERT INTO seed_comparisons (sweep_id, variant_cell, baseline_cell,"   \
+      "WITH cells AS MATERIALIZED (SELECT cell,"                               \
+      "  json_remove(config, '$.seed') AS own,"                                \
+      "  json_remove(json_patch(config, ?6), '$.seed') AS wants"               \
+      "  FROM jobs WHERE sweep_id = ?1 AND stage IS ?2 AND seed = 1)"          \
+      " INSERT INTO seed_comparisons (sweep_id, variant_cell, baseline_cell,"  \
       " stage, eval_depth, seeds_min, seeds_max, released)"                    \
-      " SELECT v.sweep_id, v.cell, b.cell, ?2, ?5, ?3, ?4, ?3"                 \
-      " FROM jobs v JOIN jobs b ON b.sweep_id = v.sweep_id AND b.seed = 1"     \
-      "  AND b.stage IS ?2 AND b.cell <> v.cell"                               \
-      "  AND json_remove(b.config, '$.seed')"                                  \
-      "    = json_remove(json_patch(v.config, ?6), '$.seed')"                  \
-      " WHERE v.sweep_id = ?1 AND v.stage IS ?2 AND v.seed = 1")               \
+      " SELECT ?1, v.cell, b.cell, ?2, ?5, ?3, ?4, ?3"                         \
+      " FROM cells v JOIN cells b ON b.own = v.wants AND b.cell <> v.cell")    \
     X(ST_SEQ_JOB, "SELECT sweep_id, cell FROM jobs WHERE job_id = ?1")         \
     X(ST_SEQ_RUNNING,                                                          \
       "SELECT c.variant_cell, c.baseline_cell, c.eval_depth, c.seeds_min,"     \
