@@ -2,6 +2,7 @@
  * status feed, its job table paged from them.  See dash_sweep.h. */
 #include "dash_sweep.h"
 
+#include "adaptive.h"
 #include "alloc.h"
 #include "compare.h"
 #include "db.h"
@@ -810,6 +811,9 @@ json_t *bf_dash_sweep_summary(const bf_dash_sweep *s, sqlite3 *db)
         json_object_set_new(json_object_get(summary, "sweep"), "n_jobs",
                             json_integer((json_int_t)s->n));
         json_object_set_new(summary, "values", values_json(s));
+        json_t *adaptive = bf_adaptive_read(&src, s->sweep_id);
+        json_object_set_new(summary, "adaptive_seeds",
+                            adaptive ? adaptive : json_array());
     }
     succeeded_view_clear(&v);
     return summary;

@@ -2,9 +2,12 @@
  *
  * Each poll asks for the sweep's counts (`status`), its running jobs with
  * their newest step (`rows` of the live_jobs view) and, less often, the
- * workers; client/progress.c turns the running jobs into rates and ETAs. */
+ * workers; client/progress.c turns the running jobs into rates and ETAs.
+ * A sweep with adaptive seeds shows each comparison's state too (the
+ * adaptive_seeds view, client/adaptive.c). */
 #include "watch.h"
 
+#include "adaptive.h"
 #include "alloc.h"
 #include "clock.h"
 #include "progress.h"
@@ -40,11 +43,13 @@ typedef struct watch {
     bf_progress progress;
     json_t *status;             /* the sweep_progress row */
     json_t *live;               /* live_jobs rows, with rate and eta_s */
+    json_t *adaptive;           /* adaptive_seeds rows: its comparisons */
     int workers;                /* connected workers; -1 before known */
     int64_t workers_ms;         /* when they were last counted */
     int64_t worker_seen_ms;     /* when one was last connected (or start) */
     int drawn;                  /* terminal: lines the last frame drew */
     char *printed_status;       /* plain: the counts last printed */
+    char *printed_adaptive;     /* plain: the comparisons last printed */
     json_t *printed_tenth;      /* plain: job id -> tenth of steps printed */
     int hint_printed;           /* plain: "0 workers" said */
 } watch;
@@ -162,6 +167,26 @@ static void job_line(watch *w, lines *ls, const json_t *row)
     free(label);
 }
 
+/* One line per comparison of adaptive seeds; into *text too (may be
+ * NULL), all of them, to tell when they change. */
+static void adaptive_lines(watch *w, lines *ls, char **text)
+{
+    size_t i, len = 0;
+    json_t *row;
+    if (text)
+        *text = bf_xstrdup("");
+    json_array_foreach(w->adaptive, i, row) {
+        char *line = bf_adaptive_line(row);
+        add_line(ls, "%s%s", w->tty ? "  " : "", line);
+        if (text) {
+            len += strlen(line) + 1;
+            *text = bf_xrealloc(*text, len + 1);
+            strcat(strcat(*text, line), "\n");
+        }
+        free(line);
+    }
+}
+
 /* "0 workers connected" while jobs wait and none has been for a while. */
 static int no_workers(const watch *w, int64_t now)
 {
@@ -204,9 +229,10 @@ static void draw_frame(watch *w, int64_t now)
     terminal_size(&cols, &rows);
     lines ls = { 0 };
     sweep_line(w, &ls);
+    adaptive_lines(w, &ls, NULL);
     int hint = no_workers(w, now);
     int n_jobs = (int)json_array_size(w->live);
-    int room = rows - 2 - hint > 1 ? rows - 2 - hint : 1;
+    int room = rows - 1 - ls.n - hint > 1 ? rows - 1 - ls.n - hint : 1;
     for (int i = 0; i < n_jobs; i++) {
         if (i == room - 1 && n_jobs > room) {
             add_line(&ls, "  ... and %d more running", n_jobs - i);
@@ -254,6 +280,15 @@ static void print_plain(watch *w, int64_t now)
         sweep_line(w, &ls);
     free(w->printed_status);
     w->printed_status = counts;
+    lines comparisons = { 0 };
+    char *text;
+    adaptive_lines(w, &comparisons, &text);
+    if (!w->printed_adaptive || strcmp(text, w->printed_adaptive) != 0)
+        for (int k = 0; k < comparisons.n; k++)
+            add_line(&ls, "%s", comparisons.line[k]);
+    free_lines(&comparisons);
+    free(w->printed_adaptive);
+    w->printed_adaptive = text;
     size_t i;
     json_t *row;
     json_array_foreach(w->live, i, row) {
@@ -327,13 +362,17 @@ static int poll_once(watch *w)
         return -1;
     }
     json_t *live = bf_source_rows(&w->src, "live_jobs", w->sweep);
+    json_t *adaptive = bf_source_rows(&w->src, "adaptive_seeds", w->sweep);
     int64_t now = bf_monotonic_ms();
-    if (!live || count_workers(w, now)) {
+    if (!live || !adaptive || count_workers(w, now)) {
         json_decref(live);
+        json_decref(adaptive);
         return -1;
     }
     json_decref(w->live);
     w->live = live;
+    json_decref(w->adaptive);
+    w->adaptive = adaptive;
     bf_progress_update(&w->progress, w->live, now);
     if (w->tty)
         draw_frame(w, now);
@@ -378,7 +417,9 @@ int bf_client_watch(bf_client *cl, int64_t sweep_id, const bf_watch_opts *o)
     json_decref(w.fields);
     json_decref(w.status);
     json_decref(w.live);
+    json_decref(w.adaptive);
     json_decref(w.printed_tenth);
     free(w.printed_status);
+    free(w.printed_adaptive);
     return rc < 0 ? 1 : 0;
 }

@@ -37,6 +37,8 @@ static const view views[] = {
      * per-job walk would read every job of the sweep each poll). */
     { "live_jobs",         0, { "job_id" },                       NULL },
     { "results",           1, { NULL },                           NULL },
+    /* adaptive seeds: one row per comparison (migration 17) */
+    { "adaptive_seeds",    0, { "variant_cell" },                 NULL },
 };
 
 static const view *find(const char *name)

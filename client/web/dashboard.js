@@ -185,6 +185,7 @@ var BifocalDashboard = (function () {
       var s = st.summary;
       document.querySelector("h1").textContent = "Sweep " + id + ": " + s.sweep.name;
       summaryBox.textContent = "";
+      R.adaptiveSection(summaryBox, s);
       if (s.compare.length) {
         R.depthFigures(summaryBox, s);
         R.compareSection(summaryBox, s);

@@ -546,6 +546,31 @@ var BifocalReport = (function () {
     return lo === null || lo === undefined ? "" : "[" + fmt(lo, digits) + ", " + fmt(hi, digits) + "]";
   }
 
+  // Adaptive seeds: each comparison's state, interval and seeds spent.
+  function adaptiveSection(root, data) {
+    var rows = data.adaptive_seeds || [];
+    if (!rows.length)
+      return;
+    var sec = section(root, "Adaptive seeds",
+      "Seed pairs added until each comparison is decided by the anytime-valid " +
+      "confidence sequence of the loss ratio (docs/results.md, Seeds until decided).");
+    table(sec, rows, [
+      { key: "variant" }, { key: "baseline" },
+      { key: "eval_depth", title: "eval depth" },
+      { title: "state", get: function (r) {
+          if (r.state === "running")
+            return "still running";
+          return (r.state === "undecided" ? "undecided at max, seed " :
+                  r.state + ", decided at seed ") + r.decided_seed;
+        } },
+      { title: "seeds", get: function (r) { return r.seeds + " of at most " + r.seeds_max; } },
+      { title: "loss ratio interval", get: function (r) {
+          return r.ratio_low === null ? "not bounded yet" :
+                 "[×" + fmt(r.ratio_low, 3) + ", ×" + fmt(r.ratio_high, 3) + "]";
+        } },
+    ], "bf-table bf-adaptive");
+  }
+
   function compareSection(root, data) {
     var sec = section(root, "Comparison",
       "Per group and eval depth over seeds: loss as a geometric mean ×/ spread " +
@@ -621,6 +646,7 @@ var BifocalReport = (function () {
       root.appendChild(warn);
     }
     forestFigure(root, data);
+    adaptiveSection(root, data);
     depthFigures(root, data);
     lossFigure(root, data);
     frequencyFigures(root, data);
@@ -634,5 +660,6 @@ var BifocalReport = (function () {
   return { render: render, figureCsv: figureCsv, figure: figure, heatmap: heatmap,
            table: table,
            section: section, el: el, fmt: fmt, color: color, align: align,
-           depthFigures: depthFigures, compareSection: compareSection };
+           depthFigures: depthFigures, compareSection: compareSection,
+           adaptiveSection: adaptiveSection };
 })();

@@ -398,6 +398,7 @@ void bf_job_row_from(bf_job_row *row, const bf_sweep_job *job)
     row->stage = job->stage;
     row->source = job->source;
     row->cell = job->cell;
+    row->held = job->held;
 }
 
 /* Inserts row's job; job_ids maps the sweep's job indexes to the job ids
@@ -423,6 +424,7 @@ static int insert_job(bf_store *s, int64_t sweep_id, int priority,
     if (row->source != BF_SWEEP_NO_SOURCE)
         sqlite3_bind_int64(st, 13, job_ids[row->source]);
     sqlite3_bind_int64(st, 14, (int64_t)row->cell);
+    sqlite3_bind_int(st, 15, row->held);
     if (store__exec(s, st, err) < 0)
         return -1;
     job_ids[row->index] = sqlite3_last_insert_rowid(s->db);
@@ -499,6 +501,37 @@ int bf_store_strict_refusal(const char *filename, const json_t *warnings,
                         json_string_value(json_array_get(warnings, 0)));
 }
 
+/* The comparisons of sw's stages with adaptive seeds (seed_comparisons;
+ * store_seqs.c decides them). */
+static int insert_comparisons(bf_store *s, int64_t sweep_id,
+                              const bf_sweep *sw, bf_error *err)
+{
+    if (!sw->has_analysis || !sw->analysis.baseline)
+        return 0;
+    /* Written as jobs.config writes its values (job_config.c), so that the
+     * patched config compares equal as text. */
+    char *baseline = json_dumps(sw->analysis.baseline, JSON_SORT_KEYS |
+                                JSON_COMPACT | JSON_REAL_PRECISION(17));
+    int rc = 0;
+    for (size_t i = 0; i < sw->n_stages && rc == 0; i++) {
+        int min, max;
+        if (!bf_sweep_adaptive_seeds(sw, i, &min, &max))
+            continue;
+        sqlite3_stmt *st = store__stmt(s, ST_SEQ_INSERT);
+        sqlite3_bind_int64(st, 1, sweep_id);
+        const char *stage = bf_sweep_stage_name(sw, i);
+        if (stage)
+            sqlite3_bind_text(st, 2, stage, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 3, min);
+        sqlite3_bind_int(st, 4, max);
+        sqlite3_bind_int(st, 5, sw->analysis.primary_eval_depth);
+        sqlite3_bind_text(st, 6, baseline, -1, SQLITE_STATIC);
+        rc = store__exec(s, st, err);
+    }
+    free(baseline);
+    return rc;
+}
+
 /* The sweep's job count and warnings, once all its jobs are in. */
 static int finish_sweep(bf_store *s, int64_t sweep_id, const bf_sweep *sw,
                         bf_error *err)
@@ -509,7 +542,9 @@ static int finish_sweep(bf_store *s, int64_t sweep_id, const bf_sweep *sw,
     sqlite3_bind_int64(st, 2, (sqlite3_int64)sw->n_jobs);
     sqlite3_bind_text(st, 3, warnings, -1, SQLITE_TRANSIENT);
     free(warnings);
-    return store__exec(s, st, err);
+    if (store__exec(s, st, err) < 0)
+        return -1;
+    return insert_comparisons(s, sweep_id, sw, err);
 }
 
 int bf_store_submit_sweep(bf_store *s, const char *filename, const char *text,

@@ -106,6 +106,7 @@ typedef struct bf_job_row {
     const char *stage;             /* the sweep's (NULL without stages) */
     size_t source;                 /* a job index, or BF_SWEEP_NO_SOURCE */
     size_t cell;                   /* bf_sweep_job's */
+    int held;                      /* bf_sweep_job's: stored waiting */
     int depth, learnable_heads;
     int64_t seed;
 } bf_job_row;

@@ -2,6 +2,7 @@
  *   store.c          open, migrations, transactions, sweeps, workers, queries
  *   store_queue.c    leases, attempts, cancel, retry
  *   store_metrics.c  batched metric ingest
+ *   store_seqs.c     adaptive seeds: the comparisons, decided as jobs end
  * Its functions are named store__* (libuv's uv__ convention): internal to the
  * store, not part of bf_store's API in store.h.  Nothing outside the files in
  * server/store/ and the store tests includes this. */
@@ -45,12 +46,13 @@ extern const int bf_schema_n_migrations;
       "UPDATE sweeps SET status = 'done' WHERE sweep_id = ?1"                  \
       " AND status = 'active' AND NOT EXISTS (SELECT 1 FROM jobs"              \
       " WHERE sweep_id = ?1 AND status IN ('waiting', 'queued', 'running'))")  \
+    /* Waiting: for a source job (?13), or held for a decision (?15). */   \
     X(ST_JOB_INSERT,                                                           \
       "INSERT INTO jobs (sweep_id, idx, config, config_hash, task, rope,"      \
       " depth, seed, learnable_heads, priority, created_ms, stage,"            \
       " source_job_id, cell, status)"                                          \
       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"  \
-      " CASE WHEN ?13 IS NULL THEN 'queued' ELSE 'waiting' END)")              \
+      " CASE WHEN ?13 IS NULL AND NOT ?15 THEN 'queued' ELSE 'waiting' END)")  \
     X(ST_JOB_GET,                                                              \
       "SELECT j.status, j.sweep_id FROM jobs j JOIN sweeps s"                  \
       " ON s.sweep_id = j.sweep_id WHERE j.job_id = ?1 AND s.n_jobs > 0")      \
@@ -209,6 +211,58 @@ extern const int bf_schema_n_migrations;
       " checkpoint_path = CASE WHEN ?2 THEN NULL ELSE checkpoint_path END,"    \
       " checkpoint_step = CASE WHEN ?2 THEN NULL ELSE checkpoint_step END"     \
       " WHERE job_id = ?1 AND status IN ('failed', 'cancelled')")              \
+    /* adaptive seeds (store_seqs.c) */                                        \
+    /* Each cell of the stage (its seed-1 job) with the config it is and  \
+     * the config its baseline has, made once per cell; the match then    \
+     * compares texts only. */                                             \
+    X(ST_SEQ_INSERT,                                                           \
+      "WITH cells AS MATERIALIZED (SELECT cell,"                               \
+      "  json_remove(config, '$.seed') AS own,"                                \
+      "  json_remove(json_patch(config, ?6), '$.seed') AS wants"               \
+      "  FROM jobs WHERE sweep_id = ?1 AND stage IS ?2 AND seed = 1)"          \
+      " INSERT INTO seed_comparisons (sweep_id, variant_cell, baseline_cell,"  \
+      " stage, eval_depth, seeds_min, seeds_max, released)"                    \
+      " SELECT ?1, v.cell, b.cell, ?2, ?5, ?3, ?4, ?3"                         \
+      " FROM cells v JOIN cells b ON b.own = v.wants AND b.cell <> v.cell")    \
+    X(ST_SEQ_JOB, "SELECT sweep_id, cell FROM jobs WHERE job_id = ?1")         \
+    X(ST_SEQ_RUNNING,                                                          \
+      "SELECT c.variant_cell, c.baseline_cell, c.eval_depth, c.seeds_min,"     \
+      " c.seeds_max, c.released, a.equivalence_margin, a.alpha"                \
+      " FROM seed_comparisons c JOIN sweep_analysis a USING (sweep_id)"        \
+      " WHERE c.sweep_id = ?1 AND c.state = 'running'"                         \
+      " AND (c.variant_cell = ?2 OR c.baseline_cell = ?2)")                    \
+    /* Per released seed: both ended, and each loss at the depth when both \
+     * succeeded (the newest eval there, as final_evals). */                \
+    X(ST_SEQ_PAIRS,                                                            \
+      "SELECT v.status IN ('succeeded', 'failed', 'cancelled')"                \
+      "   AND b.status IN ('succeeded', 'failed', 'cancelled'),"               \
+      " (SELECT e.loss FROM evals e WHERE e.job_id = v.job_id"                 \
+      "   AND e.depth = ?4 AND b.status = 'succeeded'"                         \
+      "   AND v.status = 'succeeded' ORDER BY e.step DESC LIMIT 1),"           \
+      " (SELECT e.loss FROM evals e WHERE e.job_id = b.job_id"                 \
+      "   AND e.depth = ?4 AND b.status = 'succeeded'"                         \
+      "   AND v.status = 'succeeded' ORDER BY e.step DESC LIMIT 1)"            \
+      " FROM jobs v JOIN jobs b ON b.sweep_id = v.sweep_id AND b.cell = ?3"    \
+      "  AND b.seed = v.seed"                                                  \
+      " WHERE v.sweep_id = ?1 AND v.cell = ?2 AND v.seed <= ?5")               \
+    X(ST_SEQ_UPDATE,                                                           \
+      "UPDATE seed_comparisons SET state = ?3, n_pairs = ?4, ci_low = ?5,"     \
+      " ci_high = ?6, released = ?7,"                                          \
+      " decided_seed = CASE WHEN ?3 = 'running' THEN NULL ELSE ?7 END,"        \
+      " decided_ms = CASE WHEN ?3 = 'running' THEN NULL ELSE ?8 END"           \
+      " WHERE sweep_id = ?1 AND variant_cell = ?2 AND state = 'running'")      \
+    X(ST_SEQ_RELEASE,                                                          \
+      "UPDATE jobs SET status = 'queued' WHERE sweep_id = ?1"                  \
+      " AND cell IN (?2, ?3) AND seed = ?4 AND status = 'waiting'"             \
+      " AND source_job_id IS NULL")                                            \
+    /* A cell's held seeds, once no comparison of it is running. */         \
+    X(ST_SEQ_DROP,                                                             \
+      "UPDATE jobs SET status = 'cancelled', finished_ms = ?3,"                \
+      " error = 'not needed: the comparisons this seed would serve are"        \
+      " decided' WHERE sweep_id = ?1 AND cell = ?2 AND status = 'waiting'"     \
+      " AND source_job_id IS NULL AND NOT EXISTS (SELECT 1"                    \
+      "  FROM seed_comparisons WHERE sweep_id = ?1 AND state = 'running'"      \
+      "  AND (variant_cell = ?2 OR baseline_cell = ?2))")                      \
     /* metrics */                                                              \
     X(ST_METRIC_INSERT,                                                        \
       "INSERT OR IGNORE INTO metrics (job_id, key, step, value)"               \
@@ -302,6 +356,14 @@ void store__batch_lost(bf_store *s);
 /* Runs a statement that returns no rows (or whose rows are not needed).
  * Returns 0, or -1 with err set. */
 int store__exec(bf_store *s, sqlite3_stmt *st, bf_error *err);
+
+/* Adaptive seeds (store_seqs.c), in the caller's transaction: what
+ * job_id's end decides.  For each running comparison it belongs to whose
+ * released seed pairs have all ended, the rule's state is stored, then the
+ * next pair released or the unneeded held seeds dropped.  0, or -1 with
+ * err set. */
+int store__seqs_job_ended(bf_store *s, int64_t job_id, int64_t now_ms,
+                          bf_error *err);
 
 /* Marks the sweep done once none of its jobs is queued or running. */
 /* Whether a time-bounded slice given deadline_us (store.h) stops now. */

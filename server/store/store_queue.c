@@ -366,6 +366,8 @@ static int source_ended(bf_store *s, int64_t job_id, const char *status,
     if (strcmp(status, "succeeded") != 0 && strcmp(status, "failed") != 0
         && strcmp(status, "cancelled") != 0)
         return 0;
+    if (store__seqs_job_ended(s, job_id, now_ms, err) < 0)
+        return -1;
     store__ids_push(&s->unsettled, job_id);
     return settle_work(s, now_ms, 0, SETTLE_AT_ONCE, err) < 0 ? -1 : 0;
 }

@@ -557,6 +557,48 @@ static int check_seed_conflict(const bf_sweep *sw, const bf_sweep_stage *st,
     return 0;
 }
 
+/* seeds: {min: N, max: M, until: decided}: seeds 1..M are expanded (and
+ * validated) now; the store holds those past the first N until a decision
+ * needs them (store_seqs.c). */
+static int parse_adaptive_seeds(bf_sweep *sw, bf_sweep_stage *st,
+                                const json_t *seeds, bf_error *err)
+{
+    static const char *const keys[] = {"min", "max", "until"};
+    char ptr[64];
+    snprintf(ptr, sizeof ptr, "%s/seeds", st->ptr);
+    if (check_keys(sw, seeds, ptr, keys, COUNT_OF(keys), "seeds", err) < 0)
+        return -1;
+    json_int_t bound[2];
+    for (int i = 0; i < 2; i++) {
+        const json_t *v = json_object_get(seeds, keys[i]);
+        int line = v ? sweep_line(sw, "%s/%s", ptr, keys[i]) : st->seeds_line;
+        if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+            json_integer_value(v) > BF_SWEEP_MAX_SEEDS)
+            return bf_error_set(err, sw->file, line, i ? "seeds.max"
+                                : "seeds.min", "seeds.%s must be an integer "
+                                "in [1, %d]", keys[i], BF_SWEEP_MAX_SEEDS);
+        bound[i] = json_integer_value(v);
+    }
+    if (bound[0] > bound[1])
+        return bf_error_set(err, sw->file, sweep_line(sw, "%s/min", ptr),
+                            "seeds.min", "seeds.min %lld is more than "
+                            "seeds.max %lld", (long long)bound[0],
+                            (long long)bound[1]);
+    const char *until = json_string_value(json_object_get(seeds, "until"));
+    if (!until || strcmp(until, "decided") != 0)
+        return bf_error_set(err, sw->file, json_object_get(seeds, "until")
+                            ? sweep_line(sw, "%s/until", ptr) : st->seeds_line,
+                            "seeds.until", "seeds.until must be 'decided' "
+                            "(seeds: {min, max, until: decided} adds seeds "
+                            "until each comparison is decided)");
+    st->seeds_min = (size_t)bound[0];
+    st->n_seeds = (size_t)bound[1];
+    st->seeds = bf_xmalloc(st->n_seeds * sizeof *st->seeds);
+    for (size_t i = 0; i < st->n_seeds; i++)
+        st->seeds[i] = i + 1;
+    return 0;
+}
+
 static int parse_seeds(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
 {
     st->n_seeds = 1;
@@ -566,6 +608,8 @@ static int parse_seeds(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
     st->seeds_line = sweep_line(sw, "%s/seeds", st->ptr);
     if (check_seed_conflict(sw, st, err) < 0)
         return -1;
+    if (json_is_object(seeds))
+        return parse_adaptive_seeds(sw, st, seeds, err);
     if (json_is_integer(seeds)) {
         json_int_t n = json_integer_value(seeds);
         if (n < 1 || n > BF_SWEEP_MAX_JOBS)
@@ -592,8 +636,8 @@ static int parse_seeds(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
         }
     } else {
         return bf_error_set(err, sw->file, st->seeds_line, "seeds",
-                            "seeds must be a positive integer N or a non-empty "
-                            "list of seeds");
+                            "seeds must be a positive integer N, a non-empty "
+                            "list of seeds or {min, max, until: decided}");
     }
     return 0;
 }
@@ -848,6 +892,52 @@ static int parse_analysis(bf_sweep *sw, bf_error *err)
     return 0;
 }
 
+/* ---- adaptive seeds ------------------------------------------------------ */
+
+/* A stage with `until: decided` needs a comparison to decide: the analysis
+ * block's baseline and a primary loss at one eval depth; and no later
+ * stage may start from it (its unneeded seeds never run). */
+static int check_adaptive(const bf_sweep *sw, bf_error *err)
+{
+    for (size_t i = 0; i < sw->n_stages; i++) {
+        const bf_sweep_stage *st = &sw->stages[i];
+        if (!st->seeds_min)
+            continue;
+        const bf_analysis *a = &sw->analysis;
+        const char *lack = !sw->has_analysis ? "an analysis: block"
+            : !a->baseline ? "analysis.baseline"
+            : !a->has_primary || a->primary_metric != BF_ANALYSIS_LOSS
+              || !a->primary_eval_depth
+            ? "analysis.primary: {metric: loss, eval_depth: D}" : NULL;
+        if (lack)
+            return bf_error_set(err, sw->file, st->seeds_line, "seeds.until",
+                                "seeds until decided%s%s needs %s: the "
+                                "comparison it decides (baseline, loss at "
+                                "one eval depth)", st->name ? " in stage "
+                                : "", st->name ? st->name : "", lack);
+        if (st->referenced)
+            return bf_error_set(err, sw->file, st->seeds_line, "seeds.until",
+                                "stage %s has seeds until decided, so a "
+                                "later stage cannot start from it (the seeds "
+                                "it does not need never run)", st->name);
+    }
+    return 0;
+}
+
+int bf_sweep_adaptive_seeds(const bf_sweep *sw, size_t stage, int *min,
+                            int *max)
+{
+    const bf_sweep_stage *st = &sw->stages[stage];
+    *min = (int)st->seeds_min;
+    *max = (int)st->n_seeds;
+    return st->seeds_min > 0;
+}
+
+const char *bf_sweep_stage_name(const bf_sweep *sw, size_t stage)
+{
+    return sw->stages[stage].name;
+}
+
 /* ---- the whole file ------------------------------------------------------- */
 
 bf_sweep *bf_sweep_parse(const char *file, const char *dir, const char *text,
@@ -873,7 +963,8 @@ bf_sweep *bf_sweep_parse(const char *file, const char *dir, const char *text,
     for (size_t i = 0; i < sw->n_stages; i++)
         if (parse_stage(sw, &sw->stages[i], &budget, err) < 0)
             goto fail;
-    if (parse_refs(sw, err) < 0 || parse_analysis(sw, err) < 0)
+    if (parse_refs(sw, err) < 0 || parse_analysis(sw, err) < 0 ||
+        check_adaptive(sw, err) < 0)
         goto fail;
     return sw;
 fail:

@@ -12,7 +12,8 @@
  *     label: [small, big]        #   label (optional) names the entries
  *   exclude:                     # optional: combinations left out, each a
  *     - {rope: rope, task: counter}  # mapping of grid/zip fields to values
- *   seeds: 3                     # optional: N (seeds 1..N) or a list [1, 2, 7]
+ *   seeds: 3                     # optional: N (seeds 1..N), a list [1, 2, 7]
+ *                                # or {min, max, until: decided} (docs/sweeps.md)
  *   max_attempts: 3              # optional, >= 1, default 3
  *   priority: 0                  # optional, higher leases first, default 0
  *   memory_budget_gib: 64        # optional: a job's estimated memory per
@@ -52,6 +53,7 @@
 #define BF_SWEEP_MAX_JOBS 1000000
 #define BF_SWEEP_MAX_BYTES (4 << 20)
 #define BF_SWEEP_MAX_STAGES 64
+#define BF_SWEEP_MAX_SEEDS 1000         /* seeds.max of adaptive seeds */
 #define BF_SWEEP_NO_SOURCE ((size_t)-1)
 #define BF_SWEEP_MEMORY_GIB 64          /* default memory_budget_gib */
 #define BF_SWEEP_MAX_MEMORY_GIB (1 << 20)
@@ -93,6 +95,8 @@ typedef struct bf_sweep_job {
     const bf_job_config *cfg;    /* validated */
     const char *config_json;     /* bf_job_config_to_canonical_json */
     char hash_hex[17];           /* FNV-1a 64 of config_json */
+    int held;                    /* an adaptive seed past `min`: stored
+                                    waiting until a decision needs it */
 } bf_sweep_job;
 
 /* Return 0 to continue, -1 (with err set) to stop the expansion. */
@@ -113,6 +117,13 @@ bf_sweep *bf_sweep_parse(const char *file, const char *dir, const char *text,
  * transaction they roll back on failure. */
 int bf_sweep_expand(bf_sweep *sw, bf_sweep_visit_fn visit, void *ctx,
                     bf_error *err);
+
+/* Adaptive seeds of stage number `stage` (< sw->n_stages): 1 when it has
+ * `seeds: {min, max, until: decided}` (*min, *max set), else 0.  The
+ * stage's name (NULL in a sweep without stages). */
+int bf_sweep_adaptive_seeds(const bf_sweep *sw, size_t stage, int *min,
+                            int *max);
+const char *bf_sweep_stage_name(const bf_sweep *sw, size_t stage);
 
 void bf_sweep_free(bf_sweep *sw);
 

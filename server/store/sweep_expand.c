@@ -338,7 +338,8 @@ static int expand_job(expansion *x, const bf_sweep_stage *st,
     }
     bf_sweep_job job = {.index = index, .stage = st->name,
                         .source = BF_SWEEP_NO_SOURCE, .cell = cell,
-                        .cfg = &cfg, .config_json = json};
+                        .cfg = &cfg, .config_json = json,
+                        .held = st->seeds_min && c->seed >= st->seeds_min};
     snprintf(job.hash_hex, sizeof job.hash_hex, "%016llx",
              (unsigned long long)h);
     json_t *obj = st->referenced || st->n_refs ? bf_job_config_to_json(&cfg)

@@ -87,6 +87,8 @@ struct bf_sweep_stage {
     uint64_t *seeds;     /* NULL: the seed comes from base/grid/defaults */
     size_t n_seeds;      /* 1 when seeds is NULL */
     int seeds_line;
+    size_t seeds_min;    /* adaptive seeds (`until: decided`): the seeds
+                            every cell starts with; 0: not adaptive */
     size_t n_combos;     /* product of the axis lengths */
     size_t n_jobs;       /* kept combinations times the seeds */
     size_t first_job;    /* sweep index of its first job */

@@ -9,42 +9,17 @@
  *   pi N a1..aN b1..bN
  *   tq Q DF */
 #include "stats.h"
+#include "../common/probe_reader.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_N = 256 };
-
-static char *cursor;
-
-static double next(void)
-{
-    char *end;
-    double x = strtod(cursor, &end);
-    if (end == cursor) {
-        fprintf(stderr, "stats_probe: expected a number at '%s'\n", cursor);
-        exit(2);
-    }
-    cursor = end;
-    return x;
-}
-
-static int count(void)
-{
-    int n = (int)next();
-    if (n < 0 || n > MAX_N) {
-        fprintf(stderr, "stats_probe: count %d out of 0..%d\n", n, MAX_N);
-        exit(2);
-    }
-    return n;
-}
-
 static void read_n(double *x, int n)
 {
     for (int i = 0; i < n; i++)
-        x[i] = next();
+        x[i] = probe_next();
 }
 
 /* JSON has no NaN: null. */
@@ -59,8 +34,8 @@ static void num(const char *key, double x, int last)
 
 static void ratio(void)
 {
-    double a[MAX_N], b[MAX_N];
-    int n = count();
+    double a[PROBE_MAX_N], b[PROBE_MAX_N];
+    int n = probe_count();
     read_n(a, n);
     read_n(b, n);
     bf_stats_ratio r;
@@ -77,7 +52,7 @@ static void ratio(void)
 
 static void prop(void (*method)(long, long, double, bf_stats_prop *))
 {
-    long k = (long)next(), n = (long)next();
+    long k = (long)probe_next(), n = (long)probe_next();
     bf_stats_prop p;
     method(k, n, BF_STATS_LEVEL, &p);
     printf("{");
@@ -88,8 +63,8 @@ static void prop(void (*method)(long, long, double, bf_stats_prop *))
 
 static void adjust(void (*method)(const double *, int, double *))
 {
-    double p[MAX_N], adj[MAX_N];
-    int n = count();
+    double p[PROBE_MAX_N], adj[PROBE_MAX_N];
+    int n = probe_count();
     read_n(p, n);
     method(p, n, adj);
     printf("{\"adjusted\": [");
@@ -105,18 +80,18 @@ static void adjust(void (*method)(const double *, int, double *))
 
 static void acc(void)
 {
-    long ka[MAX_N], kb[MAX_N];
-    bf_stats_pairs pairs[MAX_N];
-    int n = count();
-    long m = (long)next();
+    long ka[PROBE_MAX_N], kb[PROBE_MAX_N];
+    bf_stats_pairs pairs[PROBE_MAX_N];
+    int n = probe_count();
+    long m = (long)probe_next();
     for (int i = 0; i < 2 * n; i++)
-        (i < n ? ka : kb)[i % n] = (long)next();
+        (i < n ? ka : kb)[i % n] = (long)probe_next();
     /* then, optionally, each seed's pairs: both, a only, b only */
-    int has = strspn(cursor, " \t\n") != strlen(cursor);
+    int has = strspn(probe_cursor, " \t\n") != strlen(probe_cursor);
     for (int i = 0; has && i < n; i++) {
-        pairs[i].both = (long)next();
-        pairs[i].a_only = (long)next();
-        pairs[i].b_only = (long)next();
+        pairs[i].both = (long)probe_next();
+        pairs[i].a_only = (long)probe_next();
+        pairs[i].b_only = (long)probe_next();
     }
     bf_stats_acc_diff d;
     bf_stats_accuracy_diff(ka, kb, n, m, has ? pairs : NULL, &d);
@@ -133,12 +108,12 @@ static void acc(void)
 static void request(char *line)
 {
     char *name = strtok(line, " \t\n");
-    cursor = name + strlen(name) + 1;
+    probe_cursor = name + strlen(name) + 1;
     if (!strcmp(name, "ratio"))
         ratio();
     else if (!strcmp(name, "glog")) {
-        double x[MAX_N];
-        int n = count();
+        double x[PROBE_MAX_N];
+        int n = probe_count();
         read_n(x, n);
         bf_stats_summary s;
         bf_stats_summarize_log(x, n, &s);
@@ -153,7 +128,7 @@ static void request(char *line)
     else if (!strcmp(name, "newcombe_paired")) {
         long t[4];
         for (int i = 0; i < 4; i++)
-            t[i] = (long)next();
+            t[i] = (long)probe_next();
         double lo, hi;
         bf_stats_newcombe_paired(t[0], t[1], t[2], t[3], BF_STATS_LEVEL, &lo,
                                  &hi);
@@ -161,15 +136,15 @@ static void request(char *line)
         num("lo", lo, 0);
         num("hi", hi, 1);
     } else if (!strcmp(name, "newcombe")) {
-        long k1 = (long)next(), n1 = (long)next(), k2 = (long)next(),
-             n2 = (long)next();
+        long k1 = (long)probe_next(), n1 = (long)probe_next(), k2 = (long)probe_next(),
+             n2 = (long)probe_next();
         double lo, hi;
         bf_stats_newcombe(k1, n1, k2, n2, BF_STATS_LEVEL, &lo, &hi);
         printf("{");
         num("lo", lo, 0);
         num("hi", hi, 1);
     } else if (!strcmp(name, "mcnemar")) {
-        long b = (long)next(), c = (long)next();
+        long b = (long)probe_next(), c = (long)probe_next();
         printf("{");
         num("p", bf_stats_mcnemar_exact(b, c), 1);
     } else if (!strcmp(name, "holm"))
@@ -179,8 +154,8 @@ static void request(char *line)
     else if (!strcmp(name, "acc"))
         acc();
     else if (!strcmp(name, "pi")) {
-        double a[MAX_N], b[MAX_N];
-        int n = count();
+        double a[PROBE_MAX_N], b[PROBE_MAX_N];
+        int n = probe_count();
         read_n(a, n);
         read_n(b, n);
         bf_stats_prop p;
@@ -190,7 +165,7 @@ static void request(char *line)
         num("lo", p.ci_low, 0);
         num("hi", p.ci_high, 1);
     } else if (!strcmp(name, "tq")) {
-        double q = next(), df = next();
+        double q = probe_next(), df = probe_next();
         printf("{");
         num("t", bf_stats_t_quantile(q, df), 1);
     } else {

@@ -3,23 +3,20 @@
 zero variance, all correct, all wrong, a missing seed) with its message.
 
 usage: test_stats.py STATS_PROBE"""
-import json
 import math
-import subprocess
+import os
 import sys
 
 import numpy as np
 from scipy import stats
 
-probe = subprocess.Popen([sys.argv[1]], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
-failures = []
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                '..', 'common'))
+from probe import Probe  # noqa: E402
 
-
-def ask(*words):
-    probe.stdin.write(" ".join(str(w) for w in words) + "\n")
-    probe.stdin.flush()
-    return json.loads(probe.stdout.readline())
+probe = Probe(sys.argv[1])
+failures = probe.failures
+ask = probe.ask
 
 
 def close(what, got, want, tol=1e-9):
@@ -295,10 +292,4 @@ for q, df in [(0.975, 1), (0.975, 2.5), (0.95, 7.3), (0.025, 30)]:
     close(f"t quantile {q} {df}", ask("tq", q, df)["t"],
           stats.t.ppf(q, df), 1e-9)
 
-probe.stdin.close()
-if probe.wait() != 0:
-    failures.append(f"stats_probe exited {probe.returncode}")
-for f in failures:
-    print("FAIL", f)
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+sys.exit(probe.finish())

@@ -80,6 +80,13 @@ static void populate(bf_store *s)
                   "  - {name: a, base: {rope: rope, spectral_fraction: 0.25}}\n"
                   "  - {name: b, base: {init_from: \"stage:a\", rope: bifocal}}\n",
                1700000000000, NULL);
+    /* Sweep 3: adaptive seeds, its comparison still running. */
+    bft_submit(s, "name: adaptive\nbase: {depth: 4, eval_depths: [4]}\n"
+                  "grid: {rope: [rope, bifocal]}\n"
+                  "seeds: {min: 2, max: 4, until: decided}\n"
+                  "analysis: {primary: {metric: loss, eval_depth: 4},"
+                  " baseline: {rope: rope}}\n",
+               1700000000000, NULL);
 }
 
 static void test_every_sql_block_runs(void **state)

@@ -24,7 +24,8 @@
 static const char *const examples[] = {
     "configs/sweep-lr.yaml", "configs/sweep-smoke.yaml",
     "configs/sweep-structure-gap.yaml", "configs/quickstart.yaml",
-    "configs/sweep-shapes.yaml", "configs/surgical.yaml"};
+    "configs/sweep-shapes.yaml", "configs/surgical.yaml",
+    "configs/sweep-adaptive.yaml"};
 
 typedef struct visit_ctx { size_t next; } visit_ctx;
 

@@ -1,0 +1,162 @@
+/* adaptive: a comparison of adaptive seeds in words.  See adaptive.h. */
+#include "adaptive.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+
+/* A config column: an object, or its JSON text (new reference). */
+static json_t *config_of(const json_t *row, const char *key)
+{
+    const json_t *v = json_object_get(row, key);
+    if (json_is_object(v))
+        return json_incref((json_t *)v);
+    json_t *obj = json_is_string(v) ? json_loads(json_string_value(v), 0,
+                                                 NULL) : NULL;
+    return obj ? obj : json_object();
+}
+
+/* "lr=1e-05 freq_lr_mult=1": config's values of the fields in which it
+ * differs from other, numbers to 6 digits (a label, not a record). */
+static char *label(const json_t *config, const json_t *other)
+{
+    size_t cap = 256, len = 0;
+    char *text = bf_xcalloc(1, cap);
+    const char *key;
+    json_t *value;
+    json_object_foreach((json_t *)config, key, value) {
+        if (json_equal(value, json_object_get(other, key)))
+            continue;
+        char *dumped = json_is_number(value) || json_is_string(value) ? NULL
+                       : json_dumps(value, JSON_ENCODE_ANY | JSON_COMPACT);
+        char item[256];
+        if (json_is_number(value))
+            snprintf(item, sizeof item, "%s=%.6g", key,
+                     json_number_value(value));
+        else
+            snprintf(item, sizeof item, "%s=%s", key, dumped ? dumped
+                     : json_string_value(value));
+        free(dumped);
+        if (len + strlen(item) + 2 > cap) {
+            cap = 2 * (len + strlen(item) + 2);
+            text = bf_xrealloc(text, cap);
+        }
+        len += (size_t)snprintf(text + len, cap - len, "%s%s", len ? " " : "",
+                                item);
+    }
+    return text;
+}
+
+/* The two labels, naming only the fields in which the cells differ. */
+static void labels(const json_t *row, char **variant, char **baseline)
+{
+    json_t *v = config_of(row, "variant_config");
+    json_t *b = config_of(row, "baseline_config");
+    *variant = label(v, b);
+    *baseline = label(b, v);
+    json_decref(v);
+    json_decref(b);
+}
+
+static long long integer(const json_t *row, const char *key)
+{
+    return (long long)json_integer_value(json_object_get(row, key));
+}
+
+/* exp of a log-scale bound; NAN when unbounded (null). */
+static double ratio(const json_t *row, const char *key)
+{
+    const json_t *v = json_object_get(row, key);
+    return json_is_number(v) ? exp(json_number_value(v)) : NAN;
+}
+
+char *bf_adaptive_line(const json_t *row)
+{
+    char *variant, *baseline, where[96], interval[96];
+    labels(row, &variant, &baseline);
+    const char *state = json_string_value(json_object_get(row, "state"));
+    if (!state)
+        state = "?";
+    if (strcmp(state, "running") == 0)
+        snprintf(where, sizeof where, "still running, %lld seeds of at most "
+                 "%lld", integer(row, "released"), integer(row, "seeds_max"));
+    else if (strcmp(state, "undecided") == 0)
+        snprintf(where, sizeof where, "undecided at seed %lld (max)",
+                 integer(row, "decided_seed"));
+    else
+        snprintf(where, sizeof where, "decided %s at seed %lld", state,
+                 integer(row, "decided_seed"));
+    double lo = ratio(row, "ci_low"), hi = ratio(row, "ci_high");
+    if (isfinite(lo) && isfinite(hi))
+        snprintf(interval, sizeof interval, "loss ratio in [×%.3g, ×%.3g]",
+                 lo, hi);
+    else
+        snprintf(interval, sizeof interval, "loss ratio not bounded yet");
+    size_t cap = strlen(variant) + strlen(baseline) + sizeof where
+                 + sizeof interval + 64;
+    char *line = bf_xmalloc(cap);
+    snprintf(line, cap, "%s vs %s, depth %lld: %s, %s", variant, baseline,
+             integer(row, "eval_depth"), where, interval);
+    free(variant);
+    free(baseline);
+    return line;
+}
+
+static json_t *number_or_null(double x)
+{
+    return isfinite(x) ? json_real(x) : json_null();
+}
+
+json_t *bf_adaptive_json(const json_t *row)
+{
+    char *variant, *baseline;
+    labels(row, &variant, &baseline);
+    const json_t *decided = json_object_get(row, "decided_seed");
+    json_t *out = json_pack("{s:s, s:s, s:I, s:O, s:I, s:I, s:O, s:o, s:o}",
+        "variant", variant, "baseline", baseline,
+        "eval_depth", (json_int_t)integer(row, "eval_depth"),
+        "state", json_object_get(row, "state"),
+        "seeds", (json_int_t)integer(row, "released"),
+        "seeds_max", (json_int_t)integer(row, "seeds_max"),
+        "decided_seed", json_is_integer(decided) ? decided : json_null(),
+        "ratio_low", number_or_null(ratio(row, "ci_low")),
+        "ratio_high", number_or_null(ratio(row, "ci_high")));
+    char *text = bf_adaptive_line(row);
+    json_object_set_new(out, "text", json_string(text));
+    free(text);
+    free(variant);
+    free(baseline);
+    return out;
+}
+
+/* A database file from before migration 17 has no adaptive_seeds view. */
+static int has_view(sqlite3 *db)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type ="
+                           " 'view' AND name = 'adaptive_seeds'", -1, &st,
+                           NULL) != SQLITE_OK)
+        return 0;
+    int found = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return found;
+}
+
+json_t *bf_adaptive_read(bf_source *src, int64_t sweep_id)
+{
+    if (src->db && !has_view(src->db))
+        return json_array();
+    json_t *rows = bf_source_rows(src, "adaptive_seeds", sweep_id);
+    if (!rows)
+        return NULL;
+    json_t *out = json_array();
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row)
+        json_array_append_new(out, bf_adaptive_json(row));
+    json_decref(rows);
+    return out;
+}

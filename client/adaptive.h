@@ -1,0 +1,30 @@
+/* adaptive: the comparisons of a sweep's adaptive seeds (`seeds: {min,
+ * max, until: decided}`, docs/sweeps.md) in words, as `bifocal watch`, the
+ * report and the dashboard show them: from rows of the adaptive_seeds view
+ * (docs/schema.md). */
+#ifndef BF_ADAPTIVE_H
+#define BF_ADAPTIVE_H
+
+#include <stdint.h>
+#include <jansson.h>
+
+#include "source.h"
+
+/* One comparison (a row of adaptive_seeds): "lr=1e-05 vs lr=0.003, depth
+ * 4: decided higher at seed 4, loss ratio in [×1.31, ×1.62]", or "...:
+ * still running, 3 seeds of at most 20, loss ratio not bounded yet".
+ * Caller frees. */
+char *bf_adaptive_line(const json_t *row);
+
+/* The row's labels, state and interval by name, for JSON readers (the
+ * report, the dashboard): {variant, baseline, eval_depth, state, seeds,
+ * seeds_max, decided_seed (null while running), ratio_low, ratio_high
+ * (null while unbounded), text (bf_adaptive_line)}.  New reference. */
+json_t *bf_adaptive_json(const json_t *row);
+
+/* The sweep's comparisons as bf_adaptive_json objects, from src (an array,
+ * empty without adaptive seeds or in a database file older than the
+ * adaptive_seeds view); NULL after printing the problem. */
+json_t *bf_adaptive_read(bf_source *src, int64_t sweep_id);
+
+#endif

@@ -1,0 +1,60 @@
+/* confseq: an anytime-valid confidence sequence for the mean of Gaussian
+ * values of unknown variance, and the stopping rule of adaptive seeds
+ * (docs/results.md, "Seeds until decided").
+ *
+ * The values are the paired per-seed log loss ratios r = log(L_variant /
+ * L_baseline).  The sequence is Lai's (1976) t-mixture, as Wang & Ramdas
+ * (2023) state it for an unknown variance: for a candidate mean m, with
+ * d = mean - m and Q the sum of squares about the mean,
+ *
+ *   M_n(m) = sqrt(c^2 / (n + c^2)) * (V / (V - n^2 d^2 / (n + c^2)))^(n/2),
+ *   V = Q + n d^2,
+ *
+ * is a nonnegative martingale under H0: mean = m (for every variance) in
+ * the scale-invariant filtration, the mixture over the effect size
+ * d / sigma ~ N(0, 1/c^2).  By Ville's inequality P(exists n: M_n(m) >=
+ * 1/alpha) <= alpha, so {m : M_n(m) < 1/alpha} covers the true mean at
+ * every n at once, however n was chosen: checking after every seed and
+ * stopping when it excludes zero keeps the error rate at alpha.  Solved
+ * for m the set is an interval, mean -+ sqrt((K - 1) Q / A), with
+ * K = (sqrt((n + c^2) / c^2) / alpha)^(2/n) and A = n (1 - K c^2 / (n +
+ * c^2)); where A <= 0 (too few values) it is the whole line. */
+#ifndef BF_CONFSEQ_H
+#define BF_CONFSEQ_H
+
+/* c^2 of the mixture: the effect-size prior N(0, 1/c^2) has sd 2, wide
+ * enough for a 30% loss change (log 0.7 = -0.36) over seeds 0.1-0.5 apart
+ * in log loss; chosen with bench/bench_seqs (docs/results.md). */
+#define BF_CONFSEQ_C2 0.25
+
+/* The interval of the sequence at level 1 - alpha after the n values x[]
+ * (n >= 0): *low, *high, -INFINITY/INFINITY while it is the whole line
+ * (n < 2, no spread, or A <= 0). */
+void bf_confseq_interval(const double *x, int n, double alpha,
+                         double *low, double *high);
+
+/* Where a comparison of adaptive seeds stands. */
+typedef enum bf_confseq_state {
+    BF_CONFSEQ_RUNNING = 0,     /* not known yet: add a seed pair */
+    BF_CONFSEQ_LOWER,           /* interval below 0: the variant's loss is lower */
+    BF_CONFSEQ_HIGHER,          /* interval above 0 */
+    BF_CONFSEQ_EQUIVALENT,      /* interval inside -+log(1 - margin): the
+                                   ratio within x(1 - margin)..x1/(1 - margin),
+                                   as common/analysis.h's margin */
+    BF_CONFSEQ_UNDECIDED,       /* max seeds spent, none of the above */
+} bf_confseq_state;
+
+/* The state's name as stored and printed: "running", "lower", "higher",
+ * "equivalent", "undecided". */
+const char *bf_confseq_state_name(bf_confseq_state s);
+
+/* The rule: the state after the n paired log-ratios x[] of a comparison
+ * with seeds: {min, max} (1 <= min <= max), equivalence margin (0 < margin
+ * < 1, on the ratio) and alpha.  Below min seeds it is running whatever
+ * the interval; lower/higher before equivalent, and undecided at max.
+ * *low and *high get the interval (log scale). */
+bf_confseq_state bf_confseq_decide(const double *x, int n, int min, int max,
+                                   double margin, double alpha,
+                                   double *low, double *high);
+
+#endif

@@ -1,0 +1,167 @@
+/* store_seqs: adaptive seeds (`seeds: {min, max, until: decided}`).
+ *
+ * A stage's seeds 1..max are stored at submission, those past min held
+ * ('waiting' without a source job).  Each non-baseline cell of the stage
+ * is one comparison with its baseline cell (table seed_comparisons,
+ * migration 16; its rows are made with the sweep's last job, store.c).  When a job of a running comparison ends, and every
+ * seed pair released so far has ended, the rule of common/confseq.h reads
+ * the pairs' losses at the analysis block's depth and the state is
+ * stored; then, in the same transaction, one more pair is released or the
+ * comparison's held seeds are dropped.  A decision is thus never acted on
+ * without being stored, nor stored without being acted on, and a daemon
+ * killed at any moment resumes from the database alone.  The work per
+ * ended job is bounded by max seed pairs, so it needs no slicing. */
+#include "store_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "alloc.h"
+#include "confseq.h"
+
+/* A running comparison, as ST_SEQ_RUNNING reads it. */
+typedef struct comparison {
+    int64_t variant, baseline;  /* cells */
+    int depth, min, max, released;
+    double margin, alpha;
+} comparison;
+
+/* The comparisons of `cell` still running, into *out (malloc'd). */
+static int running_of(bf_store *s, int64_t sweep_id, int64_t cell,
+                      comparison **out, int *n, bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_SEQ_RUNNING);
+    sqlite3_bind_int64(st, 1, sweep_id);
+    sqlite3_bind_int64(st, 2, cell);
+    int rc, cap = 0;
+    *out = NULL;
+    *n = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 4;
+            *out = bf_xrealloc(*out, (size_t)cap * sizeof **out);
+        }
+        (*out)[(*n)++] = (comparison){
+            .variant = sqlite3_column_int64(st, 0),
+            .baseline = sqlite3_column_int64(st, 1),
+            .depth = sqlite3_column_int(st, 2),
+            .min = sqlite3_column_int(st, 3),
+            .max = sqlite3_column_int(st, 4),
+            .released = sqlite3_column_int(st, 5),
+            .margin = sqlite3_column_double(st, 6),
+            .alpha = sqlite3_column_double(st, 7)};
+    }
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE)
+        return store__fail(s, err, "reading the comparisons of adaptive "
+                           "seeds");
+    return 0;
+}
+
+/* The log-ratios of c's released pairs that both succeeded, into r (at
+ * least c->released long): their count, -2 while a pair is unended, -1
+ * on error.  A pair without a positive finite loss on both sides (a
+ * failed or diverged job) is left out. */
+static int pairs(bf_store *s, int64_t sweep_id, const comparison *c,
+                 double *r, bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_SEQ_PAIRS);
+    sqlite3_bind_int64(st, 1, sweep_id);
+    sqlite3_bind_int64(st, 2, c->variant);
+    sqlite3_bind_int64(st, 3, c->baseline);
+    sqlite3_bind_int(st, 4, c->depth);
+    sqlite3_bind_int(st, 5, c->released);
+    int rc, n = 0, unended = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        unended |= !sqlite3_column_int(st, 0);
+        double lv = sqlite3_column_double(st, 1);
+        double lb = sqlite3_column_double(st, 2);
+        if (sqlite3_column_type(st, 1) != SQLITE_NULL &&
+            sqlite3_column_type(st, 2) != SQLITE_NULL && lv > 0 && lb > 0 &&
+            isfinite(lv) && isfinite(lb) && n < c->released)
+            r[n++] = log(lv / lb);
+    }
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE)
+        return store__fail(s, err, "reading the seed pairs of a comparison");
+    return unended ? -2 : n;
+}
+
+static void bind_bound(sqlite3_stmt *st, int col, double x)
+{
+    if (isfinite(x))
+        sqlite3_bind_double(st, col, x);
+}
+
+/* Stores c's state after its n pairs r; the comparison's seeds move on. */
+static int decide(bf_store *s, int64_t sweep_id, const comparison *c,
+                  const double *r, int n, int64_t now_ms, bf_error *err)
+{
+    double low, high;
+    bf_confseq_state state = bf_confseq_decide(r, n, c->min, c->max,
+                                               c->margin, c->alpha, &low,
+                                               &high);
+    if (state == BF_CONFSEQ_RUNNING && c->released >= c->max)
+        state = BF_CONFSEQ_UNDECIDED;   /* pairs lost to failed jobs */
+    int released = c->released + (state == BF_CONFSEQ_RUNNING);
+    sqlite3_stmt *st = store__stmt(s, ST_SEQ_UPDATE);
+    sqlite3_bind_int64(st, 1, sweep_id);
+    sqlite3_bind_int64(st, 2, c->variant);
+    sqlite3_bind_text(st, 3, bf_confseq_state_name(state), -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 4, n);
+    bind_bound(st, 5, low);
+    bind_bound(st, 6, high);
+    sqlite3_bind_int(st, 7, state == BF_CONFSEQ_RUNNING ? released
+                                                         : c->released);
+    sqlite3_bind_int64(st, 8, now_ms);
+    if (store__exec(s, st, err) < 0)
+        return -1;
+    if (state == BF_CONFSEQ_RUNNING) {
+        st = store__stmt(s, ST_SEQ_RELEASE);
+        sqlite3_bind_int64(st, 1, sweep_id);
+        sqlite3_bind_int64(st, 2, c->variant);
+        sqlite3_bind_int64(st, 3, c->baseline);
+        sqlite3_bind_int(st, 4, released);
+        return store__exec(s, st, err);
+    }
+    int64_t cells[2] = {c->variant, c->baseline};
+    for (int i = 0; i < 2; i++) {
+        st = store__stmt(s, ST_SEQ_DROP);
+        sqlite3_bind_int64(st, 1, sweep_id);
+        sqlite3_bind_int64(st, 2, cells[i]);
+        sqlite3_bind_int64(st, 3, now_ms);
+        if (store__exec(s, st, err) < 0)
+            return -1;
+    }
+    return store__refresh_sweep(s, sweep_id, err);
+}
+
+int store__seqs_job_ended(bf_store *s, int64_t job_id, int64_t now_ms,
+                          bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_SEQ_JOB);
+    sqlite3_bind_int64(st, 1, job_id);
+    int rc = sqlite3_step(st);
+    int64_t sweep_id = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    int64_t cell = rc == SQLITE_ROW ? sqlite3_column_int64(st, 1) : 0;
+    sqlite3_reset(st);
+    if (rc != SQLITE_ROW)
+        return rc == SQLITE_DONE ? 0
+                                 : store__fail(s, err, "looking up a job's cell");
+    comparison *c;
+    int n;
+    if (running_of(s, sweep_id, cell, &c, &n, err) < 0)
+        return -1;
+    int result = 0;
+    for (int i = 0; i < n && result == 0; i++) {
+        double *r = bf_xmalloc((size_t)c[i].released * sizeof *r);
+        int k = pairs(s, sweep_id, &c[i], r, err);
+        if (k == -1)
+            result = -1;
+        else if (k >= 0)
+            result = decide(s, sweep_id, &c[i], r, k, now_ms, err);
+        free(r);
+    }
+    free(c);
+    return result;
+}

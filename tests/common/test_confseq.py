@@ -1,0 +1,127 @@
+"""common/confseq.c against an independent computation of Lai's t-mixture.
+
+The probe's interval is solved in closed form; here the mixture martingale
+M_n(m) is integrated numerically from its definition (numpy trapezoids): the
+Gaussian likelihood ratio of mean m + delta*sigma against m, mixed over
+delta ~ N(0, 1/c^2) and over sigma with the scale-invariant measure
+dsigma/sigma.  The interval's ends must be where M_n = 1/alpha, a point
+inside it below, points outside above; a whole-line answer must have M_n
+below 1/alpha everywhere.  Then the rule's states on hand-made cases.
+
+usage: test_confseq.py CONFSEQ_PROBE (tests/common/probe.py drives it)"""
+import math
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from probe import Probe  # noqa: E402
+
+probe = Probe(sys.argv[1])
+failures = probe.failures
+ask = probe.ask
+C2 = ask("c2")["c2"]
+
+
+def mixture(x, m):
+    """M_n(m) by quadrature: trapezoids (spectrally exact for these smooth,
+    fast-decaying integrands) over u = log sigma and delta."""
+    y = np.asarray(x, dtype=float) - m
+    n, v, s = len(y), float(np.sum(y * y)), float(np.sum(y))
+    tau = 1 / math.sqrt(C2)
+    u = np.linspace(math.log(v / n) / 2 - 12, math.log(v / n) / 2 + 12, 601)
+    delta = np.linspace(-12 * tau, 12 * tau, 1201)
+    sigma = np.exp(u)[:, None]
+    # sum (y - delta sigma)^2 / sigma^2, expanded; logs scaled by the null's
+    # peak so nothing overflows
+    log_null = -n * u - v / (2 * np.exp(2 * u))
+    peak = log_null.max()
+    null = np.trapz(np.exp(log_null - peak), u)
+    log_alt = (-n * np.log(sigma) - (v / sigma**2 - 2 * delta * s / sigma
+                                     + n * delta**2) / 2
+               - delta**2 / (2 * tau * tau) - math.log(tau * math.sqrt(2 * math.pi)))
+    alt = np.trapz(np.trapz(np.exp(log_alt - peak), delta, axis=1), u)
+    return alt / null
+
+
+def close(what, got, want, tol):
+    if abs(got - want) > tol * abs(want):
+        failures.append(f"{what}: got {got}, want {want}")
+
+
+def check_interval(x, alpha):
+    r = ask("cs", alpha, len(x), *x)
+    what = f"alpha {alpha} x {x}"
+    mean = float(np.mean(x))
+    if r["low"] is None or r["high"] is None:
+        if r["low"] is not None or r["high"] is not None:
+            failures.append(f"{what}: half a whole line: {r}")
+        # the whole line: M_n below 1/alpha however far the candidate
+        for far in (1, 10, 1000):
+            m = mean - far * (np.std(x) + 1)
+            if not mixture(x, m) < 1 / alpha:
+                failures.append(f"{what}: whole line but M_n({m}) >= 1/alpha")
+        return r
+    if not r["low"] < mean < r["high"]:
+        failures.append(f"{what}: mean {mean} outside {r}")
+    close(f"{what}: M_n at low", mixture(x, r["low"]), 1 / alpha, 1e-5)
+    close(f"{what}: M_n at high", mixture(x, r["high"]), 1 / alpha, 1e-5)
+    half = r["high"] - r["low"]
+    if not mixture(x, mean) < 1 / alpha:
+        failures.append(f"{what}: the mean is not inside")
+    if not mixture(x, r["high"] + 0.05 * half) > 1 / alpha:
+        failures.append(f"{what}: a point past high is inside")
+    if not mixture(x, r["low"] - 0.05 * half) > 1 / alpha:
+        failures.append(f"{what}: a point below low is inside")
+    return r
+
+
+# Log-ratios of a clear 30% effect, of no effect, one with a big outlier.
+effect = [-0.41, -0.30, -0.37, -0.33, -0.45, -0.28]
+for alpha in (0.05, 0.10):
+    for n in range(2, len(effect) + 1):
+        check_interval(effect[:n], alpha)
+noise = [0.12, -0.25, 0.03, 0.31, -0.08, -0.15, 0.22, 0.05, -0.02, 0.18]
+check_interval(noise, 0.05)
+check_interval([-0.2, -0.22, 1.9, -0.21, -0.19, -0.2], 0.05)
+# shifting the values shifts the interval; scaling them scales it
+base = ask("cs", 0.05, 6, *effect)
+moved = ask("cs", 0.05, 6, *[v + 1.5 for v in effect])
+close("shifted low", moved["low"], base["low"] + 1.5, 1e-12)
+scaled = ask("cs", 0.05, 6, *[v * 3 for v in effect])
+close("scaled high", scaled["high"], base["high"] * 3, 1e-12)
+# nothing known yet: no values, one value, no spread
+for x in ([], [0.3], [0.2, 0.2, 0.2, 0.2]):
+    r = ask("cs", 0.05, len(x), *x)
+    if r["low"] is not None or r["high"] is not None:
+        failures.append(f"{x}: an interval from nothing: {r}")
+# the sequence narrows as seeds come (same spread, more of them)
+w = [ask("cs", 0.05, n, *noise[:n]) for n in (6, 10)]
+if not w[1]["high"] - w[1]["low"] < w[0]["high"] - w[0]["low"]:
+    failures.append(f"no narrower with 10 seeds than with 6: {w}")
+
+
+def decide(x, mn=3, mx=20, margin=0.10, alpha=0.05):
+    return ask("decide", alpha, margin, mn, mx, len(x), *x)["state"]
+
+
+def expect(what, got, want):
+    if got != want:
+        failures.append(f"{what}: got {got}, want {want}")
+
+
+expect("big effect", decide(effect), "lower")
+expect("big effect, higher", decide([-v for v in effect]), "higher")
+expect("below min, however clear", decide(effect[:5], mn=6), "running")
+expect("no effect, seeds left", decide(noise), "running")
+expect("no effect at max", decide(noise, mx=10), "undecided")
+tight = [0.004, -0.006, 0.001, 0.003, -0.002, 0.0, 0.005, -0.004]
+expect("tight around 0", decide(tight), "equivalent")
+expect("tight, margin 0.1%", decide(tight, margin=0.001), "running")
+# the rule agrees with its interval: lower exactly when high < 0
+r = check_interval(effect[:4], 0.05)
+want = "lower" if r["high"] is not None and r["high"] < 0 else "running"
+expect("4 seeds of the effect", decide(effect[:4]), want)
+
+sys.exit(probe.finish())
