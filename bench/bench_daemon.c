@@ -88,7 +88,7 @@ static void encode_messages(bench_ingest_worker *a, int64_t attempt)
 static int expect_ack(bft_worker *w)
 {
     bf_error err;
-    json_t *r = bf_wire_recv(&w->conn, 60000, &err);
+    json_t *r = bf_rpc_recv(&w->conn, 60000, &err);
     int ok = r && strcmp(bf_wire_type(r), "ack") == 0;
     if (!ok)
         fprintf(stderr, "bench: no ack: %s\n",

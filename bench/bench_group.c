@@ -22,7 +22,7 @@
 #include "clock.h"
 #include "group.h"
 #include "log.h"
-#include "conn.h"
+#include "rpc.h"
 
 static void config_a(bf_job_config *cfg, int steps, int stream)
 {
@@ -78,7 +78,7 @@ static void bench_throughput(int steps, int rank, int nranks)
 static void lease_bench_job(bf_link *link, const char *server,
                             const char *token, const bf_job_config *cfg)
 {
-    bf_wire_conn c;
+    bf_rpc c;
     bf_error err;
     char *config = bf_job_config_to_canonical_json(cfg);
     /* JSON is YAML: the canonical config is the sweep's base. */
@@ -88,13 +88,13 @@ static void lease_bench_job(bf_link *link, const char *server,
              config);
     json_t *sweep = json_pack("{s:s, s:s, s:s}", "type", "submit",
                               "filename", "bench_group.yaml", "text", text);
-    if (bf_wire_connect(&c, server, &err) ||
-        bf_wire_hello(&c, token, "client", NULL, NULL, 0, &err)) {
+    if (bf_rpc_connect(&c, server, &err) ||
+        bf_rpc_hello(&c, token, "client", NULL, NULL, 0, &err)) {
         fprintf(stderr, "bench_group: %s\n", err.msg);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    json_decref(bf_wire_request(&c, sweep, 5000, NULL, NULL, &err));
-    bf_wire_close(&c);
+    json_decref(bf_rpc_request(&c, sweep, 5000, NULL, NULL, &err));
+    bf_rpc_close(&c);
     json_decref(sweep);
     free(text);
     free(config);

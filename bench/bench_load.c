@@ -153,7 +153,7 @@ static void *run_group(void *p)
 typedef struct crowd {
     bft_daemon *d;
     int n_idle, n_slow;
-    bf_wire_conn *idle, *slow;
+    bf_rpc *idle, *slow;
     int *slow_sent;             /* bytes of its hello each has sent */
     atomic_int stop;
     long cut, refused, reconnects;
@@ -198,9 +198,9 @@ static void *run_slow(void *p)
     crowd *w = p;
     while (!atomic_load(&w->stop)) {
         for (int i = 0; i < w->n_slow; i++) {
-            bf_wire_conn *c = &w->slow[i];
+            bf_rpc *c = &w->slow[i];
             if (c->fd >= 0 && slow_ended(w, i)) {
-                bf_wire_close(c);
+                bf_rpc_close(c);
                 w->reconnects++;
             }
             if (c->fd < 0) {
@@ -278,14 +278,14 @@ typedef struct attacker {
     bft_daemon *d;
     int wrong;                  /* 1: wrong-token hellos; 0: idle */
     int n;                      /* connections it holds */
-    bf_wire_conn *conns;
+    bf_rpc *conns;
     struct pollfd *pfd;
     atomic_int stop;
     long connects, closed_by_daemon;
 } attacker;
 
 /* Reads what the daemon said on c; 1 when it closed c. */
-static int closed_by_daemon(bf_wire_conn *c)
+static int closed_by_daemon(bf_rpc *c)
 {
     char buf[4096];
     ssize_t n;
@@ -297,7 +297,7 @@ static int closed_by_daemon(bf_wire_conn *c)
 /* Slot i connects (again) from 127.0.0.1, with a wrong hello if wrong. */
 static void attack_from(attacker *a, int i)
 {
-    bf_wire_close(&a->conns[i]);
+    bf_rpc_close(&a->conns[i]);
     if (bft_connect_from(a->d, &a->conns[i], "127.0.0.1") != 0)
         a->conns[i].fd = -1;
     else if (a->wrong)
@@ -322,7 +322,7 @@ static void *run_attacker(void *p)
             if ((a->pfd[i].revents & (POLLIN | POLLHUP))
                 && closed_by_daemon(&a->conns[i])) {
                 a->closed_by_daemon++;
-                bf_wire_close(&a->conns[i]);
+                bf_rpc_close(&a->conns[i]);
             }
         long due = (long)((bf_now_seconds() - t0) * ATTACK_PER_S);
         for (int i = 0; i < a->n && a->connects < due; i++) {
@@ -339,16 +339,16 @@ static void *run_attacker(void *p)
 static double holder_served_ms(bft_daemon *d)
 {
     double t0 = bf_now_seconds();
-    bf_wire_conn c;
+    bf_rpc c;
     bf_error err;
-    int admitted = bf_wire_connect(&c, d->addr, &err) == 0
-                   && bf_wire_hello(&c, d->token, "client", NULL, NULL, 1,
+    int admitted = bf_rpc_connect(&c, d->addr, &err) == 0
+                   && bf_rpc_hello(&c, d->token, "client", NULL, NULL, 1,
                                     &err) == 0;
     json_t *r = admitted
         ? bft_request(&c, json_pack("{s:s}", "type", "status")) : NULL;
     int ok = r && strcmp(bf_wire_type(r), "status") == 0;
     json_decref(r);
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
     if (!ok) {
         /* err says why only when the connect or the hello failed. */
         fprintf(stderr, "bench_load: a token holder was not served: %s\n",
@@ -406,7 +406,7 @@ static int strangers_scenario(int wrong, int seconds)
     print_figures("served", &served, TARGET_SERVED_MS, "max");
     fflush(stdout);
     for (int i = 0; i < a.n; i++)
-        bf_wire_close(&a.conns[i]);
+        bf_rpc_close(&a.conns[i]);
     free(a.conns);
     free(a.pfd);
     int stopped = bft_daemon_stop(&d, SIGTERM);
@@ -502,9 +502,9 @@ int main(int argc, char **argv)
     fflush(stdout);
 
     for (int i = 0; i < n_idle; i++)
-        bf_wire_close(&w.idle[i]);
+        bf_rpc_close(&w.idle[i]);
     for (int i = 0; i < n_slow; i++)
-        bf_wire_close(&w.slow[i]);
+        bf_rpc_close(&w.slow[i]);
     int stopped = bft_daemon_stop(&d, SIGTERM);
     bft_daemon_cleanup(&d);
     for (int g = 0; g < groups; g++) {

@@ -87,7 +87,7 @@ static void print_beats(bft_heartbeats *h, const char *what)
  * -1. */
 static double cancel_all(bft_daemon *d)
 {
-    bf_wire_conn c;
+    bf_rpc c;
     if (bft_connect(d, &c, "client", NULL))
         return -1;
     double t0 = bf_now_seconds();
@@ -96,7 +96,7 @@ static double cancel_all(bft_daemon *d)
     double seconds = bf_now_seconds() - t0;
     int acked = r && strcmp(bf_wire_type(r), "ack") == 0;
     json_decref(r);
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
     long long left = bft_sql_int(d, "SELECT count(*) FROM jobs WHERE"
                                     " sweep_id = 2 AND status = 'queued'");
     if (acked && left == 0)

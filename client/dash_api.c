@@ -702,7 +702,7 @@ static reply get_job(bf_dash_api *a, int64_t job)
     json_decref(rows);
     if (!row)
         return fail(404, "no job %lld", (long long)job);
-    json_t *swept = bf_sweep_swept_fields(json_string_value(
+    json_t *swept = bf_sweep_view_swept_fields(json_string_value(
         json_object_get(row, "sweep_source")));
     json_t *fields = config_values(json_object_get(row, "config"), swept);
     json_decref(swept);

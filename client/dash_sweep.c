@@ -472,7 +472,7 @@ static int load_in_snapshot(bf_dash_sweep *s, sqlite3 *db)
         return -1;
     load_pass p = { .keys = json_object(), .raw = json_array(),
                     .stages = json_array() };
-    json_t *swept = bf_sweep_swept_fields(json_string_value(
+    json_t *swept = bf_sweep_view_swept_fields(json_string_value(
         json_object_get(s->sweep, "source")));
     p.swept = json_array();
     size_t i;

@@ -29,14 +29,14 @@ static int session__connect(bf_client *cl)
     bf_error_clear(&err);
     char token[BF_TOKEN_HEX_LEN + 1];
     if (bf_wire_read_token(cl->token_file, token, sizeof token, &err)
-        || bf_wire_connect(&cl->conn, cl->server, &err)) {
+        || bf_rpc_connect(&cl->conn, cl->server, &err)) {
         fprintf(stderr, "bifocal: %s\n", err.msg);
         return -1;
     }
-    if (bf_wire_hello(&cl->conn, token, "client", NULL, NULL, 0, &err)) {
+    if (bf_rpc_hello(&cl->conn, token, "client", NULL, NULL, 0, &err)) {
         fprintf(stderr, "bifocal: server %s refused us: %s\n", cl->server,
                 err.msg);
-        bf_wire_close(&cl->conn);
+        bf_rpc_close(&cl->conn);
         return -1;
     }
     cl->connected = 1;
@@ -46,7 +46,7 @@ static int session__connect(bf_client *cl)
 void bf_client_close(bf_client *cl)
 {
     if (cl->connected)
-        bf_wire_close(&cl->conn);
+        bf_rpc_close(&cl->conn);
     cl->connected = 0;
 }
 
@@ -66,7 +66,7 @@ static json_t *session__call(bf_client *cl, json_t *req, int timeout_ms)
         return NULL;
     bf_error err;
     bf_error_clear(&err);
-    json_t *reply = bf_wire_request(&cl->conn, req, timeout_ms, NULL, NULL,
+    json_t *reply = bf_rpc_request(&cl->conn, req, timeout_ms, NULL, NULL,
                                     &err);
     if (!reply) {
         fprintf(stderr, "bifocal: %s: %s\n", cl->server, err.msg);

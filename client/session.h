@@ -10,13 +10,13 @@
 #include <jansson.h>
 
 #include "args.h"
-#include "conn.h"
+#include "rpc.h"
 #include "format.h"
 
 typedef struct bf_client {
     const char *server;      /* HOST:PORT (option, env, or default) */
     const char *token_file;
-    bf_wire_conn conn;       /* opened by the first request */
+    bf_rpc conn;       /* opened by the first request */
     int connected;
 } bf_client;
 

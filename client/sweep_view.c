@@ -169,7 +169,7 @@ static void add_node(json_t *fields, const json_t *node)
     bf_sweep_node_zips(node, add_zip, fields);
 }
 
-json_t *bf_sweep_swept_fields(const char *source)
+json_t *bf_sweep_view_swept_fields(const char *source)
 {
     json_t *fields = json_array();
     bf_error err;
@@ -196,7 +196,7 @@ json_t *bf_sweep_swept_fields(const char *source)
 static void find_varying(bf_sweep_view *v)
 {
     json_t *config = bf_row_store_get(&v->jobs, 0, "config");
-    json_t *swept = bf_sweep_swept_fields(json_string_value(
+    json_t *swept = bf_sweep_view_swept_fields(json_string_value(
         json_object_get(v->sweep, "source")));
     add_varying(v, "stage");
     size_t i;
@@ -488,7 +488,7 @@ char *bf_sweep_view_label(const bf_sweep_view *v, int group)
     return bf_sweep_view_label_among(v, group, NULL, 0);
 }
 
-char *bf_sweep_fields_label(const json_t *fields, const json_t *config)
+char *bf_sweep_view_fields_label(const json_t *fields, const json_t *config)
 {
     label l = { .text = bf_xcalloc(1, 1), .cap = 1 };
     size_t i;

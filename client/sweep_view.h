@@ -80,11 +80,11 @@ char *bf_sweep_view_label_among(const bf_sweep_view *v, int group,
  * when it has seeds.  They tell its jobs apart before
  * any has run (`bifocal watch` labels running jobs with them).  An array of
  * strings (new reference), empty when source does not parse. */
-json_t *bf_sweep_swept_fields(const char *source);
+json_t *bf_sweep_view_swept_fields(const char *source);
 
 /* "rope=spectral seed=2": config's values of fields (an array of names),
  * those config lacks left out.  Caller frees. */
-char *bf_sweep_fields_label(const json_t *fields, const json_t *config);
+char *bf_sweep_view_fields_label(const json_t *fields, const json_t *config);
 
 /* The number of jobs of the sweep that succeeded. */
 int bf_sweep_view_succeeded(const bf_sweep_view *v);

@@ -150,7 +150,7 @@ static void sweep_line(watch *w, lines *ls)
 
 static void job_line(watch *w, lines *ls, const json_t *row)
 {
-    char *label = bf_sweep_fields_label(w->fields, json_object_get(row,
+    char *label = bf_sweep_view_fields_label(w->fields, json_object_get(row,
                                                                    "config"));
     char loss[32], eta[32];
     const json_t *l = json_object_get(row, "loss");
@@ -390,7 +390,7 @@ static int load_fields(watch *w)
     json_t *rows = bf_source_rows(&w->src, "sweeps", w->sweep);
     if (!rows)
         return -1;
-    w->fields = bf_sweep_swept_fields(json_string_value(json_object_get(
+    w->fields = bf_sweep_view_swept_fields(json_string_value(json_object_get(
         json_array_get(rows, 0), "source")));
     json_decref(rows);
     return 0;

@@ -10,7 +10,7 @@ int bft_worker_connect(bft_worker *w, bft_daemon *d, const char *name)
 
 void bft_worker_close(bft_worker *w)
 {
-    bf_wire_close(&w->conn);
+    bf_rpc_close(&w->conn);
     json_decref(w->pushed);
     w->pushed = NULL;
 }
@@ -24,7 +24,7 @@ static void keep_push(void *ctx, const json_t *msg)
 static json_t *call(bft_worker *w, json_t *msg)
 {
     bf_error err;
-    json_t *reply = bf_wire_request(&w->conn, msg, 5000, keep_push, w, &err);
+    json_t *reply = bf_rpc_request(&w->conn, msg, 5000, keep_push, w, &err);
     json_decref(msg);
     return reply;
 }
@@ -82,7 +82,7 @@ json_t *bft_worker_wait_push(bft_worker *w, const char *type, int timeout_ms)
                 return m;
             }
         bf_error err;
-        json_t *next = bf_wire_recv(&w->conn, timeout_ms, &err);
+        json_t *next = bf_rpc_recv(&w->conn, timeout_ms, &err);
         if (!next)
             return NULL;
         json_array_append_new(w->pushed, next);

@@ -10,7 +10,7 @@
 #include "harness.h"
 
 typedef struct bft_worker {
-    bf_wire_conn conn;
+    bf_rpc conn;
     json_t *pushed;          /* server-initiated messages seen (e.g. cancel) */
 } bft_worker;
 

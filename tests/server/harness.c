@@ -194,10 +194,10 @@ int bft_stop_and_clean(bft_daemon *d)
     return status;
 }
 
-void bft_close_all(bf_wire_conn *c, int n)
+void bft_close_all(bf_rpc *c, int n)
 {
     for (int i = 0; i < n; i++)
-        bf_wire_close(&c[i]);
+        bf_rpc_close(&c[i]);
 }
 
 long bft_proc_status_kib(pid_t pid, const char *field)
@@ -230,23 +230,23 @@ void bft_daemon_cleanup(bft_daemon *d)
         nftw(d->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-int bft_connect(bft_daemon *d, bf_wire_conn *c, const char *role,
+int bft_connect(bft_daemon *d, bf_rpc *c, const char *role,
                 const char *name)
 {
     bf_error err;
-    if (bf_wire_connect(c, d->addr, &err)) {
+    if (bf_rpc_connect(c, d->addr, &err)) {
         fprintf(stderr, "harness: %s\n", err.msg);
         return -1;
     }
-    if (role && bf_wire_hello(c, d->token, role, name, "testhost", 1, &err)) {
+    if (role && bf_rpc_hello(c, d->token, role, name, "testhost", 1, &err)) {
         fprintf(stderr, "harness: hello: %s\n", err.msg);
-        bf_wire_close(c);
+        bf_rpc_close(c);
         return -1;
     }
     return 0;
 }
 
-int bft_connect_from(bft_daemon *d, bf_wire_conn *c, const char *src_ip)
+int bft_connect_from(bft_daemon *d, bf_rpc *c, const char *src_ip)
 {
     memset(c, 0, sizeof *c);
     c->fd = -1;
@@ -273,12 +273,12 @@ int bft_connect_from(bft_daemon *d, bf_wire_conn *c, const char *src_ip)
     return 0;
 }
 
-json_t *bft_request(bf_wire_conn *c, json_t *msg)
+json_t *bft_request(bf_rpc *c, json_t *msg)
 {
     bf_error err;
     /* Only a guard against a hang: a big submission under ASan on a
      * loaded machine takes many seconds, and that is no failure. */
-    json_t *reply = bf_wire_request(c, msg, 120000, NULL, NULL, &err);
+    json_t *reply = bf_rpc_request(c, msg, 120000, NULL, NULL, &err);
     json_decref(msg);
     return reply;
 }
@@ -298,23 +298,23 @@ int bft_reply_is(json_t *r, const char *type)
 
 int bft_serves_status(bft_daemon *d)
 {
-    bf_wire_conn c;
+    bf_rpc c;
     if (bft_connect(d, &c, "client", NULL) != 0)
         return 0;
     json_t *r = bft_request(&c, json_pack("{s:s}", "type", "status"));
     int ok = r && strcmp(bf_wire_type(r), "status") == 0
              && json_is_array(json_object_get(r, "sweeps"));
     json_decref(r);
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
     return ok;
 }
 
-void bft_send_hello(bf_wire_conn *c, const char *token)
+void bft_send_hello(bf_rpc *c, const char *token)
 {
     json_t *m = json_pack("{s:s, s:i, s:s, s:s}", "type", "hello", "version",
                           BF_WIRE_VERSION, "token", token, "role", "client");
     bf_error err;
-    if (bf_wire_send(c, m, &err) != 0)
+    if (bf_rpc_send(c, m, &err) != 0)
         fprintf(stderr, "harness: sending a hello: %s\n", err.msg);
     json_decref(m);
 }
@@ -322,20 +322,20 @@ void bft_send_hello(bf_wire_conn *c, const char *token)
 int bft_hello_from(bft_daemon *d, const char *src_ip, const char *token,
                    int wait_ms, char *code)
 {
-    bf_wire_conn c;
+    bf_rpc c;
     code[0] = '\0';
     if (bft_connect_from(d, &c, src_ip) != 0)
         return 0;
     bft_send_hello(&c, token);
     bf_error err;
-    json_t *r = bf_wire_recv(&c, wait_ms, &err);
+    json_t *r = bf_rpc_recv(&c, wait_ms, &err);
     int ok = r && strcmp(bf_wire_type(r), "ack") == 0;
     const char *got = json_string_value(json_object_get(r, "code"));
     snprintf(code, 32, "%s", got ? got : "");
     if (!r)
         fprintf(stderr, "harness: hello from %s: %s\n", src_ip, err.msg);
     json_decref(r);
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
     return ok;
 }
 
@@ -352,10 +352,10 @@ int bft_log_lines_with(bft_daemon *d, const char *needle)
     return n;
 }
 
-int bft_refused_with(bf_wire_conn *c, const char *code)
+int bft_refused_with(bf_rpc *c, const char *code)
 {
     bf_error err;
-    json_t *m = bf_wire_recv(c, 5000, &err);
+    json_t *m = bf_rpc_recv(c, 5000, &err);
     const char *got = m && strcmp(bf_wire_type(m), "error") == 0
         ? json_string_value(json_object_get(m, "code")) : NULL;
     int ok = got && strcmp(got, code) == 0;
@@ -368,7 +368,7 @@ int bft_refused_with(bf_wire_conn *c, const char *code)
     json_decref(m);
     if (!ok)
         return 0;
-    json_t *after = bf_wire_recv(c, 5000, &err);
+    json_t *after = bf_rpc_recv(c, 5000, &err);
     if (after || !strstr(err.msg, "closed")) {
         fprintf(stderr, "expected the connection closed after '%s': %s\n",
                 code, after ? bf_wire_type(after) : err.msg);
@@ -378,7 +378,7 @@ int bft_refused_with(bf_wire_conn *c, const char *code)
     return 1;
 }
 
-int bft_send_raw(bf_wire_conn *c, const char *bytes, size_t n)
+int bft_send_raw(bf_rpc *c, const char *bytes, size_t n)
 {
     size_t off = 0;
     while (off < n) {
@@ -393,12 +393,12 @@ int bft_send_raw(bf_wire_conn *c, const char *bytes, size_t n)
 int64_t bft_submit(bft_daemon *d, const char *filename, const char *yaml,
                    int *n_jobs, json_t **error_out)
 {
-    bf_wire_conn c;
+    bf_rpc c;
     if (bft_connect(d, &c, "client", NULL))
         return -1;
     json_t *reply = bft_request(&c, json_pack("{s:s, s:s, s:s}", "type",
                                 "submit", "filename", filename, "text", yaml));
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
     if (!reply)
         return -1;
     int64_t id = -1;

@@ -12,7 +12,7 @@
 #include <jansson.h>
 #include <sqlite3.h>
 
-#include "conn.h"
+#include "rpc.h"
 
 typedef struct bft_daemon {
     char dir[256];           /* temporary directory, removed by cleanup */
@@ -36,7 +36,7 @@ int bft_daemon_start_with(bft_daemon *d, int lease_seconds, ...)
  * and removes its directory. */
 int bft_stop_and_clean(bft_daemon *d);
 /* Closes the n connections c[0..n). */
-void bft_close_all(bf_wire_conn *c, int n);
+void bft_close_all(bf_rpc *c, int n);
 /* Starts again on the same database (after a stop), on a new port. */
 int bft_daemon_restart(bft_daemon *d);
 /* Starts again on the same database AND the same port (for peers that only
@@ -65,14 +65,14 @@ int bft_daemon_teardown(void **state);
 
 /* Connects; for role "worker" or "client" also says hello (name used for
  * workers).  role NULL: no hello.  0 or -1. */
-int bft_connect(bft_daemon *d, bf_wire_conn *c, const char *role,
+int bft_connect(bft_daemon *d, bf_rpc *c, const char *role,
                 const char *name);
 /* Connects from source address src_ip (any of 127.0.0.0/8 on loopback:
  * each is another peer to the daemon's per-address limits), no hello.
  * 0 or -1. */
-int bft_connect_from(bft_daemon *d, bf_wire_conn *c, const char *src_ip);
+int bft_connect_from(bft_daemon *d, bf_rpc *c, const char *src_ip);
 /* Sends msg (stolen) with an id and returns the reply (5 s timeout). */
-json_t *bft_request(bf_wire_conn *c, json_t *msg);
+json_t *bft_request(bf_rpc *c, json_t *msg);
 /* Whether reply r (stolen, may be NULL) is of this type; says what it was
  * instead on stderr.  For `assert_true(bft_reply_is(r, "ack"))`. */
 int bft_reply_is(json_t *r, const char *type);
@@ -82,11 +82,11 @@ int bft_serves_status(bft_daemon *d);
 /* Whether the next message on c is an error with this code and the
  * daemon then closes c (within 5 s each); says what came instead on
  * stderr.  For `assert_true(bft_refused_with(&c, "auth"))`. */
-int bft_refused_with(bf_wire_conn *c, const char *code);
+int bft_refused_with(bf_rpc *c, const char *code);
 /* Sends raw bytes. */
-int bft_send_raw(bf_wire_conn *c, const char *bytes, size_t n);
+int bft_send_raw(bf_rpc *c, const char *bytes, size_t n);
 /* Sends a client hello with this token on c, without waiting. */
-void bft_send_hello(bf_wire_conn *c, const char *token);
+void bft_send_hello(bf_rpc *c, const char *token);
 /* Whether a hello with this token on a fresh connection from src_ip is
  * answered with an ack: 1, or with an error: 0 (its code in code, 32 bytes;
  * "" when no answer came within wait_ms). */

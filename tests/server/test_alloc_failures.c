@@ -47,10 +47,10 @@ typedef struct run {
 
 /* Sends msg (stolen); 1 if any reply came, 0 on EOF (the daemon died),
  * and marks the run hung on a timeout. */
-static int ask(run *r, bf_wire_conn *c, json_t *msg)
+static int ask(run *r, bf_rpc *c, json_t *msg)
 {
     bf_error err;
-    json_t *reply = bf_wire_request(c, msg, REPLY_MS, NULL, NULL, &err);
+    json_t *reply = bf_rpc_request(c, msg, REPLY_MS, NULL, NULL, &err);
     json_decref(msg);
     if (!reply && strstr(err.msg, "timed out"))
         r->hung = 1;
@@ -68,17 +68,17 @@ static int64_t int_of(json_t *m, const char *key)
 /* The worker's part: lease, metrics, heartbeat, checkpoint, done. */
 static void worker_part(run *r)
 {
-    bf_wire_conn w;
+    bf_rpc w;
     bf_error err;
     if (bft_connect(&r->d, &w, NULL, NULL))
         return;
-    if (bf_wire_hello(&w, r->d.token, "worker", "w", "h", 1, &err)) {
-        bf_wire_close(&w);
+    if (bf_rpc_hello(&w, r->d.token, "worker", "w", "h", 1, &err)) {
+        bf_rpc_close(&w);
         return;
     }
     r->steps++;
     json_t *req = json_pack("{s:s}", "type", "request_job");
-    json_t *job = bf_wire_request(&w, req, REPLY_MS, NULL, NULL, &err);
+    json_t *job = bf_rpc_request(&w, req, REPLY_MS, NULL, NULL, &err);
     json_decref(req);
     int64_t attempt = job ? int_of(job, "attempt_id") : 0;
     if (!job && strstr(err.msg, "timed out"))
@@ -99,16 +99,16 @@ static void worker_part(run *r)
             ask(r, &w, json_pack("{s:s, s:I}", "type", "job_done",
                                  "attempt_id", (json_int_t)attempt));
     }
-    bf_wire_close(&w);
+    bf_rpc_close(&w);
 }
 
 static void scenario(run *r)
 {
-    bf_wire_conn c;
+    bf_rpc c;
     bf_error err;
     if (bft_connect(&r->d, &c, NULL, NULL))
         return;
-    if (bf_wire_hello(&c, r->d.token, "client", NULL, NULL, 1, &err) == 0) {
+    if (bf_rpc_hello(&c, r->d.token, "client", NULL, NULL, 1, &err) == 0) {
         r->steps++;
         if (ask(r, &c, json_pack("{s:s, s:s, s:s}", "type", "submit",
                                  "filename", "s.yaml", "text",
@@ -117,7 +117,7 @@ static void scenario(run *r)
     } else if (strstr(err.msg, "timed out")) {
         r->hung = 1;
     }
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
 }
 
 /* What any run must leave, whatever failed when. */

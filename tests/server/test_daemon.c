@@ -20,9 +20,9 @@ static const char sweep_4[] =
     "  rope: [rope, spectral]\n"
     "seeds: 2\n";
 
-static void send_msg(bf_wire_conn *c, json_t *msg)
+static void send_msg(bf_rpc *c, json_t *msg)
 {
-    assert_int_equal(bf_wire_send(c, msg, NULL), 0);
+    assert_int_equal(bf_rpc_send(c, msg, NULL), 0);
     json_decref(msg);
 }
 
@@ -42,7 +42,7 @@ static void assert_serving(bft_daemon *d)
 }
 
 /* Expects the next message to be an error with this code, then EOF. */
-static void assert_refused(bf_wire_conn *c, const char *code)
+static void assert_refused(bf_rpc *c, const char *code)
 {
     assert_true(bft_refused_with(c, code));
 }
@@ -50,7 +50,7 @@ static void assert_refused(bf_wire_conn *c, const char *code)
 static void test_auth_refusals(void **state)
 {
     bft_daemon *d = *state;
-    bf_wire_conn c;
+    bf_rpc c;
 
     /* The token the daemon made on first start is its owner's secret. */
     struct stat st;
@@ -63,27 +63,27 @@ static void test_auth_refusals(void **state)
                                "version", BF_WIRE_VERSION, "token", "nope",
                                "role", "client"));
     assert_refused(&c, "auth");
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
 
     assert_int_equal(bft_connect(d, &c, NULL, NULL), 0);
     send_msg(&c, json_pack("{s:s, s:i, s:s, s:s}", "type", "hello",
                                "version", 99, "token", d->token, "role",
                                "client"));
     assert_refused(&c, "version");
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
 
     /* A request before any hello. */
     assert_int_equal(bft_connect(d, &c, NULL, NULL), 0);
     send_msg(&c, json_pack("{s:s}", "type", "status"));
     assert_refused(&c, "no_hello");
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
 
     /* Garbage before any hello. */
     assert_int_equal(bft_connect(d, &c, NULL, NULL), 0);
     static const char garbage[] = "\x16\x03\x01 GET / HTTP/1.1\r\n";
     bft_send_raw(&c, garbage, sizeof garbage - 1);
     assert_refused(&c, "no_hello");
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
 
     assert_serving(d);
 }
@@ -91,20 +91,20 @@ static void test_auth_refusals(void **state)
 static void test_bad_messages_get_errors(void **state)
 {
     bft_daemon *d = *state;
-    bf_wire_conn c, other;
+    bf_rpc c, other;
     bf_error err;
     assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
     assert_int_equal(bft_connect(d, &other, "client", NULL), 0);
 
     bft_send_raw(&c, "{{{ not json\n", 13);
-    json_t *m = bf_wire_recv(&c, 5000, &err);
+    json_t *m = bf_rpc_recv(&c, 5000, &err);
     assert_string_equal(error_code(m), "bad_json");
     assert_non_null(strstr(json_string_value(json_object_get(m, "message")),
                            "column"));
     json_decref(m);
 
     bft_send_raw(&c, "[1,2,3]\n", 8);
-    m = bf_wire_recv(&c, 5000, &err);
+    m = bf_rpc_recv(&c, 5000, &err);
     assert_string_equal(error_code(m), "bad_json");
     json_decref(m);
 
@@ -145,20 +145,20 @@ static void test_bad_messages_get_errors(void **state)
     json_decref(m);
 
     /* A client that vanishes in the middle of a frame. */
-    bf_wire_conn half;
+    bf_rpc half;
     assert_int_equal(bft_connect(d, &half, "client", NULL), 0);
     bft_send_raw(&half, "{\"type\":\"sta", 12);
-    bf_wire_close(&half);
+    bf_rpc_close(&half);
 
-    bf_wire_close(&other);
-    bf_wire_close(&c);
+    bf_rpc_close(&other);
+    bf_rpc_close(&c);
     assert_serving(d);
 }
 
 static void test_oversized_frame_closes(void **state)
 {
     bft_daemon *d = *state;
-    bf_wire_conn c;
+    bf_rpc c;
     assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
     size_t n = BF_WIRE_MAX_FRAME + 1024;
     char *big = malloc(n);
@@ -168,7 +168,7 @@ static void test_oversized_frame_closes(void **state)
     bft_send_raw(&c, big, n);
     free(big);
     assert_refused(&c, "too_large");
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
     assert_serving(d);
 }
 
@@ -184,19 +184,19 @@ static void test_stranger_frame_limit(void **state)
     memcpy(big + len + n, "\"}\n", 4);
     size_t frame = (size_t)len + n + 3;
 
-    bf_wire_conn c;
+    bf_rpc c;
     assert_int_equal(bft_connect(d, &c, NULL, NULL), 0);
     bft_send_raw(&c, big, frame);
     assert_refused(&c, "too_large");
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
 
     assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
     assert_int_equal(bft_send_raw(&c, big, frame), 0);
     bf_error err;
-    json_t *r = bf_wire_recv(&c, 5000, &err);
+    json_t *r = bf_rpc_recv(&c, 5000, &err);
     assert_non_null(r);
     assert_true(bft_reply_is(r, "status"));
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
     free(big);
 }
 
@@ -423,7 +423,7 @@ static void test_cancel(void **state)
     int64_t job, attempt = bft_worker_lease(&w, &job);
     assert_true(attempt > 0);
 
-    bf_wire_conn c;
+    bf_rpc c;
     assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
     json_t *r = bft_request(&c, json_pack("{s:s, s:I}", "type", "cancel",
                                           "sweep_id", (json_int_t)sweep));
@@ -458,7 +458,7 @@ static void test_cancel(void **state)
     r = bft_request(&c, json_pack("{s:s, s:i}", "type", "retry", "job_id",
                                   999999));
     assert_true(bft_reply_is(r, "error"));
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
     bft_worker_close(&w);
 }
 
@@ -478,13 +478,13 @@ static void test_cancel_reaches_reconnected_worker(void **state)
     json_t *r = bft_worker_heartbeat(&renewed, attempt);
     assert_true(bft_reply_is(r, "ack"));
 
-    bf_wire_conn c;
+    bf_rpc c;
     assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
     r = bft_request(&c, json_pack("{s:s, s:I}", "type", "cancel", "job_id",
                                   (json_int_t)job));
     assert_int_equal(json_integer_value(json_object_get(r, "running")), 1);
     json_decref(r);
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
     json_t *push = bft_worker_wait_push(&renewed, "cancel", 5000);
     assert_non_null(push);
     json_decref(push);
@@ -518,7 +518,7 @@ static void test_worker_connected_across_reconnect(void **state)
 static void test_hello_limits(void **state)
 {
     bft_daemon *d = *state;
-    bf_wire_conn c;
+    bf_rpc c;
     char name[201];
     memset(name, 'n', sizeof name - 1);
     name[sizeof name - 1] = '\0';
@@ -527,7 +527,7 @@ static void test_hello_limits(void **state)
                            "version", BF_WIRE_VERSION, "token", d->token,
                            "role", "worker", "name", name));
     assert_refused(&c, "bad_message");
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
 
     assert_int_equal(bft_connect(d, &c, NULL, NULL), 0);
     send_msg(&c, json_pack("{s:s, s:i, s:s, s:s, s:s, s:I}", "type", "hello",
@@ -535,7 +535,7 @@ static void test_hello_limits(void **state)
                            "role", "worker", "name", "w", "ranks",
                            (json_int_t)1 << 32));
     assert_refused(&c, "bad_message");
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
     assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM workers"), 0);
     assert_serving(d);
 }
@@ -591,7 +591,7 @@ static void test_sqlite_reads_during_ingest(void **state)
         json_t *m = json_pack("{s:s, s:I, s:i, s:o}", "type", "metrics",
                               "attempt_id", (json_int_t)attempt, "seq", b,
                               "records", bft_train_records(b * PER, PER));
-        assert_int_equal(bf_wire_send(&w.conn, m, NULL), 0);
+        assert_int_equal(bf_rpc_send(&w.conn, m, NULL), 0);
         json_decref(m);
         if (b % 8 == 7) {
             long long n = bft_sql_int(d, "SELECT count(*) FROM metrics");
@@ -602,7 +602,7 @@ static void test_sqlite_reads_during_ingest(void **state)
     int acks = 0;
     while (acks < BATCHES) {
         bf_error err;
-        json_t *m = bf_wire_recv(&w.conn, 10000, &err);
+        json_t *m = bf_rpc_recv(&w.conn, 10000, &err);
         assert_non_null(m);
         assert_string_equal(bf_wire_type(m), "ack");
         acks++;
@@ -637,7 +637,7 @@ static void test_ids_and_steps_validated(void **state)
     bft_daemon *d = *state;
     assert_true(bft_submit(d, "s.yaml", "name: s\nbase: {steps: 20, warmup_steps: 0}\n",
                            NULL, NULL) > 0);
-    bf_wire_conn cl;
+    bf_rpc cl;
     assert_int_equal(bft_connect(d, &cl, "client", NULL), 0);
     struct { const char *type, *key; json_int_t v; } cases[] = {
         {"cancel", "sweep_id", -5}, {"cancel", "job_id", 0},
@@ -656,7 +656,7 @@ static void test_ids_and_steps_validated(void **state)
     json_t *r = bft_request(&cl, json_pack("{s:s, s:i, s:s}", "type", "retry",
                                            "job_id", 1, "from_scratch", "yes"));
     assert_string_equal(code_of_reply(r), "bad_message");
-    bf_wire_close(&cl);
+    bf_rpc_close(&cl);
 
     bft_worker w;
     assert_int_equal(bft_worker_connect(&w, d, "w"), 0);
@@ -748,7 +748,7 @@ static void test_query_pages(void **state)
     int64_t sweep = bft_submit(d, "p.yaml", "name: p\ngrid: {lr: [0.001, "
                                "0.002, 0.003]}\nseeds: 3\n", &n_jobs, NULL);
     assert_int_equal(n_jobs, 9);
-    bf_wire_conn c;
+    bf_rpc c;
     assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
     const char *types[] = { "results", "rows" };
     for (int t = 0; t < 2; t++) {
@@ -799,7 +799,7 @@ static void test_query_pages(void **state)
                             bad[i].field);
         json_decref(r);
     }
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
 }
 
 int main(void)

@@ -46,10 +46,10 @@ static int64_t lease_small_job(bft_daemon *d, bft_worker *w)
     return attempt;
 }
 
-static void send_request(bf_wire_conn *c, json_t *msg)
+static void send_request(bf_rpc *c, json_t *msg)
 {
     bf_error err;
-    assert_int_equal(bf_wire_send(c, msg, &err), 0);
+    assert_int_equal(bf_rpc_send(c, msg, &err), 0);
     json_decref(msg);
 }
 
@@ -67,12 +67,12 @@ static void assert_all_acked(bft_heartbeats *h, const char *what)
 
 /* The reply to a request sent on c (the wait only guards against a hang),
  * with every heartbeat meanwhile acked. */
-static json_t *reply_while_beating(bft_heartbeats *h, bf_wire_conn *c,
+static json_t *reply_while_beating(bft_heartbeats *h, bf_rpc *c,
                                    const char *what)
 {
     bf_error err;
     int64_t t0 = bf_monotonic_ms();
-    json_t *reply = bf_wire_recv(c, 120000, &err);
+    json_t *reply = bf_rpc_recv(c, 120000, &err);
     if (!reply)
         fail_msg("no reply to %s: %s", what, err.msg);
     print_message("%s took %lld ms\n", what,
@@ -93,7 +93,7 @@ static void test_long_requests_keep_leases(void **state)
     bft_worker w;
     bft_heartbeats h;
     bft_heartbeats_start(&h, &w, lease_small_job(d, &w), HEARTBEAT_EVERY_MS);
-    bf_wire_conn c;
+    bf_rpc c;
     assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
 
     send_request(&c, submit_request(big_sweep));
@@ -178,7 +178,7 @@ static void test_long_requests_keep_leases(void **state)
                         "limit");
     json_decref(r);
 
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
 
     /* The CLI pages the same way. */
     char *out = NULL, *err = NULL, after[32], sweep_arg[32];
@@ -210,7 +210,7 @@ static void wait_staging(bft_daemon *d)
     }
     assert_true(bft_sql_int(d, "SELECT count(*) FROM sweeps WHERE n_jobs = 0")
                 == 1);
-    bf_wire_conn c;
+    bf_rpc c;
     assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
     json_t *r = bft_request(&c, json_pack("{s:s}", "type", "status"));
     assert_int_equal(json_array_size(json_object_get(r, "sweeps")), 0);
@@ -218,7 +218,7 @@ static void wait_staging(bft_daemon *d)
     r = bft_request(&c, json_pack("{s:s}", "type", "jobs"));
     assert_int_equal(json_array_size(json_object_get(r, "jobs")), 0);
     json_decref(r);
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
 }
 
 static void assert_nothing_stored(bft_daemon *d)
@@ -231,7 +231,7 @@ static void assert_nothing_stored(bft_daemon *d)
 }
 
 /* c submits the big sweep, which is being stored when this returns. */
-static void submit_big(bft_daemon *d, bf_wire_conn *c)
+static void submit_big(bft_daemon *d, bf_rpc *c)
 {
     assert_int_equal(bft_connect(d, c, "client", NULL), 0);
     send_request(c, submit_request(big_sweep));
@@ -241,10 +241,10 @@ static void submit_big(bft_daemon *d, bf_wire_conn *c)
 static void test_killed_mid_submission(void **state)
 {
     bft_daemon *d = *state;
-    bf_wire_conn c;
+    bf_rpc c;
     submit_big(d, &c);
     assert_int_equal(bft_daemon_stop(d, SIGKILL), 128 + SIGKILL);
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
     /* The next start discards the half-stored sweep. */
     assert_int_equal(bft_daemon_restart(d), 0);
     assert_true(bft_serves_status(d));
@@ -254,7 +254,7 @@ static void test_killed_mid_submission(void **state)
 static void test_stopped_mid_submission(void **state)
 {
     bft_daemon *d = *state;
-    bf_wire_conn c;
+    bf_rpc c;
     submit_big(d, &c);
     int64_t t0 = bf_monotonic_ms();
     assert_int_equal(bft_daemon_stop(d, SIGTERM), 0);
@@ -262,12 +262,12 @@ static void test_stopped_mid_submission(void **state)
                   (long long)(bf_monotonic_ms() - t0));
     /* The submitter hears why, or sees the connection go. */
     bf_error err;
-    json_t *r = bf_wire_recv(&c, 5000, &err);
+    json_t *r = bf_rpc_recv(&c, 5000, &err);
     if (r)
         assert_string_equal(json_string_value(json_object_get(r, "code")),
                             "store");
     json_decref(r);
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
     assert_int_equal(bft_daemon_restart(d), 0);
     assert_nothing_stored(d);
 }
@@ -358,12 +358,12 @@ static void test_big_fan_out(void **state)
 
 static void request_ack(bft_daemon *d, json_t *msg)
 {
-    bf_wire_conn c;
+    bf_rpc c;
     assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
     json_t *r = bft_request(&c, msg);
     assert_true(r && strcmp(bf_wire_type(r), "ack") == 0);
     json_decref(r);
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
 }
 
 /* A cancelled source job fails its 3,000 dependents, a slice per pass;

@@ -143,12 +143,12 @@ static void test_fault_across_workers(void **state)
                               "attempt_id", (json_int_t)att[i], "seq", 1,
                               "records", bft_train_records(1, 100), "id",
                               (json_int_t)(100 + i));
-        assert_int_equal(bf_wire_send(&w[i].conn, m, NULL), 0);
+        assert_int_equal(bf_rpc_send(&w[i].conn, m, NULL), 0);
         json_decref(m);
     }
     for (int i = 0; i < 3; i++) {
         bf_error err;
-        json_t *r = bf_wire_recv(&w[i].conn, 5000, &err);
+        json_t *r = bf_rpc_recv(&w[i].conn, 5000, &err);
         assert_non_null(r);
         assert_string_equal(bf_wire_type(r), "error");
         assert_string_equal(code_of(r), "store");

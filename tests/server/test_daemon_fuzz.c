@@ -397,11 +397,11 @@ static void send_valid_batch(fuzz *f)
 }
 
 /* Reads replies until the one with id `want` (1), EOF (0) or timeout (-1). */
-static int read_until(bf_wire_conn *c, int64_t want)
+static int read_until(bf_rpc *c, int64_t want)
 {
     for (;;) {
         bf_error err;
-        json_t *m = bf_wire_recv(c, 5000, &err);
+        json_t *m = bf_rpc_recv(c, 5000, &err);
         if (!m)
             return strstr(err.msg, "timed out") || strstr(err.msg, "timeout")
                 ? -1 : 0;
@@ -417,7 +417,7 @@ static int read_until(bf_wire_conn *c, int64_t want)
  * request that must still be answered; maybe cut off mid-frame after. */
 static void batch_after_hello(fuzz *f, int worker, int k)
 {
-    bf_wire_conn c;
+    bf_rpc c;
     char name[32];
     snprintf(name, sizeof name, "fz-%d", k);
     assert_int_equal(bft_connect(f->d, &c, worker ? "worker" : "client", name), 0);
@@ -454,14 +454,14 @@ static void batch_after_hello(fuzz *f, int worker, int k)
         bft_send_raw(&c, b.p, b.n > 1 ? 1 + below(f, (uint32_t)b.n - 1) : b.n);
     }
     free(b.p);
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
 }
 
 /* A connection whose first frames are fuzzed: refused and closed, or (if
  * the mutation left a valid hello) served. */
 static void batch_before_hello(fuzz *f)
 {
-    bf_wire_conn c;
+    bf_rpc c;
     assert_int_equal(bft_connect(f->d, &c, NULL, NULL), 0);
     buf b = {0};
     int n = 1 + (int)below(f, 4);
@@ -496,7 +496,7 @@ static void batch_before_hello(fuzz *f)
         fuzzed_line(f, 2, &b);
         bft_send_raw(&c, b.p, b.n > 1 ? 1 + below(f, (uint32_t)b.n - 1) : b.n);
         free(b.p);
-        bf_wire_close(&c);
+        bf_rpc_close(&c);
         return;
     }
     /* A valid request (its newline also ends any unterminated frame): the
@@ -508,7 +508,7 @@ static void batch_before_hello(fuzz *f)
     bft_send_raw(&c, req, strlen(req));
     for (int n_replies = 0;; n_replies++) {
         bf_error err;
-        json_t *m = bf_wire_recv(&c, 5000, &err);
+        json_t *m = bf_rpc_recv(&c, 5000, &err);
         if (!m) {
             /* EOF; a timeout would mean a hang. */
             if (strstr(err.msg, "timed out"))
@@ -526,7 +526,7 @@ static void batch_before_hello(fuzz *f)
                 || strcmp(code, "bad_message") == 0);
         json_decref(m);
         if (refused) {
-            json_t *after = bf_wire_recv(&c, 5000, &err);
+            json_t *after = bf_rpc_recv(&c, 5000, &err);
             if (after)
                 fail_msg("a refused connection got more: %s",
                          json_dumps(after, 0));
@@ -536,7 +536,7 @@ static void batch_before_hello(fuzz *f)
             break;
     }
     free(b.p);
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
 }
 
 /* ---- final checks on the database ------------------------------------------ */

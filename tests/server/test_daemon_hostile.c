@@ -28,28 +28,28 @@ static void test_hello_timeout(void **state)
     assert_int_equal(bft_daemon_start_with(&d, 30, "--hello-timeout-ms",
                                            "300", NULL), 0);
     /* Silent: closed with `timeout` (it used to stay open for good). */
-    bf_wire_conn c;
+    bf_rpc c;
     int64_t t0 = bf_monotonic_ms();
     assert_int_equal(bft_connect(&d, &c, NULL, NULL), 0);
     assert_true(bft_refused_with(&c, "timeout"));
     int64_t took = bf_monotonic_ms() - t0;
     print_message("silent stranger closed after %lld ms\n", (long long)took);
     assert_true(took >= 250);   /* not before its time; how late is a figure */
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
 
     /* A hello after the timeout comes too late. */
     assert_int_equal(bft_connect(&d, &c, NULL, NULL), 0);
     bf_sleep_ms(700);
     bft_send_hello(&c, d.token);
     assert_true(bft_refused_with(&c, "timeout"));
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
 
     /* An admitted connection may stay idle. */
     assert_int_equal(bft_connect(&d, &c, "client", NULL), 0);
     bf_sleep_ms(700);
     json_t *r = bft_request(&c, json_pack("{s:s}", "type", "workers"));
     assert_true(bft_reply_is(r, "workers"));
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
     assert_int_equal(bft_stop_and_clean(&d), 0);
 }
 
@@ -61,7 +61,7 @@ static void test_log_lines_escaped(void **state)
     static const char forged[] = "\n2099-01-01T00:00:00.000Z ERROR forged";
     char name[96];
     snprintf(name, sizeof name, "evil%s", forged);
-    bf_wire_conn c;
+    bf_rpc c;
     assert_int_equal(bft_connect(d, &c, "worker", name), 0);
     char type[96];
     snprintf(type, sizeof type, "x%s\r\x1b[2J", forged);
@@ -70,7 +70,7 @@ static void test_log_lines_escaped(void **state)
     assert_string_equal(json_string_value(json_object_get(r, "code")),
                         "unknown_type");
     json_decref(r);
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
     bf_sleep_ms(100);
     /* No line starts with the forged timestamp; both strings are there,
      * escaped. */
@@ -105,7 +105,7 @@ static int64_t conn_serial_of_last(bft_daemon *d)
 static void test_protocol_errors_close(void **state)
 {
     bft_daemon *d = *state;
-    bf_wire_conn c;
+    bf_rpc c;
     assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
     int64_t serial = conn_serial_of_last(d);
     enum { N = 100000 };
@@ -118,7 +118,7 @@ static void test_protocol_errors_close(void **state)
     int bad_json = 0, closing = 0;
     bf_error err;
     json_t *m;
-    while ((m = bf_wire_recv(&c, 5000, &err))) {
+    while ((m = bf_rpc_recv(&c, 5000, &err))) {
         const char *code = json_string_value(json_object_get(m, "code"));
         bad_json += code && strcmp(code, "bad_json") == 0;
         closing += code && strcmp(code, "too_many_errors") == 0;
@@ -128,7 +128,7 @@ static void test_protocol_errors_close(void **state)
                   err.msg);
     assert_int_equal(bad_json, 100);
     assert_int_equal(closing, 1);
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
     bf_sleep_ms(100);
     /* Its log lines stayed within the connection's budget, and the rest
      * were counted. */
@@ -146,20 +146,20 @@ static void test_protocol_errors_close(void **state)
         json_t *r = bft_request(&c, json_pack("{s:s}", "type", "workers"));
         assert_true(bft_reply_is(r, "workers"));
     }
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
 }
 
 /* ---- a peer that does not read its replies -------------------------------- */
 
 /* Sends n `results` requests for sweep without reading a reply; ids from
  * first on. */
-static void ask_results(bf_wire_conn *c, int64_t sweep, int first, int n)
+static void ask_results(bf_rpc *c, int64_t sweep, int first, int n)
 {
     for (int i = 0; i < n; i++) {
         json_t *m = json_pack("{s:s, s:i, s:I}", "type", "results",
                               "id", first + i, "sweep_id", (json_int_t)sweep);
         bf_error err;
-        assert_int_equal(bf_wire_send(c, m, &err), 0);
+        assert_int_equal(bf_rpc_send(c, m, &err), 0);
         json_decref(m);
     }
 }
@@ -186,7 +186,7 @@ static void test_slow_reader_held_then_cut(void **state)
                                "100, depth: 2, eval_depths: [2]}\nseeds: 3000"
                                "\n", NULL, NULL);
     assert_true(sweep > 0);
-    bf_wire_conn c;
+    bf_rpc c;
     assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
     json_t *r = bft_request(&c, json_pack("{s:s, s:I}", "type", "results",
                                           "sweep_id", (json_int_t)sweep));
@@ -199,7 +199,7 @@ static void test_slow_reader_held_then_cut(void **state)
     bf_sleep_ms(1000);
     for (int i = 1; i <= late; i++) {
         bf_error err;
-        json_t *m = bf_wire_recv(&c, 30000, &err);
+        json_t *m = bf_rpc_recv(&c, 30000, &err);
         assert_non_null(m);
         assert_int_equal(json_integer_value(json_object_get(m, "id")), i);
         json_decref(m);
@@ -212,7 +212,7 @@ static void test_slow_reader_held_then_cut(void **state)
            && bf_monotonic_ms() < until)
         bf_sleep_ms(200);
     assert_int_equal(bft_log_lines_with(d, "not reading its replies"), 1);
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
     assert_true(bft_serves_status(d));
 }
 
@@ -221,13 +221,13 @@ static void test_slow_reader_held_then_cut(void **state)
 static void test_small_frames_before_hello(void **state)
 {
     bft_daemon *d = *state;
-    bf_wire_conn c;
+    bf_rpc c;
     assert_int_equal(bft_connect(d, &c, NULL, NULL), 0);
     char big[5000];
     memset(big, 'a', sizeof big);
     bft_send_raw(&c, big, sizeof big);
     assert_true(bft_refused_with(&c, "too_large"));
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
     /* After the hello, big frames are fine. */
     assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
     char *id = malloc(200001);
@@ -235,13 +235,13 @@ static void test_small_frames_before_hello(void **state)
     id[200000] = '\0';
     json_t *req = json_pack("{s:s, s:s}", "type", "workers", "id", id);
     bf_error err;
-    assert_int_equal(bf_wire_send(&c, req, &err), 0);
+    assert_int_equal(bf_rpc_send(&c, req, &err), 0);
     json_decref(req);
-    json_t *r = bf_wire_recv(&c, 5000, &err);
+    json_t *r = bf_rpc_recv(&c, 5000, &err);
     assert_string_equal(json_string_value(json_object_get(r, "id")), id);
     json_decref(r);
     free(id);
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
 }
 
 /* "Max open files" of process pid: soft limit, or -1. */
@@ -305,12 +305,12 @@ static void test_accept_survives_emfile(void **state)
                             .rlim_max = (rlim_t)used + 6 };
     assert_int_equal(prlimit(d.pid, RLIMIT_NOFILE, &tight, NULL), 0);
     enum { N = 30 };
-    bf_wire_conn c[N];
+    bf_rpc c[N];
     int shed = 0;
     for (int i = 0; i < N; i++) {
         assert_int_equal(bft_connect_from(&d, &c[i], "127.0.0.7"), 0);
         bf_error err;
-        json_t *m = bf_wire_recv(&c[i], 300, &err);
+        json_t *m = bf_rpc_recv(&c[i], 300, &err);
         shed += !m && !strstr(err.msg, "timed out");
         json_decref(m);
     }

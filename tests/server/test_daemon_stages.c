@@ -21,14 +21,14 @@ static const char useless_fraction[] =
 /* Sends a submit request with extra fields (stolen); returns the reply. */
 static json_t *submit_with(bft_daemon *d, const char *text, json_t *extra)
 {
-    bf_wire_conn c;
+    bf_rpc c;
     assert_int_equal(bft_connect(d, &c, "client", NULL), 0);
     json_t *req = json_pack("{s:s, s:s, s:s}", "type", "submit", "filename",
                             "w.yaml", "text", text);
     json_object_update(req, extra);
     json_decref(extra);
     json_t *reply = bft_request(&c, req);
-    bf_wire_close(&c);
+    bf_rpc_close(&c);
     assert_non_null(reply);
     return reply;
 }

@@ -25,7 +25,7 @@
  * a safety net against a hang, not a bound on anything. */
 #define ANSWER_WAIT_MS 30000
 
-static void open_idle(bft_daemon *d, bf_wire_conn *c, int n, const char *ip)
+static void open_idle(bft_daemon *d, bf_rpc *c, int n, const char *ip)
 {
     for (int i = 0; i < n; i++)
         assert_int_equal(bft_connect_from(d, &c[i], ip), 0);
@@ -52,19 +52,19 @@ static void holder_admitted(bft_daemon *d)
 static void test_idle_strangers_make_room(void **state)
 {
     bft_daemon *d = *state;
-    bf_wire_conn *flood = calloc(N_FLOOD, sizeof *flood);
+    bf_rpc *flood = calloc(N_FLOOD, sizeof *flood);
     for (int i = 0; i < N_FLOOD; i++) {
         assert_int_equal(bft_connect_from(d, &flood[i], HOLDER), 0);
         if (i < PER_ADDR)
             continue;
         assert_true(bft_refused_with(&flood[i - PER_ADDR], "overloaded"));
-        bf_wire_close(&flood[i - PER_ADDR]);
+        bf_rpc_close(&flood[i - PER_ADDR]);
     }
     holder_admitted(d);
     assert_true(bft_serves_status(d));
-    bf_wire_conn w;
+    bf_rpc w;
     assert_int_equal(bft_connect(d, &w, "worker", "honest"), 0);
-    bf_wire_close(&w);
+    bf_rpc_close(&w);
     /* Evictions are logged, at most once a second rather than once each. */
     int lines = bft_log_lines_with(d, "to make room");
     print_message("%d evictions, %d log lines about them\n",
@@ -83,7 +83,7 @@ static void test_overall_cap_makes_room(void **state)
     bft_daemon d;
     assert_int_equal(bft_daemon_start_with(&d, 30, "--max-strangers", "12",
                      "--max-strangers-per-addr", "5", NULL), 0);
-    bf_wire_conn a[5], b[7], extra, late;
+    bf_rpc a[5], b[7], extra, late;
     open_idle(&d, a, 5, "127.0.0.2");
     /* A 6th from .2 closes .2's oldest. */
     assert_int_equal(bft_connect_from(&d, &extra, "127.0.0.2"), 0);
@@ -99,8 +99,8 @@ static void test_overall_cap_makes_room(void **state)
     assert_true(bft_serves_status(&d));
     bft_close_all(a, 5);
     bft_close_all(b, 7);
-    bf_wire_close(&extra);
-    bf_wire_close(&late);
+    bf_rpc_close(&extra);
+    bf_rpc_close(&late);
     assert_int_equal(bft_stop_and_clean(&d), 0);
 }
 
@@ -120,7 +120,7 @@ static void test_failed_hellos_only_delay(void **state)
     bft_daemon d;
     assert_int_equal(bft_daemon_start_with(&d, 30, "--hello-failures", "3",
                      "--hello-timeout-ms", "300", NULL), 0);
-    bf_wire_conn wrong[N_WRONG], silent[N_SILENT];
+    bf_rpc wrong[N_WRONG], silent[N_SILENT];
     for (int i = 0; i < N_WRONG; i++) {
         assert_int_equal(bft_connect_from(&d, &wrong[i], HOLDER), 0);
         bft_send_hello(&wrong[i], WRONG_TOKEN);
@@ -129,7 +129,7 @@ static void test_failed_hellos_only_delay(void **state)
     holder_admitted(&d);
     for (int i = 0; i < N_WRONG; i++) {
         bf_error err;
-        json_t *m = bf_wire_recv(&wrong[i], ANSWER_WAIT_MS, &err);
+        json_t *m = bf_rpc_recv(&wrong[i], ANSWER_WAIT_MS, &err);
         assert_non_null(m);
         assert_string_equal(json_string_value(json_object_get(m, "code")),
                             "auth");
@@ -137,7 +137,7 @@ static void test_failed_hellos_only_delay(void **state)
     }
     for (int i = 0; i < N_SILENT; i++) {
         bf_error err;
-        json_t *m = bf_wire_recv(&silent[i], ANSWER_WAIT_MS, &err);
+        json_t *m = bf_rpc_recv(&silent[i], ANSWER_WAIT_MS, &err);
         assert_non_null(m);
         assert_string_equal(json_string_value(json_object_get(m, "code")),
                             "timeout");
@@ -169,7 +169,7 @@ static void test_worker_reconnects_at_once(void **state)
     assert_true(attempt > 0);
     bft_worker_close(&w);       /* the connection drops */
 
-    bf_wire_conn idle[PER_ADDR + 6], wrong[N_WRONG];
+    bf_rpc idle[PER_ADDR + 6], wrong[N_WRONG];
     open_idle(d, idle, PER_ADDR + 6, HOLDER);
     for (int i = 0; i < N_WRONG; i++) {
         assert_int_equal(bft_connect_from(d, &wrong[i], HOLDER), 0);
@@ -200,9 +200,9 @@ static void test_hello_waiting_in_backlog(void **state)
     (void)state;
     bft_daemon d;
     assert_int_equal(bft_daemon_start(&d, 30), 0);
-    bf_wire_conn *before = calloc(N_AROUND, sizeof *before);
-    bf_wire_conn *after = calloc(N_AROUND, sizeof *after);
-    bf_wire_conn holder;
+    bf_rpc *before = calloc(N_AROUND, sizeof *before);
+    bf_rpc *after = calloc(N_AROUND, sizeof *after);
+    bf_rpc holder;
     assert_int_equal(kill(d.pid, SIGSTOP), 0);
     open_idle(&d, before, N_AROUND, HOLDER);
     assert_int_equal(bft_connect_from(&d, &holder, HOLDER), 0);
@@ -210,11 +210,11 @@ static void test_hello_waiting_in_backlog(void **state)
     open_idle(&d, after, N_AROUND, HOLDER);
     assert_int_equal(kill(d.pid, SIGCONT), 0);
     bf_error err;
-    json_t *r = bf_wire_recv(&holder, 5000, &err);
+    json_t *r = bf_rpc_recv(&holder, 5000, &err);
     if (!r)
         fprintf(stderr, "no answer to the holder's hello: %s\n", err.msg);
     assert_true(bft_reply_is(r, "ack"));
-    bf_wire_close(&holder);
+    bf_rpc_close(&holder);
     bft_close_all(before, N_AROUND);
     bft_close_all(after, N_AROUND);
     free(before);

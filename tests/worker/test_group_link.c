@@ -21,7 +21,7 @@
 
 #include "clock.h"
 #include "link.h"
-#include "conn.h"
+#include "rpc.h"
 
 #define TOKEN "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
 
@@ -30,7 +30,7 @@
 typedef struct fake {
     int listen_fd;
     char addr[64];
-    bf_wire_conn conn;     /* the accepted connection, fd -1 when none */
+    bf_rpc conn;     /* the accepted connection, fd -1 when none */
     int heartbeats;        /* heartbeats answered */
     int64_t fence_attempt; /* heartbeats of this attempt get "fenced" */
 } fake;
@@ -53,7 +53,7 @@ static void fake_listen(fake *f)
 static void fake_drop(fake *f)
 {
     if (f->conn.fd >= 0)
-        bf_wire_close(&f->conn);
+        bf_rpc_close(&f->conn);
     f->conn.fd = -1;
 }
 
@@ -76,7 +76,7 @@ static void fake_accept(fake *f)
 static void fake_send(fake *f, json_t *msg)
 {
     bf_error err;
-    assert_int_equal(bf_wire_send(&f->conn, msg, &err), 0);
+    assert_int_equal(bf_rpc_send(&f->conn, msg, &err), 0);
     json_decref(msg);
 }
 
@@ -93,7 +93,7 @@ static json_t *fake_recv(fake *f, int timeout_ms)
 {
     for (;;) {
         bf_error err;
-        json_t *m = bf_wire_recv(&f->conn, timeout_ms, &err);
+        json_t *m = bf_rpc_recv(&f->conn, timeout_ms, &err);
         if (!m || strcmp(bf_wire_type(m), "heartbeat") != 0)
             return m;
         int64_t attempt = json_integer_value(json_object_get(m,

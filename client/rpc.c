@@ -1,5 +1,5 @@
-/* The blocking client side of the wire (conn.h). */
-#include "conn.h"
+/* The blocking client side of the wire (rpc.h). */
+#include "rpc.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -14,7 +14,7 @@
 
 #include "clock.h"
 
-int bf_wire_connect(bf_wire_conn *c, const char *host_port, bf_error *err)
+int bf_rpc_connect(bf_rpc *c, const char *host_port, bf_error *err)
 {
     memset(c, 0, sizeof *c);
     c->fd = -1;
@@ -52,7 +52,7 @@ int bf_wire_connect(bf_wire_conn *c, const char *host_port, bf_error *err)
     return 0;
 }
 
-void bf_wire_close(bf_wire_conn *c)
+void bf_rpc_close(bf_rpc *c)
 {
     if (c->fd >= 0)
         close(c->fd);
@@ -60,7 +60,7 @@ void bf_wire_close(bf_wire_conn *c)
     bf_frame_reader_free(&c->rd);
 }
 
-int bf_wire_send(bf_wire_conn *c, const json_t *msg, bf_error *err)
+int bf_rpc_send(bf_rpc *c, const json_t *msg, bf_error *err)
 {
     size_t len;
     char *frame = bf_wire_encode(msg, &len);
@@ -82,7 +82,7 @@ int bf_wire_send(bf_wire_conn *c, const json_t *msg, bf_error *err)
     return 0;
 }
 
-json_t *bf_wire_recv(bf_wire_conn *c, int timeout_ms, bf_error *err)
+json_t *bf_rpc_recv(bf_rpc *c, int timeout_ms, bf_error *err)
 {
     int64_t deadline = timeout_ms < 0 ? -1 : bf_monotonic_ms() + timeout_ms;
     for (;;) {
@@ -143,15 +143,15 @@ static void error_from_reply(const json_t *reply, bf_error *err)
     }
 }
 
-json_t *bf_wire_request(bf_wire_conn *c, json_t *msg, int timeout_ms,
-                        bf_wire_push_fn on_push, void *ctx, bf_error *err)
+json_t *bf_rpc_request(bf_rpc *c, json_t *msg, int timeout_ms,
+                        bf_rpc_push_fn on_push, void *ctx, bf_error *err)
 {
     json_int_t id = c->next_id++;
     json_object_set_new(msg, "id", json_integer(id));
-    if (bf_wire_send(c, msg, err))
+    if (bf_rpc_send(c, msg, err))
         return NULL;
     for (;;) {
-        json_t *reply = bf_wire_recv(c, timeout_ms, err);
+        json_t *reply = bf_rpc_recv(c, timeout_ms, err);
         if (!reply)
             return NULL;
         json_t *rid = json_object_get(reply, "id");
@@ -177,7 +177,7 @@ static void keep_refusal(void *ctx, const json_t *msg)
         *refusal = json_incref((json_t *)msg);
 }
 
-int bf_wire_hello(bf_wire_conn *c, const char *token, const char *role,
+int bf_rpc_hello(bf_rpc *c, const char *token, const char *role,
                   const char *name, const char *host, int ranks,
                   bf_error *err)
 {
@@ -191,7 +191,7 @@ int bf_wire_hello(bf_wire_conn *c, const char *token, const char *role,
     if (strcmp(role, "worker") == 0)
         json_object_set_new(hello, "ranks", json_integer(ranks));
     json_t *refusal = NULL;
-    json_t *reply = bf_wire_request(c, hello, 10000, keep_refusal, &refusal,
+    json_t *reply = bf_rpc_request(c, hello, 10000, keep_refusal, &refusal,
                                     err);
     json_decref(hello);
     if (!reply && refusal)
