@@ -15,12 +15,15 @@
 
 static const char *const top_level_keys[] = {
     "name", "description", "base", "grid", "zip", "exclude", "seeds",
-    "stages", "max_attempts", "priority", "memory_budget_gib"};
+    "search", "stages", "max_attempts", "priority", "memory_budget_gib"};
 static const char *const stage_keys[] = {
-    "name", "description", "base", "grid", "zip", "exclude", "seeds"};
+    "name", "description", "base", "grid", "zip", "exclude", "seeds",
+    "search"};
 /* Keys that belong in each stage once a sweep has stages. */
 static const char *const per_stage_keys[] = {"grid", "zip", "exclude",
-                                             "seeds"};
+                                             "seeds", "search"};
+static const char *const search_keys[] = {"method", "trials", "seed",
+                                          "space"};
 
 #define COUNT_OF(a) (sizeof (a) / sizeof *(a))
 
@@ -42,24 +45,6 @@ static int in_list(const char *const *names, size_t n, const char *key)
         if (strcmp(names[i], key) == 0)
             return 1;
     return 0;
-}
-
-/* The canonical value of one job field (new reference): 10 and 10.0 of a
- * real field are the same value.  NULL with err set if it does not apply. */
-static json_t *canonical_value(const char *field, const json_t *value,
-                               bf_error *err)
-{
-    bf_job_config cfg;
-    bf_job_config_defaults(&cfg);
-    json_t *assign = json_pack("{sO}", field, (json_t *)value);
-    int rc = bf_job_config_apply_json(&cfg, assign, NULL, NULL, err);
-    json_decref(assign);
-    if (rc < 0)
-        return NULL;
-    json_t *all = bf_job_config_to_json(&cfg);
-    json_t *v = json_incref(json_object_get(all, field));
-    json_decref(all);
-    return v;
 }
 
 /* ---- the header --------------------------------------------------------- */
@@ -337,10 +322,12 @@ static int parse_axis(bf_sweep *sw, bf_sweep_stage *st, bf_sweep_axis *axis,
             const char *name = axis->fields[f];
             json_t *value = json_array_get(json_object_get(fields, name), v);
             int line = sweep_line(sw, "%s/%s/%zu", axis->ptr, name, v);
+            if (!line)  /* a sampled trial: the line of its distribution */
+                line = sweep_line(sw, "%s/%s", axis->ptr, name);
             axis->lines[v * axis->n_fields + f] = line;
             json_t *one = json_pack("{sO}", name, value);
             json_t *canon = resolve_path(sw, one, line, err) < 0 ? NULL
-                            : canonical_value(name, json_object_get(one, name),
+                            : sweep_canonical_value(name, json_object_get(one, name),
                                               err);
             if (!canon) {
                 json_decref(one);
@@ -419,6 +406,31 @@ static int parse_zip(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
     return 0;
 }
 
+/* search: one more axis, innermost but for the seeds, whose values are
+ * the sampled trials (sweep_search.c), checked as a zip group's are. */
+static int parse_search(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
+{
+    json_t *search = json_object_get(st->node, "search");
+    if (!search)
+        return 0;
+    char ptr[96];
+    snprintf(ptr, sizeof ptr, "%s/search", st->ptr);
+    if (!json_is_object(search))
+        return bf_error_set(err, sw->file, sweep_line(sw, "%s", ptr),
+                            "search", "must be a mapping (method, trials, "
+                            "seed, space)");
+    if (check_keys(sw, search, ptr, search_keys, COUNT_OF(search_keys),
+                   "search", err) < 0 ||
+        sweep_search_sample(sw, search, ptr, &st->search_values, err) < 0)
+        return -1;
+    if (st->n_axes >= SWEEP_MAX_AXES)
+        return bf_error_set(err, sw->file, sweep_line(sw, "%s", ptr),
+                            "search", "more than %d axes", SWEEP_MAX_AXES);
+    snprintf(ptr, sizeof ptr, "%s/search/space", st->ptr);
+    st->search = new_axis(st, "search", ptr);
+    return parse_axis(sw, st, st->search, st->search_values, NULL, err);
+}
+
 /* ---- exclude ---------------------------------------------------------------- */
 
 /* The values of axis field (a, f) equal to `value` get flag 1 in match (the
@@ -429,7 +441,7 @@ static size_t mark_matches(const bf_sweep_axis *axis, size_t f,
     const char *field = axis->fields[f];
     size_t left = 0;
     for (size_t v = 0; v < axis->n; v++) {
-        json_t *mine = canonical_value(field, json_object_get(axis->assign[v],
+        json_t *mine = sweep_canonical_value(field, json_object_get(axis->assign[v],
                                                               field), NULL);
         match[v] = match[v] && json_equal(mine, value);
         left += match[v] != 0;
@@ -460,12 +472,17 @@ static int parse_rule_field(const bf_sweep *sw, bf_sweep_stage *st,
     int line = sweep_line(sw, "%s/exclude/%zu/%s", st->ptr, i, field);
     size_t f;
     const bf_sweep_axis *axis = axis_with(st, field, &f);
+    if (axis && axis == st->search)
+        return bf_error_set(err, sw->file, line, field, "exclude[%zu].%s: "
+                            "'%s' is searched: its values are drawn at "
+                            "submission, and a rule names grid or zip "
+                            "values", i, field, field);
     if (!axis)
         return bf_error_set(err, sw->file, line, field, "exclude[%zu].%s: "
                             "'%s' is not swept by grid or zip%s%s", i, field,
                             field, st->name ? " in stage " : "",
                             st->name ? st->name : "");
-    json_t *canon = canonical_value(field, value, err);
+    json_t *canon = sweep_canonical_value(field, value, err);
     if (!canon) {
         bf_error inner = *err;
         return bf_error_set(err, sw->file, line, field, "exclude[%zu].%s: %s",
@@ -647,7 +664,8 @@ static int parse_stage(bf_sweep *sw, bf_sweep_stage *st, size_t *budget,
 {
     st->axes = bf_xcalloc(SWEEP_MAX_AXES, sizeof *st->axes);
     if (apply_layers(sw, st, err) < 0 || parse_grid(sw, st, err) < 0 ||
-        parse_zip(sw, st, err) < 0 || parse_excludes(sw, st, err) < 0 ||
+        parse_zip(sw, st, err) < 0 || parse_search(sw, st, err) < 0 ||
+        parse_excludes(sw, st, err) < 0 ||
         parse_seeds(sw, st, err) < 0 || count_jobs(sw, st, budget, err) < 0)
         return -1;
     collect_set_fields(st);
@@ -752,7 +770,7 @@ bf_sweep *bf_sweep_parse(const char *file, const char *dir, const char *text,
         goto fail;
     if (!json_is_object(sw->doc)) {
         bf_error_set(err, sw->file, 1, NULL, "a sweep file must be a mapping "
-                     "(name, base, grid, zip, exclude, seeds, stages, "
+                     "(name, base, grid, zip, exclude, seeds, search, stages, "
                      "max_attempts, priority, memory_budget_gib)");
         goto fail;
     }
@@ -791,6 +809,7 @@ static void free_stage(bf_sweep_stage *st)
         free(st->refs[r].values);
         sweep_map_free(&st->refs[r].map);
     }
+    json_decref(st->search_values);
     free(st->set_fields);
     free(st->refs);
     free(st->rules);

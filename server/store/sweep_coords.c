@@ -42,6 +42,22 @@ void sweep_value_text(const json_t *v, char *buf, size_t cap)
     free(s);
 }
 
+json_t *sweep_canonical_value(const char *field, const json_t *value,
+                              bf_error *err)
+{
+    bf_job_config cfg;
+    bf_job_config_defaults(&cfg);
+    json_t *assign = json_pack("{sO}", field, (json_t *)value);
+    int rc = bf_job_config_apply_json(&cfg, assign, NULL, NULL, err);
+    json_decref(assign);
+    if (rc < 0)
+        return NULL;
+    json_t *all = bf_job_config_to_json(&cfg);
+    json_t *v = json_incref(json_object_get(all, field));
+    json_decref(all);
+    return v;
+}
+
 const char *sweep_error_body(const bf_error *e)
 {
     bf_error prefix;
