@@ -106,6 +106,8 @@ typedef struct bf_job_row {
     const char *stage;             /* the sweep's (NULL without stages) */
     size_t source;                 /* a job index, or BF_SWEEP_NO_SOURCE */
     size_t cell;                   /* bf_sweep_job's */
+    size_t trial, trial_group;     /* bf_sweep_job's */
+    const bf_sweep_prune *prune;   /* bf_sweep_job's (borrowed) */
     int depth, learnable_heads;
     int64_t seed;
 } bf_job_row;

@@ -15,15 +15,17 @@
 
 static const char *const top_level_keys[] = {
     "name", "description", "base", "grid", "zip", "exclude", "seeds",
-    "search", "stages", "max_attempts", "priority", "memory_budget_gib"};
+    "search", "prune", "stages", "max_attempts", "priority", "memory_budget_gib"};
 static const char *const stage_keys[] = {
     "name", "description", "base", "grid", "zip", "exclude", "seeds",
-    "search"};
+    "search", "prune"};
 /* Keys that belong in each stage once a sweep has stages. */
 static const char *const per_stage_keys[] = {"grid", "zip", "exclude",
-                                             "seeds", "search"};
+                                             "seeds", "search", "prune"};
 static const char *const search_keys[] = {"method", "trials", "seed",
                                           "space"};
+static const char *const prune_keys[] = {"method", "metric", "eval_depth",
+                                         "rungs", "eta", "min_trials"};
 
 #define COUNT_OF(a) (sizeof (a) / sizeof *(a))
 
@@ -431,6 +433,24 @@ static int parse_search(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
     return parse_axis(sw, st, st->search, st->search_values, NULL, err);
 }
 
+/* prune: the early-stopping rule of the search's trials (sweep_prune.c). */
+static int parse_prune(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
+{
+    json_t *prune = json_object_get(st->node, "prune");
+    if (!prune)
+        return 0;
+    snprintf(st->prune_ptr, sizeof st->prune_ptr, "%s/prune", st->ptr);
+    if (!json_is_object(prune))
+        return bf_error_set(err, sw->file, sweep_line(sw, "%s",
+                            st->prune_ptr), "prune", "must be a mapping "
+                            "(method, metric, eval_depth, rungs, eta or "
+                            "min_trials)");
+    if (check_keys(sw, prune, st->prune_ptr, prune_keys,
+                   COUNT_OF(prune_keys), "prune", err) < 0)
+        return -1;
+    return sweep_prune_parse(sw, st, prune, err);
+}
+
 /* ---- exclude ---------------------------------------------------------------- */
 
 /* The values of axis field (a, f) equal to `value` get flag 1 in match (the
@@ -665,6 +685,7 @@ static int parse_stage(bf_sweep *sw, bf_sweep_stage *st, size_t *budget,
     st->axes = bf_xcalloc(SWEEP_MAX_AXES, sizeof *st->axes);
     if (apply_layers(sw, st, err) < 0 || parse_grid(sw, st, err) < 0 ||
         parse_zip(sw, st, err) < 0 || parse_search(sw, st, err) < 0 ||
+        parse_prune(sw, st, err) < 0 ||
         parse_excludes(sw, st, err) < 0 ||
         parse_seeds(sw, st, err) < 0 || count_jobs(sw, st, budget, err) < 0)
         return -1;
@@ -770,7 +791,7 @@ bf_sweep *bf_sweep_parse(const char *file, const char *dir, const char *text,
         goto fail;
     if (!json_is_object(sw->doc)) {
         bf_error_set(err, sw->file, 1, NULL, "a sweep file must be a mapping "
-                     "(name, base, grid, zip, exclude, seeds, search, stages, "
+                     "(name, base, grid, zip, exclude, seeds, search, prune, stages, "
                      "max_attempts, priority, memory_budget_gib)");
         goto fail;
     }
@@ -810,6 +831,7 @@ static void free_stage(bf_sweep_stage *st)
         sweep_map_free(&st->refs[r].map);
     }
     json_decref(st->search_values);
+    free(st->prune);
     free(st->set_fields);
     free(st->refs);
     free(st->rules);

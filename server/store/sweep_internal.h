@@ -3,6 +3,8 @@
  *   sweep_coords.c  below the others: value helpers and a job's coordinates
  *   sweep_search.c  a stage's search: trials sampled into an axis (with
  *                   sweep_sobol.c below it); called by parsing
+ *   sweep_prune.c   a stage's prune rule: parsed, then checked per job by
+ *                   expansion
  *   sweep.c         parsing: stages, bases, axes, excludes, seeds, references
  *   sweep_expand.c  expansion, validation, duplicates, source matching
  *   sweep_warn.c    the warnings of a sweep (called by expansion)
@@ -86,6 +88,8 @@ struct bf_sweep_stage {
     bf_sweep_axis *search; /* its search axis (the last one), or NULL */
     json_t *search_values; /* owned: {field: [trial values]}; the search
                               axis borrows its field names */
+    bf_sweep_prune *prune; /* owned: its early-stopping rule, or NULL */
+    char prune_ptr[48];  /* "/stages/N/prune" */
     size_t n_axes;
     sweep_rule *rules;
     size_t n_rules;
@@ -170,6 +174,19 @@ int sweep_field_line(const bf_sweep *sw, const bf_sweep_stage *st,
  * -1 with err set (file, line, field) otherwise. */
 int sweep_search_sample(const bf_sweep *sw, const json_t *search,
                         const char *ptr, json_t **values, bf_error *err);
+
+/* Parses the `prune` mapping (at st->prune_ptr; keys already checked)
+ * into st->prune: the method and its parameter, the metric, eval_depth,
+ * the rungs.  A stage without a search has nothing to prune. */
+int sweep_prune_parse(const bf_sweep *sw, bf_sweep_stage *st,
+                      const json_t *prune, bf_error *err);
+
+/* Checks st's rule against a job of it (described by `job`): eval_depth
+ * among its eval_depths, every rung before its steps and a multiple of
+ * its eval_every. */
+int sweep_prune_check_job(const bf_sweep *sw, const bf_sweep_stage *st,
+                          const bf_job_config *cfg, const char *job,
+                          bf_error *err);
 
 /* Point `index` of the unscrambled Sobol' sequence (Joe & Kuo direction
  * numbers, Gray-code order, as scipy.stats.qmc.Sobol(scramble=False)):

@@ -54,6 +54,37 @@ static void run_job(bf_store *s, int outcome, int with_freq)
     bf_lease_clear(&l);
 }
 
+/* Sweep 3: a search pruned by ASHA, two of its trials past the rung (the
+ * second pruned). */
+static void populate_search(bf_store *s)
+{
+    int64_t id = bft_submit(s, "name: tune\nbase: {steps: 100, eval_every: "
+                            "10, eval_depths: [4]}\nsearch: {method: sobol, "
+                            "trials: 3, space: {lr: {loguniform: [1.0e-4, "
+                            "1.0e-2]}}}\nprune: {method: asha, metric: "
+                            "eval_loss, eval_depth: 4, rungs: [20], eta: 3}\n",
+                            1700000000000, NULL);
+    int evals = 0;
+    for (int i = 0; i < 6 && evals < 2; i++) {
+        char worker[16];
+        snprintf(worker, sizeof worker, "tune-%d", i);
+        bf_lease l;
+        assert_int_equal(bf_store_lease_next(s, worker, 1700000000000, 60000,
+                                             &l, NULL), 1);
+        if (l.sweep_id == id) {
+            json_t *recs = json_pack("[{s:s,s:i,s:i,s:f,s:f}]", "type", "eval",
+                                     "step", 20, "depth", 4, "loss",
+                                     1.0 + evals++, "accuracy", 0.5);
+            assert_int_equal(bf_store_ingest(s, l.attempt_id, recs, NULL, NULL,
+                                             NULL), 0);
+            json_decref(recs);
+        }
+        bf_lease_clear(&l);
+    }
+    assert_int_equal(evals, 2);
+    assert_int_equal(bf_store_flush(s, NULL), 0);
+}
+
 static void populate(bf_store *s)
 {
     bft_submit(s, "name: docs\nbase: {depth: 4, eval_depths: [4, 8]}\n"
@@ -71,6 +102,7 @@ static void populate(bf_store *s)
                   "  - {name: a, base: {rope: rope, spectral_fraction: 0.25}}\n"
                   "  - {name: b, base: {init_from: \"stage:a\", rope: bifocal}}\n",
                1700000000000, NULL);
+    populate_search(s);
 }
 
 static void test_every_sql_block_runs(void **state)

@@ -227,6 +227,9 @@ typedef struct bad_case {
 } bad_case;
 
 #define SEARCH(body) "name: x\nsearch:\n  method: random\n  trials: 4\n" body
+#define PRUNE(rule) "name: x\nbase: {steps: 100, eval_every: 10, "      \
+    "eval_depths: [4]}\nsearch:\n  method: random\n  trials: 4\n"      \
+    "  space: {lr: {uniform: [0.001, 0.01]}}\nprune: " rule "\n"
 static const bad_case bad_cases[] = {
     {"unknown method", "name: x\nsearch:\n  method: grid\n  trials: 4\n"
      "  space: {lr: {uniform: [0.1, 0.2]}}\n", 3, "method", "random or sobol"},
@@ -258,6 +261,30 @@ static const bad_case bad_cases[] = {
     {"exclude a searched field", SEARCH("  space:\n"
      "    lr: {uniform: [0.1, 0.2]}\nexclude:\n  - {lr: 0.1}\n"), 8, "lr",
      "is searched"},
+    /* prune: the rule on its own, then against every job */
+    {"prune without search", "name: x\nprune: {method: asha}\n", 2,
+     "prune", "has no search"},
+    {"unknown prune method", PRUNE("{method: hyperband, metric: eval_loss, "
+     "eval_depth: 4, rungs: [20]}"), 7, "method", "asha or median"},
+    {"unknown metric", PRUNE("{method: asha, metric: accuracy, eval_depth: 4, "
+     "rungs: [20]}"), 7, "metric", "'accuracy' is not a metric"},
+    {"unknown prune key", PRUNE("{method: asha, metric: eval_loss, "
+     "eval_depth: 4, rungs: [20], patience: 2}"), 7, "patience",
+     "unknown prune key"},
+    {"eta with median", PRUNE("{method: median, metric: eval_loss, "
+     "eval_depth: 4, rungs: [20], eta: 3}"), 7, "eta", "no effect"},
+    {"eta below 2", PRUNE("{method: asha, metric: eval_loss, eval_depth: 4, "
+     "rungs: [20], eta: 1}"), 7, "eta", "[2, 1000]"},
+    {"rungs not rising", PRUNE("{method: asha, metric: eval_loss, "
+     "eval_depth: 4, rungs: [40, 20]}"), 7, "rungs", "rungs[1]"},
+    {"rung beyond steps", PRUNE("{method: asha, metric: eval_loss, "
+     "eval_depth: 4, rungs: [20, 100]}"), 7, "rungs",
+     "prune.rungs[1] = 100 is not before the last step of job 0"},
+    {"rung off the eval steps", PRUNE("{method: asha, metric: eval_loss, "
+     "eval_depth: 4, rungs: [25]}"), 7, "rungs", "eval_every 10"},
+    {"eval_depth not evaluated", PRUNE("{method: asha, metric: eval_loss, "
+     "eval_depth: 8, rungs: [20]}"), 7, "eval_depth",
+     "not among the eval_depths"},
     {"search beside stages", "name: x\nsearch: {method: random}\n"
      "stages:\n  - name: a\n", 2, "search", "in each stage"},
 };
