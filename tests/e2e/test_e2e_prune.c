@@ -1,5 +1,6 @@
-/* A search with ASHA end to end, with real mpirun groups: 2 cells of 9
- * trials trained by two groups at once, pruned by the coordinator as
+/* A search with ASHA end to end, with real mpirun groups: the worked
+ * example configs/sweep-tune.yaml, 2 cells of 9 trials trained by two
+ * groups at once, pruned by the coordinator as
  * their evals at the rungs arrive.  The decisions are then replayed here,
  * independently of store_prune.c, from the stored evals in the order the
  * coordinator took them: every decision is the rule's, every trial that
@@ -18,24 +19,26 @@
 
 #include "e2e.h"
 
-#define STEPS 400
+/* configs/sweep-tune.yaml: eta 3, rungs 20 and 60 at depth 4, 400 steps
+ * (the stored rule is checked against these) */
 #define ETA 3
 
-static const char tune[] =
-    "name: tune\n"
-    "base: {d_model: 32, n_layers: 2, n_heads: 4, seq_len: 40,\n"
-    "       batch_size: 8, steps: 400, log_every: 10, eval_every: 20,\n"
-    "       eval_depths: [4], freq_every: 0, checkpoint_every: 20,\n"
-    "       eval_examples: 16}\n"
-    "grid: {rope: [rope, spectral]}\n"
-    "search:\n"
-    "  method: sobol\n"
-    "  trials: 9\n"
-    "  space:\n"
-    "    lr: {loguniform: [1.0e-4, 3.0e-2]}\n"
-    "    warmup_steps: {choice: [0, 10, 40]}\n"
-    "prune: {method: asha, metric: eval_loss, eval_depth: 4,\n"
-    "        rungs: [20, 60], eta: 3}\n";
+/* The worked example, read from the source tree. */
+static char *example(void)
+{
+    const char *root = getenv("BF_SOURCE_ROOT");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/configs/sweep-tune.yaml",
+             root ? root : ".");
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot read %s", path);
+    static char text[8192];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    return text;
+}
 
 /* One decision to replay: the job, its group, the rung, the stored eval
  * loss there (NULL: NaN, worst), and what the coordinator decided. */
@@ -107,7 +110,11 @@ static void test_asha_prunes_by_the_rule(void **state)
 {
     bft_daemon *d = *state;
     assert_int_equal(bft_daemon_start(d, 10), 0);
-    assert_true(bft_submit(d, "tune.yaml", tune, NULL, NULL) > 0);
+    assert_true(bft_submit(d, "sweep-tune.yaml", example(), NULL, NULL) > 0);
+    char rule[128];
+    e2e_sql_text(d, "SELECT method || ' ' || eval_depth || ' ' || rungs || "
+                 "' ' || param FROM prune_rules", rule, sizeof rule);
+    assert_string_equal(rule, "asha 4 [20,60] 3");
     pid_t g[2];
     for (int i = 0; i < 2; i++) {
         char tag[16];
