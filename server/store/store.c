@@ -401,6 +401,7 @@ void bf_job_row_from(bf_job_row *row, const bf_sweep_job *job)
     row->trial = job->trial;
     row->trial_group = job->trial_group;
     row->prune = job->prune;
+    row->select = job->select;
 }
 
 /* ---- search trials (their early stopping: store_prune.c) ---------------- */
@@ -427,15 +428,28 @@ static int insert_prune_rule(bf_store *s, int64_t sweep_id,
     return store__exec(s, st, err);
 }
 
+static int insert_select_rule(bf_store *s, int64_t sweep_id,
+                              const bf_job_row *row, bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_SELECT_RULE_INSERT);
+    sqlite3_bind_int64(st, 1, sweep_id);
+    if (row->stage)
+        sqlite3_bind_text(st, 2, row->stage, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 3, row->select->eval_depth);
+    sqlite3_bind_int(st, 4, row->select->best);
+    return store__exec(s, st, err);
+}
+
 /* What job job_id of row is in its stage's search (its trial, its group,
- * its stage's prune rule, stored with the first of them); nothing for a
- * job without a search. */
+ * its stage's prune rule and selection, stored with the first of them);
+ * nothing for a job without a search. */
 static int insert_trial(bf_store *s, int64_t sweep_id, int64_t job_id,
                         const bf_job_row *row, bf_error *err)
 {
     if (row->trial == BF_SWEEP_NO_TRIAL)
         return 0;
-    if (row->prune && insert_prune_rule(s, sweep_id, row, err) < 0)
+    if ((row->prune && insert_prune_rule(s, sweep_id, row, err) < 0) ||
+        (row->select && insert_select_rule(s, sweep_id, row, err) < 0))
         return -1;
     sqlite3_stmt *st = store__stmt(s, ST_TRIAL_INSERT);
     sqlite3_bind_int64(st, 1, job_id);

@@ -171,10 +171,34 @@ extern const int bf_schema_n_migrations;
       "INSERT INTO prune_rules (sweep_id, stage, method, metric, eval_depth,"  \
       " rungs, param) SELECT ?1, ?2, ?3, 'eval_loss', ?4, ?5, ?6 WHERE NOT"    \
       " EXISTS (SELECT 1 FROM prune_rules WHERE sweep_id = ?1 AND stage IS ?2)")\
+    X(ST_SELECT_RULE_INSERT,                                                   \
+      "INSERT INTO select_rules (sweep_id, stage, metric, eval_depth, best)"   \
+      " SELECT ?1, ?2, 'eval_loss', ?3, ?4 WHERE NOT EXISTS (SELECT 1"         \
+      " FROM select_rules WHERE sweep_id = ?1 AND stage IS ?2)")               \
     X(ST_TRIAL_INSERT,                                                         \
-      "INSERT INTO trials (job_id, rule_id, grp, trial) VALUES (?1,"           \
-      " (SELECT rule_id FROM prune_rules WHERE sweep_id = ?2 AND stage IS ?3),"\
-      " ?4, ?5)")                                                              \
+      "INSERT INTO trials (job_id, rule_id, grp, trial, select_id) VALUES"     \
+      " (?1, (SELECT rule_id FROM prune_rules WHERE sweep_id = ?2"             \
+      " AND stage IS ?3), ?4, ?5, (SELECT select_id FROM select_rules"         \
+      " WHERE sweep_id = ?2 AND stage IS ?3))")                                \
+    /* selection: the cell of an ended trial, when none of its trials is  \
+     * left to run and it has no selection yet; then its ranking. */      \
+    X(ST_SELECT_READY,                                                         \
+      "SELECT t.select_id, t.grp, r.best, r.eval_depth FROM trials t"          \
+      " JOIN select_rules r ON r.select_id = t.select_id WHERE t.job_id = ?1"  \
+      " AND NOT EXISTS (SELECT 1 FROM selections x WHERE x.select_id ="        \
+      " t.select_id AND x.grp = t.grp) AND NOT EXISTS (SELECT 1 FROM trials o" \
+      " INDEXED BY trials_by_select JOIN jobs j ON j.job_id = o.job_id"        \
+      " WHERE o.select_id = t.select_id AND o.grp = t.grp"                     \
+      " AND j.status IN ('waiting', 'queued', 'running'))")                    \
+    X(ST_SELECT_RANK,                                                          \
+      "INSERT INTO selections (select_id, grp, rank, job_id, value, chosen)"   \
+      " SELECT ?1, ?2, rank, job_id, loss, rank <= ?3 FROM (SELECT j.job_id,"  \
+      " e.loss, row_number() OVER (ORDER BY e.loss, j.job_id) AS rank"         \
+      " FROM trials t INDEXED BY trials_by_select"                             \
+      " JOIN jobs j ON j.job_id = t.job_id JOIN evals e ON e.job_id ="         \
+      " j.job_id AND e.depth = ?4 AND e.step = json_extract(j.config,"         \
+      " '$.steps') WHERE t.select_id = ?1 AND t.grp = ?2"                      \
+      " AND j.status = 'succeeded' AND e.loss IS NOT NULL)")                   \
     X(ST_PRUNE_RULE_AT,                                                        \
       "SELECT r.rule_id, r.method, r.param, t.grp, j.cancel_requested"         \
       " FROM trials t JOIN prune_rules r ON r.rule_id = t.rule_id"             \
@@ -345,6 +369,11 @@ int store__exec_slices(bf_store *s, sqlite3_stmt *st, int64_t deadline_us,
 int store__refresh_sweep(bf_store *s, int64_t sweep_id, bf_error *err);
 
 /* ---- early stopping (store_prune.c) ------------------------------------ */
+
+/* Trial job_id has just ended: when it was the last of its cell to run
+ * and its stage selects, ranks the cell's succeeded trials into
+ * `selections` (015_select.sql).  In the open transaction. */
+int store__select_on_end(bf_store *s, int64_t job_id, bf_error *err);
 
 /* An eval of job_id at (step, depth) was just stored: when that is a rung
  * of the job's prune rule, decides whether the job goes on, stores the

@@ -1,6 +1,7 @@
-/* The early stopping of search trials (issue 19): the decisions of a
- * stage's prune rule over its trials (stored with their jobs by store.c:
- * `trials`, `prune_rules`), made when an eval at a rung is stored, in the transaction
+/* What the coordinator decides over a search's trials (issue 19; they are
+ * stored with their jobs by store.c: `trials`, `prune_rules`,
+ * `select_rules`): the selection of each cell's best trials once all have
+ * ended, and the decisions of a stage's prune rule, made when an eval at a rung is stored, in the transaction
  * that stores it, so that a decision is durable before the worker hears it
  * (the ack of that batch and every later reply say cancel) and is never
  * made twice (the key (job, rung) of prune_decisions).
@@ -123,4 +124,28 @@ int store__prune_eval(bf_store *s, int64_t job_id, int64_t step,
                      (size_t)n);
     free(earlier);
     return decide(s, job_id, step, loss, !on, err);
+}
+
+/* ---- selection ------------------------------------------------------------ */
+
+int store__select_on_end(bf_store *s, int64_t job_id, bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_SELECT_READY);
+    sqlite3_bind_int64(st, 1, job_id);
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) {
+        sqlite3_reset(st);
+        return rc == SQLITE_DONE ? 0
+               : store__fail(s, err, "looking up the trial's selection");
+    }
+    int64_t select_id = sqlite3_column_int64(st, 0);
+    int64_t grp = sqlite3_column_int64(st, 1);
+    int best = sqlite3_column_int(st, 2), depth = sqlite3_column_int(st, 3);
+    sqlite3_reset(st);
+    st = store__stmt(s, ST_SELECT_RANK);
+    sqlite3_bind_int64(st, 1, select_id);
+    sqlite3_bind_int64(st, 2, grp);
+    sqlite3_bind_int(st, 3, best);
+    sqlite3_bind_int(st, 4, depth);
+    return store__exec(s, st, err);
 }

@@ -15,17 +15,19 @@
 
 static const char *const top_level_keys[] = {
     "name", "description", "base", "grid", "zip", "exclude", "seeds",
-    "search", "prune", "stages", "max_attempts", "priority", "memory_budget_gib"};
+    "search", "prune", "select", "stages", "max_attempts", "priority", "memory_budget_gib"};
 static const char *const stage_keys[] = {
     "name", "description", "base", "grid", "zip", "exclude", "seeds",
-    "search", "prune"};
+    "search", "prune", "select"};
 /* Keys that belong in each stage once a sweep has stages. */
 static const char *const per_stage_keys[] = {"grid", "zip", "exclude",
-                                             "seeds", "search", "prune"};
+                                             "seeds", "search", "prune",
+                                             "select"};
 static const char *const search_keys[] = {"method", "trials", "seed",
                                           "space"};
 static const char *const prune_keys[] = {"method", "metric", "eval_depth",
                                          "rungs", "eta", "min_trials"};
+static const char *const select_keys[] = {"by", "eval_depth", "best"};
 
 #define COUNT_OF(a) (sizeof (a) / sizeof *(a))
 
@@ -408,22 +410,38 @@ static int parse_zip(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
     return 0;
 }
 
+/* The stage's mapping `key` (search, prune, select), at JSON pointer ptr,
+ * with only the keys `keys`: *out, or NULL when the stage has none. */
+static int stage_block(const bf_sweep *sw, const bf_sweep_stage *st,
+                       const char *key, const char *ptr,
+                       const char *const *keys, size_t n, json_t **out,
+                       bf_error *err)
+{
+    *out = json_object_get(st->node, key);
+    if (!*out)
+        return 0;
+    if (!json_is_object(*out)) {
+        char names[256];
+        join(keys, n, names, sizeof names);
+        return bf_error_set(err, sw->file, sweep_line(sw, "%s", ptr), key,
+                            "must be a mapping (%s)", names);
+    }
+    return check_keys(sw, *out, ptr, keys, n, key, err);
+}
+
 /* search: one more axis, innermost but for the seeds, whose values are
  * the sampled trials (sweep_search.c), checked as a zip group's are. */
 static int parse_search(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
 {
-    json_t *search = json_object_get(st->node, "search");
-    if (!search)
-        return 0;
     char ptr[96];
     snprintf(ptr, sizeof ptr, "%s/search", st->ptr);
-    if (!json_is_object(search))
-        return bf_error_set(err, sw->file, sweep_line(sw, "%s", ptr),
-                            "search", "must be a mapping (method, trials, "
-                            "seed, space)");
-    if (check_keys(sw, search, ptr, search_keys, COUNT_OF(search_keys),
-                   "search", err) < 0 ||
-        sweep_search_sample(sw, search, ptr, &st->search_values, err) < 0)
+    json_t *search;
+    if (stage_block(sw, st, "search", ptr, search_keys,
+                    COUNT_OF(search_keys), &search, err) < 0)
+        return -1;
+    if (!search)
+        return 0;
+    if (sweep_search_sample(sw, search, ptr, &st->search_values, err) < 0)
         return -1;
     if (st->n_axes >= SWEEP_MAX_AXES)
         return bf_error_set(err, sw->file, sweep_line(sw, "%s", ptr),
@@ -433,22 +451,26 @@ static int parse_search(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
     return parse_axis(sw, st, st->search, st->search_values, NULL, err);
 }
 
-/* prune: the early-stopping rule of the search's trials (sweep_prune.c). */
+/* prune and select: what the coordinator decides over the search's
+ * trials (sweep_prune.c). */
 static int parse_prune(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
 {
-    json_t *prune = json_object_get(st->node, "prune");
-    if (!prune)
-        return 0;
     snprintf(st->prune_ptr, sizeof st->prune_ptr, "%s/prune", st->ptr);
-    if (!json_is_object(prune))
-        return bf_error_set(err, sw->file, sweep_line(sw, "%s",
-                            st->prune_ptr), "prune", "must be a mapping "
-                            "(method, metric, eval_depth, rungs, eta or "
-                            "min_trials)");
-    if (check_keys(sw, prune, st->prune_ptr, prune_keys,
-                   COUNT_OF(prune_keys), "prune", err) < 0)
+    json_t *prune;
+    if (stage_block(sw, st, "prune", st->prune_ptr, prune_keys,
+                    COUNT_OF(prune_keys), &prune, err) < 0)
         return -1;
-    return sweep_prune_parse(sw, st, prune, err);
+    return prune ? sweep_prune_parse(sw, st, prune, err) : 0;
+}
+
+static int parse_select(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
+{
+    snprintf(st->select_ptr, sizeof st->select_ptr, "%s/select", st->ptr);
+    json_t *select;
+    if (stage_block(sw, st, "select", st->select_ptr, select_keys,
+                    COUNT_OF(select_keys), &select, err) < 0)
+        return -1;
+    return select ? sweep_select_parse(sw, st, select, err) : 0;
 }
 
 /* ---- exclude ---------------------------------------------------------------- */
@@ -685,7 +707,7 @@ static int parse_stage(bf_sweep *sw, bf_sweep_stage *st, size_t *budget,
     st->axes = bf_xcalloc(SWEEP_MAX_AXES, sizeof *st->axes);
     if (apply_layers(sw, st, err) < 0 || parse_grid(sw, st, err) < 0 ||
         parse_zip(sw, st, err) < 0 || parse_search(sw, st, err) < 0 ||
-        parse_prune(sw, st, err) < 0 ||
+        parse_prune(sw, st, err) < 0 || parse_select(sw, st, err) < 0 ||
         parse_excludes(sw, st, err) < 0 ||
         parse_seeds(sw, st, err) < 0 || count_jobs(sw, st, budget, err) < 0)
         return -1;
@@ -791,8 +813,9 @@ bf_sweep *bf_sweep_parse(const char *file, const char *dir, const char *text,
         goto fail;
     if (!json_is_object(sw->doc)) {
         bf_error_set(err, sw->file, 1, NULL, "a sweep file must be a mapping "
-                     "(name, base, grid, zip, exclude, seeds, search, prune, stages, "
-                     "max_attempts, priority, memory_budget_gib)");
+                     "(name, base, grid, zip, exclude, seeds, search, prune, "
+                     "select, stages, max_attempts, priority, "
+                     "memory_budget_gib)");
         goto fail;
     }
     if (check_keys(sw, sw->doc, "", top_level_keys, COUNT_OF(top_level_keys),
@@ -832,6 +855,7 @@ static void free_stage(bf_sweep_stage *st)
     }
     json_decref(st->search_values);
     free(st->prune);
+    free(st->select);
     free(st->set_fields);
     free(st->refs);
     free(st->rules);

@@ -56,6 +56,14 @@
 
 typedef struct bf_sweep_stage bf_sweep_stage;
 
+/* A stage's selection (`select:`): once every trial of a cell has ended,
+ * the `best` succeeded trials by their final eval_loss at eval_depth (a
+ * training depth: never a deeper test depth) are chosen. */
+typedef struct bf_sweep_select {
+    int eval_depth;
+    int best;
+} bf_sweep_select;
+
 /* A stage's early-stopping rule (`prune:`) over the trials of its search:
  * when a trial's eval_loss at eval_depth is recorded at a rung (a step),
  * the coordinator decides whether it goes on (docs/sweeps.md). */
@@ -104,6 +112,7 @@ typedef struct bf_sweep_job {
     size_t trial_group;          /* with a search: its stage's cell of the
                                     grid/zip (the trials that compete) */
     const bf_sweep_prune *prune; /* its stage's rule, or NULL */
+    const bf_sweep_select *select; /* its stage's selection, or NULL */
     const bf_job_config *cfg;    /* validated */
     const char *config_json;     /* bf_job_config_to_canonical_json */
     char hash_hex[17];           /* FNV-1a 64 of config_json */

@@ -345,7 +345,8 @@ static int expand_job(expansion *x, const bf_sweep_stage *st,
         bf_job_memory_check(&cfg, 1, (size_t)sw->memory_budget_gib << 30,
                             "the sweep's memory_budget_gib", &verr) < 0)
         return blame(sw, st, index, c, &verr, err);
-    if (st->prune && check_prune(sw, st, c, index, &cfg, err) < 0)
+    if ((st->prune || st->select) &&
+        check_prune(sw, st, c, index, &cfg, err) < 0)
         return -1;
     size_t cell = 0;
     if (cell_of(x, st, c, &cfg, &cell, err) < 0)
@@ -364,7 +365,8 @@ static int expand_job(expansion *x, const bf_sweep_stage *st,
                         .trial = st->search ? c->pick[st->n_axes - 1]
                                             : BF_SWEEP_NO_TRIAL,
                         .trial_group = st->search ? trial_group(st, c) : 0,
-                        .prune = st->prune, .cfg = &cfg, .config_json = json};
+                        .prune = st->prune, .select = st->select,
+                        .cfg = &cfg, .config_json = json};
     snprintf(job.hash_hex, sizeof job.hash_hex, "%016llx",
              (unsigned long long)h);
     json_t *obj = st->referenced || st->n_refs ? bf_job_config_to_json(&cfg)

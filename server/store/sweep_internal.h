@@ -89,6 +89,8 @@ struct bf_sweep_stage {
     json_t *search_values; /* owned: {field: [trial values]}; the search
                               axis borrows its field names */
     bf_sweep_prune *prune; /* owned: its early-stopping rule, or NULL */
+    bf_sweep_select *select; /* owned: its selection, or NULL */
+    char select_ptr[48]; /* "/stages/N/select" */
     char prune_ptr[48];  /* "/stages/N/prune" */
     size_t n_axes;
     sweep_rule *rules;
@@ -181,9 +183,15 @@ int sweep_search_sample(const bf_sweep *sw, const json_t *search,
 int sweep_prune_parse(const bf_sweep *sw, bf_sweep_stage *st,
                       const json_t *prune, bf_error *err);
 
-/* Checks st's rule against a job of it (described by `job`): eval_depth
- * among its eval_depths, every rung before its steps and a multiple of
- * its eval_every. */
+/* Parses the `select` mapping (at st->select_ptr; keys already checked)
+ * into st->select.  A stage without a search has nothing to select. */
+int sweep_select_parse(const bf_sweep *sw, bf_sweep_stage *st,
+                       const json_t *select, bf_error *err);
+
+/* Checks st's prune rule and selection against a job of it (described by
+ * `job`): each eval_depth among its eval_depths (the selection's at most
+ * its training depth), every rung before its steps and a multiple of its
+ * eval_every. */
 int sweep_prune_check_job(const bf_sweep *sw, const bf_sweep_stage *st,
                           const bf_job_config *cfg, const char *job,
                           bf_error *err);

@@ -1,13 +1,16 @@
-/* Sweep files: a stage's `prune:`, the early-stopping rule over the trials
- * of its search (the coordinator applies it: store_prune.c).  Parsing
- * checks the rule on its own; expansion checks it against every job's
- * config (its rungs before its last step, on its evaluation steps, its
- * depth among the evaluated ones), since grid or search may vary those.
+/* Sweep files: what a stage decides over the trials of its search (the
+ * coordinator applies it: store_prune.c): `prune:`, the early-stopping
+ * rule, and `select:`, the choice of each cell's best trials.  Parsing
+ * checks each on its own; expansion checks them against every job's config
+ * (rungs before its last step, on its evaluation steps, depths among the
+ * evaluated ones, the selection's at most the training depth), since grid
+ * or search may vary those.
  *
  *   prune: {method: asha, metric: eval_loss, eval_depth: 4,
  *           rungs: [250, 500, 1000], eta: 3}
  *   prune: {method: median, metric: eval_loss, eval_depth: 4,
  *           rungs: [250, 500], min_trials: 3}
+ *   select: {by: eval_loss, eval_depth: 4, best: 1}
  */
 #include "sweep_internal.h"
 
@@ -117,15 +120,75 @@ int sweep_prune_parse(const bf_sweep *sw, bf_sweep_stage *st,
     return 0;
 }
 
+int sweep_select_parse(const bf_sweep *sw, bf_sweep_stage *st,
+                       const json_t *select, bf_error *err)
+{
+    const char *ptr = st->select_ptr;
+    if (!st->search)
+        return bf_error_set(err, sw->file, sweep_line(sw, "%s", ptr),
+                            "select", "select picks among the trials of a "
+                            "search: this stage has no search");
+    const char *by = json_string_value(json_object_get(select, "by"));
+    if (!by || strcmp(by, metrics[0]) != 0)
+        return bf_error_set(err, sw->file, key_line(sw, ptr, "by"), "by",
+                            "select.by: '%s' is not a metric the coordinator "
+                            "records (allowed: eval_loss, lower is better)",
+                            by ? by : "");
+    json_t *depth = json_object_get(select, "eval_depth");
+    if (!int_in(depth, 1, 1 << 20))
+        return bf_error_set(err, sw->file, key_line(sw, ptr, "eval_depth"),
+                            "eval_depth", "select.eval_depth must be a "
+                            "positive integer: the training depth whose "
+                            "eval_loss ranks the trials");
+    json_t *best = json_object_get(select, "best");
+    if (best && !int_in(best, 1, (long long)st->search->n))
+        return bf_error_set(err, sw->file, key_line(sw, ptr, "best"), "best",
+                            "select.best must be an integer in [1, %zu] (the "
+                            "trials)", st->search->n);
+    st->select = bf_xcalloc(1, sizeof *st->select);
+    st->select->eval_depth = (int)json_integer_value(depth);
+    st->select->best = best ? (int)json_integer_value(best) : 1;
+    return 0;
+}
+
+/* Whether depth is among cfg's eval_depths. */
+static int evaluated(const bf_job_config *cfg, int depth)
+{
+    for (int k = 0; k < cfg->n_eval_depths; k++)
+        if (cfg->eval_depths[k] == depth)
+            return 1;
+    return 0;
+}
+
+static int check_select(const bf_sweep *sw, const bf_sweep_stage *st,
+                        const bf_job_config *cfg, const char *job,
+                        bf_error *err)
+{
+    int depth = st->select->eval_depth;
+    int line = key_line(sw, st->select_ptr, "eval_depth");
+    if (depth > cfg->depth)
+        return bf_error_set(err, sw->file, line, "eval_depth", "select."
+                            "eval_depth %d is deeper than the training depth "
+                            "%d of %s: trials are chosen on the "
+                            "in-distribution evaluation, never on a test "
+                            "depth", depth, cfg->depth, job);
+    if (!evaluated(cfg, depth))
+        return bf_error_set(err, sw->file, line, "eval_depth", "select."
+                            "eval_depth %d is not among the eval_depths of %s",
+                            depth, job);
+    return 0;
+}
+
 int sweep_prune_check_job(const bf_sweep *sw, const bf_sweep_stage *st,
                           const bf_job_config *cfg, const char *job,
                           bf_error *err)
 {
+    if (st->select && check_select(sw, st, cfg, job, err) < 0)
+        return -1;
     const bf_sweep_prune *p = st->prune;
-    int depth_ok = 0;
-    for (int k = 0; k < cfg->n_eval_depths; k++)
-        depth_ok |= cfg->eval_depths[k] == p->eval_depth;
-    if (!depth_ok)
+    if (!p)
+        return 0;
+    if (!evaluated(cfg, p->eval_depth))
         return bf_error_set(err, sw->file, sweep_line(sw, "%s/eval_depth",
                             st->prune_ptr), "eval_depth", "prune.eval_depth "
                             "%d is not among the eval_depths of %s",

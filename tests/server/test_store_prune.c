@@ -204,6 +204,56 @@ static void test_median_rule(void **state)
     close_all(f);
 }
 
+/* Once every trial of a cell has ended, its succeeded trials are ranked by
+ * their final eval_loss at the selection's depth: the best chosen, the
+ * rest runners-up; a failed trial is not ranked; the other cell waits for
+ * its own trials. */
+static void test_selection(void **state)
+{
+    (void)state;
+    fixture *f = open_all("name: tune\n"
+                          "base: {steps: 100, eval_every: 50, depth: 4,\n"
+                          "       eval_depths: [4]}\n"
+                          "grid: {rope: [rope, spectral]}\n"
+                          "search:\n"
+                          "  method: sobol\n"
+                          "  trials: 6\n"
+                          "  space: {lr: {loguniform: [1.0e-4, 1.0e-2]}}\n"
+                          "select: {by: eval_loss, eval_depth: 4, best: 2}\n"
+                          "max_attempts: 1\n");
+    static const double final_loss[6] = {3, 1, 5, 2, 4, 0};
+    bf_error err = {0};
+    for (int t = 0; t < 6; t++) {
+        int job = 1 + t;
+        eval(f, job, 50, 4, 0.1);        /* not the final step: not ranked */
+        eval(f, job, 100, 4, final_loss[t]);
+        /* the last trial fails, though its loss would be the best */
+        int ok = t < 5;
+        assert_int_equal(bf_store_finish_attempt(f->s, f->l[job].attempt_id,
+                                                 ok, ok ? NULL : "boom", 50,
+                                                 &err), 0);
+        assert_int_equal(bft_int(f->s, "SELECT count(*) FROM selections"),
+                         t < 5 ? 0 : 5);
+    }
+    char *ranking = bft_text(f->s, "SELECT group_concat(job_id || ':' || "
+                             "chosen, ' ') FROM (SELECT * FROM selections "
+                             "ORDER BY rank)");
+    assert_string_equal(ranking, "2:1 4:1 1:0 5:0 3:0");
+    free(ranking);
+    /* the spectral cell is selected once its own trials have ended */
+    for (int job = 7; job <= 12; job++) {
+        eval(f, job, 100, 4, (double)job);
+        assert_int_equal(bf_store_finish_attempt(f->s, f->l[job].attempt_id,
+                                                 1, NULL, 50, &err), 0);
+    }
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM selections s JOIN "
+                             "trials t ON t.job_id = s.job_id WHERE t.grp = 1 "
+                             "AND s.chosen"), 2);
+    assert_int_equal(bft_int(f->s, "SELECT job_id FROM selections WHERE "
+                             "rank = 1 AND grp = 1"), 7);
+    close_all(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -211,6 +261,7 @@ int main(void)
         cmocka_unit_test(test_pruned_job_ends_pruned),
         cmocka_unit_test(test_decided_once),
         cmocka_unit_test(test_median_rule),
+        cmocka_unit_test(test_selection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -227,6 +227,9 @@ typedef struct bad_case {
 } bad_case;
 
 #define SEARCH(body) "name: x\nsearch:\n  method: random\n  trials: 4\n" body
+#define PRUNE_SELECT(rule) "name: x\nbase: {depth: 4, eval_depths: [4, "  \
+    "8]}\nsearch:\n  method: random\n  trials: 4\n"                      \
+    "  space: {lr: {uniform: [0.001, 0.01]}}\nselect: " rule "\n"
 #define PRUNE(rule) "name: x\nbase: {steps: 100, eval_every: 10, "      \
     "eval_depths: [4]}\nsearch:\n  method: random\n  trials: 4\n"      \
     "  space: {lr: {uniform: [0.001, 0.01]}}\nprune: " rule "\n"
@@ -285,6 +288,15 @@ static const bad_case bad_cases[] = {
     {"eval_depth not evaluated", PRUNE("{method: asha, metric: eval_loss, "
      "eval_depth: 8, rungs: [20]}"), 7, "eval_depth",
      "not among the eval_depths"},
+    /* select */
+    {"select without search", "name: x\nselect: {by: eval_loss}\n", 2,
+     "select", "has no search"},
+    {"select by an unknown metric", PRUNE_SELECT("{by: accuracy, "
+     "eval_depth: 4}"), 7, "by", "'accuracy' is not a metric"},
+    {"select deeper than training", PRUNE_SELECT("{by: eval_loss, "
+     "eval_depth: 8}"), 7, "eval_depth", "deeper than the training depth 4"},
+    {"select more than the trials", PRUNE_SELECT("{by: eval_loss, "
+     "eval_depth: 4, best: 5}"), 7, "best", "[1, 4]"},
     {"search beside stages", "name: x\nsearch: {method: random}\n"
      "stages:\n  - name: a\n", 2, "search", "in each stage"},
 };
