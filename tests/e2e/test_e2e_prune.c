@@ -6,17 +6,20 @@
  * coordinator took them: every decision is the rule's, every trial that
  * reached a rung got one, and the pruned set is exactly the jobs that end
  * 'pruned', each stopped early with its checkpoint and metrics kept and
- * never run again. */
+ * never run again; the same after the daemon is killed mid-search. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "clock.h"
 #include "e2e.h"
 
 /* configs/sweep-tune.yaml: eta 3, rungs 20 and 60 at depth 4, 400 steps
@@ -106,9 +109,12 @@ static void replay(const row *rows, size_t n)
     }
 }
 
-static void test_asha_prunes_by_the_rule(void **state)
+/* Trains the worked example with two groups; with kill_after > 0, the
+ * daemon is killed (SIGKILL) once that many decisions are stored and
+ * started again on its port while the groups keep training.  Then checks
+ * every decision against the replayed rule, and the jobs' ends. */
+static void run_example(bft_daemon *d, long long kill_after)
 {
-    bft_daemon *d = *state;
     assert_int_equal(bft_daemon_start(d, 10), 0);
     assert_true(bft_submit(d, "sweep-tune.yaml", example(), NULL, NULL) > 0);
     char rule[128];
@@ -123,6 +129,13 @@ static void test_asha_prunes_by_the_rule(void **state)
                                "0", NULL);
         assert_true(g[i] > 0);
     }
+    if (kill_after > 0) {
+        assert_true(e2e_wait_sql(d, "SELECT count(*) FROM prune_decisions",
+                                 kill_after, 120000) >= kill_after);
+        assert_true(bft_daemon_stop(d, SIGKILL) == 128 + SIGKILL);
+        bf_sleep_ms(1000);   /* the groups keep training meanwhile */
+        assert_int_equal(bft_daemon_restart_same_port(d), 0);
+    }
     for (int i = 0; i < 2; i++)
         assert_int_equal(e2e_group_wait(g[i], 170000), 0);
 
@@ -131,6 +144,9 @@ static void test_asha_prunes_by_the_rule(void **state)
     /* 18 trials reach the first rung; ASHA prunes some there */
     assert_true(n >= 18);
     replay(rows, n);
+    /* one decision per trial and rung, numbered 1..n without a gap */
+    assert_int_equal(bft_sql_int(d, "SELECT max(seq) = count(*) AND min(seq) "
+                                 "= 1 FROM prune_decisions"), 1);
     long long pruned = bft_sql_int(d, "SELECT count(*) FROM jobs WHERE "
                                    "status = 'pruned'");
     assert_true(pruned > 0);
@@ -152,8 +168,10 @@ static void test_asha_prunes_by_the_rule(void **state)
                                  "WHERE p.job_id = e.job_id AND (p.rung = "
                                  "e.step OR (p.rung < e.step AND p.decision "
                                  "= 'prune')))"), 0);
-    /* and a pruned job stopped before its last step with one attempt,
-     * its metrics and a checkpoint at or past the rung that pruned it */
+    /* every job ran once, and a pruned job stopped before its last step
+     * with its metrics and a checkpoint at or past the rung that pruned
+     * it */
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM attempts"), 18);
     assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs j JOIN "
                                  "prune_decisions p ON p.job_id = j.job_id "
                                  "AND p.decision = 'prune' WHERE j.attempts "
@@ -162,17 +180,31 @@ static void test_asha_prunes_by_the_rule(void **state)
                                  "max(step) FROM metrics m WHERE m.job_id = "
                                  "j.job_id AND m.key = 'loss') < 400"),
                      pruned);
-    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM attempts a JOIN "
-                                 "jobs j ON j.job_id = a.job_id WHERE "
-                                 "j.status = 'pruned'"), pruned);
     assert_int_equal(bft_sql_int(d, "SELECT pruned FROM sweep_progress"),
                      pruned);
+}
+
+static void test_asha_prunes_by_the_rule(void **state)
+{
+    run_example(*state, 0);
+}
+
+/* Killed after 1 to 12 decisions (the moment printed), the daemon starts
+ * again and goes on with the same search: no decision made twice or
+ * missed, every one the rule's. */
+static void test_daemon_killed_mid_search(void **state)
+{
+    long long kill_after = 1 + (long long)(getpid() % 12);
+    print_message("killing the daemon after %lld decisions\n", kill_after);
+    run_example(*state, kill_after);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_asha_prunes_by_the_rule,
+                                        e2e_setup, e2e_teardown),
+        cmocka_unit_test_setup_teardown(test_daemon_killed_mid_search,
                                         e2e_setup, e2e_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
