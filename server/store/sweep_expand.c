@@ -322,7 +322,7 @@ static size_t trial_group(const bf_sweep_stage *st, const sweep_combo *c)
     return g;
 }
 
-/* A stage's prune rule fits every job of it (sweep_prune.c). */
+/* A stage's prune rule and selection fit every job of it (sweep_prune.c). */
 static int check_prune(const bf_sweep *sw, const bf_sweep_stage *st,
                        const sweep_combo *c, size_t index,
                        const bf_job_config *cfg, bf_error *err)
