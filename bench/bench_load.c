@@ -11,7 +11,12 @@
  * for SECONDS.  Prints the latency of the groups' leases, heartbeats and
  * metrics acks (p50, p99, max; targets: p99 < 50 ms), how many of their
  * messages were answered `fenced` (target 0), and what the idle and slow
- * connections cost the daemon.
+ * connections cost the daemon.  Twice: the second time with a search
+ * beside the plain sweep (issue 19: 64 trials in each of 8 cells, pruned
+ * by ASHA at three rungs), whose jobs the groups lease in turn with the
+ * plain sweep's; every metrics batch carries an eval record every other
+ * round, so the coordinator decides at each rung, and a group told to
+ * cancel stops its job as bifocal-worker does (the job ends pruned).
  *
  * Then strangers from the token holder's own address (issue 15), each for
  * SECONDS against a fresh daemon (its default limits), while a token
@@ -44,6 +49,7 @@
 #include "bench_daemon.h"
 #include "clock.h"
 #include "fake_worker.h"
+#include "rng.h"
 
 #define TARGET_P99_MS 50.0
 #define ROUNDS_PER_JOB 10
@@ -53,6 +59,20 @@
 #define STRANGERS_IDLE 1100
 #define ATTACK_PER_S 1000
 #define HOLDER_EVERY_MS 50
+#define EVAL_EVERY_ROUNDS 2     /* an eval record every 10 steps */
+
+/* The search beside the plain sweep in the second run: 64 trials in each
+ * of 8 cells, ASHA at the steps of rounds 2, 4 and 6. */
+static const char search_sweep[] =
+    "name: search\n"
+    "base: {steps: 100, eval_every: 10, eval_depths: [4]}\n"
+    "grid: {rope: [none, rope, spectral, bifocal], d_model: [32, 64]}\n"
+    "search:\n"
+    "  method: random\n"
+    "  trials: 64\n"
+    "  space: {lr: {loguniform: [1.0e-4, 1.0e-2]}}\n"
+    "prune: {method: asha, metric: eval_loss, eval_depth: 4,\n"
+    "        rungs: [10, 20, 30], eta: 3}\n";
 
 /* Latencies in ms, one array per kind per group. */
 typedef struct samples {
@@ -73,11 +93,12 @@ typedef struct group_arg {
     bench_client c;
     double end;                 /* bf_now_seconds() to stop at */
     samples lease, heartbeat, metrics;
-    int fenced, errors, jobs, retries;
+    int fenced, errors, jobs, retries, stopped;
 } group_arg;
 
-/* Whether reply r (stolen) is an ack; counts fenced and other errors. */
-static int acked(group_arg *a, json_t *r)
+/* Whether reply r (stolen) is an ack; counts fenced and other errors.
+ * *cancel (may be NULL) gets whether the ack says to stop the job. */
+static int acked(group_arg *a, json_t *r, int *cancel)
 {
     const char *type = r ? bf_wire_type(r) : "";
     const char *code = json_string_value(json_object_get(r, "code"));
@@ -86,28 +107,55 @@ static int acked(group_arg *a, json_t *r)
         a->fenced++;
     else if (!ok)
         a->errors++;
+    if (cancel)
+        *cancel = json_is_true(json_object_get(r, "cancel"));
     json_decref(r);
     return ok;
 }
 
-/* One job: ten rounds of metrics and heartbeat, then job_done. */
-static void work_on(group_arg *a, bft_worker *w, int64_t attempt)
+/* A round's metrics batch: 5 train records and, every other round, an
+ * eval at depth 4 whose loss is a pure function of (job, step). */
+static json_t *round_records(int64_t job_id, int round)
 {
-    for (int round = 0; round < ROUNDS_PER_JOB; round++) {
+    json_t *records = bft_train_records(round * 5 + 1, 5);
+    if ((round + 1) % EVAL_EVERY_ROUNDS == 0) {
+        int step = (round + 1) * 5;
+        double loss = 1.0 + (double)(bf_mix64((uint64_t)job_id * 1000 + step)
+                                     % 1000) / 1000;
+        json_array_append_new(records, json_pack("{s:s, s:i, s:i, s:f, s:f}",
+                              "type", "eval", "step", step, "depth", 4,
+                              "loss", loss, "accuracy", 0.5));
+    }
+    return records;
+}
+
+/* One job: ten rounds of metrics and heartbeat, then job_done; stopped
+ * early (job_failed, as bifocal-worker reports a stop) when a reply says
+ * cancel. */
+static void work_on(group_arg *a, bft_worker *w, int64_t attempt,
+                    int64_t job_id)
+{
+    int cancel = 0;
+    for (int round = 0; round < ROUNDS_PER_JOB && !cancel; round++) {
         double t0 = bf_now_seconds();
         json_t *r = bft_worker_metrics(w, attempt, round + 1,
-                                       bft_train_records(round * 5 + 1, 5));
+                                       round_records(job_id, round));
         add(&a->metrics, 1000 * (bf_now_seconds() - t0));
-        if (!acked(a, r))
+        if (!acked(a, r, &cancel))
             return;
         t0 = bf_now_seconds();
         r = bft_worker_heartbeat(w, attempt);
         add(&a->heartbeat, 1000 * (bf_now_seconds() - t0));
-        if (!acked(a, r))
+        if (!acked(a, r, &cancel))
             return;
         bf_sleep_ms(ROUND_MS);
     }
-    acked(a, bft_worker_done(w, attempt));
+    if (cancel) {
+        acked(a, bft_worker_failed(w, attempt, "stopped: cancel"), NULL);
+        a->stopped++;
+        return;
+    }
+    acked(a, bft_worker_done(w, attempt), NULL);
     a->jobs++;
 }
 
@@ -136,13 +184,14 @@ static void *run_group(void *p)
     pthread_barrier_wait(a->c.start);
     while (!a->c.failed && bf_now_seconds() < a->end) {
         double t0 = bf_now_seconds();
-        int64_t attempt = bft_worker_lease(&w, NULL);
+        int64_t job_id = 0;
+        int64_t attempt = bft_worker_lease(&w, &job_id);
         add(&a->lease, 1000 * (bf_now_seconds() - t0));
         if (attempt < 0) {
             a->c.failed = 1;   /* the queue holds more than enough jobs */
             break;
         }
-        work_on(a, &w, attempt);
+        work_on(a, &w, attempt, job_id);
     }
     bft_worker_close(&w);
     return NULL;
@@ -423,24 +472,19 @@ static void raise_own_descriptor_limit(void)
     }
 }
 
-int main(int argc, char **argv)
+/* The working groups beside the crowd for `seconds`, against a fresh
+ * daemon; with `search`, the search sweep beside the plain one.  Prints
+ * the figures; 0, or 1 when a group failed, a message was fenced or the
+ * daemon did not stop cleanly. */
+static int groups_scenario(int seconds, int groups, int n_idle, int n_slow,
+                           int search)
 {
-    int seconds = argc > 1 ? atoi(argv[1]) : 20;
-    int groups = argc > 2 ? atoi(argv[2]) : 64;
-    int n_idle = argc > 3 ? atoi(argv[3]) : 1000;
-    int n_slow = argc > 4 ? atoi(argv[4]) : 200;
-    if (seconds < 1 || groups < 1 || n_idle < 0 || n_slow < 0
-        || n_slow > 250 * 250) {
-        fprintf(stderr, "usage: bench_load [SECONDS [GROUPS [IDLE [SLOW]]]]\n");
-        return 2;
-    }
-    raise_own_descriptor_limit();
-    setenv("BFT_DAEMON_LOG_LEVEL", "warn", 0);
-    setenv("BIFOCALD", BENCH_BIFOCALD, 0);
     bft_daemon d;
     if (bft_daemon_start(&d, LEASE_SECONDS)
         || bft_submit(&d, "load.yaml", "name: load\nseeds: 5000\n", NULL,
-                      NULL) < 0) {
+                      NULL) < 0
+        || (search && bft_submit(&d, "search.yaml", search_sweep, NULL,
+                                 NULL) < 0)) {
         fprintf(stderr, "bench_load: cannot start the daemon\n");
         bft_daemon_cleanup(&d);
         return 1;
@@ -477,25 +521,34 @@ int main(int argc, char **argv)
     pthread_join(slow_thread, NULL);
     int closed = idle_closed(&w);
 
-    int fenced = 0, errors = 0, jobs = 0, retries = 0;
+    int fenced = 0, errors = 0, jobs = 0, retries = 0, stopped = 0;
     for (int g = 0; g < groups; g++) {
         fenced += args[g].fenced;
         errors += args[g].errors;
         jobs += args[g].jobs;
         retries += args[g].retries;
+        stopped += args[g].stopped;
     }
     printf("bench_load: %d s, %d working groups (lease %d s; %d connects "
            "tried again), %d idle clients (%d held, %d closed by the "
            "daemon), %d slow senders (%ld cut by the hello timeout, %ld "
-           "refused, %ld reconnects)\n", seconds, groups, LEASE_SECONDS,
+           "refused, %ld reconnects)%s\n", seconds, groups, LEASE_SECONDS,
            retries, n_idle, held, closed, n_slow, w.cut, w.refused,
-           w.reconnects);
+           w.reconnects, search ? ", beside a 64-trial ASHA search over 8 "
+           "cells" : "");
     printf("%-10s %7s\n", "latency", "n");
     report("lease", args, groups, offsetof(group_arg, lease));
     report("heartbeat", args, groups, offsetof(group_arg, heartbeat));
     report("metrics", args, groups, offsetof(group_arg, metrics));
-    printf("jobs done %d in %.1f s; fenced %d (target 0); other errors %d\n",
-           jobs, elapsed, fenced, errors);
+    printf("jobs done %d, stopped when told %d, in %.1f s; fenced %d (target "
+           "0); other errors %d\n", jobs, stopped, elapsed, fenced, errors);
+    if (search)
+        printf("search: %lld of its 512 jobs leased, %lld prune decisions, "
+               "%lld jobs pruned\n", bft_sql_int(&d, "SELECT count(*) FROM "
+               "jobs WHERE sweep_id = 2 AND started_ms IS NOT NULL"),
+               bft_sql_int(&d, "SELECT count(*) FROM prune_decisions"),
+               bft_sql_int(&d, "SELECT count(*) FROM jobs WHERE status = "
+                           "'pruned'"));
     printf("daemon: %.2f CPU s over the run; RSS %ld KiB idle, %ld KiB with "
            "the crowd, %ld KiB at the end\n", cpu, rss0, rss_crowd,
            bft_proc_status_kib(d.pid, "VmRSS"));
@@ -505,7 +558,7 @@ int main(int argc, char **argv)
         bf_rpc_close(&w.idle[i]);
     for (int i = 0; i < n_slow; i++)
         bf_rpc_close(&w.slow[i]);
-    int stopped = bft_daemon_stop(&d, SIGTERM);
+    int unclean = bft_daemon_stop(&d, SIGTERM);
     bft_daemon_cleanup(&d);
     for (int g = 0; g < groups; g++) {
         free(args[g].lease.v);
@@ -516,12 +569,34 @@ int main(int argc, char **argv)
     free(w.idle);
     free(w.slow);
     free(w.slow_sent);
-    if (failed || stopped != 0 || fenced || errors) {
+    if (failed || unclean != 0 || fenced || errors) {
         fprintf(stderr, "bench_load: FAILED (%s)\n",
-                failed ? "a group failed" : stopped ? "unclean stop"
+                failed ? "a group failed" : unclean ? "unclean stop"
                 : "fenced or errors");
         return 1;
     }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int seconds = argc > 1 ? atoi(argv[1]) : 20;
+    int groups = argc > 2 ? atoi(argv[2]) : 64;
+    int n_idle = argc > 3 ? atoi(argv[3]) : 1000;
+    int n_slow = argc > 4 ? atoi(argv[4]) : 200;
+    if (seconds < 1 || groups < 1 || n_idle < 0 || n_slow < 0
+        || n_slow > 250 * 250) {
+        fprintf(stderr, "usage: bench_load [SECONDS [GROUPS [IDLE [SLOW]]]]\n");
+        return 2;
+    }
+    raise_own_descriptor_limit();
+    setenv("BFT_DAEMON_LOG_LEVEL", "warn", 0);
+    setenv("BIFOCALD", BENCH_BIFOCALD, 0);
+    if (groups_scenario(seconds, groups, n_idle, n_slow, 0))
+        return 1;
+    printf("\n");
+    if (groups_scenario(seconds, groups, n_idle, n_slow, 1))
+        return 1;
     printf("\n");
     int strangers_failed = strangers_scenario(0, seconds);
     printf("\n");

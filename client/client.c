@@ -239,7 +239,8 @@ const bf_client_command bf_client_commands[] = {
     { "jobs", "[--sweep N] [--status S] [--limit N] [--after JOB] "
       "[--format table|csv|json]",
       "Lists jobs in job id order, optionally of one sweep and/or in one "
-      "status (waiting, queued, running, succeeded, failed, cancelled): all "
+      "status (waiting, queued, running, succeeded, failed, cancelled, "
+      "pruned): all "
       "of them, or the first N (--limit) with an id above JOB (--after; the "
       "command says where more follow).  The daemon sends them in pages of "
       "at most 1,000.  The table leaves out the config (JSON has it).",

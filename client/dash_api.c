@@ -571,7 +571,7 @@ static int page_params_read(const char *query, const json_t *varying,
     if (bf_http_query_param(query, "status", text, sizeof text) == 1
         && (p->q.status = bf_dash_status_code(text)) < 0) {
         *r = fail(400, "parameter 'status': '%s' is not a job status (waiting, "
-                  "queued, running, succeeded, failed, cancelled)", text);
+                  "queued, running, succeeded, failed, cancelled, pruned)", text);
         return -1;
     }
     if (bf_http_query_param(query, "sort", p->sort, sizeof p->sort) == 1)

@@ -22,7 +22,8 @@
 #define MAX_DEPTHS 256
 
 static const char *const status_names[BF_DASH_STATUSES] = {
-    "waiting", "queued", "running", "succeeded", "failed", "cancelled" };
+    "waiting", "queued", "running", "succeeded", "failed", "cancelled",
+    "pruned" };
 
 const char *bf_dash_status_name(int status)
 {

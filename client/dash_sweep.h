@@ -28,7 +28,7 @@ typedef struct bf_dash_sweep bf_dash_sweep;
 
 /* The statuses of a job, in the order counts and sorts use. */
 enum { BF_DASH_WAITING, BF_DASH_QUEUED, BF_DASH_RUNNING, BF_DASH_SUCCEEDED,
-       BF_DASH_FAILED, BF_DASH_CANCELLED, BF_DASH_STATUSES };
+       BF_DASH_FAILED, BF_DASH_CANCELLED, BF_DASH_PRUNED, BF_DASH_STATUSES };
 
 /* Reads sweep_id of db (read-only) in one snapshot.  NULL when there is no
  * such sweep or the database failed (printed). */

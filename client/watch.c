@@ -118,18 +118,19 @@ static void sweep_line(watch *w, lines *ls)
     const json_t *row = w->status;
     long long total = COUNT(row, "total");
     long long ended = COUNT(row, "succeeded") + COUNT(row, "failed")
-                      + COUNT(row, "cancelled");
+                      + COUNT(row, "cancelled") + COUNT(row, "pruned");
     char eta[32];
     /* a waiting job (its source stage still training) runs later, too */
     long long later = COUNT(row, "queued") + COUNT(row, "waiting");
     format_eta(bf_progress_sweep_eta(w->live, later, -1), eta, sizeof eta);
     if (!w->tty) {
         add_line(ls, "sweep %lld: %lld/%lld ended (waiting %lld, queued %lld, "
-                 "running %lld, succeeded %lld, failed %lld, cancelled %lld), "
-                 "ETA %s", (long long)w->sweep, ended, total,
+                 "running %lld, succeeded %lld, failed %lld, cancelled %lld, "
+                 "pruned %lld), ETA %s", (long long)w->sweep, ended, total,
                  COUNT(row, "waiting"), COUNT(row, "queued"),
                  COUNT(row, "running"), COUNT(row, "succeeded"),
-                 COUNT(row, "failed"), COUNT(row, "cancelled"), eta);
+                 COUNT(row, "failed"), COUNT(row, "cancelled"),
+                 COUNT(row, "pruned"), eta);
         return;
     }
     char bar[BF_WATCH_BAR + 1];
@@ -137,15 +138,18 @@ static void sweep_line(watch *w, lines *ls)
     for (int i = 0; i < BF_WATCH_BAR; i++)
         bar[i] = i < filled ? '#' : '.';
     bar[BF_WATCH_BAR] = '\0';
-    /* "waiting N" only in a sweep with stages still to start */
-    char waiting[32] = "";
+    /* "waiting N" only in a sweep with stages still to start, "pruned N"
+     * only in one whose search prunes */
+    char waiting[32] = "", pruned[32] = "";
     if (COUNT(row, "waiting") > 0)
         snprintf(waiting, sizeof waiting, "waiting %lld  ",
                  COUNT(row, "waiting"));
+    if (COUNT(row, "pruned") > 0)
+        snprintf(pruned, sizeof pruned, "pruned %lld  ", COUNT(row, "pruned"));
     add_line(ls, "sweep %lld [%s] %lld/%lld  running %lld  queued %lld  "
-             "%sfailed %lld  ETA %s", (long long)w->sweep, bar, ended, total,
+             "%sfailed %lld  %sETA %s", (long long)w->sweep, bar, ended, total,
              COUNT(row, "running"), COUNT(row, "queued"), waiting,
-             COUNT(row, "failed"), eta);
+             COUNT(row, "failed"), pruned, eta);
 }
 
 static void job_line(watch *w, lines *ls, const json_t *row)

@@ -107,12 +107,18 @@ var BifocalDashboard = (function () {
       el("code", { text: w.hint })]);
   }
 
+  /* Jobs of a sweep's counts (a sweep_progress row) that ended. */
+  function ended(c) {
+    return c.succeeded + c.failed + c.cancelled + c.pruned;
+  }
+
   function countsLine(parent, c, eta, workers) {
-    var ended = c.succeeded + c.failed + c.cancelled;
+    var done = ended(c);
     parent.textContent = "";
-    parent.appendChild(bar(c.total ? ended / c.total : 0));
-    [ended + "/" + c.total + " ended", "running " + c.running, "queued " + c.queued,
+    parent.appendChild(bar(c.total ? done / c.total : 0));
+    [done + "/" + c.total + " ended", "running " + c.running, "queued " + c.queued,
      "succeeded " + c.succeeded, "failed " + c.failed, "cancelled " + c.cancelled,
+     "pruned " + c.pruned,
      "status " + c.status, "ETA " + (eta === null || eta === undefined ? "?" : duration(eta))]
       .forEach(function (t) { parent.appendChild(el("span", { text: t })); });
     if (workers && c.status === "active" && workers.connected === 0 && c.queued > 0)
@@ -135,9 +141,8 @@ var BifocalDashboard = (function () {
           { title: "name", get: function (s) { return s.name; } },
           { title: "status", get: function (s) { return s.status; } },
           { title: "progress", get: function (s) {
-              return bar(s.total ? (s.succeeded + s.failed + s.cancelled) / s.total : 0); } },
-          { title: "ended", get: function (s) {
-              return (s.succeeded + s.failed + s.cancelled) + "/" + s.total; } },
+              return bar(s.total ? ended(s) / s.total : 0); } },
+          { title: "ended", get: function (s) { return ended(s) + "/" + s.total; } },
           { title: "running", get: function (s) { return s.running; } },
           { title: "queued", get: function (s) { return s.queued; } },
           { title: "failed", get: function (s) { return s.failed; } },
@@ -154,7 +159,8 @@ var BifocalDashboard = (function () {
   var JOB_COLUMNS = ["status", "train_loss", "eval_loss", "eval_accuracy",
                      "ood_depth", "ood_loss", "ood_accuracy", "started", "took",
                      "error"];
-  var STATUSES = ["waiting", "queued", "running", "succeeded", "failed", "cancelled"];
+  var STATUSES = ["waiting", "queued", "running", "succeeded", "failed", "cancelled",
+                  "pruned"];
   var PAGE_ROWS = 100;
 
   /* The sweep page.  The job table is a page of the server's (filtered and

@@ -399,6 +399,67 @@ void bf_job_row_from(bf_job_row *row, const bf_sweep_job *job)
     row->source = job->source;
     row->cell = job->cell;
     row->held = job->held;
+    row->trial = job->trial;
+    row->trial_group = job->trial_group;
+    row->prune = job->prune;
+    row->select = job->select;
+}
+
+/* ---- search trials (their early stopping: store_prune.c) ---------------- */
+
+static int insert_prune_rule(bf_store *s, int64_t sweep_id,
+                             const bf_job_row *row, bf_error *err)
+{
+    const bf_sweep_prune *p = row->prune;
+    json_t *rungs = json_array();
+    for (size_t i = 0; i < p->n_rungs; i++)
+        json_array_append_new(rungs, json_integer(p->rungs[i]));
+    char *text = json_dumps(rungs, JSON_COMPACT);
+    json_decref(rungs);
+    sqlite3_stmt *st = store__stmt(s, ST_PRUNE_RULE_INSERT);
+    sqlite3_bind_int64(st, 1, sweep_id);
+    if (row->stage)
+        sqlite3_bind_text(st, 2, row->stage, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, p->method == BF_PRUNE_ASHA ? "asha" : "median",
+                      -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 4, p->eval_depth);
+    sqlite3_bind_text(st, 5, text, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(st, 6, p->param);
+    free(text);
+    return store__exec(s, st, err);
+}
+
+static int insert_select_rule(bf_store *s, int64_t sweep_id,
+                              const bf_job_row *row, bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_SELECT_RULE_INSERT);
+    sqlite3_bind_int64(st, 1, sweep_id);
+    if (row->stage)
+        sqlite3_bind_text(st, 2, row->stage, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 3, row->select->eval_depth);
+    sqlite3_bind_int(st, 4, row->select->best);
+    return store__exec(s, st, err);
+}
+
+/* What job job_id of row is in its stage's search (its trial, its group,
+ * its stage's prune rule and selection, stored with the first of them);
+ * nothing for a job without a search. */
+static int insert_trial(bf_store *s, int64_t sweep_id, int64_t job_id,
+                        const bf_job_row *row, bf_error *err)
+{
+    if (row->trial == BF_SWEEP_NO_TRIAL)
+        return 0;
+    if ((row->prune && insert_prune_rule(s, sweep_id, row, err) < 0) ||
+        (row->select && insert_select_rule(s, sweep_id, row, err) < 0))
+        return -1;
+    sqlite3_stmt *st = store__stmt(s, ST_TRIAL_INSERT);
+    sqlite3_bind_int64(st, 1, job_id);
+    sqlite3_bind_int64(st, 2, sweep_id);
+    if (row->stage)
+        sqlite3_bind_text(st, 3, row->stage, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, (int64_t)row->trial_group);
+    sqlite3_bind_int64(st, 5, (int64_t)row->trial);
+    return store__exec(s, st, err);
 }
 
 /* Inserts row's job; job_ids maps the sweep's job indexes to the job ids
@@ -428,7 +489,7 @@ static int insert_job(bf_store *s, int64_t sweep_id, int priority,
     if (store__exec(s, st, err) < 0)
         return -1;
     job_ids[row->index] = sqlite3_last_insert_rowid(s->db);
-    return 0;
+    return insert_trial(s, sweep_id, job_ids[row->index], row, err);
 }
 
 typedef struct submit_ctx {
@@ -824,7 +885,8 @@ json_t *bf_store_status(bf_store *s, int64_t sweep_id, bf_error *err)
 static int valid_job_status(const char *status)
 {
     static const char *const names[] = {"waiting", "queued", "running",
-                                        "succeeded", "failed", "cancelled"};
+                                        "succeeded", "failed", "cancelled",
+                                        "pruned"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (strcmp(status, names[i]) == 0)
             return 1;
@@ -996,7 +1058,8 @@ int bf_store_jobs(bf_store *s, int64_t sweep_id, const char *status,
     if (status && !valid_job_status(status))
         return bf_error_set(err, NULL, 0, "status",
                             "unknown job status '%s' (allowed: waiting, "
-                            "queued, running, succeeded, failed, cancelled)",
+                            "queued, running, succeeded, failed, cancelled, "
+                            "pruned)",
                             status);
     if (sweep_id > 0 && sweep_exists(s, sweep_id, err) <= 0)
         return -1;

@@ -3,6 +3,7 @@
  *   store_queue.c    leases, attempts, cancel, retry
  *   store_metrics.c  batched metric ingest
  *   store_seqs.c     adaptive seeds: the comparisons, decided as jobs end
+ *   store_prune.c    the early stopping of search trials
  * Its functions are named store__* (libuv's uv__ convention): internal to the
  * store, not part of bf_store's API in store.h.  Nothing outside the files in
  * server/store/ and the store tests includes this. */
@@ -89,7 +90,7 @@ extern const int bf_schema_n_migrations;
     X(ST_UNSETTLED_SOURCES,                                                    \
       "SELECT DISTINCT j.source_job_id FROM jobs j JOIN jobs src"              \
       " ON src.job_id = j.source_job_id WHERE j.status = 'waiting'"            \
-      " AND src.status IN ('succeeded', 'failed', 'cancelled')")               \
+      " AND src.status IN ('succeeded', 'failed', 'cancelled', 'pruned')")     \
     /* A retried job: a slice of the dependents its failure failed (they   \
      * never ran) wait again, while it waits itself, and are returned,     \
      * since theirs wait again next. */                                     \
@@ -147,7 +148,9 @@ extern const int bf_schema_n_migrations;
       " RETURNING attempt_id, attempt_no")                                     \
     X(ST_ATTEMPT_LIVE,                                                         \
       "SELECT a.job_id, j.sweep_id, j.cancel_requested, j.attempts,"           \
-      " s.max_attempts FROM attempts a JOIN jobs j ON j.job_id = a.job_id"     \
+      " s.max_attempts, EXISTS (SELECT 1 FROM prune_decisions d"               \
+      " WHERE d.job_id = a.job_id AND d.decision = 'prune')"                   \
+      " FROM attempts a JOIN jobs j ON j.job_id = a.job_id"                    \
       " JOIN sweeps s ON s.sweep_id = j.sweep_id"                              \
       " WHERE a.attempt_id = ?1 AND a.outcome = 'running'")                    \
     X(ST_WORKER_LIVE_ATTEMPT,                                                  \
@@ -166,6 +169,60 @@ extern const int bf_schema_n_migrations;
     X(ST_ATTEMPTS_EXPIRED,                                                     \
       "SELECT attempt_id FROM attempts WHERE outcome = 'running'"              \
       " AND lease_expires_ms <= ?1 ORDER BY lease_expires_ms")                 \
+    /* early stopping (store_prune.c): a stage's rule once per sweep, a  \
+     * search trial's row; the rule of a job whose eval ?3 at step ?2 is   \
+     * at one of its rungs; the values decided before at that rung among   \
+     * its competitors; a decision, numbered in the order made. */        \
+    X(ST_PRUNE_RULE_INSERT,                                                    \
+      "INSERT INTO prune_rules (sweep_id, stage, method, metric, eval_depth,"  \
+      " rungs, param) SELECT ?1, ?2, ?3, 'eval_loss', ?4, ?5, ?6 WHERE NOT"    \
+      " EXISTS (SELECT 1 FROM prune_rules WHERE sweep_id = ?1 AND stage IS ?2)")\
+    X(ST_SELECT_RULE_INSERT,                                                   \
+      "INSERT INTO select_rules (sweep_id, stage, metric, eval_depth, best)"   \
+      " SELECT ?1, ?2, 'eval_loss', ?3, ?4 WHERE NOT EXISTS (SELECT 1"         \
+      " FROM select_rules WHERE sweep_id = ?1 AND stage IS ?2)")               \
+    X(ST_TRIAL_INSERT,                                                         \
+      "INSERT INTO trials (job_id, rule_id, grp, trial, select_id) VALUES"     \
+      " (?1, (SELECT rule_id FROM prune_rules WHERE sweep_id = ?2"             \
+      " AND stage IS ?3), ?4, ?5, (SELECT select_id FROM select_rules"         \
+      " WHERE sweep_id = ?2 AND stage IS ?3))")                                \
+    /* selection: the cell of an ended trial, when none of its trials is  \
+     * left to run and it has no selection yet; then its ranking. */      \
+    X(ST_SELECT_READY,                                                         \
+      "SELECT t.select_id, t.grp, r.best, r.eval_depth FROM trials t"          \
+      " JOIN select_rules r ON r.select_id = t.select_id WHERE t.job_id = ?1"  \
+      " AND NOT EXISTS (SELECT 1 FROM selections x WHERE x.select_id ="        \
+      " t.select_id AND x.grp = t.grp) AND NOT EXISTS (SELECT 1 FROM trials o" \
+      " INDEXED BY trials_by_select JOIN jobs j ON j.job_id = o.job_id"        \
+      " WHERE o.select_id = t.select_id AND o.grp = t.grp"                     \
+      " AND j.status IN ('waiting', 'queued', 'running'))")                    \
+    X(ST_SELECT_RANK,                                                          \
+      "INSERT INTO selections (select_id, grp, rank, job_id, value, chosen)"   \
+      " SELECT ?1, ?2, rank, job_id, loss, rank <= ?3 FROM (SELECT j.job_id,"  \
+      " e.loss, row_number() OVER (ORDER BY e.loss, j.job_id) AS rank"         \
+      " FROM trials t INDEXED BY trials_by_select"                             \
+      " JOIN jobs j ON j.job_id = t.job_id JOIN evals e ON e.job_id ="         \
+      " j.job_id AND e.depth = ?4 AND e.step = json_extract(j.config,"         \
+      " '$.steps') WHERE t.select_id = ?1 AND t.grp = ?2"                      \
+      " AND j.status = 'succeeded' AND e.loss IS NOT NULL)")                   \
+    X(ST_PRUNE_RULE_AT,                                                        \
+      "SELECT r.rule_id, r.method, r.param, t.grp, j.cancel_requested"         \
+      " FROM trials t JOIN prune_rules r ON r.rule_id = t.rule_id"             \
+      " JOIN jobs j ON j.job_id = t.job_id WHERE t.job_id = ?1"                \
+      " AND r.eval_depth = ?3 AND EXISTS (SELECT 1 FROM json_each(r.rungs)"    \
+      " WHERE value = ?2)")                                                    \
+    X(ST_PRUNE_COMPETING,                                                      \
+      "SELECT d.value IS NULL, d.value FROM trials t INDEXED BY trials_by_group"\
+      " JOIN prune_decisions d ON d.job_id = t.job_id AND d.rung = ?3"         \
+      " WHERE t.rule_id = ?1 AND t.grp = ?2")                                  \
+    X(ST_PRUNE_DECIDE,                                                         \
+      "INSERT INTO prune_decisions (job_id, rung, value, decision, seq)"       \
+      " VALUES (?1, ?2, ?3, ?4,"                                               \
+      " 1 + coalesce((SELECT max(seq) FROM prune_decisions), 0))"              \
+      " ON CONFLICT DO NOTHING")                                               \
+    X(ST_PRUNE_REQUEST,                                                        \
+      "UPDATE jobs SET cancel_requested = 1 WHERE job_id = ?1"                 \
+      " AND status = 'running'")                                               \
     X(ST_JOB_SETTLE,                                                           \
       "UPDATE jobs SET status = ?2, finished_ms = ?3, error = ?4"              \
       " WHERE job_id = ?1")                                                    \
@@ -379,5 +436,20 @@ int store__exec_slices(bf_store *s, sqlite3_stmt *st, int64_t deadline_us,
                        bf_error *err);
 
 int store__refresh_sweep(bf_store *s, int64_t sweep_id, bf_error *err);
+
+/* ---- early stopping (store_prune.c) ------------------------------------ */
+
+/* Trial job_id has just ended: when it was the last of its cell to run
+ * and its stage selects, ranks the cell's succeeded trials into
+ * `selections` (013_select.sql).  In the open transaction. */
+int store__select_on_end(bf_store *s, int64_t job_id, bf_error *err);
+
+/* An eval of job_id at (step, depth) was just stored: when that is a rung
+ * of the job's prune rule, decides whether the job goes on, stores the
+ * decision and, to prune, marks the job cancel-requested (so the replies
+ * to its worker say cancel once this commits).  Loss NaN: worse than any.
+ * In the open transaction; 0, or -1 with err set. */
+int store__prune_eval(bf_store *s, int64_t job_id, int64_t step,
+                      int64_t depth, double loss, bf_error *err);
 
 #endif

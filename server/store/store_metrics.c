@@ -127,7 +127,12 @@ static int walk_eval(walk *w, size_t i, const json_t *rec, json_int_t step)
     sqlite3_stmt *st = eval_row(w, ST_EVAL_INSERT, step, depth);
     bind_value(st, 4, loss);
     bind_value(st, 5, accuracy);
-    return insert(w, st);
+    int before = w->n_rows;
+    if (insert(w, st) < 0)
+        return -1;
+    /* a new eval (not a resent one) may be at a rung of a search's rule */
+    return w->n_rows > before ? store__prune_eval(w->s, w->job_id, step,
+                                                  depth, loss, w->err) : 0;
 }
 
 /* {"type":"freq","step":N,"layer":l,"head":h,"omega":[...]}: pair = index. */

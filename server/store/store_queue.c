@@ -143,6 +143,7 @@ int bf_store_lease_next(bf_store *s, const char *worker, int64_t now_ms,
 typedef struct live_attempt {
     int64_t attempt_id, job_id, sweep_id;
     int cancel_requested, attempts, max_attempts;
+    int pruned;          /* the coordinator decided to prune its job */
 } live_attempt;
 
 /* 1 live, 0 not live (fenced), -1 error. */
@@ -158,6 +159,7 @@ static int load_live(bf_store *s, int64_t attempt_id, live_attempt *a)
         a->cancel_requested = sqlite3_column_int(st, 2);
         a->attempts = sqlite3_column_int(st, 3);
         a->max_attempts = sqlite3_column_int(st, 4);
+        a->pruned = sqlite3_column_int(st, 5);
     }
     sqlite3_reset(st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
@@ -250,9 +252,11 @@ static int move_on_slice(bf_store *s, int64_t source, const char *status,
                          int64_t now_ms, bf_error *err)
 {
     char why[256], path[4200];
-    if (strcmp(status, "failed") == 0 || strcmp(status, "cancelled") == 0) {
-        snprintf(why, sizeof why, "source job %lld failed%s",
-                 (long long)source, status[0] == 'c' ? ": cancelled" : "");
+    if (strcmp(status, "failed") == 0 || strcmp(status, "cancelled") == 0 ||
+        strcmp(status, "pruned") == 0) {
+        snprintf(why, sizeof why, "source job %lld failed%s%s",
+                 (long long)source, strcmp(status, "failed") ? ": " : "",
+                 strcmp(status, "failed") ? status : "");
         return fail_slice(s, source, why, now_ms, err);
     }
     if (strcmp(status, "succeeded") != 0)
@@ -364,7 +368,7 @@ static int source_ended(bf_store *s, int64_t job_id, const char *status,
                         int64_t now_ms, bf_error *err)
 {
     if (strcmp(status, "succeeded") != 0 && strcmp(status, "failed") != 0
-        && strcmp(status, "cancelled") != 0)
+        && strcmp(status, "cancelled") != 0 && strcmp(status, "pruned") != 0)
         return 0;
     if (store__seqs_job_ended(s, job_id, now_ms, err) < 0)
         return -1;
@@ -394,16 +398,18 @@ int bf_store_settle(bf_store *s, int64_t now_ms, int64_t deadline_us,
 /* Ends attempt `a` with `outcome` and moves its job on: succeeded and
  * cancelled are final; failed and expired re-queue the job unless it is
  * being cancelled (then cancelled) or has used its attempts, or the failure
- * is permanent (then failed).  The jobs waiting for it move on too. */
+ * is permanent (then failed).  A job being cancelled because the
+ * coordinator pruned it ends pruned instead of cancelled.  The jobs
+ * waiting for it move on too. */
 static int settle(bf_store *s, const live_attempt *a, const char *outcome,
                   const char *error, int permanent, int64_t now_ms)
 {
     const char *job_status;
     char why[512], job_error[1200];
-    if (strcmp(outcome, "succeeded") == 0 || strcmp(outcome, "cancelled") == 0)
+    if (strcmp(outcome, "succeeded") == 0)
         job_status = outcome;
-    else if (a->cancel_requested)
-        job_status = "cancelled";
+    else if (strcmp(outcome, "cancelled") == 0 || a->cancel_requested)
+        job_status = a->pruned ? "pruned" : "cancelled";
     else if (a->attempts >= a->max_attempts || permanent)
         job_status = "failed";
     else
@@ -426,8 +432,9 @@ static int settle(bf_store *s, const live_attempt *a, const char *outcome,
     sqlite3_bind_text(st, 2, job_status, -1, SQLITE_STATIC);
     if (strcmp(job_status, "queued") != 0)
         sqlite3_bind_int64(st, 3, now_ms);
-    if (strcmp(job_status, "cancelled") == 0)
-        error = "cancelled";
+    if (strcmp(job_status, "cancelled") == 0 ||
+        strcmp(job_status, "pruned") == 0)
+        error = job_status;
     else if (permanent && error) {
         snprintf(job_error, sizeof job_error, "%s (a permanent error: not "
                  "retried)", error);
@@ -436,7 +443,9 @@ static int settle(bf_store *s, const live_attempt *a, const char *outcome,
     if (error)
         sqlite3_bind_text(st, 4, error, -1, SQLITE_TRANSIENT);
     if (store__exec(s, st, NULL) < 0 ||
-        source_ended(s, a->job_id, job_status, now_ms, NULL) < 0)
+        source_ended(s, a->job_id, job_status, now_ms, NULL) < 0 ||
+        (strcmp(job_status, "queued") != 0 &&
+         store__select_on_end(s, a->job_id, NULL) < 0))
         return -1;
     return store__refresh_sweep(s, a->sweep_id, NULL);
 }

@@ -15,12 +15,20 @@
 
 static const char *const top_level_keys[] = {
     "name", "description", "base", "grid", "zip", "exclude", "seeds",
-    "stages", "max_attempts", "priority", "memory_budget_gib", "analysis"};
+    "search", "prune", "select", "stages", "max_attempts", "priority",
+    "memory_budget_gib", "analysis"};
 static const char *const stage_keys[] = {
-    "name", "description", "base", "grid", "zip", "exclude", "seeds"};
+    "name", "description", "base", "grid", "zip", "exclude", "seeds",
+    "search", "prune", "select"};
 /* Keys that belong in each stage once a sweep has stages. */
 static const char *const per_stage_keys[] = {"grid", "zip", "exclude",
-                                             "seeds"};
+                                             "seeds", "search", "prune",
+                                             "select"};
+static const char *const search_keys[] = {"method", "trials", "seed",
+                                          "space"};
+static const char *const prune_keys[] = {"method", "metric", "eval_depth",
+                                         "rungs", "eta", "min_trials"};
+static const char *const select_keys[] = {"by", "eval_depth", "best"};
 
 #define COUNT_OF(a) (sizeof (a) / sizeof *(a))
 
@@ -353,6 +361,8 @@ static int parse_axis(bf_sweep *sw, bf_sweep_stage *st, bf_sweep_axis *axis,
             const char *name = axis->fields[f];
             json_t *value = json_array_get(json_object_get(fields, name), v);
             int line = sweep_line(sw, "%s/%s/%zu", axis->ptr, name, v);
+            if (!line)  /* a sampled trial: the line of its distribution */
+                line = sweep_line(sw, "%s/%s", axis->ptr, name);
             axis->lines[v * axis->n_fields + f] = line;
             json_t *one = json_pack("{sO}", name, value);
             json_t *canon = resolve_path(sw, one, line, err) < 0 ? NULL
@@ -437,6 +447,69 @@ static int parse_zip(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
     return 0;
 }
 
+/* The stage's mapping `key` (search, prune, select), at JSON pointer ptr,
+ * with only the keys `keys`: *out, or NULL when the stage has none. */
+static int stage_block(const bf_sweep *sw, const bf_sweep_stage *st,
+                       const char *key, const char *ptr,
+                       const char *const *keys, size_t n, json_t **out,
+                       bf_error *err)
+{
+    *out = json_object_get(st->node, key);
+    if (!*out)
+        return 0;
+    if (!json_is_object(*out)) {
+        char names[256];
+        join(keys, n, names, sizeof names);
+        return bf_error_set(err, sw->file, sweep_line(sw, "%s", ptr), key,
+                            "must be a mapping (%s)", names);
+    }
+    return check_keys(sw, *out, ptr, keys, n, key, err);
+}
+
+/* search: one more axis, innermost but for the seeds, whose values are
+ * the sampled trials (sweep_search.c), checked as a zip group's are. */
+static int parse_search(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
+{
+    char ptr[96];
+    snprintf(ptr, sizeof ptr, "%s/search", st->ptr);
+    json_t *search;
+    if (stage_block(sw, st, "search", ptr, search_keys,
+                    COUNT_OF(search_keys), &search, err) < 0)
+        return -1;
+    if (!search)
+        return 0;
+    if (sweep_search_sample(sw, search, ptr, &st->search_values, err) < 0)
+        return -1;
+    if (st->n_axes >= SWEEP_MAX_AXES)
+        return bf_error_set(err, sw->file, sweep_line(sw, "%s", ptr),
+                            "search", "more than %d axes", SWEEP_MAX_AXES);
+    snprintf(ptr, sizeof ptr, "%s/search/space", st->ptr);
+    st->search = new_axis(st, "search", ptr);
+    return parse_axis(sw, st, st->search, st->search_values, NULL, err);
+}
+
+/* prune and select: what the coordinator decides over the search's
+ * trials (sweep_prune.c). */
+static int parse_prune(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
+{
+    snprintf(st->prune_ptr, sizeof st->prune_ptr, "%s/prune", st->ptr);
+    json_t *prune;
+    if (stage_block(sw, st, "prune", st->prune_ptr, prune_keys,
+                    COUNT_OF(prune_keys), &prune, err) < 0)
+        return -1;
+    return prune ? sweep_prune_parse(sw, st, prune, err) : 0;
+}
+
+static int parse_select(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
+{
+    snprintf(st->select_ptr, sizeof st->select_ptr, "%s/select", st->ptr);
+    json_t *select;
+    if (stage_block(sw, st, "select", st->select_ptr, select_keys,
+                    COUNT_OF(select_keys), &select, err) < 0)
+        return -1;
+    return select ? sweep_select_parse(sw, st, select, err) : 0;
+}
+
 /* ---- exclude ---------------------------------------------------------------- */
 
 /* The values of axis field (a, f) equal to `value` get flag 1 in match (the
@@ -478,6 +551,11 @@ static int parse_rule_field(const bf_sweep *sw, bf_sweep_stage *st,
     int line = sweep_line(sw, "%s/exclude/%zu/%s", st->ptr, i, field);
     size_t f;
     const bf_sweep_axis *axis = axis_with(st, field, &f);
+    if (axis && axis == st->search)
+        return bf_error_set(err, sw->file, line, field, "exclude[%zu].%s: "
+                            "'%s' is searched: its values are drawn at "
+                            "submission, and a rule names grid or zip "
+                            "values", i, field, field);
     if (!axis)
         return bf_error_set(err, sw->file, line, field, "exclude[%zu].%s: "
                             "'%s' is not swept by grid or zip%s%s", i, field,
@@ -709,7 +787,9 @@ static int parse_stage(bf_sweep *sw, bf_sweep_stage *st, size_t *budget,
 {
     st->axes = bf_xcalloc(SWEEP_MAX_AXES, sizeof *st->axes);
     if (apply_layers(sw, st, err) < 0 || parse_grid(sw, st, err) < 0 ||
-        parse_zip(sw, st, err) < 0 || parse_excludes(sw, st, err) < 0 ||
+        parse_zip(sw, st, err) < 0 || parse_search(sw, st, err) < 0 ||
+        parse_prune(sw, st, err) < 0 || parse_select(sw, st, err) < 0 ||
+        parse_excludes(sw, st, err) < 0 ||
         parse_seeds(sw, st, err) < 0 || count_jobs(sw, st, budget, err) < 0)
         return -1;
     collect_set_fields(st);
@@ -951,8 +1031,9 @@ bf_sweep *bf_sweep_parse(const char *file, const char *dir, const char *text,
         goto fail;
     if (!json_is_object(sw->doc)) {
         bf_error_set(err, sw->file, 1, NULL, "a sweep file must be a mapping "
-                     "(name, base, grid, zip, exclude, seeds, stages, "
-                     "max_attempts, priority, memory_budget_gib, analysis)");
+                     "(name, base, grid, zip, exclude, seeds, search, prune, "
+                     "select, stages, max_attempts, priority, "
+                     "memory_budget_gib, analysis)");
         goto fail;
     }
     if (check_keys(sw, sw->doc, "", top_level_keys, COUNT_OF(top_level_keys),
@@ -991,6 +1072,9 @@ static void free_stage(bf_sweep_stage *st)
         free(st->refs[r].values);
         sweep_map_free(&st->refs[r].map);
     }
+    json_decref(st->search_values);
+    free(st->prune);
+    free(st->select);
     free(st->set_fields);
     free(st->refs);
     free(st->rules);

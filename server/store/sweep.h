@@ -58,7 +58,31 @@
 #define BF_SWEEP_MEMORY_GIB 64          /* default memory_budget_gib */
 #define BF_SWEEP_MAX_MEMORY_GIB (1 << 20)
 
+#define BF_SWEEP_NO_TRIAL ((size_t)-1)
+#define BF_PRUNE_MAX_RUNGS 16
+
 typedef struct bf_sweep_stage bf_sweep_stage;
+
+/* A stage's selection (`select:`): once every trial of a cell has ended,
+ * the `best` succeeded trials by their final eval_loss at eval_depth (a
+ * training depth: never a deeper test depth) are chosen. */
+typedef struct bf_sweep_select {
+    int eval_depth;
+    int best;
+} bf_sweep_select;
+
+/* A stage's early-stopping rule (`prune:`) over the trials of its search:
+ * when a trial's eval_loss at eval_depth is recorded at a rung (a step),
+ * the coordinator decides whether it goes on (docs/sweeps.md). */
+typedef enum { BF_PRUNE_ASHA, BF_PRUNE_MEDIAN } bf_prune_method;
+typedef struct bf_sweep_prune {
+    bf_prune_method method;
+    int eval_depth;
+    int64_t rungs[BF_PRUNE_MAX_RUNGS];  /* rising steps, each before steps */
+    size_t n_rungs;
+    int param;           /* asha: eta (the best 1/eta go on); median:
+                            min_trials (earlier values needed to prune) */
+} bf_sweep_prune;
 
 /* A parsed sweep.  Everything is owned by the struct (bf_sweep_free). */
 typedef struct bf_sweep {
@@ -92,6 +116,12 @@ typedef struct bf_sweep_job {
     size_t cell;                 /* the jobs of its stage whose configs
                                     differ only in seed share it; 0, 1, ...
                                     in order of their first job */
+    size_t trial;                /* its trial of its stage's search, or
+                                    BF_SWEEP_NO_TRIAL */
+    size_t trial_group;          /* with a search: its stage's cell of the
+                                    grid/zip (the trials that compete) */
+    const bf_sweep_prune *prune; /* its stage's rule, or NULL */
+    const bf_sweep_select *select; /* its stage's selection, or NULL */
     const bf_job_config *cfg;    /* validated */
     const char *config_json;     /* bf_job_config_to_canonical_json */
     char hash_hex[17];           /* FNV-1a 64 of config_json */

@@ -42,6 +42,14 @@ void sweep_value_text(const json_t *v, char *buf, size_t cap)
     free(s);
 }
 
+const char *sweep_error_body(const bf_error *e)
+{
+    bf_error prefix;
+    bf_error_set(&prefix, e->file, e->line, e->field, "%s", "");
+    size_t n = strlen(prefix.msg);
+    return strncmp(e->msg, prefix.msg, n) == 0 ? e->msg + n : e->msg;
+}
+
 void sweep_map_init(sweep_map *m, size_t n)
 {
     size_t cap = 16;

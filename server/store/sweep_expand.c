@@ -312,6 +312,27 @@ static int cell_of(expansion *x, const bf_sweep_stage *st,
     return 0;
 }
 
+/* The cell of the grid/zip of job c of a stage with a search: its picks on
+ * every axis but the search's (the last), read as one number. */
+static size_t trial_group(const bf_sweep_stage *st, const sweep_combo *c)
+{
+    size_t g = 0;
+    for (size_t a = 0; a + 1 < st->n_axes; a++)
+        g = g * st->axes[a].n + c->pick[a];
+    return g;
+}
+
+/* A stage's prune rule and selection fit every job of it (sweep_prune.c). */
+static int check_prune(const bf_sweep *sw, const bf_sweep_stage *st,
+                       const sweep_combo *c, size_t index,
+                       const bf_job_config *cfg, bf_error *err)
+{
+    char desc[512], job[600];
+    sweep_describe(sw, st, c, desc, sizeof desc);
+    snprintf(job, sizeof job, "job %zu (%s)", index, desc);
+    return sweep_prune_check_job(sw, st, cfg, job, err);
+}
+
 static int expand_job(expansion *x, const bf_sweep_stage *st,
                       const sweep_combo *c, size_t index, bf_error *err)
 {
@@ -324,6 +345,9 @@ static int expand_job(expansion *x, const bf_sweep_stage *st,
         bf_job_memory_check(&cfg, 1, (size_t)sw->memory_budget_gib << 30,
                             "the sweep's memory_budget_gib", &verr) < 0)
         return blame(sw, st, index, c, &verr, err);
+    if ((st->prune || st->select) &&
+        check_prune(sw, st, c, index, &cfg, err) < 0)
+        return -1;
     size_t cell = 0;
     if (cell_of(x, st, c, &cfg, &cell, err) < 0)
         return -1;
@@ -338,6 +362,10 @@ static int expand_job(expansion *x, const bf_sweep_stage *st,
     }
     bf_sweep_job job = {.index = index, .stage = st->name,
                         .source = BF_SWEEP_NO_SOURCE, .cell = cell,
+                        .trial = st->search ? c->pick[st->n_axes - 1]
+                                            : BF_SWEEP_NO_TRIAL,
+                        .trial_group = st->search ? trial_group(st, c) : 0,
+                        .prune = st->prune, .select = st->select,
                         .cfg = &cfg, .config_json = json,
                         .held = st->seeds_min && c->seed >= st->seeds_min};
     snprintf(job.hash_hex, sizeof job.hash_hex, "%016llx",

@@ -1,6 +1,10 @@
 /* Internals of sweep files shared by their modules, which call each other
  * one way only (the layout test's check_calls.py holds them to it):
  *   sweep_coords.c  below the others: value helpers and a job's coordinates
+ *   sweep_search.c  a stage's search: trials sampled into an axis (with
+ *                   sweep_sobol.c below it); called by parsing
+ *   sweep_prune.c   a stage's prune rule: parsed, then checked per job by
+ *                   expansion
  *   sweep.c         parsing: stages, bases, axes, excludes, seeds, references
  *   sweep_expand.c  expansion, validation, duplicates, source matching
  *   sweep_warn.c    the warnings of a sweep (called by expansion)
@@ -14,6 +18,9 @@
 #define STAGE_REF "stage:"
 
 #define SWEEP_MAX_AXES 64
+#define SWEEP_SEARCH_MAX_TRIALS 100000
+#define SWEEP_SOBOL_MAX_DIMS 16
+#define SWEEP_SEARCH_MAX_DIMS SWEEP_SOBOL_MAX_DIMS
 
 /* A zip's list of names for its entries: not a job field. */
 #define ZIP_LABEL "label"
@@ -80,7 +87,14 @@ struct bf_sweep_stage {
     sweep_layer layers[2];
     size_t n_layers;
     bf_job_config base;  /* defaults + its layers */
-    bf_sweep_axis *axes; /* grid axes, then zipped ones */
+    bf_sweep_axis *axes; /* grid axes, zipped ones, then the search's */
+    bf_sweep_axis *search; /* its search axis (the last one), or NULL */
+    json_t *search_values; /* owned: {field: [trial values]}; the search
+                              axis borrows its field names */
+    bf_sweep_prune *prune; /* owned: its early-stopping rule, or NULL */
+    bf_sweep_select *select; /* owned: its selection, or NULL */
+    char select_ptr[48]; /* "/stages/N/select" */
+    char prune_ptr[48];  /* "/stages/N/prune" */
     size_t n_axes;
     sweep_rule *rules;
     size_t n_rules;
@@ -121,6 +135,10 @@ int sweep_line(const bf_sweep *sw, const char *fmt, ...)
 /* A JSON value as the user wrote it: strings bare, the rest compact JSON. */
 void sweep_value_text(const json_t *v, char *buf, size_t cap);
 
+/* The message of e without the "file:line: field 'x': " prefix that
+ * bf_error_set put in front, so it can be re-located. */
+const char *sweep_error_body(const bf_error *e);
+
 /* Whether combination number `combo` (over the axes, seeds aside) of st is
  * left out by an exclude rule. */
 int sweep_excluded(const bf_sweep_stage *st, size_t combo);
@@ -148,6 +166,40 @@ int sweep_build(const bf_sweep *sw, const bf_sweep_stage *st,
  * of the last base layer that sets it (0: none sets it). */
 int sweep_field_line(const bf_sweep *sw, const bf_sweep_stage *st,
                      const sweep_combo *c, const char *field);
+
+/* ---- search (sweep_search.c, sweep_sobol.c) ------------------------------ */
+
+/* Samples the trials of the `search` mapping at JSON pointer ptr into
+ * *values (new reference): {field: [value of trial 0, 1, ...]}, fields in
+ * the order of search.space.  Checks method, trials, seed and every
+ * distribution (both bounds of a range, every choice, as grid values);
+ * -1 with err set (file, line, field) otherwise. */
+int sweep_search_sample(const bf_sweep *sw, const json_t *search,
+                        const char *ptr, json_t **values, bf_error *err);
+
+/* Parses the `prune` mapping (at st->prune_ptr; keys already checked)
+ * into st->prune: the method and its parameter, the metric, eval_depth,
+ * the rungs.  A stage without a search has nothing to prune. */
+int sweep_prune_parse(const bf_sweep *sw, bf_sweep_stage *st,
+                      const json_t *prune, bf_error *err);
+
+/* Parses the `select` mapping (at st->select_ptr; keys already checked)
+ * into st->select.  A stage without a search has nothing to select. */
+int sweep_select_parse(const bf_sweep *sw, bf_sweep_stage *st,
+                       const json_t *select, bf_error *err);
+
+/* Checks st's prune rule and selection against a job of it (described by
+ * `job`): each eval_depth among its eval_depths (the selection's at most
+ * its training depth), every rung before its steps and a multiple of its
+ * eval_every. */
+int sweep_prune_check_job(const bf_sweep *sw, const bf_sweep_stage *st,
+                          const bf_job_config *cfg, const char *job,
+                          bf_error *err);
+
+/* Point `index` of the unscrambled Sobol' sequence (Joe & Kuo direction
+ * numbers, Gray-code order, as scipy.stats.qmc.Sobol(scramble=False)):
+ * out[0 .. dims-1] in [0, 1); dims <= SWEEP_SOBOL_MAX_DIMS. */
+void sweep_sobol_point(uint32_t index, size_t dims, double *out);
 
 /* ---- warnings (sweep_warn.c) ---------------------------------------------- */
 

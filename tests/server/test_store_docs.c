@@ -61,6 +61,44 @@ static void run_job(bf_store *s, int outcome, int with_freq)
     bf_lease_clear(&l);
 }
 
+/* Sweep 3: a search of 3 trials, pruned by ASHA at step 20 (the second
+ * trial's decision is to prune) and selected at depth 4: every trial runs
+ * to its end here, so the cell is ranked. */
+static void populate_search(bf_store *s)
+{
+    int64_t id = bft_submit(s, "name: tune\nbase: {steps: 100, eval_every: "
+                            "10, depth: 4, eval_depths: [4]}\nsearch: {method: "
+                            "sobol, trials: 3, space: {lr: {loguniform: "
+                            "[1.0e-4, 1.0e-2]}}}\nprune: {method: asha, "
+                            "metric: eval_loss, eval_depth: 4, rungs: [20], "
+                            "eta: 3}\nselect: {by: eval_loss, eval_depth: 4}\n",
+                            1700000000000, NULL);
+    int trials = 0;
+    for (int i = 0; i < 10 && trials < 3; i++) {
+        char worker[16];
+        snprintf(worker, sizeof worker, "tune-%d", i);
+        bf_lease l;
+        assert_int_equal(bf_store_lease_next(s, worker, 1700000000000, 60000,
+                                             &l, NULL), 1);
+        if (l.sweep_id == id) {
+            double loss = 1.0 + trials++;
+            json_t *recs = json_pack("[{s:s,s:i,s:i,s:f,s:f},"
+                                     "{s:s,s:i,s:i,s:f,s:f}]", "type", "eval",
+                                     "step", 20, "depth", 4, "loss", loss,
+                                     "accuracy", 0.5, "type", "eval", "step",
+                                     100, "depth", 4, "loss", loss / 2,
+                                     "accuracy", 0.75);
+            assert_int_equal(bf_store_ingest(s, l.attempt_id, recs, NULL, NULL,
+                                             NULL), 0);
+            json_decref(recs);
+            assert_int_equal(bf_store_finish_attempt(s, l.attempt_id, 1, NULL,
+                                                     1700000000000, NULL), 0);
+        }
+        bf_lease_clear(&l);
+    }
+    assert_int_equal(trials, 3);
+}
+
 static void populate(bf_store *s)
 {
     bft_submit(s, "name: docs\nbase: {depth: 4, eval_depths: [4, 8]}\n"
@@ -87,6 +125,7 @@ static void populate(bf_store *s)
                   "analysis: {primary: {metric: loss, eval_depth: 4},"
                   " baseline: {rope: rope}}\n",
                1700000000000, NULL);
+    populate_search(s);
 }
 
 static void test_every_sql_block_runs(void **state)

@@ -1,0 +1,151 @@
+/* What the coordinator decides over a search's trials (issue 19; they are
+ * stored with their jobs by store.c: `trials`, `prune_rules`,
+ * `select_rules`): the selection of each cell's best trials once all have
+ * ended, and the decisions of a stage's prune rule, made when an eval at a rung is stored, in the transaction
+ * that stores it, so that a decision is durable before the worker hears it
+ * (the ack of that batch and every later reply say cancel) and is never
+ * made twice (the key (job, rung) of prune_decisions).
+ *
+ * The rules (docs/sweeps.md), over the values decided before at the same
+ * rung in the job's group (its stage's cell of the grid/zip), NaN worst:
+ *   asha    Asynchronous successive halving (Li et al. 2020), as Optuna's
+ *           SuccessiveHalvingPruner applies it: with n values at the rung
+ *           (this one included), the job goes on when its value is among
+ *           the best max(1, floor(n / eta)).
+ *   median  Optuna's MedianPruner: the job is pruned when at least
+ *           min_trials values came before and its own is worse than
+ *           their median. */
+#include "store_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+
+/* ---- the rules ------------------------------------------------------------ */
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Whether a value goes on, among the n earlier values at its rung (sorted
+ * in place; lower is better, NaN given as +inf). */
+static int goes_on(int asha, int param, double value, double *earlier,
+                   size_t n)
+{
+    if (asha) {
+        earlier[n] = value;
+        qsort(earlier, n + 1, sizeof *earlier, by_value);
+        size_t k = (n + 1) / (size_t)param;
+        return value <= earlier[k ? k - 1 : 0];
+    }
+    if (n < (size_t)param)
+        return 1;
+    qsort(earlier, n, sizeof *earlier, by_value);
+    double median = n % 2 ? earlier[n / 2]
+                          : (earlier[n / 2 - 1] + earlier[n / 2]) / 2;
+    return value <= median;
+}
+
+/* The values decided before at `rung` among group grp of rule_id, NaN as
+ * +inf, in *out (malloc'd, one slot spare); their count, or -1. */
+static long competing(bf_store *s, int64_t rule_id, int64_t grp, int64_t rung,
+                      double **out, bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_PRUNE_COMPETING);
+    sqlite3_bind_int64(st, 1, rule_id);
+    sqlite3_bind_int64(st, 2, grp);
+    sqlite3_bind_int64(st, 3, rung);
+    size_t n = 0, cap = 16;
+    double *v = bf_xmalloc(cap * sizeof *v);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (n + 2 > cap)
+            v = bf_xrealloc(v, (cap *= 2) * sizeof *v);
+        v[n++] = sqlite3_column_int(st, 0) ? INFINITY
+                                           : sqlite3_column_double(st, 1);
+    }
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE) {
+        free(v);
+        return store__fail(s, err, "reading a rung's earlier values");
+    }
+    *out = v;
+    return (long)n;
+}
+
+static int decide(bf_store *s, int64_t job_id, int64_t rung, double loss,
+                  int prune, bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_PRUNE_DECIDE);
+    sqlite3_bind_int64(st, 1, job_id);
+    sqlite3_bind_int64(st, 2, rung);
+    if (!isnan(loss))
+        sqlite3_bind_double(st, 3, loss);
+    sqlite3_bind_text(st, 4, prune ? "prune" : "continue", -1, SQLITE_STATIC);
+    if (store__exec(s, st, err) < 0)
+        return -1;
+    if (!prune || sqlite3_changes(s->db) == 0)
+        return 0;
+    st = store__stmt(s, ST_PRUNE_REQUEST);
+    sqlite3_bind_int64(st, 1, job_id);
+    return store__exec(s, st, err);
+}
+
+int store__prune_eval(bf_store *s, int64_t job_id, int64_t step,
+                      int64_t depth, double loss, bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_PRUNE_RULE_AT);
+    sqlite3_bind_int64(st, 1, job_id);
+    sqlite3_bind_int64(st, 2, step);
+    sqlite3_bind_int64(st, 3, depth);
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) {
+        sqlite3_reset(st);
+        return rc == SQLITE_DONE ? 0
+               : store__fail(s, err, "looking up the job's prune rule");
+    }
+    int64_t rule_id = sqlite3_column_int64(st, 0);
+    int asha = strcmp((const char *)sqlite3_column_text(st, 1), "asha") == 0;
+    int param = sqlite3_column_int(st, 2);
+    int64_t grp = sqlite3_column_int64(st, 3);
+    int stopping = sqlite3_column_int(st, 4);
+    sqlite3_reset(st);
+    if (stopping)       /* pruned at an earlier rung, or being cancelled */
+        return 0;
+    double *earlier = NULL;
+    long n = competing(s, rule_id, grp, step, &earlier, err);
+    if (n < 0)
+        return -1;
+    int on = goes_on(asha, param, isnan(loss) ? INFINITY : loss, earlier,
+                     (size_t)n);
+    free(earlier);
+    return decide(s, job_id, step, loss, !on, err);
+}
+
+/* ---- selection ------------------------------------------------------------ */
+
+int store__select_on_end(bf_store *s, int64_t job_id, bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_SELECT_READY);
+    sqlite3_bind_int64(st, 1, job_id);
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) {
+        sqlite3_reset(st);
+        return rc == SQLITE_DONE ? 0
+               : store__fail(s, err, "looking up the trial's selection");
+    }
+    int64_t select_id = sqlite3_column_int64(st, 0);
+    int64_t grp = sqlite3_column_int64(st, 1);
+    int best = sqlite3_column_int(st, 2), depth = sqlite3_column_int(st, 3);
+    sqlite3_reset(st);
+    st = store__stmt(s, ST_SELECT_RANK);
+    sqlite3_bind_int64(st, 1, select_id);
+    sqlite3_bind_int64(st, 2, grp);
+    sqlite3_bind_int(st, 3, best);
+    sqlite3_bind_int(st, 4, depth);
+    return store__exec(s, st, err);
+}

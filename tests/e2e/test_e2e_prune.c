@@ -1,0 +1,211 @@
+/* A search with ASHA end to end, with real mpirun groups: the worked
+ * example configs/sweep-tune.yaml, 2 cells of 9 trials trained by two
+ * groups at once, pruned by the coordinator as
+ * their evals at the rungs arrive.  The decisions are then replayed here,
+ * independently of store_prune.c, from the stored evals in the order the
+ * coordinator took them: every decision is the rule's, every trial that
+ * reached a rung got one, and the pruned set is exactly the jobs that end
+ * 'pruned', each stopped early with its checkpoint and metrics kept and
+ * never run again; the same after the daemon is killed mid-search. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "e2e.h"
+
+/* configs/sweep-tune.yaml: eta 3, rungs 20 and 60 at depth 4, 400 steps
+ * (the stored rule is checked against these) */
+#define ETA 3
+
+/* The worked example, read from the source tree. */
+static char *example(void)
+{
+    const char *root = getenv("BF_SOURCE_ROOT");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/configs/sweep-tune.yaml",
+             root ? root : ".");
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot read %s", path);
+    static char text[8192];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    return text;
+}
+
+/* One decision to replay: the job, its group, the rung, the stored eval
+ * loss there (NULL: NaN, worst), and what the coordinator decided. */
+typedef struct row {
+    long long job, grp, rung;
+    int null_loss;
+    double loss;
+    int pruned;
+} row;
+
+/* Every decision, in the order made (seq), with the eval it came from. */
+static size_t read_decisions(const bft_daemon *d, row *rows, size_t cap)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_open_v2(d->db, &db, SQLITE_OPEN_READONLY, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db,
+        "SELECT p.job_id, t.grp, p.rung, e.loss IS NULL, e.loss,"
+        " p.decision = 'prune' FROM prune_decisions p"
+        " JOIN trials t ON t.job_id = p.job_id"
+        " JOIN evals e ON e.job_id = p.job_id AND e.step = p.rung"
+        " AND e.depth = 4 ORDER BY p.seq", -1, &st, NULL), SQLITE_OK);
+    size_t n = 0;
+    while (sqlite3_step(st) == SQLITE_ROW && n < cap)
+        rows[n++] = (row){sqlite3_column_int64(st, 0),
+                          sqlite3_column_int64(st, 1),
+                          sqlite3_column_int64(st, 2),
+                          sqlite3_column_int(st, 3),
+                          sqlite3_column_double(st, 4),
+                          sqlite3_column_int(st, 5)};
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return n;
+}
+
+/* Whether a lies worse than b (NULL worst of all). */
+static int worse(const row *a, const row *b)
+{
+    if (a->null_loss || b->null_loss)
+        return a->null_loss && !b->null_loss;
+    return a->loss > b->loss;
+}
+
+/* ASHA as Li et al. state it, told here as a count: among the n values at
+ * the rung so far (this one included), a trial goes on when fewer than
+ * max(1, floor(n / eta)) of them are strictly better than it. */
+static void replay(const row *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t seen = 0, better = 0;
+        for (size_t j = 0; j <= i; j++) {
+            if (rows[j].grp != rows[i].grp || rows[j].rung != rows[i].rung)
+                continue;
+            seen++;
+            better += worse(&rows[i], &rows[j]);
+        }
+        size_t keep = seen / ETA ? seen / ETA : 1;
+        int pruned = better >= keep;
+        if (pruned != rows[i].pruned)
+            fail_msg("decision %zu (job %lld, rung %lld, loss %g): the rule "
+                     "says %s, the coordinator %s", i + 1, rows[i].job,
+                     rows[i].rung, rows[i].loss, pruned ? "prune" : "go on",
+                     rows[i].pruned ? "pruned" : "let it go on");
+    }
+}
+
+/* Trains the worked example with two groups; with kill_after > 0, the
+ * daemon is killed (SIGKILL) once that many decisions are stored and
+ * started again on its port while the groups keep training.  Then checks
+ * every decision against the replayed rule, and the jobs' ends. */
+static void run_example(bft_daemon *d, long long kill_after)
+{
+    assert_int_equal(bft_daemon_start(d, 10), 0);
+    assert_true(bft_submit(d, "sweep-tune.yaml", example(), NULL, NULL) > 0);
+    char rule[128];
+    e2e_sql_text(d, "SELECT method || ' ' || eval_depth || ' ' || rungs || "
+                 "' ' || param FROM prune_rules", rule, sizeof rule);
+    assert_string_equal(rule, "asha 4 [20,60] 3");
+    pid_t g[2];
+    for (int i = 0; i < 2; i++) {
+        char tag[16];
+        snprintf(tag, sizeof tag, "group%d", i);
+        g[i] = e2e_group_start(d, 1, tag, "--exit-when-idle", "--idle-grace",
+                               "0", NULL);
+        assert_true(g[i] > 0);
+    }
+    if (kill_after > 0) {
+        assert_true(e2e_wait_sql(d, "SELECT count(*) FROM prune_decisions",
+                                 kill_after, 120000) >= kill_after);
+        assert_true(bft_daemon_stop(d, SIGKILL) == 128 + SIGKILL);
+        bf_sleep_ms(1000);   /* the groups keep training meanwhile */
+        assert_int_equal(bft_daemon_restart_same_port(d), 0);
+    }
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(e2e_group_wait(g[i], 170000), 0);
+
+    row rows[64];
+    size_t n = read_decisions(d, rows, 64);
+    /* 18 trials reach the first rung; ASHA prunes some there */
+    assert_true(n >= 18);
+    replay(rows, n);
+    /* one decision per trial and rung, numbered 1..n without a gap */
+    assert_int_equal(bft_sql_int(d, "SELECT max(seq) = count(*) AND min(seq) "
+                                 "= 1 FROM prune_decisions"), 1);
+    long long pruned = bft_sql_int(d, "SELECT count(*) FROM jobs WHERE "
+                                   "status = 'pruned'");
+    assert_true(pruned > 0);
+    /* the pruned jobs are exactly those decided so, ... */
+    assert_int_equal(bft_sql_int(d, "SELECT count(DISTINCT job_id) FROM "
+                                 "prune_decisions WHERE decision = 'prune'"),
+                     pruned);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs j WHERE "
+                                 "status = 'pruned' AND NOT EXISTS (SELECT 1 "
+                                 "FROM prune_decisions p WHERE p.job_id = "
+                                 "j.job_id AND p.decision = 'prune')"), 0);
+    /* ... the others succeeded, ... */
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs WHERE status "
+                                 "= 'succeeded'"), 18 - pruned);
+    /* ... every trial that reached a rung unpruned got a decision there, */
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM evals e WHERE "
+                                 "e.depth = 4 AND e.step IN (20, 60) AND NOT "
+                                 "EXISTS (SELECT 1 FROM prune_decisions p "
+                                 "WHERE p.job_id = e.job_id AND (p.rung = "
+                                 "e.step OR (p.rung < e.step AND p.decision "
+                                 "= 'prune')))"), 0);
+    /* every job ran once, and a pruned job stopped before its last step
+     * with its metrics and a checkpoint at or past the rung that pruned
+     * it */
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM attempts"), 18);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs j JOIN "
+                                 "prune_decisions p ON p.job_id = j.job_id "
+                                 "AND p.decision = 'prune' WHERE j.attempts "
+                                 "= 1 AND j.checkpoint_step >= p.rung AND "
+                                 "j.checkpoint_step < 400 AND (SELECT "
+                                 "max(step) FROM metrics m WHERE m.job_id = "
+                                 "j.job_id AND m.key = 'loss') < 400"),
+                     pruned);
+    assert_int_equal(bft_sql_int(d, "SELECT pruned FROM sweep_progress"),
+                     pruned);
+}
+
+static void test_asha_prunes_by_the_rule(void **state)
+{
+    run_example(*state, 0);
+}
+
+/* Killed after 1 to 12 decisions (the moment printed), the daemon starts
+ * again and goes on with the same search: no decision made twice or
+ * missed, every one the rule's. */
+static void test_daemon_killed_mid_search(void **state)
+{
+    long long kill_after = 1 + (long long)(getpid() % 12);
+    print_message("killing the daemon after %lld decisions\n", kill_after);
+    run_example(*state, kill_after);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_asha_prunes_by_the_rule,
+                                        e2e_setup, e2e_teardown),
+        cmocka_unit_test_setup_teardown(test_daemon_killed_mid_search,
+                                        e2e_setup, e2e_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,267 @@
+/* Early stopping in the store, over a real SQLite file: a search stage's
+ * trials, the ASHA and median rules decided as evals at rungs are stored,
+ * each trial against its own group only, a decision made once however
+ * often the eval is resent or the store reopened, the cancel it causes,
+ * and the final status 'pruned' (checkpoint kept, never retried). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "test_store_util.h"
+
+/* Two cells (rope, spectral) of 6 trials each: jobs 1..6 and 7..12. */
+#define TUNE(rule)                                                          \
+    "name: tune\n"                                                          \
+    "base: {steps: 100, eval_every: 10, eval_depths: [4, 8]}\n"            \
+    "grid: {rope: [rope, spectral]}\n"                                      \
+    "search:\n"                                                             \
+    "  method: sobol\n"                                                     \
+    "  trials: 6\n"                                                         \
+    "  space: {lr: {loguniform: [1.0e-4, 1.0e-2]}}\n"                      \
+    "prune: " rule "\n"
+
+static const char asha[] = TUNE("{method: asha, metric: eval_loss, "
+                                "eval_depth: 4, rungs: [20, 40], eta: 3}");
+
+enum { N_JOBS = 12 };
+
+typedef struct fixture {
+    char *dir;
+    bf_store *s;
+    bf_lease l[N_JOBS + 1];   /* by job id */
+} fixture;
+
+/* A store with yaml submitted and every job leased, each to its own
+ * worker (a worker holds one attempt at a time). */
+static fixture *open_all(const char *yaml)
+{
+    fixture *f = calloc(1, sizeof *f);
+    f->dir = bft_tmpdir();
+    f->s = bft_open(f->dir, "p.db", NULL);
+    bft_submit(f->s, yaml, 1, NULL);
+    for (int i = 1; i <= N_JOBS; i++) {
+        char worker[16];
+        snprintf(worker, sizeof worker, "w%d", i);
+        bf_lease l;
+        assert_int_equal(bf_store_lease_next(f->s, worker, 10, 600000, &l,
+                                             NULL), 1);
+        f->l[l.job_id] = l;
+    }
+    return f;
+}
+
+static void close_all(fixture *f)
+{
+    for (int i = 1; i <= N_JOBS; i++)
+        bf_lease_clear(&f->l[i]);
+    bf_store_close(f->s);
+    bft_rmdir(f->dir);
+    free(f);
+}
+
+/* Job `job` reports its eval at (step, depth) with loss (NaN: "nan"). */
+static void eval(fixture *f, int job, int step, int depth, double loss)
+{
+    json_t *b = json_pack("[{s:s, s:i, s:i, s:o, s:f}]", "type", "eval",
+                          "step", step, "depth", depth, "loss",
+                          isnan(loss) ? json_string("nan") : json_real(loss),
+                          "accuracy", 0.5);
+    bf_error err = {0};
+    if (bf_store_ingest(f->s, f->l[job].attempt_id, b, NULL, NULL, &err) != 0)
+        fail_msg("ingest: %s", err.msg);
+    json_decref(b);
+    assert_int_equal(bf_store_flush(f->s, &err), 0);
+}
+
+/* The decision for job at rung: 'continue', 'prune' or "" (none). */
+static const char *decision(fixture *f, int job, int rung)
+{
+    static char out[16];
+    int64_t n = bft_int(f->s, "SELECT count(*) FROM prune_decisions WHERE "
+                        "job_id = %d AND rung = %d", job, rung);
+    if (n == 0)
+        return "";
+    char *d = bft_text(f->s, "SELECT decision FROM prune_decisions WHERE "
+                       "job_id = %d AND rung = %d", job, rung);
+    snprintf(out, sizeof out, "%s", d);
+    free(d);
+    return out;
+}
+
+/* Losses at rung 20 in the order reported: eta 3 keeps the best
+ * max(1, floor(n / 3)) of the n values seen so far. */
+static void test_asha_rule(void **state)
+{
+    (void)state;
+    fixture *f = open_all(asha);
+    static const double rope_losses[6] = {5, 4, 6, 3, 7, 2};
+    static const char *const expect[6] = {"continue", "continue", "prune",
+                                          "continue", "prune", "continue"};
+    for (int t = 0; t < 6; t++)
+        eval(f, 1 + t, 20, 4, rope_losses[t]);
+    for (int t = 0; t < 6; t++)
+        assert_string_equal(decision(f, 1 + t, 20), expect[t]);
+    /* the spectral cell competes only with itself: its first trial, worse
+     * than every rope trial, goes on; its second, worse still, does not */
+    eval(f, 7, 20, 4, 100);
+    eval(f, 8, 20, 4, 101);
+    assert_string_equal(decision(f, 7, 20), "continue");
+    assert_string_equal(decision(f, 8, 20), "prune");
+    /* neither another depth nor a step off the rungs decides anything */
+    eval(f, 9, 20, 8, 1);
+    eval(f, 9, 30, 4, 1);
+    assert_string_equal(decision(f, 9, 20), "");
+    assert_string_equal(decision(f, 9, 30), "");
+    /* decisions are numbered in the order made */
+    assert_int_equal(bft_int(f->s, "SELECT max(seq) FROM prune_decisions"), 8);
+    assert_int_equal(bft_int(f->s, "SELECT seq FROM prune_decisions WHERE "
+                             "job_id = 8"), 8);
+    close_all(f);
+}
+
+/* A pruned job is told to stop; once its worker stops, it is 'pruned'
+ * with its checkpoint, counted by sweep_progress, and never retried. */
+static void test_pruned_job_ends_pruned(void **state)
+{
+    (void)state;
+    fixture *f = open_all(asha);
+    bf_error err = {0};
+    assert_int_equal(bf_store_record_checkpoint(f->s, f->l[2].attempt_id,
+                                                "/ck/2", 20, &err), 0);
+    eval(f, 1, 20, 4, 1.0);
+    eval(f, 2, 20, 4, 2.0);   /* {1, 2}: only the best goes on */
+    assert_int_equal(bf_store_attempt_cancelled(f->s, f->l[1].attempt_id,
+                                                NULL), 0);
+    assert_int_equal(bf_store_attempt_cancelled(f->s, f->l[2].attempt_id,
+                                                NULL), 1);
+    /* its later evals decide nothing more */
+    eval(f, 2, 40, 4, 0.1);
+    assert_string_equal(decision(f, 2, 40), "");
+    assert_int_equal(bf_store_attempt_stopped(f->s, f->l[2].attempt_id, 50,
+                                              &err), 0);
+    char *status = bft_text(f->s, "SELECT status || ' ' || checkpoint_path "
+                            "|| ' ' || error FROM jobs WHERE job_id = 2");
+    assert_string_equal(status, "pruned /ck/2 pruned");
+    free(status);
+    assert_int_equal(bft_int(f->s, "SELECT pruned FROM sweep_progress"), 1);
+    assert_int_equal(bft_int(f->s, "SELECT outcome = 'cancelled' FROM "
+                             "attempts WHERE attempt_id = %lld",
+                             (long long)f->l[2].attempt_id), 1);
+    assert_int_not_equal(bf_store_retry_job(f->s, 2, 0, 60, &err), 0);
+    assert_non_null(strstr(err.msg, "pruned"));
+    /* a lease that expires on a pruned job ends it pruned too */
+    eval(f, 3, 20, 4, 3.0);
+    assert_string_equal(decision(f, 3, 20), "prune");
+    int n = 0;
+    assert_int_equal(bf_store_expire_leases(f->s, 10 + 600001, &n, &err), 0);
+    assert_int_equal(bft_int(f->s, "SELECT status = 'pruned' FROM jobs "
+                             "WHERE job_id = 3"), 1);
+    close_all(f);
+}
+
+/* A resent eval, or one resent to a reopened store, decides nothing
+ * again. */
+static void test_decided_once(void **state)
+{
+    (void)state;
+    fixture *f = open_all(asha);
+    eval(f, 1, 20, 4, 1.0);
+    eval(f, 2, 20, 4, 2.0);
+    eval(f, 2, 20, 4, 2.0);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM prune_decisions"), 2);
+    bf_store_close(f->s);
+    f->s = bft_open(f->dir, "p.db", NULL);
+    eval(f, 1, 20, 4, 1.0);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) || max(seq) FROM "
+                             "prune_decisions"), 22);
+    eval(f, 3, 20, 4, 0.5);   /* a new one: seq 3, goes on */
+    assert_int_equal(bft_int(f->s, "SELECT seq FROM prune_decisions WHERE "
+                             "job_id = 3 AND decision = 'continue'"), 3);
+    close_all(f);
+}
+
+/* median: pruned when worse than the median of at least min_trials
+ * earlier values; NaN is worse than any value. */
+static void test_median_rule(void **state)
+{
+    (void)state;
+    fixture *f = open_all(TUNE("{method: median, metric: eval_loss, "
+                               "eval_depth: 4, rungs: [20], min_trials: 2}"));
+    static const double losses[6] = {5, 4, 6, 3, 4.5, NAN};
+    static const char *const expect[6] = {"continue", "continue", "prune",
+                                          "continue", "continue", "prune"};
+    for (int t = 0; t < 6; t++)
+        eval(f, 1 + t, 20, 4, losses[t]);
+    for (int t = 0; t < 6; t++)
+        assert_string_equal(decision(f, 1 + t, 20), expect[t]);
+    assert_int_equal(bft_int(f->s, "SELECT value IS NULL FROM "
+                             "prune_decisions WHERE job_id = 6"), 1);
+    close_all(f);
+}
+
+/* Once every trial of a cell has ended, its succeeded trials are ranked by
+ * their final eval_loss at the selection's depth: the best chosen, the
+ * rest runners-up; a failed trial is not ranked; the other cell waits for
+ * its own trials. */
+static void test_selection(void **state)
+{
+    (void)state;
+    fixture *f = open_all("name: tune\n"
+                          "base: {steps: 100, eval_every: 50, depth: 4,\n"
+                          "       eval_depths: [4]}\n"
+                          "grid: {rope: [rope, spectral]}\n"
+                          "search:\n"
+                          "  method: sobol\n"
+                          "  trials: 6\n"
+                          "  space: {lr: {loguniform: [1.0e-4, 1.0e-2]}}\n"
+                          "select: {by: eval_loss, eval_depth: 4, best: 2}\n"
+                          "max_attempts: 1\n");
+    static const double final_loss[6] = {3, 1, 5, 2, 4, 0};
+    bf_error err = {0};
+    for (int t = 0; t < 6; t++) {
+        int job = 1 + t;
+        eval(f, job, 50, 4, 0.1);        /* not the final step: not ranked */
+        eval(f, job, 100, 4, final_loss[t]);
+        /* the last trial fails, though its loss would be the best */
+        int ok = t < 5;
+        assert_int_equal(bf_store_finish_attempt(f->s, f->l[job].attempt_id,
+                                                 ok, ok ? NULL : "boom", 50,
+                                                 &err), 0);
+        assert_int_equal(bft_int(f->s, "SELECT count(*) FROM selections"),
+                         t < 5 ? 0 : 5);
+    }
+    char *ranking = bft_text(f->s, "SELECT group_concat(job_id || ':' || "
+                             "chosen, ' ') FROM (SELECT * FROM selections "
+                             "ORDER BY rank)");
+    assert_string_equal(ranking, "2:1 4:1 1:0 5:0 3:0");
+    free(ranking);
+    /* the spectral cell is selected once its own trials have ended */
+    for (int job = 7; job <= 12; job++) {
+        eval(f, job, 100, 4, (double)job);
+        assert_int_equal(bf_store_finish_attempt(f->s, f->l[job].attempt_id,
+                                                 1, NULL, 50, &err), 0);
+    }
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM selections s JOIN "
+                             "trials t ON t.job_id = s.job_id WHERE t.grp = 1 "
+                             "AND s.chosen"), 2);
+    assert_int_equal(bft_int(f->s, "SELECT job_id FROM selections WHERE "
+                             "rank = 1 AND grp = 1"), 7);
+    close_all(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_asha_rule),
+        cmocka_unit_test(test_pruned_job_ends_pruned),
+        cmocka_unit_test(test_decided_once),
+        cmocka_unit_test(test_median_rule),
+        cmocka_unit_test(test_selection),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,339 @@
+/* A stage's search: the Sobol' points against scipy's, the trials as an
+ * axis (order, values, a pure function of the search's seed) and every
+ * rejection of a bad search block, each naming file, line and field. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "sweep_internal.h"
+
+/* Printed by tests/server/sobol_reference.py (scipy.stats.qmc.Sobol,
+ * scramble=False, bits=32): point i, every dimension as x * 2^32.  The
+ * late indices exercise the direction numbers' recurrence. */
+static const struct {
+    uint32_t index;
+    uint32_t x[SWEEP_SOBOL_MAX_DIMS];
+} scipy_points[] = {
+    {0, {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u}},
+    {1, {2147483648u, 2147483648u, 2147483648u, 2147483648u, 2147483648u, 2147483648u, 2147483648u, 2147483648u, 2147483648u, 2147483648u, 2147483648u, 2147483648u, 2147483648u, 2147483648u, 2147483648u, 2147483648u}},
+    {2, {3221225472u, 1073741824u, 1073741824u, 1073741824u, 3221225472u, 3221225472u, 1073741824u, 3221225472u, 3221225472u, 3221225472u, 3221225472u, 3221225472u, 1073741824u, 1073741824u, 3221225472u, 1073741824u}},
+    {3, {1073741824u, 3221225472u, 3221225472u, 3221225472u, 1073741824u, 1073741824u, 3221225472u, 1073741824u, 1073741824u, 1073741824u, 1073741824u, 1073741824u, 3221225472u, 3221225472u, 1073741824u, 3221225472u}},
+    {4, {1610612736u, 1610612736u, 2684354560u, 3758096384u, 1610612736u, 536870912u, 1610612736u, 3758096384u, 3758096384u, 2684354560u, 3758096384u, 1610612736u, 1610612736u, 2684354560u, 1610612736u, 3758096384u}},
+    {5, {3758096384u, 3758096384u, 536870912u, 1610612736u, 3758096384u, 2684354560u, 3758096384u, 1610612736u, 1610612736u, 536870912u, 1610612736u, 3758096384u, 3758096384u, 536870912u, 3758096384u, 1610612736u}},
+    {6, {2684354560u, 536870912u, 3758096384u, 2684354560u, 2684354560u, 3758096384u, 536870912u, 536870912u, 536870912u, 1610612736u, 536870912u, 2684354560u, 536870912u, 3758096384u, 2684354560u, 2684354560u}},
+    {7, {536870912u, 2684354560u, 1610612736u, 536870912u, 536870912u, 1610612736u, 2684354560u, 2684354560u, 2684354560u, 3758096384u, 2684354560u, 536870912u, 2684354560u, 1610612736u, 536870912u, 536870912u}},
+    {8, {805306368u, 1342177280u, 4026531840u, 1879048192u, 2415919104u, 1342177280u, 1879048192u, 4026531840u, 4026531840u, 1342177280u, 2952790016u, 268435456u, 4026531840u, 4026531840u, 3489660928u, 4026531840u}},
+    {9, {2952790016u, 3489660928u, 1879048192u, 4026531840u, 268435456u, 3489660928u, 4026531840u, 1879048192u, 1879048192u, 3489660928u, 805306368u, 2415919104u, 1879048192u, 1879048192u, 1342177280u, 1879048192u}},
+    {10, {4026531840u, 268435456u, 2952790016u, 805306368u, 1342177280u, 2415919104u, 805306368u, 805306368u, 805306368u, 2415919104u, 1879048192u, 3489660928u, 2952790016u, 2952790016u, 268435456u, 2952790016u}},
+    {11, {1879048192u, 2415919104u, 805306368u, 2952790016u, 3489660928u, 268435456u, 2952790016u, 2952790016u, 2952790016u, 268435456u, 4026531840u, 1342177280u, 805306368u, 805306368u, 2415919104u, 805306368u}},
+    {12, {1342177280u, 805306368u, 1342177280u, 2415919104u, 4026531840u, 1879048192u, 268435456u, 268435456u, 268435456u, 4026531840u, 1342177280u, 1879048192u, 2415919104u, 1342177280u, 2952790016u, 268435456u}},
+    {13, {3489660928u, 2952790016u, 3489660928u, 268435456u, 1879048192u, 4026531840u, 2415919104u, 2415919104u, 2415919104u, 1879048192u, 3489660928u, 4026531840u, 268435456u, 3489660928u, 805306368u, 2415919104u}},
+    {14, {2415919104u, 1879048192u, 268435456u, 3489660928u, 805306368u, 2952790016u, 1342177280u, 3489660928u, 3489660928u, 805306368u, 2415919104u, 2952790016u, 3489660928u, 268435456u, 1879048192u, 1342177280u}},
+    {15, {268435456u, 4026531840u, 2415919104u, 1342177280u, 2952790016u, 805306368u, 3489660928u, 1342177280u, 1342177280u, 2952790016u, 268435456u, 805306368u, 1342177280u, 2415919104u, 4026531840u, 3489660928u}},
+    {16, {402653184u, 2013265920u, 2013265920u, 2818572288u, 1207959552u, 4160749568u, 2281701376u, 3623878656u, 2013265920u, 671088640u, 402653184u, 1744830464u, 2818572288u, 2818572288u, 1476395008u, 134217728u}},
+    {17, {2550136832u, 4160749568u, 4160749568u, 671088640u, 3355443200u, 2013265920u, 134217728u, 1476395008u, 4160749568u, 2818572288u, 2550136832u, 3892314112u, 671088640u, 671088640u, 3623878656u, 2281701376u}},
+    {18, {3623878656u, 939524096u, 939524096u, 3892314112u, 2281701376u, 939524096u, 3355443200u, 402653184u, 3087007744u, 3892314112u, 3623878656u, 2818572288u, 3892314112u, 3892314112u, 2550136832u, 1207959552u}},
+    {19, {1476395008u, 3087007744u, 3087007744u, 1744830464u, 134217728u, 3087007744u, 1207959552u, 2550136832u, 939524096u, 1744830464u, 1476395008u, 671088640u, 1744830464u, 1744830464u, 402653184u, 3355443200u}},
+    {20, {2013265920u, 402653184u, 3623878656u, 1207959552u, 671088640u, 3623878656u, 3892314112u, 939524096u, 2550136832u, 2281701376u, 4160749568u, 134217728u, 3355443200u, 134217728u, 939524096u, 3892314112u}},
+    {21, {4160749568u, 2550136832u, 1476395008u, 3355443200u, 2818572288u, 1476395008u, 1744830464u, 3087007744u, 402653184u, 134217728u, 2013265920u, 2281701376u, 1207959552u, 2281701376u, 3087007744u, 1744830464u}},
+    {22, {3087007744u, 1476395008u, 2550136832u, 134217728u, 3892314112u, 402653184u, 2818572288u, 4160749568u, 1476395008u, 1207959552u, 939524096u, 3355443200u, 2281701376u, 1207959552u, 4160749568u, 2818572288u}},
+    {23, {939524096u, 3623878656u, 402653184u, 2281701376u, 1744830464u, 2550136832u, 671088640u, 2013265920u, 3623878656u, 3355443200u, 3087007744u, 1207959552u, 134217728u, 3355443200u, 2013265920u, 671088640u}},
+    {24, {671088640u, 671088640u, 2281701376u, 3623878656u, 3623878656u, 2818572288u, 4160749568u, 671088640u, 2281701376u, 2013265920u, 2818572288u, 2013265920u, 1476395008u, 1476395008u, 2281701376u, 4160749568u}},
+    {25, {2818572288u, 2818572288u, 134217728u, 1476395008u, 1476395008u, 671088640u, 2013265920u, 2818572288u, 134217728u, 4160749568u, 671088640u, 4160749568u, 3623878656u, 3623878656u, 134217728u, 2013265920u}},
+    {26, {3892314112u, 1744830464u, 3355443200u, 2550136832u, 402653184u, 1744830464u, 3087007744u, 3892314112u, 1207959552u, 3087007744u, 1744830464u, 3087007744u, 402653184u, 402653184u, 1207959552u, 3087007744u}},
+    {27, {1744830464u, 3892314112u, 1207959552u, 402653184u, 2550136832u, 3892314112u, 939524096u, 1744830464u, 3355443200u, 939524096u, 3892314112u, 939524096u, 2550136832u, 2550136832u, 3355443200u, 939524096u}},
+    {28, {1207959552u, 1207959552u, 671088640u, 939524096u, 3087007744u, 2281701376u, 2550136832u, 3355443200u, 1744830464u, 3623878656u, 1207959552u, 402653184u, 939524096u, 4160749568u, 3892314112u, 402653184u}},
+    {29, {3355443200u, 3355443200u, 2818572288u, 3087007744u, 939524096u, 134217728u, 402653184u, 1207959552u, 3892314112u, 1476395008u, 3355443200u, 2550136832u, 3087007744u, 2013265920u, 1744830464u, 2550136832u}},
+    {30, {2281701376u, 134217728u, 1744830464u, 2013265920u, 2013265920u, 1207959552u, 3623878656u, 134217728u, 2818572288u, 402653184u, 2281701376u, 3623878656u, 2013265920u, 3087007744u, 671088640u, 1476395008u}},
+    {31, {134217728u, 2281701376u, 3892314112u, 4160749568u, 4160749568u, 3355443200u, 1476395008u, 2281701376u, 671088640u, 2550136832u, 134217728u, 1476395008u, 4160749568u, 939524096u, 2818572288u, 3623878656u}},
+    {100, {1778384896u, 1107296256u, 3321888768u, 3120562176u, 3791650816u, 3187671040u, 100663296u, 2046820352u, 2717908992u, 2986344448u, 1979711488u, 2919235584u, 2046820352u, 3657433088u, 1375731712u, 2113929216u}},
+    {1000, {943718400u, 415236096u, 2227175424u, 2906652672u, 1203765248u, 3896508416u, 197132288u, 3862953984u, 2151677952u, 297795584u, 364904448u, 1094713344u, 692060160u, 1648361472u, 616562688u, 1589641216u}},
+    {4095, {1048576u, 4042260480u, 1435500544u, 3872391168u, 4038066176u, 338690048u, 4077912064u, 1678770176u, 823132160u, 1058013184u, 2446327808u, 1380974592u, 1584398336u, 2232418304u, 2366636032u, 1789919232u}},
+    {12345, {2752774144u, 3493593088u, 688652288u, 2262564864u, 3816030208u, 252968960u, 546570240u, 486801408u, 3443785728u, 1845231616u, 319029248u, 2571894784u, 3998482432u, 4045144064u, 148111360u, 2752249856u}},
+    {65535, {65536u, 4294901760u, 2421489664u, 3271884800u, 1085997056u, 2344288256u, 2221342720u, 3125346304u, 3844407296u, 703922176u, 739180544u, 308740096u, 4013359104u, 1409875968u, 1977548800u, 2058420224u}},
+    {99999, {195198976u, 3616178176u, 2911797248u, 3941433344u, 1191542784u, 3543564288u, 2610855936u, 757497856u, 3510140928u, 1360822272u, 724008960u, 3752689664u, 481329152u, 4133847040u, 1285586944u, 3408756736u}},
+};
+
+static void test_sobol_matches_scipy(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof scipy_points / sizeof *scipy_points; i++) {
+        double u[SWEEP_SOBOL_MAX_DIMS];
+        sweep_sobol_point(scipy_points[i].index, SWEEP_SOBOL_MAX_DIMS, u);
+        for (size_t d = 0; d < SWEEP_SOBOL_MAX_DIMS; d++)
+            if ((uint32_t)(u[d] * 0x1.0p32) != scipy_points[i].x[d])
+                fail_msg("point %u, dimension %zu: %u, scipy %u",
+                         scipy_points[i].index, d + 1,
+                         (uint32_t)(u[d] * 0x1.0p32), scipy_points[i].x[d]);
+    }
+}
+
+/* The canonical configs of the jobs of yaml, in expansion order. */
+typedef struct jobs {
+    size_t n;
+    json_t *cfg[64];
+} jobs;
+
+static int collect(void *ctx, const bf_sweep_job *job, bf_error *err)
+{
+    (void)err;
+    jobs *j = ctx;
+    assert_true(j->n < 64);
+    j->cfg[j->n++] = json_loads(job->config_json, 0, NULL);
+    return 0;
+}
+
+static void expand(const char *yaml, jobs *out)
+{
+    bf_error err = {0};
+    bf_sweep *sw = bf_sweep_parse("sweep.yaml", "/sweeps", yaml, strlen(yaml),
+                                  &err);
+    if (!sw)
+        fail_msg("parse: %s", err.msg);
+    memset(out, 0, sizeof *out);
+    if (bf_sweep_expand(sw, collect, out, &err) < 0)
+        fail_msg("expand: %s", err.msg);
+    bf_sweep_free(sw);
+}
+
+static void jobs_free(jobs *j)
+{
+    for (size_t i = 0; i < j->n; i++)
+        json_decref(j->cfg[i]);
+}
+
+static double real_of(const json_t *cfg, const char *field)
+{
+    return json_number_value(json_object_get(cfg, field));
+}
+
+static const char sobol_search[] =
+    "name: tune\n"
+    "base: {steps: 400}\n"
+    "grid:\n"
+    "  rope: [rope, spectral]\n"
+    "search:\n"
+    "  method: sobol\n"
+    "  trials: 4\n"
+    "  space:\n"
+    "    lr: {loguniform: [1.0e-4, 1.0e-2]}\n"
+    "    warmup_steps: {choice: [50, 100, 200]}\n"
+    "    rope_base: {uniform: [1000, 20000]}\n";
+
+/* Every cell of the grid gets the trials, innermost, with the values of
+ * the Sobol' points mapped onto the space. */
+static void test_sobol_trials(void **state)
+{
+    (void)state;
+    jobs j;
+    expand(sobol_search, &j);
+    assert_int_equal(j.n, 8);
+    for (size_t i = 0; i < 8; i++) {
+        const char *rope = json_string_value(json_object_get(j.cfg[i], "rope"));
+        assert_string_equal(rope, i < 4 ? "rope" : "spectral");
+        /* trial i % 4 has the same values in both cells */
+        assert_true(real_of(j.cfg[i], "lr") == real_of(j.cfg[i % 4], "lr"));
+    }
+    /* point 0 is the origin: every low bound, the first choice */
+    assert_true(fabs(real_of(j.cfg[0], "lr") - 1e-4) < 1e-12);
+    assert_int_equal(json_integer_value(json_object_get(j.cfg[0],
+                                                        "warmup_steps")), 50);
+    /* point 1 is (0.5, 0.5, 0.5): the geometric mean, the middle choice */
+    assert_true(fabs(real_of(j.cfg[1], "lr") - 1e-3) < 1e-12);
+    assert_int_equal(json_integer_value(json_object_get(j.cfg[1],
+                                                        "warmup_steps")), 100);
+    assert_true(real_of(j.cfg[1], "rope_base") == 10500);
+    /* point 2 is (0.75, 0.25, 0.25) */
+    assert_true(fabs(real_of(j.cfg[2], "lr") - pow(10, -2.5)) < 1e-12);
+    assert_int_equal(json_integer_value(json_object_get(j.cfg[2],
+                                                        "warmup_steps")), 50);
+    jobs_free(&j);
+}
+
+static const char random_search[] =
+    "name: tune\n"
+    "base: {steps: 400}\n"
+    "search:\n"
+    "  method: random\n"
+    "  trials: 16\n"
+    "  seed: %d\n"
+    "  space:\n"
+    "    lr: {loguniform: [1.0e-4, 1.0e-2]}\n"
+    "    warmup_steps: {uniform: [10, 300]}\n";
+
+/* A random search is a pure function of its seed: the same file gives the
+ * same trials, another seed other ones; every draw lies in the space, an
+ * integer field's draws are integers. */
+static void test_random_trials(void **state)
+{
+    (void)state;
+    char yaml[sizeof random_search + 16];
+    jobs a, b, c;
+    snprintf(yaml, sizeof yaml, random_search, 7);
+    expand(yaml, &a);
+    expand(yaml, &b);
+    snprintf(yaml, sizeof yaml, random_search, 8);
+    expand(yaml, &c);
+    assert_int_equal(a.n, 16);
+    size_t differ = 0;
+    for (size_t i = 0; i < a.n; i++) {
+        assert_true(json_equal(a.cfg[i], b.cfg[i]));
+        differ += !json_equal(a.cfg[i], c.cfg[i]);
+        double lr = real_of(a.cfg[i], "lr");
+        assert_true(lr >= 1e-4 && lr <= 1e-2);
+        json_t *warmup = json_object_get(a.cfg[i], "warmup_steps");
+        assert_true(json_is_integer(warmup));
+        assert_true(json_integer_value(warmup) >= 10 &&
+                    json_integer_value(warmup) <= 300);
+    }
+    assert_int_equal(differ, 16);
+    jobs_free(&a);
+    jobs_free(&b);
+    jobs_free(&c);
+}
+
+/* A search block in a stage of a staged sweep. */
+static void test_search_in_stage(void **state)
+{
+    (void)state;
+    jobs j;
+    expand("name: s\n"
+           "stages:\n"
+           "  - name: tune\n"
+           "    grid: {rope: [rope, spectral]}\n"
+           "    search:\n"
+           "      method: random\n"
+           "      trials: 3\n"
+           "      space: {lr: {loguniform: [1.0e-4, 1.0e-2]}}\n"
+           "    seeds: 2\n"
+           "  - name: confirm\n"
+           "    seeds: 1\n", &j);
+    assert_int_equal(j.n, 2 * 3 * 2 + 1);
+    /* seeds innermost: jobs 0 and 1 are trial 0 with seeds 1 and 2 */
+    assert_true(real_of(j.cfg[0], "lr") == real_of(j.cfg[1], "lr"));
+    assert_true(real_of(j.cfg[0], "lr") != real_of(j.cfg[2], "lr"));
+    jobs_free(&j);
+}
+
+typedef struct bad_case {
+    const char *what, *yaml;
+    int line;
+    const char *field, *needle;
+} bad_case;
+
+#define SEARCH(body) "name: x\nsearch:\n  method: random\n  trials: 4\n" body
+#define PRUNE_SELECT(rule) "name: x\nbase: {depth: 4, eval_depths: [4, "  \
+    "8]}\nsearch:\n  method: random\n  trials: 4\n"                      \
+    "  space: {lr: {uniform: [0.001, 0.01]}}\nselect: " rule "\n"
+#define PRUNE(rule) "name: x\nbase: {steps: 100, eval_every: 10, "      \
+    "eval_depths: [4]}\nsearch:\n  method: random\n  trials: 4\n"      \
+    "  space: {lr: {uniform: [0.001, 0.01]}}\nprune: " rule "\n"
+static const bad_case bad_cases[] = {
+    {"unknown method", "name: x\nsearch:\n  method: grid\n  trials: 4\n"
+     "  space: {lr: {uniform: [0.1, 0.2]}}\n", 3, "method", "random or sobol"},
+    {"zero trials", "name: x\nsearch:\n  method: sobol\n  trials: 0\n"
+     "  space: {lr: {uniform: [0.1, 0.2]}}\n", 4, "trials", "[1, 100000]"},
+    {"unknown search key", SEARCH("  space: {lr: {uniform: [0.1, 0.2]}}\n"
+     "  pruner: asha\n"), 6, "pruner", "unknown search key"},
+    {"no space", SEARCH(""), 2, "space", "search.space must map"},
+    {"unknown distribution", SEARCH("  space:\n    lr: {normal: [0, 1]}\n"),
+     6, "lr", "one of {uniform"},
+    {"range of one number", SEARCH("  space:\n    lr: {uniform: [0.1]}\n"),
+     6, "lr", "two numbers"},
+    {"empty range", SEARCH("  space:\n    lr: {uniform: [0.2, 0.1]}\n"),
+     6, "lr", "is empty"},
+    {"loguniform from 0", SEARCH("  space:\n    lr: {loguniform: [0, 0.1]}\n"),
+     6, "lr", "above 0"},
+    {"bound out of the field's range",
+     SEARCH("  space:\n    lr: {loguniform: [1.0e-4, 20]}\n"), 6, "lr",
+     "search.space.lr: the high bound: 20 is out of range"},
+    {"bad choice", SEARCH("  space:\n    rope: {choice: [rope, nope]}\n"),
+     6, "rope", "choice[1]"},
+    {"not a job field", SEARCH("  space:\n    lrr: {uniform: [0.1, 0.2]}\n"),
+     6, "lrr", "lrr"},
+    {"searched and swept", "name: x\ngrid: {lr: [0.1]}\n"
+     "search:\n  method: random\n  trials: 4\n"
+     "  space:\n    lr: {uniform: [0.1, 0.2]}\n", 7, "lr", "swept twice"},
+    {"duplicate trials", SEARCH("  space:\n    rope: {choice: [rope]}\n"),
+     6, "rope", "duplicate"},
+    {"exclude a searched field", SEARCH("  space:\n"
+     "    lr: {uniform: [0.1, 0.2]}\nexclude:\n  - {lr: 0.1}\n"), 8, "lr",
+     "is searched"},
+    /* prune: the rule on its own, then against every job */
+    {"prune without search", "name: x\nprune: {method: asha}\n", 2,
+     "prune", "has no search"},
+    {"unknown prune method", PRUNE("{method: hyperband, metric: eval_loss, "
+     "eval_depth: 4, rungs: [20]}"), 7, "method", "asha or median"},
+    {"unknown metric", PRUNE("{method: asha, metric: accuracy, eval_depth: 4, "
+     "rungs: [20]}"), 7, "metric", "'accuracy' is not a metric"},
+    {"unknown prune key", PRUNE("{method: asha, metric: eval_loss, "
+     "eval_depth: 4, rungs: [20], patience: 2}"), 7, "patience",
+     "unknown prune key"},
+    {"eta with median", PRUNE("{method: median, metric: eval_loss, "
+     "eval_depth: 4, rungs: [20], eta: 3}"), 7, "eta", "no effect"},
+    {"eta below 2", PRUNE("{method: asha, metric: eval_loss, eval_depth: 4, "
+     "rungs: [20], eta: 1}"), 7, "eta", "[2, 1000]"},
+    {"rungs not rising", PRUNE("{method: asha, metric: eval_loss, "
+     "eval_depth: 4, rungs: [40, 20]}"), 7, "rungs", "rungs[1]"},
+    {"rung beyond steps", PRUNE("{method: asha, metric: eval_loss, "
+     "eval_depth: 4, rungs: [20, 100]}"), 7, "rungs",
+     "prune.rungs[1] = 100 is not before the last step of job 0"},
+    {"rung off the eval steps", PRUNE("{method: asha, metric: eval_loss, "
+     "eval_depth: 4, rungs: [25]}"), 7, "rungs", "eval_every 10"},
+    {"eval_depth not evaluated", PRUNE("{method: asha, metric: eval_loss, "
+     "eval_depth: 8, rungs: [20]}"), 7, "eval_depth",
+     "not among the eval_depths"},
+    /* select */
+    {"select without search", "name: x\nselect: {by: eval_loss}\n", 2,
+     "select", "has no search"},
+    {"select by an unknown metric", PRUNE_SELECT("{by: accuracy, "
+     "eval_depth: 4}"), 7, "by", "'accuracy' is not a metric"},
+    {"select deeper than training", PRUNE_SELECT("{by: eval_loss, "
+     "eval_depth: 8}"), 7, "eval_depth", "deeper than the training depth 4"},
+    {"select more than the trials", PRUNE_SELECT("{by: eval_loss, "
+     "eval_depth: 4, best: 5}"), 7, "best", "[1, 4]"},
+    {"search beside stages", "name: x\nsearch: {method: random}\n"
+     "stages:\n  - name: a\n", 2, "search", "in each stage"},
+};
+
+static void test_rejections(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof bad_cases / sizeof *bad_cases; i++) {
+        const bad_case *c = &bad_cases[i];
+        bf_error err = {0};
+        bf_sweep *sw = bf_sweep_parse("sweep.yaml", "/sweeps", c->yaml,
+                                      strlen(c->yaml), &err);
+        int rc = -1;
+        if (sw) {
+            jobs j = {0};
+            rc = bf_sweep_expand(sw, collect, &j, &err);
+            jobs_free(&j);
+            bf_sweep_free(sw);
+        }
+        if (rc == 0)
+            fail_msg("%s: accepted", c->what);
+        print_message("%-32s -> %s\n", c->what, err.msg);
+        assert_int_equal(err.line, c->line);
+        assert_string_equal(err.field, c->field);
+        if (!strstr(err.msg, c->needle))
+            fail_msg("%s: message lacks '%s': %s", c->what, c->needle, err.msg);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sobol_matches_scipy),
+        cmocka_unit_test(test_sobol_trials),
+        cmocka_unit_test(test_random_trials),
+        cmocka_unit_test(test_search_in_stage),
+        cmocka_unit_test(test_rejections),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
