@@ -41,7 +41,7 @@ build bifocald && build bench_dispatch && "$dir/bench/bench_dispatch"
 echo "== bench_load: 64 working groups beside 1,000 idle clients and 200 slow senders"
 build bifocald && build bench_load && "$dir/bench/bench_load"
 
-echo "== bench_group: worker group on config A, np=1 vs np=2, streaming overhead"
+echo "== bench_group: worker group on config A, np=1 vs np=2, streaming overhead; a study job from lease to done"
 build bench_group && build bifocald && bench/bench_group.sh "$dir"
 
 echo "== bench_report: bifocal report on a 1,000-job sweep with 5M metric rows"
