@@ -19,12 +19,19 @@ build() {
     }
 }
 
-echo "== bench_train: one training step of the model, C vs PyTorch"
+echo "== bench_train: one training step of the model: portable levels, -Dmarch=native, PyTorch, the targets"
 torch_args=()
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
     torch_args=(--torch tests/reference/torch_ref.py)
 fi
-build bench_train && "$dir/bench/bench_train" "${torch_args[@]}"
+# the same tree built for this CPU only, the portable build's yardstick
+[ -d "$dir-native" ] || meson setup "$dir-native" -Dbuildtype=release \
+    -Dtests=false -Dmarch=native >/dev/null
+native_args=()
+meson compile -C "$dir-native" bench_train >/dev/null &&
+    native_args=(--native "$dir-native/bench/bench_train")
+build bench_train && "$dir/bench/bench_train" "${torch_args[@]}" \
+    "${native_args[@]}"
 
 echo "== bench_store: 100k-job sweep submission, leasing, direct metric ingest"
 build bench_store && "$dir/bench/bench_store"
