@@ -116,14 +116,9 @@ class BifocalTorch(torch.nn.Module):
             k = k.view(B, T, NH, hd).transpose(1, 2)
             v = v.view(B, T, NH, hd).transpose(1, 2)
             if self.rope != "none":
-                theta = self.log_freq[l]
-                # fixed heads: the same values, but no gradient reaches them
-                theta = torch.where(self.learnable[:, None], theta,
-                                    theta.detach())
-                omega = torch.where(self.rotating, theta.exp(),
-                                    torch.zeros_like(theta))
+                omega = self.omega(l)
                 # angles in float64 as the C tables form them: [B, NH, T, P]
-                ang = pos[:, None, :, None] * omega.double()[None, :, None, :]
+                ang = pos[:, None, :, None] * omega[None, :, None, :]
                 cos, sin = ang.cos().float(), ang.sin().float()
                 q, k = self.rotate(q, cos, sin), self.rotate(k, cos, sin)
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
@@ -139,16 +134,22 @@ class BifocalTorch(torch.nn.Module):
                                    ignore_index=-1, reduction="sum")
         return logits, loss_sum
 
-    def rotary(self, l, pos):
-        """The rotation of layer l as complex factors cos + i sin, from
-        angles formed in float64 as the C tables are: [T, 1, NH, P] when
-        every row has positions 0..T-1 (pos None), else [B, T, 1, NH, P]."""
+    def omega(self, l):
+        """Layer l's frequencies [NH, P] in float64, as the C tables use
+        them; fixed heads give the same values, but no gradient reaches
+        their theta."""
         theta = torch.where(self.learnable[:, None], self.log_freq[l],
                             self.log_freq[l].detach())
-        omega = torch.where(self.rotating, theta.exp(),
-                            torch.zeros_like(theta)).double()
-        ang = pos[..., None, None] * omega  # [..., T, NH, P]
-        return torch.complex(ang.cos().float(), ang.sin().float()).unsqueeze(-3)
+        return torch.where(self.rotating, theta.exp(),
+                           torch.zeros_like(theta)).double()
+
+    def rotary(self, l, pos):
+        """The rotation of layer l as complex factors cos + i sin, angles
+        in float64: [T, 1, NH, P] for pos [T] (every row at 0..T-1), else
+        [B, T, 1, NH, P] for pos [B, T]."""
+        ang = pos[..., None, None] * self.omega(l)  # [..., T, NH, P]
+        rot = torch.complex(ang.cos().float(), ang.sin().float())
+        return rot.unsqueeze(-3)
 
     def forward_fast(self, idx, targets, pos=None):
         """forward's model, written for speed on one thread: every head of
