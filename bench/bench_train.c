@@ -343,6 +343,13 @@ static int bench_config_run(const bench_config *bc, const bench_opts *o,
     for (int i = 0; i < n; i++)
         print_variant(&vs[i], o->rounds, base, fpt, *peak);
 
+    /* The forced run of the picked level is the same code as the pick:
+     * how far apart their medians are is this run's noise. */
+    for (int i = 1; i < n; i++)
+        if (!strcmp(vs[i].isa, pick->isa) && strstr(vs[i].label, "forced"))
+            printf("  noise: picked and forced %s are the same code; their "
+                   "medians differ x%.2f\n", pick->isa,
+                   median(&vs[i], o->rounds) / base);
     int missed = 0;
     if (native)
         missed += !print_target(bc->name, "portable / -Dmarch=native",
