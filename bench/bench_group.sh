@@ -4,7 +4,10 @@
 #      ratio (target: np=2 >= 1.8x np=1 on a 2-core machine);
 #   2. the overhead of streaming every record (log_every 1, freq_every 1)
 #      to a real bifocald, against the same job with records dropped
-#      (target: under 2% of step time).
+#      (target: under 2% of step time);
+#   3. a whole study job from lease to done, broken down into train, eval,
+#      frequency records, checkpoints and streaming (target: all but train
+#      under 10% of the job).
 # usage: bench/bench_group.sh [BUILD_DIR] [STEPS]   (default build-bench, 60)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,3 +52,12 @@ daemon=$!
 for _ in $(seq 200); do [ -s "$tmp/port" ] && break; sleep 0.05; done
 "${mpi[@]}" -np 1 "$bench" --steps "$steps" \
     --server "127.0.0.1:$(cat "$tmp/port")" --token-file "$tmp/bench.db.token"
+
+# A whole study job (the first of configs/study-structure-gap.yaml: 1,500
+# steps at the study's size) from lease to done through the same
+# bifocald, with its checkpoints on disk, broken down by part.
+mkdir "$tmp/checkpoints"
+"${mpi[@]}" -np 1 "$bench" --server "127.0.0.1:$(cat "$tmp/port")" \
+    --token-file "$tmp/bench.db.token" \
+    --study configs/study-structure-gap.yaml \
+    --checkpoint-dir "$tmp/checkpoints"

@@ -114,15 +114,19 @@ static void layernorm_forward(float *out, float *mean, float *rstd,
     layernorm_apply(out, inp, mean, rstd, w, b, N, C);
 }
 
-static void layernorm_backward(float *dinp, float *dw, float *db,
-                               const float *dout, const float *inp,
-                               const float *w, const float *mean,
-                               const float *rstd, int N, int C)
+/* restrict: the three outputs and the inputs never overlap (layers.h);
+ * without it GCC gives up on the second loop's six-way alias checks and
+ * leaves it scalar. */
+static void layernorm_backward(float *restrict dinp, float *restrict dw,
+                               float *restrict db, const float *dout,
+                               const float *inp, const float *w,
+                               const float *mean, const float *rstd, int N,
+                               int C)
 {
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
         const float *g = dout + (size_t)n * C;
-        float *dx = dinp + (size_t)n * C;
+        float *restrict dx = dinp + (size_t)n * C;
         float m = mean[n], s = rstd[n];
         float dnorm_mean = 0.0f, dnorm_xhat_mean = 0.0f;
 #pragma omp simd reduction(+ : dnorm_mean, dnorm_xhat_mean)

@@ -349,11 +349,31 @@ const unsigned char *bf_trainer_outcomes(bf_trainer *t, int k)
 
 static int is_rank0(const bf_trainer *t) { return t->opts.rank == 0; }
 
-/* Hands a record to the emit hook (rank 0 only). */
+/* Hands a record to the emit hook (rank 0 only), timed as streaming. */
 static void emit(bf_trainer *t, const bf_record *record)
 {
-    if (is_rank0(t) && t->opts.hooks.emit)
-        t->opts.hooks.emit(t->opts.hooks.ctx, record);
+    if (!is_rank0(t) || !t->opts.hooks.emit)
+        return;
+    double t0 = bf_now_seconds();
+    t->opts.hooks.emit(t->opts.hooks.ctx, record);
+    t->summary.seconds[BF_PART_STREAM] += bf_now_seconds() - t0;
+}
+
+/* A mark where a part begins; part_end charges the time since to `part`,
+ * less what went to streaming meanwhile (counted there by emit). */
+typedef struct part_mark {
+    double at, streamed;
+} part_mark;
+
+static part_mark part_begin(const bf_trainer *t)
+{
+    return (part_mark){bf_now_seconds(), t->summary.seconds[BF_PART_STREAM]};
+}
+
+static void part_end(bf_trainer *t, bf_train_part part, part_mark m)
+{
+    double *sec = t->summary.seconds;
+    sec[part] += bf_now_seconds() - m.at - (sec[BF_PART_STREAM] - m.streamed);
 }
 
 static int due(int step, int every, int last)
@@ -378,6 +398,7 @@ static void emit_train(bf_trainer *t)
 
 static void emit_eval(bf_trainer *t)
 {
+    part_mark m = part_begin(t);
     bf_trainer_evaluate(t, t->summary.evals);
     t->summary.n_evals = t->cfg.n_eval_depths;
     for (int k = 0; k < t->summary.n_evals; k++) {
@@ -393,6 +414,7 @@ static void emit_eval(bf_trainer *t)
                                        .bits = bits}};
         emit(t, &r);
     }
+    part_end(t, BF_PART_EVAL, m);
 }
 
 /* Learnable heads on the freq_every schedule; every head, fixed ones too,
@@ -406,6 +428,7 @@ static void emit_freqs(bf_trainer *t)
     int every_head = t->step == 0 || t->step == t->cfg.steps;
     if (s->rope == BF_ROPE_NONE)
         return;
+    part_mark m = part_begin(t);
     for (int l = 0; l < s->n_layers; l++)
         for (int h = 0; h < s->n_heads; h++) {
             if (!every_head && !t->model.freq_learnable[l * s->n_heads + h])
@@ -416,6 +439,7 @@ static void emit_freqs(bf_trainer *t)
                                       .omega = t->omega}};
             emit(t, &r);
         }
+    part_end(t, BF_PART_FREQ, m);
 }
 
 /* Rank 0 writes (all replicas are identical). */
@@ -424,10 +448,12 @@ static int write_checkpoint(bf_trainer *t, bf_error *err)
     if (!is_rank0(t))
         return 0;
     char *path = t->summary.checkpoint;
+    part_mark m = part_begin(t);
     if (bf_checkpoint_save_in_dir(t->opts.checkpoint_dir, &t->model,
                                   &t->cfg, t->opts.owner, t->step, path,
                                   sizeof t->summary.checkpoint, err) != 0)
         return -1;
+    part_end(t, BF_PART_CHECKPOINT, m);
     bf_record r = {.kind = BF_RECORD_CHECKPOINT, .step = t->step,
                    .u.checkpoint.path = path};
     emit(t, &r);
@@ -494,7 +520,9 @@ int bf_trainer_run(bf_trainer *t, bf_error *err)
     while (t->step < t->cfg.steps) {
         double t0 = bf_now_seconds(), loss;
         bf_trainer_step(t, &loss, &t->last_grad_norm, &t->last_lr);
-        t->window_seconds += bf_now_seconds() - t0;
+        double dt = bf_now_seconds() - t0;
+        t->window_seconds += dt;
+        t->summary.seconds[BF_PART_TRAIN] += dt;
         t->window_steps++;
         t->summary.train_loss = loss;
         t->summary.step = t->step;

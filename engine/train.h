@@ -68,8 +68,21 @@ typedef struct bf_trainer_opts {
     bf_train_hooks hooks;
 } bf_trainer_opts;
 
+/* Where a run's time went, for the lease-to-done breakdown
+ * (bench/bench_group.c --study).  Each part excludes the others: the
+ * records an evaluation emits count as streaming, not evaluation. */
+typedef enum bf_train_part {
+    BF_PART_TRAIN,       /* optimizer steps: forward, backward, AdamW */
+    BF_PART_EVAL,        /* evaluations */
+    BF_PART_FREQ,        /* reading the frequencies for freq records */
+    BF_PART_CHECKPOINT,  /* writing checkpoints */
+    BF_PART_STREAM,      /* inside the emit hook (rank 0) */
+    BF_PART_COUNT
+} bf_train_part;
+
 /* Where a run ended. */
 typedef struct bf_train_summary {
+    double seconds[BF_PART_COUNT]; /* this run's time in each part */
     int step;                 /* optimizer steps completed */
     double train_loss;        /* loss of the last step's batch (NaN: none) */
     int n_evals;              /* 0 until the first evaluation */

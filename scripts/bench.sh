@@ -19,12 +19,19 @@ build() {
     }
 }
 
-echo "== bench_train: one training step of the model, C vs PyTorch"
+echo "== bench_train: one training step of the model: portable levels, -Dmarch=native, PyTorch, the targets"
 torch_args=()
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
     torch_args=(--torch tests/reference/torch_ref.py)
 fi
-build bench_train && "$dir/bench/bench_train" "${torch_args[@]}"
+# the same tree built for this CPU only, the portable build's yardstick
+[ -d "$dir-native" ] || meson setup "$dir-native" -Dbuildtype=release \
+    -Dtests=false -Dmarch=native >/dev/null
+native_args=()
+meson compile -C "$dir-native" bench_train >/dev/null &&
+    native_args=(--native "$dir-native/bench/bench_train")
+build bench_train && "$dir/bench/bench_train" "${torch_args[@]}" \
+    "${native_args[@]}"
 
 echo "== bench_tasks: the code task's corpus, examples and steps beside dyck"
 build bench_tasks && "$dir/bench/bench_tasks"
@@ -44,7 +51,7 @@ build bifocald && build bench_dispatch && "$dir/bench/bench_dispatch"
 echo "== bench_load: 64 working groups beside 1,000 idle clients and 200 slow senders"
 build bifocald && build bench_load && "$dir/bench/bench_load"
 
-echo "== bench_group: worker group on config A, np=1 vs np=2, streaming overhead"
+echo "== bench_group: worker group on config A, np=1 vs np=2, streaming overhead; a study job from lease to done"
 build bench_group && build bifocald && bench/bench_group.sh "$dir"
 
 echo "== bench_report: bifocal report on a 1,000-job sweep with 5M metric rows"

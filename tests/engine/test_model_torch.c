@@ -7,7 +7,6 @@
  * Fails, saying so, when /usr/bin/python3 cannot import torch: the check
  * against the reference is part of the proof, never skipped (scripts/deps.sh
  * installs python3-torch). */
-#include <ftw.h>
 #include <sys/stat.h>
 #include <math.h>
 #include <setjmp.h>
@@ -25,8 +24,7 @@
 #include "model.h"
 #include "rng.h"
 #include "test_isa_util.h"
-
-#define PYTHON "/usr/bin/python3"
+#include "torch_case.h"
 
 enum { V = 11, C = 32, L = 2, NH = 4, T = 16, B = 3, N_CASES = 8,
        N_POS = 4 * T, PROPE_PAIRS = 1 };
@@ -50,29 +48,6 @@ static const bf_adamw_hparams HP = {.lr = 1e-2f, .beta1 = 0.9f,
                                     .weight_decay = 0.1f,
                                     .freq_lr_mult = 3.0f};
 static const float GRAD_SCALE = 0.03f;
-
-static void write_bytes(const char *dir, const char *name, const void *p,
-                        size_t n)
-{
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(p, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
-}
-
-static void read_floats(const char *dir, const char *name, float *p,
-                        size_t n)
-{
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    assert_int_equal(fread(p, sizeof *p, n, f), n);
-    assert_int_equal(fgetc(f), EOF); /* exactly the layout's size */
-    fclose(f);
-}
 
 /* A model with non-trivial weights (not the 0.02 init, whose gradients
  * are tiny) and a batch with some non-target positions. */
@@ -107,40 +82,8 @@ static void make_case(torch_case *c, int index)
 
     snprintf(c->dir, sizeof c->dir, "%s/case%d", g_root, index);
     assert_int_equal(mkdir(c->dir, 0700), 0);
-    json_t *j = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:i, s:i, "
-                          "s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
-                          "V", V, "C", C, "L", L, "NH", NH, "T", T, "B", B,
-                          "rope", bf_rope_name(c->rope), "spectral_heads",
-                          c->spectral, "prope_pairs", prope,
-                          "rope_base", 10000.0, "grad_scale",
-                          (double)GRAD_SCALE, "lr", (double)HP.lr, "beta1",
-                          (double)HP.beta1, "beta2", (double)HP.beta2, "eps",
-                          (double)HP.eps, "weight_decay",
-                          (double)HP.weight_decay, "freq_lr_mult",
-                          (double)HP.freq_lr_mult);
-    char path[256];
-    snprintf(path, sizeof path, "%s/case.json", c->dir);
-    assert_int_equal(json_dump_file(j, path, 0), 0);
-    json_decref(j);
-    write_bytes(c->dir, "params.f32", c->m.params_memory, bytes);
-    int32_t batch[3 * B * T];
-    for (int i = 0; i < B * T; i++) {
-        batch[i] = c->inputs[i];
-        batch[B * T + i] = c->targets[i];
-        batch[2 * B * T + i] = c->pos[i];
-    }
-    write_bytes(c->dir, "batch.i32", batch, sizeof batch);
-}
-
-/* ||a - b|| / ||b|| over one tensor, 0 when both are zero. */
-static double rel_diff(const float *a, const float *b, size_t n)
-{
-    double d2 = 0, b2 = 0;
-    for (size_t i = 0; i < n; i++) {
-        d2 += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        b2 += (double)b[i] * b[i];
-    }
-    return b2 > 0 ? sqrt(d2 / b2) : sqrt(d2);
+    torch_case_write(c->dir, &c->m, &HP, GRAD_SCALE, c->inputs, c->targets,
+                     c->positions, B, T);
 }
 
 static void compare_case(torch_case *c)
@@ -171,17 +114,17 @@ static void compare_case(torch_case *c)
 
     bf_model_backward(m, GRAD_SCALE);
     float *want = malloc(m->num_params * sizeof *want);
-    read_floats(c->dir, "grads.f32", want, m->num_params);
+    torch_case_read_floats(c->dir, "grads.f32", want, m->num_params);
     for (int k = 0; k < BF_NUM_PARAM_TENSORS; k++) {
         const bf_param_info *t = &m->tensors[k];
-        double e = rel_diff(m->grads_memory + t->offset, want + t->offset,
-                            t->count);
+        double e = torch_case_rel_diff(m->grads_memory + t->offset,
+                                       want + t->offset, t->count);
         printf("#   grad %-9s rel diff %.2e\n", t->name, e);
         assert_true(e < 2e-5); /* observed ~1e-6: float32 op order */
     }
 
     bf_adamw_step(m, &HP, 1, 1.0f);
-    read_floats(c->dir, "after.f32", want, m->num_params);
+    torch_case_read_floats(c->dir, "after.f32", want, m->num_params);
     for (int k = 0; k < BF_NUM_PARAM_TENSORS; k++) {
         const bf_param_info *t = &m->tensors[k];
         size_t n_el = t->count;
@@ -191,22 +134,13 @@ static void compare_case(torch_case *c)
             dc[i] = m->params_memory[at] - c->before[at];
             dt[i] = want[at] - c->before[at];
         }
-        double e = rel_diff(dc, dt, n_el);
+        double e = torch_case_rel_diff(dc, dt, n_el);
         printf("#   step %-9s rel diff %.2e\n", t->name, e);
         assert_true(e < 1e-3);
         free(dc);
         free(dt);
     }
     free(want);
-}
-
-static int remove_entry(const char *path, const struct stat *sb, int flag,
-                        struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
 }
 
 static void test_against_torch(void **state)
@@ -224,19 +158,18 @@ static void test_against_torch(void **state)
     };
     snprintf(g_root, sizeof g_root, "/tmp/bf_torch_check_XXXXXX");
     assert_non_null(mkdtemp(g_root));
-    char cmd[2048];
-    int len = snprintf(cmd, sizeof cmd, "%s %s", PYTHON, g_script);
+    char *dirs[N_CASES];
     for (int i = 0; i < N_CASES; i++) {
         make_case(&cases[i], i);
-        len += snprintf(cmd + len, sizeof cmd - len, " %s", cases[i].dir);
+        dirs[i] = cases[i].dir;
     }
-    assert_int_equal(system(cmd), 0);
+    torch_case_run(g_script, dirs, N_CASES);
     for (int i = 0; i < N_CASES; i++) {
         compare_case(&cases[i]);
         bf_model_free(&cases[i].m);
         free(cases[i].before);
     }
-    nftw(g_root, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    torch_case_remove_tree(g_root);
 }
 
 int main(int argc, char **argv)
@@ -244,16 +177,7 @@ int main(int argc, char **argv)
     int isa_status = test_isa_from_env();
     if (isa_status != 0)
         return isa_status;
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s PATH/torch_check.py\n", argv[0]);
-        return 2;
-    }
-    g_script = argv[1];
-    if (system(PYTHON " -c 'import torch, numpy' 2>/dev/null") != 0) {
-        fprintf(stderr, "FAIL: %s cannot import torch and numpy: install "
-                "python3-torch (scripts/test.sh does)\n", PYTHON);
-        return 1;
-    }
+    g_script = torch_case_script(argc, argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_torch),
     };

@@ -6,6 +6,7 @@
 #include <pthread.h>
 
 #include "checkpoint.h"
+#include "clock.h"
 #include "model.h"
 #include "tasks.h"
 #include "test_isa_util.h"
@@ -130,6 +131,42 @@ static void test_records_schedule(void **state)
     assert_int_equal(json_integer_value(json_object_get(done, "step")), 7);
     assert_false(json_boolean_value(json_object_get(done, "stopped")));
     assert_int_equal(json_array_size(json_object_get(done, "eval")), 2);
+    json_decref(log.records);
+}
+
+/* The run's time split by part (bench_group --study prints it): with
+ * evaluations, frequency records, checkpoints and a record hook every part
+ * is charged, and the parts exclude each other, so together they are
+ * within the run's own time. */
+static void test_time_parts(void **state)
+{
+    (void)state;
+    bf_job_config c;
+    tiny_config(&c, BF_ROPE_BIFOCAL);
+    c.steps = 6;
+    c.log_every = 2;
+    c.eval_every = 3;
+    c.freq_every = 2;
+    c.checkpoint_every = 3;
+    char ck[128];
+    snprintf(ck, sizeof ck, "%s/parts", dir);
+    mkdir(ck, 0777);
+    record_log log = {json_array()};
+    bf_trainer_opts o = {.rank = 0, .nranks = 1, .checkpoint_dir = ck,
+                         .hooks = {.ctx = &log, .emit = collect_record}};
+    bf_trainer *t;
+    bf_error err;
+    assert_int_equal(bf_trainer_create(&t, &c, &o, &err), 0);
+    double t0 = bf_now_seconds();
+    assert_int_equal(bf_trainer_run(t, &err), 0);
+    double wall = bf_now_seconds() - t0, sum = 0;
+    const bf_train_summary *s = bf_trainer_summary(t);
+    for (int p = 0; p < BF_PART_COUNT; p++) {
+        assert_true(s->seconds[p] > 0);
+        sum += s->seconds[p];
+    }
+    assert_true(sum <= wall);
+    bf_trainer_free(t);
     json_decref(log.records);
 }
 
@@ -540,6 +577,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lr_schedule),
         cmocka_unit_test(test_records_schedule),
+        cmocka_unit_test(test_time_parts),
         cmocka_unit_test(test_resume_is_bit_identical),
         cmocka_unit_test(test_resume_with_random_positions),
         cmocka_unit_test(test_resume_at_another_level),

@@ -5,10 +5,15 @@ The same model, parameter names and layout as the C code (per-layer tensors
 stacked with a leading L dimension, matrices stored [in, out]), so a flat
 float32 dump of params_memory loads directly.  Used two ways:
 
-  * bench: `torch_ref.py --bench C L NH T B V STEPS [ROPE]` times forward +
-    backward + AdamW on one thread and prints `torch_tokens_per_s X`;
+  * bench: `torch_ref.py --bench C L NH T B V STEPS [ROPE]` times
+    forward_fast + backward + AdamW on one thread and prints
+    `torch_tokens_per_s X`: the fastest faithful single-thread PyTorch
+    model we have (torch.compile would be next, but this is Debian's torch
+    1.13, which has neither torch.compile nor
+    F.scaled_dot_product_attention: both came in 2.0);
   * tests/reference/torch_check.py imports BifocalTorch to check the C
-    model's loss, gradients and AdamW step.
+    model's loss, gradients and AdamW step against forward (written to be
+    read), and forward_fast against both (test_torch_fast).
 """
 import math
 import sys
@@ -111,14 +116,9 @@ class BifocalTorch(torch.nn.Module):
             k = k.view(B, T, NH, hd).transpose(1, 2)
             v = v.view(B, T, NH, hd).transpose(1, 2)
             if self.rope != "none":
-                theta = self.log_freq[l]
-                # fixed heads: the same values, but no gradient reaches them
-                theta = torch.where(self.learnable[:, None], theta,
-                                    theta.detach())
-                omega = torch.where(self.rotating, theta.exp(),
-                                    torch.zeros_like(theta))
+                omega = self.omega(l)
                 # angles in float64 as the C tables form them: [B, NH, T, P]
-                ang = pos[:, None, :, None] * omega.double()[None, :, None, :]
+                ang = pos[:, None, :, None] * omega[None, :, None, :]
                 cos, sin = ang.cos().float(), ang.sin().float()
                 q, k = self.rotate(q, cos, sin), self.rotate(k, cos, sin)
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
@@ -134,6 +134,62 @@ class BifocalTorch(torch.nn.Module):
                                    ignore_index=-1, reduction="sum")
         return logits, loss_sum
 
+    def omega(self, l):
+        """Layer l's frequencies [NH, P] in float64, as the C tables use
+        them; fixed heads give the same values, but no gradient reaches
+        their theta."""
+        theta = torch.where(self.learnable[:, None], self.log_freq[l],
+                            self.log_freq[l].detach())
+        return torch.where(self.rotating, theta.exp(),
+                           torch.zeros_like(theta)).double()
+
+    def rotary(self, l, pos):
+        """The rotation of layer l as complex factors cos + i sin, angles
+        in float64: [T, 1, NH, P] for pos [T] (every row at 0..T-1), else
+        [B, T, 1, NH, P] for pos [B, T]."""
+        ang = pos[..., None, None] * self.omega(l)  # [..., T, NH, P]
+        rot = torch.complex(ang.cos().float(), ang.sin().float())
+        return rot.unsqueeze(-3)
+
+    def forward_fast(self, idx, targets, pos=None):
+        """forward's model, written for speed on one thread: every head of
+        a layer in one batched product, q and k rotated together as complex
+        pairs, biases fused into addmm, the rotary factors formed once per
+        layer for all rows (the default positions are shared).  The same
+        result as forward (tests/reference/test_torch_fast); bench times
+        this one."""
+        B, T = idx.shape
+        C, NH, hd, P = self.C, self.NH, self.hd, self.P
+        rows = torch.arange(T, dtype=torch.float64) if pos is None \
+            else pos.to(torch.float64)
+        mask = torch.full((T, T), float("-inf")).triu(1)
+        x = F.embedding(idx.view(-1), self.wte)
+        for l in range(self.L):
+            h = F.layer_norm(x, (C,), self.ln1w[l], self.ln1b[l], 1e-5)
+            qkv = torch.addmm(self.qkvb[l], h, self.qkvw[l]).view(B, T, 3, C)
+            qk, v = qkv[:, :, :2], qkv[:, :, 2]
+            if self.rope != "none":
+                z = torch.view_as_complex(qk.reshape(B, T, 2, NH, P, 2))
+                qk = torch.view_as_real(z * self.rotary(l, rows))
+            qk = qk.reshape(B, T, 2, NH, hd).permute(2, 0, 3, 1, 4)
+            q = qk[0].reshape(B * NH, T, hd)
+            k = qk[1].reshape(B * NH, T, hd)
+            v = v.reshape(B, T, NH, hd).transpose(1, 2).reshape(B * NH, T, hd)
+            att = torch.baddbmm(mask, q, k.transpose(1, 2),
+                                alpha=1.0 / math.sqrt(hd)).softmax(dim=-1)
+            y = torch.bmm(att, v).view(B, NH, T, hd).transpose(1, 2)
+            x = x + torch.addmm(self.attprojb[l], y.reshape(B * T, C),
+                                self.attprojw[l])
+            h = F.layer_norm(x, (C,), self.ln2w[l], self.ln2b[l], 1e-5)
+            h = F.gelu(torch.addmm(self.fcb[l], h, self.fcw[l]),
+                       approximate="tanh")
+            x = x + torch.addmm(self.fcprojb[l], h, self.fcprojw[l])
+        x = F.layer_norm(x, (C,), self.lnfw, self.lnfb, 1e-5)
+        logits = x @ self.wte.t()
+        loss_sum = F.cross_entropy(logits, targets.reshape(-1),
+                                   ignore_index=-1, reduction="sum")
+        return logits.view(B, T, self.V), loss_sum
+
     def adamw(self, lr, betas, eps, weight_decay, freq_lr_mult):
         """AdamW with the C model's groups: decay on 2-D matrices only,
         learnable theta at lr * freq_lr_mult without decay."""
@@ -147,7 +203,9 @@ class BifocalTorch(torch.nn.Module):
                            "lr": lr * freq_lr_mult})
         else:
             self.log_freq.requires_grad_(False)
-        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps)
+        # foreach: one kernel per step for all tensors, not a Python loop
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps,
+                                 foreach=True)
 
 
 def bench(C, L, NH, T, B, V, steps, rope="bifocal"):
@@ -161,7 +219,7 @@ def bench(C, L, NH, T, B, V, steps, rope="bifocal"):
 
     def step():
         opt.zero_grad(set_to_none=True)
-        _, loss_sum = model(idx, tgt)
+        _, loss_sum = model.forward_fast(idx, tgt)
         (loss_sum / (B * T)).backward()
         opt.step()
 
