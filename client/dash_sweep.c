@@ -270,40 +270,39 @@ static indexed_job *read_index(sqlite3 *db, int64_t sweep_id, size_t expect,
     return NULL;
 }
 
-/* The end of the run of ascending ids that starts at lo. */
-static size_t run_end(const indexed_job *v, size_t lo, size_t n)
+/* The jobs as the index holds them, by (status, id): one ascending run of
+ * ids per status, read in id order by merging the runs' heads (a handful
+ * of statuses), so a million jobs are ordered in one pass with no copy
+ * and no sort. */
+typedef struct id_runs {
+    size_t n, *at, *end;        /* run r: jobs[at[r] .. end[r]) */
+} id_runs;
+
+static id_runs find_runs(const indexed_job *v, size_t n)
 {
-    size_t i = lo + 1;
-    while (i < n && v[i].id > v[i - 1].id)
-        i++;
-    return i;
+    id_runs r = { 0 };
+    for (size_t i = 0; i < n; i++)
+        if (i == 0 || v[i].id < v[i - 1].id) {
+            r.at = bf_xrealloc(r.at, (r.n + 1) * sizeof *r.at);
+            r.end = bf_xrealloc(r.end, (r.n + 1) * sizeof *r.end);
+            if (r.n)
+                r.end[r.n - 1] = i;
+            r.at[r.n++] = i;
+        }
+    if (r.n)
+        r.end[r.n - 1] = n;
+    return r;
 }
 
-/* The jobs of v[0..n) by id (v or a new array; the other is freed).  The
- * index holds them by status, then id: one ascending run per status, so
- * merging neighbouring runs (a natural merge sort) orders a million in
- * three linear passes, where qsort compares n log n times. */
-static indexed_job *sort_by_id(indexed_job *v, size_t n)
+/* The next job by id, or NULL after the last. */
+static const indexed_job *next_by_id(const indexed_job *v, id_runs *r)
 {
-    indexed_job *out = bf_xmalloc((n + 1) * sizeof *out);
-    for (size_t runs = 2; runs > 1;) {
-        runs = 0;
-        for (size_t lo = 0; lo < n; runs++) {
-            size_t mid = run_end(v, lo, n), hi = mid < n ? run_end(v, mid, n)
-                                                         : n;
-            size_t a = lo, b = mid, k = lo;
-            while (a < mid && b < hi)
-                out[k++] = v[b].id < v[a].id ? v[b++] : v[a++];
-            memcpy(out + k, v + a, (mid - a) * sizeof *v);
-            memcpy(out + k + (mid - a), v + b, (hi - b) * sizeof *v);
-            lo = hi;
-        }
-        indexed_job *t = v;
-        v = out;
-        out = t;
-    }
-    free(out);
-    return v;
+    size_t best = r->n;
+    for (size_t k = 0; k < r->n; k++)
+        if (r->at[k] < r->end[k]
+            && (best == r->n || v[r->at[k]].id < v[r->at[best]].id))
+            best = k;
+    return best == r->n ? NULL : &v[r->at[best]++];
 }
 
 /* The group of each cell, from its first job's config (the others differ
@@ -320,7 +319,6 @@ static int read_jobs(bf_dash_sweep *s, sqlite3 *db, load_pass *p)
         free(jobs);
         return -1;
     }
-    jobs = sort_by_id(jobs, n);
     int64_t n_cells = 0;
     for (size_t i = 0; i < n; i++)
         n_cells = jobs[i].cell >= n_cells ? jobs[i].cell + 1 : n_cells;
@@ -332,21 +330,24 @@ static int read_jobs(bf_dash_sweep *s, sqlite3 *db, load_pass *p)
     s->group = bf_xmalloc((n + 1) * sizeof *s->group);
     s->status = bf_xmalloc(n + 1);
     int rc = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        int64_t cell = jobs[i].cell;
-        int g = cell >= 0 ? cell_group[cell] : -1;
+    id_runs runs = find_runs(jobs, n);
+    const indexed_job *j;
+    while (rc == 0 && (j = next_by_id(jobs, &runs))) {
+        int g = j->cell >= 0 ? cell_group[j->cell] : -1;
         if (g < 0)              /* the cell's first job, by id */
-            g = group_of_job(s, p, st, jobs[i].id);
-        if (cell >= 0)
-            cell_group[cell] = g;
+            g = group_of_job(s, p, st, j->id);
+        if (j->cell >= 0)
+            cell_group[j->cell] = g;
         if (g < 0)
             rc = -1;
         else
-            push_job(s, p, &jobs[i], g);
+            push_job(s, p, j, g);
     }
     if (rc)
         fprintf(stderr, "bifocal dashboard: %s\n", sqlite3_errmsg(db));
     sqlite3_finalize(st);
+    free(runs.at);
+    free(runs.end);
     free(cell_group);
     free(jobs);
     return rc;
