@@ -53,6 +53,7 @@
 #include <uv.h>
 
 #include "bf_error.h"
+#include "stream_conn.h"
 
 #define BF_HTTP_MAX_HEAD ((size_t)16 << 10)  /* request line + headers */
 #define BF_HTTP_MAX_HEADERS 64
@@ -174,16 +175,17 @@ int bf_http_session_busy(const bf_http_session *s);
 typedef struct bf_http_conn bf_http_conn;
 
 typedef struct bf_http_server {
-    uv_loop_t *loop;
-    uv_tcp_t listener;
-    uv_timer_t timer;            /* closes connections past their deadline */
-    bf_http_handler handler;
-    void *ctx;
-    bf_http_conn *conns;         /* newest first */
-    int n_conns;
+    /* read-only */
+    int port;                    /* the bound port */
     int n_strangers;             /* connections none of whose requests was
                                     let in yet */
-    int port;                    /* the bound port */
+    /* private */
+    uv_tcp_t listener;
+    bf_http_handler handler;
+    void *ctx;
+    /* Every connection (bf_http_conn, newest first) and the timer that
+     * ends them past their deadline, lingers and cuts slow readers. */
+    bf_stream_set conns;
 } bf_http_server;
 
 /* Listens on HOST:PORT (numeric IPv4 or IPv6; port 0: any free one, then

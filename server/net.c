@@ -577,8 +577,7 @@ void bf_net_shutdown(bf_net *n)
 
 void bf_net_close_all(bf_net *n)
 {
-    while (n->conns.newest)
-        bf_stream_conn_close(n->conns.newest);
+    bf_stream_set_close_all(&n->conns);
 }
 
 int bf_net_each(bf_net *n, bf_net_visit_fn fn, void *ctx)

@@ -207,6 +207,12 @@ void bf_stream_set_stop(bf_stream_set *s, void (*stopped)(bf_stream_set *s))
     uv_close((uv_handle_t *)&s->tick, stream__on_tick_closed);
 }
 
+void bf_stream_set_close_all(bf_stream_set *s)
+{
+    while (s->newest)
+        bf_stream_conn_close(s->newest);
+}
+
 void bf_stream_conn_init(bf_stream_conn *c, uv_loop_t *loop,
                          bf_stream_closed_cb closed)
 {

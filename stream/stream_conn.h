@@ -101,6 +101,9 @@ int bf_stream_set_accept(bf_stream_set *s, uv_stream_t *listener,
  * calls stopped(s) once libuv has closed it (may be NULL). */
 void bf_stream_set_stop(bf_stream_set *s, void (*stopped)(bf_stream_set *s));
 
+/* Closes every connection of s now (bf_stream_conn_close). */
+void bf_stream_set_close_all(bf_stream_set *s);
+
 /* A connection in no set (a client's): c zeroed by the caller;
  * uv_tcp_init'd on loop, TCP_NODELAY on; closed will free it. */
 void bf_stream_conn_init(bf_stream_conn *c, uv_loop_t *loop,
