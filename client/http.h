@@ -126,6 +126,9 @@ typedef void (*bf_http_handler)(void *ctx, const bf_http_request *req,
 typedef int (*bf_http_send)(void *io, char *bytes, size_t len);
 
 typedef struct bf_http_session {
+    /* read-only */
+    int let_in;                  /* a request was let in on this connection */
+    /* private */
     http_parser parser;
     bf_http_handler handler;
     void *ctx;
@@ -140,7 +143,6 @@ typedef struct bf_http_session {
     int in_request;              /* between a request's first byte and end */
     int held;                    /* the last answer left the peer over its
                                     budget: parsing stopped after it */
-    int let_in;                  /* a request was let in on this connection */
     int closing;
     /* The request being read: the URL, then each header name and value,
      * NUL-terminated, in the arena; offsets into it. */

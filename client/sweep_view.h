@@ -16,6 +16,8 @@
 #define BF_SWEEP_MAX_FIELDS 32
 
 typedef struct bf_sweep_view {
+    /* read-only: made by bf_sweep_view_load, or by client/dash_sweep.c
+     * from its aggregates (which fills the private part too) */
     int64_t sweep_id;
     json_t *sweep;          /* the sweeps row (name, filename, source, ...) */
     json_t *jobs;           /* job_results rows, by job_id */
@@ -30,6 +32,7 @@ typedef struct bf_sweep_view {
     int n_groups;
     json_t *groups;         /* per group: {field: value} over `by` */
     int *job_group;         /* per jobs row: its group */
+    /* private */
     int64_t *sorted_ids;    /* job ids ascending, with their rows: */
     int *sorted_rows;       /* for bf_sweep_view_row_of */
 } bf_sweep_view;
