@@ -49,20 +49,10 @@ void bf_stream_alloc_owned(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 
 /* ---- the ending ----------------------------------------------------------- */
 
-static void stream__sink_alloc(uv_handle_t *h, size_t suggested,
-                               uv_buf_t *buf)
-{
-    (void)h;
-    (void)suggested;
-    /* What a peer sends to an ending connection is dropped unread: one
-     * buffer per loop thread serves them all. */
-    static _Thread_local char sink[64 * 1024];
-    *buf = uv_buf_init(sink, sizeof sink);
-}
-
+/* What a peer sends to an ending connection is dropped unread. */
 static void stream__sink_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
-    (void)buf;
+    free(buf->base);
     bf_stream_conn *c = (bf_stream_conn *)s;
     if (n >= 0)
         return;
@@ -106,7 +96,7 @@ void bf_stream_conn_end(bf_stream_conn *c, int linger_ms)
      * closing with its bytes unread would reset the connection and could
      * destroy our last words before the peer reads them. */
     if (linger_ms > 0)
-        uv_read_start((uv_stream_t *)&c->tcp, stream__sink_alloc,
+        uv_read_start((uv_stream_t *)&c->tcp, bf_stream_alloc_owned,
                       stream__sink_read);
     if (bf_stream_shutdown((uv_stream_t *)&c->tcp, stream__on_shut) < 0)
         bf_stream_conn_close(c);

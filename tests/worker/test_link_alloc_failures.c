@@ -92,30 +92,7 @@ static int scenario(const char *name)
 /* Whether the run's log holds needle. */
 static int log_has(const char *needle)
 {
-    FILE *f = fopen(log_path, "r");
-    char line[4096];
-    int found = 0;
-    while (f && !found && fgets(line, sizeof line, f))
-        found = strstr(line, needle) != NULL;
-    if (f)
-        fclose(f);
-    return found;
-}
-
-/* The allocations the run's log says it counted, or -1. */
-static long counted_in_log(void)
-{
-    FILE *f = fopen(log_path, "r");
-    char line[4096];
-    long counted = -1;
-    while (f && fgets(line, sizeof line, f)) {
-        const char *p = strstr(line, "allocations counted: ");
-        if (p)
-            counted = atol(p + strlen("allocations counted: "));
-    }
-    if (f)
-        fclose(f);
-    return counted;
+    return bft_file_lines_with(log_path, needle) > 0;
 }
 
 /* Waits for child pid up to RUN_LIMIT_MS; its wait status, or -1 (killed)
@@ -173,7 +150,7 @@ static long run_once(long n, int repeat)
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         fail_msg("N=%ld%s: the link ended with status %#x (log %s)", n, on,
                  status, log_path);
-    long counted = counted_in_log();
+    long counted = bft_file_number_after(log_path, "allocations counted: ");
     assert_true(counted > 0);
     return counted;
 }
