@@ -38,14 +38,17 @@
 #define BF_DASH_MAX_SESSION_TTL_S (30 * 86400)
 
 typedef struct bf_dash_session {
+    /* private (dash_access.c) */
     char secret[BF_DASH_SESSION_HEX + 1]; /* "": a free slot */
     int64_t expires_ms;                   /* on bf_monotonic_ms() */
 } bf_dash_session;
 
 typedef struct bf_dash_access {
+    /* read-only: set by bf_dash_access_init */
     char token[BF_TOKEN_HEX_LEN + 1];   /* "": loopback peers only */
     char cookie[32];                    /* the session cookie's name */
     int ttl_s;                          /* a session's lifetime */
+    /* private */
     bf_dash_session sessions[BF_DASH_MAX_SESSIONS];
 } bf_dash_access;
 

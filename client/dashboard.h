@@ -23,6 +23,7 @@
 
 /* What answers the dashboard's requests. */
 typedef struct bf_dashboard {
+    /* private */
     bf_dash_api *api;
     bf_dash_access access;
     char *page;                  /* the page, rendered once */

@@ -5,7 +5,7 @@
 #include "alloc.h"
 #include "clock.h"
 #include "log.h"
-#include "stream.h"
+#include "stream_conn.h"
 
 #include <ctype.h>
 #include <jansson.h>
@@ -365,19 +365,15 @@ int bf_http_session_busy(const bf_http_session *s)
 /* ---- the server ----------------------------------------------------------- */
 
 struct bf_http_conn {
-    uv_tcp_t tcp;                /* first: handles are cast back to it */
-    bf_http_server *server;
-    bf_http_conn *prev, *next;
+    bf_stream_conn s;            /* first: handles cast back to it; the
+                                    socket, its deadline (request, idle,
+                                    or the wait for its last answers to
+                                    go out), linger and standing as a
+                                    reader (stream_conn.h) */
     struct sockaddr_storage peer;
-    int64_t deadline_ms;         /* closed when the clock passes it */
-    int writes;                  /* uv_write requests not yet finished */
     int reading;                 /* uv_read_start is in effect */
-    int closing;                 /* answered for the last time: lingering */
-    int shut;                    /* the FIN is sent */
-    int eof;                     /* the peer's FIN came: close once written */
     int stranger;                /* none of its requests let in yet (counted
                                     in server->n_strangers) */
-    bf_stream_budget budget;     /* its standing as a reader (stream.h) */
     /* Bytes read but not parsed yet, held while the peer is over its
      * budget: in[in_at, in_len).  Owned; NULL when none. */
     char *in;
@@ -385,45 +381,46 @@ struct bf_http_conn {
     bf_http_session session;
 };
 
-static void on_closed(uv_handle_t *h)
+/* The connections, newest first. */
+static bf_http_conn *newest_conn(bf_http_server *s)
 {
-    bf_http_conn *c = (bf_http_conn *)h;
+    return (bf_http_conn *)s->conns.newest;
+}
+
+static bf_http_conn *older_conn(bf_http_conn *c)
+{
+    return (bf_http_conn *)c->s.next;
+}
+
+static void on_closed(bf_stream_conn *sc)
+{
+    bf_http_conn *c = (bf_http_conn *)sc;
     free(c->in);
     free(c);
 }
 
-static void close_conn(bf_http_conn *c)
+static void on_closing(bf_stream_conn *sc)
 {
-    if (uv_is_closing((uv_handle_t *)&c->tcp))
-        return;
-    bf_http_server *s = c->server;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        s->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    s->n_conns--;
+    bf_http_conn *c = (bf_http_conn *)sc;
+    bf_http_server *s = sc->set->data;
     s->n_strangers -= c->stranger;
-    uv_close((uv_handle_t *)&c->tcp, on_closed);
 }
 
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+static void close_conn(bf_http_conn *c)
 {
-    (void)h;
-    buf->base = bf_xmalloc(suggested);
-    buf->len = suggested;
+    bf_stream_conn_close(&c->s);
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
 static void on_written(uv_stream_t *stream, int status);
-static void close_after_writes(bf_http_conn *c);
+static void close_after_writes(bf_http_conn *c, int linger_ms);
 
 static void start_reading(bf_http_conn *c)
 {
-    if (!c->reading && !uv_is_closing((uv_handle_t *)&c->tcp)) {
+    if (!c->reading && !c->s.ending) {
         c->reading = 1;
-        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+        uv_read_start((uv_stream_t *)&c->s.tcp, bf_stream_alloc_owned,
+                      on_read);
     }
 }
 
@@ -431,38 +428,31 @@ static void stop_reading(bf_http_conn *c)
 {
     if (c->reading) {
         c->reading = 0;
-        uv_read_stop((uv_stream_t *)&c->tcp);
+        uv_read_stop((uv_stream_t *)&c->s.tcp);
     }
 }
 
-/* The slow-reader policy (stream.h) for c now: whether to read on. */
-static bf_stream_verdict judge(bf_http_conn *c)
+/* Says that c is cut: its answers stayed over the budget too long
+ * (stream.h); the caller closes it. */
+static void say_cut(bf_stream_conn *sc)
 {
-    return bf_stream_judge(&c->budget, bf_stream_queued((uv_stream_t *)&c->tcp),
-                           !c->reading, bf_monotonic_ms());
-}
-
-/* Closes c: its answers stayed over the budget too long (stream.h). */
-static void cut_slow_reader(bf_http_conn *c)
-{
+    (void)sc;
     bf_log_debug("dashboard: a peer that does not read its answers is cut");
-    close_conn(c);
 }
 
 /* A bf_http_send: 1 once the peer is over its budget. */
 static int send_bytes(void *io, char *bytes, size_t len)
 {
     bf_http_conn *c = io;
-    if (uv_is_closing((uv_handle_t *)&c->tcp)) {
+    if (c->s.ending) {
         free(bytes);
         return 1;
     }
-    if (bf_stream_write((uv_stream_t *)&c->tcp, bytes, len, on_written) < 0) {
+    if (bf_stream_write((uv_stream_t *)&c->s.tcp, bytes, len, on_written) < 0) {
         close_conn(c);              /* the socket is broken */
         return 1;
     }
-    c->writes++;
-    return judge(c) != BF_STREAM_READ;
+    return bf_stream_conn_judge(&c->s) != BF_STREAM_READ;
 }
 
 /* Parses what was read and not parsed yet, answering each request, until
@@ -479,23 +469,24 @@ static void parse_input(bf_http_conn *c)
         free(c->in);
         c->in = NULL;
     }
-    if (uv_is_closing((uv_handle_t *)&c->tcp))
+    if (c->s.ending)
         return;
     if (c->stranger && c->session.let_in) {
         c->stranger = 0;
-        c->server->n_strangers--;
+        ((bf_http_server *)c->s.set->data)->n_strangers--;
     }
     int64_t now = bf_monotonic_ms();
     if (!bf_http_session_busy(&c->session))
-        c->deadline_ms = now + BF_HTTP_IDLE_MS;
+        c->s.deadline_ms = now + BF_HTTP_IDLE_MS;
     else if (!was_busy)
-        c->deadline_ms = now + BF_HTTP_REQUEST_MS;
-    bf_stream_verdict v = done ? BF_STREAM_READ : judge(c);
-    if (done)
-        close_after_writes(c);
-    else if (v == BF_STREAM_CUT)
-        cut_slow_reader(c);
-    else if (c->in || v == BF_STREAM_HOLD)
+        c->s.deadline_ms = now + BF_HTTP_REQUEST_MS;
+    bf_stream_verdict v = done ? BF_STREAM_READ : bf_stream_conn_judge(&c->s);
+    if (done) {
+        close_after_writes(c, BF_HTTP_LINGER_MS);
+    } else if (v == BF_STREAM_CUT) {
+        say_cut(&c->s);
+        close_conn(c);
+    } else if (c->in || v == BF_STREAM_HOLD)
         stop_reading(c);
     else
         start_reading(c);
@@ -504,12 +495,10 @@ static void parse_input(bf_http_conn *c)
 static void on_written(uv_stream_t *stream, int status)
 {
     bf_http_conn *c = (bf_http_conn *)stream;
-    c->writes--;
-    if (status < 0 || (c->eof && c->writes == 0)) {
+    if (status < 0) {
         close_conn(c);
-    } else if (c->closing) {
-        close_after_writes(c);
-    } else if (!c->reading && judge(c) == BF_STREAM_READ) {
+    } else if (c->s.held && !c->s.ending
+               && bf_stream_conn_judge(&c->s) == BF_STREAM_READ) {
         /* The peer has read: on with what it pipelined, then reads. */
         if (c->in)
             parse_input(c);
@@ -518,40 +507,31 @@ static void on_written(uv_stream_t *stream, int status)
     }
 }
 
-/* Ends the connection gracefully: once what was sent is written (the peer
- * has BF_HTTP_IDLE_MS to read it), a FIN; what the peer still sends is read
- * and dropped for up to BF_HTTP_LINGER_MS after that, so that it reads the
- * answer (an error, say) instead of a reset for the bytes it sent after
- * it. */
-static void close_after_writes(bf_http_conn *c)
+/* Ends the connection gracefully (stream_conn.h): once what was sent is
+ * written (the peer has BF_HTTP_IDLE_MS to read it), a FIN; what the peer
+ * still sends is read and dropped meanwhile and for up to linger_ms after
+ * that, so that it reads the answer (an error, say) instead of a reset
+ * for the bytes it sent after it. */
+static void close_after_writes(bf_http_conn *c, int linger_ms)
 {
-    if (!c->closing) {
-        c->closing = 1;
-        c->deadline_ms = bf_monotonic_ms() + BF_HTTP_IDLE_MS;
+    if (!c->s.ending) {
+        c->s.deadline_ms = bf_monotonic_ms() + BF_HTTP_IDLE_MS;
         free(c->in);                /* what it pipelined is not answered */
         c->in = NULL;
-        if (!c->eof)
-            start_reading(c);
+        c->reading = 0;             /* the stream reads it from now on */
     }
-    if (c->writes > 0 || c->shut)
-        return;
-    c->shut = 1;
-    c->deadline_ms = bf_monotonic_ms() + BF_HTTP_LINGER_MS;
-    if (bf_stream_shutdown((uv_stream_t *)&c->tcp, NULL) < 0)
-        close_conn(c);
+    bf_stream_conn_end(&c->s, linger_ms);
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     bf_http_conn *c = (bf_http_conn *)stream;
-    if (nread < 0 && (nread != UV_EOF || c->writes == 0)) {
-        close_conn(c);              /* the peer is gone, or has said all */
+    if (nread == UV_EOF) {
+        /* It has said all; what it has not read yet goes out first. */
+        close_after_writes(c, 0);
     } else if (nread < 0) {
-        /* It has said all but not read all: its answers go out first. */
-        c->eof = 1;
-        stop_reading(c);
-        close_after_writes(c);
-    } else if (nread > 0 && !c->closing) {
+        close_conn(c);              /* the peer is gone */
+    } else if (nread > 0) {
         c->in = buf->base;          /* taken: freed once parsed */
         c->in_at = 0;
         c->in_len = (size_t)nread;
@@ -561,28 +541,20 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     free(buf->base);
 }
 
-/* Every second: connections past their deadline end: one lingering after
- * its answer at once, one idle gracefully, one mid-request after a 408. */
-static void on_timer(uv_timer_t *t)
+/* c's deadline passed: one ending closes at once (its peer did not read
+ * its last answers in time), one idle ends gracefully, one mid-request
+ * after a 408. */
+static void on_deadline(bf_stream_conn *sc, int64_t now_ms)
 {
-    bf_http_server *s = t->data;
-    int64_t now = bf_monotonic_ms();
-    for (bf_http_conn *c = s->conns, *next; c; c = next) {
-        next = c->next;
-        if (!c->reading && !c->closing && judge(c) == BF_STREAM_CUT) {
-            cut_slow_reader(c);
-            continue;
-        }
-        if (now < c->deadline_ms)
-            continue;
-        if (c->closing) {
-            close_conn(c);
-            continue;
-        }
-        if (bf_http_session_busy(&c->session))
-            send_error(&c->session, 408, "request not complete in time");
-        close_after_writes(c);
+    (void)now_ms;
+    bf_http_conn *c = (bf_http_conn *)sc;
+    if (sc->ending) {
+        close_conn(c);
+        return;
     }
+    if (bf_http_session_busy(&c->session))
+        send_error(&c->session, 408, "request not complete in time");
+    close_after_writes(c, BF_HTTP_LINGER_MS);
 }
 
 /* ---- who gets a place ------------------------------------------------------ */
@@ -612,14 +584,14 @@ static int idle_stranger(bf_http_conn *c)
     uv_os_fd_t fd;
     char byte;
     return c->stranger && !c->in
-           && uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0
+           && uv_fileno((uv_handle_t *)&c->s.tcp, &fd) == 0
            && recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) <= 0;
 }
 
 static int strangers_of(bf_http_server *s, const struct sockaddr_storage *addr)
 {
     int n = 0;
-    for (bf_http_conn *c = s->conns; c; c = c->next)
+    for (bf_http_conn *c = newest_conn(s); c; c = older_conn(c))
         n += c->stranger && same_address(&c->peer, addr);
     return n;
 }
@@ -630,7 +602,7 @@ static const struct sockaddr_storage *busiest_address(bf_http_server *s)
 {
     const struct sockaddr_storage *busiest = NULL;
     int most = 0;
-    for (bf_http_conn *c = s->conns; c; c = c->next) {
+    for (bf_http_conn *c = newest_conn(s); c; c = older_conn(c)) {
         int n = c->stranger ? strangers_of(s, &c->peer) : 0;
         if (n > most) {
             most = n;
@@ -646,7 +618,7 @@ static bf_http_conn *oldest_idle_stranger(bf_http_server *s,
                                           const struct sockaddr_storage *addr)
 {
     bf_http_conn *oldest = NULL;
-    for (bf_http_conn *c = s->conns; c; c = c->next)   /* newest first */
+    for (bf_http_conn *c = newest_conn(s); c; c = older_conn(c))
         if ((!addr || same_address(&c->peer, addr)) && idle_stranger(c))
             oldest = c;
     return oldest;
@@ -658,8 +630,8 @@ static bf_http_conn *oldest_idle_stranger(bf_http_server *s,
 static bf_http_conn *oldest_replaceable(bf_http_server *s)
 {
     bf_http_conn *oldest = NULL, *oldest_stranger = NULL;
-    for (bf_http_conn *c = s->conns; c; c = c->next) {
-        if (c->closing || idle_stranger(c))
+    for (bf_http_conn *c = newest_conn(s); c; c = older_conn(c)) {
+        if (c->s.ending || idle_stranger(c))
             oldest = c;
         if (c->stranger)
             oldest_stranger = c;
@@ -673,10 +645,11 @@ static void evict(bf_http_conn *c, const char *why)
     close_conn(c);
 }
 
-/* Makes a place for a new connection from addr, itself a stranger's: it
- * takes an idle stranger's place rather than be refused, so that strangers
- * never keep out one who would be let in.  0, or -1 when all
- * BF_HTTP_MAX_CONNS places are held by connections that were let in. */
+/* Makes a place for a new connection from addr, itself a stranger's (in
+ * s->conns already, not yet counted a stranger): it takes an idle
+ * stranger's place rather than be refused, so that strangers never keep
+ * out one who would be let in.  0, or -1 when all BF_HTTP_MAX_CONNS places
+ * are held by connections that were let in. */
 static int make_place(bf_http_server *s, const struct sockaddr_storage *addr)
 {
     bf_http_conn *victim = NULL;
@@ -686,7 +659,7 @@ static int make_place(bf_http_server *s, const struct sockaddr_storage *addr)
         victim = oldest_idle_stranger(s, busiest_address(s));
     if (victim)
         evict(victim, "strangers are at their cap");
-    if (s->n_conns < BF_HTTP_MAX_CONNS)
+    if (s->conns.n <= BF_HTTP_MAX_CONNS)
         return 0;
     victim = oldest_replaceable(s);
     if (!victim)
@@ -703,32 +676,22 @@ static void on_connection(uv_stream_t *listener, int status)
         return;
     }
     bf_http_conn *c = bf_xcalloc(1, sizeof *c);
-    c->server = s;
-    uv_tcp_init(s->loop, &c->tcp);
-    if (uv_accept(listener, (uv_stream_t *)&c->tcp) < 0) {
-        uv_close((uv_handle_t *)&c->tcp, on_closed);
+    if (bf_stream_set_accept(&s->conns, listener, &c->s) < 0)
         return;
-    }
     int len = sizeof c->peer;
-    uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&c->peer, &len);
+    uv_tcp_getpeername(&c->s.tcp, (struct sockaddr *)&c->peer, &len);
     int full = make_place(s, &c->peer);
     bf_http_session_init(&c->session, s->handler, s->ctx, send_bytes, c,
                          (const struct sockaddr *)&c->peer);
-    c->next = s->conns;
-    if (s->conns)
-        s->conns->prev = c;
-    s->conns = c;
-    s->n_conns++;
     c->stranger = 1;
     s->n_strangers++;
-    c->deadline_ms = bf_monotonic_ms() + BF_HTTP_REQUEST_MS;
-    uv_tcp_nodelay(&c->tcp, 1);
+    c->s.deadline_ms = bf_monotonic_ms() + BF_HTTP_REQUEST_MS;
     start_reading(c);
     if (full) {
         bf_log_warn("dashboard: %d connections, all let in: a new one is "
                     "answered 503", BF_HTTP_MAX_CONNS);
         send_error(&c->session, 503, "too many connections");
-        close_after_writes(c);
+        close_after_writes(c, BF_HTTP_LINGER_MS);
     }
 }
 
@@ -736,22 +699,22 @@ int bf_http_listen(bf_http_server *s, uv_loop_t *loop, const char *host_port,
                    bf_http_handler handler, void *ctx, bf_error *err)
 {
     memset(s, 0, sizeof *s);
-    s->loop = loop;
     s->handler = handler;
     s->ctx = ctx;
     if (bf_stream_listen(&s->listener, loop, host_port, 128, on_connection, s,
                          &s->port, err))
         return -1;
-    uv_timer_init(loop, &s->timer);
-    s->timer.data = s;
-    uv_timer_start(&s->timer, on_timer, 1000, 1000);
+    bf_stream_set_callbacks cb = {
+        .on_closing = on_closing, .on_closed = on_closed,
+        .on_deadline = on_deadline, .on_cut = say_cut,
+    };
+    bf_stream_set_init(&s->conns, loop, 1000, &cb, s);
     return 0;
 }
 
 void bf_http_close(bf_http_server *s)
 {
     uv_close((uv_handle_t *)&s->listener, NULL);
-    uv_close((uv_handle_t *)&s->timer, NULL);
-    while (s->conns)
-        close_conn(s->conns);
+    bf_stream_set_stop(&s->conns, NULL);
+    bf_stream_set_close_all(&s->conns);
 }

@@ -53,6 +53,7 @@
 #include <uv.h>
 
 #include "bf_error.h"
+#include "stream_conn.h"
 
 #define BF_HTTP_MAX_HEAD ((size_t)16 << 10)  /* request line + headers */
 #define BF_HTTP_MAX_HEADERS 64
@@ -125,6 +126,9 @@ typedef void (*bf_http_handler)(void *ctx, const bf_http_request *req,
 typedef int (*bf_http_send)(void *io, char *bytes, size_t len);
 
 typedef struct bf_http_session {
+    /* read-only */
+    int let_in;                  /* a request was let in on this connection */
+    /* private */
     http_parser parser;
     bf_http_handler handler;
     void *ctx;
@@ -139,7 +143,6 @@ typedef struct bf_http_session {
     int in_request;              /* between a request's first byte and end */
     int held;                    /* the last answer left the peer over its
                                     budget: parsing stopped after it */
-    int let_in;                  /* a request was let in on this connection */
     int closing;
     /* The request being read: the URL, then each header name and value,
      * NUL-terminated, in the arena; offsets into it. */
@@ -174,16 +177,17 @@ int bf_http_session_busy(const bf_http_session *s);
 typedef struct bf_http_conn bf_http_conn;
 
 typedef struct bf_http_server {
-    uv_loop_t *loop;
-    uv_tcp_t listener;
-    uv_timer_t timer;            /* closes connections past their deadline */
-    bf_http_handler handler;
-    void *ctx;
-    bf_http_conn *conns;         /* newest first */
-    int n_conns;
+    /* read-only */
+    int port;                    /* the bound port */
     int n_strangers;             /* connections none of whose requests was
                                     let in yet */
-    int port;                    /* the bound port */
+    /* private */
+    uv_tcp_t listener;
+    bf_http_handler handler;
+    void *ctx;
+    /* Every connection (bf_http_conn, newest first) and the timer that
+     * ends them past their deadline, lingers and cuts slow readers. */
+    bf_stream_set conns;
 } bf_http_server;
 
 /* Listens on HOST:PORT (numeric IPv4 or IPv6; port 0: any free one, then

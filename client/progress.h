@@ -20,6 +20,7 @@
 #define BF_PROGRESS_MIN_WINDOW_MS 2000
 
 typedef struct bf_progress_seen {
+    /* private (progress.c) */
     int64_t job_id, attempt_id;
     double step;            /* the step when first seen in this attempt */
     int64_t ms;             /* and when */
@@ -27,6 +28,7 @@ typedef struct bf_progress_seen {
 
 /* What one observer has seen; one per sweep followed. */
 typedef struct bf_progress {
+    /* private */
     bf_progress_seen *seen;
     int n, cap;
 } bf_progress;

@@ -12,8 +12,11 @@
 #include "wire.h"
 
 typedef struct bf_rpc {
+    /* public: a test may make one of an accepted socket (fd, then
+     * bf_frame_reader_init of rd) */
     int fd;                 /* -1 when closed */
     bf_frame_reader rd;
+    /* private */
     int64_t next_id;        /* ids for bf_rpc_request */
 } bf_rpc;
 

@@ -14,8 +14,10 @@
 #include "format.h"
 
 typedef struct bf_client {
+    /* public */
     const char *server;      /* HOST:PORT (option, env, or default) */
     const char *token_file;
+    /* private */
     bf_rpc conn;       /* opened by the first request */
     int connected;
 } bf_client;

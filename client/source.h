@@ -14,6 +14,7 @@
 #include "session.h"
 
 typedef struct bf_source {
+    /* private */
     bf_client *cl;      /* used when db is NULL */
     sqlite3 *db;        /* --db FILE */
     const char *db_path;

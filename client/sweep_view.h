@@ -17,6 +17,8 @@
 #define BF_SWEEP_MAX_FIELDS 32
 
 typedef struct bf_sweep_view {
+    /* read-only: made by bf_sweep_view_load, or by client/dash_sweep.c
+     * from its aggregates (which fills the private part too) */
     int64_t sweep_id;
     json_t *sweep;          /* the sweeps row (name, filename, source, ...) */
     bf_row_store jobs;      /* job_results rows, by job_id (read-only) */
@@ -31,6 +33,7 @@ typedef struct bf_sweep_view {
     int n_groups;
     json_t *groups;         /* per group: {field: value} over `by` */
     int *job_group;         /* per row of jobs: its group */
+    /* private */
     int *group_row;         /* per group: the row of its first job */
     json_t *zips;           /* the sweep file's labelled zips
                                (zip_labels.h): groups are named by them */

@@ -29,7 +29,8 @@ void bf_alloc_init(void);
 
 #ifdef BF_ALLOC_INJECT
 /* Allocation-failure injection, in test builds only (bifocald-allocfail,
- * tests/server/test_alloc_failures.c).  From bf_alloc_inject_arm on,
+ * tests/server/test_alloc_failures.c; the link's,
+ * tests/worker/test_link_alloc_failures.c).  From bf_alloc_inject_arm on,
  * allocations are counted (atomically: pool threads allocate too), and the
  * N-th one fails, N from the environment variable BF_ALLOC_FAIL_AT (unset
  * or 0: none); with BF_ALLOC_FAIL_REPEAT=1, every one from the N-th on

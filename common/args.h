@@ -38,7 +38,7 @@ typedef struct bf_option {
 #define BF_OPT_END { NULL, NULL, BF_OPT_STRING, NULL, 0, 0 }
 
 typedef struct bf_args {
-    /* Filled by the caller. */
+    /* public: filled by the caller */
     const char *prog;          /* starts every message: "bifocal status" */
     const bf_option *options;  /* ended by BF_OPT_END; NULL: none */
     const char **positional;   /* receives the positional arguments */
@@ -47,7 +47,7 @@ typedef struct bf_args {
                                   name) ends parsing; it and what follows
                                   are left to the caller from argv[rest] */
     int quiet;                 /* print nothing (e.g. MPI ranks but one) */
-    /* Set by bf_args_parse. */
+    /* read-only: set by bf_args_parse */
     int n_positional;
     int rest;                  /* argv index where parsing stopped */
 } bf_args;

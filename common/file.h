@@ -21,6 +21,7 @@ char *bf_read_file(const char *path, size_t *len, bf_error *err);
  * rename is durable only once the directory entry is on disk.  A crash
  * leaves either the old file or the new one, never a mix. */
 typedef struct bf_atomic_file {
+    /* private */
     FILE *fp;
     char path[1024];
     char tmp_path[1040];

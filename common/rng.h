@@ -46,6 +46,7 @@ static inline uint64_t bf_rng_key(uint64_t key, uint64_t counter)
 }
 
 typedef struct bf_rng {
+    /* private */
     uint64_t s[4];
 } bf_rng;
 

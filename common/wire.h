@@ -35,12 +35,14 @@
 
 /* Accumulates bytes and yields complete lines.  Owns its buffer. */
 typedef struct bf_frame_reader {
+    /* public */
+    size_t max_frame;   /* the owner may raise it between feeds */
+    /* private */
     char *buf;
     size_t start;   /* offset of the first byte not yet returned */
     size_t scan;    /* buf[start..scan) is known to hold no '\n' */
     size_t len;     /* end of the bytes held: buf[start..len) */
     size_t cap;
-    size_t max_frame;
 } bf_frame_reader;
 
 void bf_frame_reader_init(bf_frame_reader *r, size_t max_frame);

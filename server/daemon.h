@@ -32,6 +32,7 @@ typedef struct bf_daemon_options {
 } bf_daemon_options;
 
 typedef struct bf_daemon {
+    /* private */
     uv_loop_t *loop;
     bf_store *store;
     bf_net net;

@@ -14,12 +14,14 @@
 struct bf_conn;
 
 typedef struct bf_held_attempt {
+    /* read-only */
     int64_t attempt_id;
     struct bf_conn *holder;
     int64_t renewed_ms;     /* the last lease renewal through the holder */
 } bf_held_attempt;
 
 typedef struct bf_holders {
+    /* private */
     bf_held_attempt *v;
     int n, cap;
 } bf_holders;               /* zero-initialized is empty */

@@ -10,7 +10,7 @@
 #include "alloc.h"
 #include "clock.h"
 #include "log.h"
-#include "stream.h"
+#include "stream_conn.h"
 
 /* How long a connection closed for an error keeps reading (and dropping)
  * what its peer still sends, so that the peer reads our last message. */
@@ -20,9 +20,9 @@
  * newer links: all strangers, and its address's. */
 enum { STRANGERS_ALL, STRANGERS_OF_ADDR };
 
-static void on_closed(uv_handle_t *h)
+static void on_closed(bf_stream_conn *s)
 {
-    bf_conn *c = (bf_conn *)h;
+    bf_conn *c = (bf_conn *)s;
     bf_frame_reader_free(&c->rd);
     json_decref(c->held_answer);
     free(c);
@@ -59,7 +59,7 @@ static void become_stranger(bf_net *n, bf_conn *c, bf_peer *e)
 {
     c->stranger = 1;
     c->stranger_of = e;
-    c->accepted_ms = bf_monotonic_ms();
+    c->s.deadline_ms = bf_monotonic_ms() + n->limits.hello_timeout_ms;
     queue_push(&n->strangers, c, STRANGERS_ALL);
     if (e)
         queue_push(&e->strangers, c, STRANGERS_OF_ADDR);
@@ -71,6 +71,7 @@ static void leave_strangers(bf_conn *c)
     if (!c->stranger)
         return;
     c->stranger = 0;
+    c->s.deadline_ms = 0;
     queue_remove(&c->net->strangers, c, STRANGERS_ALL);
     if (c->stranger_of)
         queue_remove(&c->stranger_of->strangers, c, STRANGERS_OF_ADDR);
@@ -91,28 +92,24 @@ static void report_dropped(bf_conn *c)
 /* Closes now; pending writes are dropped. */
 static void close_now(bf_conn *c)
 {
-    if (uv_is_closing((uv_handle_t *)&c->tcp))
-        return;
+    bf_stream_conn_close(&c->s);
+}
+
+/* c is closing (off the connection list): the protocol hears of it last. */
+static void on_closing(bf_stream_conn *s)
+{
+    bf_conn *c = (bf_conn *)s;
     c->closing = 1;
-    bf_net *n = c->net;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        n->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    c->prev = c->next = NULL;
     /* An admitted connection always says it closed; a stranger within its
      * address's budget (decided before it leaves the strangers). */
     int say_closed = bf_log_enabled(BF_LOG_INFO)
                      && (!c->stranger_of || bf_conn_log_ok(c));
     leave_strangers(c);
-    n->cb.on_close(c);
+    c->net->cb.on_close(c);
     report_dropped(c);
     if (say_closed)
         bf_log_info("conn %llu %s closed", (unsigned long long)c->serial,
                     c->peer);
-    uv_close((uv_handle_t *)&c->tcp, on_closed);
 }
 
 /* Whether b allows one more line now (taking it); counts it dropped if
@@ -157,18 +154,19 @@ static void deliver_frames(bf_conn *c);
 static void read_on(bf_conn *c)
 {
     deliver_frames(c);
-    if (!c->closing && !c->paused && !c->held)
-        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    if (!c->closing && !c->paused && !c->s.held)
+        uv_read_start((uv_stream_t *)&c->s.tcp, on_alloc, on_read);
 }
 
-/* Cuts c: its replies have stayed over the budget too long (stream.h). */
-static void cut_slow_reader(bf_conn *c)
+/* Says why c is cut: its replies stayed over the budget too long
+ * (stream.h); the caller closes it. */
+static void say_cut(bf_stream_conn *s)
 {
+    bf_conn *c = (bf_conn *)s;
     bf_log_warn("conn %llu %s: not reading its replies (%zu bytes queued "
                 "for %d s), closing", (unsigned long long)c->serial, c->peer,
-                bf_stream_queued((uv_stream_t *)&c->tcp),
+                bf_stream_queued((uv_stream_t *)&s->tcp),
                 BF_STREAM_OVER_BUDGET_MS / 1000);
-    close_now(c);
 }
 
 /* The slow-reader policy (stream.h), after c's queued output changed: a
@@ -178,22 +176,19 @@ static void judge_reader(bf_conn *c)
 {
     if (c->closing)
         return;
-    switch (bf_stream_judge(&c->budget, bf_stream_queued((uv_stream_t *)&c->tcp),
-                            c->held, bf_monotonic_ms())) {
+    int was_held = c->s.held;
+    switch (bf_stream_conn_judge(&c->s)) {
     case BF_STREAM_READ:
-        if (c->held) {
-            c->held = 0;
+        if (was_held)
             read_on(c);
-        }
         break;
     case BF_STREAM_HOLD:
-        if (!c->held) {
-            c->held = 1;
-            uv_read_stop((uv_stream_t *)&c->tcp);
-        }
+        if (!was_held)
+            uv_read_stop((uv_stream_t *)&c->s.tcp);
         break;
     case BF_STREAM_CUT:
-        cut_slow_reader(c);
+        say_cut(&c->s);
+        close_now(c);
         break;
     }
 }
@@ -227,51 +222,23 @@ void bf_conn_send_frame(bf_conn *c, char *frame, size_t len)
         free(frame);
         return;
     }
-    if (bf_stream_write((uv_stream_t *)&c->tcp, frame, len, on_written) < 0) {
+    if (bf_stream_write((uv_stream_t *)&c->s.tcp, frame, len, on_written) < 0) {
         close_now(c);
         return;
     }
     /* Only ever to hold it here: reading on would hand it frames from
      * inside this send; on_written and the tick do the rest. */
-    if (!c->held)
+    if (!c->s.held)
         judge_reader(c);
 }
 
-static void on_shutdown(uv_stream_t *s, int status)
-{
-    bf_conn *c = (bf_conn *)s;
-    if (!c->linger || status < 0) {
-        close_now(c);
-        return;
-    }
-    /* Our side is shut: read and drop until the peer closes too (or the
-     * tick ends it), since closing with its bytes unread would reset the
-     * connection and could destroy our last message before it is read. */
-    c->linger_until_ms = bf_monotonic_ms() + BF_NET_LINGER_MS;
-    if (c->paused || c->held)
-        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
-}
-
-/* Closes after the queued writes went out; with linger, bytes still
- * arriving meanwhile are read and dropped so the peer sees our last
- * message, not a reset. */
-static void close_after_writes(bf_conn *c, int linger)
-{
-    if (c->closing)
-        return;
-    c->closing = 1;
-    c->linger = linger;
-    if (bf_stream_shutdown((uv_stream_t *)&c->tcp, on_shutdown) < 0) {
-        c->closing = 0;
-        close_now(c);
-    }
-}
-
-/* Sends msg (stolen; may be NULL) as c's last message. */
+/* Sends msg (stolen; may be NULL) as c's last message, then ends c with a
+ * linger (stream_conn.h), so the peer reads it rather than a reset. */
 static void send_last(bf_conn *c, json_t *msg)
 {
     bf_conn_send(c, msg);
-    close_after_writes(c, 1);
+    c->closing = 1;
+    bf_stream_conn_end(&c->s, BF_NET_LINGER_MS);
 }
 
 /* A failed hello of c's address: how long its answer is to wait (0: not
@@ -306,6 +273,7 @@ void bf_conn_fail(bf_conn *c, json_t *msg)
     c->closing = 1;
     c->held_answer = msg;
     c->answer_at_ms = bf_monotonic_ms() + delay;
+    c->s.deadline_ms = c->answer_at_ms;
 }
 
 /* c's time in the tarpit is over: it hears its answer, then goes. */
@@ -354,7 +322,7 @@ static void deliver_frames(bf_conn *c)
     const char *line;
     size_t len;
     int got;
-    while (!c->closing && !c->paused && !c->held
+    while (!c->closing && !c->paused && !c->s.held
            && (got = bf_frame_reader_next(&c->rd, &line, &len))) {
         if (got < 0) {
             char text[96];
@@ -388,7 +356,7 @@ void bf_conn_pause(bf_conn *c)
 {
     c->paused = 1;
     if (!c->closing)
-        uv_read_stop((uv_stream_t *)&c->tcp);
+        uv_read_stop((uv_stream_t *)&c->s.tcp);
 }
 
 void bf_conn_resume(bf_conn *c)
@@ -406,7 +374,7 @@ static void describe_peer(bf_conn *c)
     char ip[48] = "?";
     int port = 0;
     snprintf(c->addr, sizeof c->addr, "?");
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
+    if (uv_tcp_getpeername(&c->s.tcp, (struct sockaddr *)&ss, &len) == 0) {
         if (ss.ss_family == AF_INET6) {
             struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
             uv_ip6_name(a, ip, sizeof ip);
@@ -446,14 +414,14 @@ static void log_turned_away(bf_net *n, const char *why)
 static void read_pending(bf_conn *c)
 {
     uv_os_fd_t fd;
-    if (c->closing || uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0)
+    if (c->closing || uv_fileno((uv_handle_t *)&c->s.tcp, &fd) != 0)
         return;
     uv_buf_t buf;
-    on_alloc((uv_handle_t *)&c->tcp, 0, &buf);
+    on_alloc((uv_handle_t *)&c->s.tcp, 0, &buf);
     ssize_t got = recv(fd, buf.base, buf.len, MSG_DONTWAIT);
     if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
         return;
-    on_read((uv_stream_t *)&c->tcp,
+    on_read((uv_stream_t *)&c->s.tcp,
             got > 0 ? got : got == 0 ? UV_EOF : uv_translate_sys_error(errno),
             &buf);
 }
@@ -476,7 +444,7 @@ static void make_room_from(bf_conn *c, const char *why)
         char *frame = bf_wire_encode(m, &len);
         json_decref(m);
         uv_buf_t buf = uv_buf_init(frame, (unsigned)len);
-        uv_try_write((uv_stream_t *)&c->tcp, &buf, 1);
+        uv_try_write((uv_stream_t *)&c->s.tcp, &buf, 1);
         free(frame);
     }
     char line[400];
@@ -516,60 +484,44 @@ static void on_connection(uv_stream_t *server, int status)
     c->net = n;
     c->serial = ++n->next_serial;
     bf_frame_reader_init(&c->rd, BF_WIRE_HELLO_MAX_FRAME);
-    uv_tcp_init(n->loop, &c->tcp);
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
-        uv_close((uv_handle_t *)&c->tcp, on_closed);
+    if (bf_stream_set_accept(&n->conns, server, &c->s) < 0)
         return;
-    }
-    uv_tcp_nodelay(&c->tcp, 1);
     describe_peer(c);
     bf_peer *e = bf_peers_get(&n->peers, c->addr);
     make_room(n, e);
     become_stranger(n, c, e);
-    c->next = n->conns;
-    if (n->conns)
-        n->conns->prev = c;
-    n->conns = c;
     if (bf_log_enabled(BF_LOG_INFO) && bf_conn_log_ok(c))
         bf_log_info("conn %llu %s connected", (unsigned long long)c->serial,
                     c->peer);
     n->cb.on_connect(c);
-    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    uv_read_start((uv_stream_t *)&c->s.tcp, on_alloc, on_read);
 }
 
-/* Closes the strangers past the hello timeout (a failed hello each) and
- * the connections done lingering, answers the failed hellos whose delay is
- * over, and forgets the addresses nothing depends on. */
-static void on_tick(uv_timer_t *t)
+/* c's deadline passed: a failed hello's time in the tarpit is over, or a
+ * stranger said no hello in time (a failed hello). */
+static void on_deadline(bf_stream_conn *s, int64_t now_ms)
 {
-    bf_net *n = t->data;
-    int64_t now = bf_monotonic_ms();
-    for (bf_conn *c = n->conns, *next; c; c = next) {
-        next = c->next;
-        if (c->linger_until_ms && now >= c->linger_until_ms) {
-            close_now(c);
-            continue;
-        }
-        if (c->answer_at_ms && now >= c->answer_at_ms) {
-            answer_late(c);
-            continue;
-        }
-        if (c->held && !c->closing
-            && bf_stream_judge(&c->budget,
-                               bf_stream_queued((uv_stream_t *)&c->tcp), 1,
-                               now) == BF_STREAM_CUT) {
-            cut_slow_reader(c);
-            continue;
-        }
-        if (!c->stranger || c->closing
-            || now - c->accepted_ms < n->limits.hello_timeout_ms)
-            continue;
-        char text[64];
-        snprintf(text, sizeof text, "no hello within %d ms",
-                 n->limits.hello_timeout_ms);
-        fail_logged(c, "timeout", text);
+    (void)now_ms;
+    bf_conn *c = (bf_conn *)s;
+    s->deadline_ms = 0;
+    if (c->answer_at_ms) {
+        answer_late(c);
+        return;
     }
-    bf_peers_forget_idle(&n->peers, now);
+    if (!c->stranger || c->closing)
+        return;
+    char text[64];
+    snprintf(text, sizeof text, "no hello within %d ms",
+             c->net->limits.hello_timeout_ms);
+    fail_logged(c, "timeout", text);
+}
+
+/* After each tick's look at the connections: forgets the addresses
+ * nothing depends on. */
+static void on_tick(bf_stream_set *s, int64_t now_ms)
+{
+    bf_net *n = s->data;
+    bf_peers_forget_idle(&n->peers, now_ms);
 }
 
 int bf_net_listen(bf_net *n, uv_loop_t *loop, const char *host_port,
@@ -589,15 +541,17 @@ int bf_net_listen(bf_net *n, uv_loop_t *loop, const char *host_port,
      * late. */
     int every = limits->hello_timeout_ms / 4;
     every = every < 10 ? 10 : every > 1000 ? 1000 : every;
-    uv_timer_init(loop, &n->tick);
-    n->tick.data = n;
-    uv_timer_start(&n->tick, on_tick, (uint64_t)every, (uint64_t)every);
+    bf_stream_set_callbacks scb = {
+        .on_closing = on_closing, .on_closed = on_closed,
+        .on_deadline = on_deadline, .on_cut = say_cut, .on_tick = on_tick,
+    };
+    bf_stream_set_init(&n->conns, loop, every, &scb, n);
     return 0;
 }
 
-static void on_tick_closed(uv_handle_t *h)
+static void on_stopped(bf_stream_set *s)
 {
-    bf_net *n = h->data;
+    bf_net *n = s->data;
     bf_peers_free(&n->peers);
 }
 
@@ -605,30 +559,32 @@ void bf_net_shutdown(bf_net *n)
 {
     if (!uv_is_closing((uv_handle_t *)&n->listener)) {
         uv_close((uv_handle_t *)&n->listener, NULL);
-        uv_close((uv_handle_t *)&n->tick, on_tick_closed);
+        bf_stream_set_stop(&n->conns, on_stopped);
     }
-    for (bf_conn *c = n->conns, *next; c; c = next) {
-        next = c->next;
-        if (c->linger_until_ms || c->answer_at_ms) {
+    for (bf_stream_conn *s = n->conns.newest, *next; s; s = next) {
+        next = s->next;
+        bf_conn *c = (bf_conn *)s;
+        if (c->answer_at_ms) {
             close_now(c);
             continue;
         }
-        uv_read_stop((uv_stream_t *)&c->tcp);
-        close_after_writes(c, 0);
+        /* No linger now: a lingering one closes at once, the others once
+         * their replies are out. */
+        c->closing = 1;
+        bf_stream_conn_end(s, 0);
     }
 }
 
 void bf_net_close_all(bf_net *n)
 {
-    while (n->conns)
-        close_now(n->conns);
+    bf_stream_set_close_all(&n->conns);
 }
 
 int bf_net_each(bf_net *n, bf_net_visit_fn fn, void *ctx)
 {
-    for (bf_conn *c = n->conns, *next; c; c = next) {
-        next = c->next;
-        int rc = fn(c, ctx);
+    for (bf_stream_conn *s = n->conns.newest, *next; s; s = next) {
+        next = s->next;
+        int rc = fn((bf_conn *)s, ctx);
         if (rc)
             return rc;
     }

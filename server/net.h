@@ -38,7 +38,7 @@
 
 #include "bf_error.h"
 #include "peers.h"
-#include "stream.h"
+#include "stream_conn.h"
 #include "wire.h"
 
 typedef struct bf_net bf_net;
@@ -74,49 +74,53 @@ typedef struct bf_net_limits {
 #define BF_CONN_LOG_PER_S 10
 
 struct bf_conn {
-    uv_tcp_t tcp;          /* first: handles are cast back to bf_conn */
+    /* private */
+    bf_stream_conn s;      /* first: handles cast back to bf_conn; the
+                              socket, its deadline, linger and standing as
+                              a reader (stream_conn.h) */
+    /* public */
+    void *data;            /* the user's state for this connection */
+    /* read-only */
     bf_net *net;
-    bf_conn *prev, *next;
     uint64_t serial;       /* for log lines */
     char peer[64];         /* "IP:PORT" */
     char addr[48];         /* the source address as peers.h keys it */
     /* Frames over rd.max_frame close the connection.  It starts at
      * BF_WIRE_HELLO_MAX_FRAME; bf_conn_admit raises it. */
     bf_frame_reader rd;
+    int stranger;          /* not admitted yet */
+    int closing;           /* no more frames in or messages out: ending,
+                              closed, or in the tarpit */
+    int paused;            /* frames are held back (bf_conn_pause) */
+    /* private */
     bf_peer *stranger_of;  /* its address while a stranger (NULL: admitted,
                               or its address is untracked) */
-    int stranger;          /* not admitted yet */
     /* Its links in the strangers' queues, [0] all of them and [1] its
      * address's (STRANGERS_ALL, STRANGERS_OF_ADDR in net.c). */
     bf_conn *older[2], *newer[2];
     json_t *held_answer;   /* a failed hello's answer, owned; sent at */
-    int64_t answer_at_ms;  /* this monotonic time (a tarpit) */
-    int64_t accepted_ms;   /* monotonic */
-    int closing;           /* no more reads or writes */
-    int linger;            /* after an error: read and drop until EOF */
-    int64_t linger_until_ms;  /* monotonic; set once shut down */
-    int paused;            /* frames are held back (bf_conn_pause) */
-    int held;              /* not read: its replies are over their budget
-                              (the slow-reader policy of stream.h) */
-    bf_stream_budget budget;
+    int64_t answer_at_ms;  /* this monotonic time (a tarpit; 0: none) */
     bf_log_budget log;     /* its own, once admitted (peers.h) */
-    void *data;            /* the user's state for this connection */
 };
 
 struct bf_net {
+    /* public */
+    void *data;            /* the user's */
+    /* read-only */
+    int port;              /* the bound port */
+    /* private */
     uv_loop_t *loop;
     uv_tcp_t listener;
-    uv_timer_t tick;       /* hello timeouts, forgetting idle peers */
     bf_net_callbacks cb;
-    void *data;            /* the user's */
     bf_net_limits limits;
     bf_peers peers;
-    bf_conn *conns;        /* private: every open connection (bf_net_each) */
+    /* Every open connection (bf_net_each), and the timer that ends
+     * lingers, cuts slow readers and times hellos out. */
+    bf_stream_set conns;
     bf_conn_queue strangers;    /* every stranger, oldest first */
     int64_t turned_away_logged_ms;  /* the last log line about one */
     long turned_away_unlogged;
     uint64_t next_serial;
-    int port;              /* the bound port */
 };
 
 /* Listens on HOST:PORT (numeric; port 0 = any free one, then n->port says

@@ -35,6 +35,7 @@ struct bf_conn;
 /* A log budget, which net.c spends (net.h, Logs): lines over it are
  * counted until they can be reported.  Zeroed: full, never spent. */
 typedef struct bf_log_budget {
+    /* read-only (net.c reports the dropped count, peers.c spends it) */
     double tokens;
     int64_t refill_ms;         /* monotonic; 0: never spent */
     long dropped;              /* lines over it not yet reported */
@@ -42,23 +43,28 @@ typedef struct bf_log_budget {
 
 /* Strangers oldest first, linked through the connections (net.c). */
 typedef struct bf_conn_queue {
+    /* public: net.c links its strangers in */
     struct bf_conn *oldest, *newest;
     int n;
 } bf_conn_queue;
 
 typedef struct bf_peer {
-    char addr[48];             /* IPv4 address or IPv6 /64 prefix */
+    /* public */
     bf_conn_queue strangers;   /* its connections not yet past hello */
+    bf_log_budget log;         /* its strangers' log lines share this
+                                  budget: a flood of connections from one
+                                  address logs no more than one would */
+    /* read-only */
+    char addr[48];             /* IPv4 address or IPv6 /64 prefix */
     int failures;              /* failed hellos since it was last forgiven */
     int64_t last_failure_ms;
     int64_t delay_ms;          /* how late its failed hellos are answered */
-    /* Its strangers' log lines share this budget: a flood of connections
-     * from one address logs no more than one connection would. */
-    bf_log_budget log;
+    /* private */
     struct bf_peer *next;      /* hash chain */
 } bf_peer;
 
 typedef struct bf_peers {
+    /* private */
     bf_peer **buckets;
     size_t n_buckets, n;
     int free_failures;         /* failed hellos answered at once; 0: all */

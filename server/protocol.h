@@ -20,15 +20,18 @@
 #define BF_PROTOCOL_MAX_ERRORS 100
 
 typedef struct bf_protocol {
-    bf_net *net;                /* the connections served */
-    bf_store *store;
-    char token[BF_TOKEN_HEX_LEN + 1];   /* every hello must present it */
-    int64_t lease_ms;
-    size_t max_frame;           /* after a good hello: BF_WIRE_MAX_FRAME */
+    /* public */
     /* A connection is closed after this many protocol errors in a row
      * (bad JSON, unknown types, bad fields); 0: never.  Default
      * BF_PROTOCOL_MAX_ERRORS. */
     int max_protocol_errors;
+    size_t max_frame;           /* after a good hello: BF_WIRE_MAX_FRAME */
+    /* read-only */
+    bf_net *net;                /* the connections served */
+    bf_store *store;
+    char token[BF_TOKEN_HEX_LEN + 1];   /* every hello must present it */
+    int64_t lease_ms;
+    /* private */
     bf_holders holders;         /* which connection holds each attempt */
     bf_queries queries;         /* client queries, off the loop */
     bf_submits submits;         /* sweeps being expanded and stored */

@@ -52,7 +52,9 @@ typedef void (*bf_query_done_fn)(void *ctx, const json_t *id, char *frame,
                                  const bf_error *err);
 
 struct bf_query {
-    uv_work_t work;
+    /* private */
+    uv_work_t work;        /* first: the pool's callbacks cast it back */
+    /* public: the request, filled by the caller */
     bf_query_kind kind;
     json_t *id;            /* the request's id (a reference), or NULL */
     int64_t sweep_id, after;   /* after: jobs' */
@@ -60,12 +62,12 @@ struct bf_query {
     char *status, *view;   /* owned; NULL when absent */
     json_t *cursor;        /* results and rows: their `after` (a reference),
                               or NULL for the first page */
-    /* filled on the pool thread */
+    /* read-only: filled on the pool thread, for the done callback */
     char *frame;
     size_t len;
     const char *code;
     bf_error err;
-    /* the loop's */
+    /* private: the loop's */
     struct bf_queries *queries;
     bf_query_done_fn done;
     void *ctx;
@@ -74,6 +76,7 @@ struct bf_query {
 /* The pool's read-only connections, opened as needed (at most one per
  * pool thread) and kept. */
 typedef struct bf_queries {
+    /* private */
     uv_loop_t *loop;
     char *db_path;
     uv_mutex_t lock;       /* guards idle */

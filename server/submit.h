@@ -38,6 +38,7 @@ typedef void (*bf_submit_done_fn)(void *ctx, int rc, int64_t sweep_id,
 typedef struct bf_submission bf_submission;
 
 typedef struct bf_submits {
+    /* private */
     uv_loop_t *loop;
     bf_store *store;
     bf_submission *head, *tail;   /* head is being stored, the rest wait */

@@ -9,7 +9,7 @@
 #include "alloc.h"
 #include "clock.h"
 #include "log.h"
-#include "stream.h"
+#include "stream_conn.h"
 #include "wire.h"
 
 #define DEFAULT_BATCH_MS 200
@@ -46,7 +46,7 @@ typedef enum { REQ_IDLE, REQ_WANTED, REQ_SENT, REQ_ANSWERED } req_state;
 
 /* One TCP connection; freed once libuv has closed it. */
 typedef struct conn {
-    uv_tcp_t tcp;        /* first: a uv_stream_t* is a conn* */
+    bf_stream_conn s;    /* first: a uv_stream_t* is a conn*; in no set */
     uv_connect_t connect_req;
     bf_frame_reader rd;
     bf_link *l;
@@ -233,7 +233,7 @@ static int send_msg(bf_link *l, const json_t *msg)
         bf_log_error("link: cannot encode a '%s' message", bf_wire_type(msg));
         return 0;
     }
-    int rc = bf_stream_write((uv_stream_t *)&l->conn->tcp, frame, len,
+    int rc = bf_stream_write((uv_stream_t *)&l->conn->s.tcp, frame, len,
                              on_written);
     if (rc < 0) {
         drop_conn(l, uv_strerror(rc));
@@ -466,9 +466,9 @@ static void handle_frame(bf_link *l, const json_t *msg)
 
 /* ---- the connection (network thread) -------------------------------------- */
 
-static void on_conn_closed(uv_handle_t *h)
+static void on_conn_closed(bf_stream_conn *sc)
 {
-    conn *c = (conn *)h;
+    conn *c = (conn *)sc;
     bf_frame_reader_free(&c->rd);
     free(c);
 }
@@ -483,7 +483,7 @@ static void drop_conn(bf_link *l, const char *why)
                     l->server, why);
     else if (!l->fatal[0])      /* a refused hello is said as an error */
         say_unreachable(l, why);
-    uv_close((uv_handle_t *)&l->conn->tcp, on_conn_closed);
+    bf_stream_conn_close(&l->conn->s);
     l->conn = NULL;
     l->online = 0;
     for (entry *e = l->head; e; e = e->next)
@@ -491,13 +491,6 @@ static void drop_conn(bf_link *l, const char *why)
     if (l->req == REQ_SENT)
         l->req = REQ_WANTED;
     schedule_reconnect(l);
-}
-
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-    (void)h;
-    buf->base = bf_xmalloc(suggested);
-    buf->len = suggested;
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -553,8 +546,9 @@ static void on_connected(uv_connect_t *req, int status)
         if (status < 0) {
             drop_conn(l, uv_strerror(status));
         } else {
-            uv_tcp_keepalive(&c->tcp, 1, KEEPALIVE_DELAY_S);
-            uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+            uv_tcp_keepalive(&c->s.tcp, 1, KEEPALIVE_DELAY_S);
+            uv_read_start((uv_stream_t *)&c->s.tcp, bf_stream_alloc_owned,
+                          on_read);
             send_hello(l);
         }
     }
@@ -581,10 +575,9 @@ static void on_resolved(uv_getaddrinfo_t *req, int status,
         c->l = l;
         c->connect_req.data = c;
         bf_frame_reader_init(&c->rd, 0);
-        uv_tcp_init(&l->loop, &c->tcp);
-        uv_tcp_nodelay(&c->tcp, 1);
+        bf_stream_conn_init(&c->s, &l->loop, on_conn_closed);
         l->conn = c;
-        int rc = uv_tcp_connect(&c->connect_req, &c->tcp, res->ai_addr,
+        int rc = uv_tcp_connect(&c->connect_req, &c->s.tcp, res->ai_addr,
                                 on_connected);
         if (rc < 0)
             drop_conn(l, uv_strerror(rc));
@@ -652,7 +645,7 @@ static void close_handles(bf_link *l)
     if (l->resolving)
         uv_cancel((uv_req_t *)l->resolving);
     if (l->conn) {
-        uv_close((uv_handle_t *)&l->conn->tcp, on_conn_closed);
+        bf_stream_conn_close(&l->conn->s);
         l->conn = NULL;
     }
     uv_close((uv_handle_t *)&l->batch_timer, NULL);

@@ -118,13 +118,14 @@ typedef struct bf_job_row {
 void bf_job_row_from(bf_job_row *row, const bf_sweep_job *job);
 
 typedef struct bf_stage {
-    /* Set by the caller, constant while staging; all borrowed. */
+    /* public: set by the caller, constant while staging; all borrowed */
     const bf_sweep *sweep;
     const char *filename, *text;
     size_t len;
     int64_t now_ms;
-    /* Kept by bf_store_stage_jobs: 0 until the first chunk made the row;
-     * the ids of the jobs stored, by index (bf_stage_clear frees them). */
+    /* read-only: kept by bf_store_stage_jobs: 0 until the first chunk made
+     * the row; the ids of the jobs stored, by index (bf_stage_clear frees
+     * them). */
     int64_t sweep_id;
     size_t n_stored;
     int64_t *job_ids;

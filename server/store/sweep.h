@@ -86,6 +86,7 @@ typedef struct bf_sweep_prune {
 
 /* A parsed sweep.  Everything is owned by the struct (bf_sweep_free). */
 typedef struct bf_sweep {
+    /* read-only: set by bf_sweep_parse and bf_sweep_expand */
     char *file;          /* name used in messages */
     char *dir;           /* folder of relative init_from paths, or NULL */
     char *name;
@@ -100,7 +101,7 @@ typedef struct bf_sweep {
      * rope variant, bifocal/prope fractions that degenerate, jobs that
      * train the same model.  Owned by the struct. */
     json_t *warnings;
-    /* private to sweep*.c */
+    /* private: sweep*.c's */
     json_t *doc, *lines;
     bf_sweep_stage *stages;
     size_t n_stages;

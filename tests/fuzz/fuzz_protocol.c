@@ -29,6 +29,7 @@
 #define REFRESH 2000
 
 static bf_net net;
+static bf_conn *open_conn;   /* the input's connection while it is open */
 static bf_protocol proto;
 static bf_store *store;
 static char dir[64], db[128];
@@ -95,10 +96,11 @@ void bf_conn_resume(bf_conn *c)
     c->paused = 0;
 }
 
-/* The one connection the harness sets in net.conns (fn may close it). */
+/* The one connection of the input, while open (fn may close it). */
 int bf_net_each(bf_net *n, bf_net_visit_fn fn, void *ctx)
 {
-    return n->conns ? fn(n->conns, ctx) : 0;
+    (void)n;
+    return open_conn ? fn(open_conn, ctx) : 0;
 }
 
 /* ---- the database ------------------------------------------------------------ */
@@ -213,7 +215,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     c.net = &net;
     snprintf(c.peer, sizeof c.peer, "127.0.0.1:9");
     bf_frame_reader_init(&c.rd, BF_WIRE_HELLO_MAX_FRAME);
-    net.conns = &c;
+    open_conn = &c;
     net.cb.on_connect(&c);
     say_hello(&c, data[0]);
     const char *p = (const char *)data + 1, *end = (const char *)data + size;
@@ -229,7 +231,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* Replies still being made off the loop finish first. */
     uv_run(uv_default_loop(), UV_RUN_DEFAULT);
     bf_protocol_flush(&proto);
-    net.conns = NULL;
+    open_conn = NULL;
     net.cb.on_close(&c);
     bf_frame_reader_free(&c.rd);
     return 0;

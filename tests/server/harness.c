@@ -339,9 +339,9 @@ int bft_hello_from(bft_daemon *d, const char *src_ip, const char *token,
     return ok;
 }
 
-int bft_log_lines_with(bft_daemon *d, const char *needle)
+int bft_file_lines_with(const char *path, const char *needle)
 {
-    FILE *f = fopen(d->log, "r");
+    FILE *f = fopen(path, "r");
     if (!f)
         return -1;
     char line[4096];
@@ -350,6 +350,26 @@ int bft_log_lines_with(bft_daemon *d, const char *needle)
         n += strstr(line, needle) != NULL;
     fclose(f);
     return n;
+}
+
+int bft_log_lines_with(bft_daemon *d, const char *needle)
+{
+    return bft_file_lines_with(d->log, needle);
+}
+
+long bft_file_number_after(const char *path, const char *prefix)
+{
+    FILE *f = fopen(path, "r");
+    char line[4096];
+    long number = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, prefix);
+        if (p)
+            number = atol(p + strlen(prefix));
+    }
+    if (f)
+        fclose(f);
+    return number;
 }
 
 int bft_refused_with(bf_rpc *c, const char *code)

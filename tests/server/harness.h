@@ -94,6 +94,12 @@ int bft_hello_from(bft_daemon *d, const char *src_ip, const char *token,
                    int wait_ms, char *code);
 /* How many lines of the daemon's log hold needle. */
 int bft_log_lines_with(bft_daemon *d, const char *needle);
+/* How many lines of the file at path hold needle; -1 when it cannot be
+ * read. */
+int bft_file_lines_with(const char *path, const char *needle);
+/* The number right after the last occurrence of prefix in the file at
+ * path ("allocations counted: " in a log), or -1 when there is none. */
+long bft_file_number_after(const char *path, const char *prefix);
 
 /* Submits a sweep as a client; returns the sweep id (> 0) or -1 with the
  * error reply in *error_out (may be NULL; caller decrefs). */

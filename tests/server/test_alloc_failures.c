@@ -155,14 +155,7 @@ static void check_database(run *r, long n)
 
 static int log_has(run *r, const char *needle)
 {
-    FILE *f = fopen(r->d.log, "r");
-    char line[4096];
-    int found = 0;
-    while (f && !found && fgets(line, sizeof line, f))
-        found = strstr(line, needle) != NULL;
-    if (f)
-        fclose(f);
-    return found;
+    return bft_log_lines_with(&r->d, needle) > 0;
 }
 
 /* One run with the n-th allocation failing (0: none), and every one after
@@ -193,15 +186,7 @@ static long run_once(long n, int repeat, int *aborted, int *sqlite_nomem)
         fail_msg("N=%ld: the daemon ended with status %d (log %s)", n,
                  status, r.d.log);
     } else {
-        FILE *f = fopen(r.d.log, "r");
-        char line[4096];
-        while (f && fgets(line, sizeof line, f)) {
-            const char *p = strstr(line, "allocations counted: ");
-            if (p)
-                counted = atol(p + strlen("allocations counted: "));
-        }
-        if (f)
-            fclose(f);
+        counted = bft_file_number_after(r.d.log, "allocations counted: ");
     }
     *sqlite_nomem = log_has(&r, "(SQLite error 7)");
     check_database(&r, n);
