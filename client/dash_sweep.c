@@ -10,6 +10,7 @@
 #include "report.h"
 #include "source.h"
 #include "sweep_view.h"
+#include "zip_labels.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -686,6 +687,8 @@ static int succeeded_view(const bf_dash_sweep *s, sqlite3 *db, bf_sweep_view *v)
     v->sweep = s->sweep;
     v->groups = s->group_fields;
     v->n_groups = s->n_groups;
+    v->zips = bf_zip_labels(json_string_value(json_object_get(s->sweep,
+                                                              "source")));
     sqlite3_stmt *st = bf_db_prepare(db,
         "SELECT job_id, stage, task, rope, depth, seed, status, train_loss"
         "  FROM results WHERE sweep_id = ?1 AND status = 'succeeded'"
@@ -713,6 +716,7 @@ static int succeeded_view(const bf_dash_sweep *s, sqlite3 *db, bf_sweep_view *v)
 /* Frees what succeeded_view made (the rest is the sweep's). */
 static void succeeded_view_clear(bf_sweep_view *v)
 {
+    json_decref(v->zips);
     bf_row_store_clear(&v->jobs);
     free(v->job_group);
     free(v->sorted_ids);

@@ -445,11 +445,16 @@ static int differs_among(const bf_sweep_view *v, const char *field,
 static void add_zip_names(const bf_sweep_view *v, int group, const int *among,
                           int n, label *l, char *covered)
 {
-    if (json_array_size(v->zips) == 0)     /* (the dashboard's view has none) */
-        return;
-    json_t *row = bf_row_store_row(&v->jobs, (size_t)v->group_row[group]);
+    /* The group's first job's config; a view made without its jobs'
+     * configs (the dashboard's) matches on the grouping values. */
+    const json_t *values = json_array_get(v->groups, (size_t)group);
+    json_t *row = v->group_row ? bf_row_store_row(&v->jobs,
+                                     (size_t)v->group_row[group]) : NULL;
     const json_t *config = json_object_get(row, "config");
-    const char *stage = json_string_value(json_object_get(row, "stage"));
+    const char *stage = json_string_value(json_object_get(row ? row : values,
+                                                         "stage"));
+    if (!config)
+        config = values;
     size_t z, f;
     json_t *zip, *field;
     json_array_foreach(v->zips, z, zip) {

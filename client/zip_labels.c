@@ -91,7 +91,8 @@ const char *bf_zip_label_of(const json_t *zip, const char *stage,
         json_t *value;
         int match = 1;
         json_object_foreach(json_object_get(entry, "values"), field, value)
-            match &= json_equal(value, json_object_get(config, field));
+            match &= !json_object_get(config, field) ||
+                     json_equal(value, json_object_get(config, field));
         if (match)
             return json_string_value(json_object_get(entry, "label"));
     }

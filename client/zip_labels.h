@@ -26,8 +26,9 @@ void bf_sweep_node_zips(const json_t *node, bf_zip_fn fn, void *ctx);
 json_t *bf_zip_labels(const char *source);
 
 /* The label of the entry of zip (one element of bf_zip_labels) that a job
- * of stage (NULL: none) and config (its canonical config) belongs to, or
- * NULL.  Borrowed from zip. */
+ * of stage (NULL: none) and config (its canonical config, or some of its
+ * fields: those it lacks are not compared) belongs to, or NULL (the first
+ * such entry).  Borrowed from zip. */
 const char *bf_zip_label_of(const json_t *zip, const char *stage,
                             const json_t *config);
 

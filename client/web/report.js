@@ -125,12 +125,9 @@ var BifocalReport = (function () {
    * the uPlot figures (data, series, ctx) for the tests.  Returns
    * {update(spec)}. */
   function heatmap(parent, spec) {
-    var box = el("figure", { class: "bf-figure", id: spec.id });
-    box.appendChild(el("figcaption", { text: spec.title }));
-    var canvas = el("canvas", { class: "bf-heatmap" });
-    box.appendChild(canvas);
-    var bar = el("div", { class: "bf-key" });
-    box.appendChild(bar);
+    var canvas = el("canvas", { class: "bf-heatmap" }), bar = el("div", { class: "bf-key" });
+    var box = el("figure", { class: "bf-figure", id: spec.id },
+                 [el("figcaption", { text: spec.title }), canvas, bar]);
     parent.appendChild(box);
     var state = {};
     state.update = function (next) {
