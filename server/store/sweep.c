@@ -65,7 +65,7 @@ static int check_keys(const bf_sweep *sw, const json_t *node, const char *ptr,
             continue;
         char names[256];
         join(allowed, n, names, sizeof names);
-        return bf_error_set(err, sw->file, sweep_line(sw, "%s/%s", ptr, key),
+        return bf_error_set(err, sw->file, sweep__line(sw, "%s/%s", ptr, key),
                             key, "unknown %s key '%s' (allowed: %s)", what,
                             key, names);
     }
@@ -81,8 +81,8 @@ static int parse_int(const bf_sweep *sw, const char *key, long long lo,
         return 0;
     if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
         char text[128];
-        sweep_value_text(v, text, sizeof text);
-        return bf_error_set(err, sw->file, sweep_line(sw, "/%s", key), key,
+        sweep__value_text(v, text, sizeof text);
+        return bf_error_set(err, sw->file, sweep__line(sw, "/%s", key), key,
                             "'%s' must be an integer in [%lld, %lld]", text, lo, hi);
     }
     *out = (int)json_integer_value(v);
@@ -93,11 +93,11 @@ static int parse_header(bf_sweep *sw, bf_error *err)
 {
     json_t *name = json_object_get(sw->doc, "name");
     if (!json_is_string(name) || json_string_length(name) == 0)
-        return bf_error_set(err, sw->file, sweep_line(sw, "/name"), "name",
+        return bf_error_set(err, sw->file, sweep__line(sw, "/name"), "name",
                             "a sweep needs a name (a non-empty string)");
     json_t *desc = json_object_get(sw->doc, "description");
     if (desc && !json_is_string(desc))
-        return bf_error_set(err, sw->file, sweep_line(sw, "/description"),
+        return bf_error_set(err, sw->file, sweep__line(sw, "/description"),
                             "description", "must be a string");
     sw->name = bf_xstrdup(json_string_value(name));
     if (parse_int(sw, "max_attempts", 1, 1000, 3, &sw->max_attempts, err) < 0)
@@ -142,10 +142,10 @@ static int check_layer(const bf_sweep *sw, const sweep_layer *layer,
                        bf_error *err)
 {
     if (!json_is_object(layer->obj))
-        return bf_error_set(err, sw->file, sweep_line(sw, "%s", layer->ptr),
+        return bf_error_set(err, sw->file, sweep__line(sw, "%s", layer->ptr),
                             "base", "must be a mapping of job-config fields");
     return resolve_path(sw, layer->obj,
-                        sweep_line(sw, "%s/init_from", layer->ptr), err);
+                        sweep__line(sw, "%s/init_from", layer->ptr), err);
 }
 
 /* st->base = defaults + every layer, each field checked on its own line. */
@@ -179,16 +179,16 @@ static int init_stage(bf_sweep *sw, size_t i, json_t *node, bf_error *err)
     snprintf(st->ptr, sizeof st->ptr, "/stages/%zu", i);
     st->node = node;
     if (!json_is_object(node))
-        return bf_error_set(err, sw->file, sweep_line(sw, "%s", st->ptr),
+        return bf_error_set(err, sw->file, sweep__line(sw, "%s", st->ptr),
                             "stages", "stages[%zu] must be a mapping (name, "
                             "base, grid, zip, exclude, seeds)", i);
     if (check_keys(sw, node, st->ptr, stage_keys, COUNT_OF(stage_keys),
                    "stage", err) < 0)
         return -1;
     const char *name = json_string_value(json_object_get(node, "name"));
-    int line = sweep_line(sw, "%s/name", st->ptr);
+    int line = sweep__line(sw, "%s/name", st->ptr);
     if (!name || !valid_stage_name(name))
-        return bf_error_set(err, sw->file, line ? line : sweep_line(sw, "%s",
+        return bf_error_set(err, sw->file, line ? line : sweep__line(sw, "%s",
                             st->ptr), "name", "stages[%zu] needs a name of "
                             "letters, digits, '_', '.' or '-'", i);
     for (size_t j = 0; j < i; j++)
@@ -222,14 +222,14 @@ static int parse_stages(bf_sweep *sw, bf_error *err)
     sw->has_stages = 1;
     for (size_t k = 0; k < COUNT_OF(per_stage_keys); k++)
         if (json_object_get(sw->doc, per_stage_keys[k]))
-            return bf_error_set(err, sw->file, sweep_line(sw, "/%s",
+            return bf_error_set(err, sw->file, sweep__line(sw, "/%s",
                                 per_stage_keys[k]), per_stage_keys[k],
                                 "a sweep with stages gives %s in each stage "
                                 "(only base applies to every stage)",
                                 per_stage_keys[k]);
     size_t n = json_array_size(stages);
     if (!json_is_array(stages) || n == 0 || n > BF_SWEEP_MAX_STAGES)
-        return bf_error_set(err, sw->file, sweep_line(sw, "/stages"),
+        return bf_error_set(err, sw->file, sweep__line(sw, "/stages"),
                             "stages", "must be a list of 1 to %d stages",
                             BF_SWEEP_MAX_STAGES);
     sw->stages = bf_xcalloc(n, sizeof *sw->stages);
@@ -252,7 +252,7 @@ static int parse_stages(bf_sweep *sw, bf_error *err)
 /* ---- axes: grid and zip ------------------------------------------------------ */
 
 /* An axis already sweeping `field` in st, for the one-axis-per-field rule. */
-static const bf_sweep_axis *axis_with(const bf_sweep_stage *st,
+static const sweep_axis *axis_with(const bf_sweep_stage *st,
                                       const char *field, size_t *f_out)
 {
     for (size_t a = 0; a < st->n_axes; a++)
@@ -268,16 +268,16 @@ static const bf_sweep_axis *axis_with(const bf_sweep_stage *st,
 /* Checks one field's list of an axis: a job field, swept once, a non-empty
  * list of n values (n = 0: any length). */
 static int check_field_list(const bf_sweep *sw, const bf_sweep_stage *st,
-                            const bf_sweep_axis *axis, const char *field,
+                            const sweep_axis *axis, const char *field,
                             const json_t *values, size_t n, bf_error *err)
 {
-    int line = sweep_line(sw, "%s/%s", axis->ptr, field);
+    int line = sweep__line(sw, "%s/%s", axis->ptr, field);
     bf_job_config defaults;
     bf_job_config_defaults(&defaults);
     json_t *job_fields = bf_job_config_to_json(&defaults);
     int known = json_object_get(job_fields, field) != NULL;
     json_decref(job_fields);
-    const bf_sweep_axis *other = axis_with(st, field, NULL);
+    const sweep_axis *other = axis_with(st, field, NULL);
     if (!known)
         return bf_error_set(err, sw->file, line, field, "%s axis '%s' is not "
                             "a job-config field", axis->where, field);
@@ -303,10 +303,10 @@ static int check_field_list(const bf_sweep *sw, const bf_sweep_stage *st,
 /* A zip's `label` list names its entries (the client's group names):
  * one non-empty string per entry, each once, without spaces or '=' so
  * that a label reads as one word beside field=value pairs. */
-static int check_zip_labels(const bf_sweep *sw, const bf_sweep_axis *axis,
+static int check_zip_labels(const bf_sweep *sw, const sweep_axis *axis,
                             const json_t *labels, bf_error *err)
 {
-    int line = sweep_line(sw, "%s/" ZIP_LABEL, axis->ptr);
+    int line = sweep__line(sw, "%s/" ZIP_LABEL, axis->ptr);
     if (axis->n_fields == 0)
         return bf_error_set(err, sw->file, line, ZIP_LABEL, "%s names its "
                             "entries but zips no job-config field",
@@ -318,7 +318,7 @@ static int check_zip_labels(const bf_sweep *sw, const bf_sweep_axis *axis,
                             axis->fields[0]);
     for (size_t v = 0; v < axis->n; v++) {
         const char *name = json_string_value(json_array_get(labels, v));
-        int at = sweep_line(sw, "%s/" ZIP_LABEL "/%zu", axis->ptr, v);
+        int at = sweep__line(sw, "%s/" ZIP_LABEL "/%zu", axis->ptr, v);
         if (!name || !name[0] || strpbrk(name, " \t=,"))
             return bf_error_set(err, sw->file, at, ZIP_LABEL, "%s.label[%zu]"
                                 " must be a non-empty name without spaces, "
@@ -337,7 +337,7 @@ static int check_zip_labels(const bf_sweep *sw, const bf_sweep_axis *axis,
  * aside), checking every value on its own so type and name errors point
  * at the value's line before any expansion.  Field names stay borrowed
  * from the mapping. */
-static int parse_axis(bf_sweep *sw, bf_sweep_stage *st, bf_sweep_axis *axis,
+static int parse_axis(bf_sweep *sw, bf_sweep_stage *st, sweep_axis *axis,
                       json_t *fields, const char *only, bf_error *err)
 {
     axis->fields = bf_xcalloc(json_object_size(fields) + 1,
@@ -360,9 +360,9 @@ static int parse_axis(bf_sweep *sw, bf_sweep_stage *st, bf_sweep_axis *axis,
         for (size_t f = 0; f < axis->n_fields; f++) {
             const char *name = axis->fields[f];
             json_t *value = json_array_get(json_object_get(fields, name), v);
-            int line = sweep_line(sw, "%s/%s/%zu", axis->ptr, name, v);
+            int line = sweep__line(sw, "%s/%s/%zu", axis->ptr, name, v);
             if (!line)  /* a sampled trial: the line of its distribution */
-                line = sweep_line(sw, "%s/%s", axis->ptr, name);
+                line = sweep__line(sw, "%s/%s", axis->ptr, name);
             axis->lines[v * axis->n_fields + f] = line;
             json_t *one = json_pack("{sO}", name, value);
             json_t *canon = resolve_path(sw, one, line, err) < 0 ? NULL
@@ -385,10 +385,10 @@ static int parse_axis(bf_sweep *sw, bf_sweep_stage *st, bf_sweep_axis *axis,
     return labels ? check_zip_labels(sw, axis, labels, err) : 0;
 }
 
-static bf_sweep_axis *new_axis(bf_sweep_stage *st, const char *where,
+static sweep_axis *new_axis(bf_sweep_stage *st, const char *where,
                                const char *ptr)
 {
-    bf_sweep_axis *axis = &st->axes[st->n_axes++];
+    sweep_axis *axis = &st->axes[st->n_axes++];
     snprintf(axis->where, sizeof axis->where, "%s", where);
     snprintf(axis->ptr, sizeof axis->ptr, "%s", ptr);
     return axis;
@@ -400,7 +400,7 @@ static int parse_grid(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
     if (!grid)
         return 0;
     if (!json_is_object(grid))
-        return bf_error_set(err, sw->file, sweep_line(sw, "%s/grid", st->ptr),
+        return bf_error_set(err, sw->file, sweep__line(sw, "%s/grid", st->ptr),
                             "grid", "must be a mapping from job-config field "
                             "to a list of values");
     char ptr[64];
@@ -409,7 +409,7 @@ static int parse_grid(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
     json_t *values;
     json_object_foreach(grid, field, values) {
         if (st->n_axes >= SWEEP_MAX_AXES)
-            return bf_error_set(err, sw->file, sweep_line(sw, "%s", ptr),
+            return bf_error_set(err, sw->file, sweep__line(sw, "%s", ptr),
                                 "grid", "more than %d axes", SWEEP_MAX_AXES);
         if (parse_axis(sw, st, new_axis(st, "grid", ptr), grid, field,
                        err) < 0)
@@ -424,7 +424,7 @@ static int parse_zip(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
     json_t *zip = json_object_get(st->node, "zip");
     if (!zip)
         return 0;
-    int line = sweep_line(sw, "%s/zip", st->ptr);
+    int line = sweep__line(sw, "%s/zip", st->ptr);
     size_t n = json_is_array(zip) ? json_array_size(zip) : 1;
     for (size_t i = 0; i < n; i++) {
         json_t *group = json_is_array(zip) ? json_array_get(zip, i) : zip;
@@ -460,7 +460,7 @@ static int stage_block(const bf_sweep *sw, const bf_sweep_stage *st,
     if (!json_is_object(*out)) {
         char names[256];
         join(keys, n, names, sizeof names);
-        return bf_error_set(err, sw->file, sweep_line(sw, "%s", ptr), key,
+        return bf_error_set(err, sw->file, sweep__line(sw, "%s", ptr), key,
                             "must be a mapping (%s)", names);
     }
     return check_keys(sw, *out, ptr, keys, n, key, err);
@@ -478,10 +478,10 @@ static int parse_search(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
         return -1;
     if (!search)
         return 0;
-    if (sweep_search_sample(sw, search, ptr, &st->search_values, err) < 0)
+    if (sweep__search_sample(sw, search, ptr, &st->search_values, err) < 0)
         return -1;
     if (st->n_axes >= SWEEP_MAX_AXES)
-        return bf_error_set(err, sw->file, sweep_line(sw, "%s", ptr),
+        return bf_error_set(err, sw->file, sweep__line(sw, "%s", ptr),
                             "search", "more than %d axes", SWEEP_MAX_AXES);
     snprintf(ptr, sizeof ptr, "%s/search/space", st->ptr);
     st->search = new_axis(st, "search", ptr);
@@ -497,7 +497,7 @@ static int parse_prune(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
     if (stage_block(sw, st, "prune", st->prune_ptr, prune_keys,
                     COUNT_OF(prune_keys), &prune, err) < 0)
         return -1;
-    return prune ? sweep_prune_parse(sw, st, prune, err) : 0;
+    return prune ? sweep__prune_parse(sw, st, prune, err) : 0;
 }
 
 static int parse_select(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
@@ -507,14 +507,14 @@ static int parse_select(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
     if (stage_block(sw, st, "select", st->select_ptr, select_keys,
                     COUNT_OF(select_keys), &select, err) < 0)
         return -1;
-    return select ? sweep_select_parse(sw, st, select, err) : 0;
+    return select ? sweep__select_parse(sw, st, select, err) : 0;
 }
 
 /* ---- exclude ---------------------------------------------------------------- */
 
 /* The values of axis field (a, f) equal to `value` get flag 1 in match (the
  * flags already 0 stay 0); returns how many are still 1. */
-static size_t mark_matches(const bf_sweep_axis *axis, size_t f,
+static size_t mark_matches(const sweep_axis *axis, size_t f,
                            const json_t *value, char *match)
 {
     const char *field = axis->fields[f];
@@ -530,14 +530,14 @@ static size_t mark_matches(const bf_sweep_axis *axis, size_t f,
 }
 
 /* "a, b, c": the values of field f of axis. */
-static void axis_values(const bf_sweep_axis *axis, size_t f, char *buf,
+static void axis_values(const sweep_axis *axis, size_t f, char *buf,
                         size_t cap)
 {
     size_t len = 0;
     buf[0] = '\0';
     for (size_t v = 0; v < axis->n && len < cap; v++) {
         char text[128];
-        sweep_value_text(json_object_get(axis->assign[v], axis->fields[f]),
+        sweep__value_text(json_object_get(axis->assign[v], axis->fields[f]),
                          text, sizeof text);
         len += (size_t)snprintf(buf + len, cap - len, "%s%s", v ? ", " : "",
                                 text);
@@ -548,9 +548,9 @@ static int parse_rule_field(const bf_sweep *sw, bf_sweep_stage *st,
                             sweep_rule *rule, size_t i, const char *field,
                             const json_t *value, bf_error *err)
 {
-    int line = sweep_line(sw, "%s/exclude/%zu/%s", st->ptr, i, field);
+    int line = sweep__line(sw, "%s/exclude/%zu/%s", st->ptr, i, field);
     size_t f;
-    const bf_sweep_axis *axis = axis_with(st, field, &f);
+    const sweep_axis *axis = axis_with(st, field, &f);
     if (axis && axis == st->search)
         return bf_error_set(err, sw->file, line, field, "exclude[%zu].%s: "
                             "'%s' is searched: its values are drawn at "
@@ -577,7 +577,7 @@ static int parse_rule_field(const bf_sweep *sw, bf_sweep_stage *st,
     if (left > 0)
         return 0;
     char text[128], values[512];
-    sweep_value_text(value, text, sizeof text);
+    sweep__value_text(value, text, sizeof text);
     axis_values(axis, f, values, sizeof values);
     return bf_error_set(err, sw->file, line, field, "exclude[%zu].%s: '%s' "
                         "%s (%s.%s: %s), so the rule leaves nothing out", i,
@@ -592,7 +592,7 @@ static int parse_excludes(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
     json_t *ex = json_object_get(st->node, "exclude");
     if (!ex)
         return 0;
-    int line = sweep_line(sw, "%s/exclude", st->ptr);
+    int line = sweep__line(sw, "%s/exclude", st->ptr);
     if (!json_is_array(ex))
         return bf_error_set(err, sw->file, line, "exclude", "must be a list "
                             "of mappings, each from grid or zip fields to "
@@ -603,7 +603,7 @@ static int parse_excludes(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
         sweep_rule *r = &st->rules[st->n_rules++];
         r->match = bf_xcalloc(st->n_axes + 1, sizeof *r->match);
         if (!json_is_object(rule) || json_object_size(rule) == 0)
-            return bf_error_set(err, sw->file, sweep_line(sw, "%s/exclude/%zu",
+            return bf_error_set(err, sw->file, sweep__line(sw, "%s/exclude/%zu",
                                 st->ptr, i), "exclude", "exclude[%zu] must be "
                                 "a non-empty mapping of grid or zip fields to "
                                 "values", i);
@@ -624,12 +624,12 @@ static int check_seed_conflict(const bf_sweep *sw, const bf_sweep_stage *st,
 {
     for (size_t i = 0; i < st->n_layers; i++)
         if (json_object_get(st->layers[i].obj, "seed"))
-            return bf_error_set(err, sw->file, sweep_line(sw, "%s/seed",
+            return bf_error_set(err, sw->file, sweep__line(sw, "%s/seed",
                                 st->layers[i].ptr), "seed", "base.seed "
                                 "conflicts with seeds; give one of them");
-    const bf_sweep_axis *axis = axis_with(st, "seed", NULL);
+    const sweep_axis *axis = axis_with(st, "seed", NULL);
     if (axis)
-        return bf_error_set(err, sw->file, sweep_line(sw, "%s/seed",
+        return bf_error_set(err, sw->file, sweep__line(sw, "%s/seed",
                             axis->ptr), "seed", "%s.seed conflicts with "
                             "seeds; give one of them", axis->where);
     return 0;
@@ -649,7 +649,7 @@ static int parse_adaptive_seeds(bf_sweep *sw, bf_sweep_stage *st,
     json_int_t bound[2];
     for (int i = 0; i < 2; i++) {
         const json_t *v = json_object_get(seeds, keys[i]);
-        int line = v ? sweep_line(sw, "%s/%s", ptr, keys[i]) : st->seeds_line;
+        int line = v ? sweep__line(sw, "%s/%s", ptr, keys[i]) : st->seeds_line;
         if (!json_is_integer(v) || json_integer_value(v) < 1 ||
             json_integer_value(v) > BF_SWEEP_MAX_SEEDS)
             return bf_error_set(err, sw->file, line, i ? "seeds.max"
@@ -658,14 +658,14 @@ static int parse_adaptive_seeds(bf_sweep *sw, bf_sweep_stage *st,
         bound[i] = json_integer_value(v);
     }
     if (bound[0] > bound[1])
-        return bf_error_set(err, sw->file, sweep_line(sw, "%s/min", ptr),
+        return bf_error_set(err, sw->file, sweep__line(sw, "%s/min", ptr),
                             "seeds.min", "seeds.min %lld is more than "
                             "seeds.max %lld", (long long)bound[0],
                             (long long)bound[1]);
     const char *until = json_string_value(json_object_get(seeds, "until"));
     if (!until || strcmp(until, "decided") != 0)
         return bf_error_set(err, sw->file, json_object_get(seeds, "until")
-                            ? sweep_line(sw, "%s/until", ptr) : st->seeds_line,
+                            ? sweep__line(sw, "%s/until", ptr) : st->seeds_line,
                             "seeds.until", "seeds.until must be 'decided' "
                             "(seeds: {min, max, until: decided} adds seeds "
                             "until each comparison is decided)");
@@ -683,7 +683,7 @@ static int parse_seeds(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
     json_t *seeds = json_object_get(st->node, "seeds");
     if (!seeds)
         return 0;
-    st->seeds_line = sweep_line(sw, "%s/seeds", st->ptr);
+    st->seeds_line = sweep__line(sw, "%s/seeds", st->ptr);
     if (check_seed_conflict(sw, st, err) < 0)
         return -1;
     if (json_is_object(seeds))
@@ -705,8 +705,8 @@ static int parse_seeds(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
             json_t *v = json_array_get(seeds, i);
             if (!json_is_integer(v) || json_integer_value(v) < 0) {
                 char text[128];
-                sweep_value_text(v, text, sizeof text);
-                return bf_error_set(err, sw->file, sweep_line(sw, "%s/seeds/%zu",
+                sweep__value_text(v, text, sizeof text);
+                return bf_error_set(err, sw->file, sweep__line(sw, "%s/seeds/%zu",
                                     st->ptr, i), "seeds", "seeds[%zu]: '%s' is "
                                     "not a non-negative integer", i, text);
             }
@@ -724,7 +724,7 @@ static int parse_seeds(bf_sweep *sw, bf_sweep_stage *st, bf_error *err)
 
 static int too_many(const bf_sweep *sw, bf_error *err)
 {
-    return bf_error_set(err, sw->file, sweep_line(sw, sw->has_stages
+    return bf_error_set(err, sw->file, sweep__line(sw, sw->has_stages
                         ? "/stages" : "/grid"), "grid", "the sweep expands to "
                         "more than %d jobs", BF_SWEEP_MAX_JOBS);
 }
@@ -745,9 +745,9 @@ static int count_jobs(const bf_sweep *sw, bf_sweep_stage *st, size_t *budget,
     st->n_combos = n;
     size_t kept = 0;
     for (size_t c = 0; c < n; c++)
-        kept += !sweep_excluded(st, c);
+        kept += !sweep__excluded(st, c);
     if (kept == 0)
-        return bf_error_set(err, sw->file, sweep_line(sw, "%s/exclude",
+        return bf_error_set(err, sw->file, sweep__line(sw, "%s/exclude",
                             st->ptr), "exclude", "exclude leaves out every "
                             "combination%s%s: no job is left", st->name ?
                             " of stage " : "", st->name ? st->name : "");
@@ -860,12 +860,12 @@ static int parse_refs(bf_sweep *sw, bf_error *err)
     for (size_t t = 0; t < sw->n_stages; t++) {
         bf_sweep_stage *st = &sw->stages[t];
         size_t f;
-        const bf_sweep_axis *axis = axis_with(st, "init_from", &f);
+        const sweep_axis *axis = axis_with(st, "init_from", &f);
         st->refs = bf_xcalloc(axis ? axis->n + 1 : 1, sizeof *st->refs);
         if (!axis) {
             sweep_combo none = {{0}, 0};
             if (check_ref(sw, t, st->base.init_from,
-                          sweep_field_line(sw, st, &none, "init_from"),
+                          sweep__field_line(sw, st, &none, "init_from"),
                           err) < 0)
                 return -1;
             continue;
@@ -888,11 +888,11 @@ static int parse_refs(bf_sweep *sw, bf_error *err)
 static int check_baseline_field(const bf_sweep *sw, const char *field,
                                 const json_t *value, bf_error *err)
 {
-    int line = sweep_line(sw, "/analysis/baseline/%s", field);
+    int line = sweep__line(sw, "/analysis/baseline/%s", field);
     char name[160], text[128], values[512] = "";
     snprintf(name, sizeof name, "analysis.baseline.%s", field);
-    sweep_value_text(value, text, sizeof text);
-    const bf_sweep_axis *axis = NULL;
+    sweep__value_text(value, text, sizeof text);
+    const sweep_axis *axis = NULL;
     for (size_t i = 0; i < sw->n_stages; i++) {
         size_t f;
         axis = axis_with(&sw->stages[i], field, &f);
@@ -929,7 +929,7 @@ static int evaluated_at(const bf_sweep *sw, int depth)
     for (size_t i = 0; i < sw->n_stages; i++) {
         const bf_sweep_stage *st = &sw->stages[i];
         size_t f;
-        const bf_sweep_axis *axis = axis_with(st, "eval_depths", &f);
+        const sweep_axis *axis = axis_with(st, "eval_depths", &f);
         if (!axis && depths_have(st->base.eval_depths,
                                  st->base.n_eval_depths, depth))
             return 1;
@@ -960,7 +960,7 @@ static int parse_analysis(bf_sweep *sw, bf_error *err)
     sw->has_analysis = 1;
     const bf_analysis *a = &sw->analysis;
     if (a->primary_eval_depth && !evaluated_at(sw, a->primary_eval_depth))
-        return bf_error_set(err, sw->file, sweep_line(sw, "/analysis/primary/"
+        return bf_error_set(err, sw->file, sweep__line(sw, "/analysis/primary/"
                             "eval_depth"), "analysis.primary.eval_depth", "no "
                             "job of the sweep evaluates at depth %d (give it "
                             "in eval_depths)", a->primary_eval_depth);
@@ -1070,7 +1070,7 @@ static void free_stage(bf_sweep_stage *st)
     for (size_t r = 0; r < st->n_refs; r++) {
         free(st->refs[r].keys);
         free(st->refs[r].values);
-        sweep_map_free(&st->refs[r].map);
+        sweep__map_free(&st->refs[r].map);
     }
     json_decref(st->search_values);
     free(st->prune);

@@ -14,7 +14,7 @@
 #include "yaml_json.h"
 
 /* ---- values ------------------------------------------------------------- */
-int sweep_line(const bf_sweep *sw, const char *fmt, ...)
+int sweep__line(const bf_sweep *sw, const char *fmt, ...)
 {
     char pointer[512];
     va_list ap;
@@ -24,7 +24,7 @@ int sweep_line(const bf_sweep *sw, const char *fmt, ...)
     return bf_yaml_line(sw->lines, pointer);
 }
 
-void sweep_value_text(const json_t *v, char *buf, size_t cap)
+void sweep__value_text(const json_t *v, char *buf, size_t cap)
 {
     if (json_is_string(v)) {
         snprintf(buf, cap, "%s", json_string_value(v));
@@ -42,7 +42,7 @@ void sweep_value_text(const json_t *v, char *buf, size_t cap)
     free(s);
 }
 
-const char *sweep_error_body(const bf_error *e)
+const char *sweep__error_body(const bf_error *e)
 {
     bf_error prefix;
     bf_error_set(&prefix, e->file, e->line, e->field, "%s", "");
@@ -50,7 +50,7 @@ const char *sweep_error_body(const bf_error *e)
     return strncmp(e->msg, prefix.msg, n) == 0 ? e->msg + n : e->msg;
 }
 
-void sweep_map_init(sweep_map *m, size_t n)
+void sweep__map_init(sweep_map *m, size_t n)
 {
     size_t cap = 16;
     while (cap < 2 * n)
@@ -61,7 +61,7 @@ void sweep_map_init(sweep_map *m, size_t n)
     m->count = bf_xcalloc(cap, sizeof *m->count);
 }
 
-void sweep_map_free(sweep_map *m)
+void sweep__map_free(sweep_map *m)
 {
     free(m->hash);
     free(m->pos1);
@@ -77,7 +77,7 @@ static size_t slot_of(const sweep_map *m, uint64_t h)
     return i;
 }
 
-size_t sweep_map_add(sweep_map *m, uint64_t h, size_t pos)
+size_t sweep__map_add(sweep_map *m, uint64_t h, size_t pos)
 {
     size_t i = slot_of(m, h);
     m->count[i]++;
@@ -88,7 +88,7 @@ size_t sweep_map_add(sweep_map *m, uint64_t h, size_t pos)
     return 0;
 }
 
-size_t sweep_map_find(const sweep_map *m, uint64_t h, size_t *count)
+size_t sweep__map_find(const sweep_map *m, uint64_t h, size_t *count)
 {
     size_t i = slot_of(m, h);
     *count = m->count[i];
@@ -97,7 +97,7 @@ size_t sweep_map_find(const sweep_map *m, uint64_t h, size_t *count)
 
 /* ---- coordinates ---------------------------------------------------------- */
 
-void sweep_decode(const bf_sweep_stage *st, size_t combo, sweep_combo *c)
+void sweep__decode(const bf_sweep_stage *st, size_t combo, sweep_combo *c)
 {
     c->seed = 0;
     for (size_t a = st->n_axes; a-- > 0;) {
@@ -106,12 +106,12 @@ void sweep_decode(const bf_sweep_stage *st, size_t combo, sweep_combo *c)
     }
 }
 
-int sweep_excluded(const bf_sweep_stage *st, size_t combo)
+int sweep__excluded(const bf_sweep_stage *st, size_t combo)
 {
     if (st->n_rules == 0)
         return 0;
     sweep_combo c;
-    sweep_decode(st, combo, &c);
+    sweep__decode(st, combo, &c);
     for (size_t r = 0; r < st->n_rules; r++) {
         int all = 1;
         for (size_t a = 0; a < st->n_axes && all; a++)
@@ -122,7 +122,7 @@ int sweep_excluded(const bf_sweep_stage *st, size_t combo)
     return 0;
 }
 
-void sweep_locate(const bf_sweep *sw, size_t index, const bf_sweep_stage **st,
+void sweep__locate(const bf_sweep *sw, size_t index, const bf_sweep_stage **st,
                   sweep_combo *c)
 {
     size_t s = 0;
@@ -132,14 +132,14 @@ void sweep_locate(const bf_sweep *sw, size_t index, const bf_sweep_stage **st,
     size_t pos = index - (*st)->first_job;
     size_t kept = pos / (*st)->n_seeds;
     for (size_t combo = 0; combo < (*st)->n_combos; combo++)
-        if (!sweep_excluded(*st, combo) && kept-- == 0) {
-            sweep_decode(*st, combo, c);
+        if (!sweep__excluded(*st, combo) && kept-- == 0) {
+            sweep__decode(*st, combo, c);
             break;
         }
     c->seed = pos % (*st)->n_seeds;
 }
 
-size_t sweep_append(char *buf, size_t n, size_t cap, const char *fmt, ...)
+size_t sweep__append(char *buf, size_t n, size_t cap, const char *fmt, ...)
 {
     if (n >= cap)
         return n;
@@ -150,35 +150,35 @@ size_t sweep_append(char *buf, size_t n, size_t cap, const char *fmt, ...)
     return k < 0 ? n : n + (size_t)k;
 }
 
-void sweep_describe(const bf_sweep *sw, const bf_sweep_stage *st,
+void sweep__describe(const bf_sweep *sw, const bf_sweep_stage *st,
                     const sweep_combo *c, char *buf, size_t cap)
 {
     (void)sw;
     size_t n = 0, start;
     buf[0] = '\0';
     if (st->name)
-        n = sweep_append(buf, n, cap, "stage %s: ", st->name);
+        n = sweep__append(buf, n, cap, "stage %s: ", st->name);
     start = n;
     for (size_t a = 0; a < st->n_axes; a++) {
-        const bf_sweep_axis *ax = &st->axes[a];
+        const sweep_axis *ax = &st->axes[a];
         for (size_t f = 0; f < ax->n_fields; f++) {
             char text[128];
-            sweep_value_text(json_object_get(ax->assign[c->pick[a]],
+            sweep__value_text(json_object_get(ax->assign[c->pick[a]],
                                              ax->fields[f]), text, sizeof text);
-            n = sweep_append(buf, n, cap, "%s%s=%s", n > start ? ", " : "",
+            n = sweep__append(buf, n, cap, "%s%s=%s", n > start ? ", " : "",
                              ax->fields[f], text);
         }
     }
     if (st->seeds)
-        n = sweep_append(buf, n, cap, "%sseed=%llu", n > start ? ", " : "",
+        n = sweep__append(buf, n, cap, "%sseed=%llu", n > start ? ", " : "",
                          (unsigned long long)st->seeds[c->seed]);
     if (n == start)
-        sweep_append(buf, n, cap, "the base config");
+        sweep__append(buf, n, cap, "the base config");
 }
 
 /* ---- building a job ------------------------------------------------------- */
 
-int sweep_build(const bf_sweep *sw, const bf_sweep_stage *st,
+int sweep__build(const bf_sweep *sw, const bf_sweep_stage *st,
                 const sweep_combo *c, size_t skip_axis, size_t skip_layer,
                 const char *skip_key, bf_job_config *cfg, bf_error *err)
 {
@@ -206,7 +206,7 @@ int sweep_build(const bf_sweep *sw, const bf_sweep_stage *st,
     return 0;
 }
 
-int sweep_field_line(const bf_sweep *sw, const bf_sweep_stage *st,
+int sweep__field_line(const bf_sweep *sw, const bf_sweep_stage *st,
                      const sweep_combo *c, const char *field)
 {
     for (size_t a = 0; a < st->n_axes; a++)
@@ -215,6 +215,6 @@ int sweep_field_line(const bf_sweep *sw, const bf_sweep_stage *st,
                 return st->axes[a].lines[c->pick[a] * st->axes[a].n_fields + f];
     for (size_t i = st->n_layers; i-- > 0;)
         if (json_object_get(st->layers[i].obj, field))
-            return sweep_line(sw, "%s/%s", st->layers[i].ptr, field);
+            return sweep__line(sw, "%s/%s", st->layers[i].ptr, field);
     return 0;
 }

@@ -24,7 +24,7 @@ static int cures(const bf_sweep *sw, const bf_sweep_stage *st,
 {
     bf_job_config cfg;
     bf_error e;
-    if (sweep_build(sw, st, c, skip_axis, skip_layer, skip_key, &cfg, &e) < 0)
+    if (sweep__build(sw, st, c, skip_axis, skip_layer, skip_key, &cfg, &e) < 0)
         return 0;
     return bf_job_config_validate(&cfg, &e) == 0 || strcmp(e.field, field) != 0;
 }
@@ -38,9 +38,9 @@ static int blame_axis(const bf_sweep *sw, const bf_sweep_stage *st,
     for (size_t a = 0; a < st->n_axes; a++) {
         if (!cures(sw, st, c, a, (size_t)-1, NULL, field))
             continue;
-        const bf_sweep_axis *ax = &st->axes[a];
+        const sweep_axis *ax = &st->axes[a];
         char text[128];
-        sweep_value_text(json_object_get(ax->assign[c->pick[a]], ax->fields[0]),
+        sweep__value_text(json_object_get(ax->assign[c->pick[a]], ax->fields[0]),
                          text, sizeof text);
         snprintf(where, cap, "; caused by %s.%s = %s", ax->where,
                  ax->fields[0], text);
@@ -61,9 +61,9 @@ static int blame_base(const bf_sweep *sw, const bf_sweep_stage *st,
             if (!cures(sw, st, c, (size_t)-1, i, key, field))
                 continue;
             char text[128];
-            sweep_value_text(v, text, sizeof text);
+            sweep__value_text(v, text, sizeof text);
             snprintf(where, cap, "; caused by base.%s = %s", key, text);
-            return sweep_line(sw, "%s/%s", st->layers[i].ptr, key);
+            return sweep__line(sw, "%s/%s", st->layers[i].ptr, key);
         }
     }
     return 0;
@@ -76,7 +76,7 @@ static int blame(const bf_sweep *sw, const bf_sweep_stage *st, size_t index,
 {
     const char *field = verr->field;
     char where[256] = "", jobdesc[512];
-    sweep_describe(sw, st, c, jobdesc, sizeof jobdesc);
+    sweep__describe(sw, st, c, jobdesc, sizeof jobdesc);
     int line = 0;
     for (size_t a = 0; a < st->n_axes && !line; a++)
         for (size_t f = 0; f < st->axes[a].n_fields; f++)
@@ -86,11 +86,11 @@ static int blame(const bf_sweep *sw, const bf_sweep_stage *st, size_t index,
         line = blame_axis(sw, st, c, field, where, sizeof where);
     for (size_t i = st->n_layers; i-- > 0 && !line;)
         if (json_object_get(st->layers[i].obj, field))
-            line = sweep_line(sw, "%s/%s", st->layers[i].ptr, field);
+            line = sweep__line(sw, "%s/%s", st->layers[i].ptr, field);
     if (!line)
         line = blame_base(sw, st, c, field, where, sizeof where);
     if (!line)
-        line = sweep_line(sw, "%s%s", st->ptr, st->n_axes ? "/grid" : "/base");
+        line = sweep__line(sw, "%s%s", st->ptr, st->n_axes ? "/grid" : "/base");
     return bf_error_set(err, sw->file, line, field, "%s (job %zu: %s%s)",
                         bf_error_body(verr), index, jobdesc, where);
 }
@@ -101,11 +101,11 @@ static int duplicate_error(const bf_sweep *sw, size_t first, size_t index,
 {
     const bf_sweep_stage *prev_st;
     sweep_combo prev;
-    sweep_locate(sw, first, &prev_st, &prev);
+    sweep__locate(sw, first, &prev_st, &prev);
     char a_desc[512], b_desc[512];
-    sweep_describe(sw, prev_st, &prev, a_desc, sizeof a_desc);
-    sweep_describe(sw, st, c, b_desc, sizeof b_desc);
-    int line = st->seeds_line ? sweep_line(sw, "%s/seeds/%zu", st->ptr,
+    sweep__describe(sw, prev_st, &prev, a_desc, sizeof a_desc);
+    sweep__describe(sw, st, c, b_desc, sizeof b_desc);
+    int line = st->seeds_line ? sweep__line(sw, "%s/seeds/%zu", st->ptr,
                                            c->seed) : 0;
     const char *field = "seeds";
     for (size_t a = 0; a < st->n_axes && prev_st == st; a++)
@@ -115,7 +115,7 @@ static int duplicate_error(const bf_sweep *sw, size_t first, size_t index,
             break;
         }
     if (prev_st != st) {
-        line = sweep_line(sw, "%s", st->ptr);
+        line = sweep__line(sw, "%s", st->ptr);
         field = "stages";
     }
     return bf_error_set(err, sw->file, line, field,
@@ -151,7 +151,7 @@ static void record_source(bf_sweep *sw, size_t from, const json_t *job)
             if (ref->from != from)
                 continue;
             if (!ref->map.hash)
-                sweep_map_init(&ref->map, sw->stages[from].n_jobs);
+                sweep__map_init(&ref->map, sw->stages[from].n_jobs);
             if (ref->n_src == ref->cap) {
                 ref->cap = ref->cap ? 2 * ref->cap : 64;
                 ref->values = bf_xrealloc(ref->values, ref->cap * ref->n_keys *
@@ -159,7 +159,7 @@ static void record_source(bf_sweep *sw, size_t from, const json_t *job)
             }
             uint64_t *vals = ref->values + ref->n_src * ref->n_keys;
             key_values(ref, job, vals);
-            sweep_map_add(&ref->map, key_hash(vals, ref->n_keys), ref->n_src++);
+            sweep__map_add(&ref->map, key_hash(vals, ref->n_keys), ref->n_src++);
         }
 }
 
@@ -173,8 +173,8 @@ static void key_text(const sweep_ref *ref, const json_t *job, const char *keep,
         if (!keep[k])
             continue;
         char text[128];
-        sweep_value_text(json_object_get(job, ref->keys[k]), text, sizeof text);
-        n = sweep_append(buf, n, cap, "%s%s=%s", n ? ", " : "", ref->keys[k],
+        sweep__value_text(json_object_get(job, ref->keys[k]), text, sizeof text);
+        n = sweep__append(buf, n, cap, "%s%s=%s", n ? ", " : "", ref->keys[k],
                          text);
     }
 }
@@ -215,7 +215,7 @@ static int many_sources(const bf_sweep *sw, const bf_sweep_stage *st,
     for (size_t j = 0; j < ref->n_src && listed < MAX_LISTED; j++)
         if (memcmp(ref->values + j * ref->n_keys, vals,
                    ref->n_keys * sizeof *vals) == 0)
-            n = sweep_append(jobs, n, sizeof jobs, "%s%zu",
+            n = sweep__append(jobs, n, sizeof jobs, "%s%zu",
                              listed++ ? ", " : "", src->first_job + j);
     n = 0;
     for (size_t a = 0; a < src->n_axes; a++)
@@ -225,7 +225,7 @@ static int many_sources(const bf_sweep *sw, const bf_sweep_stage *st,
             while (k < ref->n_keys && strcmp(ref->keys[k], field) != 0)
                 k++;
             if (k == ref->n_keys && strcmp(field, "init_from") != 0)
-                n = sweep_append(differ, n, sizeof differ, "%s%s",
+                n = sweep__append(differ, n, sizeof differ, "%s%s",
                                  n ? ", " : "", field);
         }
     return bf_error_set(err, sw->file, line, "init_from", "%s matches %zu "
@@ -249,7 +249,7 @@ static int find_source(const bf_sweep *sw, const bf_sweep_stage *st,
     uint64_t vals[ref->n_keys];
     key_values(ref, job, vals);
     size_t count, pos1 = ref->map.hash
-        ? sweep_map_find(&ref->map, key_hash(vals, ref->n_keys), &count) : 0;
+        ? sweep__map_find(&ref->map, key_hash(vals, ref->n_keys), &count) : 0;
     if (!ref->map.hash)
         count = 0;
     if (count == 1) {
@@ -257,9 +257,9 @@ static int find_source(const bf_sweep *sw, const bf_sweep_stage *st,
         return 0;
     }
     char desc[512], head[600];
-    sweep_describe(sw, st, c, desc, sizeof desc);
+    sweep__describe(sw, st, c, desc, sizeof desc);
     snprintf(head, sizeof head, "job %zu (%s)", index, desc);
-    int line = sweep_field_line(sw, st, c, "init_from");
+    int line = sweep__field_line(sw, st, c, "init_from");
     return count == 0
         ? no_source(sw, ref, job, vals, head, line, err)
         : many_sources(sw, st, ref, vals, count, head, line, err);
@@ -305,7 +305,7 @@ static int cell_of(expansion *x, const bf_sweep_stage *st,
         uint64_t h;
         if (cell_hash(x->sw, st, cfg, &h) < 0)
             return bf_error_set(err, x->sw->file, 0, NULL, "out of memory");
-        size_t known = sweep_map_add(&x->cells, h, x->n_cells);
+        size_t known = sweep__map_add(&x->cells, h, x->n_cells);
         x->combo_cell = known ? known - 1 : x->n_cells++;
     }
     *cell = x->combo_cell;
@@ -328,9 +328,9 @@ static int check_prune(const bf_sweep *sw, const bf_sweep_stage *st,
                        const bf_job_config *cfg, bf_error *err)
 {
     char desc[512], job[600];
-    sweep_describe(sw, st, c, desc, sizeof desc);
+    sweep__describe(sw, st, c, desc, sizeof desc);
     snprintf(job, sizeof job, "job %zu (%s)", index, desc);
-    return sweep_prune_check_job(sw, st, cfg, job, err);
+    return sweep__prune_check_job(sw, st, cfg, job, err);
 }
 
 static int expand_job(expansion *x, const bf_sweep_stage *st,
@@ -339,7 +339,7 @@ static int expand_job(expansion *x, const bf_sweep_stage *st,
     bf_sweep *sw = x->sw;
     bf_job_config cfg;
     bf_error verr;
-    if (sweep_build(sw, st, c, (size_t)-1, (size_t)-1, NULL, &cfg, err) < 0)
+    if (sweep__build(sw, st, c, (size_t)-1, (size_t)-1, NULL, &cfg, err) < 0)
         return -1;
     if (bf_job_config_validate(&cfg, &verr) < 0 ||
         bf_job_memory_check(&cfg, 1, (size_t)sw->memory_budget_gib << 30,
@@ -355,7 +355,7 @@ static int expand_job(expansion *x, const bf_sweep_stage *st,
     if (!json)
         return bf_error_set(err, sw->file, 0, NULL, "out of memory");
     uint64_t h = bf_fnv1a64(json, strlen(json));
-    size_t first = sweep_map_add(&x->seen, h, index);
+    size_t first = sweep__map_add(&x->seen, h, index);
     if (first) {
         free(json);
         return duplicate_error(sw, first - 1, index, st, c, err);
@@ -378,7 +378,7 @@ static int expand_job(expansion *x, const bf_sweep_stage *st,
     if (strncmp(cfg.init_from, STAGE_REF, strlen(STAGE_REF)) == 0)
         rc = find_source(sw, st, c, index, &cfg, obj, &job.source, err);
     if (rc == 0) {
-        sweep_warner_job(x->warner, st, c, index, &cfg);
+        sweep__warner_job(x->warner, st, c, index, &cfg);
         rc = x->visit(x->ctx, &job, err);
     }
     json_decref(obj);
@@ -390,10 +390,10 @@ static int expand_stage(expansion *x, const bf_sweep_stage *st, bf_error *err)
 {
     size_t index = st->first_job;
     for (size_t combo = 0; combo < st->n_combos; combo++) {
-        if (sweep_excluded(st, combo))
+        if (sweep__excluded(st, combo))
             continue;
         sweep_combo c;
-        sweep_decode(st, combo, &c);
+        sweep__decode(st, combo, &c);
         for (c.seed = 0; c.seed < st->n_seeds; c.seed++)
             if (expand_job(x, st, &c, index++, err) < 0)
                 return -1;
@@ -405,15 +405,15 @@ int bf_sweep_expand(bf_sweep *sw, bf_sweep_visit_fn visit, void *ctx,
                     bf_error *err)
 {
     expansion x = {.sw = sw, .visit = visit, .ctx = ctx};
-    sweep_map_init(&x.seen, sw->n_jobs);
-    sweep_map_init(&x.cells, sw->n_jobs);
-    x.warner = sweep_warner_new(sw);
+    sweep__map_init(&x.seen, sw->n_jobs);
+    sweep__map_init(&x.cells, sw->n_jobs);
+    x.warner = sweep__warner_new(sw);
     int rc = 0;
     for (size_t s = 0; s < sw->n_stages && rc == 0; s++)
         rc = expand_stage(&x, &sw->stages[s], err);
-    sweep_map_free(&x.seen);
-    sweep_map_free(&x.cells);
-    json_t *warnings = sweep_warner_finish(x.warner);
+    sweep__map_free(&x.seen);
+    sweep__map_free(&x.cells);
+    json_t *warnings = sweep__warner_finish(x.warner);
     json_decref(sw->warnings);
     sw->warnings = rc == 0 ? warnings : NULL;
     if (rc != 0)

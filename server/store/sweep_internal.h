@@ -28,7 +28,7 @@
 /* One axis: a grid field, or a zip group of fields varied together.
  * assign[v] is the object {field: value v, ...} handed to
  * bf_job_config_apply_json. */
-typedef struct bf_sweep_axis {
+typedef struct sweep_axis {
     char where[64];      /* "grid" or "zip", "zip[1]": for messages */
     char ptr[96];        /* JSON pointer of its mapping: "/stages/1/zip" */
     size_t n_fields;
@@ -36,7 +36,7 @@ typedef struct bf_sweep_axis {
     size_t n;            /* values */
     json_t **assign;     /* owned */
     int *lines;          /* [v * n_fields + f]: line of value v of field f */
-} bf_sweep_axis;
+} sweep_axis;
 
 /* An exclude rule: a combination is left out when, on every axis the rule
  * names, its value is one the rule matches. */
@@ -54,13 +54,13 @@ typedef struct sweep_map {
     size_t mask;
 } sweep_map;
 
-void sweep_map_init(sweep_map *m, size_t n);
-void sweep_map_free(sweep_map *m);
+void sweep__map_init(sweep_map *m, size_t n);
+void sweep__map_free(sweep_map *m);
 /* Adds one occurrence of h at pos (kept only for the first); returns the
  * first position + 1 if h was there already, else 0. */
-size_t sweep_map_add(sweep_map *m, uint64_t h, size_t pos);
+size_t sweep__map_add(sweep_map *m, uint64_t h, size_t pos);
 /* The first position + 1 of h (0: absent); *count gets how many. */
-size_t sweep_map_find(const sweep_map *m, uint64_t h, size_t *count);
+size_t sweep__map_find(const sweep_map *m, uint64_t h, size_t *count);
 
 /* A stage's init_from "stage:NAME": the source stage and its jobs indexed
  * by the fields a job and its source share. */
@@ -87,8 +87,8 @@ struct bf_sweep_stage {
     sweep_layer layers[2];
     size_t n_layers;
     bf_job_config base;  /* defaults + its layers */
-    bf_sweep_axis *axes; /* grid axes, zipped ones, then the search's */
-    bf_sweep_axis *search; /* its search axis (the last one), or NULL */
+    sweep_axis *axes; /* grid axes, zipped ones, then the search's */
+    sweep_axis *search; /* its search axis (the last one), or NULL */
     json_t *search_values; /* owned: {field: [trial values]}; the search
                               axis borrows its field names */
     bf_sweep_prune *prune; /* owned: its early-stopping rule, or NULL */
@@ -125,46 +125,46 @@ typedef struct sweep_combo {
 
 /* Appends the printf-formatted text to buf (cap bytes, n used so far, cut
  * short at cap); returns the new length, which may exceed cap - 1. */
-size_t sweep_append(char *buf, size_t n, size_t cap, const char *fmt, ...)
+size_t sweep__append(char *buf, size_t n, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* Line of the node at the printf-formatted JSON pointer. */
-int sweep_line(const bf_sweep *sw, const char *fmt, ...)
+int sweep__line(const bf_sweep *sw, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* A JSON value as the user wrote it: strings bare, the rest compact JSON. */
-void sweep_value_text(const json_t *v, char *buf, size_t cap);
+void sweep__value_text(const json_t *v, char *buf, size_t cap);
 
 /* The message of e without the "file:line: field 'x': " prefix that
  * bf_error_set put in front, so it can be re-located. */
-const char *sweep_error_body(const bf_error *e);
+const char *sweep__error_body(const bf_error *e);
 
 /* Whether combination number `combo` (over the axes, seeds aside) of st is
  * left out by an exclude rule. */
-int sweep_excluded(const bf_sweep_stage *st, size_t combo);
+int sweep__excluded(const bf_sweep_stage *st, size_t combo);
 
 /* The axis picks of combination number `combo` of st. */
-void sweep_decode(const bf_sweep_stage *st, size_t combo, sweep_combo *c);
+void sweep__decode(const bf_sweep_stage *st, size_t combo, sweep_combo *c);
 
 /* Finds job `index`: its stage and coordinates (a scan of the stage's
  * combinations: for error messages only). */
-void sweep_locate(const bf_sweep *sw, size_t index, const bf_sweep_stage **st,
+void sweep__locate(const bf_sweep *sw, size_t index, const bf_sweep_stage **st,
                   sweep_combo *c);
 
 /* "stage surgery: rope=spectral, seed=2", or "the base config". */
-void sweep_describe(const bf_sweep *sw, const bf_sweep_stage *st,
+void sweep__describe(const bf_sweep *sw, const bf_sweep_stage *st,
                     const sweep_combo *c, char *buf, size_t cap);
 
 /* cfg = defaults + st's layers + the values of c + the seed.  A skip
  * leaves one assignment out (skip_axis, or base key skip_key of layer
  * skip_layer), which lets the error path find the one responsible. */
-int sweep_build(const bf_sweep *sw, const bf_sweep_stage *st,
+int sweep__build(const bf_sweep *sw, const bf_sweep_stage *st,
                 const sweep_combo *c, size_t skip_axis, size_t skip_layer,
                 const char *skip_key, bf_job_config *cfg, bf_error *err);
 
 /* Where job c of st got field `field` from: the line of its axis value, or
  * of the last base layer that sets it (0: none sets it). */
-int sweep_field_line(const bf_sweep *sw, const bf_sweep_stage *st,
+int sweep__field_line(const bf_sweep *sw, const bf_sweep_stage *st,
                      const sweep_combo *c, const char *field);
 
 /* ---- search (sweep_search.c, sweep_sobol.c) ------------------------------ */
@@ -174,43 +174,43 @@ int sweep_field_line(const bf_sweep *sw, const bf_sweep_stage *st,
  * the order of search.space.  Checks method, trials, seed and every
  * distribution (both bounds of a range, every choice, as grid values);
  * -1 with err set (file, line, field) otherwise. */
-int sweep_search_sample(const bf_sweep *sw, const json_t *search,
+int sweep__search_sample(const bf_sweep *sw, const json_t *search,
                         const char *ptr, json_t **values, bf_error *err);
 
 /* Parses the `prune` mapping (at st->prune_ptr; keys already checked)
  * into st->prune: the method and its parameter, the metric, eval_depth,
  * the rungs.  A stage without a search has nothing to prune. */
-int sweep_prune_parse(const bf_sweep *sw, bf_sweep_stage *st,
+int sweep__prune_parse(const bf_sweep *sw, bf_sweep_stage *st,
                       const json_t *prune, bf_error *err);
 
 /* Parses the `select` mapping (at st->select_ptr; keys already checked)
  * into st->select.  A stage without a search has nothing to select. */
-int sweep_select_parse(const bf_sweep *sw, bf_sweep_stage *st,
+int sweep__select_parse(const bf_sweep *sw, bf_sweep_stage *st,
                        const json_t *select, bf_error *err);
 
 /* Checks st's prune rule and selection against a job of it (described by
  * `job`): each eval_depth among its eval_depths (the selection's at most
  * its training depth), every rung before its steps and a multiple of its
  * eval_every. */
-int sweep_prune_check_job(const bf_sweep *sw, const bf_sweep_stage *st,
+int sweep__prune_check_job(const bf_sweep *sw, const bf_sweep_stage *st,
                           const bf_job_config *cfg, const char *job,
                           bf_error *err);
 
 /* Point `index` of the unscrambled Sobol' sequence (Joe & Kuo direction
  * numbers, Gray-code order, as scipy.stats.qmc.Sobol(scramble=False)):
  * out[0 .. dims-1] in [0, 1); dims <= SWEEP_SOBOL_MAX_DIMS. */
-void sweep_sobol_point(uint32_t index, size_t dims, double *out);
+void sweep__sobol_point(uint32_t index, size_t dims, double *out);
 
 /* ---- warnings (sweep_warn.c) ---------------------------------------------- */
 
 typedef struct sweep_warner sweep_warner;
 
-sweep_warner *sweep_warner_new(const bf_sweep *sw);
+sweep_warner *sweep__warner_new(const bf_sweep *sw);
 /* Looks at job `index` (coordinates c in st, validated config cfg). */
-void sweep_warner_job(sweep_warner *w, const bf_sweep_stage *st,
+void sweep__warner_job(sweep_warner *w, const bf_sweep_stage *st,
                       const sweep_combo *c, size_t index,
                       const bf_job_config *cfg);
 /* The messages (new reference, an array of strings); frees w. */
-json_t *sweep_warner_finish(sweep_warner *w);
+json_t *sweep__warner_finish(sweep_warner *w);
 
 #endif

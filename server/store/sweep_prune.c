@@ -24,8 +24,8 @@ static const char *const metrics[] = {"eval_loss"};
 /* The line of key in the mapping at ptr, or of the mapping without it. */
 static int key_line(const bf_sweep *sw, const char *ptr, const char *key)
 {
-    int line = sweep_line(sw, "%s/%s", ptr, key);
-    return line ? line : sweep_line(sw, "%s", ptr);
+    int line = sweep__line(sw, "%s/%s", ptr, key);
+    return line ? line : sweep__line(sw, "%s", ptr);
 }
 
 static int int_in(const json_t *v, long long lo, long long hi)
@@ -48,12 +48,12 @@ static int parse_method(const bf_sweep *sw, const json_t *prune,
     const char *own = p->method == BF_PRUNE_ASHA ? "eta" : "min_trials";
     const char *other = p->method == BF_PRUNE_ASHA ? "min_trials" : "eta";
     if (json_object_get(prune, other))
-        return bf_error_set(err, sw->file, sweep_line(sw, "%s/%s", ptr,
+        return bf_error_set(err, sw->file, sweep__line(sw, "%s/%s", ptr,
                             other), other, "prune.%s has no effect with "
                             "method %s (it takes %s)", other, method, own);
     json_t *v = json_object_get(prune, own);
     if (v && !int_in(v, p->method == BF_PRUNE_ASHA ? 2 : 1, 1000))
-        return bf_error_set(err, sw->file, sweep_line(sw, "%s/%s", ptr, own),
+        return bf_error_set(err, sw->file, sweep__line(sw, "%s/%s", ptr, own),
                             own, "prune.%s must be an integer in [%d, 1000]",
                             own, p->method == BF_PRUNE_ASHA ? 2 : 1);
     p->param = v ? (int)json_integer_value(v) : 3;
@@ -95,7 +95,7 @@ static int parse_rungs(const bf_sweep *sw, const json_t *prune,
     for (size_t i = 0; i < n; i++) {
         json_t *r = json_array_get(rungs, i);
         if (!int_in(r, i ? p->rungs[i - 1] + 1 : 1, 1LL << 31))
-            return bf_error_set(err, sw->file, sweep_line(sw, "%s/rungs/%zu",
+            return bf_error_set(err, sw->file, sweep__line(sw, "%s/rungs/%zu",
                                 ptr, i), "rungs", "prune.rungs[%zu] must be a "
                                 "step above %lld (rungs rise)", i,
                                 i ? (long long)p->rungs[i - 1] : 0LL);
@@ -104,12 +104,12 @@ static int parse_rungs(const bf_sweep *sw, const json_t *prune,
     return 0;
 }
 
-int sweep_prune_parse(const bf_sweep *sw, bf_sweep_stage *st,
+int sweep__prune_parse(const bf_sweep *sw, bf_sweep_stage *st,
                       const json_t *prune, bf_error *err)
 {
     const char *ptr = st->prune_ptr;
     if (!st->search)
-        return bf_error_set(err, sw->file, sweep_line(sw, "%s", ptr),
+        return bf_error_set(err, sw->file, sweep__line(sw, "%s", ptr),
                             "prune", "prune stops the trials of a search: "
                             "this stage has no search");
     st->prune = bf_xcalloc(1, sizeof *st->prune);
@@ -120,12 +120,12 @@ int sweep_prune_parse(const bf_sweep *sw, bf_sweep_stage *st,
     return 0;
 }
 
-int sweep_select_parse(const bf_sweep *sw, bf_sweep_stage *st,
+int sweep__select_parse(const bf_sweep *sw, bf_sweep_stage *st,
                        const json_t *select, bf_error *err)
 {
     const char *ptr = st->select_ptr;
     if (!st->search)
-        return bf_error_set(err, sw->file, sweep_line(sw, "%s", ptr),
+        return bf_error_set(err, sw->file, sweep__line(sw, "%s", ptr),
                             "select", "select picks among the trials of a "
                             "search: this stage has no search");
     const char *by = json_string_value(json_object_get(select, "by"));
@@ -179,7 +179,7 @@ static int check_select(const bf_sweep *sw, const bf_sweep_stage *st,
     return 0;
 }
 
-int sweep_prune_check_job(const bf_sweep *sw, const bf_sweep_stage *st,
+int sweep__prune_check_job(const bf_sweep *sw, const bf_sweep_stage *st,
                           const bf_job_config *cfg, const char *job,
                           bf_error *err)
 {
@@ -189,12 +189,12 @@ int sweep_prune_check_job(const bf_sweep *sw, const bf_sweep_stage *st,
     if (!p)
         return 0;
     if (!evaluated(cfg, p->eval_depth))
-        return bf_error_set(err, sw->file, sweep_line(sw, "%s/eval_depth",
+        return bf_error_set(err, sw->file, sweep__line(sw, "%s/eval_depth",
                             st->prune_ptr), "eval_depth", "prune.eval_depth "
                             "%d is not among the eval_depths of %s",
                             p->eval_depth, job);
     for (size_t i = 0; i < p->n_rungs; i++) {
-        int line = sweep_line(sw, "%s/rungs/%zu", st->prune_ptr, i);
+        int line = sweep__line(sw, "%s/rungs/%zu", st->prune_ptr, i);
         if (p->rungs[i] >= cfg->steps)
             return bf_error_set(err, sw->file, line, "rungs", "prune.rungs[%zu]"
                                 " = %lld is not before the last step of %s "

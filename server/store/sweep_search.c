@@ -62,7 +62,7 @@ static int check_value(const bf_sweep *sw, const search_dim *d,
     }
     bf_error inner = *err;
     return bf_error_set(err, sw->file, d->line, d->field, "search.space.%s: "
-                        "%s: %s", d->field, what, sweep_error_body(&inner));
+                        "%s: %s", d->field, what, sweep__error_body(&inner));
 }
 
 /* {uniform: [lo, hi]} or {loguniform: [lo, hi]}: both bounds numbers,
@@ -114,7 +114,7 @@ static int parse_dim(const bf_sweep *sw, const char *space_ptr,
                      bf_error *err)
 {
     *d = (search_dim){.field = field, .integer = integer_field(field),
-                      .line = sweep_line(sw, "%s/%s", space_ptr, field)};
+                      .line = sweep__line(sw, "%s/%s", space_ptr, field)};
     const char *dist = NULL;
     if (json_is_object(spec) && json_object_size(spec) == 1)
         dist = json_object_iter_key(json_object_iter((json_t *)spec));
@@ -156,7 +156,7 @@ static void trial_point(int sobol, uint64_t seed, uint32_t t, size_t n,
                         double *u)
 {
     if (sobol) {
-        sweep_sobol_point(t, n, u);
+        sweep__sobol_point(t, n, u);
         return;
     }
     for (size_t i = 0; i < n; i++) {
@@ -174,19 +174,19 @@ static int parse_header(const bf_sweep *sw, const json_t *search,
     const char *method = json_string_value(json_object_get(search, "method"));
     if (!method || (strcmp(method, "random") != 0 &&
                     strcmp(method, "sobol") != 0))
-        return bf_error_set(err, sw->file, sweep_line(sw, "%s/method", ptr),
+        return bf_error_set(err, sw->file, sweep__line(sw, "%s/method", ptr),
                             "method", "search.method must be random or sobol");
     *sobol = strcmp(method, "sobol") == 0;
     json_t *n = json_object_get(search, "trials");
     if (!json_is_integer(n) || json_integer_value(n) < 1 ||
         json_integer_value(n) > SWEEP_SEARCH_MAX_TRIALS)
-        return bf_error_set(err, sw->file, sweep_line(sw, "%s/trials", ptr),
+        return bf_error_set(err, sw->file, sweep__line(sw, "%s/trials", ptr),
                             "trials", "search.trials must be an integer in "
                             "[1, %d]", SWEEP_SEARCH_MAX_TRIALS);
     *trials = (size_t)json_integer_value(n);
     json_t *s = json_object_get(search, "seed");
     if (s && (!json_is_integer(s) || json_integer_value(s) < 0))
-        return bf_error_set(err, sw->file, sweep_line(sw, "%s/seed", ptr),
+        return bf_error_set(err, sw->file, sweep__line(sw, "%s/seed", ptr),
                             "seed", "search.seed must be a non-negative "
                             "integer");
     *seed = s ? (uint64_t)json_integer_value(s) : 0;
@@ -208,7 +208,7 @@ static void sample(const search_dim *dims, size_t n, int sobol, uint64_t seed,
     }
 }
 
-int sweep_search_sample(const bf_sweep *sw, const json_t *search,
+int sweep__search_sample(const bf_sweep *sw, const json_t *search,
                         const char *ptr, json_t **values, bf_error *err)
 {
     *values = NULL;
@@ -222,7 +222,7 @@ int sweep_search_sample(const bf_sweep *sw, const json_t *search,
     const json_t *space = json_object_get(search, "space");
     size_t n = json_object_size(space);
     if (!json_is_object(space) || n == 0 || n > SWEEP_SEARCH_MAX_DIMS)
-        return bf_error_set(err, sw->file, sweep_line(sw, "%s", space
+        return bf_error_set(err, sw->file, sweep__line(sw, "%s", space
                             ? space_ptr : ptr), "space", "search.space must map 1 to %d "
                             "job-config fields to their distributions",
                             SWEEP_SEARCH_MAX_DIMS);

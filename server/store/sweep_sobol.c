@@ -52,7 +52,7 @@ static void directions(size_t dim, uint32_t v[SOBOL_BITS])
     }
 }
 
-void sweep_sobol_point(uint32_t index, size_t dims, double *out)
+void sweep__sobol_point(uint32_t index, size_t dims, double *out)
 {
     uint32_t gray = index ^ (index >> 1);
     for (size_t d = 0; d < dims; d++) {

@@ -46,11 +46,11 @@ struct sweep_warner {
     json_t *same;             /* the first MAX_SAME_LISTED messages */
 };
 
-sweep_warner *sweep_warner_new(const bf_sweep *sw)
+sweep_warner *sweep__warner_new(const bf_sweep *sw)
 {
     sweep_warner *w = bf_xcalloc(1, sizeof *w);
     w->sw = sw;
-    sweep_map_init(&w->effective, sw->n_jobs);
+    sweep__map_init(&w->effective, sw->n_jobs);
     w->same = json_array();
     return w;
 }
@@ -121,14 +121,14 @@ static void describe_same(sweep_warner *w, const bf_sweep_stage *st,
     sweep_combo ec;
     bf_job_config ecfg;
     bf_error e;
-    sweep_locate(sw, earlier, &est, &ec);
-    if (sweep_build(sw, est, &ec, (size_t)-1, (size_t)-1, NULL, &ecfg, &e) < 0)
+    sweep__locate(sw, earlier, &est, &ec);
+    if (sweep__build(sw, est, &ec, (size_t)-1, (size_t)-1, NULL, &ecfg, &e) < 0)
         return;   /* it expanded before, so it builds */
     char mine[512], theirs[512], fields[512], field[64];
-    sweep_describe(sw, st, c, mine, sizeof mine);
-    sweep_describe(sw, est, &ec, theirs, sizeof theirs);
+    sweep__describe(sw, st, c, mine, sizeof mine);
+    sweep__describe(sw, est, &ec, theirs, sizeof theirs);
     differing(cfg, &ecfg, fields, sizeof fields, field, sizeof field);
-    bf_error_set(&e, sw->file, sweep_field_line(sw, st, c, field), field,
+    bf_error_set(&e, sw->file, sweep__field_line(sw, st, c, field), field,
                  "job %zu (%s) trains the same model as job %zu (%s), "
                  "though they differ in %s", index, mine, earlier, theirs,
                  fields);
@@ -157,7 +157,7 @@ static int near_stage_ref(const bf_sweep *sw, const char *init_from)
     return *p == ':';
 }
 
-void sweep_warner_job(sweep_warner *w, const bf_sweep_stage *st,
+void sweep__warner_job(sweep_warner *w, const bf_sweep_stage *st,
                       const sweep_combo *c, size_t index,
                       const bf_job_config *cfg)
 {
@@ -175,7 +175,7 @@ void sweep_warner_job(sweep_warner *w, const bf_sweep_stage *st,
               index, cfg);
     bf_job_config eff;
     bf_job_config_effective(cfg, &eff);
-    size_t first = sweep_map_add(&w->effective, bf_fnv1a64(&eff, sizeof eff),
+    size_t first = sweep__map_add(&w->effective, bf_fnv1a64(&eff, sizeof eff),
                                  index);
     if (first && w->n_same++ < MAX_SAME_LISTED)
         describe_same(w, st, c, index, cfg, first - 1);
@@ -212,7 +212,7 @@ static void tally_text(const tally *t, char *buf, size_t cap)
     }
 }
 
-json_t *sweep_warner_finish(sweep_warner *w)
+json_t *sweep__warner_finish(sweep_warner *w)
 {
     const bf_sweep *sw = w->sw;
     json_t *out = json_array();
@@ -220,9 +220,9 @@ json_t *sweep_warner_finish(sweep_warner *w)
         const tally *t = &w->tallies[i];
         char what[256], desc[512];
         tally_text(t, what, sizeof what);
-        sweep_describe(sw, t->st, &t->c, desc, sizeof desc);
+        sweep__describe(sw, t->st, &t->c, desc, sizeof desc);
         bf_error e;
-        bf_error_set(&e, sw->file, sweep_field_line(sw, t->st, &t->c, t->field),
+        bf_error_set(&e, sw->file, sweep__field_line(sw, t->st, &t->c, t->field),
                      t->field, "%s (%zu job%s, the first job %zu: %s)", what,
                      t->count, t->count == 1 ? "" : "s", t->first, desc);
         json_array_append_new(out, json_string(e.msg));
@@ -235,7 +235,7 @@ json_t *sweep_warner_finish(sweep_warner *w)
         json_array_append_new(out, json_string(e.msg));
     }
     json_decref(w->same);
-    sweep_map_free(&w->effective);
+    sweep__map_free(&w->effective);
     free(w->tallies);
     free(w);
     return out;

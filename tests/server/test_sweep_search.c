@@ -64,7 +64,7 @@ static void test_sobol_matches_scipy(void **state)
     (void)state;
     for (size_t i = 0; i < sizeof scipy_points / sizeof *scipy_points; i++) {
         double u[SWEEP_SOBOL_MAX_DIMS];
-        sweep_sobol_point(scipy_points[i].index, SWEEP_SOBOL_MAX_DIMS, u);
+        sweep__sobol_point(scipy_points[i].index, SWEEP_SOBOL_MAX_DIMS, u);
         for (size_t d = 0; d < SWEEP_SOBOL_MAX_DIMS; d++)
             if ((uint32_t)(u[d] * 0x1.0p32) != scipy_points[i].x[d])
                 fail_msg("point %u, dimension %zu: %u, scipy %u",
