@@ -34,17 +34,39 @@ typedef struct cell {
                                    outcomes (records.h), or NULL */
 } cell;
 
+/* The cells being filled from final_evals' rows, read one at a time (a
+ * sweep of a million jobs has three million): each found by its key, with
+ * room for its group's succeeded jobs. */
 typedef struct cells {
     cell *c;
-    int n;
+    int n, cap;
+    const bf_sweep_view *v;
+    json_t *index;              /* "GROUP DEPTH" -> its cell */
+    size_t *group_size;         /* per group: its succeeded jobs */
 } cells;
 
-/* The cell of (group, eval depth), made with room for max_n values. */
-static cell *find_cell(cells *cs, int group, int eval_depth, size_t max_n)
+static cell *cell_of_key(const cells *cs, int group, int eval_depth)
 {
-    for (int i = 0; i < cs->n; i++)
-        if (cs->c[i].group == group && cs->c[i].eval_depth == eval_depth)
-            return &cs->c[i];
+    char key[32];
+    snprintf(key, sizeof key, "%d %d", group, eval_depth);
+    json_t *at = json_object_get(cs->index, key);
+    return at ? &cs->c[json_integer_value(at)] : NULL;
+}
+
+/* The cell of (group, eval depth), made if new. */
+static cell *find_cell(cells *cs, int group, int eval_depth)
+{
+    cell *have = cell_of_key(cs, group, eval_depth);
+    if (have)
+        return have;
+    if (cs->n == cs->cap) {
+        cs->cap = 2 * cs->cap + 16;
+        cs->c = bf_xrealloc(cs->c, (size_t)cs->cap * sizeof *cs->c);
+    }
+    char key[32];
+    snprintf(key, sizeof key, "%d %d", group, eval_depth);
+    json_object_set_new(cs->index, key, json_integer(cs->n));
+    size_t max_n = cs->group_size[group];
     cell *c = &cs->c[cs->n++];
     *c = (cell){ .group = group, .eval_depth = eval_depth, .cap = (int)max_n,
                  .seed = bf_xcalloc(max_n, sizeof *c->seed),
@@ -107,68 +129,78 @@ static long examples_of(const bf_sweep_view *v, int64_t job_id)
     return defaults.eval_examples;
 }
 
-static void fill_cells(const bf_sweep_view *v, const json_t *evals, cells *cs)
+/* One row of final_evals: the value of its job in its cell. */
+static void add_eval(void *ctx, json_t *row)
 {
-    size_t n_rows = json_array_size(evals), n_jobs = v->jobs.n_rows;
-    size_t *group_size = bf_xcalloc((size_t)v->n_groups + 1, sizeof *group_size);
-    for (size_t j = 0; j < n_jobs; j++)
-        group_size[v->job_group[j]]++;
-    cs->c = bf_xcalloc(n_rows + 1, sizeof *cs->c);
-    size_t i;
-    json_t *row;
-    json_array_foreach(evals, i, row) {
-        int64_t job = json_integer_value(json_object_get(row, "job_id"));
-        int group = bf_sweep_view_group_of(v, job);
-        if (group < 0)
-            continue;
-        cell *c = find_cell(cs, group,
-                            (int)json_integer_value(json_object_get(
-                                row, "eval_depth")), group_size[group]);
-        if (c->n >= c->cap)     /* one row per job and depth: cannot be */
-            continue;
-        c->seed[c->n] = json_integer_value(json_object_get(row, "seed"));
-        c->job[c->n] = job;
-        c->loss[c->n] = number(row, "loss");
-        c->accuracy[c->n] = number(row, "accuracy");
-        c->train_loss[c->n] = train_loss_of(v, job);
-        c->examples = examples_of(v, job);
-        c->n++;
-    }
-    qsort(cs->c, (size_t)cs->n, sizeof *cs->c, by_group_then_depth);
-    free(group_size);
+    cells *cs = ctx;
+    int64_t job = json_integer_value(json_object_get(row, "job_id"));
+    int group = bf_sweep_view_group_of(cs->v, job);
+    if (group < 0)
+        return;
+    cell *c = find_cell(cs, group, (int)json_integer_value(json_object_get(
+                                           row, "eval_depth")));
+    if (c->n >= c->cap)     /* one row per succeeded job and depth */
+        return;
+    c->seed[c->n] = json_integer_value(json_object_get(row, "seed"));
+    c->job[c->n] = job;
+    c->loss[c->n] = number(row, "loss");
+    c->accuracy[c->n] = number(row, "accuracy");
+    c->train_loss[c->n] = train_loss_of(cs->v, job);
+    c->examples = examples_of(cs->v, job);
+    c->n++;
 }
 
-/* The per-example outcomes of final_outcomes' rows, each to the value of
- * its job and eval depth (when it has as many examples as the cell). */
-static void attach_outcomes(const bf_sweep_view *v, const json_t *rows,
-                            cells *cs)
+/* One row of final_outcomes: the per-example outcomes of its job's value
+ * (when it has as many examples as the cell).  Both views give their rows
+ * by job id, so a cell's jobs are ascending: found by bisection. */
+static void add_outcomes(void *ctx, json_t *row)
 {
-    size_t i;
-    json_t *row;
-    json_array_foreach(rows, i, row) {
-        int64_t job = json_integer_value(json_object_get(row, "job_id"));
-        int depth = (int)json_integer_value(json_object_get(row,
-                                                            "eval_depth"));
-        int group = bf_sweep_view_group_of(v, job);
-        for (int k = 0; k < cs->n; k++) {
-            cell *c = &cs->c[k];
-            if (c->group != group || c->eval_depth != depth ||
-                json_integer_value(json_object_get(row, "n")) != c->examples)
-                continue;
-            for (int x = 0; x < c->n; x++) {
-                if (c->job[x] != job || c->outcomes[x])
-                    continue;
-                c->outcomes[x] = bf_xmalloc(BF_OUTCOMES_BYTES(c->examples));
-                const char *hex = json_string_value(json_object_get(row,
-                                                                    "bits"));
-                if (!hex || bf_outcomes_from_hex(hex, (int)c->examples,
-                                                 c->outcomes[x])) {
-                    free(c->outcomes[x]);
-                    c->outcomes[x] = NULL;
-                }
-            }
-        }
+    cells *cs = ctx;
+    int64_t job = json_integer_value(json_object_get(row, "job_id"));
+    cell *c = cell_of_key(cs, bf_sweep_view_group_of(cs->v, job),
+                      (int)json_integer_value(json_object_get(row,
+                                                              "eval_depth")));
+    if (!c || json_integer_value(json_object_get(row, "n")) != c->examples)
+        return;
+    int lo = 0, hi = c->n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (c->job[mid] < job)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
+    if (lo == c->n || c->job[lo] != job || c->outcomes[lo])
+        return;
+    unsigned char *bits = bf_xmalloc(BF_OUTCOMES_BYTES(c->examples));
+    const char *hex = json_string_value(json_object_get(row, "bits"));
+    if (hex && !bf_outcomes_from_hex(hex, (int)c->examples, bits))
+        c->outcomes[lo] = bits;
+    else
+        free(bits);
+}
+
+/* The sweep's cells from its final evaluations and their outcomes, read
+ * row by row; in order of group, then depth.  0, or -1 (printed). */
+static int read_cells(const bf_sweep_view *v, bf_source *src, cells *cs)
+{
+    *cs = (cells){ .v = v, .index = json_object(),
+                   .group_size = bf_xcalloc((size_t)v->n_groups + 1,
+                                            sizeof *cs->group_size) };
+    for (size_t j = 0; j < v->jobs.n_rows; j++) {
+        const char *status = json_string_value(bf_row_store_get(&v->jobs, j,
+                                                                "status"));
+        cs->group_size[v->job_group[j]] += status
+                                           && strcmp(status, "succeeded") == 0;
+    }
+    int rc = bf_source_each_row(src, "final_evals", v->sweep_id, add_eval, cs);
+    if (rc == 0 && bf_source_has_view(src, "final_outcomes"))
+        rc = bf_source_each_row(src, "final_outcomes", v->sweep_id,
+                                add_outcomes, cs);
+    json_decref(cs->index);
+    free(cs->group_size);
+    qsort(cs->c, (size_t)cs->n, sizeof *cs->c, by_group_then_depth);
+    return rc;
 }
 
 /* ---- baseline --------------------------------------------------------- */
@@ -494,12 +526,12 @@ static void compare_with(json_t *row, const bf_sweep_view *v, const cell *c,
     set_number(row, "prob_improvement_ci_high", pi.ci_high);
 }
 
+/* The cell of (group, eval depth) once read: the cells are in that order. */
 static const cell *cell_at(const cells *cs, int group, int eval_depth)
 {
-    for (int i = 0; i < cs->n; i++)
-        if (cs->c[i].group == group && cs->c[i].eval_depth == eval_depth)
-            return &cs->c[i];
-    return NULL;
+    const cell key = { .group = group, .eval_depth = eval_depth };
+    return bsearch(&key, cs->c, (size_t)cs->n, sizeof *cs->c,
+                   by_group_then_depth);
 }
 
 static json_t *cell_row(const bf_sweep_view *v, const cells *cs, const cell *c,
@@ -791,22 +823,15 @@ json_t *bf_compare_rows(const bf_sweep_view *v, bf_source *src,
         bf_analysis_free(&a);
         return NULL;
     }
-    json_t *evals = bf_source_rows(src, "final_evals", v->sweep_id);
-    json_t *outcomes = evals ? bf_source_rows_if_any(src, "final_outcomes",
-                                                     v->sweep_id) : NULL;
+    cells cs;
     json_t *rows = NULL;
-    if (outcomes) {
-        cells cs = { 0 };
-        fill_cells(v, evals, &cs);
-        attach_outcomes(v, outcomes, &cs);
+    if (read_cells(v, src, &cs) == 0) {
         rows = json_array();
         for (int i = 0; i < cs.n; i++)
             json_array_append_new(rows, cell_row(v, &cs, &cs.c[i], &b, &a));
         judge_rows(rows, &a);
-        free_cells(&cs);
     }
-    json_decref(outcomes);
-    json_decref(evals);
+    free_cells(&cs);
     baseline_free(&b);
     bf_analysis_free(&a);
     return rows;

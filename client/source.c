@@ -152,8 +152,7 @@ int bf_source_each_row(bf_source *src, const char *view, int64_t sweep_id,
     return daemon_pages(src, view, sweep_id, each_row_of_page, &e);
 }
 
-json_t *bf_source_rows_if_any(bf_source *src, const char *view,
-                              int64_t sweep_id)
+int bf_source_has_view(bf_source *src, const char *view)
 {
     sqlite3_stmt *st = NULL;
     int found = 1;
@@ -164,7 +163,14 @@ json_t *bf_source_rows_if_any(bf_source *src, const char *view,
         found = sqlite3_step(st) == SQLITE_ROW;
     }
     sqlite3_finalize(st);
-    return found ? bf_source_rows(src, view, sweep_id) : json_array();
+    return found;
+}
+
+json_t *bf_source_rows_if_any(bf_source *src, const char *view,
+                              int64_t sweep_id)
+{
+    return bf_source_has_view(src, view) ? bf_source_rows(src, view, sweep_id)
+                                         : json_array();
 }
 
 /* Maps the wanted column names to the statement's column indexes. */

@@ -42,6 +42,10 @@ int bf_source_each_row(bf_source *src, const char *view, int64_t sweep_id,
 json_t *bf_source_rows_if_any(bf_source *src, const char *view,
                               int64_t sweep_id);
 
+/* Whether the source has the view: a database file may predate it (the
+ * daemon's schema is always current). */
+int bf_source_has_view(bf_source *src, const char *view);
+
 /* Streams the named numeric columns of a result view's rows to on_row,
  * values in the order of columns, holding one page of the daemon's at a
  * time and building no JSON for a file (the curves run to millions of
