@@ -453,14 +453,22 @@ static int align_pairs(const cell *a, const cell *b, bf_stats_pairs *pairs)
 
 /* "rope=spectral vs rope=rope": the two groups named by the fields in
  * which they differ (the table's labels name every field that varies
- * among all its groups). */
+ * among all its groups); in a sweep with stages, after the stage both
+ * belong to ("stage=second: rope=spectral vs rope=rope"). */
 static void set_compared(json_t *row, const bf_sweep_view *v, int group,
                          int base)
 {
     int pair[2] = { group, base };
     char *a = bf_sweep_view_label_among(v, group, pair, 2);
     char *b = bf_sweep_view_label_among(v, base, pair, 2);
-    json_object_set_new(row, "compared", json_pack("s++", a, " vs ", b));
+    const char *stage = v->n_by > 0 && strcmp(v->by[0], "stage") == 0
+        ? json_string_value(json_object_get(json_array_get(v->groups,
+                                                           (size_t)group),
+                                            "stage"))
+        : NULL;
+    json_object_set_new(row, "compared", stage
+        ? json_pack("s+++++", "stage=", stage, ": ", a, " vs ", b)
+        : json_pack("s++", a, " vs ", b));
     free(a);
     free(b);
 }
