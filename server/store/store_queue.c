@@ -398,16 +398,17 @@ int bf_store_settle(bf_store *s, int64_t now_ms, int64_t deadline_us,
 /* Ends attempt `a` with `outcome` and moves its job on: succeeded and
  * cancelled are final; failed and expired re-queue the job unless it is
  * being cancelled (then cancelled) or has used its attempts, or the failure
- * is permanent (then failed).  A job being cancelled because the
- * coordinator pruned it ends pruned instead of cancelled.  The jobs
- * waiting for it move on too. */
+ * is permanent (then failed).  A job the coordinator pruned ends pruned
+ * instead of cancelled, and also instead of succeeded when it finished
+ * before it heard (the decision was stored first, and selection and the
+ * views count it pruned).  The jobs waiting for it move on too. */
 static int settle(bf_store *s, const live_attempt *a, const char *outcome,
                   const char *error, int permanent, int64_t now_ms)
 {
     const char *job_status;
     char why[512], job_error[1200];
     if (strcmp(outcome, "succeeded") == 0)
-        job_status = outcome;
+        job_status = a->pruned ? "pruned" : outcome;
     else if (strcmp(outcome, "cancelled") == 0 || a->cancel_requested)
         job_status = a->pruned ? "pruned" : "cancelled";
     else if (a->attempts >= a->max_attempts || permanent)

@@ -154,6 +154,14 @@ static void test_pruned_job_ends_pruned(void **state)
                              (long long)f->l[2].attempt_id), 1);
     assert_int_not_equal(bf_store_retry_job(f->s, 2, 0, 60, &err), 0);
     assert_non_null(strstr(err.msg, "pruned"));
+    /* a pruned job that finishes before it hears (its daemon was down)
+     * ends pruned all the same: the decision was stored first */
+    eval(f, 4, 20, 4, 4.0);
+    assert_string_equal(decision(f, 4, 20), "prune");
+    assert_int_equal(bf_store_finish_attempt(f->s, f->l[4].attempt_id, 1, NULL,
+                                             70, &err), 0);
+    assert_int_equal(bft_int(f->s, "SELECT status = 'pruned' FROM jobs "
+                             "WHERE job_id = 4"), 1);
     /* a lease that expires on a pruned job ends it pruned too */
     eval(f, 3, 20, 4, 3.0);
     assert_string_equal(decision(f, 3, 20), "prune");
