@@ -132,24 +132,10 @@ json_t *bf_adaptive_json(const json_t *row)
     return out;
 }
 
-/* A database file from before migration 17 has no adaptive_seeds view. */
-static int has_view(sqlite3 *db)
-{
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type ="
-                           " 'view' AND name = 'adaptive_seeds'", -1, &st,
-                           NULL) != SQLITE_OK)
-        return 0;
-    int found = sqlite3_step(st) == SQLITE_ROW;
-    sqlite3_finalize(st);
-    return found;
-}
-
 json_t *bf_adaptive_read(bf_source *src, int64_t sweep_id)
 {
-    if (src->db && !has_view(src->db))
-        return json_array();
-    json_t *rows = bf_source_rows(src, "adaptive_seeds", sweep_id);
+    /* a database file from before migration 17 has no such view */
+    json_t *rows = bf_source_rows_if_any(src, "adaptive_seeds", sweep_id);
     if (!rows)
         return NULL;
     json_t *out = json_array();

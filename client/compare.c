@@ -45,10 +45,15 @@ typedef struct cells {
     size_t *group_size;         /* per group: its succeeded jobs */
 } cells;
 
+static void cell_key(char key[32], int group, int eval_depth)
+{
+    snprintf(key, 32, "%d %d", group, eval_depth);
+}
+
 static cell *cell_of_key(const cells *cs, int group, int eval_depth)
 {
     char key[32];
-    snprintf(key, sizeof key, "%d %d", group, eval_depth);
+    cell_key(key, group, eval_depth);
     json_t *at = json_object_get(cs->index, key);
     return at ? &cs->c[json_integer_value(at)] : NULL;
 }
@@ -64,7 +69,7 @@ static cell *find_cell(cells *cs, int group, int eval_depth)
         cs->c = bf_xrealloc(cs->c, (size_t)cs->cap * sizeof *cs->c);
     }
     char key[32];
-    snprintf(key, sizeof key, "%d %d", group, eval_depth);
+    cell_key(key, group, eval_depth);
     json_object_set_new(cs->index, key, json_integer(cs->n));
     size_t max_n = cs->group_size[group];
     cell *c = &cs->c[cs->n++];
