@@ -25,13 +25,17 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; cat "$dir/run.out" >&2 || true; tail -n 30 "$dir/d.db.log" >&2 || true; exit 1; }
 
-# Long enough per job (1500 steps) for the browser to see one run: the
-# job page opens on job 2, which must still be running then on an idle
-# machine too (at 600 steps it once ended a moment after the page opened).
+# Long enough per job (4000 steps) for the browser to see one run: the
+# job page opens on job 2, which must still be running then, and with it
+# `bifocal run` and its dashboard (at 600 steps job 2 once ended a moment
+# after the page opened; at 1500 the dashboard was gone once on a fresh
+# clone, as if the whole sweep had ended).
+# The run is interrupted once the check is done, so longer jobs cost only
+# the wait for job 1 to end.
 cat > "$dir/sweep.yaml" <<'YAML'
 name: dashboard-e2e
 base: {task: dyck, depth: 3, eval_depths: [3, 6], d_model: 32, n_layers: 1,
-       n_heads: 4, seq_len: 40, batch_size: 16, steps: 1500, warmup_steps: 5,
+       n_heads: 4, seq_len: 40, batch_size: 16, steps: 4000, warmup_steps: 5,
        lr: 0.01, log_every: 5, eval_every: 100, freq_every: 50,
        checkpoint_every: 0, eval_examples: 16}
 grid:
