@@ -403,6 +403,9 @@ void bf_job_row_from(bf_job_row *row, const bf_sweep_job *job)
     row->trial_group = job->trial_group;
     row->prune = job->prune;
     row->select = job->select;
+    row->from_stage = job->from_stage;
+    row->from_group = job->from_group;
+    row->from_fields = job->from_fields;
 }
 
 /* ---- search trials (their early stopping: store_prune.c) ---------------- */
@@ -462,6 +465,27 @@ static int insert_trial(bf_store *s, int64_t sweep_id, int64_t job_id,
     return store__exec(s, st, err);
 }
 
+/* The selection a job of a `from:` stage takes its values from. */
+static int insert_selected_values(bf_store *s, int64_t sweep_id,
+                                  int64_t job_id, const bf_job_row *row,
+                                  bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_VALUES_INSERT);
+    sqlite3_bind_int64(st, 1, job_id);
+    sqlite3_bind_int64(st, 2, sweep_id);
+    sqlite3_bind_text(st, 3, row->from_stage, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, (int64_t)row->from_group);
+    sqlite3_bind_text(st, 5, row->from_fields, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 6, row->held);
+    if (store__exec(s, st, err) < 0)
+        return -1;
+    if (sqlite3_changes(s->db) == 1)
+        return 0;
+    return bf_error_set(err, NULL, 0, "from", "stage %s has no stored "
+                        "selection for job %lld to take values from",
+                        row->from_stage, (long long)job_id);
+}
+
 /* Inserts row's job; job_ids maps the sweep's job indexes to the job ids
  * stored so far (a job of a later stage names its source's). */
 static int insert_job(bf_store *s, int64_t sweep_id, int priority,
@@ -485,10 +509,13 @@ static int insert_job(bf_store *s, int64_t sweep_id, int priority,
     if (row->source != BF_SWEEP_NO_SOURCE)
         sqlite3_bind_int64(st, 13, job_ids[row->source]);
     sqlite3_bind_int64(st, 14, (int64_t)row->cell);
-    sqlite3_bind_int(st, 15, row->held);
+    sqlite3_bind_int(st, 15, row->held || row->from_stage);
     if (store__exec(s, st, err) < 0)
         return -1;
     job_ids[row->index] = sqlite3_last_insert_rowid(s->db);
+    if (row->from_stage &&
+        insert_selected_values(s, sweep_id, job_ids[row->index], row, err) < 0)
+        return -1;
     return insert_trial(s, sweep_id, job_ids[row->index], row, err);
 }
 

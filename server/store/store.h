@@ -110,6 +110,9 @@ typedef struct bf_job_row {
     size_t trial, trial_group;     /* bf_sweep_job's */
     const bf_sweep_prune *prune;   /* bf_sweep_job's (borrowed) */
     const bf_sweep_select *select; /* bf_sweep_job's (borrowed) */
+    const char *from_stage;        /* bf_sweep_job's (borrowed) */
+    size_t from_group;
+    const char *from_fields;       /* bf_sweep_job's (borrowed) */
     int depth, learnable_heads;
     int64_t seed;
 } bf_job_row;

@@ -47,7 +47,8 @@ extern const int bf_schema_n_migrations;
       "UPDATE sweeps SET status = 'done' WHERE sweep_id = ?1"                  \
       " AND status = 'active' AND NOT EXISTS (SELECT 1 FROM jobs"              \
       " WHERE sweep_id = ?1 AND status IN ('waiting', 'queued', 'running'))")  \
-    /* Waiting: for a source job (?13), or held for a decision (?15). */   \
+    /* Waiting: for a source job (?13), or held for a decision or a     \
+     * selection's values (?15). */   \
     X(ST_JOB_INSERT,                                                           \
       "INSERT INTO jobs (sweep_id, idx, config, config_hash, task, rope,"      \
       " depth, seed, learnable_heads, priority, created_ms, stage,"            \
@@ -111,7 +112,9 @@ extern const int bf_schema_n_migrations;
       " AND source_job_id IS NULL")                                            \
     X(ST_REVIVE_ROOT_RELEASE,                                                  \
       "UPDATE jobs SET status = 'queued' WHERE job_id = ?1"                    \
-      " AND status = 'waiting' AND source_job_id IS NULL")                     \
+      " AND status = 'waiting' AND source_job_id IS NULL AND NOT EXISTS"       \
+      " (SELECT 1 FROM selected_values WHERE job_id = ?1"                      \
+      " AND trial_job_id IS NULL)")                                            \
     /* the queue */                                                            \
     /* The sweep first: among the active, published sweeps with a queued  \
      * job (a job's priority is its sweep's), the highest priority, then   \
@@ -189,7 +192,7 @@ extern const int bf_schema_n_migrations;
     /* selection: the cell of an ended trial, when none of its trials is  \
      * left to run and it has no selection yet; then its ranking. */      \
     X(ST_SELECT_READY,                                                         \
-      "SELECT t.select_id, t.grp, r.best, r.eval_depth FROM trials t"          \
+      "SELECT t.select_id, t.grp, r.best, r.eval_depth, r.stage FROM trials t" \
       " JOIN select_rules r ON r.select_id = t.select_id WHERE t.job_id = ?1"  \
       " AND NOT EXISTS (SELECT 1 FROM selections x WHERE x.select_id ="        \
       " t.select_id AND x.grp = t.grp) AND NOT EXISTS (SELECT 1 FROM trials o" \
@@ -205,6 +208,36 @@ extern const int bf_schema_n_migrations;
       " j.job_id AND e.depth = ?4 AND e.step = json_extract(j.config,"         \
       " '$.steps') WHERE t.select_id = ?1 AND t.grp = ?2"                      \
       " AND j.status = 'succeeded' AND e.loss IS NOT NULL)")                   \
+    /* from: a job taking a selection's values (selected_values); once \
+     * the cell is ranked: its chosen trial, its waiting jobs filled from  \
+     * that trial's config and queued (a held seed stays waiting), or,     \
+     * with no trial chosen, failed (?4 says why) and returned, since      \
+     * theirs fail next. */                                                 \
+    X(ST_VALUES_INSERT,                                                        \
+      "INSERT INTO selected_values (job_id, select_id, grp, fields, held)"     \
+      " SELECT ?1, select_id, ?4, ?5, ?6 FROM select_rules"                    \
+      " WHERE sweep_id = ?2 AND stage IS ?3")                                  \
+    X(ST_VALUES_CHOSEN,                                                        \
+      "UPDATE selected_values SET trial_job_id = (SELECT job_id"               \
+      " FROM selections WHERE select_id = ?1 AND grp = ?2 AND chosen"          \
+      " ORDER BY rank LIMIT 1) WHERE job_id IN (SELECT job_id"                 \
+      " FROM selected_values INDEXED BY selected_values_by_cell"               \
+      " WHERE select_id = ?1 AND grp = ?2)")                                   \
+    X(ST_VALUES_FILL,                                                          \
+      "UPDATE jobs SET config = json_patch(config, (SELECT"                    \
+      " json_group_object(k.value, t.config -> ('$.' || k.value))"             \
+      " FROM selected_values v JOIN jobs t ON t.job_id = v.trial_job_id,"      \
+      " json_each(v.fields) k WHERE v.job_id = jobs.job_id)),"                 \
+      " status = CASE WHEN (SELECT held FROM selected_values"                  \
+      " WHERE job_id = jobs.job_id) THEN 'waiting' ELSE 'queued' END"          \
+      " WHERE job_id IN (SELECT job_id FROM selected_values"                   \
+      " INDEXED BY selected_values_by_cell WHERE select_id = ?1 AND grp = ?2"  \
+      " AND trial_job_id IS NOT NULL) AND status = 'waiting'")                 \
+    X(ST_VALUES_FAIL,                                                          \
+      "UPDATE jobs SET status = 'failed', finished_ms = ?3, error = ?4"        \
+      " WHERE job_id IN (SELECT job_id FROM selected_values"                   \
+      " INDEXED BY selected_values_by_cell WHERE select_id = ?1 AND grp = ?2"  \
+      " AND trial_job_id IS NULL) AND status = 'waiting' RETURNING job_id")    \
     X(ST_PRUNE_RULE_AT,                                                        \
       "SELECT r.rule_id, r.method, r.param, t.grp, j.cancel_requested"         \
       " FROM trials t JOIN prune_rules r ON r.rule_id = t.rule_id"             \
@@ -441,8 +474,11 @@ int store__refresh_sweep(bf_store *s, int64_t sweep_id, bf_error *err);
 
 /* Trial job_id has just ended: when it was the last of its cell to run
  * and its stage selects, ranks the cell's succeeded trials into
- * `selections` (013_select.sql).  In the open transaction. */
-int store__select_on_end(bf_store *s, int64_t job_id, bf_error *err);
+ * `selections` (013_select.sql), and the jobs taking the cell's values
+ * (`from:`, 018_selected_values.sql) get them and are queued, or fail
+ * when no trial was chosen.  In the open transaction. */
+int store__select_on_end(bf_store *s, int64_t job_id, int64_t now_ms,
+                         bf_error *err);
 
 /* An eval of job_id at (step, depth) was just stored: when that is a rung
  * of the job's prune rule, decides whether the job goes on, stores the

@@ -1,7 +1,8 @@
 /* What the coordinator decides over a search's trials (issue 19; they are
  * stored with their jobs by store.c: `trials`, `prune_rules`,
  * `select_rules`): the selection of each cell's best trials once all have
- * ended, and the decisions of a stage's prune rule, made when an eval at a rung is stored, in the transaction
+ * ended (and the chosen values handed to the jobs of a later stage that
+ * takes them, `from:`), and the decisions of a stage's prune rule, made when an eval at a rung is stored, in the transaction
  * that stores it, so that a decision is durable before the worker hears it
  * (the ack of that batch and every later reply say cancel) and is never
  * made twice (the key (job, rung) of prune_decisions).
@@ -18,6 +19,7 @@
 #include "store_internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,7 +130,41 @@ int store__prune_eval(bf_store *s, int64_t job_id, int64_t step,
 
 /* ---- selection ------------------------------------------------------------ */
 
-int store__select_on_end(bf_store *s, int64_t job_id, bf_error *err)
+/* The jobs taking cell grp's values (`from:`) get those of its chosen
+ * trial and are queued; with none chosen they fail, and their own
+ * dependents fail next (bf_store_settle). */
+static int hand_on_values(bf_store *s, int64_t select_id, int64_t grp,
+                          const char *stage, int depth, int64_t now_ms,
+                          bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_VALUES_CHOSEN);
+    sqlite3_bind_int64(st, 1, select_id);
+    sqlite3_bind_int64(st, 2, grp);
+    if (store__exec(s, st, err) < 0)
+        return -1;
+    if (sqlite3_changes(s->db) == 0)
+        return 0;   /* no stage takes this selection's values */
+    st = store__stmt(s, ST_VALUES_FILL);
+    sqlite3_bind_int64(st, 1, select_id);
+    sqlite3_bind_int64(st, 2, grp);
+    if (store__exec(s, st, err) < 0)
+        return -1;
+    char why[512];
+    snprintf(why, sizeof why, "no values to take from stage %s: no trial of "
+             "this job's cell there succeeded with an eval_loss at depth %d "
+             "(all failed, were pruned or cancelled), so its selection chose "
+             "none", stage ? stage : "", depth);
+    st = store__stmt(s, ST_VALUES_FAIL);
+    sqlite3_bind_int64(st, 1, select_id);
+    sqlite3_bind_int64(st, 2, grp);
+    sqlite3_bind_int64(st, 3, now_ms);
+    sqlite3_bind_text(st, 4, why, -1, SQLITE_TRANSIENT);
+    return store__ids_collect(s, st, &s->unsettled, "failing jobs without "
+                              "selected values", err) < 0 ? -1 : 0;
+}
+
+int store__select_on_end(bf_store *s, int64_t job_id, int64_t now_ms,
+                         bf_error *err)
 {
     sqlite3_stmt *st = store__stmt(s, ST_SELECT_READY);
     sqlite3_bind_int64(st, 1, job_id);
@@ -141,11 +177,17 @@ int store__select_on_end(bf_store *s, int64_t job_id, bf_error *err)
     int64_t select_id = sqlite3_column_int64(st, 0);
     int64_t grp = sqlite3_column_int64(st, 1);
     int best = sqlite3_column_int(st, 2), depth = sqlite3_column_int(st, 3);
+    const unsigned char *name = sqlite3_column_text(st, 4);
+    char stage[128] = "";
+    if (name)
+        snprintf(stage, sizeof stage, "%s", (const char *)name);
     sqlite3_reset(st);
     st = store__stmt(s, ST_SELECT_RANK);
     sqlite3_bind_int64(st, 1, select_id);
     sqlite3_bind_int64(st, 2, grp);
     sqlite3_bind_int(st, 3, best);
     sqlite3_bind_int(st, 4, depth);
-    return store__exec(s, st, err);
+    if (store__exec(s, st, err) < 0)
+        return -1;
+    return hand_on_values(s, select_id, grp, stage, depth, now_ms, err);
 }

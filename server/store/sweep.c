@@ -19,7 +19,7 @@ static const char *const top_level_keys[] = {
     "memory_budget_gib", "analysis"};
 static const char *const stage_keys[] = {
     "name", "description", "base", "grid", "zip", "exclude", "seeds",
-    "search", "prune", "select"};
+    "search", "prune", "select", "from"};
 /* Keys that belong in each stage once a sweep has stages. */
 static const char *const per_stage_keys[] = {"grid", "zip", "exclude",
                                              "seeds", "search", "prune",
@@ -1044,8 +1044,12 @@ bf_sweep *bf_sweep_parse(const char *file, const char *dir, const char *text,
     for (size_t i = 0; i < sw->n_stages; i++)
         if (parse_stage(sw, &sw->stages[i], &budget, err) < 0)
             goto fail;
-    if (parse_refs(sw, err) < 0 || parse_analysis(sw, err) < 0 ||
-        check_adaptive(sw, err) < 0)
+    if (parse_refs(sw, err) < 0)
+        goto fail;
+    for (size_t t = 0; t < sw->n_stages; t++)
+        if (sweep__from_parse(sw, t, err) < 0)
+            goto fail;
+    if (parse_analysis(sw, err) < 0 || check_adaptive(sw, err) < 0)
         goto fail;
     return sw;
 fail:
@@ -1073,6 +1077,7 @@ static void free_stage(bf_sweep_stage *st)
         sweep__map_free(&st->refs[r].map);
     }
     json_decref(st->search_values);
+    sweep__from_free(st->from);
     free(st->prune);
     free(st->select);
     free(st->set_fields);

@@ -27,7 +27,9 @@
  * base applies to every stage).  A job whose init_from is "stage:NAME"
  * starts from the final checkpoint of the job of the earlier stage NAME
  * whose seed and shared swept fields (swept in both stages) equal its own:
- * its source.  Every such job must find exactly one source.
+ * its source.  Every such job must find exactly one source.  A stage's
+ * `from: "stage:NAME"` takes the values NAME's selection chooses (its
+ * search's fields) in the cell of NAME with the job's grid/zip values.
  *
  * Expansion order (deterministic): stages in file order; within a stage
  * the grid axes in file order, then the zipped axes, like nested loops with
@@ -128,6 +130,13 @@ typedef struct bf_sweep_job {
     char hash_hex[17];           /* FNV-1a 64 of config_json */
     int held;                    /* an adaptive seed past `min`: stored
                                     waiting until a decision needs it */
+    const char *from_stage;      /* `from:`: the stage whose selection gives
+                                    its values (stored waiting until then),
+                                    or NULL */
+    size_t from_group;           /* with from_stage: its cell there (the
+                                    trial group whose chosen values it takes) */
+    const char *from_fields;     /* with from_stage: the fields taken (its
+                                    search's), a JSON array */
 } bf_sweep_job;
 
 /* Return 0 to continue, -1 (with err set) to stop the expansion. */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "hash.h"
 #include "yaml_json.h"
 
 /* ---- values ------------------------------------------------------------- */
@@ -217,4 +218,22 @@ int sweep__field_line(const bf_sweep *sw, const bf_sweep_stage *st,
         if (json_object_get(st->layers[i].obj, field))
             return sweep__line(sw, "%s/%s", st->layers[i].ptr, field);
     return 0;
+}
+
+/* ---- matching a job with an earlier stage's ------------------------------ */
+
+void sweep__key_values(const sweep_ref *ref, const json_t *job, uint64_t *vals)
+{
+    for (size_t k = 0; k < ref->n_keys; k++) {
+        char *s = json_dumps(json_object_get(job, ref->keys[k]),
+                             JSON_ENCODE_ANY | JSON_COMPACT |
+                             JSON_REAL_PRECISION(17));
+        vals[k] = bf_fnv1a64(s, strlen(s));
+        free(s);
+    }
+}
+
+uint64_t sweep__key_hash(const uint64_t *vals, size_t n)
+{
+    return bf_fnv1a64(vals, n * sizeof *vals);
 }

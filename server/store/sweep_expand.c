@@ -125,23 +125,6 @@ static int duplicate_error(const bf_sweep *sw, size_t first, size_t index,
 
 /* ---- sources -------------------------------------------------------------- */
 
-/* The hash of each key field's value in job (the config as JSON). */
-static void key_values(const sweep_ref *ref, const json_t *job, uint64_t *vals)
-{
-    for (size_t k = 0; k < ref->n_keys; k++) {
-        char *s = json_dumps(json_object_get(job, ref->keys[k]),
-                             JSON_ENCODE_ANY | JSON_COMPACT |
-                             JSON_REAL_PRECISION(17));
-        vals[k] = bf_fnv1a64(s, strlen(s));
-        free(s);
-    }
-}
-
-static uint64_t key_hash(const uint64_t *vals, size_t n)
-{
-    return bf_fnv1a64(vals, n * sizeof *vals);
-}
-
 /* A job of stage `from`: recorded in every reference that starts from it. */
 static void record_source(bf_sweep *sw, size_t from, const json_t *job)
 {
@@ -158,8 +141,9 @@ static void record_source(bf_sweep *sw, size_t from, const json_t *job)
                                           sizeof *ref->values);
             }
             uint64_t *vals = ref->values + ref->n_src * ref->n_keys;
-            key_values(ref, job, vals);
-            sweep__map_add(&ref->map, key_hash(vals, ref->n_keys), ref->n_src++);
+            sweep__key_values(ref, job, vals);
+            sweep__map_add(&ref->map, sweep__key_hash(vals, ref->n_keys),
+                           ref->n_src++);
         }
 }
 
@@ -247,9 +231,10 @@ static int find_source(const bf_sweep *sw, const bf_sweep_stage *st,
     while (strcmp(sw->stages[ref->from].name, name) != 0)
         ref++;   /* parse_refs made one for every name a job can have */
     uint64_t vals[ref->n_keys];
-    key_values(ref, job, vals);
+    sweep__key_values(ref, job, vals);
     size_t count, pos1 = ref->map.hash
-        ? sweep__map_find(&ref->map, key_hash(vals, ref->n_keys), &count) : 0;
+        ? sweep__map_find(&ref->map, sweep__key_hash(vals, ref->n_keys), &count)
+        : 0;
     if (!ref->map.hash)
         count = 0;
     if (count == 1) {
@@ -370,13 +355,21 @@ static int expand_job(expansion *x, const bf_sweep_stage *st,
                         .held = st->seeds_min && c->seed >= st->seeds_min};
     snprintf(job.hash_hex, sizeof job.hash_hex, "%016llx",
              (unsigned long long)h);
-    json_t *obj = st->referenced || st->n_refs ? bf_job_config_to_json(&cfg)
-                                               : NULL;
+    json_t *obj = st->referenced || st->n_refs || st->selected_from ||
+                  st->from ? bf_job_config_to_json(&cfg) : NULL;
     if (st->referenced)
         record_source(sw, (size_t)(st - sw->stages), obj);
+    if (st->selected_from)
+        sweep__from_record(sw, st, c, job.trial_group, obj);
     int rc = 0;
     if (strncmp(cfg.init_from, STAGE_REF, strlen(STAGE_REF)) == 0)
         rc = find_source(sw, st, c, index, &cfg, obj, &job.source, err);
+    if (rc == 0 && st->from) {
+        job.from_stage = sw->stages[st->from->ref.from].name;
+        job.from_fields = st->from->fields;
+        rc = sweep__from_match(sw, st, c, index, &cfg, obj, &job.from_group,
+                               err);
+    }
     if (rc == 0) {
         sweep__warner_job(x->warner, st, c, index, &cfg);
         rc = x->visit(x->ctx, &job, err);

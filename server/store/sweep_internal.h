@@ -5,6 +5,8 @@
  *                   sweep_sobol.c below it); called by parsing
  *   sweep_prune.c   a stage's prune rule: parsed, then checked per job by
  *                   expansion
+ *   sweep_from.c    a stage's `from:`: parsed after every stage, then each
+ *                   job matched with its source cell by expansion
  *   sweep.c         parsing: stages, bases, axes, excludes, seeds, references
  *   sweep_expand.c  expansion, validation, duplicates, source matching
  *   sweep_warn.c    the warnings of a sweep (called by expansion)
@@ -73,6 +75,17 @@ typedef struct sweep_ref {
     sweep_map map;       /* key hash -> first recorded job, count */
 } sweep_ref;
 
+/* A stage's `from: "stage:NAME"` (sweep_from.c): the selected values of
+ * stage NAME's search, per cell.  ref.keys are the fields NAME sweeps by
+ * grid or zip (its cells); one entry is recorded per cell, at its first
+ * trial and seed. */
+typedef struct sweep_from {
+    sweep_ref ref;       /* ref.from: the source stage */
+    size_t *groups;      /* per recorded cell: its trial group (trials.grp) */
+    char *fields;        /* the source's search fields: a JSON array */
+    int line;            /* of `from:` */
+} sweep_from;
+
 /* A base layer of a stage: the top-level base, then the stage's own. */
 typedef struct sweep_layer {
     const char *ptr;     /* "/base" or "/stages/N/base" */
@@ -112,6 +125,8 @@ struct bf_sweep_stage {
     sweep_ref *refs;     /* the stages its init_from values name */
     size_t n_refs;
     int referenced;      /* a later stage starts from this one */
+    sweep_from *from;    /* owned: its `from:`, or NULL */
+    int selected_from;   /* a later stage takes this one's selected values */
 };
 
 /* A job's coordinates in its stage: the value index on every axis, and
@@ -167,6 +182,11 @@ int sweep__build(const bf_sweep *sw, const bf_sweep_stage *st,
 int sweep__field_line(const bf_sweep *sw, const bf_sweep_stage *st,
                      const sweep_combo *c, const char *field);
 
+/* The hash of each of ref's key fields' value in job (a config as JSON)
+ * into vals, and the hash of those. */
+void sweep__key_values(const sweep_ref *ref, const json_t *job, uint64_t *vals);
+uint64_t sweep__key_hash(const uint64_t *vals, size_t n);
+
 /* ---- search (sweep_search.c, sweep_sobol.c) ------------------------------ */
 
 /* Samples the trials of the `search` mapping at JSON pointer ptr into
@@ -200,6 +220,30 @@ int sweep__prune_check_job(const bf_sweep *sw, const bf_sweep_stage *st,
  * numbers, Gray-code order, as scipy.stats.qmc.Sobol(scramble=False)):
  * out[0 .. dims-1] in [0, 1); dims <= SWEEP_SOBOL_MAX_DIMS. */
 void sweep__sobol_point(uint32_t index, size_t dims, double *out);
+
+/* ---- from: a stage taking another's selected values (sweep_from.c) ------ */
+
+/* Parses stage t's `from:` (if any) into st->from: the stage named exists,
+ * comes earlier and has a select: with best 1; the stage sets none of the
+ * fields taken (its own base, grid, zip, search) and starts from no
+ * stage's checkpoint. */
+int sweep__from_parse(bf_sweep *sw, size_t t, bf_error *err);
+
+/* Job c (config job, as JSON) of stage src, of trial group `group`:
+ * recorded as its cell in every later stage taking src's values (once per
+ * cell: at its first trial and seed). */
+void sweep__from_record(bf_sweep *sw, const bf_sweep_stage *src,
+                        const sweep_combo *c, size_t group, const json_t *job);
+
+/* The source cell of job `index` (c of st, config cfg, as JSON job) into
+ * *group; at its first seed, cfg is also validated with the values of
+ * every trial of the source's search (any may be selected). */
+int sweep__from_match(const bf_sweep *sw, const bf_sweep_stage *st,
+                      const sweep_combo *c, size_t index,
+                      const bf_job_config *cfg, const json_t *job,
+                      size_t *group, bf_error *err);
+
+void sweep__from_free(sweep_from *from);
 
 /* ---- warnings (sweep_warn.c) ---------------------------------------------- */
 

@@ -262,6 +262,93 @@ static void test_selection(void **state)
     close_all(f);
 }
 
+/* A later stage with `from: "stage:tune"` waits until the cell it matches
+ * (by the values of tune's grid fields, whatever the order of its own) is
+ * selected; then, in that transaction, its jobs take the chosen trial's
+ * values, exactly, and are queued; a cell with no trial to choose fails
+ * its jobs, saying why.  It all holds across a reopened store. */
+static void test_from_selection(void **state)
+{
+    (void)state;
+    char *dir = bft_tmpdir();
+    bf_store *s = bft_open(dir, "f.db", NULL);
+    bft_submit(s, "name: from\n"
+               "base: {depth: 4, eval_depths: [4], eval_every: 50}\n"
+               "max_attempts: 1\n"
+               "stages:\n"
+               "  - name: tune\n"
+               "    base: {steps: 100}\n"
+               "    grid: {rope: [rope, spectral]}\n"
+               "    search:\n"
+               "      method: sobol\n"
+               "      trials: 3\n"
+               "      space: {lr: {loguniform: [1.0e-4, 1.0e-2]}}\n"
+               "    select: {by: eval_loss, eval_depth: 4}\n"
+               "  - name: confirm\n"
+               "    from: \"stage:tune\"\n"
+               "    base: {steps: 150}\n"
+               "    grid: {rope: [spectral, rope]}\n"
+               "    seeds: 2\n", 1, NULL);
+    /* tune: rope 1..3, spectral 4..6; confirm: spectral 7, 8, rope 9, 10 */
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE status = "
+                             "'waiting' AND job_id > 6"), 4);
+    bf_lease l[7];
+    bf_error err = {0};
+    for (int i = 1; i <= 6; i++) {
+        char worker[16];
+        snprintf(worker, sizeof worker, "w%d", i);
+        assert_int_equal(bf_store_lease_next(s, worker, 10, 600000, &l[i],
+                                             NULL), 1);
+        assert_int_equal(l[i].job_id, i);
+    }
+    bf_lease none;
+    assert_int_equal(bf_store_lease_next(s, "w7", 10, 600000, &none, NULL), 0);
+    static const double final_loss[3] = {3, 1, 2};
+    for (int job = 1; job <= 3; job++) {
+        json_t *b = json_pack("[{s:s, s:i, s:i, s:f, s:f}]", "type", "eval",
+                              "step", 100, "depth", 4, "loss",
+                              final_loss[job - 1], "accuracy", 0.5);
+        assert_int_equal(bf_store_ingest(s, l[job].attempt_id, b, NULL, NULL,
+                                         &err), 0);
+        json_decref(b);
+        assert_int_equal(bf_store_flush(s, &err), 0);
+        assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE status "
+                                 "= 'queued'"), 0);
+        assert_int_equal(bf_store_finish_attempt(s, l[job].attempt_id, 1,
+                                                 NULL, 50, &err), 0);
+    }
+    bf_store_close(s);
+    s = bft_open(dir, "f.db", NULL);
+    /* rope's cell chose trial 1 (job 2): jobs 9 and 10 have its lr */
+    assert_int_equal(bft_int(s, "SELECT group_concat(job_id, '') FROM jobs "
+                             "WHERE status = 'queued'"), 910);
+    assert_int_equal(bft_int(s, "SELECT trial_job_id FROM selected_values "
+                             "WHERE job_id = 10"), 2);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs j, jobs t "
+                             "WHERE j.job_id IN (9, 10) AND t.job_id = 2 "
+                             "AND j.config -> '$.lr' = t.config -> '$.lr' "
+                             "AND j.config ->> '$.steps' = 150 "
+                             "AND j.config ->> '$.rope' = 'rope'"), 2);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE job_id "
+                             "IN (7, 8) AND status = 'waiting' AND config ->> "
+                             "'$.lr' = (SELECT config ->> '$.lr' FROM jobs "
+                             "WHERE job_id = 2)"), 0);
+    /* spectral's trials all fail: nothing to choose, 7 and 8 fail */
+    for (int job = 4; job <= 6; job++)
+        assert_int_equal(bf_store_finish_attempt(s, l[job].attempt_id, 0,
+                                                 "boom", 50, &err), 0);
+    char *why = bft_text(s, "SELECT group_concat(status || ': ' || error, "
+                         "' | ') FROM jobs WHERE job_id IN (7, 8)");
+    assert_non_null(strstr(why, "failed: no values to take from stage tune"));
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE job_id IN "
+                             "(7, 8) AND status = 'failed'"), 2);
+    free(why);
+    for (int i = 1; i <= 6; i++)
+        bf_lease_clear(&l[i]);
+    bf_store_close(s);
+    bft_rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -270,6 +357,7 @@ int main(void)
         cmocka_unit_test(test_decided_once),
         cmocka_unit_test(test_median_rule),
         cmocka_unit_test(test_selection),
+        cmocka_unit_test(test_from_selection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

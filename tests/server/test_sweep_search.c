@@ -233,6 +233,12 @@ typedef struct bad_case {
 #define PRUNE(rule) "name: x\nbase: {steps: 100, eval_every: 10, "      \
     "eval_depths: [4]}\nsearch:\n  method: random\n  trials: 4\n"      \
     "  space: {lr: {uniform: [0.001, 0.01]}}\nprune: " rule "\n"
+#define TUNE_THEN(sel, later) "name: x\nbase: {depth: 4, eval_depths: "   \
+    "[4]}\nstages:\n  - name: tune\n    grid: {rope: [rope, spectral]}\n" \
+    "    search:\n      method: random\n      trials: 4\n"               \
+    "      space: {lr: {uniform: [0.001, 0.01]}}\n    select: " sel "\n"  \
+    "  - name: confirm\n" later
+#define SEL1 "{by: eval_loss, eval_depth: 4}"
 static const bad_case bad_cases[] = {
     {"unknown method", "name: x\nsearch:\n  method: grid\n  trials: 4\n"
      "  space: {lr: {uniform: [0.1, 0.2]}}\n", 3, "method", "random or sobol"},
@@ -297,6 +303,33 @@ static const bad_case bad_cases[] = {
      "eval_depth: 8}"), 7, "eval_depth", "deeper than the training depth 4"},
     {"select more than the trials", PRUNE_SELECT("{by: eval_loss, "
      "eval_depth: 4, best: 5}"), 7, "best", "[1, 4]"},
+    /* from: a later stage taking a selection's values */
+    {"from an unknown stage", TUNE_THEN(SEL1, "    from: \"stage:tuned\"\n"),
+     12, "from", "no earlier stage has that name"},
+    {"from without stage:", TUNE_THEN(SEL1, "    from: tune\n"), 12, "from",
+     "must be \"stage:NAME\""},
+    {"from a stage without select", "name: x\nstages:\n  - name: a\n"
+     "  - name: b\n    from: \"stage:a\"\n", 5, "from", "has no select:"},
+    {"from with best 2", TUNE_THEN("{by: eval_loss, eval_depth: 4, best: 2}",
+     "    from: \"stage:tune\"\n"), 10, "best", "(best: 1)"},
+    {"from and the stage's grid", TUNE_THEN(SEL1, "    from: \"stage:tune\"\n"
+     "    grid: {lr: [0.1, 0.2]}\n"), 13, "lr", "set it in one place"},
+    {"from and the stage's base", TUNE_THEN(SEL1, "    from: \"stage:tune\"\n"
+     "    base: {lr: 0.1}\n"), 13, "lr", "set it in one place"},
+    {"from a cell that is not there", TUNE_THEN(SEL1, "    from: "
+     "\"stage:tune\"\n    grid: {rope: [rope, bifocal]}\n"), 12, "from",
+     "job 9 (stage confirm: rope=bifocal) finds no cell of stage tune to "
+     "take values from: no cell there has rope=bifocal"},
+    {"from and init_from", TUNE_THEN(SEL1, "    from: \"stage:tune\"\n"
+     "    base: {init_from: \"stage:tune\", rope: rope, lr: 0.1}\n"), 12,
+     "from", "not both"},
+    {"from values that fail a job", "name: x\nstages:\n  - name: tune\n"
+     "    search:\n      method: sobol\n      trials: 2\n"
+     "      space: {n_heads: {choice: [4, 8]}}\n"
+     "    select: {by: eval_loss, eval_depth: 4}\n  - name: confirm\n"
+     "    from: \"stage:tune\"\n    base: {d_model: 40}\n", 10, "d_model",
+     "job 2 (stage confirm: the base config) with the values of trial 1 of "
+     "stage tune ({\"n_heads\":8}), which its selection may choose"},
     {"search beside stages", "name: x\nsearch: {method: random}\n"
      "stages:\n  - name: a\n", 2, "search", "in each stage"},
 };
