@@ -6,7 +6,9 @@
 -- prune_rules and select_rules are rebuilt as in migration 4
 -- (https://sqlite.org/lang_altertable.html#otheralter); the tables that
 -- refer to them (trials, selections) name them, and the new tables take
--- their names.
+-- their names.  select_rules gains `space`: the fields of the stage's
+-- search, whose values a selection chooses (rules stored before this
+-- migration have '[]').
 
 CREATE TABLE prune_rules_new (
     rule_id    INTEGER PRIMARY KEY,
@@ -32,10 +34,12 @@ CREATE TABLE select_rules_new (
     metric     TEXT    NOT NULL CHECK (metric IN ('eval_loss',
                                                   'eval_accuracy')),
     eval_depth INTEGER NOT NULL,
-    best       INTEGER NOT NULL CHECK (best >= 1)
+    best       INTEGER NOT NULL CHECK (best >= 1),
+    space      TEXT    NOT NULL DEFAULT '[]'  -- the search's fields (JSON)
 );
-INSERT INTO select_rules_new SELECT select_id, sweep_id, stage, metric,
-                                    eval_depth, best FROM select_rules;
+INSERT INTO select_rules_new (select_id, sweep_id, stage, metric, eval_depth,
+                              best)
+SELECT select_id, sweep_id, stage, metric, eval_depth, best FROM select_rules;
 DROP TABLE select_rules;
 ALTER TABLE select_rules_new RENAME TO select_rules;
 CREATE INDEX select_rules_by_sweep ON select_rules (sweep_id);
@@ -61,3 +65,22 @@ CREATE TABLE selected_values (
                                                    -- selected; NULL before
 );
 CREATE INDEX selected_values_by_cell ON selected_values (select_id, grp);
+
+-- 3. What compare and the report show of each selection: one row per
+-- ranked trial, with the values of the search's fields it had
+-- (trial_values, a JSON object), the cell's config (trial_config, seed
+-- left out) and the jobs of a later stage that took its values (taken_by,
+-- job ids separated by commas; NULL: none).
+CREATE VIEW trial_selections AS
+SELECT r.sweep_id, x.select_id, r.stage, x.grp, x.rank, x.chosen, x.job_id,
+       t.trial, r.metric, r.eval_depth, x.value,
+       (SELECT json_group_object(k.value, j.config -> ('$.' || k.value))
+          FROM json_each(r.space) k)                   AS trial_values,
+       json_remove(j.config, '$.seed')                 AS trial_config,
+       (SELECT group_concat(v.job_id) FROM selected_values v
+         WHERE v.select_id = x.select_id AND v.grp = x.grp
+           AND v.trial_job_id = x.job_id)               AS taken_by
+  FROM selections x
+  JOIN select_rules r ON r.select_id = x.select_id
+  JOIN jobs j ON j.job_id = x.job_id
+  JOIN trials t ON t.job_id = x.job_id;

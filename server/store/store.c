@@ -445,6 +445,7 @@ static int insert_select_rule(bf_store *s, int64_t sweep_id,
     sqlite3_bind_int(st, 4, row->select->best);
     sqlite3_bind_text(st, 5, bf_trial_metric_name(row->select->metric), -1,
                       SQLITE_STATIC);
+    sqlite3_bind_text(st, 6, row->select->space, -1, SQLITE_STATIC);
     return store__exec(s, st, err);
 }
 

@@ -181,8 +181,8 @@ extern const int bf_schema_n_migrations;
       " rungs, param) SELECT ?1, ?2, ?3, ?7, ?4, ?5, ?6 WHERE NOT"             \
       " EXISTS (SELECT 1 FROM prune_rules WHERE sweep_id = ?1 AND stage IS ?2)")\
     X(ST_SELECT_RULE_INSERT,                                                   \
-      "INSERT INTO select_rules (sweep_id, stage, metric, eval_depth, best)"   \
-      " SELECT ?1, ?2, ?5, ?3, ?4 WHERE NOT EXISTS (SELECT 1"                  \
+      "INSERT INTO select_rules (sweep_id, stage, metric, eval_depth, best,"   \
+      " space) SELECT ?1, ?2, ?5, ?3, ?4, ?6 WHERE NOT EXISTS (SELECT 1"       \
       " FROM select_rules WHERE sweep_id = ?1 AND stage IS ?2)")               \
     X(ST_TRIAL_INSERT,                                                         \
       "INSERT INTO trials (job_id, rule_id, grp, trial, select_id) VALUES"     \

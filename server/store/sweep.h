@@ -86,6 +86,7 @@ typedef struct bf_sweep_select {
     bf_trial_metric metric;
     int eval_depth;
     int best;
+    char *space;         /* owned: the search's fields, a JSON array */
 } bf_sweep_select;
 
 /* A stage's early-stopping rule (`prune:`) over the trials of its search:

@@ -185,6 +185,11 @@ int sweep__select_parse(const bf_sweep *sw, bf_sweep_stage *st,
                             "trials)", st->search->n);
     st->select = bf_xcalloc(1, sizeof *st->select);
     st->select->metric = by;
+    json_t *space = json_array();
+    for (size_t f = 0; f < st->search->n_fields; f++)
+        json_array_append_new(space, json_string(st->search->fields[f]));
+    st->select->space = json_dumps(space, JSON_COMPACT);
+    json_decref(space);
     st->select->eval_depth = (int)json_integer_value(depth);
     st->select->best = best ? (int)json_integer_value(best) : 1;
     return 0;

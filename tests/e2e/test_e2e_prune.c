@@ -23,6 +23,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "clock.h"
 #include "e2e.h"
 
@@ -123,6 +125,44 @@ static void kill_when(bft_daemon *d, const char *count_sql, long long n)
     assert_int_equal(bft_daemon_restart_same_port(d), 0);
 }
 
+/* compare and the report show each cell's choice as stored: the chosen
+ * job, its trial, the jobs that took its values, the runners-up. */
+static void check_shown(bft_daemon *d)
+{
+    char line[512], want[512];
+    e2e_sql_text(d, "SELECT 'stage tune, rope=spectral: chose job ' || "
+                 "x.job_id || ' (trial ' || t.trial || ': lr=' || "
+                 "printf('%.6g', j.config ->> '$.lr') || ' warmup_steps=' || "
+                 "(j.config ->> '$.warmup_steps') || '), eval_loss ' FROM "
+                 "selections x JOIN trials t ON t.job_id = x.job_id JOIN jobs "
+                 "j ON j.job_id = x.job_id WHERE x.chosen AND j.rope = "
+                 "'spectral'", want, sizeof want);
+    e2e_sql_text(d, "SELECT 'values taken by jobs ' || group_concat(job_id, "
+                 "', ') FROM (SELECT job_id FROM jobs WHERE stage = 'confirm' "
+                 "AND rope = 'spectral' ORDER BY job_id)", line, sizeof line);
+    char *out = NULL;
+    assert_int_equal(bft_run_client(d, &out, NULL, "compare", "1", NULL), 0);
+    if (!strstr(out, "Selections:") || !strstr(out, want) ||
+        !strstr(out, line) || !strstr(out, "runners-up: job"))
+        fail_msg("bifocal compare 1 lacks '%s' or '%s':\n%s", want, line,
+                 out);
+    free(out);
+    json_t *data = e2e_report_json(d, "1");
+    assert_non_null(data);
+    json_t *cells = json_object_get(data, "selections");
+    assert_int_equal(json_array_size(cells), 2);
+    json_t *chosen = json_array_get(json_object_get(json_array_get(cells, 0),
+                                                    "chosen"), 0);
+    assert_int_equal(json_integer_value(json_object_get(chosen, "job_id")),
+                     bft_sql_int(d, "SELECT job_id FROM selections WHERE "
+                                 "chosen AND grp = 0"));
+    assert_true(json_real_value(json_object_get(json_object_get(chosen,
+                                "values"), "lr")) > 0);
+    assert_int_equal(json_array_size(json_object_get(json_array_get(cells, 0),
+                                                     "taken_by")), 2);
+    json_decref(data);
+}
+
 /* Each cell's chosen trial is its succeeded trial of lowest final
  * eval_loss at depth 4 (found here from the evals, not from store_prune.c),
  * and every confirm job of the cell ran once, succeeded, and trained with
@@ -153,6 +193,7 @@ static void check_selection(bft_daemon *d)
                      4);
     assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs WHERE stage "
                                  "= 'confirm'"), 4);
+    check_shown(d);
 }
 
 /* Trains the worked example with two groups; with kill_after > 0, the
