@@ -227,16 +227,25 @@ extern const int bf_schema_n_migrations;
       " ORDER BY rank LIMIT 1) WHERE job_id IN (SELECT job_id"                 \
       " FROM selected_values INDEXED BY selected_values_by_cell"               \
       " WHERE select_id = ?1 AND grp = ?2)")                                   \
+    /* (a job that never ran, failed or cancelled before a retried     \
+     * trial's selection, gets the values too: its own retry runs them) */ \
     X(ST_VALUES_FILL,                                                          \
       "UPDATE jobs SET config = json_patch(config, (SELECT"                    \
       " json_group_object(k.value, t.config -> ('$.' || k.value))"             \
       " FROM selected_values v JOIN jobs t ON t.job_id = v.trial_job_id,"      \
       " json_each(v.fields) k WHERE v.job_id = jobs.job_id)),"                 \
-      " status = CASE WHEN (SELECT held FROM selected_values"                  \
-      " WHERE job_id = jobs.job_id) THEN 'waiting' ELSE 'queued' END"          \
+      " status = CASE WHEN status <> 'waiting' OR (SELECT held"                \
+      " FROM selected_values WHERE job_id = jobs.job_id) THEN status"          \
+      " ELSE 'queued' END"                                                     \
       " WHERE job_id IN (SELECT job_id FROM selected_values"                   \
       " INDEXED BY selected_values_by_cell WHERE select_id = ?1 AND grp = ?2"  \
-      " AND trial_job_id IS NOT NULL) AND status = 'waiting'")                 \
+      " AND trial_job_id IS NOT NULL) AND attempts = 0"                        \
+      " AND status IN ('waiting', 'failed', 'cancelled')")                     \
+    /* A job whose values are not known (its cell chose no trial yet). */ \
+    X(ST_VALUES_PENDING,                                                       \
+      "SELECT r.stage FROM selected_values v JOIN select_rules r"              \
+      " ON r.select_id = v.select_id WHERE v.job_id = ?1"                      \
+      " AND v.trial_job_id IS NULL")                                           \
     X(ST_VALUES_FAIL,                                                          \
       "UPDATE jobs SET status = 'failed', finished_ms = ?3, error = ?4"        \
       " WHERE job_id IN (SELECT job_id FROM selected_values"                   \

@@ -385,6 +385,32 @@ static void test_from_selection(void **state)
     assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE job_id IN "
                              "(7, 8) AND status = 'failed'"), 2);
     free(why);
+    /* such a job cannot be retried before a trial of its cell succeeds;
+     * once one has (retried), it has that trial's values and can be */
+    assert_int_not_equal(bf_store_retry_job(s, 7, 0, 60, &err), BF_STORE_OK);
+    assert_non_null(strstr(err.msg, "chose no trial of its cell"));
+    assert_int_equal(bf_store_retry_job(s, 5, 0, 60, &err), BF_STORE_OK);
+    bf_lease again;
+    assert_int_equal(bf_store_lease_next(s, "w9", 70, 600000, &again, NULL),
+                     1);
+    assert_int_equal(again.job_id, 5);
+    json_t *b = json_pack("[{s:s, s:i, s:i, s:f, s:f}]", "type", "eval",
+                          "step", 100, "depth", 4, "loss", 0.5, "accuracy",
+                          0.5);
+    assert_int_equal(bf_store_ingest(s, again.attempt_id, b, NULL, NULL, &err),
+                     0);
+    json_decref(b);
+    assert_int_equal(bf_store_flush(s, &err), 0);
+    assert_int_equal(bf_store_finish_attempt(s, again.attempt_id, 1, NULL, 80,
+                                             &err), 0);
+    bf_lease_clear(&again);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs j, jobs t WHERE "
+                             "j.job_id IN (7, 8) AND t.job_id = 5 AND "
+                             "j.status = 'failed' AND j.config -> '$.lr' = "
+                             "t.config -> '$.lr'"), 2);
+    assert_int_equal(bf_store_retry_job(s, 7, 0, 90, &err), BF_STORE_OK);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE job_id = 7 "
+                             "AND status = 'queued'"), 1);
     for (int i = 1; i <= 6; i++)
         bf_lease_clear(&l[i]);
     bf_store_close(s);
