@@ -75,6 +75,9 @@ char *bf_adaptive_line(const json_t *row)
     else if (strcmp(state, "undecided") == 0)
         snprintf(where, sizeof where, "undecided at seed %lld (max)",
                  integer(row, "decided_seed"));
+    else if (strcmp(state, "cancelled") == 0)
+        snprintf(where, sizeof where, "cancelled undecided at seed %lld "
+                 "(sweep cancelled)", integer(row, "decided_seed"));
     else
         snprintf(where, sizeof where, "decided %s at seed %lld", state,
                  integer(row, "decided_seed"));

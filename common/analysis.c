@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "job_config.h"
 #include "yaml_json.h"
 
@@ -32,6 +33,8 @@ void bf_analysis_free(bf_analysis *a)
 {
     json_decref(a->baseline);
     a->baseline = NULL;
+    free(a->baseline_label);
+    a->baseline_label = NULL;
 }
 
 /* Where a problem is: the block's file, the line of `ptr` in it. */
@@ -100,18 +103,40 @@ static int parse_primary(bf_analysis *a, const where *w, const json_t *p,
     return 0;
 }
 
-/* {field: value}: job-config fields, each value as the job would take it. */
+/* {label: NAME}: a zip entry's name, whose values the sweep parser finds. */
+static int parse_label(bf_analysis *a, const where *w, const json_t *label,
+                       bf_error *err)
+{
+    const char *name = json_string_value(label);
+    if (!name || !name[0])
+        return bf_error_set(err, w->file, line_of(w, "/baseline/label"),
+                            "analysis.baseline.label", "must be the name of "
+                            "a zip entry (a zip's `label` list)");
+    a->baseline_label = bf_xstrdup(name);
+    return 0;
+}
+
+/* {field: value}: job-config fields, each value as the job would take it,
+ * and perhaps a zip entry's label. */
 static int parse_baseline(bf_analysis *a, const where *w, const json_t *b,
                           bf_error *err)
 {
     if (!json_is_object(b) || json_object_size(b) == 0)
         return bf_error_set(err, w->file, line_of(w, "/baseline"),
                             "analysis.baseline", "must be a non-empty mapping "
-                            "of swept fields to the baseline's values");
+                            "of swept fields to the baseline's values (or "
+                            "{label: NAME} of a zip entry)");
     a->baseline = json_object();
     const char *field;
     json_t *value;
     json_object_foreach((json_t *)b, field, value) {
+        if (!strcmp(field, "label")) {
+            if (parse_label(a, w, value, err) < 0) {
+                bf_analysis_free(a);
+                return -1;
+            }
+            continue;
+        }
         bf_error inner = {0};
         json_t *canon = bf_job_config_canonical_value(field, value, &inner);
         if (!canon) {

@@ -3,6 +3,7 @@
  *   analysis:
  *     primary: {metric: loss, eval_depth: 8}  # optional: the primary family
  *     baseline: {rope: rope}                  # optional: the baseline group
+ *                                             # ({label: rope}: a zip entry)
  *     equivalence_margin: 0.10                # optional, default 0.10
  *     alpha: 0.05                             # optional, default 0.05
  *
@@ -10,15 +11,18 @@
  * accuracy, at one eval depth, or at every depth without eval_depth): Holm
  * controls the family-wise error within them, Benjamini-Hochberg the false
  * discovery rate over every other comparison.  baseline maps swept fields
- * to the values of the group every other group is compared with.  The
+ * to the values of the group every other group is compared with, or names
+ * a zip entry by its label (`label: [nope, rope]` in a zip; docs/sweeps.md)
+ * to stand for the values of that entry.  The
  * equivalence margin is a relative one on the ratio to the baseline (0.10:
  * a variant within ×0.9..×1/0.9 of it is equivalent); alpha the level of
  * every test.
  *
  * This module checks the block on its own (types, ranges, job-config
  * fields and values); the sweep parser (server/store/sweep.c) checks it
- * against the sweep (a baseline value is one the sweep sweeps; some job
- * evaluates at the primary depth) and the store keeps it in the
+ * against the sweep (a baseline label names a zip entry, whose values
+ * replace it; a baseline value is one the sweep sweeps; some job evaluates
+ * at the primary depth) and the store keeps it in the
  * `sweep_analysis` table (docs/schema.md), read back by the client. */
 #ifndef BF_ANALYSIS_H
 #define BF_ANALYSIS_H
@@ -35,12 +39,17 @@ typedef enum bf_analysis_metric {
     BF_ANALYSIS_ACCURACY,
 } bf_analysis_metric;
 
-/* A parsed block.  baseline is owned (bf_analysis_free). */
+/* A parsed block.  baseline and baseline_label are owned
+ * (bf_analysis_free). */
 typedef struct bf_analysis {
     int has_primary;                 /* the block names a primary family */
     bf_analysis_metric primary_metric;
     int primary_eval_depth;          /* 0: every eval depth */
     json_t *baseline;                /* {field: canonical value}, or NULL */
+    /* baseline's `label`, the name of a zip entry: only the sweep file
+     * knows its values, so the sweep parser moves them into baseline and
+     * frees this (NULL from then on, and in every stored block) */
+    char *baseline_label;
     double equivalence_margin;       /* in (0, 1) */
     double alpha;                    /* in (0, 0.5] */
 } bf_analysis;

@@ -914,7 +914,8 @@ static void handle_cancel(session *s, json_t *msg, const json_t *id)
     bf_error err;
     bf_error_clear(&err);
     int rc = sweep > 0
-        ? bf_store_cancel_sweep(p->store, sweep, &running, &n_running, &err)
+        ? bf_store_cancel_sweep(p->store, sweep, bf_wall_ms(), &running,
+                                &n_running, &err)
         : bf_store_cancel_job(p->store, job, bf_wall_ms(), &running,
                               &n_running, &err);
     if (rc != BF_STORE_OK) {

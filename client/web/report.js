@@ -557,6 +557,8 @@ var BifocalReport = (function () {
       { title: "state", get: function (r) {
           if (r.state === "running")
             return "still running";
+          if (r.state === "cancelled")
+            return "cancelled undecided at seed " + r.decided_seed + " (sweep cancelled)";
           return (r.state === "undecided" ? "undecided at max, seed " :
                   r.state + ", decided at seed ") + r.decided_seed;
         } },

@@ -305,11 +305,13 @@ int bf_store_settle(bf_store *s, int64_t now_ms, int64_t deadline_us,
 /* Cancels a sweep, in one short transaction whatever its size: the sweep
  * becomes 'cancelled' (one already done stays done), so none of its jobs
  * is leased any more, and its running jobs are marked as bf_store_cancel_job
- * marks one, their attempts returned in *running.  Its waiting and queued
- * jobs are then cancelled by bf_store_cancel_queued, a slice at a time; a
- * daemon stopped half-way finds the rest with bf_store_cancels_unfinished. */
-int bf_store_cancel_sweep(bf_store *s, int64_t sweep_id, int64_t **running,
-                          int *n_running, bf_error *err);
+ * marks one, their attempts returned in *running, and its comparisons of
+ * adaptive seeds still running end 'cancelled' at now_ms.  Its waiting and
+ * queued jobs are then cancelled by bf_store_cancel_queued, a slice at a
+ * time; a daemon stopped half-way finds the rest with
+ * bf_store_cancels_unfinished. */
+int bf_store_cancel_sweep(bf_store *s, int64_t sweep_id, int64_t now_ms,
+                          int64_t **running, int *n_running, bf_error *err);
 
 /* Cancels the waiting and queued jobs of a cancelled sweep until
  * deadline_us (see above), finished at now_ms.  1: some remain, 0: none

@@ -335,11 +335,12 @@ extern const int bf_schema_n_migrations;
       " FROM seed_comparisons c JOIN sweep_analysis a USING (sweep_id)"        \
       " WHERE c.sweep_id = ?1 AND c.state = 'running'"                         \
       " AND (c.variant_cell = ?2 OR c.baseline_cell = ?2)")                    \
-    /* Per released seed: both ended, and each loss at the depth when both \
-     * succeeded (the newest eval there, as final_evals). */                \
+    /* Per released seed: both ended (pruned too: a pruned job never runs  \
+     * again), and each loss at the depth when both succeeded (the newest   \
+     * eval there, as final_evals). */                                      \
     X(ST_SEQ_PAIRS,                                                            \
-      "SELECT v.status IN ('succeeded', 'failed', 'cancelled')"                \
-      "   AND b.status IN ('succeeded', 'failed', 'cancelled'),"               \
+      "SELECT v.status IN ('succeeded', 'failed', 'cancelled', 'pruned')"      \
+      "   AND b.status IN ('succeeded', 'failed', 'cancelled', 'pruned'),"     \
       " (SELECT e.loss FROM evals e WHERE e.job_id = v.job_id"                 \
       "   AND e.depth = ?4 AND b.status = 'succeeded'"                         \
       "   AND v.status = 'succeeded' ORDER BY e.step DESC LIMIT 1),"           \
@@ -359,6 +360,12 @@ extern const int bf_schema_n_migrations;
       "UPDATE jobs SET status = 'queued' WHERE sweep_id = ?1"                  \
       " AND cell IN (?2, ?3) AND seed = ?4 AND status = 'waiting'"             \
       " AND source_job_id IS NULL")                                            \
+    /* Its sweep cancelled: every comparison still running ends so,        \
+     * keeping its seeds and the interval of its last look. */              \
+    X(ST_SEQ_CANCEL,                                                           \
+      "UPDATE seed_comparisons SET state = 'cancelled',"                       \
+      " decided_seed = released, decided_ms = ?2"                              \
+      " WHERE sweep_id = ?1 AND state = 'running'")                            \
     /* A cell's held seeds, once no comparison of it is running. */         \
     X(ST_SEQ_DROP,                                                             \
       "UPDATE jobs SET status = 'cancelled', finished_ms = ?3,"                \
@@ -468,6 +475,10 @@ int store__exec(bf_store *s, sqlite3_stmt *st, bf_error *err);
  * err set. */
 int store__seqs_job_ended(bf_store *s, int64_t job_id, int64_t now_ms,
                           bf_error *err);
+/* Ends every running comparison of a sweep being cancelled as
+ * 'cancelled' at now_ms, so none releases another seed.  0, or -1. */
+int store__seqs_sweep_cancelled(bf_store *s, int64_t sweep_id, int64_t now_ms,
+                                bf_error *err);
 
 /* Marks the sweep done once none of its jobs is queued or running. */
 /* Whether a time-bounded slice given deadline_us (store.h) stops now. */

@@ -660,8 +660,8 @@ static int finish_cancel(bf_store *s, int rc, int64_t **running, int *n_running,
     return rc == BF_STORE_NOT_FOUND ? BF_STORE_NOT_FOUND : BF_STORE_ERR;
 }
 
-int bf_store_cancel_sweep(bf_store *s, int64_t sweep_id, int64_t **running,
-                          int *n_running, bf_error *err)
+int bf_store_cancel_sweep(bf_store *s, int64_t sweep_id, int64_t now_ms,
+                          int64_t **running, int *n_running, bf_error *err)
 {
     *running = NULL;
     *n_running = 0;
@@ -682,7 +682,10 @@ int bf_store_cancel_sweep(bf_store *s, int64_t sweep_id, int64_t **running,
         rc = store__fail(s, err, "looking up the sweep");
     } else if (flag_running(s, ST_CANCEL_RUNNING_SWEEP, sweep_id, running,
                             n_running, err) < 0 ||
-               (!was_done && set_sweep_status(s, sweep_id, "cancelled", err) < 0)) {
+               (!was_done && (set_sweep_status(s, sweep_id, "cancelled",
+                                               err) < 0 ||
+                              store__seqs_sweep_cancelled(s, sweep_id, now_ms,
+                                                          err) < 0))) {
         rc = -1;
     }
     return finish_cancel(s, rc, running, n_running, err);

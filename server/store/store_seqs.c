@@ -10,7 +10,13 @@
  * comparison's held seeds are dropped.  A decision is thus never acted on
  * without being stored, nor stored without being acted on, and a daemon
  * killed at any moment resumes from the database alone.  The work per
- * ended job is bounded by max seed pairs, so it needs no slicing. */
+ * ended job is bounded by max seed pairs, so it needs no slicing.
+ *
+ * A pair with a job that failed for good, was cancelled on its own or was
+ * pruned has ended without a loss: it is left out of the look, and the
+ * next pair is released in its place while seeds are left (at max, the
+ * comparison ends undecided).  Cancelling the sweep ends its running
+ * comparisons 'cancelled' in the same transaction. */
 #include "store_internal.h"
 
 #include <math.h>
@@ -164,4 +170,13 @@ int store__seqs_job_ended(bf_store *s, int64_t job_id, int64_t now_ms,
     }
     free(c);
     return result;
+}
+
+int store__seqs_sweep_cancelled(bf_store *s, int64_t sweep_id, int64_t now_ms,
+                                bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_SEQ_CANCEL);
+    sqlite3_bind_int64(st, 1, sweep_id);
+    sqlite3_bind_int64(st, 2, now_ms);
+    return store__exec(s, st, err);
 }

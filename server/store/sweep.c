@@ -382,7 +382,10 @@ static int parse_axis(bf_sweep *sw, bf_sweep_stage *st, sweep_axis *axis,
         }
     }
     json_t *labels = only ? NULL : json_object_get(fields, ZIP_LABEL);
-    return labels ? check_zip_labels(sw, axis, labels, err) : 0;
+    if (labels && check_zip_labels(sw, axis, labels, err) < 0)
+        return -1;
+    axis->labels = labels;
+    return 0;
 }
 
 static sweep_axis *new_axis(bf_sweep_stage *st, const char *where,
@@ -946,6 +949,72 @@ static int evaluated_at(const bf_sweep *sw, int depth)
     return 0;
 }
 
+/* Adds the values of zip entry v of axis to the baseline; an error when
+ * the baseline gives one of its fields another value. */
+static int add_entry_values(bf_sweep *sw, const sweep_axis *axis, size_t v,
+                            bf_error *err)
+{
+    json_t *baseline = sw->analysis.baseline;
+    for (size_t f = 0; f < axis->n_fields; f++) {
+        const char *field = axis->fields[f];
+        json_t *value = bf_job_config_canonical_value(
+            field, json_object_get(axis->assign[v], field), NULL);
+        const json_t *given = json_object_get(baseline, field);
+        if (given && !json_equal(given, value)) {
+            char a[128], b[128], name[160];
+            sweep__value_text(given, a, sizeof a);
+            sweep__value_text(value, b, sizeof b);
+            json_decref(value);
+            snprintf(name, sizeof name, "analysis.baseline.%s", field);
+            return bf_error_set(err, sw->file, sweep__line(
+                                    sw, "/analysis/baseline/%s", field), name,
+                                "'%s' contradicts the label '%s', whose "
+                                "entry has %s: %s (%s)", a,
+                                sw->analysis.baseline_label, field, b,
+                                axis->where);
+        }
+        json_object_set_new(baseline, field, value);
+    }
+    return 0;
+}
+
+/* baseline: {label: NAME} stands for the values of the zip entry NAME
+ * (in whichever stage's zip names it; entries of the same name must agree).
+ * An unknown name is an error listing the labels there are. */
+static int resolve_baseline_label(bf_sweep *sw, bf_error *err)
+{
+    const char *name = sw->analysis.baseline_label;
+    char known[512] = "";
+    size_t len = 0;
+    int found = 0;
+    for (size_t i = 0; i < sw->n_stages; i++)
+        for (size_t x = 0; x < sw->stages[i].n_axes; x++) {
+            const sweep_axis *axis = &sw->stages[i].axes[x];
+            for (size_t v = 0; axis->labels && v < axis->n; v++) {
+                const char *label = json_string_value(
+                    json_array_get(axis->labels, v));
+                if (strcmp(label, name) != 0) {
+                    if (len < sizeof known)
+                        len += (size_t)snprintf(known + len, sizeof known - len,
+                                                "%s%s", len ? ", " : "", label);
+                    continue;
+                }
+                if (add_entry_values(sw, axis, v, err) < 0)
+                    return -1;
+                found = 1;
+            }
+        }
+    if (!found)
+        return bf_error_set(err, sw->file, sweep__line(sw, "/analysis/"
+                            "baseline/" ZIP_LABEL), "analysis.baseline.label",
+                            "'%s' names no zip entry (%s%s)", name,
+                            known[0] ? "labels: " : "no zip of the sweep has "
+                            "a label list", known);
+    free(sw->analysis.baseline_label);
+    sw->analysis.baseline_label = NULL;
+    return 0;
+}
+
 static int parse_analysis(bf_sweep *sw, bf_error *err)
 {
     bf_analysis_defaults(&sw->analysis);
@@ -964,6 +1033,8 @@ static int parse_analysis(bf_sweep *sw, bf_error *err)
                             "eval_depth"), "analysis.primary.eval_depth", "no "
                             "job of the sweep evaluates at depth %d (give it "
                             "in eval_depths)", a->primary_eval_depth);
+    if (a->baseline_label && resolve_baseline_label(sw, err) < 0)
+        return -1;
     const char *field;
     json_t *value;
     json_object_foreach(a->baseline, field, value)

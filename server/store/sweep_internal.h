@@ -38,6 +38,7 @@ typedef struct sweep_axis {
     size_t n;            /* values */
     json_t **assign;     /* owned */
     int *lines;          /* [v * n_fields + f]: line of value v of field f */
+    const json_t *labels;/* a zip's `label` list (checked), borrowed; or NULL */
 } sweep_axis;
 
 /* An exclude rule: a combination is left out when, on every axis the rule

@@ -16,8 +16,8 @@
  *     4 of 128 examples with per-example outcomes: rope misses examples
  *     seed and seed + 10, spectral misses example 50 on seed 1 only (the
  *     issue's n = 2 case: 4 examples only spectral gets right, 1 only
- *     rope).  Its analysis block declares spectral the baseline and alpha
- *     0.1.
+ *     rope).  Its analysis block declares spectral the baseline by its
+ *     zip label (`baseline: {label: learned}`) and alpha 0.1.
  *
  * The description holds HTML that would end or confuse the report's
  * inline <script> elements if it were written as it is.
@@ -149,7 +149,7 @@ static const char *const outcomes_sweep =
     "  rope: [rope, spectral]\n"
     "seeds: 2\n"
     "max_attempts: 1\n"
-    "analysis: {baseline: {rope: spectral}, alpha: 0.1}\n";
+    "analysis: {baseline: {label: learned}, alpha: 0.1}\n";
 
 /* Sweep 5 "wide": spectral on 4 layers of 8 heads of 8 pairs (256
  * learnable pairs), 2 seeds: what the spectral figures must keep readable. */

@@ -70,11 +70,28 @@ static void test_decided_and_undecided(void **state)
     json_decref(r);
 }
 
+/* Its sweep cancelled before it was decided: said so, not "decided". */
+static void test_cancelled(void **state)
+{
+    (void)state;
+    json_t *r = row("cancelled", 5, json_integer(5), json_real(log(0.7)),
+                    json_real(log(1.1)));
+    expect_line(r, "lr=1e-05 vs lr=0.003, depth 4: cancelled undecided at "
+                "seed 5 (sweep cancelled), loss ratio in [×0.7, ×1.1]");
+    json_t *j = bf_adaptive_json(r);
+    assert_string_equal(json_string_value(json_object_get(j, "state")),
+                        "cancelled");
+    assert_int_equal(json_integer_value(json_object_get(j, "decided_seed")), 5);
+    json_decref(j);
+    json_decref(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_running_unbounded),
         cmocka_unit_test(test_decided_and_undecided),
+        cmocka_unit_test(test_cancelled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

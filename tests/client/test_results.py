@@ -212,7 +212,8 @@ for seed in (1, 2):
         tab["a"] += s_ and not r_
         tab["b"] += r_ and not s_
 check((tab["a"], tab["b"]) == (4, 1), "sweep 4's discordant examples: %r" % tab)
-# Its analysis block declares spectral the baseline (and alpha 0.1): rope
+# Its analysis block declares spectral the baseline by its zip label
+# (`baseline: {label: learned}`; and alpha 0.1): rope
 # is compared with it, unless --baseline says otherwise.
 rows4 = json.loads(bifocal("compare", "4", "--db", db, "--format", "json").stdout)
 rp = {r["rope"]: r for r in rows4}

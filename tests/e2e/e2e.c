@@ -1,6 +1,9 @@
 #include "e2e.h"
 
 #include <dirent.h>
+#include <setjmp.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -9,8 +12,10 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cmocka.h>
 
 #include "clock.h"
+#include "file.h"
 
 #define MAX_GROUPS 16
 
@@ -197,4 +202,16 @@ void e2e_sql_text(const bft_daemon *d, const char *sql, char *buf, size_t cap)
         snprintf(buf, cap, "%s", (const char *)sqlite3_column_text(st, 0));
     sqlite3_finalize(st);
     sqlite3_close(db);
+}
+
+char *e2e_example(const char *name)
+{
+    const char *root = getenv("BF_SOURCE_ROOT");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/configs/%s", root ? root : ".", name);
+    bf_error err;
+    char *text = bf_read_file(path, NULL, &err);
+    if (!text)
+        fail_msg("cannot read the example %s: %s", path, err.msg);
+    return text;
 }

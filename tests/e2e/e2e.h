@@ -45,6 +45,10 @@ json_t *e2e_report_json(bft_daemon *d, const char *sweep);
 /* Whether the group log DIR/<tag>.log contains text. */
 int e2e_log_contains(const bft_daemon *d, const char *tag, const char *text);
 
+/* The text of the example configs/NAME from the source tree
+ * (BF_SOURCE_ROOT), malloc'd; fails the test when it cannot be read. */
+char *e2e_example(const char *name);
+
 /* Rows a schedule "every `every` steps and at the end" produces over
  * steps 1..steps (every <= 0: only at the end). */
 int e2e_scheduled(int steps, int every);

@@ -32,23 +32,6 @@
  * (the stored rule is checked against these) */
 #define ETA 3
 
-/* The worked example, read from the source tree. */
-static char *example(void)
-{
-    const char *root = getenv("BF_SOURCE_ROOT");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/configs/sweep-tune.yaml",
-             root ? root : ".");
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot read %s", path);
-    static char text[8192];
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = '\0';
-    return text;
-}
-
 /* One decision to replay: the job, its group, the rung, the stored eval
  * loss there (NULL: NaN, worst), and what the coordinator decided. */
 typedef struct row {
@@ -204,7 +187,9 @@ static void check_selection(bft_daemon *d)
 static void run_example(bft_daemon *d, long long kill_after)
 {
     assert_int_equal(bft_daemon_start(d, 10), 0);
-    assert_true(bft_submit(d, "sweep-tune.yaml", example(), NULL, NULL) > 0);
+    char *example = e2e_example("sweep-tune.yaml");
+    assert_true(bft_submit(d, "sweep-tune.yaml", example, NULL, NULL) > 0);
+    free(example);
     char rule[128];
     e2e_sql_text(d, "SELECT method || ' ' || eval_depth || ' ' || rungs || "
                  "' ' || param FROM prune_rules", rule, sizeof rule);

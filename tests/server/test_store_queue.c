@@ -606,8 +606,8 @@ static void test_cancel_sweep_in_slices(void **state)
     int64_t *running = NULL;
     int n_running = 0;
     bf_error err = {0};
-    assert_int_equal(bf_store_cancel_sweep(f->s, sw, &running, &n_running,
-                                           &err), BF_STORE_OK);
+    assert_int_equal(bf_store_cancel_sweep(f->s, sw, 1000, &running,
+                                           &n_running, &err), BF_STORE_OK);
     assert_int_equal(n_running, 1);
     assert_int_equal(running[0], b.attempt_id);
     free(running);

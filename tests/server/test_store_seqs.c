@@ -54,8 +54,43 @@ static int64_t released(bf_store *s, const char *rope)
                    " WHERE j.rope = '%s' LIMIT 1", rope);
 }
 
-/* Leases, evaluates and succeeds the next job; 0 when none is queued. */
-static int run_next(bf_store *s, int64_t now)
+/* How a job ends: it succeeds, or its pair is lost to it. */
+typedef enum ending { SUCCEEDS, FAILS_FOR_GOOD, PRUNED } ending;
+typedef ending (*ending_fn)(const char *rope, int64_t seed);
+
+static ending all_succeed(const char *rope, int64_t seed)
+{
+    (void)rope;
+    (void)seed;
+    return SUCCEEDS;
+}
+
+/* Ends the leased job l as `how` says (after its eval). */
+static void end_job(bf_store *s, const bf_lease *l, ending how, int64_t now)
+{
+    bf_error err = {0};
+    int rc;
+    if (how == FAILS_FOR_GOOD) {
+        rc = bf_store_fail_permanently(s, l->attempt_id, "diverged", now,
+                                       &err);
+    } else if (how == PRUNED) {
+        /* as store_prune decides at a rung: the decision, then the stop */
+        bft_int(s, "INSERT INTO prune_decisions (job_id, rung, value,"
+                " decision, seq) VALUES (%lld, 10, 1.0, 'prune', %lld)"
+                " RETURNING 1", (long long)l->job_id, (long long)l->job_id);
+        bft_int(s, "UPDATE jobs SET cancel_requested = 1 WHERE job_id = %lld"
+                " RETURNING 1", (long long)l->job_id);
+        rc = bf_store_attempt_stopped(s, l->attempt_id, now, &err);
+    } else {
+        rc = bf_store_finish_attempt(s, l->attempt_id, 1, NULL, now, &err);
+    }
+    if (rc != 0)
+        fail_msg("ending job %lld: %s", (long long)l->job_id, err.msg);
+}
+
+/* Leases, evaluates and ends the next job as `how` says; 0 when none is
+ * queued. */
+static int run_next(bf_store *s, int64_t now, ending_fn how)
 {
     bf_lease l;
     bf_error err = {0};
@@ -77,8 +112,7 @@ static int run_next(bf_store *s, int64_t now)
     assert_int_equal(bf_store_ingest(s, l.attempt_id, recs, NULL, NULL, &err),
                      0);
     assert_int_equal(bf_store_flush(s, &err), 0);
-    assert_int_equal(bf_store_finish_attempt(s, l.attempt_id, 1, NULL, now,
-                                             &err), 0);
+    end_job(s, &l, how(rope, seed), now);
     json_decref(recs);
     free(rope);
     bf_lease_clear(&l);
@@ -92,7 +126,7 @@ static int run_all(const char *dir, int restart)
     bf_store *s = bft_open(dir, "seqs.db", NULL);
     bft_submit(s, adaptive_sweep, 1, NULL);
     int ran = 0;
-    while (run_next(s, 10 + ran)) {
+    while (run_next(s, 10 + ran, all_succeed)) {
         ran++;
         if (restart) {
             bf_store_close(s);
@@ -178,6 +212,101 @@ static void test_restarts_keep_the_allocation(void **state)
     bft_rmdir(b);
 }
 
+/* The state, seeds spent and pairs of the comparison of `rope`. */
+static char *comparison_of(bf_store *s, const char *rope)
+{
+    return bft_text(s, "SELECT c.state || ' ' || ifnull(c.decided_seed, '-')"
+                    " || ' ' || c.n_pairs FROM seed_comparisons c JOIN jobs j"
+                    " ON j.cell = c.variant_cell WHERE j.rope = '%s' LIMIT 1",
+                    rope);
+}
+
+/* Cancelling the sweep ends its undecided comparisons 'cancelled', with
+ * the seeds released and the last look's interval as they were; a job
+ * that ends after the cancel changes nothing. */
+static void test_cancel_ends_comparisons(void **state)
+{
+    (void)state;
+    char *dir = bft_tmpdir();
+    bf_store *s = bft_open(dir, "seqs.db", NULL);
+    int64_t sweep = bft_submit(s, adaptive_sweep, 1, NULL);
+    for (int i = 0; i < 4; i++)         /* 4 of the 9 first jobs */
+        assert_true(run_next(s, 10 + i, all_succeed));
+    bf_lease l;
+    bf_error err = {0};
+    assert_int_equal(bf_store_lease_next(s, "w", 20, 60000, &l, &err), 1);
+    char *before = bft_text(s, "SELECT group_concat(ifnull(ci_low, 'null'),"
+                            " ',') FROM seed_comparisons");
+    int64_t *running = NULL;
+    int n_running = 0;
+    assert_int_equal(bft_cancel_sweep(s, sweep, 30, &running, &n_running,
+                                      &err), BF_STORE_OK);
+    free(running);
+    assert_int_equal(bf_store_attempt_stopped(s, l.attempt_id, 40, &err), 0);
+    bf_lease_clear(&l);
+    const char *ropes[] = {"spectral", "bifocal"};
+    for (int i = 0; i < 2; i++) {
+        char *c = comparison_of(s, ropes[i]);
+        assert_string_equal(c, "cancelled 3 0");
+        free(c);
+    }
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM seed_comparisons"
+                             " WHERE decided_ms = 30"), 2);
+    char *after = bft_text(s, "SELECT group_concat(ifnull(ci_low, 'null'),"
+                           " ',') FROM seed_comparisons");
+    assert_string_equal(after, before);
+    free(before);
+    free(after);
+    /* the view watch, report and dashboard read says so */
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM adaptive_seeds WHERE"
+                             " state = 'cancelled' AND decided_seed = 3"), 2);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE status IN"
+                             " ('waiting', 'queued', 'running')"), 0);
+    bf_store_close(s);
+    bft_rmdir(dir);
+}
+
+/* spectral's seed 2 is pruned, bifocal's seed 2 fails for good. */
+static ending lose_seed_2(const char *rope, int64_t seed)
+{
+    if (seed != 2)
+        return SUCCEEDS;
+    return !strcmp(rope, "spectral") ? PRUNED
+         : !strcmp(rope, "bifocal") ? FAILS_FOR_GOOD : SUCCEEDS;
+}
+
+/* A pair lost to a pruned job or one that failed for good is left out
+ * and replaced by the next pair: neither comparison waits for it, both
+ * end as they would, on one pair fewer than the seeds they spent. */
+static void test_lost_pairs_are_replaced(void **state)
+{
+    (void)state;
+    char *dir = bft_tmpdir();
+    bf_store *s = bft_open(dir, "seqs.db", NULL);
+    bft_submit(s, adaptive_sweep, 1, NULL);
+    for (int i = 0; run_next(s, 10 + i, lose_seed_2); i++)
+        ;
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE rope ="
+                             " 'spectral' AND status = 'pruned'"), 1);
+    char *c = bft_text(s, "SELECT c.state FROM seed_comparisons c JOIN jobs j"
+                       " ON j.cell = c.variant_cell WHERE j.rope = 'spectral'"
+                       " LIMIT 1");
+    assert_string_equal(c, "lower");
+    free(c);
+    assert_int_equal(bft_int(s, "SELECT c.decided_seed - c.n_pairs FROM"
+                             " seed_comparisons c JOIN jobs j ON j.cell ="
+                             " c.variant_cell WHERE j.rope = 'spectral'"
+                             " LIMIT 1"), 1);
+    c = comparison_of(s, "bifocal");
+    assert_string_equal(c, "undecided 8 7");
+    free(c);
+    char *sweep = bft_text(s, "SELECT status FROM sweeps");
+    assert_string_equal(sweep, "done");
+    free(sweep);
+    bf_store_close(s);
+    bft_rmdir(dir);
+}
+
 /* Submitting `yaml` fails with a message containing `want`. */
 static void refused(const char *yaml, const char *want)
 {
@@ -241,6 +370,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decided_stops_undecided_goes_on),
         cmocka_unit_test(test_restarts_keep_the_allocation),
+        cmocka_unit_test(test_cancel_ends_comparisons),
+        cmocka_unit_test(test_lost_pairs_are_replaced),
         cmocka_unit_test(test_submission_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -183,7 +183,8 @@ void bft_leased_close(bft_leased *f)
 int bft_cancel_sweep(bf_store *s, int64_t sweep_id, int64_t now_ms,
                      int64_t **running, int *n_running, bf_error *err)
 {
-    int rc = bf_store_cancel_sweep(s, sweep_id, running, n_running, err);
+    int rc = bf_store_cancel_sweep(s, sweep_id, now_ms, running, n_running,
+                                   err);
     if (rc == BF_STORE_OK && bf_store_cancel_queued(s, sweep_id, now_ms, 0,
                                                     err) != 0)
         fail_msg("cancelling the queued jobs: %s", err->msg);

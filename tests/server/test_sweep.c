@@ -296,6 +296,21 @@ static const bad_case bad_cases[] = {
      "grid: {rope: [rope, spectral]}\nanalysis:\n  baseline:\n"
      "    rope: bifocal\n", 5, "analysis.baseline.rope",
      "'bifocal' is not one of the values swept (rope: rope, spectral)"},
+    {"analysis baseline unknown label", "name: x\nzip:\n  label: [nope, rope]"
+     "\n  rope: [none, rope]\nanalysis:\n  baseline:\n    label: roap\n", 7,
+     "analysis.baseline.label", "'roap' names no zip entry (labels: nope, "
+     "rope)"},
+    {"analysis baseline label without labels", "name: x\n"
+     "grid: {rope: [rope, spectral]}\nanalysis:\n  baseline: {label: rope}\n",
+     4, "analysis.baseline.label", "'rope' names no zip entry (no zip of the "
+     "sweep has a label list)"},
+    {"analysis baseline label not a name", "name: x\nanalysis:\n  baseline:\n"
+     "    label: [rope]\n", 4, "analysis.baseline.label",
+     "must be the name of a zip entry"},
+    {"analysis baseline contradicts label", "name: x\nzip:\n"
+     "  label: [nope, rope]\n  rope: [none, rope]\nanalysis:\n  baseline:\n"
+     "    label: rope\n    rope: none\n", 8, "analysis.baseline.rope",
+     "'none' contradicts the label 'rope', whose entry has rope: rope (zip)"},
 };
 
 static void test_rejections(void **state)
@@ -386,6 +401,33 @@ static void test_analysis_block(void **state)
     assert_false(sw->analysis.has_primary);
     assert_true(sw->analysis.alpha == BF_ANALYSIS_ALPHA);
     assert_true(sw->analysis.equivalence_margin == BF_ANALYSIS_MARGIN);
+    bf_sweep_free(sw);
+}
+
+/* A baseline that names a zip entry by its label stands for the entry's
+ * values, in the stage whose zip has it, beside a grid field it adds; the
+ * stored block has the values, not the label. */
+static void test_analysis_baseline_label(void **state)
+{
+    (void)state;
+    bf_error err = {0};
+    bf_sweep *sw = parse("name: a\nstages:\n"
+                         "  - name: main\n"
+                         "    grid: {lr: [1e-3, 3e-3]}\n"
+                         "    zip:\n"
+                         "      label: [nope, rope, rope-5e5]\n"
+                         "      rope: [none, rope, rope]\n"
+                         "      rope_base: [1e4, 1e4, 5e5]\n"
+                         "analysis:\n"
+                         "  baseline: {label: rope-5e5, lr: 0.001}\n", &err);
+    if (!sw)
+        fail_msg("parse: %s", err.msg);
+    assert_null(sw->analysis.baseline_label);
+    char *text = json_dumps(sw->analysis.baseline, JSON_SORT_KEYS |
+                                                   JSON_COMPACT);
+    assert_string_equal(text, "{\"lr\":0.001,\"rope\":\"rope\","
+                        "\"rope_base\":500000.0}");
+    free(text);
     bf_sweep_free(sw);
 }
 
@@ -796,6 +838,7 @@ int main(void)
         cmocka_unit_test(test_header_fields),
         cmocka_unit_test(test_analysis_block),
         cmocka_unit_test(test_zip_labels),
+        cmocka_unit_test(test_analysis_baseline_label),
         cmocka_unit_test(test_rejections),
         cmocka_unit_test(test_baseline_fields),
         cmocka_unit_test(test_visitor_stops),
