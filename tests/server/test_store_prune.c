@@ -417,6 +417,62 @@ static void test_from_selection(void **state)
     bft_rmdir(dir);
 }
 
+/* A from: stage with adaptive seeds: once its cells are selected, every
+ * job gets its values, seed 1 (min) is queued and the held seeds wait for
+ * a decision that needs them. */
+static void test_from_adaptive_seeds(void **state)
+{
+    (void)state;
+    char *dir = bft_tmpdir();
+    bf_store *s = bft_open(dir, "a.db", NULL);
+    bft_submit(s, "name: from\n"
+               "base: {depth: 4, eval_depths: [4], eval_every: 50}\n"
+               "analysis: {primary: {metric: loss, eval_depth: 4},"
+               " baseline: {rope: rope}}\n"
+               "stages:\n"
+               "  - name: tune\n"
+               "    base: {steps: 100}\n"
+               "    grid: {rope: [rope, spectral]}\n"
+               "    search: {method: sobol, trials: 2,"
+               " space: {lr: {loguniform: [1.0e-4, 1.0e-2]}}}\n"
+               "    select: {by: eval_loss, eval_depth: 4}\n"
+               "  - name: confirm\n"
+               "    from: \"stage:tune\"\n"
+               "    grid: {rope: [rope, spectral]}\n"
+               "    seeds: {min: 1, max: 3, until: decided}\n", 1, NULL);
+    bf_error err = {0};
+    for (int job = 1; job <= 4; job++) {
+        bf_lease l;
+        char worker[16];
+        snprintf(worker, sizeof worker, "w%d", job);
+        assert_int_equal(bf_store_lease_next(s, worker, 10, 600000, &l, NULL),
+                         1);
+        json_t *b = json_pack("[{s:s, s:i, s:i, s:f, s:f}]", "type", "eval",
+                              "step", 100, "depth", 4, "loss", 1.0 + job,
+                              "accuracy", 0.5);
+        assert_int_equal(bf_store_ingest(s, l.attempt_id, b, NULL, NULL, &err),
+                         0);
+        json_decref(b);
+        assert_int_equal(bf_store_flush(s, &err), 0);
+        assert_int_equal(bf_store_finish_attempt(s, l.attempt_id, 1, NULL, 50,
+                                                 &err), 0);
+        bf_lease_clear(&l);
+    }
+    /* confirm: rope seeds 1..3 are jobs 5..7, spectral 8..10 */
+    char *states = bft_text(s, "SELECT group_concat(seed || status, ' ') "
+                            "FROM (SELECT * FROM jobs WHERE stage = 'confirm' "
+                            "ORDER BY job_id)");
+    assert_string_equal(states, "1queued 2waiting 3waiting 1queued 2waiting "
+                        "3waiting");
+    free(states);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs j JOIN "
+                             "selected_values v ON v.job_id = j.job_id JOIN "
+                             "jobs t ON t.job_id = v.trial_job_id WHERE "
+                             "j.config -> '$.lr' = t.config -> '$.lr'"), 6);
+    bf_store_close(s);
+    bft_rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -426,6 +482,7 @@ int main(void)
         cmocka_unit_test(test_median_rule),
         cmocka_unit_test(test_selection),
         cmocka_unit_test(test_from_selection),
+        cmocka_unit_test(test_from_adaptive_seeds),
         cmocka_unit_test(test_accuracy_metric),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
