@@ -271,7 +271,8 @@ const bf_client_command bf_client_commands[] = {
       "Seed statistics: per group of jobs that differ only in their seed "
       "(or per --by fields) and eval depth, n, mean, sd and 95% CI of eval "
       "loss, accuracy and final train loss; each group against its baseline "
-      "(default rope=rope): the difference with its 95% CI (paired t by "
+      "(--baseline, or label=NAME for a named zip entry; default the sweep "
+      "file's analysis.baseline, else rope=rope): the difference with its 95% CI (paired t by "
       "seed, else Welch), the relative loss change, and a verdict line.  "
       "--where keeps the jobs with those values, as if the sweep held no "
       "others.  --db reads a database file instead of the daemon.",

@@ -264,10 +264,50 @@ static const char *grouping_field(const bf_sweep_view *v, const char *name,
     return NULL;
 }
 
-/* One FIELD=VALUE of --baseline ARG into b; -1 with a message if bad. */
+/* A canonical config value as --baseline takes it (malloc'd). */
+static char *value_text(const json_t *value)
+{
+    return json_is_string(value) ? bf_xstrdup(json_string_value(value))
+                                 : json_dumps(value, JSON_ENCODE_ANY);
+}
+
+/* label=NAME of --baseline ARG: the values of the zip entry the sweep file
+ * calls NAME, over the grouping fields; -1 with a message if none is. */
+static int add_label(const bf_sweep_view *v, const char *arg,
+                     const char *name, size_t len, baseline *b)
+{
+    size_t i, j;
+    json_t *zip, *entry;
+    json_array_foreach(v->zips, i, zip)
+        json_array_foreach(json_object_get(zip, "entries"), j, entry) {
+            const char *label = json_string_value(json_object_get(entry,
+                                                                  "label"));
+            if (strlen(label) != len || strncmp(label, name, len) != 0)
+                continue;
+            const char *key;
+            json_t *value;
+            json_object_foreach(json_object_get(entry, "values"), key, value) {
+                const char *field = grouping_field(v, key, strlen(key));
+                if (field && b->n < MAX_BASELINE_FIELDS) {
+                    b->field[b->n] = field;
+                    b->value[b->n++] = value_text(value);
+                }
+            }
+            return 0;
+        }
+    fprintf(stderr, "bifocal: --baseline %s: no zip entry of sweep %lld is "
+                    "labelled '%.*s'\n", arg, (long long)v->sweep_id, (int)len,
+            name);
+    return -1;
+}
+
+/* One FIELD=VALUE (or label=NAME) of --baseline ARG into b; -1 with a
+ * message if bad. */
 static int add_pair(const bf_sweep_view *v, const char *arg, const char *pair,
                     size_t len, baseline *b)
 {
+    if (len > 6 && strncmp(pair, "label=", 6) == 0)
+        return add_label(v, arg, pair + 6, len - 6, b);
     const char *eq = memchr(pair, '=', len);
     const char *field = eq ? grouping_field(v, pair, (size_t)(eq - pair)) : NULL;
     if (!field || b->n == MAX_BASELINE_FIELDS) {
@@ -790,8 +830,7 @@ static char *declared_baseline(const bf_sweep_view *v, const bf_analysis *a)
     json_object_foreach(a->baseline, field, value) {
         if (!grouping_field(v, field, strlen(field)))
             continue;
-        char *text = json_is_string(value) ? bf_xstrdup(json_string_value(
-                         value)) : json_dumps(value, JSON_ENCODE_ANY);
+        char *text = value_text(value);
         fprintf(out, "%s%s=%s", n++ ? "," : "", field, text);
         free(text);
     }

@@ -233,6 +233,17 @@ var BifocalReport = (function () {
     return { data: data, series: series, bands: bands, bandOf: bandOf };
   }
 
+  /* A log axis's tick labels: uPlot's own keep a few decimals, so they
+   * read "0" at 0.0001 and below, and spell 1e13 out in full.  Its
+   * filter leaves the ticks between labels null. */
+  function logTicks(u, splits) {
+    return splits.map(function (v) {
+      if (v === null || v === undefined) return "";
+      return v >= 1e5 || v < 1e-4 ? Number(v).toExponential(0).replace("e+", "e")
+                                  : fmt(v, 3);
+    });
+  }
+
   function makePlot(target, spec, logY) {
     var p = plotData(spec, logY), bandOf = p.bandOf;
     var width = Math.max(320, Math.min(target.clientWidth || 900, 1100));
@@ -246,7 +257,8 @@ var BifocalReport = (function () {
       axes: [spec.xTicksAtData
                ? { label: spec.xLabel, splits: function () { return spec.x; } }
                : { label: spec.xLabel },
-             { label: spec.yLabel, size: 70 }],
+             logY ? { label: spec.yLabel, size: 70, values: logTicks }
+                  : { label: spec.yLabel, size: 70 }],
       cursor: { drag: { x: true, y: false } },
       hooks: {
         init: [function (u) {

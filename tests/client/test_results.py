@@ -226,6 +226,10 @@ check(rp["spectral"]["baseline"] == "(this group)" and rp["rope"]["baseline"] ==
       "compare 4 takes the declared baseline and alpha: %r" % rp["rope"])
 rows4 = json.loads(bifocal("compare", "4", "--db", db, "--format", "json",
                            "--baseline", "rope=rope").stdout)
+# a zip entry named by its label is the baseline its values are
+check(json.loads(bifocal("compare", "4", "--db", db, "--format", "json",
+                         "--baseline", "label=geometric").stdout) == rows4,
+      "compare 4 --baseline label=geometric is --baseline rope=rope")
 sp = [r for r in rows4 if r["rope"] == "spectral"][0]
 k = min(tab["a"], tab["b"])
 want_p = min(1.0, 2 * sum(math.comb(tab["a"] + tab["b"], i) for i in range(k + 1))
@@ -419,6 +423,8 @@ error(["compare", "2", "--db", db], "sweep 2 has no succeeded job")
 error(["report", "2", "--db", db], "sweep 2 has no succeeded job")
 error(["compare", "1", "--db", db, "--by", "lr"], "--by lr: not a field that varies")
 error(["compare", "1", "--db", db, "--baseline", "rope=nope"], "no group of sweep 1 has rope=nope")
+error(["compare", "4", "--db", db, "--baseline", "label=nope"],
+      "--baseline label=nope: no zip entry of sweep 4 is labelled 'nope'")
 error(["compare", "3", "--db", db, "--baseline", "rope=rope,freq_lr_mult=3"],
       "no group of sweep 3 has rope=rope,freq_lr_mult=3")
 error(["compare", "3", "--db", db, "--baseline", "rope=rope,lr=1"], "'lr=1' is not")

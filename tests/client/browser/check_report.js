@@ -51,6 +51,14 @@ async function main() {
     }));
     for (const o of outside)
       if (o.bad.length) problems.push(`${o.id} draws outside its range: ${o.bad.join(", ")}`);
+    // A log axis labels its ticks as numbers a reader can tell apart:
+    // uPlot's own labels read "0" at 0.0001 and below.
+    const zeroTicks = await page.evaluate(() => window.bifocalFigures()
+      .filter((f) => f.spec.logY && f.plot && f.plot.axes && f.plot.axes[1] &&
+                     f.plot.axes[1]._values)
+      .filter((f) => f.plot.axes[1]._values.some((v) => Number(v) === 0 && v !== ""))
+      .map((f) => f.id));
+    for (const id of zeroTicks) problems.push(`${id}: its log axis labels a tick "0"`);
     if (figures.length < minFigures)
       problems.push(`${figures.length} figures drawn, expected at least ${minFigures}`);
     const height = await page.evaluate(() => document.documentElement.scrollHeight);
