@@ -153,38 +153,44 @@ study__headline_of() {
                                         | "\(.task // $task): \(.verdict)"'
 }
 
-# study_cost: seconds per step of a study job, standalone (bifocal-worker
-# --job, 1 rank), per task at d_model 64 and for the scale check's model;
-# then two dyck jobs on 2 groups of 1 rank against 1 group of 2 ranks.
+# study_cost: what a study job costs per step, standalone (bifocal-worker
+# --job, 1 rank), per task at d_model 64 and for the scale check's model:
+# wall seconds, and CPU seconds, which a machine shared with other work
+# does not inflate (on an idle machine of C cores running C groups of 1
+# rank, wall per step is CPU per step / C).  Then two dyck jobs on 2
+# groups of 1 rank against the same two on 1 group of 2 ranks.
 study_cost() {
     local worker; worker=$(dirname "$bifocal")/../worker/bifocal-worker
     local dir; dir=$(mktemp -d /tmp/study-cost.XXXXXX)
-    local steps=300
+    local steps=300 job
     study__cost_job "$dir/dyck" dyck 64 2 "[4, 6, 8, 12]" 52 $steps 1
     study__cost_job "$dir/counter" counter 64 2 "[4, 6, 8, 12]" 52 $steps 1
     study__cost_job "$dir/code" code 64 2 "[4, 5]" 48 $steps 1
     study__cost_job "$dir/dyck128" dyck 128 4 "[4, 6, 8, 12]" 52 $steps 1
     study__cost_job "$dir/dyck-2" dyck 64 2 "[4, 6, 8, 12]" 52 $steps 2
-    echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $steps steps a job"
-    local job t
+    echo "load average $(cut -d' ' -f1-3 /proc/loadavg); $steps steps a job"
+    echo "job: wall_s cpu_s cpu_s_per_step"
     for job in dyck counter code dyck128; do
-        t=$(study__time "$worker" --job "$dir/$job.yaml")
-        echo "$job: $t s, $(echo "scale=4; $t / $steps" | bc) s/step"
+        study__time "$job" $steps "$worker" --job "$dir/$job.yaml"
     done
-    local start; start=$(date +%s.%N)
-    "$worker" --job "$dir/dyck.yaml" > /dev/null &
-    "$worker" --job "$dir/dyck-2.yaml" > /dev/null
-    wait
-    t=$(echo "$(date +%s.%N) - $start" | bc)
-    echo "two dyck jobs, 2 groups x 1 rank: $t s"
-    start=$(date +%s.%N)
-    for job in dyck dyck-2; do
-        mpirun -np 2 --oversubscribe "$worker" --job "$dir/$job.yaml" \
-            > /dev/null
-    done
-    t=$(echo "$(date +%s.%N) - $start" | bc)
-    echo "two dyck jobs, 1 group x 2 ranks: $t s"
+    study__time "2 dyck jobs on 2 groups x 1 rank" $((2 * steps)) \
+        study__two_groups "$worker" "$dir"
+    study__time "2 dyck jobs on 1 group x 2 ranks" $((2 * steps)) \
+        study__one_group "$worker" "$dir"
     rm -rf "$dir"
+}
+
+study__two_groups() {
+    "$1" --job "$2/dyck.yaml" &
+    "$1" --job "$2/dyck-2.yaml"
+    wait
+}
+
+study__one_group() {
+    local job
+    for job in dyck dyck-2; do
+        mpirun -np 2 --oversubscribe "$1" --job "$2/$job.yaml"
+    done
 }
 
 # study__cost_job FILE TASK D_MODEL LAYERS EVAL_DEPTHS SEQ_LEN STEPS SEED:
@@ -211,8 +217,12 @@ checkpoint_every: 0
 EOF
 }
 
+# study__time LABEL STEPS COMMAND...: one line of study_cost's table.
 study__time() {
-    local start; start=$(date +%s.%N)
-    "$@" > /dev/null 2>&1
-    echo "$(date +%s.%N) - $start" | bc
+    local label=$1 steps=$2; shift 2
+    local TIMEFORMAT='%R %U %S' t
+    t=$( { time "$@" > /dev/null 2>&1; } 2>&1 )
+    set -- $t
+    echo "$label: $1 s wall, $(echo "$2 + $3" | bc) s CPU," \
+         "$(echo "scale=4; ($2 + $3) / $steps" | bc) CPU s/step"
 }

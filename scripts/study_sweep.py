@@ -31,7 +31,7 @@ Loader.add_implicit_resolver(
 # proportions and their jobs stay distinct), every other job field named
 # here takes this value wherever the file sets it; search trials, prune
 # rungs and seeds are set below.
-SMOKE_STEPS_DIV = 20
+SMOKE_STEPS_DIV = 40
 SMOKE_FIELDS = {"eval_every": 5, "log_every": 5, "freq_every": 5,
                 "checkpoint_every": 5, "warmup_steps": 2, "eval_examples": 32}
 SMOKE_TRIALS = 3
