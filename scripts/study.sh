@@ -43,8 +43,13 @@ export OPENBLAS_NUM_THREADS=1
 case "${1:-run}" in
     frequency) shift; source scripts/study_frequency.sh; study_frequency "$@"
                exit ;;
-    headline) source scripts/study_frequency.sh; study_headline "$2"; exit ;;
+    headline) source scripts/study_frequency.sh
+              study_headline "${2:?usage: scripts/study.sh headline DB}"
+              exit ;;
     cost) source scripts/study_frequency.sh; study_cost; exit ;;
+    run|analyse) ;;
+    *) echo "usage: scripts/study.sh [run|analyse|frequency [run|analyse]|headline DB|cost]" >&2
+       exit 2 ;;
 esac
 
 bf_install_pkgs sqlite3

@@ -6,6 +6,10 @@
 
 # study_frequency [run|analyse]
 study_frequency() {
+    case "${1:-run}" in
+        run|analyse) ;;
+        *) echo "usage: scripts/study.sh frequency [run|analyse]" >&2; return 2 ;;
+    esac
     bf_install_pkgs python3-yaml sqlite3 jq
     local db=${STUDY_DB:-runs/study-frequency.db}
     local out=${STUDY_OUT:-docs/study/frequency}
