@@ -8,17 +8,6 @@
 
 #include "alloc.h"
 
-/* A config column: an object, or its JSON text (new reference). */
-static json_t *config_of(const json_t *row, const char *key)
-{
-    const json_t *v = json_object_get(row, key);
-    if (json_is_object(v))
-        return json_incref((json_t *)v);
-    json_t *obj = json_is_string(v) ? json_loads(json_string_value(v), 0,
-                                                 NULL) : NULL;
-    return obj ? obj : json_object();
-}
-
 /* "lr=1e-05 freq_lr_mult=1": config's values of the fields in which it
  * differs from other, numbers to 6 digits (a label, not a record). */
 static char *label(const json_t *config, const json_t *other)
@@ -53,8 +42,8 @@ static char *label(const json_t *config, const json_t *other)
 /* The two labels, naming only the fields in which the cells differ. */
 static void labels(const json_t *row, char **variant, char **baseline)
 {
-    json_t *v = config_of(row, "variant_config");
-    json_t *b = config_of(row, "baseline_config");
+    json_t *v = bf_source_json_object(row, "variant_config");
+    json_t *b = bf_source_json_object(row, "baseline_config");
     *variant = label(v, b);
     *baseline = label(b, v);
     json_decref(v);

@@ -17,6 +17,7 @@
 #include "job_config.h"
 #include "records.h"
 #include "results.h"
+#include "selections.h"
 #include "stats.h"
 
 #include <math.h>
@@ -1027,11 +1028,15 @@ int bf_client_cmd_compare(bf_client *cl, int argc, char **argv)
     json_t *rows = NULL;
     if (bf_sweep_view_load(&v, &src, o.sweep, o.by, o.where) == 0)
         rows = bf_compare_rows(&v, &src, o.baseline);
-    if (rows && o.fmt == BF_FORMAT_TABLE)
+    json_t *chosen = rows && o.fmt == BF_FORMAT_TABLE
+                     ? bf_selections_read(&src, o.sweep) : NULL;
+    if (rows && o.fmt == BF_FORMAT_TABLE) {
         print_table(rows);
-    else if (rows)
+        bf_selections_print(stdout, chosen);
+    } else if (rows)
         bf_format_print(stdout, rows, NULL, o.fmt);
     int status = rows ? 0 : 1;
+    json_decref(chosen);
     json_decref(rows);
     bf_sweep_view_clear(&v);
     bf_source_close(&src);

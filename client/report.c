@@ -2,6 +2,7 @@
 #include "report.h"
 
 #include "adaptive.h"
+#include "selections.h"
 #include "alloc.h"
 #include "compare.h"
 #include "curves.h"
@@ -108,12 +109,13 @@ json_t *bf_report_data(bf_source *src, int64_t sweep_id, const char *where,
 {
     bf_sweep_view v;
     json_t *data = NULL, *compare = NULL, *loss = NULL, *freq = NULL,
-           *adaptive = NULL;
+           *adaptive = NULL, *chosen = NULL;
     if (bf_sweep_view_load(&v, src, sweep_id, NULL, where) == 0
         && (compare = bf_compare_rows(&v, src, baseline))
         && (loss = bf_curves_train_loss(&v, src))
         && (freq = bf_curves_frequencies(&v, src))
-        && (adaptive = bf_adaptive_read(src, sweep_id))) {
+        && (adaptive = bf_adaptive_read(src, sweep_id))
+        && (chosen = bf_selections_read(src, sweep_id))) {
         time_t now = time(NULL);
         char stamp[32];
         strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
@@ -128,8 +130,10 @@ json_t *bf_report_data(bf_source *src, int64_t sweep_id, const char *where,
         json_object_set_new(data, "jobs", bf_results_rows(&v,
                                                           BF_REPORT_MAX_JOBS));
         json_object_set_new(data, "adaptive_seeds", adaptive);
-        loss = freq = adaptive = NULL;
+        json_object_set_new(data, "selections", chosen);
+        loss = freq = adaptive = chosen = NULL;
     }
+    json_decref(chosen);
     json_decref(adaptive);
     json_decref(compare);
     json_decref(loss);

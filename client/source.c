@@ -173,6 +173,20 @@ json_t *bf_source_rows_if_any(bf_source *src, const char *view,
                                          : json_array();
 }
 
+json_t *bf_source_json_object(const json_t *row, const char *key)
+{
+    const json_t *v = json_object_get(row, key);
+    if (json_is_object(v))
+        return json_incref((json_t *)v);
+    json_t *obj = json_is_string(v) ? json_loads(json_string_value(v), 0,
+                                                 NULL) : NULL;
+    if (obj && !json_is_object(obj)) {
+        json_decref(obj);
+        obj = NULL;
+    }
+    return obj ? obj : json_object();
+}
+
 /* Maps the wanted column names to the statement's column indexes. */
 static int column_indexes(sqlite3_stmt *st, const char *const *columns, int n,
                           int *index)

@@ -42,6 +42,11 @@ int bf_source_each_row(bf_source *src, const char *view, int64_t sweep_id,
 json_t *bf_source_rows_if_any(bf_source *src, const char *view,
                               int64_t sweep_id);
 
+/* Column `key` of a row holding JSON text (a config, a view's JSON
+ * object): the object (new reference), or an empty one when absent or not
+ * an object. */
+json_t *bf_source_json_object(const json_t *row, const char *key);
+
 /* Whether the source has the view: a database file may predate it (the
  * daemon's schema is always current). */
 int bf_source_has_view(bf_source *src, const char *view);

@@ -39,6 +39,8 @@ static const view views[] = {
     { "results",           1, { NULL },                           NULL },
     /* adaptive seeds: one row per comparison (migration 17) */
     { "adaptive_seeds",    0, { "variant_cell" },                 NULL },
+    /* selections of search trials, ranked per cell (migration 18) */
+    { "trial_selections",  0, { "select_id", "grp", "rank" },     NULL },
 };
 
 static const view *find(const char *name)

@@ -568,6 +568,33 @@ var BifocalReport = (function () {
     ], "bf-table bf-adaptive");
   }
 
+  // Selections: what each select: chose per cell (docs/sweeps.md).
+  function selectionsSection(root, data) {
+    var cells = data.selections || [];
+    if (!cells.length)
+      return;
+    var sec = section(root, "Selections",
+      "Each cell's trials ranked by their final metric at the selection's " +
+      "depth once all had ended; a later stage with from: trained the chosen " +
+      "values (docs/sweeps.md, Selection).");
+    function trials(list) {
+      return list.map(function (t) {
+        var v = Object.keys(t.values || {}).map(function (k) {
+          return k + "=" + (typeof t.values[k] === "number" ? fmt(t.values[k], 3) : t.values[k]);
+        }).join(" ");
+        return "job " + t.job_id + " (trial " + t.trial + (v ? ": " + v : "") + ") " + fmt(t.value, 4);
+      }).join("; ");
+    }
+    table(sec, cells, [
+      { title: "stage", get: function (c) { return c.stage || ""; } },
+      { key: "cell" },
+      { title: "by", get: function (c) { return c.metric + " at depth " + c.eval_depth; } },
+      { title: "chosen", get: function (c) { return trials(c.chosen); } },
+      { title: "runners-up", get: function (c) { return trials(c.runners_up); } },
+      { title: "values taken by jobs", get: function (c) { return c.taken_by.join(", "); } },
+    ], "bf-table bf-selections");
+  }
+
   function compareSection(root, data) {
     var sec = section(root, "Comparison",
       "Per group and eval depth over seeds: loss as a geometric mean ×/ spread " +
@@ -644,6 +671,7 @@ var BifocalReport = (function () {
     }
     forestFigure(root, data);
     adaptiveSection(root, data);
+    selectionsSection(root, data);
     depthFigures(root, data);
     lossFigure(root, data);
     frequencyFigures(root, data);

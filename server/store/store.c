@@ -428,6 +428,8 @@ static int insert_prune_rule(bf_store *s, int64_t sweep_id,
     sqlite3_bind_int(st, 4, p->eval_depth);
     sqlite3_bind_text(st, 5, text, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int(st, 6, p->param);
+    sqlite3_bind_text(st, 7, bf_trial_metric_name(p->metric), -1,
+                      SQLITE_STATIC);
     free(text);
     return store__exec(s, st, err);
 }
@@ -441,6 +443,9 @@ static int insert_select_rule(bf_store *s, int64_t sweep_id,
         sqlite3_bind_text(st, 2, row->stage, -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 3, row->select->eval_depth);
     sqlite3_bind_int(st, 4, row->select->best);
+    sqlite3_bind_text(st, 5, bf_trial_metric_name(row->select->metric), -1,
+                      SQLITE_STATIC);
+    sqlite3_bind_text(st, 6, row->select->space, -1, SQLITE_STATIC);
     return store__exec(s, st, err);
 }
 

@@ -178,11 +178,11 @@ extern const int bf_schema_n_migrations;
      * its competitors; a decision, numbered in the order made. */        \
     X(ST_PRUNE_RULE_INSERT,                                                    \
       "INSERT INTO prune_rules (sweep_id, stage, method, metric, eval_depth,"  \
-      " rungs, param) SELECT ?1, ?2, ?3, 'eval_loss', ?4, ?5, ?6 WHERE NOT"    \
+      " rungs, param) SELECT ?1, ?2, ?3, ?7, ?4, ?5, ?6 WHERE NOT"             \
       " EXISTS (SELECT 1 FROM prune_rules WHERE sweep_id = ?1 AND stage IS ?2)")\
     X(ST_SELECT_RULE_INSERT,                                                   \
-      "INSERT INTO select_rules (sweep_id, stage, metric, eval_depth, best)"   \
-      " SELECT ?1, ?2, 'eval_loss', ?3, ?4 WHERE NOT EXISTS (SELECT 1"         \
+      "INSERT INTO select_rules (sweep_id, stage, metric, eval_depth, best,"   \
+      " space) SELECT ?1, ?2, ?5, ?3, ?4, ?6 WHERE NOT EXISTS (SELECT 1"       \
       " FROM select_rules WHERE sweep_id = ?1 AND stage IS ?2)")               \
     X(ST_TRIAL_INSERT,                                                         \
       "INSERT INTO trials (job_id, rule_id, grp, trial, select_id) VALUES"     \
@@ -192,22 +192,26 @@ extern const int bf_schema_n_migrations;
     /* selection: the cell of an ended trial, when none of its trials is  \
      * left to run and it has no selection yet; then its ranking. */      \
     X(ST_SELECT_READY,                                                         \
-      "SELECT t.select_id, t.grp, r.best, r.eval_depth, r.stage FROM trials t" \
+      "SELECT t.select_id, t.grp, r.best, r.eval_depth, r.stage, r.metric"     \
+      " FROM trials t"                                                         \
       " JOIN select_rules r ON r.select_id = t.select_id WHERE t.job_id = ?1"  \
       " AND NOT EXISTS (SELECT 1 FROM selections x WHERE x.select_id ="        \
       " t.select_id AND x.grp = t.grp) AND NOT EXISTS (SELECT 1 FROM trials o" \
       " INDEXED BY trials_by_select JOIN jobs j ON j.job_id = o.job_id"        \
       " WHERE o.select_id = t.select_id AND o.grp = t.grp"                     \
       " AND j.status IN ('waiting', 'queued', 'running'))")                    \
+    /* ?5: the metric is eval_accuracy (higher is better), else eval_loss */\
     X(ST_SELECT_RANK,                                                          \
       "INSERT INTO selections (select_id, grp, rank, job_id, value, chosen)"   \
-      " SELECT ?1, ?2, rank, job_id, loss, rank <= ?3 FROM (SELECT j.job_id,"  \
-      " e.loss, row_number() OVER (ORDER BY e.loss, j.job_id) AS rank"         \
+      " SELECT ?1, ?2, rank, job_id, v, rank <= ?3 FROM (SELECT job_id, v,"    \
+      " row_number() OVER (ORDER BY CASE WHEN ?5 THEN -v ELSE v END,"          \
+      " job_id) AS rank FROM (SELECT j.job_id,"                                \
+      " CASE WHEN ?5 THEN e.accuracy ELSE e.loss END AS v"                     \
       " FROM trials t INDEXED BY trials_by_select"                             \
       " JOIN jobs j ON j.job_id = t.job_id JOIN evals e ON e.job_id ="         \
       " j.job_id AND e.depth = ?4 AND e.step = json_extract(j.config,"         \
       " '$.steps') WHERE t.select_id = ?1 AND t.grp = ?2"                      \
-      " AND j.status = 'succeeded' AND e.loss IS NOT NULL)")                   \
+      " AND j.status = 'succeeded') WHERE v IS NOT NULL)")                     \
     /* from: a job taking a selection's values (selected_values); once \
      * the cell is ranked: its chosen trial, its waiting jobs filled from  \
      * that trial's config and queued (a held seed stays waiting), or,     \
@@ -223,23 +227,33 @@ extern const int bf_schema_n_migrations;
       " ORDER BY rank LIMIT 1) WHERE job_id IN (SELECT job_id"                 \
       " FROM selected_values INDEXED BY selected_values_by_cell"               \
       " WHERE select_id = ?1 AND grp = ?2)")                                   \
+    /* (a job that never ran, failed or cancelled before a retried     \
+     * trial's selection, gets the values too: its own retry runs them) */ \
     X(ST_VALUES_FILL,                                                          \
       "UPDATE jobs SET config = json_patch(config, (SELECT"                    \
       " json_group_object(k.value, t.config -> ('$.' || k.value))"             \
       " FROM selected_values v JOIN jobs t ON t.job_id = v.trial_job_id,"      \
       " json_each(v.fields) k WHERE v.job_id = jobs.job_id)),"                 \
-      " status = CASE WHEN (SELECT held FROM selected_values"                  \
-      " WHERE job_id = jobs.job_id) THEN 'waiting' ELSE 'queued' END"          \
+      " status = CASE WHEN status <> 'waiting' OR (SELECT held"                \
+      " FROM selected_values WHERE job_id = jobs.job_id) THEN status"          \
+      " ELSE 'queued' END"                                                     \
       " WHERE job_id IN (SELECT job_id FROM selected_values"                   \
       " INDEXED BY selected_values_by_cell WHERE select_id = ?1 AND grp = ?2"  \
-      " AND trial_job_id IS NOT NULL) AND status = 'waiting'")                 \
+      " AND trial_job_id IS NOT NULL) AND attempts = 0"                        \
+      " AND status IN ('waiting', 'failed', 'cancelled')")                     \
+    /* A job whose values are not known (its cell chose no trial yet). */ \
+    X(ST_VALUES_PENDING,                                                       \
+      "SELECT r.stage FROM selected_values v JOIN select_rules r"              \
+      " ON r.select_id = v.select_id WHERE v.job_id = ?1"                      \
+      " AND v.trial_job_id IS NULL")                                           \
     X(ST_VALUES_FAIL,                                                          \
       "UPDATE jobs SET status = 'failed', finished_ms = ?3, error = ?4"        \
       " WHERE job_id IN (SELECT job_id FROM selected_values"                   \
       " INDEXED BY selected_values_by_cell WHERE select_id = ?1 AND grp = ?2"  \
       " AND trial_job_id IS NULL) AND status = 'waiting' RETURNING job_id")    \
     X(ST_PRUNE_RULE_AT,                                                        \
-      "SELECT r.rule_id, r.method, r.param, t.grp, j.cancel_requested"         \
+      "SELECT r.rule_id, r.method, r.param, t.grp, j.cancel_requested,"        \
+      " r.metric"                                                              \
       " FROM trials t JOIN prune_rules r ON r.rule_id = t.rule_id"             \
       " JOIN jobs j ON j.job_id = t.job_id WHERE t.job_id = ?1"                \
       " AND r.eval_depth = ?3 AND EXISTS (SELECT 1 FROM json_each(r.rungs)"    \
@@ -475,7 +489,7 @@ int store__refresh_sweep(bf_store *s, int64_t sweep_id, bf_error *err);
 /* Trial job_id has just ended: when it was the last of its cell to run
  * and its stage selects, ranks the cell's succeeded trials into
  * `selections` (013_select.sql), and the jobs taking the cell's values
- * (`from:`, 018_selected_values.sql) get them and are queued, or fail
+ * (`from:`, 018_from_and_metrics.sql) get them and are queued, or fail
  * when no trial was chosen.  In the open transaction. */
 int store__select_on_end(bf_store *s, int64_t job_id, int64_t now_ms,
                          bf_error *err);
@@ -483,9 +497,11 @@ int store__select_on_end(bf_store *s, int64_t job_id, int64_t now_ms,
 /* An eval of job_id at (step, depth) was just stored: when that is a rung
  * of the job's prune rule, decides whether the job goes on, stores the
  * decision and, to prune, marks the job cancel-requested (so the replies
- * to its worker say cancel once this commits).  Loss NaN: worse than any.
+ * to its worker say cancel once this commits).  The rule's metric is the
+ * loss or the accuracy given; NaN is worse than any value.
  * In the open transaction; 0, or -1 with err set. */
 int store__prune_eval(bf_store *s, int64_t job_id, int64_t step,
-                      int64_t depth, double loss, bf_error *err);
+                      int64_t depth, double loss, double accuracy,
+                      bf_error *err);
 
 #endif

@@ -132,7 +132,8 @@ static int walk_eval(walk *w, size_t i, const json_t *rec, json_int_t step)
         return -1;
     /* a new eval (not a resent one) may be at a rung of a search's rule */
     return w->n_rows > before ? store__prune_eval(w->s, w->job_id, step,
-                                                  depth, loss, w->err) : 0;
+                                                  depth, loss, accuracy,
+                                                  w->err) : 0;
 }
 
 /* {"type":"freq","step":N,"layer":l,"head":h,"omega":[...]}: pair = index. */

@@ -8,7 +8,9 @@
  * made twice (the key (job, rung) of prune_decisions).
  *
  * The rules (docs/sweeps.md), over the values decided before at the same
- * rung in the job's group (its stage's cell of the grid/zip), NaN worst:
+ * rung in the job's group (its stage's cell of the grid/zip), NaN worst;
+ * a metric where higher is better (eval_accuracy) is ranked by its
+ * negation, so below "lower is better" holds for both:
  *   asha    Asynchronous successive halving (Li et al. 2020), as Optuna's
  *           SuccessiveHalvingPruner applies it: with n values at the rung
  *           (this one included), the job goes on when its value is among
@@ -52,10 +54,16 @@ static int goes_on(int asha, int param, double value, double *earlier,
     return value <= median;
 }
 
-/* The values decided before at `rung` among group grp of rule_id, NaN as
- * +inf, in *out (malloc'd, one slot spare); their count, or -1. */
+/* The metric's value as the rules rank it: lower is better, NaN +inf. */
+static double ranked(double value, int higher_better)
+{
+    return isnan(value) ? INFINITY : higher_better ? -value : value;
+}
+
+/* The values decided before at `rung` among group grp of rule_id, as
+ * ranked, in *out (malloc'd, one slot spare); their count, or -1. */
 static long competing(bf_store *s, int64_t rule_id, int64_t grp, int64_t rung,
-                      double **out, bf_error *err)
+                      int higher_better, double **out, bf_error *err)
 {
     sqlite3_stmt *st = store__stmt(s, ST_PRUNE_COMPETING);
     sqlite3_bind_int64(st, 1, rule_id);
@@ -67,8 +75,9 @@ static long competing(bf_store *s, int64_t rule_id, int64_t grp, int64_t rung,
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (n + 2 > cap)
             v = bf_xrealloc(v, (cap *= 2) * sizeof *v);
-        v[n++] = sqlite3_column_int(st, 0) ? INFINITY
-                                           : sqlite3_column_double(st, 1);
+        v[n++] = sqlite3_column_int(st, 0)
+                     ? INFINITY
+                     : ranked(sqlite3_column_double(st, 1), higher_better);
     }
     sqlite3_reset(st);
     if (rc != SQLITE_DONE) {
@@ -79,14 +88,14 @@ static long competing(bf_store *s, int64_t rule_id, int64_t grp, int64_t rung,
     return (long)n;
 }
 
-static int decide(bf_store *s, int64_t job_id, int64_t rung, double loss,
+static int decide(bf_store *s, int64_t job_id, int64_t rung, double value,
                   int prune, bf_error *err)
 {
     sqlite3_stmt *st = store__stmt(s, ST_PRUNE_DECIDE);
     sqlite3_bind_int64(st, 1, job_id);
     sqlite3_bind_int64(st, 2, rung);
-    if (!isnan(loss))
-        sqlite3_bind_double(st, 3, loss);
+    if (!isnan(value))
+        sqlite3_bind_double(st, 3, value);
     sqlite3_bind_text(st, 4, prune ? "prune" : "continue", -1, SQLITE_STATIC);
     if (store__exec(s, st, err) < 0)
         return -1;
@@ -98,7 +107,8 @@ static int decide(bf_store *s, int64_t job_id, int64_t rung, double loss,
 }
 
 int store__prune_eval(bf_store *s, int64_t job_id, int64_t step,
-                      int64_t depth, double loss, bf_error *err)
+                      int64_t depth, double loss, double accuracy,
+                      bf_error *err)
 {
     sqlite3_stmt *st = store__stmt(s, ST_PRUNE_RULE_AT);
     sqlite3_bind_int64(st, 1, job_id);
@@ -115,17 +125,20 @@ int store__prune_eval(bf_store *s, int64_t job_id, int64_t step,
     int param = sqlite3_column_int(st, 2);
     int64_t grp = sqlite3_column_int64(st, 3);
     int stopping = sqlite3_column_int(st, 4);
+    bf_trial_metric metric = BF_TRIAL_EVAL_LOSS;
+    bf_trial_metric_parse((const char *)sqlite3_column_text(st, 5), &metric);
     sqlite3_reset(st);
     if (stopping)       /* pruned at an earlier rung, or being cancelled */
         return 0;
+    int higher = bf_trial_metric_higher_better(metric);
+    double value = metric == BF_TRIAL_EVAL_ACCURACY ? accuracy : loss;
     double *earlier = NULL;
-    long n = competing(s, rule_id, grp, step, &earlier, err);
+    long n = competing(s, rule_id, grp, step, higher, &earlier, err);
     if (n < 0)
         return -1;
-    int on = goes_on(asha, param, isnan(loss) ? INFINITY : loss, earlier,
-                     (size_t)n);
+    int on = goes_on(asha, param, ranked(value, higher), earlier, (size_t)n);
     free(earlier);
-    return decide(s, job_id, step, loss, !on, err);
+    return decide(s, job_id, step, value, !on, err);
 }
 
 /* ---- selection ------------------------------------------------------------ */
@@ -134,8 +147,8 @@ int store__prune_eval(bf_store *s, int64_t job_id, int64_t step,
  * trial and are queued; with none chosen they fail, and their own
  * dependents fail next (bf_store_settle). */
 static int hand_on_values(bf_store *s, int64_t select_id, int64_t grp,
-                          const char *stage, int depth, int64_t now_ms,
-                          bf_error *err)
+                          const char *stage, const char *metric, int depth,
+                          int64_t now_ms, bf_error *err)
 {
     sqlite3_stmt *st = store__stmt(s, ST_VALUES_CHOSEN);
     sqlite3_bind_int64(st, 1, select_id);
@@ -151,9 +164,9 @@ static int hand_on_values(bf_store *s, int64_t select_id, int64_t grp,
         return -1;
     char why[512];
     snprintf(why, sizeof why, "no values to take from stage %s: no trial of "
-             "this job's cell there succeeded with an eval_loss at depth %d "
-             "(all failed, were pruned or cancelled), so its selection chose "
-             "none", stage ? stage : "", depth);
+             "this job's cell there succeeded with an %s at depth %d (all "
+             "failed, were pruned or cancelled), so its selection chose none",
+             stage, metric, depth);
     st = store__stmt(s, ST_VALUES_FAIL);
     sqlite3_bind_int64(st, 1, select_id);
     sqlite3_bind_int64(st, 2, grp);
@@ -181,13 +194,17 @@ int store__select_on_end(bf_store *s, int64_t job_id, int64_t now_ms,
     char stage[128] = "";
     if (name)
         snprintf(stage, sizeof stage, "%s", (const char *)name);
+    bf_trial_metric metric = BF_TRIAL_EVAL_LOSS;
+    bf_trial_metric_parse((const char *)sqlite3_column_text(st, 5), &metric);
     sqlite3_reset(st);
     st = store__stmt(s, ST_SELECT_RANK);
     sqlite3_bind_int64(st, 1, select_id);
     sqlite3_bind_int64(st, 2, grp);
     sqlite3_bind_int(st, 3, best);
     sqlite3_bind_int(st, 4, depth);
+    sqlite3_bind_int(st, 5, bf_trial_metric_higher_better(metric));
     if (store__exec(s, st, err) < 0)
         return -1;
-    return hand_on_values(s, select_id, grp, stage, depth, now_ms, err);
+    return hand_on_values(s, select_id, grp, stage,
+                          bf_trial_metric_name(metric), depth, now_ms, err);
 }

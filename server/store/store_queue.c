@@ -792,6 +792,29 @@ static int check_retry_source(bf_store *s, int64_t job_id, int64_t *source,
     return found < 0 ? -1 : 0;
 }
 
+/* Whether job_id, if it takes a selection's values (`from:`), has them:
+ * a job whose cell chose no trial refuses (BF_STORE_ERR, err says so). */
+static int check_retry_values(bf_store *s, int64_t job_id, bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_VALUES_PENDING);
+    sqlite3_bind_int64(st, 1, job_id);
+    int rc = sqlite3_step(st);
+    char stage[128] = "";
+    if (rc == SQLITE_ROW && sqlite3_column_text(st, 0))
+        snprintf(stage, sizeof stage, "%s",
+                 (const char *)sqlite3_column_text(st, 0));
+    sqlite3_reset(st);
+    if (rc == SQLITE_DONE)
+        return 0;
+    if (rc != SQLITE_ROW)
+        return store__fail(s, err, "looking up the job's selected values");
+    return bf_error_set(err, NULL, 0, "job", "job %lld takes its values from "
+                        "stage %s's selection, which chose no trial of its "
+                        "cell: retry a trial of that cell first (its values "
+                        "are filled in when the cell is selected again)",
+                        (long long)job_id, stage);
+}
+
 /* The retried job waits while the dependents its failure failed wait
  * again, a few slices now and the rest by bf_store_settle; then it is
  * queued (without a source), or moves on as its source's dependent. */
@@ -820,6 +843,8 @@ int bf_store_retry_job(bf_store *s, int64_t job_id, int from_scratch,
                           "cancelled jobs can be retried", (long long)job_id, status);
     if (rc == 0)
         rc = check_retry_source(s, job_id, &source, err);
+    if (rc == 0)
+        rc = check_retry_values(s, job_id, err);
     if (rc == 0) {
         sqlite3_stmt *st = store__stmt(s, ST_JOB_RETRY);
         sqlite3_bind_int64(st, 1, job_id);

@@ -1079,6 +1079,8 @@ static void free_stage(bf_sweep_stage *st)
     json_decref(st->search_values);
     sweep__from_free(st->from);
     free(st->prune);
+    if (st->select)
+        free(st->select->space);
     free(st->select);
     free(st->set_fields);
     free(st->refs);

@@ -65,20 +65,37 @@
 
 typedef struct bf_sweep_stage bf_sweep_stage;
 
+/* What a prune rule or a selection ranks trials by: a field of the eval
+ * record at one depth.  eval_loss: lower is better; eval_accuracy (the
+ * share of examples with every target right): higher is better. */
+typedef enum { BF_TRIAL_EVAL_LOSS, BF_TRIAL_EVAL_ACCURACY } bf_trial_metric;
+
+/* The metric's name in sweep files and the database ("eval_loss"). */
+const char *bf_trial_metric_name(bf_trial_metric m);
+/* The metric named `name`: 0, or -1 when no metric has that name. */
+int bf_trial_metric_parse(const char *name, bf_trial_metric *out);
+/* 1 when a higher value is better. */
+int bf_trial_metric_higher_better(bf_trial_metric m);
+/* "eval_loss (lower is better), eval_accuracy (higher is better)". */
+const char *bf_trial_metric_list(void);
+
 /* A stage's selection (`select:`): once every trial of a cell has ended,
- * the `best` succeeded trials by their final eval_loss at eval_depth (a
+ * the `best` succeeded trials by their final `metric` at eval_depth (a
  * training depth: never a deeper test depth) are chosen. */
 typedef struct bf_sweep_select {
+    bf_trial_metric metric;
     int eval_depth;
     int best;
+    char *space;         /* owned: the search's fields, a JSON array */
 } bf_sweep_select;
 
 /* A stage's early-stopping rule (`prune:`) over the trials of its search:
- * when a trial's eval_loss at eval_depth is recorded at a rung (a step),
+ * when a trial's `metric` at eval_depth is recorded at a rung (a step),
  * the coordinator decides whether it goes on (docs/sweeps.md). */
 typedef enum { BF_PRUNE_ASHA, BF_PRUNE_MEDIAN } bf_prune_method;
 typedef struct bf_sweep_prune {
     bf_prune_method method;
+    bf_trial_metric metric;
     int eval_depth;
     int64_t rungs[BF_PRUNE_MAX_RUNGS];  /* rising steps, each before steps */
     size_t n_rungs;

@@ -366,7 +366,7 @@ static int expand_job(expansion *x, const bf_sweep_stage *st,
         rc = find_source(sw, st, c, index, &cfg, obj, &job.source, err);
     if (rc == 0 && st->from) {
         job.from_stage = sw->stages[st->from->ref.from].name;
-        job.from_fields = st->from->fields;
+        job.from_fields = sw->stages[st->from->ref.from].select->space;
         rc = sweep__from_match(sw, st, c, index, &cfg, obj, &job.from_group,
                                err);
     }

@@ -116,11 +116,6 @@ int sweep__from_parse(bf_sweep *sw, size_t t, bf_error *err)
     if (check_taken(sw, st, src, err) < 0)
         return -1;
     cell_keys(src, &st->from->ref);
-    json_t *fields = json_array();
-    for (size_t f = 0; f < src->search->n_fields; f++)
-        json_array_append_new(fields, json_string(src->search->fields[f]));
-    st->from->fields = json_dumps(fields, JSON_COMPACT);
-    json_decref(fields);
     src->selected_from = 1;
     return 0;
 }
@@ -133,7 +128,6 @@ void sweep__from_free(sweep_from *from)
     free(from->ref.values);
     sweep__map_free(&from->ref.map);
     free(from->groups);
-    free(from->fields);
     free(from);
 }
 

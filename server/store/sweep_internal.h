@@ -82,7 +82,6 @@ typedef struct sweep_ref {
 typedef struct sweep_from {
     sweep_ref ref;       /* ref.from: the source stage */
     size_t *groups;      /* per recorded cell: its trial group (trials.grp) */
-    char *fields;        /* the source's search fields: a JSON array */
     int line;            /* of `from:` */
 } sweep_from;
 

@@ -11,7 +11,8 @@
  *   prune: {method: median, metric: eval_loss, eval_depth: 4,
  *           rungs: [250, 500], min_trials: 3}
  *   select: {by: eval_loss, eval_depth: 4, best: 1}
- */
+ *
+ * The metric is eval_loss or eval_accuracy (bf_trial_metric). */
 #include "sweep_internal.h"
 
 #include <stdio.h>
@@ -19,7 +20,38 @@
 
 #include "alloc.h"
 
-static const char *const metrics[] = {"eval_loss"};
+/* The metrics trials are ranked by, in bf_trial_metric's order. */
+static const struct {
+    const char *name;
+    int higher_better;
+} metrics[] = {{"eval_loss", 0}, {"eval_accuracy", 1}};
+
+const char *bf_trial_metric_name(bf_trial_metric m)
+{
+    return metrics[m].name;
+}
+
+int bf_trial_metric_higher_better(bf_trial_metric m)
+{
+    return metrics[m].higher_better;
+}
+
+int bf_trial_metric_parse(const char *name, bf_trial_metric *out)
+{
+    for (size_t k = 0; name && k < sizeof metrics / sizeof *metrics; k++)
+        if (strcmp(name, metrics[k].name) == 0) {
+            *out = (bf_trial_metric)k;
+            return 0;
+        }
+    return -1;
+}
+
+const char *bf_trial_metric_list(void)
+{
+    return "eval_loss (lower is better), eval_accuracy (the share of "
+           "examples with every target right, higher is better)";
+}
+
 
 /* The line of key in the mapping at ptr, or of the mapping without it. */
 static int key_line(const bf_sweep *sw, const char *ptr, const char *key)
@@ -60,25 +92,34 @@ static int parse_method(const bf_sweep *sw, const json_t *prune,
     return 0;
 }
 
+/* The metric at key `key` of the mapping at ptr (what: "prune"), or an
+ * error naming the metrics there are. */
+static int parse_metric_key(const bf_sweep *sw, const json_t *block,
+                            const char *ptr, const char *what,
+                            const char *key, bf_trial_metric *out,
+                            bf_error *err)
+{
+    const char *name = json_string_value(json_object_get(block, key));
+    if (bf_trial_metric_parse(name, out) == 0)
+        return 0;
+    return bf_error_set(err, sw->file, key_line(sw, ptr, key), key, "%s.%s: "
+                        "'%s' is not a metric the coordinator records "
+                        "(allowed: %s)", what, key, name ? name : "",
+                        bf_trial_metric_list());
+}
+
 static int parse_metric(const bf_sweep *sw, const json_t *prune,
                         const char *ptr, bf_sweep_prune *p, bf_error *err)
 {
-    const char *metric = json_string_value(json_object_get(prune, "metric"));
-    size_t k = 0;
-    while (metric && k < sizeof metrics / sizeof *metrics &&
-           strcmp(metric, metrics[k]) != 0)
-        k++;
-    if (!metric || k == sizeof metrics / sizeof *metrics)
-        return bf_error_set(err, sw->file, key_line(sw, ptr, "metric"),
-                            "metric", "prune.metric: '%s' is not a metric "
-                            "the coordinator records (allowed: eval_loss, "
-                            "lower is better)", metric ? metric : "");
+    if (parse_metric_key(sw, prune, ptr, "prune", "metric", &p->metric,
+                         err) < 0)
+        return -1;
     json_t *depth = json_object_get(prune, "eval_depth");
     if (!int_in(depth, 1, 1 << 20))
         return bf_error_set(err, sw->file, key_line(sw, ptr, "eval_depth"),
                             "eval_depth", "prune.eval_depth must be a "
                             "positive integer: the evaluation depth whose "
-                            "%s is compared", metrics[k]);
+                            "%s is compared", bf_trial_metric_name(p->metric));
     p->eval_depth = (int)json_integer_value(depth);
     return 0;
 }
@@ -128,24 +169,27 @@ int sweep__select_parse(const bf_sweep *sw, bf_sweep_stage *st,
         return bf_error_set(err, sw->file, sweep__line(sw, "%s", ptr),
                             "select", "select picks among the trials of a "
                             "search: this stage has no search");
-    const char *by = json_string_value(json_object_get(select, "by"));
-    if (!by || strcmp(by, metrics[0]) != 0)
-        return bf_error_set(err, sw->file, key_line(sw, ptr, "by"), "by",
-                            "select.by: '%s' is not a metric the coordinator "
-                            "records (allowed: eval_loss, lower is better)",
-                            by ? by : "");
+    bf_trial_metric by;
+    if (parse_metric_key(sw, select, ptr, "select", "by", &by, err) < 0)
+        return -1;
     json_t *depth = json_object_get(select, "eval_depth");
     if (!int_in(depth, 1, 1 << 20))
         return bf_error_set(err, sw->file, key_line(sw, ptr, "eval_depth"),
                             "eval_depth", "select.eval_depth must be a "
                             "positive integer: the training depth whose "
-                            "eval_loss ranks the trials");
+                            "%s ranks the trials", bf_trial_metric_name(by));
     json_t *best = json_object_get(select, "best");
     if (best && !int_in(best, 1, (long long)st->search->n))
         return bf_error_set(err, sw->file, key_line(sw, ptr, "best"), "best",
                             "select.best must be an integer in [1, %zu] (the "
                             "trials)", st->search->n);
     st->select = bf_xcalloc(1, sizeof *st->select);
+    st->select->metric = by;
+    json_t *space = json_array();
+    for (size_t f = 0; f < st->search->n_fields; f++)
+        json_array_append_new(space, json_string(st->search->fields[f]));
+    st->select->space = json_dumps(space, JSON_COMPACT);
+    json_decref(space);
     st->select->eval_depth = (int)json_integer_value(depth);
     st->select->best = best ? (int)json_integer_value(best) : 1;
     return 0;

@@ -174,6 +174,17 @@ int e2e_scheduled(int steps, int every)
     return n;
 }
 
+json_t *e2e_report_json(bft_daemon *d, const char *sweep)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/report.json", d->dir);
+    if (bft_run_client(d, NULL, NULL, "report", sweep, "--json", "-o", path,
+                       NULL) != 0)
+        return NULL;
+    json_error_t jerr;
+    return json_load_file(path, 0, &jerr);
+}
+
 void e2e_sql_text(const bft_daemon *d, const char *sql, char *buf, size_t cap)
 {
     sqlite3 *db = NULL;

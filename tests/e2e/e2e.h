@@ -6,6 +6,7 @@
 #define BF_TEST_E2E_H
 
 #include <sys/types.h>
+#include <jansson.h>
 
 #include "harness.h"
 
@@ -36,6 +37,10 @@ long long e2e_wait_sql(bft_daemon *d, const char *sql, long long at_least,
 /* The text of the first column of sql's first row on d's database, in
  * buf ("" when none, or when the query fails: then said on stderr). */
 void e2e_sql_text(const bft_daemon *d, const char *sql, char *buf, size_t cap);
+
+/* `bifocal report SWEEP --json` of d's sweep, read back (new reference),
+ * or NULL when the command or the file failed. */
+json_t *e2e_report_json(bft_daemon *d, const char *sweep);
 
 /* Whether the group log DIR/<tag>.log contains text. */
 int e2e_log_contains(const bft_daemon *d, const char *tag, const char *text);

@@ -6,7 +6,11 @@
  * coordinator took them: every decision is the rule's, every trial that
  * reached a rung got one, and the pruned set is exactly the jobs that end
  * 'pruned', each stopped early with its checkpoint and metrics kept and
- * never run again; the same after the daemon is killed mid-search. */
+ * never run again.  Each cell's selection is the succeeded trial with the
+ * lowest final eval_loss, found here from the evals, and the confirm stage
+ * (from: "stage:tune") trained each cell with exactly that trial's values.
+ * The same after the daemon is killed mid-search and again once a
+ * selection is stored. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <jansson.h>
 
 #include "clock.h"
 #include "e2e.h"
@@ -109,9 +115,91 @@ static void replay(const row *rows, size_t n)
     }
 }
 
+/* Kills the daemon (SIGKILL) once the query counts at least n, and
+ * starts it again on its port while the groups keep training. */
+static void kill_when(bft_daemon *d, const char *count_sql, long long n)
+{
+    assert_true(e2e_wait_sql(d, count_sql, n, 150000) >= n);
+    assert_true(bft_daemon_stop(d, SIGKILL) == 128 + SIGKILL);
+    bf_sleep_ms(1000);   /* the groups keep training meanwhile */
+    assert_int_equal(bft_daemon_restart_same_port(d), 0);
+}
+
+/* compare and the report show each cell's choice as stored: the chosen
+ * job, its trial, the jobs that took its values, the runners-up. */
+static void check_shown(bft_daemon *d)
+{
+    char line[512], want[512];
+    e2e_sql_text(d, "SELECT 'stage tune, rope=spectral: chose job ' || "
+                 "x.job_id || ' (trial ' || t.trial || ': lr=' || "
+                 "printf('%.6g', j.config ->> '$.lr') || ' warmup_steps=' || "
+                 "(j.config ->> '$.warmup_steps') || '), eval_loss ' FROM "
+                 "selections x JOIN trials t ON t.job_id = x.job_id JOIN jobs "
+                 "j ON j.job_id = x.job_id WHERE x.chosen AND j.rope = "
+                 "'spectral'", want, sizeof want);
+    e2e_sql_text(d, "SELECT 'values taken by jobs ' || group_concat(job_id, "
+                 "', ') FROM (SELECT job_id FROM jobs WHERE stage = 'confirm' "
+                 "AND rope = 'spectral' ORDER BY job_id)", line, sizeof line);
+    char *out = NULL;
+    assert_int_equal(bft_run_client(d, &out, NULL, "compare", "1", NULL), 0);
+    if (!strstr(out, "Selections:") || !strstr(out, want) ||
+        !strstr(out, line) || !strstr(out, "runners-up: job"))
+        fail_msg("bifocal compare 1 lacks '%s' or '%s':\n%s", want, line,
+                 out);
+    free(out);
+    json_t *data = e2e_report_json(d, "1");
+    assert_non_null(data);
+    json_t *cells = json_object_get(data, "selections");
+    assert_int_equal(json_array_size(cells), 2);
+    json_t *chosen = json_array_get(json_object_get(json_array_get(cells, 0),
+                                                    "chosen"), 0);
+    assert_int_equal(json_integer_value(json_object_get(chosen, "job_id")),
+                     bft_sql_int(d, "SELECT job_id FROM selections WHERE "
+                                 "chosen AND grp = 0"));
+    assert_true(json_real_value(json_object_get(json_object_get(chosen,
+                                "values"), "lr")) > 0);
+    assert_int_equal(json_array_size(json_object_get(json_array_get(cells, 0),
+                                                     "taken_by")), 2);
+    json_decref(data);
+}
+
+/* Each cell's chosen trial is its succeeded trial of lowest final
+ * eval_loss at depth 4 (found here from the evals, not from store_prune.c),
+ * and every confirm job of the cell ran once, succeeded, and trained with
+ * that trial's lr and warmup_steps, as stored before it was leased. */
+static void check_selection(bft_daemon *d)
+{
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM selections WHERE "
+                                 "chosen"), 2);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM selections x "
+                                 "WHERE x.chosen AND x.job_id = (SELECT "
+                                 "j.job_id FROM jobs j JOIN trials t ON "
+                                 "t.job_id = j.job_id JOIN evals e ON "
+                                 "e.job_id = j.job_id AND e.depth = 4 AND "
+                                 "e.step = 400 WHERE t.grp = x.grp AND "
+                                 "j.status = 'succeeded' ORDER BY e.loss, "
+                                 "j.job_id LIMIT 1)"), 2);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs c JOIN "
+                                 "selected_values v ON v.job_id = c.job_id "
+                                 "JOIN selections x ON x.select_id = "
+                                 "v.select_id AND x.grp = v.grp AND x.chosen "
+                                 "AND x.job_id = v.trial_job_id JOIN jobs t "
+                                 "ON t.job_id = x.job_id WHERE c.stage = "
+                                 "'confirm' AND c.status = 'succeeded' AND "
+                                 "c.attempts = 1 AND t.rope = c.rope AND "
+                                 "c.config -> '$.lr' = t.config -> '$.lr' AND "
+                                 "c.config -> '$.warmup_steps' = t.config -> "
+                                 "'$.warmup_steps' AND c.seed IN (101, 102)"),
+                     4);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs WHERE stage "
+                                 "= 'confirm'"), 4);
+    check_shown(d);
+}
+
 /* Trains the worked example with two groups; with kill_after > 0, the
- * daemon is killed (SIGKILL) once that many decisions are stored and
- * started again on its port while the groups keep training.  Then checks
+ * daemon is killed (SIGKILL) once that many decisions are stored, and
+ * again once the first selection is, each time started again on its port
+ * while the groups keep training.  Then checks
  * every decision against the replayed rule, and the jobs' ends. */
 static void run_example(bft_daemon *d, long long kill_after)
 {
@@ -126,15 +214,12 @@ static void run_example(bft_daemon *d, long long kill_after)
         char tag[16];
         snprintf(tag, sizeof tag, "group%d", i);
         g[i] = e2e_group_start(d, 1, tag, "--exit-when-idle", "--idle-grace",
-                               "0", NULL);
+                               "3", NULL);
         assert_true(g[i] > 0);
     }
     if (kill_after > 0) {
-        assert_true(e2e_wait_sql(d, "SELECT count(*) FROM prune_decisions",
-                                 kill_after, 120000) >= kill_after);
-        assert_true(bft_daemon_stop(d, SIGKILL) == 128 + SIGKILL);
-        bf_sleep_ms(1000);   /* the groups keep training meanwhile */
-        assert_int_equal(bft_daemon_restart_same_port(d), 0);
+        kill_when(d, "SELECT count(*) FROM prune_decisions", kill_after);
+        kill_when(d, "SELECT count(*) FROM selections", 1);
     }
     for (int i = 0; i < 2; i++)
         assert_int_equal(e2e_group_wait(g[i], 170000), 0);
@@ -160,17 +245,20 @@ static void run_example(bft_daemon *d, long long kill_after)
                                  "j.job_id AND p.decision = 'prune')"), 0);
     /* ... the others succeeded, ... */
     assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs WHERE status "
-                                 "= 'succeeded'"), 18 - pruned);
+                                 "= 'succeeded' AND stage = 'tune'"),
+                     18 - pruned);
     /* ... every trial that reached a rung unpruned got a decision there, */
     assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM evals e WHERE "
-                                 "e.depth = 4 AND e.step IN (20, 60) AND NOT "
+                                 "e.depth = 4 AND e.step IN (20, 60) AND "
+                                 "e.job_id IN (SELECT job_id FROM trials) "
+                                 "AND NOT "
                                  "EXISTS (SELECT 1 FROM prune_decisions p "
                                  "WHERE p.job_id = e.job_id AND (p.rung = "
                                  "e.step OR (p.rung < e.step AND p.decision "
                                  "= 'prune')))"), 0);
     /* every job ran once, and a pruned job kept its metrics and a
      * checkpoint at or past the rung that pruned it ... */
-    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM attempts"), 18);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM attempts"), 22);
     assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs j JOIN "
                                  "prune_decisions p ON p.job_id = j.job_id "
                                  "AND p.decision = 'prune' WHERE j.attempts "
@@ -192,6 +280,7 @@ static void run_example(bft_daemon *d, long long kill_after)
         assert_int_equal(early, pruned);
     assert_int_equal(bft_sql_int(d, "SELECT pruned FROM sweep_progress"),
                      pruned);
+    check_selection(d);
 }
 
 static void test_asha_prunes_by_the_rule(void **state)

@@ -109,12 +109,7 @@ static void test_decided_stops_undecided_goes_on(void **state)
                 "at seed 5 (max), loss ratio not bounded yet"))
         fail_msg("bifocal watch 1 printed:\n%s", out);
     free(out);
-    char report[512];
-    snprintf(report, sizeof report, "%s/report.json", d->dir);
-    assert_int_equal(bft_run_client(d, NULL, NULL, "report", "1", "--json",
-                                    "-o", report, NULL), 0);
-    json_error_t jerr;
-    json_t *data = json_load_file(report, 0, &jerr);
+    json_t *data = e2e_report_json(d, "1");
     assert_non_null(data);
     json_t *first = json_array_get(json_object_get(data, "adaptive_seeds"), 0);
     assert_string_equal(json_string_value(json_object_get(first, "state")),

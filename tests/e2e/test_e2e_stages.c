@@ -111,12 +111,7 @@ static void test_second_stage_starts_from_first(void **state)
     assert_non_null(strstr(out, "stage=second: rope=spectral vs rope=rope"));
     assert_null(strstr(out, "stage=first: rope=spectral vs"));
     free(out);
-    char report[512];
-    snprintf(report, sizeof report, "%s/report.json", d->dir);
-    assert_int_equal(bft_run_client(d, NULL, NULL, "report", "1", "--json",
-                                    "-o", report, NULL), 0);
-    json_error_t jerr;
-    json_t *data = json_load_file(report, 0, &jerr);
+    json_t *data = e2e_report_json(d, "1");
     assert_non_null(data);
     assert_string_equal(json_string_value(json_array_get(json_object_get(data,
                         "fields"), 0)), "stage");

@@ -61,18 +61,21 @@ static void run_job(bf_store *s, int outcome, int with_freq)
     bf_lease_clear(&l);
 }
 
-/* Sweep 3: a search of 3 trials, pruned by ASHA at step 20 (the second
+/* Sweep 4: a search of 3 trials, pruned by ASHA at step 20 (the second
  * trial's decision is to prune) and selected at depth 4: every trial runs
- * to its end here, so the cell is ranked. */
+ * to its end here, so the cell is ranked, and the confirm stage's job
+ * takes the chosen values. */
 static void populate_search(bf_store *s)
 {
     int64_t id = bft_submit(s, "name: tune\nbase: {steps: 100, eval_every: "
-                            "10, depth: 4, eval_depths: [4]}\nsearch: {method: "
-                            "sobol, trials: 3, space: {lr: {loguniform: "
-                            "[1.0e-4, 1.0e-2]}}}\nprune: {method: asha, "
-                            "metric: eval_loss, eval_depth: 4, rungs: [20], "
-                            "eta: 3}\nselect: {by: eval_loss, eval_depth: 4}\n",
-                            1700000000000, NULL);
+                            "10, depth: 4, eval_depths: [4]}\nstages:\n"
+                            "  - name: tune\n    search: {method: sobol, "
+                            "trials: 3, space: {lr: {loguniform: [1.0e-4, "
+                            "1.0e-2]}}}\n    prune: {method: asha, metric: "
+                            "eval_loss, eval_depth: 4, rungs: [20], eta: 3}\n"
+                            "    select: {by: eval_loss, eval_depth: 4}\n"
+                            "  - name: confirm\n    from: \"stage:tune\"\n"
+                            "    seeds: [7]\n", 1700000000000, NULL);
     int trials = 0;
     for (int i = 0; i < 10 && trials < 3; i++) {
         char worker[16];

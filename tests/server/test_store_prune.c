@@ -64,18 +64,25 @@ static void close_all(fixture *f)
     free(f);
 }
 
-/* Job `job` reports its eval at (step, depth) with loss (NaN: "nan"). */
-static void eval(fixture *f, int job, int step, int depth, double loss)
+/* Job `job` reports its eval at (step, depth) with loss (NaN: "nan") and
+ * accuracy. */
+static void eval_both(fixture *f, int job, int step, int depth, double loss,
+                      double accuracy)
 {
     json_t *b = json_pack("[{s:s, s:i, s:i, s:o, s:f}]", "type", "eval",
                           "step", step, "depth", depth, "loss",
                           isnan(loss) ? json_string("nan") : json_real(loss),
-                          "accuracy", 0.5);
+                          "accuracy", accuracy);
     bf_error err = {0};
     if (bf_store_ingest(f->s, f->l[job].attempt_id, b, NULL, NULL, &err) != 0)
         fail_msg("ingest: %s", err.msg);
     json_decref(b);
     assert_int_equal(bf_store_flush(f->s, &err), 0);
+}
+
+static void eval(fixture *f, int job, int step, int depth, double loss)
+{
+    eval_both(f, job, step, depth, loss, 0.5);
 }
 
 /* The decision for job at rung: 'continue', 'prune' or "" (none). */
@@ -262,6 +269,41 @@ static void test_selection(void **state)
     close_all(f);
 }
 
+/* eval_accuracy is higher-better: ASHA keeps the highest accuracies (the
+ * mirror of test_asha_rule's losses gives its decisions), and selection
+ * chooses the most accurate trial, though its loss is the worst. */
+static void test_accuracy_metric(void **state)
+{
+    (void)state;
+    fixture *f = open_all(TUNE("{method: asha, metric: eval_accuracy, "
+                               "eval_depth: 4, rungs: [20, 40], eta: 3}")
+                          "select: {by: eval_accuracy, eval_depth: 4}\n"
+                          "max_attempts: 1\n");
+    static const double accuracy[6] = {0.5, 0.6, 0.4, 0.7, 0.3, 0.8};
+    static const char *const expect[6] = {"continue", "continue", "prune",
+                                          "continue", "prune", "continue"};
+    for (int t = 0; t < 6; t++)
+        eval_both(f, 1 + t, 20, 4, 1.0, accuracy[t]);
+    for (int t = 0; t < 6; t++)
+        assert_string_equal(decision(f, 1 + t, 20), expect[t]);
+    assert_true(bft_real(f->s, "SELECT value FROM prune_decisions WHERE "
+                         "job_id = 6") == 0.8);
+    /* at the last step: job 1 is the most accurate and has the worst loss */
+    static const double final_acc[6] = {0.9, 0.2, 0.1, 0.6, 0.3, 0.5};
+    bf_error err = {0};
+    for (int t = 0; t < 6; t++) {
+        eval_both(f, 1 + t, 100, 4, 1.0 + (t == 0), final_acc[t]);
+        assert_int_equal(bf_store_finish_attempt(f->s, f->l[1 + t].attempt_id,
+                                                 1, NULL, 50, &err), 0);
+    }
+    char *ranking = bft_text(f->s, "SELECT group_concat(job_id || '=' || "
+                             "value, ' ') FROM (SELECT * FROM selections "
+                             "ORDER BY rank)");
+    assert_string_equal(ranking, "1=0.9 4=0.6 6=0.5 2=0.2");  /* 3, 5 pruned */
+    free(ranking);
+    close_all(f);
+}
+
 /* A later stage with `from: "stage:tune"` waits until the cell it matches
  * (by the values of tune's grid fields, whatever the order of its own) is
  * selected; then, in that transaction, its jobs take the chosen trial's
@@ -343,6 +385,32 @@ static void test_from_selection(void **state)
     assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE job_id IN "
                              "(7, 8) AND status = 'failed'"), 2);
     free(why);
+    /* such a job cannot be retried before a trial of its cell succeeds;
+     * once one has (retried), it has that trial's values and can be */
+    assert_int_not_equal(bf_store_retry_job(s, 7, 0, 60, &err), BF_STORE_OK);
+    assert_non_null(strstr(err.msg, "chose no trial of its cell"));
+    assert_int_equal(bf_store_retry_job(s, 5, 0, 60, &err), BF_STORE_OK);
+    bf_lease again;
+    assert_int_equal(bf_store_lease_next(s, "w9", 70, 600000, &again, NULL),
+                     1);
+    assert_int_equal(again.job_id, 5);
+    json_t *b = json_pack("[{s:s, s:i, s:i, s:f, s:f}]", "type", "eval",
+                          "step", 100, "depth", 4, "loss", 0.5, "accuracy",
+                          0.5);
+    assert_int_equal(bf_store_ingest(s, again.attempt_id, b, NULL, NULL, &err),
+                     0);
+    json_decref(b);
+    assert_int_equal(bf_store_flush(s, &err), 0);
+    assert_int_equal(bf_store_finish_attempt(s, again.attempt_id, 1, NULL, 80,
+                                             &err), 0);
+    bf_lease_clear(&again);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs j, jobs t WHERE "
+                             "j.job_id IN (7, 8) AND t.job_id = 5 AND "
+                             "j.status = 'failed' AND j.config -> '$.lr' = "
+                             "t.config -> '$.lr'"), 2);
+    assert_int_equal(bf_store_retry_job(s, 7, 0, 90, &err), BF_STORE_OK);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE job_id = 7 "
+                             "AND status = 'queued'"), 1);
     for (int i = 1; i <= 6; i++)
         bf_lease_clear(&l[i]);
     bf_store_close(s);
@@ -358,6 +426,7 @@ int main(void)
         cmocka_unit_test(test_median_rule),
         cmocka_unit_test(test_selection),
         cmocka_unit_test(test_from_selection),
+        cmocka_unit_test(test_accuracy_metric),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
