@@ -1,5 +1,5 @@
 # Study 2 (issue 20, docs/study.md): sourced by scripts/study.sh, which
-# sets $bifocal and $build.  Three sweeps in one database: 1
+# sets $bifocal (the client).  Three sweeps in one database: 1
 # configs/study-frequency.yaml (dyck, counter, surgery, modarith tune), 2
 # configs/study-frequency-code.yaml, 3 configs/study-frequency-scale.yaml
 # with the encodings the first two chose.
