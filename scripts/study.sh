@@ -1,23 +1,59 @@
 #!/usr/bin/env bash
-# The study of docs/findings.md, end to end: runs
-# configs/study-structure-gap.yaml with `bifocal run` (2 local groups of 1
-# rank: these models are too small for data parallelism to pay), then
-# writes every table and figure that page shows into docs/study/.
+# The studies, end to end, with `bifocal run` (2 local groups of 1 rank:
+# these models are too small for data parallelism to pay; scripts/study.sh
+# cost measures it).
 #
-#   scripts/study.sh            run the study (runs/study.db), then analyse
-#   scripts/study.sh analyse    only the tables and figures, from runs/study.db
+#   scripts/study.sh [run]      the first study (docs/findings.md):
+#                               configs/study-structure-gap.yaml into
+#                               runs/study.db, then analyse
+#   scripts/study.sh analyse    only its tables and figures, into docs/study/
+#   scripts/study.sh frequency [run|analyse]
+#                               Study 2 (issue 20, docs/study.md):
+#                               configs/study-frequency{,-code,-scale}.yaml
+#                               into runs/study-frequency.db, then the
+#                               compact data, reports and headline table in
+#                               docs/study/frequency/
+#   scripts/study.sh headline DB
+#                               Study 2's headline table (the primary
+#                               comparisons), recomputed from DB
+#   scripts/study.sh cost       what a study job costs per step, and 2
+#                               groups of 1 rank against 1 group of 2
 #
-# The tables are `bifocal compare` output as printed; the figures are the
-# `bifocal report` figures saved as PNG by scripts/report_png.js.
+# Study 2's environment: STUDY_SMOKE=1 runs it at smoke scale
+# (scripts/study_sweep.py --smoke: the same files, few steps, trials and
+# seeds); STUDY_DB and STUDY_OUT move its database and output folder;
+# BIFOCAL (the client, with bifocald and bifocal-worker found beside it)
+# uses built binaries instead of building.
+#
+# The first study's tables are `bifocal compare` output as printed; the
+# figures are the `bifocal report` figures saved as PNG by
+# scripts/report_png.js.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
-bf_install_pkgs "${BUILD_PKGS[@]}"
-scripts/browser-deps.sh
 build=${BUILD_DIR:-build}
-[ -d "$build" ] || meson setup "$build"
-meson compile -C "$build" bifocal bifocald bifocal-worker
-bifocal="$build/client/bifocal"
+if [ -z "${BIFOCAL:-}" ]; then
+    bf_install_pkgs "${BUILD_PKGS[@]}"
+    [ -d "$build" ] || meson setup "$build"
+    meson compile -C "$build" bifocal bifocald bifocal-worker
+fi
+bifocal=${BIFOCAL:-$build/client/bifocal}
+export OPENBLAS_NUM_THREADS=1
+
+case "${1:-run}" in
+    frequency) shift; source scripts/study_frequency.sh; study_frequency "$@"
+               exit ;;
+    headline) source scripts/study_frequency.sh
+              study_headline "${2:?usage: scripts/study.sh headline DB}"
+              exit ;;
+    cost) source scripts/study_frequency.sh; study_cost; exit ;;
+    run|analyse) ;;
+    *) echo "usage: scripts/study.sh [run|analyse|frequency [run|analyse]|headline DB|cost]" >&2
+       exit 2 ;;
+esac
+
+bf_install_pkgs sqlite3
+scripts/browser-deps.sh
 db=runs/study.db out=docs/study
 mkdir -p runs "$out"
 

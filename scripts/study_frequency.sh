@@ -1,0 +1,232 @@
+# Study 2 (issue 20, docs/study.md): sourced by scripts/study.sh, which
+# sets $bifocal (the client).  Three sweeps in one database: 1
+# configs/study-frequency.yaml (dyck, counter, surgery, modarith tune), 2
+# configs/study-frequency-code.yaml, 3 configs/study-frequency-scale.yaml
+# with the encodings the first two chose.
+
+# study_frequency [run|analyse]
+study_frequency() {
+    case "${1:-run}" in
+        run|analyse) ;;
+        *) echo "usage: scripts/study.sh frequency [run|analyse]" >&2; return 2 ;;
+    esac
+    bf_install_pkgs python3-yaml sqlite3 jq
+    local db=${STUDY_DB:-runs/study-frequency.db}
+    local out=${STUDY_OUT:-docs/study/frequency}
+    local work=$db.sweeps
+    mkdir -p "$(dirname "$db")" "$out" "$work"
+    if [ "${1:-run}" = run ]; then
+        rm -rf "$db" "$db"-wal "$db"-shm "$db".checkpoints "$db".log
+        local start=$SECONDS
+        study__run "$db" "$work" study-frequency
+        study__run "$db" "$work" study-frequency-code
+        study__scale_choice "$db" > "$work/scale-choice.json"
+        study__run "$db" "$work" study-frequency-scale \
+            --choice "$work/scale-choice.json"
+        echo "the study took $(( (SECONDS - start) / 60 )) min" \
+             "$(( (SECONDS - start) % 60 )) s"
+    fi
+    study__analyse "$db" "$out"
+}
+
+# study__run DB WORK NAME [--choice FILE]: the sweep file configs/NAME.yaml
+# (at smoke scale under STUDY_SMOKE=1) run to its end.
+study__run() {
+    local db=$1 work=$2 name=$3; shift 3
+    local smoke=()
+    [ -n "${STUDY_SMOKE:-}" ] && smoke=(--smoke)
+    python3 scripts/study_sweep.py "configs/$name.yaml" "$work/$name.json" \
+        "$@" "${smoke[@]}"
+    "$bifocal" run "$work/$name.json" --db "$db" --groups 2 --ranks 1 \
+        --no-dashboard
+}
+
+# The confirm cells of each task the scale check runs on, ranked by the
+# geometric mean over seeds of their in-distribution (depth 4) eval loss:
+# no test depth is looked at.  Rank 0 is the baseline; 1 and 2 are chosen.
+study__ranking_sql="
+  WITH cells AS (
+    SELECT j.sweep_id, j.task, j.rope,
+           json_extract(j.config, '\$.rope_base') AS rope_base,
+           json_extract(j.config, '\$.random_positions') AS random_positions,
+           json_extract(j.config, '\$.lr') AS lr,
+           json_extract(j.config, '\$.freq_lr_mult') AS freq_lr_mult,
+           count(*) AS seeds, exp(avg(ln(f.loss))) AS depth4_loss
+      FROM final_evals f JOIN jobs j USING (job_id)
+     WHERE j.stage = 'confirm' AND f.eval_depth = 4
+       AND ((j.sweep_id = 1 AND j.task = 'dyck')
+         OR (j.sweep_id = 2 AND j.task = 'code'))
+     GROUP BY 1, 2, 3, 4, 5, 6, 7)
+  SELECT *, row_number() OVER (PARTITION BY sweep_id ORDER BY
+              rope = 'rope' AND rope_base = 1e4 AND random_positions = 0
+              DESC, depth4_loss) - 1 AS rank
+    FROM cells"
+
+# study__scale_choice DB: the scale check's zips as JSON, per stage: the
+# baseline and the two best of the ranking.
+study__scale_choice() {
+    sqlite3 "$1" "
+      SELECT json_group_object(stage, json(encodings)) FROM (
+        SELECT 'scale-' || task AS stage,
+               json_group_array(json_object('rope', rope,
+                 'rope_base', rope_base, 'random_positions',
+                 random_positions, 'lr', lr,
+                 'freq_lr_mult', freq_lr_mult)) AS encodings
+          FROM (SELECT * FROM ($study__ranking_sql)
+                 WHERE rank <= 2 ORDER BY sweep_id, rank)
+         GROUP BY task ORDER BY task)"
+}
+
+# study__analyse DB OUT: the compact database, the reports and the tables.
+study__analyse() {
+    local db=$1 out=$2
+    local slim=$out/study.db
+    rm -f "$slim"
+    sqlite3 "$db" ".backup '$slim'"
+    # Per-step training rows go: a job keeps its last train record and its
+    # first and last frequencies; evaluations (with their per-example
+    # outcomes), trials, selections and seed decisions all stay.
+    sqlite3 "$slim" "
+      DELETE FROM metrics WHERE step < (SELECT max(step) FROM metrics m
+                                         WHERE m.job_id = metrics.job_id);
+      DELETE FROM frequencies
+       WHERE step > (SELECT min(step) FROM frequencies f
+                      WHERE f.job_id = frequencies.job_id)
+         AND step < (SELECT max(step) FROM frequencies f
+                      WHERE f.job_id = frequencies.job_id);
+      VACUUM;"
+    local bytes; bytes=$(stat -c %s "$slim")
+    echo "$slim: $bytes bytes"
+    if [ "$bytes" -gt $((10 * 1024 * 1024)) ]; then
+        echo "study.sh: $slim is over 10 MB" >&2
+        return 1
+    fi
+    local sweep
+    for sweep in 1 2 3; do
+        "$bifocal" report "$sweep" --db "$slim" -o "$out/report-$sweep.html"
+    done
+    study_headline "$slim" > "$out/headline.txt"
+    cat "$out/headline.txt"
+    sqlite3 -header -column "$slim" \
+        "SELECT * FROM ($study__ranking_sql) ORDER BY sweep_id, rank" \
+        > "$out/scale-choice.txt"
+    # Modular arithmetic: the best exact match fixed RoPE reached in
+    # distribution (the issue runs it on only if it is >= 0.9).
+    sqlite3 -header -column "$slim" "
+      SELECT j.job_id, json_extract(j.config, '\$.lr') AS lr, j.status,
+             f.step, printf('%.4f', f.loss) AS loss, f.accuracy
+        FROM jobs j LEFT JOIN final_evals f
+             ON f.job_id = j.job_id AND f.eval_depth = 4
+       WHERE j.sweep_id = 1 AND j.stage = 'modarith'
+       ORDER BY f.accuracy DESC, j.job_id" > "$out/modarith.txt"
+    sqlite3 -header -column "$slim" "
+      SELECT sweep_id, count(*) AS jobs,
+             sum(status = 'succeeded') AS succeeded,
+             sum(status = 'pruned') AS pruned,
+             sum(status = 'cancelled') AS cancelled,
+             sum(status = 'failed') AS failed,
+             round((max(finished_ms) - min(started_ms)) / 60000.0, 1)
+               AS wall_min
+        FROM jobs GROUP BY sweep_id" > "$out/cost.txt"
+    cat "$out/cost.txt" "$out/scale-choice.txt" "$out/modarith.txt"
+}
+
+# study_headline DB: the primary family of each sweep that declares
+# adaptive seeds (its confirm stage: the loss at the deepest depth, Holm),
+# as compare prints its verdicts, each after its task (which a verdict
+# does not name): the headline table docs/study.md quotes and
+# tests/e2e/test_e2e_study_headline.sh recomputes.  Cells are grouped by
+# their encoding (--by): each took its own lr and freq_lr_mult from the
+# tune, which would otherwise leave every cell without a baseline of the
+# same values.
+study_headline() {
+    study__headline_of "$1" 1 task,rope,rope_base,random_positions
+    study__headline_of "$1" 2 rope,rope_base,random_positions
+}
+
+study__headline_of() {
+    local db=$1 sweep=$2 by=$3
+    local name task
+    name=$(sqlite3 "$db" "SELECT name FROM sweeps WHERE sweep_id = $sweep")
+    task=$(sqlite3 "$db" "SELECT group_concat(DISTINCT task) FROM jobs
+                           WHERE sweep_id = $sweep AND stage = 'confirm'")
+    echo "sweep $sweep ($name), stage confirm:"
+    "$bifocal" compare "$sweep" --db "$db" --where stage=confirm --by "$by" \
+        --format json \
+        | jq -r --arg task "$task" '.[] | select(.loss_correction == "holm")
+                                        | "\(.task // $task): \(.verdict)"'
+}
+
+# study_cost: what a study job costs per step, standalone (bifocal-worker
+# --job, 1 rank), per task at d_model 64 and for the scale check's model:
+# wall seconds, and CPU seconds, which a machine shared with other work
+# does not inflate (on an idle machine of C cores running C groups of 1
+# rank, wall per step is CPU per step / C).  Then two dyck jobs on 2
+# groups of 1 rank against the same two on 1 group of 2 ranks.
+study_cost() {
+    local worker; worker=$(dirname "$bifocal")/../worker/bifocal-worker
+    local dir; dir=$(mktemp -d /tmp/study-cost.XXXXXX)
+    local steps=300 job
+    study__cost_job "$dir/dyck" dyck 64 2 "[4, 6, 8, 12]" 52 $steps 1
+    study__cost_job "$dir/counter" counter 64 2 "[4, 6, 8, 12]" 52 $steps 1
+    study__cost_job "$dir/code" code 64 2 "[4, 5]" 48 $steps 1
+    study__cost_job "$dir/dyck128" dyck 128 4 "[4, 6, 8, 12]" 52 $steps 1
+    study__cost_job "$dir/dyck-2" dyck 64 2 "[4, 6, 8, 12]" 52 $steps 2
+    echo "load average $(cut -d' ' -f1-3 /proc/loadavg); $steps steps a job"
+    echo "job: wall_s cpu_s cpu_s_per_step"
+    for job in dyck counter code dyck128; do
+        study__time "$job" $steps "$worker" --job "$dir/$job.yaml"
+    done
+    study__time "2 dyck jobs on 2 groups x 1 rank" $((2 * steps)) \
+        study__two_groups "$worker" "$dir"
+    study__time "2 dyck jobs on 1 group x 2 ranks" $((2 * steps)) \
+        study__one_group "$worker" "$dir"
+    rm -rf "$dir"
+}
+
+study__two_groups() {
+    "$1" --job "$2/dyck.yaml" &
+    "$1" --job "$2/dyck-2.yaml"
+    wait
+}
+
+study__one_group() {
+    local job
+    for job in dyck dyck-2; do
+        mpirun -np 2 --oversubscribe "$1" --job "$2/$job.yaml"
+    done
+}
+
+# study__cost_job FILE TASK D_MODEL LAYERS EVAL_DEPTHS SEQ_LEN STEPS SEED:
+# a job of the study's sizes (configs/study-frequency*.yaml: batch 32, 4
+# heads, 256 eval examples, evaluated every 100 steps).
+study__cost_job() {
+    cat > "$1.yaml" <<EOF
+task: $2
+depth: 4
+eval_depths: $5
+eval_examples: 256
+seq_len: $6
+rope: spectral
+d_model: $3
+n_layers: $4
+n_heads: 4
+batch_size: 32
+steps: $7
+seed: $8
+log_every: 50
+eval_every: 100
+freq_every: 100
+checkpoint_every: 0
+EOF
+}
+
+# study__time LABEL STEPS COMMAND...: one line of study_cost's table.
+study__time() {
+    local label=$1 steps=$2; shift 2
+    local TIMEFORMAT='%R %U %S' t
+    t=$( { time "$@" > /dev/null 2>&1; } 2>&1 )
+    set -- $t
+    echo "$label: $1 s wall, $(echo "$2 + $3" | bc) s CPU," \
+         "$(echo "scale=4; ($2 + $3) / $steps" | bc) CPU s/step"
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Study 2's headline table (docs/study/frequency/headline.txt, quoted by
+# docs/study.md) recomputed from the study's compact data (study.db beside
+# it) with scripts/study.sh headline, and compared with the stored text:
+# fails when either was edited.  Reads docs/study/frequency when it holds
+# a study, else BF_STUDY_DIR (the smoke study test_e2e_study.sh leaves in
+# the build tree).  Then shows the check can fail: one final evaluation's
+# loss changed in a copy of the data must change the table.
+set -euo pipefail
+root=${BF_SOURCE_ROOT:-$(dirname "$0")/../..}
+study=$root/docs/study/frequency
+[ -f "$study/study.db" ] || study=${BF_STUDY_DIR:-}
+fail() { echo "FAIL: $*" >&2; exit 1; }
+[ -n "$study" ] && [ -f "$study/study.db" ] && [ -f "$study/headline.txt" ] \
+    || fail "no study: docs/study/frequency holds none and BF_STUDY_DIR ('${BF_STUDY_DIR:-}') has no study.db and headline.txt (run test_e2e_study first)"
+dir=$(mktemp -d /tmp/bifocal-headline-test.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+headline() { "$root/scripts/study.sh" headline "$1"; }
+headline "$study/study.db" > "$dir/recomputed"
+diff -u "$study/headline.txt" "$dir/recomputed" \
+    || fail "$study/headline.txt is not what its study.db recomputes"
+[ "$(grep -c ' vs ' "$dir/recomputed")" = 18 ] \
+    || fail "the headline has $(grep -c ' vs ' "$dir/recomputed") comparisons, not 18"
+cp "$study/study.db" "$dir/edited.db"
+sqlite3 "$dir/edited.db" "
+  UPDATE evals SET loss = loss * 1.5
+   WHERE (job_id, depth, step) = (SELECT f.job_id, f.eval_depth, f.step
+                                    FROM final_evals f JOIN jobs j USING (job_id)
+                                   WHERE j.sweep_id = 1 AND j.stage = 'confirm'
+                                     AND f.eval_depth = 12 LIMIT 1)"
+headline "$dir/edited.db" > "$dir/edited"
+if cmp -s "$dir/edited" "$study/headline.txt"; then
+    fail "an edited final loss leaves the headline as it was"
+fi
+echo "headline of $study recomputes ($(grep -c ' vs ' "$dir/recomputed") comparisons)"
