@@ -15,8 +15,11 @@ BUILD_PKGS=(meson ninja-build pkg-config gcc libc6-dev
 # installed nodejs brings its own).  tests/client/test_watch_tmux.py drives
 # `bifocal watch` in tmux; test_dashboard_http.py reaches the dashboard from
 # another host in network namespaces (iproute2, util-linux's unshare).
+# tests/e2e/test_e2e_study.sh runs scripts/study.sh frequency, which reads
+# the sweep files with python3-yaml, the slim database with sqlite3 and
+# compare's JSON with jq.
 TEST_PKGS=(python3-torch python3-numpy python3-scipy procps chromium nodejs tmux iproute2
-           util-linux)
+           util-linux python3-yaml sqlite3 jq)
 # scripts/coverage.sh: line coverage per folder.
 COVERAGE_PKGS=(gcovr)
 # scripts/fuzz.sh: libFuzzer harnesses need clang and its runtime.
