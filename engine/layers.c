@@ -440,6 +440,15 @@ static void crossentropy_backward(float *dlogits, const float *logits,
     }
 }
 
+static double sumsq(const float *x, size_t n)
+{
+    double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+    for (size_t i = 0; i < n; i++)
+        sum += (double)x[i] * x[i];
+    return sum;
+}
+
 static void adamw_update(float *p, float *m, float *v, const float *g,
                          size_t n, float grad_scale, float lr, float wd,
                          float beta1, float beta2, float eps, float bias1,
@@ -473,5 +482,6 @@ const bf_kernels BF_KERNELS_TABLE = {
     .gelu_backward = gelu_backward,
     .crossentropy_forward = crossentropy_forward,
     .crossentropy_backward = crossentropy_backward,
+    .sumsq = sumsq,
     .adamw_update = adamw_update,
 };

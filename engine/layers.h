@@ -112,6 +112,10 @@ typedef struct bf_kernels {
                                   const float *lse, const int *targets,
                                   float scale, int N, int V);
 
+    /* Sum of squares of x [n], accumulated in double (the gradient norm the
+     * trainer clips with). */
+    double (*sumsq)(const float *x, size_t n);
+
     /* AdamW on n parameters: m, v [n] the moments, g [n] the gradients
      * times grad_scale, bias1/bias2 = 1 - beta^t, decoupled decay wd (as
      * torch AdamW: p -= lr * (update + wd * p)). */
@@ -148,6 +152,7 @@ extern const bf_kernels bf_kernels_avx512;
 #define bf_gelu_backward (bf_kernels_active->gelu_backward)
 #define bf_crossentropy_forward (bf_kernels_active->crossentropy_forward)
 #define bf_crossentropy_backward (bf_kernels_active->crossentropy_backward)
+#define bf_sumsq (bf_kernels_active->sumsq)
 #define bf_adamw_update (bf_kernels_active->adamw_update)
 
 #endif
