@@ -297,21 +297,23 @@ static void softmax_causal_row(float *dst, const float *src, int len, int T)
  * The studies' heads are tiny (head_dim 16, seq 40): every product of the
  * sgemm path below is a few hundred multiply-adds, and OpenBLAS packs both
  * operands of each one (12 packed products per head, layer and batch row).
- * The fused path copies the head's [T, hd] tiles once into L1-sized local
- * tiles (K or V transposed), then works one query row at a time: scores,
- * causal softmax and the weighted sum, only keys up to the row (the causal
- * half).  Its arithmetic is on att_vec, GCC's generic vector of ATT_LANES
+ * The fused path copies the head's [T, hd] tiles once into local tiles (K
+ * or V transposed), then works on groups of ATT_ROWS query rows: scores,
+ * causal softmax and the weighted sum, only keys up to the group's last row
+ * (the causal half).  Its arithmetic is on att_vec, GCC's generic vector of ATT_LANES
  * floats, which each level's copy lowers to its own registers (4 SSE2, 2
  * AVX2, 1 AVX-512): loops over blocks of keys or of head dimensions that
  * plain C left to the vectoriser's choices (it spilled the accumulators).
  * The tiles are padded with zeros to whole vectors.
  *
- * Rule (layers.h: BF_ATT_FUSED_MAX_HD, BF_ATT_FUSED_MAX_T): fused when
- * head_dim and T are both small.  Its cost is T^2 hd / 2 multiply-adds at
- * the vector unit's rate with no register blocking over rows; the sgemm
- * path packs O(T hd) a product and its kernels reuse registers over rows,
- * so for long sequences or wide heads sgemm wins again (docs/training.md
- * has the figures of both sides of the rule). */
+ * Rule (layers.h: BF_ATT_FUSED_MAX_T 128, BF_ATT_FUSED_MAX_HD 64): fused
+ * up to config B's heads (seq 128, head_dim 64), the largest shape
+ * measured: bench/bench_attention finds it 1.4x the sgemm path's speed at
+ * the study's heads, 1.2x at config A's, 1.1x at B's (docs/training.md
+ * has the figures).  Beyond,
+ * sgemm: the fused tiles live on the stack, sized by the limits (128 KiB
+ * in backward at these, already past L1), while sgemm's packing, O(T hd)
+ * a product, shrinks against the product's O(T^2 hd) work. */
 enum { ATT_LANES = 16 };
 typedef float att_vec __attribute__((vector_size(ATT_LANES * sizeof(float))));
 #define ATT_VECS(n) (((n) + ATT_LANES - 1) / ATT_LANES)

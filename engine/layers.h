@@ -21,8 +21,8 @@
 
 /* The fused small-head attention's limits: sequence length and head_dim
  * (layers.c, attention_fused).  Its tiles live on the stack, sized by them. */
-#define BF_ATT_FUSED_MAX_T 64
-#define BF_ATT_FUSED_MAX_HD 32
+#define BF_ATT_FUSED_MAX_T 128
+#define BF_ATT_FUSED_MAX_HD 64
 
 typedef struct bf_kernels {
 
