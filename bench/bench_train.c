@@ -2,7 +2,7 @@
  * the targets of issue 17 checked in the same run.
  *
  *   bench_train [--torch PATH/torch_ref.py] [--native PATH/bench_train]
- *               [--steps N] [--rounds R]
+ *               [--steps N] [--rounds R] [--config NAME]
  *
  * Measures the single-thread cblas_sgemm peak (again every round: MFU is
  * against the best seen so far), then for each config runs,
@@ -20,7 +20,8 @@
  * peak RSS, MFU (model FLOPs/s over the sgemm peak), the ratios against the
  * portable pick, and the targets: portable within 5% of native (every
  * config), at least 3x PyTorch on the study size and 1.6x on config A,
- * config A at least 85% MFU.
+ * config A at least 85% MFU.  --config runs one config (study, A or B)
+ * instead of all three.
  *
  *   bench_train --child NAME STEPS   (internal: one config, one process,
  *                                     at the level BIFOCAL_ISA names) */
@@ -377,6 +378,7 @@ int main(int argc, char **argv)
         return 2;
     }
     bench_opts o = {.scale = 1, .rounds = 3};
+    const char *only = NULL; /* --config: one config's name */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--torch") && i + 1 < argc)
             o.torch = argv[++i];
@@ -386,12 +388,22 @@ int main(int argc, char **argv)
             o.scale = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
             o.rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--config") && i + 1 < argc)
+            only = argv[++i];
         else {
             fprintf(stderr, "usage: %s [--torch torch_ref.py] "
                     "[--native native-build/bench/bench_train] [--steps N] "
-                    "[--rounds R]\n", argv[0]);
+                    "[--rounds R] [--config study|A|B]\n", argv[0]);
             return 2;
         }
+    }
+    int known = !only;
+    for (int i = 0; only && i < N_CONFIGS; i++)
+        known |= !strcmp(only, CONFIGS[i].name);
+    if (!known) {
+        fprintf(stderr, "bench_train: --config: unknown config '%s' (study, "
+                "A or B)\n", only);
+        return 2;
     }
     if (o.scale < 1 || o.rounds < 1 || o.rounds > MAX_ROUNDS) {
         fprintf(stderr, "bench_train: --steps must be >= 1 and --rounds in "
@@ -415,7 +427,8 @@ int main(int argc, char **argv)
            bf_isa_name(bf_isa_best()));
     int missed = 0;
     for (int i = 0; i < N_CONFIGS; i++)
-        missed += bench_config_run(&CONFIGS[i], &o, &peak);
+        if (!only || !strcmp(only, CONFIGS[i].name))
+            missed += bench_config_run(&CONFIGS[i], &o, &peak);
     printf("best sgemm peak of the run: %.1f GFLOP/s\n", peak / 1e9);
     printf("%d target%s missed%s\n", missed, missed == 1 ? "" : "s",
            o.native && o.torch ? "" : " (without --native and --torch some "

@@ -271,55 +271,346 @@ static void rotary_backward(float *dqkv, float *dtheta, const float *qkv,
     }
 }
 
-/* Causal softmax of one row of scores: the first len entries are real, the
- * rest (future positions) become exactly 0 so att @ v can be one sgemm. */
-static void softmax_causal_row(float *row, int len, int T)
+/* Causal softmax of one row of scores: the first len entries of src are
+ * real, dst gets their probabilities and exact zeros for the rest (future
+ * positions), so att @ v can be one sgemm.  dst may be src. */
+static void softmax_causal_row(float *dst, const float *src, int len, int T)
 {
-    float mx = row[0];
+    float mx = src[0];
 #pragma omp simd reduction(max : mx)
     for (int j = 0; j < len; j++)
-        mx = row[j] > mx ? row[j] : mx;
+        mx = src[j] > mx ? src[j] : mx;
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (int j = 0; j < len; j++) {
-        row[j] = bf_expf(row[j] - mx);
-        sum += row[j];
+        dst[j] = bf_expf(src[j] - mx);
+        sum += dst[j];
     }
     float inv = 1.0f / sum;
     for (int j = 0; j < len; j++)
-        row[j] *= inv;
-    memset(row + len, 0, (size_t)(T - len) * sizeof *row);
+        dst[j] *= inv;
+    memset(dst + len, 0, (size_t)(T - len) * sizeof *dst);
 }
+
+/* ------------------------------------------------ attention, small heads
+ *
+ * The studies' heads are tiny (head_dim 16, seq 40): every product of the
+ * sgemm path below is a few hundred multiply-adds, and OpenBLAS packs both
+ * operands of each one (12 packed products per head, layer and batch row).
+ * The fused path copies the head's [T, hd] tiles once into local tiles (K
+ * or V transposed), then works on groups of ATT_ROWS query rows: scores,
+ * causal softmax and the weighted sum, only keys up to the group's last row
+ * (the causal half).  Its arithmetic is on att_vec, GCC's generic vector of ATT_LANES
+ * floats, which each level's copy lowers to its own registers (4 SSE2, 2
+ * AVX2, 1 AVX-512): loops over blocks of keys or of head dimensions that
+ * plain C left to the vectoriser's choices (it spilled the accumulators).
+ * The tiles are padded with zeros to whole vectors.
+ *
+ * Rule (layers.h: BF_ATT_FUSED_MAX_T 128, BF_ATT_FUSED_MAX_HD 64): fused
+ * up to config B's heads (seq 128, head_dim 64), the largest shape
+ * measured: bench/bench_attention finds it 1.4x the sgemm path's speed at
+ * the study's heads, 1.2x at config A's, 1.1x at B's (docs/training.md
+ * has the figures).  Beyond,
+ * sgemm: the fused tiles live on the stack, sized by the limits (128 KiB
+ * in backward at these, already past L1), while sgemm's packing, O(T hd)
+ * a product, shrinks against the product's O(T^2 hd) work. */
+enum { ATT_LANES = 16 };
+typedef float att_vec __attribute__((vector_size(ATT_LANES * sizeof(float))));
+#define ATT_VECS(n) (((n) + ATT_LANES - 1) / ATT_LANES)
+enum { ATT_TV = ATT_VECS(BF_ATT_FUSED_MAX_T),   /* vectors of keys */
+       ATT_HV = ATT_VECS(BF_ATT_FUSED_MAX_HD) }; /* vectors of a head row */
+
+static int attention_fused(int T, int hd)
+{
+    return T <= BF_ATT_FUSED_MAX_T && hd <= BF_ATT_FUSED_MAX_HD;
+}
+
+/* row [hv vectors] = x [hd], zero past hd.  Whole vectors are copied by a
+ * fixed-size memcpy (one unaligned load each); a variable-size copy would
+ * be a libc call per row. */
+static void att_row_load(att_vec *row, const float *x, int hd, int hv)
+{
+    int full = hd / ATT_LANES;
+    for (int v = 0; v < full; v++)
+        memcpy(&row[v], x + v * ATT_LANES, sizeof row[v]);
+    if (full < hv) {
+        att_vec tail = {0};
+        for (int d = 0; d < hd - full * ATT_LANES; d++)
+            tail[d] = x[full * ATT_LANES + d];
+        row[full] = tail;
+    }
+}
+
+/* x [hd] = the first hd floats of row [hv vectors]. */
+static void att_row_store(float *x, const att_vec *row, int hd)
+{
+    int full = hd / ATT_LANES;
+    for (int v = 0; v < full; v++)
+        memcpy(x + v * ATT_LANES, &row[v], sizeof row[v]);
+    for (int d = 0; d < hd - full * ATT_LANES; d++)
+        x[full * ATT_LANES + d] = row[full][d];
+}
+
+/* tile [T][hv] = x [T, hd] (row stride `stride`), zero past hd. */
+static void att_tile_load(att_vec *tile, const float *x, int stride, int T,
+                          int hd, int hv)
+{
+    for (int j = 0; j < T; j++)
+        att_row_load(tile + (size_t)j * hv, x + (size_t)j * stride, hd, hv);
+}
+
+/* x [T, hd] (row stride `stride`) = the first hd floats of tile [T][hv]'s
+ * rows. */
+static void att_tile_store(float *x, int stride, const att_vec *tile, int T,
+                           int hd, int hv)
+{
+    for (int j = 0; j < T; j++)
+        att_row_store(x + (size_t)j * stride, tile + (size_t)j * hv, hd);
+}
+
+/* tt [hd][ATT_TV] = x [T, hd] (row stride `stride`) transposed, zero past
+ * key T, so whole vectors of keys can be read. */
+static void att_tile_transpose(att_vec *tt, const float *x, int stride, int T,
+                               int hd)
+{
+    for (int d = 0; d < hd; d++) {
+        att_vec *row = tt + (size_t)d * ATT_TV;
+        for (int jv = T / ATT_LANES; jv < ATT_TV; jv++)
+            row[jv] = (att_vec){0};
+        for (int j = 0; j < T; j++)
+            row[j / ATT_LANES][j % ATT_LANES] = x[(size_t)j * stride + d];
+    }
+}
+
+/* ATT_ROWS query rows go through the loops below together: each vector
+ * of K^T, V or K loaded is used by every row, and the rows' accumulators
+ * are independent chains, so the multiply-adds overlap instead of waiting
+ * on each other's latency.  A group past the last row reads the zero rows
+ * below and its outputs are dropped. */
+enum { ATT_ROWS = 4 };
+static const float att_zeros[BF_ATT_FUSED_MAX_T > BF_ATT_FUSED_MAX_HD
+                                 ? BF_ATT_FUSED_MAX_T
+                                 : BF_ATT_FUSED_MAX_HD];
+
+/* out[r][c] = alpha * sum_{i < n} x[r][i] m[i][c] for the columns c <
+ * cols, out of row stride ostride, m of row stride mstride (in vectors):
+ * ATT_ROWS rows times a matrix, a vector of columns at a time.
+ *   - scores: x = q rows, m = K^T [hd][ATT_TV], n = hd, cols = the
+ *     vectors of keys up to the group's last row; in backward dP = dY V^T
+ *     the same with dy rows and V^T;
+ *   - outputs: x = P rows, m = V [T][hv], n = the keys, cols = hv; in
+ *     backward dQ = dS K the same with dS rows and K.  Each P or dS row is
+ *     zero past its own length, so the group shares one key count. */
+static void att_rows_product(att_vec *out, int ostride,
+                             const float *const x[ATT_ROWS], const att_vec *m,
+                             int mstride, int n, int cols, float alpha)
+{
+    for (int c = 0; c < cols; c++) {
+        att_vec acc[ATT_ROWS] = {0};
+        for (int i = 0; i < n; i++) {
+            att_vec mv = m[(size_t)i * mstride + c];
+            for (int r = 0; r < ATT_ROWS; r++)
+                acc[r] += x[r][i] * mv;
+        }
+        for (int r = 0; r < ATT_ROWS; r++)
+            out[r * ostride + c] = alpha * acc[r];
+    }
+}
+
+/* tile[j] += sum_r w[r][j] x[r] for j < len, x [ATT_ROWS][hv]: in
+ * backward, dV (w = P rows, x = dY rows) and dK (w = dS rows, x = Q
+ * rows). */
+static void att_rows_scatter(att_vec *tile, const float *const w[ATT_ROWS],
+                             const att_vec *x, int len, int hv)
+{
+    for (int j = 0; j < len; j++)
+        for (int dv = 0; dv < hv; dv++) {
+            att_vec acc = tile[(size_t)j * hv + dv];
+            for (int r = 0; r < ATT_ROWS; r++)
+                acc += w[r][j] * x[r * hv + dv];
+            tile[(size_t)j * hv + dv] = acc;
+        }
+}
+
+/* The group of query rows from t0: rows = how many are real, *len = the
+ * keys its last real row sees. */
+static int att_group(int t0, int T, int *len)
+{
+    int rows = T - t0 < ATT_ROWS ? T - t0 : ATT_ROWS;
+    *len = t0 + rows;
+    return rows;
+}
+
+/* One (batch row, head): q, k, v [T, hd] of row stride 3C in qkv, y [T, hd]
+ * of stride C, a [T, T] the probabilities. */
+static void attention_forward_fused(float *y, float *a, const float *q,
+                                    const float *k, const float *v, int T,
+                                    int C, int hd)
+{
+    int C3 = 3 * C, hv = ATT_VECS(hd), len;
+    att_vec kt[BF_ATT_FUSED_MAX_HD * ATT_TV], vl[BF_ATT_FUSED_MAX_T * ATT_HV];
+    att_vec s[ATT_ROWS * ATT_TV], yrows[ATT_ROWS * ATT_HV];
+    att_tile_transpose(kt, k, C3, T, hd);
+    att_tile_load(vl, v, C3, T, hd, hv);
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int t0 = 0; t0 < T; t0 += ATT_ROWS) {
+        int rows = att_group(t0, T, &len);
+        const float *qr[ATT_ROWS], *pr[ATT_ROWS];
+        for (int r = 0; r < ATT_ROWS; r++) {
+            qr[r] = r < rows ? q + (size_t)(t0 + r) * C3 : att_zeros;
+            pr[r] = r < rows ? a + (size_t)(t0 + r) * T : att_zeros;
+        }
+        att_rows_product(s, ATT_TV, qr, kt, ATT_TV, hd, ATT_VECS(len), scale);
+        for (int r = 0; r < rows; r++)
+            softmax_causal_row(a + (size_t)(t0 + r) * T,
+                               (const float *)(s + r * ATT_TV), t0 + r + 1, T);
+        att_rows_product(yrows, hv, pr, vl, hv, len, hv, 1.0f);
+        for (int r = 0; r < rows; r++)
+            att_row_store(y + (size_t)(t0 + r) * C, yrows + r * hv, hd);
+    }
+}
+
+/* One (batch row, head) of attention_backward: dq, dk, dv [T, hd] of row
+ * stride 3C (overwritten), dy [T, hd] of stride C, a [T, T] the forward's
+ * probabilities. */
+static void attention_backward_fused(float *dq, float *dk, float *dv,
+                                     const float *dy, const float *q,
+                                     const float *k, const float *v,
+                                     const float *a, int T, int C, int hd)
+{
+    int C3 = 3 * C, hv = ATT_VECS(hd), len;
+    att_vec vt[BF_ATT_FUSED_MAX_HD * ATT_TV], kl[BF_ATT_FUSED_MAX_T * ATT_HV];
+    att_vec dkl[BF_ATT_FUSED_MAX_T * ATT_HV], dvl[BF_ATT_FUSED_MAX_T * ATT_HV];
+    att_vec ds[ATT_ROWS * ATT_TV], qrows[ATT_ROWS * ATT_HV];
+    att_vec grows[ATT_ROWS * ATT_HV], dqrows[ATT_ROWS * ATT_HV];
+    att_tile_transpose(vt, v, C3, T, hd);
+    att_tile_load(kl, k, C3, T, hd, hv);
+    for (int i = 0; i < T * hv; i++)
+        dkl[i] = dvl[i] = (att_vec){0};
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int t0 = 0; t0 < T; t0 += ATT_ROWS) {
+        int rows = att_group(t0, T, &len);
+        const float *gr[ATT_ROWS], *pr[ATT_ROWS], *dsr[ATT_ROWS];
+        for (int r = 0; r < ATT_ROWS; r++) {
+            int real = r < rows;
+            att_row_load(grows + r * hv,
+                         real ? dy + (size_t)(t0 + r) * C : att_zeros, hd, hv);
+            att_row_load(qrows + r * hv,
+                         real ? q + (size_t)(t0 + r) * C3 : att_zeros, hd, hv);
+            gr[r] = (const float *)(grows + r * hv);
+            pr[r] = real ? a + (size_t)(t0 + r) * T : att_zeros;
+            dsr[r] = (const float *)(ds + r * ATT_TV);
+        }
+        /* dP = dY V^T;  dV += P^T dY */
+        att_rows_product(ds, ATT_TV, gr, vt, ATT_TV, hd, ATT_VECS(len), 1.0f);
+        att_rows_scatter(dvl, pr, grows, len, hv);
+        /* softmax backward: dS = P * (dP - rowsum(P dP)), with the scores'
+         * scale folded in (S = scale Q K^T); P is zero past each row's
+         * length and for the rows past T, so dS is too */
+        for (int r = 0; r < ATT_ROWS; r++) {
+            const float *p = pr[r];
+            float *d = (float *)(ds + r * ATT_TV), dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+            for (int j = 0; j < len; j++)
+                dot += p[j] * d[j];
+            for (int j = 0; j < len; j++)
+                d[j] = scale * p[j] * (d[j] - dot);
+        }
+        /* dQ = dS K;  dK += dS^T Q */
+        att_rows_product(dqrows, hv, dsr, kl, hv, len, hv, 1.0f);
+        for (int r = 0; r < rows; r++)
+            att_row_store(dq + (size_t)(t0 + r) * C3, dqrows + r * hv, hd);
+        att_rows_scatter(dkl, dsr, qrows, len, hv);
+    }
+    att_tile_store(dk, C3, dkl, T, hd, hv);
+    att_tile_store(dv, C3, dvl, T, hd, hv);
+}
+
+/* ------------------------------------------------ attention, sgemm path */
 
 /* Query rows per attention block.  Block r only needs the keys up to its
  * last row, so the scores above the diagonal outside the blocks on it are
  * never computed: with T = 4 blocks that is 10/16 of the full products. */
 enum { ATT_BLOCK = 32 };
 
+static void attention_forward_sgemm(float *y, float *a, const float *q,
+                                    const float *k, const float *v, int T,
+                                    int C, int hd)
+{
+    int C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
+        int rows = T - r0 < ATT_BLOCK ? T - r0 : ATT_BLOCK;
+        int keys = r0 + rows;
+        float *ar = a + (size_t)r0 * T;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, hd,
+                    scale, q + (size_t)r0 * C3, C3, k, C3, 0.0f, ar, T);
+        for (int t = 0; t < rows; t++)
+            softmax_causal_row(ar + (size_t)t * T, ar + (size_t)t * T,
+                               r0 + t + 1, T);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, keys,
+                    1.0f, ar, T, v, C3, 0.0f, y + (size_t)r0 * C, C);
+    }
+}
+
+static void attention_backward_sgemm(float *dq, float *dk, float *dv,
+                                     float *scratch, const float *dy,
+                                     const float *q, const float *k,
+                                     const float *v, const float *a, int T,
+                                     int C, int hd)
+{
+    int C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)hd);
+    int last = (T - 1) / ATT_BLOCK * ATT_BLOCK;
+    /* last block first: it reaches every key, so it sets dK and dV (beta 0)
+     * and the earlier blocks add to them */
+    for (int r0 = last; r0 >= 0; r0 -= ATT_BLOCK) {
+        int rows = T - r0 < ATT_BLOCK ? T - r0 : ATT_BLOCK;
+        int keys = r0 + rows;
+        float beta = r0 == last ? 0.0f : 1.0f;
+        const float *ar = a + (size_t)r0 * T;
+        const float *dyr = dy + (size_t)r0 * C;
+        float *ds = scratch + (size_t)r0 * T;
+        /* dP = dY V^T;  dV += P^T dY */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, hd,
+                    1.0f, dyr, C, v, C3, 0.0f, ds, T);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, hd, rows,
+                    1.0f, ar, T, dyr, C, beta, dv, C3);
+        /* softmax backward in place: dS = P * (dP - rowsum(P dP)); P is 0
+         * above the diagonal, so dS is too */
+        for (int t = 0; t < rows; t++) {
+            const float *p = ar + (size_t)t * T;
+            float *d = ds + (size_t)t * T;
+            float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+            for (int j = 0; j <= r0 + t; j++)
+                dot += p[j] * d[j];
+            for (int j = 0; j < keys; j++)
+                d[j] = p[j] * (d[j] - dot);
+        }
+        /* S = scale Q K^T:  dQ = scale dS K,  dK += scale dS^T Q */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, keys,
+                    scale, ds, T, k, C3, 0.0f, dq + (size_t)r0 * C3, C3);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, hd, rows,
+                    scale, ds, T, q + (size_t)r0 * C3, C3, beta, dk, C3);
+    }
+}
+
+/* ------------------------------------------------ attention, per head */
+
 static void attention_forward(float *out, float *att, const float *qkv, int B,
                               int T, int C, int NH)
 {
-    int hd = C / NH, C3 = 3 * C;
-    float scale = 1.0f / sqrtf((float)hd);
+    int hd = C / NH, C3 = 3 * C, fused = attention_fused(T, hd);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             const float *q = qkv + (size_t)b * T * C3 + h * hd;
-            const float *k = q + C, *v = q + 2 * C;
             float *a = att + ((size_t)b * NH + h) * T * T;
             float *y = out + (size_t)b * T * C + h * hd;
-            for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
-                int rows = T - r0 < ATT_BLOCK ? T - r0 : ATT_BLOCK;
-                int keys = r0 + rows;
-                float *ar = a + (size_t)r0 * T;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows,
-                            keys, hd, scale, q + (size_t)r0 * C3, C3, k, C3,
-                            0.0f, ar, T);
-                for (int t = 0; t < rows; t++)
-                    softmax_causal_row(ar + (size_t)t * T, r0 + t + 1, T);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows,
-                            hd, keys, 1.0f, ar, T, v, C3, 0.0f,
-                            y + (size_t)r0 * C, C);
-            }
+            if (fused)
+                attention_forward_fused(y, a, q, q + C, q + 2 * C, T, C, hd);
+            else
+                attention_forward_sgemm(y, a, q, q + C, q + 2 * C, T, C, hd);
         }
 }
 
@@ -327,9 +618,7 @@ static void attention_backward(float *dqkv, float *scratch, const float *dout,
                                const float *qkv, const float *att, int B, int T,
                                int C, int NH)
 {
-    int hd = C / NH, C3 = 3 * C;
-    float scale = 1.0f / sqrtf((float)hd);
-    int last = (T - 1) / ATT_BLOCK * ATT_BLOCK;
+    int hd = C / NH, C3 = 3 * C, fused = attention_fused(T, hd);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             size_t off = (size_t)b * T * C3 + h * hd;
@@ -337,40 +626,11 @@ static void attention_backward(float *dqkv, float *scratch, const float *dout,
             float *dq = dqkv + off, *dk = dq + C, *dv = dq + 2 * C;
             const float *a = att + ((size_t)b * NH + h) * T * T;
             const float *dy = dout + (size_t)b * T * C + h * hd;
-            /* last block first: it reaches every key, so it sets dK and dV
-             * (beta 0) and the earlier blocks add to them */
-            for (int r0 = last; r0 >= 0; r0 -= ATT_BLOCK) {
-                int rows = T - r0 < ATT_BLOCK ? T - r0 : ATT_BLOCK;
-                int keys = r0 + rows;
-                float beta = r0 == last ? 0.0f : 1.0f;
-                const float *ar = a + (size_t)r0 * T;
-                const float *dyr = dy + (size_t)r0 * C;
-                float *ds = scratch + (size_t)r0 * T;
-                /* dP = dY V^T;  dV += P^T dY */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows,
-                            keys, hd, 1.0f, dyr, C, v, C3, 0.0f, ds, T);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys,
-                            hd, rows, 1.0f, ar, T, dyr, C, beta, dv, C3);
-                /* softmax backward in place: dS = P * (dP - rowsum(P dP));
-                 * P is 0 above the diagonal, so dS is too */
-                for (int t = 0; t < rows; t++) {
-                    const float *p = ar + (size_t)t * T;
-                    float *d = ds + (size_t)t * T;
-                    float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-                    for (int j = 0; j <= r0 + t; j++)
-                        dot += p[j] * d[j];
-                    for (int j = 0; j < keys; j++)
-                        d[j] = p[j] * (d[j] - dot);
-                }
-                /* S = scale Q K^T:  dQ = scale dS K,  dK += scale dS^T Q */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows,
-                            hd, keys, scale, ds, T, k, C3, 0.0f,
-                            dq + (size_t)r0 * C3, C3);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys,
-                            hd, rows, scale, ds, T, q + (size_t)r0 * C3, C3,
-                            beta, dk, C3);
-            }
+            if (fused)
+                attention_backward_fused(dq, dk, dv, dy, q, k, v, a, T, C, hd);
+            else
+                attention_backward_sgemm(dq, dk, dv, scratch, dy, q, k, v, a,
+                                         T, C, hd);
         }
 }
 
@@ -440,6 +700,15 @@ static void crossentropy_backward(float *dlogits, const float *logits,
     }
 }
 
+static double sumsq(const float *x, size_t n)
+{
+    double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+    for (size_t i = 0; i < n; i++)
+        sum += (double)x[i] * x[i];
+    return sum;
+}
+
 static void adamw_update(float *p, float *m, float *v, const float *g,
                          size_t n, float grad_scale, float lr, float wd,
                          float beta1, float beta2, float eps, float bias1,
@@ -473,5 +742,6 @@ const bf_kernels BF_KERNELS_TABLE = {
     .gelu_backward = gelu_backward,
     .crossentropy_forward = crossentropy_forward,
     .crossentropy_backward = crossentropy_backward,
+    .sumsq = sumsq,
     .adamw_update = adamw_update,
 };

@@ -6,7 +6,8 @@
  *   - Backward functions ACCUMULATE (+=) into parameter gradients (dw, db,
  *     dtheta), so micro-batches add up.  Gradients w.r.t. activations are
  *     either accumulated or overwritten as each comment says.
- *   - Every matrix product is one or more cblas_sgemm calls.
+ *   - Every matrix product is one or more cblas_sgemm calls, except the
+ *     attention of small heads (a fused kernel; attention_forward).
  *   - No function allocates; buffers belong to the caller.
  *
  * layers.c is compiled once per dispatch level (isa.h), each copy exporting
@@ -17,6 +18,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* The fused small-head attention's limits: sequence length and head_dim
+ * (layers.c, attention_fused).  Its tiles live on the stack, sized by them. */
+#define BF_ATT_FUSED_MAX_T 128
+#define BF_ATT_FUSED_MAX_HD 64
 
 typedef struct bf_kernels {
 
@@ -85,7 +91,10 @@ typedef struct bf_kernels {
                             const int *pos, int S, int B, int T, int C, int NH);
 
     /* Causal multi-head attention: qkv [B,T,3C] -> out [B,T,C]; att
-     * [B,NH,T,T] keeps the softmax probabilities (zeros above the diagonal). */
+     * [B,NH,T,T] keeps the softmax probabilities (zeros above the diagonal).
+     * Small heads (T <= BF_ATT_FUSED_MAX_T and C/NH <= BF_ATT_FUSED_MAX_HD)
+     * take a fused path without sgemm, the others sgemm (layers.c says why);
+     * both give the same results up to float rounding. */
     void (*attention_forward)(float *out, float *att, const float *qkv, int B,
                               int T, int C, int NH);
     /* dqkv [B,T,3C] overwritten from dout [B,T,C]; scratch holds T*T floats. */
@@ -111,6 +120,10 @@ typedef struct bf_kernels {
     void (*crossentropy_backward)(float *dlogits, const float *logits,
                                   const float *lse, const int *targets,
                                   float scale, int N, int V);
+
+    /* Sum of squares of x [n], accumulated in double (the gradient norm the
+     * trainer clips with). */
+    double (*sumsq)(const float *x, size_t n);
 
     /* AdamW on n parameters: m, v [n] the moments, g [n] the gradients
      * times grad_scale, bias1/bias2 = 1 - beta^t, decoupled decay wd (as
@@ -148,6 +161,7 @@ extern const bf_kernels bf_kernels_avx512;
 #define bf_gelu_backward (bf_kernels_active->gelu_backward)
 #define bf_crossentropy_forward (bf_kernels_active->crossentropy_forward)
 #define bf_crossentropy_backward (bf_kernels_active->crossentropy_backward)
+#define bf_sumsq (bf_kernels_active->sumsq)
 #define bf_adamw_update (bf_kernels_active->adamw_update)
 
 #endif

@@ -561,12 +561,7 @@ static void add_sumsq(void *ctx, size_t offset, size_t count, int decay,
     (void)decay;
     (void)is_freq;
     norm_ctx *c = ctx;
-    const float *g = c->grads + offset;
-    double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-    for (size_t i = 0; i < count; i++)
-        sum += (double)g[i] * g[i];
-    c->sumsq += sum;
+    c->sumsq += bf_sumsq(c->grads + offset, count);
 }
 
 double bf_model_grad_norm(const bf_model *m)

@@ -33,6 +33,9 @@ meson compile -C "$dir-native" bench_train >/dev/null &&
 build bench_train && "$dir/bench/bench_train" "${torch_args[@]}" \
     "${native_args[@]}"
 
+echo "== bench_attention: the attention layer alone, fused small-head path against sgemm, either side of its limits"
+build bench_attention && "$dir/bench/bench_attention"
+
 echo "== bench_tasks: the code task's corpus, examples and steps beside dyck"
 build bench_tasks && "$dir/bench/bench_tasks"
 

@@ -301,8 +301,11 @@ static double att_loss(void *p)
     return dot_r(c->out, c->r, (size_t)c->b * c->t * C);
 }
 
-/* Lengths below, at and past the attention block size (32) matter: past it
- * the scores are computed block by block and dK, dV summed over blocks. */
+/* Lengths on both sides of the fused path's limit (layers.h,
+ * BF_ATT_FUSED_MAX_T) matter: up to it the fused small-head kernel runs,
+ * query rows in groups of 4 (T = 5 ends with a group of one real row);
+ * past it the sgemm path, whose scores come block by block (32 rows) with
+ * dK, dV summed over blocks. */
 static void check_attention(int b, int t, uint64_t seed)
 {
     att_ctx c = {.b = b, .t = t};
@@ -363,7 +366,8 @@ static void test_attention(void **state)
     (void)state;
     check_attention(B, T, 40);
     check_attention(1, 32, 42);
-    check_attention(1, 70, 44);
+    check_attention(1, BF_ATT_FUSED_MAX_T, 44);
+    check_attention(1, BF_ATT_FUSED_MAX_T + 6, 46);
 }
 
 /* --------------------------------------------------------------------- gelu */

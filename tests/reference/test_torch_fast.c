@@ -7,6 +7,8 @@
  * from the model the engine is checked against, so the speed it reports is
  * the speed of this model.
  *
+ * Runs at the dispatch level BIFOCAL_ISA names (test_isa_util.h).
+ *
  * usage: test_torch_fast PATH/torch_check.py */
 #include <math.h>
 #include <setjmp.h>
@@ -25,6 +27,7 @@
 #include "model.h"
 #include "rng.h"
 #include "tasks.h"
+#include "test_isa_util.h"
 #include "torch_case.h"
 
 typedef struct fast_case {
@@ -195,6 +198,9 @@ static void test_fast_path_is_the_checked_model(void **state)
 
 int main(int argc, char **argv)
 {
+    int isa_status = test_isa_from_env();
+    if (isa_status != 0)
+        return isa_status;
     g_script = torch_case_script(argc, argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fast_path_is_the_checked_model),
