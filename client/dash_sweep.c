@@ -674,9 +674,9 @@ void bf_dash_names_view(bf_sweep_view *v, const json_t *varying,
     v->n_by = names_into(v->by, by);
 }
 
-/* A view of the sweep as compare.c and report.c read one: every group, and
- * as its jobs the succeeded ones only (their rows from results). */
-static int succeeded_view(const bf_dash_sweep *s, sqlite3 *db, bf_sweep_view *v)
+/* A view of the sweep as report.c reads one: its names and every group,
+ * no job. */
+static void groups_view(const bf_dash_sweep *s, bf_sweep_view *v)
 {
     bf_dash_names_view(v, s->varying, s->by);
     v->sweep_id = s->sweep_id;
@@ -685,6 +685,13 @@ static int succeeded_view(const bf_dash_sweep *s, sqlite3 *db, bf_sweep_view *v)
     v->n_groups = s->n_groups;
     v->zips = bf_zip_labels(json_string_value(json_object_get(s->sweep,
                                                               "source")));
+}
+
+/* The same as compare.c reads one: as its jobs the succeeded ones only
+ * (their rows from results). */
+static int succeeded_view(const bf_dash_sweep *s, sqlite3 *db, bf_sweep_view *v)
+{
+    groups_view(s, v);
     sqlite3_stmt *st = bf_db_prepare(db,
         "SELECT job_id, stage, task, rope, depth, seed, status, train_loss"
         "  FROM results WHERE sweep_id = ?1 AND status = 'succeeded'"
@@ -709,8 +716,8 @@ static int succeeded_view(const bf_dash_sweep *s, sqlite3 *db, bf_sweep_view *v)
     return 0;
 }
 
-/* Frees what succeeded_view made (the rest is the sweep's). */
-static void succeeded_view_clear(bf_sweep_view *v)
+/* Frees what groups_view or succeeded_view made (the rest is the sweep's). */
+static void view_clear(bf_sweep_view *v)
 {
     json_decref(v->zips);
     bf_row_store_clear(&v->jobs);
@@ -792,6 +799,32 @@ static json_t *values_json(const bf_dash_sweep *s)
     return out;
 }
 
+/* The summary of v (whose jobs report.c need not walk: the groups, depths
+ * and job count are this sweep's, not those of its succeeded jobs) with
+ * compare and adaptive (stolen). */
+static json_t *summary_of(const bf_dash_sweep *s, bf_sweep_view *v,
+                          json_t *compare, json_t *adaptive)
+{
+    bf_row_store_clear(&v->jobs);
+    json_t *summary = bf_report_summary(v, compare);
+    json_object_set_new(summary, "groups", groups_json(s, v));
+    json_object_set(summary, "train_depths", s->train_depths);
+    json_object_set_new(json_object_get(summary, "sweep"), "n_jobs",
+                        json_integer((json_int_t)s->n));
+    json_object_set_new(summary, "values", values_json(s));
+    json_object_set_new(summary, "adaptive_seeds", adaptive);
+    return summary;
+}
+
+json_t *bf_dash_sweep_outline(const bf_dash_sweep *s)
+{
+    bf_sweep_view v;
+    groups_view(s, &v);
+    json_t *outline = summary_of(s, &v, json_null(), json_null());
+    view_clear(&v);
+    return outline;
+}
+
 json_t *bf_dash_sweep_summary(const bf_dash_sweep *s, sqlite3 *db)
 {
     bf_sweep_view v;
@@ -801,23 +834,12 @@ json_t *bf_dash_sweep_summary(const bf_dash_sweep *s, sqlite3 *db)
     /* Nothing to compare before a job succeeded: an empty table. */
     json_t *compare = rc ? NULL : v.jobs.n_rows == 0 ? json_array()
                                 : bf_compare_rows(&v, &src, NULL);
+    json_t *adaptive = compare ? bf_adaptive_read(&src, s->sweep_id) : NULL;
     sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
-    json_t *summary = NULL;
-    if (compare) {
-        /* The groups, depths and job count are this sweep's, not those of
-         * the succeeded jobs: report.c need not walk them. */
-        bf_row_store_clear(&v.jobs);
-        summary = bf_report_summary(&v, compare);
-        json_object_set_new(summary, "groups", groups_json(s, &v));
-        json_object_set(summary, "train_depths", s->train_depths);
-        json_object_set_new(json_object_get(summary, "sweep"), "n_jobs",
-                            json_integer((json_int_t)s->n));
-        json_object_set_new(summary, "values", values_json(s));
-        json_t *adaptive = bf_adaptive_read(&src, s->sweep_id);
-        json_object_set_new(summary, "adaptive_seeds",
-                            adaptive ? adaptive : json_array());
-    }
-    succeeded_view_clear(&v);
+    json_t *summary = compare ? summary_of(s, &v, compare, adaptive
+                                           ? adaptive : json_array())
+                              : NULL;
+    view_clear(&v);
     return summary;
 }
 
