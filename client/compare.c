@@ -43,6 +43,7 @@ typedef struct cells {
     const bf_sweep_view *v;
     json_t *index;              /* "GROUP DEPTH" -> its cell */
     size_t *group_size;         /* per group: its succeeded jobs */
+    int train_loss;             /* the column of v->jobs */
 } cells;
 
 static void cell_key(char key[32], int group, int eval_depth)
@@ -113,11 +114,11 @@ static double number(const json_t *row, const char *key)
 }
 
 /* The final training loss of a job (job_results.train_loss). */
-static double train_loss_of(const bf_sweep_view *v, int64_t job_id)
+static double train_loss_of(const cells *cs, int64_t job_id)
 {
-    int row = bf_sweep_view_row_of(v, job_id);
+    int row = bf_sweep_view_row_of(cs->v, job_id);
     const json_t *x = row < 0 ? NULL
-        : bf_row_store_get(&v->jobs, (size_t)row, "train_loss");
+        : bf_row_store_at(&cs->v->jobs, (size_t)row, cs->train_loss);
     return json_is_number(x) ? json_number_value(x) : NAN;
 }
 
@@ -150,7 +151,7 @@ static void add_eval(void *ctx, json_t *row)
     c->job[c->n] = job;
     c->loss[c->n] = number(row, "loss");
     c->accuracy[c->n] = number(row, "accuracy");
-    c->train_loss[c->n] = train_loss_of(cs->v, job);
+    c->train_loss[c->n] = train_loss_of(cs, job);
     c->examples = examples_of(cs->v, job);
     c->n++;
 }
@@ -191,10 +192,12 @@ static int read_cells(const bf_sweep_view *v, bf_source *src, cells *cs)
 {
     *cs = (cells){ .v = v, .index = json_object(),
                    .group_size = bf_xcalloc((size_t)v->n_groups + 1,
-                                            sizeof *cs->group_size) };
+                                            sizeof *cs->group_size),
+                   .train_loss = bf_row_store_column(&v->jobs, "train_loss") };
+    int status_column = bf_row_store_column(&v->jobs, "status");
     for (size_t j = 0; j < v->jobs.n_rows; j++) {
-        const char *status = json_string_value(bf_row_store_get(&v->jobs, j,
-                                                                "status"));
+        const char *status = json_string_value(bf_row_store_at(&v->jobs, j,
+                                                               status_column));
         cs->group_size[v->job_group[j]] += status
                                            && strcmp(status, "succeeded") == 0;
     }

@@ -705,9 +705,9 @@ static int succeeded_view(const bf_dash_sweep *s, sqlite3 *db, bf_sweep_view *v)
     v->job_group = bf_xcalloc(n + 1, sizeof *v->job_group);
     v->sorted_ids = bf_xcalloc(n + 1, sizeof *v->sorted_ids);
     v->sorted_rows = bf_xcalloc(n + 1, sizeof *v->sorted_rows);
+    int job_id = bf_row_store_column(&v->jobs, "job_id");
     for (size_t i = 0; i < n; i++) {
-        int64_t id = json_integer_value(bf_row_store_get(&v->jobs, i,
-                                                         "job_id"));
+        int64_t id = json_integer_value(bf_row_store_at(&v->jobs, i, job_id));
         int j = find_job(s, id);
         v->job_group[i] = j < 0 ? 0 : s->group[j];
         v->sorted_ids[i] = id;

@@ -68,7 +68,7 @@ json_t *bf_dash_sweep_varying(const bf_dash_sweep *s);
 
 /* A view that names the varying fields and the grouping fields (borrowed
  * from the arrays of names; by may be NULL; at most BF_SWEEP_MAX_FIELDS
- * each), all else zero: all that bf_results_row reads of a view. */
+ * each), all else zero: all that bf_results_rows reads of a view. */
 void bf_dash_names_view(bf_sweep_view *v, const json_t *varying,
                         const json_t *by);
 
