@@ -637,7 +637,10 @@ static json_t *get_ready(int fd, const char *path, double *ms)
     }
 }
 
-static double big_page(int fd, double *first_answer)
+/* The sweep page's three requests until each has data; *compared: when
+ * the summary came with its comparison (asked again until it does; a sweep
+ * just read is first answered with its outline), from the start. */
+static double big_page(int fd, double *first_answer, double *compared)
 {
     double a, b, c, t0 = bf_now_seconds(), one;
     char path[128];
@@ -646,7 +649,7 @@ static double big_page(int fd, double *first_answer)
         json_decref(http_get(fd, path, &one));
         *first_answer = one;
     }
-    json_decref(get_ready(fd, path, &a));
+    json_t *summary = get_ready(fd, path, &a);
     snprintf(path, sizeof path, "/api/sweeps/%d/jobs?limit=100", BIG_SWEEP);
     json_t *jobs = get_ready(fd, path, &b);
     if (json_array_size(json_object_get(jobs, "jobs")) != 100)
@@ -654,7 +657,19 @@ static double big_page(int fd, double *first_answer)
     json_decref(jobs);
     snprintf(path, sizeof path, "/api/sweeps/%d/live", BIG_SWEEP);
     json_decref(get_ready(fd, path, &c));
-    return 1000 * (bf_now_seconds() - t0);
+    double page = 1000 * (bf_now_seconds() - t0);
+    snprintf(path, sizeof path, "/api/sweeps/%d", BIG_SWEEP);
+    while (json_is_null(json_object_get(summary, "compare"))) {
+        json_decref(summary);
+        bf_sleep_ms(20);
+        summary = http_get(fd, path, &one);
+    }
+    if (json_array_size(json_object_get(summary, "compare")) != 3 * BIG_GROUPS)
+        die("summary", "the comparison is not one row per group and depth");
+    json_decref(summary);
+    if (compared)
+        *compared = 1000 * (bf_now_seconds() - t0);
+    return page;
 }
 
 static double time_path(int fd, const char *path)
@@ -674,12 +689,14 @@ static void time_big(const char *dir, long long jobs)
     int port;
     pid_t dash = start_dashboard(db, port_file, &port);
     int fd = http_connect(port);
-    double first_answer, cold = big_page(fd, &first_answer), warm[REPEATS];
+    double first_answer, compared;
+    double cold = big_page(fd, &first_answer, &compared), warm[REPEATS];
     for (int i = 0; i < REPEATS; i++)
-        warm[i] = big_page(fd, NULL);
+        warm[i] = big_page(fd, NULL, NULL);
     printf("%lld-job sweep page (summary, 100-row job page, live), from a fresh "
-           "dashboard: first answer %.1f ms, all three with data %.1f ms\n",
-           jobs, first_answer, cold);
+           "dashboard: first answer %.1f ms, all three with data %.1f ms "
+           "(target < 500 ms), the comparison %.1f ms\n",
+           jobs, first_answer, cold, compared);
     printf("%lld-job sweep page, again: %.1f ms (target < 500 ms)\n", jobs,
            median(warm, REPEATS));
     char path[256];

@@ -44,6 +44,7 @@ typedef struct cells {
     const bf_sweep_view *v;
     json_t *index;              /* "GROUP DEPTH" -> its cell */
     size_t *group_size;         /* per group: its succeeded jobs */
+    int train_loss;             /* the column of v->jobs */
 } cells;
 
 static void cell_key(char key[32], int group, int eval_depth)
@@ -114,11 +115,11 @@ static double number(const json_t *row, const char *key)
 }
 
 /* The final training loss of a job (job_results.train_loss). */
-static double train_loss_of(const bf_sweep_view *v, int64_t job_id)
+static double train_loss_of(const cells *cs, int64_t job_id)
 {
-    int row = bf_sweep_view_row_of(v, job_id);
+    int row = bf_sweep_view_row_of(cs->v, job_id);
     const json_t *x = row < 0 ? NULL
-        : bf_row_store_get(&v->jobs, (size_t)row, "train_loss");
+        : bf_row_store_at(&cs->v->jobs, (size_t)row, cs->train_loss);
     return json_is_number(x) ? json_number_value(x) : NAN;
 }
 
@@ -151,7 +152,7 @@ static void add_eval(void *ctx, json_t *row)
     c->job[c->n] = job;
     c->loss[c->n] = number(row, "loss");
     c->accuracy[c->n] = number(row, "accuracy");
-    c->train_loss[c->n] = train_loss_of(cs->v, job);
+    c->train_loss[c->n] = train_loss_of(cs, job);
     c->examples = examples_of(cs->v, job);
     c->n++;
 }
@@ -192,10 +193,12 @@ static int read_cells(const bf_sweep_view *v, bf_source *src, cells *cs)
 {
     *cs = (cells){ .v = v, .index = json_object(),
                    .group_size = bf_xcalloc((size_t)v->n_groups + 1,
-                                            sizeof *cs->group_size) };
+                                            sizeof *cs->group_size),
+                   .train_loss = bf_row_store_column(&v->jobs, "train_loss") };
+    int status_column = bf_row_store_column(&v->jobs, "status");
     for (size_t j = 0; j < v->jobs.n_rows; j++) {
-        const char *status = json_string_value(bf_row_store_get(&v->jobs, j,
-                                                                "status"));
+        const char *status = json_string_value(bf_row_store_at(&v->jobs, j,
+                                                               status_column));
         cs->group_size[v->job_group[j]] += status
                                            && strcmp(status, "succeeded") == 0;
     }
@@ -222,15 +225,16 @@ typedef struct baseline {
     int n;                  /* 0: no comparisons */
     const char *field[MAX_BASELINE_FIELDS];   /* owned by the sweep view */
     char *value[MAX_BASELINE_FIELDS];
-    unsigned char *is_base; /* per group: it has the values (once parsed) */
+    int *of;                /* per group: its baseline group, -1 for none
+                               (once parsed) */
 } baseline;
 
 static void baseline_free(baseline *b)
 {
     for (int i = 0; i < b->n; i++)
         free(b->value[i]);
-    free(b->is_base);
-    b->is_base = NULL;
+    free(b->of);
+    b->of = NULL;
     b->n = 0;
 }
 
@@ -244,14 +248,63 @@ static int group_matches(const bf_sweep_view *v, int g, const baseline *b)
     return 1;
 }
 
-/* Marks the groups that have the baseline's values (once: every group's
- * baseline is looked up among them); whether any has. */
+static int is_baseline_field(const baseline *b, const char *field)
+{
+    for (int i = 0; i < b->n; i++)
+        if (b->field[i] == field)
+            return 1;
+    return 0;
+}
+
+/* Group g's values of the grouping fields the baseline does not name, as
+ * JSON text (caller frees): a group and its baseline group share it.  NULL
+ * when g lacks one of them (it then has no baseline and is none). */
+static char *key_beside_baseline(const bf_sweep_view *v, const baseline *b,
+                                 int g)
+{
+    const json_t *fields = json_array_get(v->groups, (size_t)g);
+    json_t *key = json_array();
+    for (int i = 0; i < v->n_by; i++) {
+        json_t *x = json_object_get(fields, v->by[i]);
+        if (is_baseline_field(b, v->by[i]))
+            continue;
+        if (!x) {
+            json_decref(key);
+            return NULL;
+        }
+        json_array_append(key, x);
+    }
+    char *text = json_dumps(key, JSON_COMPACT | JSON_SORT_KEYS
+                                 | JSON_REAL_PRECISION(17));
+    json_decref(key);
+    return text;
+}
+
+/* The baseline group of every group: among the groups that have the
+ * baseline's values, the first with the group's other grouping fields (g
+ * itself for a baseline group); -1 if none.  Found by key, once, so that
+ * a sweep of a thousand groups costs a thousand look-ups, not a million
+ * comparisons.  Whether any group has the baseline's values. */
 static int mark_baseline_groups(const bf_sweep_view *v, baseline *b)
 {
+    json_t *first = json_object();     /* key -> first baseline group */
+    char **keys = bf_xcalloc((size_t)v->n_groups + 1, sizeof *keys);
     int any = 0;
-    b->is_base = bf_xcalloc((size_t)v->n_groups + 1, 1);
-    for (int g = 0; g < v->n_groups; g++)
-        any |= b->is_base[g] = (unsigned char)group_matches(v, g, b);
+    for (int g = 0; g < v->n_groups; g++) {
+        int is_base = group_matches(v, g, b);
+        keys[g] = key_beside_baseline(v, b, g);
+        if (is_base && keys[g] && !json_object_get(first, keys[g]))
+            json_object_set_new(first, keys[g], json_integer(g));
+        any |= is_base;
+    }
+    b->of = bf_xcalloc((size_t)v->n_groups + 1, sizeof *b->of);
+    for (int g = 0; g < v->n_groups; g++) {
+        json_t *h = keys[g] ? json_object_get(first, keys[g]) : NULL;
+        b->of[g] = h ? (int)json_integer_value(h) : -1;
+        free(keys[g]);
+    }
+    free(keys);
+    json_decref(first);
     return any;
 }
 
@@ -353,35 +406,6 @@ static int parse_baseline(const bf_sweep_view *v, const char *arg, baseline *b)
         return -1;
     }
     return 0;
-}
-
-static int is_baseline_field(const baseline *b, const char *field)
-{
-    for (int i = 0; i < b->n; i++)
-        if (b->field[i] == field)
-            return 1;
-    return 0;
-}
-
-/* The baseline group of group g: the named fields as the baseline says,
- * every other grouping field as g's.  -1 if there is none; g itself if g
- * is a baseline group. */
-static int baseline_of(const bf_sweep_view *v, const baseline *b, int g)
-{
-    if (!b->n)
-        return -1;
-    const json_t *mine = json_array_get(v->groups, (size_t)g);
-    for (int h = 0; h < v->n_groups; h++) {
-        const json_t *other = json_array_get(v->groups, (size_t)h);
-        int match = b->is_base[h];
-        for (int i = 0; match && i < v->n_by; i++)
-            if (!is_baseline_field(b, v->by[i]))
-                match = json_equal(json_object_get(mine, v->by[i]),
-                                   json_object_get(other, v->by[i]));
-        if (match)
-            return h;
-    }
-    return -1;
 }
 
 /* ---- rows ------------------------------------------------------------- */
@@ -602,7 +626,7 @@ static json_t *cell_row(const bf_sweep_view *v, const cells *cs, const cell *c,
     set_log_summary(row, "loss", c->loss, c->n);
     set_accuracy_summary(row, c);
     set_log_summary(row, "train_loss", c->train_loss, c->n);
-    int base = baseline_of(v, b, c->group);
+    int base = b->n ? b->of[c->group] : -1;
     const cell *bc = base >= 0 && base != c->group
                          ? cell_at(cs, base, c->eval_depth) : NULL;
     if (base == c->group)

@@ -50,8 +50,13 @@
 typedef struct sweep_slot {
     int64_t sweep_id;           /* 0: a free slot */
     uint64_t used;              /* for least-recently-used eviction */
+    int64_t made_ms;            /* when first asked about (monotonic) */
     bf_dash_sweep *agg;         /* NULL until loaded */
-    json_t *summary;            /* /api/sweeps/N without counts; NULL: not yet */
+    char *summary;              /* /api/sweeps/N without counts, as JSON text
+                                   (dumped once, not per request); NULL: not
+                                   yet */
+    int compared;               /* summary has its comparison (else it is the
+                                   outline of a sweep just loaded) */
     int busy, failed, stale;
     double compared_ms;         /* when summary was computed */
 } sweep_slot;
@@ -80,11 +85,15 @@ struct bf_dash_api {
 typedef struct reply {
     int status;
     json_t *body;
+    char *text;                 /* or the body as JSON text already */
 } reply;
+
+/* How every answer is encoded. */
+#define JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(7))
 
 static reply ok(json_t *body)
 {
-    return (reply){ 200, body };
+    return (reply){ 200, body, NULL };
 }
 
 static reply fail(int status, const char *fmt, ...)
@@ -97,7 +106,7 @@ static reply fail(int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
-    return (reply){ status, json_pack("{s:s}", "error", message) };
+    return (reply){ status, json_pack("{s:s}", "error", message), NULL };
 }
 
 /* ---- reading -------------------------------------------------------------- */
@@ -146,10 +155,18 @@ static long long newest_finished(bf_dash_api *a, int64_t sweep)
 
 /* ---- the refresher -------------------------------------------------------- */
 
+/* j as JSON text (NULL if j is), j released. */
+static char *dump_stolen(json_t *j)
+{
+    char *text = j ? json_dumps(j, JSON_FLAGS) : NULL;
+    json_decref(j);
+    return text;
+}
+
 static void slot_clear(sweep_slot *e)
 {
     bf_dash_sweep_free(e->agg);
-    json_decref(e->summary);
+    free(e->summary);
     *e = (sweep_slot){ 0 };
 }
 
@@ -162,10 +179,18 @@ static void refresh_slot(bf_dash_api *a, sweep_slot *e)
     if (!e->agg) {
         pthread_mutex_unlock(&a->lock);
         bf_dash_sweep *agg = bf_dash_sweep_load(a->bg, id);
+        char *outline = agg ? dump_stolen(bf_dash_sweep_outline(agg)) : NULL;
         pthread_mutex_lock(&a->lock);
         e->agg = agg;
         e->failed = !agg;
         e->stale = 1;
+        /* The page shows all but the comparison while it is computed (a
+         * sweep reloaded keeps its last summary instead). */
+        if (!e->summary)
+            e->summary = outline;
+        else
+            free(outline);
+        pthread_cond_broadcast(&a->loaded);
     } else {
         pthread_mutex_unlock(&a->lock);
         bf_dash_changes *c = bf_dash_sweep_read_changes(e->agg, a->bg);
@@ -181,11 +206,12 @@ static void refresh_slot(bf_dash_api *a, sweep_slot *e)
     double now = (double)bf_monotonic_ms();
     if (e->agg && e->stale && now - e->compared_ms >= COMPARE_EVERY_MS) {
         pthread_mutex_unlock(&a->lock);
-        json_t *summary = bf_dash_sweep_summary(e->agg, a->bg);
+        char *summary = dump_stolen(bf_dash_sweep_summary(e->agg, a->bg));
         pthread_mutex_lock(&a->lock);
         if (summary) {
-            json_decref(e->summary);
+            free(e->summary);
             e->summary = summary;
+            e->compared = 1;
             e->stale = 0;
         }
         e->failed = !summary && !e->summary;
@@ -241,18 +267,25 @@ static sweep_slot *slot_of(bf_dash_api *a, int64_t sweep)
     slot_clear(pick);           /* the refresher works on one slot at a time */
     pick->sweep_id = sweep;
     pick->used = ++a->clock;
+    pick->made_ms = bf_monotonic_ms();
     pthread_cond_signal(&a->wake);
     return pick;
 }
 
-/* The sweep's slot once its summary is there, waiting up to
- * FIRST_LOAD_WAIT_MS for a first load.  Locked; NULL: not loaded yet
+/* The sweep's slot once it is loaded, waiting up to FIRST_LOAD_WAIT_MS
+ * for a first load, and for its first comparison too when compared is set
+ * and the sweep was first asked about less than FIRST_LOAD_WAIT_MS ago: a
+ * small sweep's first summary comes whole, while a big one's polls take
+ * its outline at once (docs/dashboard.md).  Locked; NULL: not loaded yet
  * (*failed set when it could not be). */
-static sweep_slot *loaded_slot(bf_dash_api *a, int64_t sweep, int *failed)
+static sweep_slot *loaded_slot(bf_dash_api *a, int64_t sweep, int compared,
+                               int *failed)
 {
     sweep_slot *e = slot_of(a, sweep);
+    compared = compared && bf_monotonic_ms() - e->made_ms < FIRST_LOAD_WAIT_MS;
     struct timespec until = deadline_in(FIRST_LOAD_WAIT_MS);
-    while (e->sweep_id == sweep && !e->summary && !e->failed
+    while (e->sweep_id == sweep && !(e->summary && (e->compared || !compared))
+           && !e->failed
            && pthread_cond_timedwait(&a->loaded, &a->lock, &until) == 0)
         ;
     *failed = e->sweep_id == sweep && e->failed;
@@ -471,7 +504,7 @@ static void read_counts(bf_dash_api *a, int64_t sweep, live_counts *c)
 {
     int failed;
     pthread_mutex_lock(&a->lock);
-    sweep_slot *e = loaded_slot(a, sweep, &failed);
+    sweep_slot *e = loaded_slot(a, sweep, 0, &failed);
     *c = (live_counts){ .counts = e ? bf_dash_sweep_counts(e->agg) : json_null(),
                         .varying = e ? bf_dash_sweep_varying(e->agg) : json_array() };
     if (e) {
@@ -519,12 +552,23 @@ static reply get_summary(bf_dash_api *a, int64_t sweep)
         return r;
     int failed;
     pthread_mutex_lock(&a->lock);
-    sweep_slot *e = loaded_slot(a, sweep, &failed);
-    json_t *body = e ? json_copy(e->summary) : NULL;
-    if (body)
-        json_object_set_new(body, "counts", bf_dash_sweep_counts(e->agg));
+    sweep_slot *e = loaded_slot(a, sweep, 1, &failed);
+    char *text = NULL;
+    if (e) {                    /* {"counts": ..., and the kept summary's keys */
+        static const char key[] = "{\"counts\":";
+        char *counts = dump_stolen(bf_dash_sweep_counts(e->agg));
+        size_t nk = sizeof key - 1, nc = strlen(counts),
+               rest = strlen(e->summary);   /* from its "{" on: its NUL too */
+        text = bf_xmalloc(nk + nc + 1 + rest);  /* once: megabytes, not grown */
+        memcpy(text, key, nk);
+        memcpy(text + nk, counts, nc);
+        text[nk + nc] = ',';
+        memcpy(text + nk + nc + 1, e->summary + 1, rest);
+        free(counts);
+    }
     pthread_mutex_unlock(&a->lock);
-    return body ? ok(body) : failed ? load_failed(a, sweep) : pending(sweep);
+    return text ? (reply){ 200, NULL, text }
+                : failed ? load_failed(a, sweep) : pending(sweep);
 }
 
 /* The parameters of a page of the job table (docs/dashboard.md). */
@@ -612,7 +656,7 @@ static reply get_jobs(bf_dash_api *a, int64_t sweep, const char *query)
     const char *error = NULL;
     json_t *ids = NULL, *varying = NULL;
     pthread_mutex_lock(&a->lock);
-    sweep_slot *e = loaded_slot(a, sweep, &failed);
+    sweep_slot *e = loaded_slot(a, sweep, 0, &failed);
     if (e) {
         varying = bf_dash_sweep_varying(e->agg);
         if (page_params_read(query, varying, &p, &r) == 0
@@ -823,10 +867,10 @@ static reply route(bf_dash_api *a, const char *path, const char *query)
 }
 
 int bf_dash_api_get(bf_dash_api *a, const char *path, const char *query,
-                    json_t **body)
+                    char **body)
 {
     reply r = route(a, path, query);
-    *body = r.body;
+    *body = r.text ? r.text : dump_stolen(r.body);
     return r.status;
 }
 

@@ -29,9 +29,11 @@ bf_dash_api *bf_dash_api_new(sqlite3 *db, const char *db_path);
 void bf_dash_api_free(bf_dash_api *a);
 
 /* Answers a GET of path (which starts with "/api/") with its query string.
- * Returns the HTTP status (200, 400, 404, 500) with the body in *body (new
- * reference; {"error": "..."} unless 200). */
+ * Returns the HTTP status (200, 400, 404, 500) with the body in *body: JSON
+ * text, the caller's to free ({"error": "..."} unless 200; NULL if it could
+ * not be encoded).  A sweep's summary is kept as text, so that its answer
+ * is a copy, not an encoding of megabytes per request. */
 int bf_dash_api_get(bf_dash_api *a, const char *path, const char *query,
-                    json_t **body);
+                    char **body);
 
 #endif

@@ -222,135 +222,131 @@ static int group_of_job(bf_dash_sweep *s, load_pass *p, sqlite3_stmt *st,
                            values ? values : "[]");
 }
 
-/* The status code of a status as the index gives it: the index groups
- * the jobs by status, so the previous row's usually matches. */
-static int status_of(const char *text, const char **last, int *last_code)
+/* The sweep's jobs of one status in id order, as its index holds them
+ * (jobs_by_sweep_status: sweep, status, id, cell, seed; migration 009):
+ * one cursor per status, whose heads are merged by id, so that a million
+ * jobs go straight into the held arrays, in order, with no copy and no
+ * sort. */
+typedef struct status_cursor {
+    sqlite3_stmt *st;           /* NULL once past its last job */
+    indexed_job head;
+} status_cursor;
+
+/* Steps c to its next job; 0, or -1 on a database error. */
+static int cursor_next(status_cursor *c)
 {
-    if (!*last || strcmp(text, *last) != 0) {
-        int code = bf_dash_status_code(text);
-        *last_code = code < 0 ? 0 : code;
-        *last = status_names[*last_code];
-        if (code < 0)           /* unknown: not remembered */
-            *last = NULL;
+    int rc = sqlite3_step(c->st);
+    if (rc == SQLITE_ROW) {
+        c->head.id = sqlite3_column_int64(c->st, 0);
+        c->head.seed = sqlite3_column_int64(c->st, 1);
+        c->head.cell = sqlite3_column_type(c->st, 2) == SQLITE_NULL
+                       ? -1 : sqlite3_column_int64(c->st, 2);
+        return 0;
     }
-    return *last_code;
+    sqlite3_finalize(c->st);
+    c->st = NULL;
+    return rc == SQLITE_DONE ? 0 : -1;
 }
 
-/* Every job of the sweep from the index alone: id, status, seed, cell
- * (migration 009), in the index's order; *n of them (malloc'd).  expect:
- * how many the sweep has (sweeps.n_jobs), to allocate once. */
-static indexed_job *read_index(sqlite3 *db, int64_t sweep_id, size_t expect,
-                               size_t *n)
+/* A cursor per status (the statuses the schema's CHECK allows), each on
+ * its first job.  0, or -1 (the cursors made are finalized). */
+static int open_cursors(sqlite3 *db, int64_t sweep_id,
+                        status_cursor c[BF_DASH_STATUSES])
 {
-    sqlite3_stmt *st = bf_db_prepare(db,
-        "SELECT job_id, status, seed, cell FROM jobs"
-        " INDEXED BY jobs_by_sweep_status WHERE sweep_id = ?1");
-    if (!st)
-        return NULL;
-    sqlite3_bind_int64(st, 1, sweep_id);
-    size_t cap = expect + 1;
-    indexed_job *v = bf_xmalloc(cap * sizeof *v);
-    const char *last = NULL;
-    int last_code = 0, rc;
-    for (*n = 0; (rc = sqlite3_step(st)) == SQLITE_ROW; (*n)++) {
-        if (*n == cap)
-            v = bf_xrealloc(v, (cap *= 2) * sizeof *v);
-        int status = status_of((const char *)sqlite3_column_text(st, 1), &last,
-                               &last_code);
-        v[*n] = (indexed_job){
-            .id = sqlite3_column_int64(st, 0), .status = status,
-            .seed = sqlite3_column_int64(st, 2),
-            .cell = sqlite3_column_type(st, 3) == SQLITE_NULL
-                    ? -1 : sqlite3_column_int64(st, 3) };
-    }
-    sqlite3_finalize(st);
-    if (rc == SQLITE_DONE)
-        return v;
-    fprintf(stderr, "bifocal dashboard: %s\n", sqlite3_errmsg(db));
-    free(v);
-    return NULL;
-}
-
-/* The jobs as the index holds them, by (status, id): one ascending run of
- * ids per status, read in id order by merging the runs' heads (a handful
- * of statuses), so a million jobs are ordered in one pass with no copy
- * and no sort. */
-typedef struct id_runs {
-    size_t n, *at, *end;        /* run r: jobs[at[r] .. end[r]) */
-} id_runs;
-
-static id_runs find_runs(const indexed_job *v, size_t n)
-{
-    id_runs r = { 0 };
-    for (size_t i = 0; i < n; i++)
-        if (i == 0 || v[i].id < v[i - 1].id) {
-            r.at = bf_xrealloc(r.at, (r.n + 1) * sizeof *r.at);
-            r.end = bf_xrealloc(r.end, (r.n + 1) * sizeof *r.end);
-            if (r.n)
-                r.end[r.n - 1] = i;
-            r.at[r.n++] = i;
+    for (int k = 0; k < BF_DASH_STATUSES; k++) {
+        c[k] = (status_cursor){ .head.status = k };
+        c[k].st = bf_db_prepare(db,
+            "SELECT job_id, seed, cell FROM jobs INDEXED BY jobs_by_sweep_status"
+            " WHERE sweep_id = ?1 AND status = ?2 ORDER BY job_id");
+        if (c[k].st) {
+            sqlite3_bind_int64(c[k].st, 1, sweep_id);
+            sqlite3_bind_text(c[k].st, 2, status_names[k], -1, SQLITE_STATIC);
         }
-    if (r.n)
-        r.end[r.n - 1] = n;
-    return r;
+        if (!c[k].st || cursor_next(&c[k])) {
+            for (int i = 0; i <= k; i++)
+                sqlite3_finalize(c[i].st);
+            return -1;
+        }
+    }
+    return 0;
 }
 
-/* The next job by id, or NULL after the last. */
-static const indexed_job *next_by_id(const indexed_job *v, id_runs *r)
+/* The cursor whose head has the lowest id, or NULL when all are done. */
+static status_cursor *lowest(status_cursor c[BF_DASH_STATUSES])
 {
-    size_t best = r->n;
-    for (size_t k = 0; k < r->n; k++)
-        if (r->at[k] < r->end[k]
-            && (best == r->n || v[r->at[k]].id < v[r->at[best]].id))
-            best = k;
-    return best == r->n ? NULL : &v[r->at[best]++];
+    status_cursor *best = NULL;
+    for (int k = 0; k < BF_DASH_STATUSES; k++)
+        if (c[k].st && (!best || c[k].head.id < best->head.id))
+            best = &c[k];
+    return best;
 }
 
-/* The group of each cell, from its first job's config (the others differ
- * from it only in seed): a config parsed per cell, not per job.  Jobs
- * without a cell get a group of their own config's.  0, or -1. */
+/* The held arrays with room for cap jobs. */
+static void resize_jobs(bf_dash_sweep *s, size_t cap)
+{
+    s->ids = bf_xrealloc(s->ids, (cap + 1) * sizeof *s->ids);
+    s->seed = bf_xrealloc(s->seed, (cap + 1) * sizeof *s->seed);
+    s->group = bf_xrealloc(s->group, (cap + 1) * sizeof *s->group);
+    s->status = bf_xrealloc(s->status, cap + 1);
+}
+
+/* The group of a cell's jobs, found from its first job's config (the
+ * others differ from it only in seed): a config parsed per cell, not per
+ * job.  cells holds the group of each cell seen (-1: not yet), grown to
+ * cover cell.  Jobs without a cell get a group of their own config's. */
+static int group_of_cell(bf_dash_sweep *s, load_pass *p, sqlite3_stmt *st,
+                         const indexed_job *j, int **cells, int64_t *n_cells)
+{
+    if (j->cell < 0)
+        return group_of_job(s, p, st, j->id);
+    if (j->cell >= *n_cells) {
+        int64_t n = 2 * j->cell + 1024;
+        *cells = bf_xrealloc(*cells, (size_t)n * sizeof **cells);
+        for (int64_t c = *n_cells; c < n; c++)
+            (*cells)[c] = -1;
+        *n_cells = n;
+    }
+    if ((*cells)[j->cell] < 0)
+        (*cells)[j->cell] = group_of_job(s, p, st, j->id);
+    return (*cells)[j->cell];
+}
+
+/* Every job of the sweep into the held arrays, by id: its status, seed and
+ * group.  0, or -1 (printed). */
 static int read_jobs(bf_dash_sweep *s, sqlite3 *db, load_pass *p)
 {
-    size_t n;
     json_int_t expect = json_integer_value(json_object_get(s->sweep, "n_jobs"));
-    indexed_job *jobs = read_index(db, s->sweep_id,
-                                   expect > 0 ? (size_t)expect : 1024, &n);
-    sqlite3_stmt *st = jobs ? prepare_values(db, p) : NULL;
-    if (!st) {
-        free(jobs);
+    /* sweeps.n_jobs at once: no copy as they come (more only if jobs
+     * were still being stored). */
+    size_t cap = expect > 0 ? (size_t)expect : 1024;
+    resize_jobs(s, cap);
+    status_cursor cursors[BF_DASH_STATUSES];
+    sqlite3_stmt *st = prepare_values(db, p);
+    if (!st || open_cursors(db, s->sweep_id, cursors)) {
+        fprintf(stderr, "bifocal dashboard: %s\n", sqlite3_errmsg(db));
+        sqlite3_finalize(st);
         return -1;
     }
+    int *cells = NULL, rc = 0;
     int64_t n_cells = 0;
-    for (size_t i = 0; i < n; i++)
-        n_cells = jobs[i].cell >= n_cells ? jobs[i].cell + 1 : n_cells;
-    int *cell_group = bf_xmalloc((size_t)(n_cells + 1) * sizeof *cell_group);
-    for (int64_t c = 0; c < n_cells; c++)
-        cell_group[c] = -1;
-    s->ids = bf_xmalloc((n + 1) * sizeof *s->ids);
-    s->seed = bf_xmalloc((n + 1) * sizeof *s->seed);
-    s->group = bf_xmalloc((n + 1) * sizeof *s->group);
-    s->status = bf_xmalloc(n + 1);
-    int rc = 0;
-    id_runs runs = find_runs(jobs, n);
-    const indexed_job *j;
-    while (rc == 0 && (j = next_by_id(jobs, &runs))) {
-        int g = j->cell >= 0 ? cell_group[j->cell] : -1;
-        if (g < 0)              /* the cell's first job, by id */
-            g = group_of_job(s, p, st, j->id);
-        if (j->cell >= 0)
-            cell_group[j->cell] = g;
+    status_cursor *c;
+    while (rc == 0 && (c = lowest(cursors))) {
+        int g = group_of_cell(s, p, st, &c->head, &cells, &n_cells);
         if (g < 0)
             rc = -1;
-        else
-            push_job(s, p, j, g);
+        else {
+            if (s->n == cap)
+                resize_jobs(s, cap *= 2);
+            push_job(s, p, &c->head, g);
+            rc = cursor_next(c);
+        }
     }
     if (rc)
         fprintf(stderr, "bifocal dashboard: %s\n", sqlite3_errmsg(db));
+    for (int k = 0; k < BF_DASH_STATUSES; k++)
+        sqlite3_finalize(cursors[k].st);
     sqlite3_finalize(st);
-    free(runs.at);
-    free(runs.end);
-    free(cell_group);
-    free(jobs);
+    free(cells);
     return rc;
 }
 
@@ -678,9 +674,9 @@ void bf_dash_names_view(bf_sweep_view *v, const json_t *varying,
     v->n_by = names_into(v->by, by);
 }
 
-/* A view of the sweep as compare.c and report.c read one: every group, and
- * as its jobs the succeeded ones only (their rows from results). */
-static int succeeded_view(const bf_dash_sweep *s, sqlite3 *db, bf_sweep_view *v)
+/* A view of the sweep as report.c reads one: its names and every group,
+ * no job. */
+static void groups_view(const bf_dash_sweep *s, bf_sweep_view *v)
 {
     bf_dash_names_view(v, s->varying, s->by);
     v->sweep_id = s->sweep_id;
@@ -689,6 +685,13 @@ static int succeeded_view(const bf_dash_sweep *s, sqlite3 *db, bf_sweep_view *v)
     v->n_groups = s->n_groups;
     v->zips = bf_zip_labels(json_string_value(json_object_get(s->sweep,
                                                               "source")));
+}
+
+/* The same as compare.c reads one: as its jobs the succeeded ones only
+ * (their rows from results). */
+static int succeeded_view(const bf_dash_sweep *s, sqlite3 *db, bf_sweep_view *v)
+{
+    groups_view(s, v);
     sqlite3_stmt *st = bf_db_prepare(db,
         "SELECT job_id, stage, task, rope, depth, seed, status, train_loss"
         "  FROM results WHERE sweep_id = ?1 AND status = 'succeeded'"
@@ -702,9 +705,9 @@ static int succeeded_view(const bf_dash_sweep *s, sqlite3 *db, bf_sweep_view *v)
     v->job_group = bf_xcalloc(n + 1, sizeof *v->job_group);
     v->sorted_ids = bf_xcalloc(n + 1, sizeof *v->sorted_ids);
     v->sorted_rows = bf_xcalloc(n + 1, sizeof *v->sorted_rows);
+    int job_id = bf_row_store_column(&v->jobs, "job_id");
     for (size_t i = 0; i < n; i++) {
-        int64_t id = json_integer_value(bf_row_store_get(&v->jobs, i,
-                                                         "job_id"));
+        int64_t id = json_integer_value(bf_row_store_at(&v->jobs, i, job_id));
         int j = find_job(s, id);
         v->job_group[i] = j < 0 ? 0 : s->group[j];
         v->sorted_ids[i] = id;
@@ -713,8 +716,8 @@ static int succeeded_view(const bf_dash_sweep *s, sqlite3 *db, bf_sweep_view *v)
     return 0;
 }
 
-/* Frees what succeeded_view made (the rest is the sweep's). */
-static void succeeded_view_clear(bf_sweep_view *v)
+/* Frees what groups_view or succeeded_view made (the rest is the sweep's). */
+static void view_clear(bf_sweep_view *v)
 {
     json_decref(v->zips);
     bf_row_store_clear(&v->jobs);
@@ -796,6 +799,32 @@ static json_t *values_json(const bf_dash_sweep *s)
     return out;
 }
 
+/* The summary of v (whose jobs report.c need not walk: the groups, depths
+ * and job count are this sweep's, not those of its succeeded jobs) with
+ * compare and adaptive (stolen). */
+static json_t *summary_of(const bf_dash_sweep *s, bf_sweep_view *v,
+                          json_t *compare, json_t *adaptive)
+{
+    bf_row_store_clear(&v->jobs);
+    json_t *summary = bf_report_summary(v, compare);
+    json_object_set_new(summary, "groups", groups_json(s, v));
+    json_object_set(summary, "train_depths", s->train_depths);
+    json_object_set_new(json_object_get(summary, "sweep"), "n_jobs",
+                        json_integer((json_int_t)s->n));
+    json_object_set_new(summary, "values", values_json(s));
+    json_object_set_new(summary, "adaptive_seeds", adaptive);
+    return summary;
+}
+
+json_t *bf_dash_sweep_outline(const bf_dash_sweep *s)
+{
+    bf_sweep_view v;
+    groups_view(s, &v);
+    json_t *outline = summary_of(s, &v, json_null(), json_null());
+    view_clear(&v);
+    return outline;
+}
+
 json_t *bf_dash_sweep_summary(const bf_dash_sweep *s, sqlite3 *db)
 {
     bf_sweep_view v;
@@ -805,23 +834,12 @@ json_t *bf_dash_sweep_summary(const bf_dash_sweep *s, sqlite3 *db)
     /* Nothing to compare before a job succeeded: an empty table. */
     json_t *compare = rc ? NULL : v.jobs.n_rows == 0 ? json_array()
                                 : bf_compare_rows(&v, &src, NULL);
+    json_t *adaptive = compare ? bf_adaptive_read(&src, s->sweep_id) : NULL;
     sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
-    json_t *summary = NULL;
-    if (compare) {
-        /* The groups, depths and job count are this sweep's, not those of
-         * the succeeded jobs: report.c need not walk them. */
-        bf_row_store_clear(&v.jobs);
-        summary = bf_report_summary(&v, compare);
-        json_object_set_new(summary, "groups", groups_json(s, &v));
-        json_object_set(summary, "train_depths", s->train_depths);
-        json_object_set_new(json_object_get(summary, "sweep"), "n_jobs",
-                            json_integer((json_int_t)s->n));
-        json_object_set_new(summary, "values", values_json(s));
-        json_t *adaptive = bf_adaptive_read(&src, s->sweep_id);
-        json_object_set_new(summary, "adaptive_seeds",
-                            adaptive ? adaptive : json_array());
-    }
-    succeeded_view_clear(&v);
+    json_t *summary = compare ? summary_of(s, &v, compare, adaptive
+                                           ? adaptive : json_array())
+                              : NULL;
+    view_clear(&v);
     return summary;
 }
 

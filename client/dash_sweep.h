@@ -48,10 +48,15 @@ int bf_dash_sweep_apply(bf_dash_sweep *s, bf_dash_changes *c, int *reload);
 
 /* The summary of /api/sweeps/N without "counts" (docs/dashboard.md): the
  * sweep, varying fields, groups with their counts, training depths, the
- * comparison of the succeeded jobs, and each field's values (the job
- * table's filter options).  Reads the succeeded jobs from db.  New
- * reference, or NULL (printed). */
+ * comparison of the succeeded jobs, their adaptive seeds, and each field's
+ * values (the job table's filter options).  Reads the succeeded jobs from
+ * db.  New reference, or NULL (printed). */
 json_t *bf_dash_sweep_summary(const bf_dash_sweep *s, sqlite3 *db);
+
+/* The same from what is held, with "compare" and "adaptive_seeds" null
+ * (not computed yet): what a page shows while the comparison of a sweep
+ * just loaded is computed.  Reads nothing.  New reference. */
+json_t *bf_dash_sweep_outline(const bf_dash_sweep *s);
 
 /* {status, total, waiting, queued, running, succeeded, failed, cancelled}. */
 json_t *bf_dash_sweep_counts(const bf_dash_sweep *s);
@@ -63,7 +68,7 @@ json_t *bf_dash_sweep_varying(const bf_dash_sweep *s);
 
 /* A view that names the varying fields and the grouping fields (borrowed
  * from the arrays of names; by may be NULL; at most BF_SWEEP_MAX_FIELDS
- * each), all else zero: all that bf_results_row reads of a view. */
+ * each), all else zero: all that bf_results_rows reads of a view. */
 void bf_dash_names_view(bf_sweep_view *v, const json_t *varying,
                         const json_t *by);
 

@@ -59,11 +59,8 @@ static void answer_page(const bf_dashboard *d, bf_http_response *res)
 static void answer_api(const bf_dashboard *d, const char *path,
                        const char *query, bf_http_response *res)
 {
-    json_t *body;
-    res->status = bf_dash_api_get(d->api, path, query, &body);
-    res->body = json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(7));
+    res->status = bf_dash_api_get(d->api, path, query, &res->body);
     res->body_len = res->body ? strlen(res->body) : 0;
-    json_decref(body);
     if (!res->body)
         bf_http_error(res, 500, "the reply could not be encoded");
 }

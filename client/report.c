@@ -27,9 +27,10 @@ static json_t *groups_json(const bf_sweep_view *v)
     size_t n = (size_t)v->n_groups + 1;
     json_int_t *jobs = bf_xcalloc(n, sizeof *jobs),
                *succeeded = bf_xcalloc(n, sizeof *succeeded);
+    int status = bf_row_store_column(&v->jobs, "status");
     for (size_t i = 0; i < v->jobs.n_rows; i++) {
-        const char *s = json_string_value(bf_row_store_get(&v->jobs, i,
-                                                           "status"));
+        const char *s = json_string_value(bf_row_store_at(&v->jobs, i,
+                                                          status));
         jobs[v->job_group[i]]++;
         succeeded[v->job_group[i]] += s && strcmp(s, "succeeded") == 0;
     }
@@ -60,8 +61,9 @@ static json_t *train_depths(const bf_sweep_view *v)
 {
     json_t *depths = json_array(), *d, *last = NULL;
     size_t k;
+    int column = bf_row_store_column(&v->jobs, "depth");
     for (size_t i = 0; i < v->jobs.n_rows; i++) {
-        json_t *depth = bf_row_store_get(&v->jobs, i, "depth");
+        json_t *depth = bf_row_store_at(&v->jobs, i, column);
         if (depth == last)      /* shared: the same value as the last row's */
             continue;
         last = depth;

@@ -22,46 +22,71 @@ static json_t *duration(const json_t *from_ms, const json_t *to_ms)
     return json_string(buf);
 }
 
-json_t *bf_results_row(const bf_sweep_view *v, size_t i)
+/* What a results row shows, in order: the job (and its stage, in a sweep
+ * with stages), then the varying config fields, then its outcome. */
+static const char *const before[] = { "sweep_id", "job_id", "stage", "task",
+                                      "rope", "depth", "seed", NULL };
+static const char *const after[] = {
+    "status", "train_loss", "eval_step", "eval_loss", "eval_accuracy",
+    "ood_depth", "ood_loss", "ood_accuracy", NULL };
+
+/* The view's columns that a results row reads, resolved once for all its
+ * rows. */
+typedef struct results_columns {
+    const bf_sweep_view *v;
+    int before[sizeof before / sizeof *before];
+    int after[sizeof after / sizeof *after];
+    int started_ms, finished_ms, error;
+} results_columns;
+
+static void resolve_columns(const bf_sweep_view *v, results_columns *c)
 {
-    static const char *const before[] = { "sweep_id", "job_id", "stage",
-                                          "task", "rope", "depth", "seed",
-                                          NULL };
-    static const char *const after[] = {
-        "status", "train_loss", "eval_step", "eval_loss", "eval_accuracy",
-        "ood_depth", "ood_loss", "ood_accuracy", NULL };
+    c->v = v;
+    for (int k = 0; before[k]; k++)
+        c->before[k] = bf_row_store_column(&v->jobs, before[k]);
+    for (int k = 0; after[k]; k++)
+        c->after[k] = bf_row_store_column(&v->jobs, after[k]);
+    c->started_ms = bf_row_store_column(&v->jobs, "started_ms");
+    c->finished_ms = bf_row_store_column(&v->jobs, "finished_ms");
+    c->error = bf_row_store_column(&v->jobs, "error");
+}
+
+/* The row a table or CSV shows of row i of the view's jobs: the job, the
+ * varying config fields, its outcome, readable times and its error; no
+ * config blob.  New reference. */
+static json_t *results_row(void *columns, size_t i)
+{
+    const results_columns *c = columns;
+    const bf_sweep_view *v = c->v;
     int stages = v->n_varying > 0 && strcmp(v->varying[0], "stage") == 0;
     const bf_row_store *jobs = &v->jobs;
     json_t *out = json_object();
-    for (const char *const *k = before; *k; k++)
-        if (stages || strcmp(*k, "stage") != 0)
-            json_object_set(out, *k, bf_row_store_get(jobs, i, *k));
+    for (int k = 0; before[k]; k++)
+        if (stages || strcmp(before[k], "stage") != 0)
+            json_object_set(out, before[k], bf_row_store_at(jobs, i,
+                                                            c->before[k]));
     for (int k = 0; k < v->n_varying; k++)
         if (!json_object_get(out, v->varying[k]))
             json_object_set(out, v->varying[k],
                             bf_sweep_view_value(v, i, v->varying[k]));
-    for (const char *const *k = after; *k; k++)
-        json_object_set(out, *k, bf_row_store_get(jobs, i, *k));
-    json_object_set_new(out, "started",
-                        bf_format_time_ms(bf_row_store_get(jobs, i, "started_ms")));
-    json_object_set_new(out, "took",
-                        duration(bf_row_store_get(jobs, i, "started_ms"),
-                                 bf_row_store_get(jobs, i, "finished_ms")));
-    json_object_set(out, "error", bf_row_store_get(jobs, i, "error"));
+    for (int k = 0; after[k]; k++)
+        json_object_set(out, after[k], bf_row_store_at(jobs, i, c->after[k]));
+    json_t *started = bf_row_store_at(jobs, i, c->started_ms);
+    json_object_set_new(out, "started", bf_format_time_ms(started));
+    json_object_set_new(out, "took", duration(started, bf_row_store_at(
+                                                  jobs, i, c->finished_ms)));
+    json_object_set(out, "error", bf_row_store_at(jobs, i, c->error));
     return out;
 }
 
 json_t *bf_results_rows(const bf_sweep_view *v, size_t max_rows)
 {
+    results_columns c;
+    resolve_columns(v, &c);
     json_t *rows = json_array();
     for (size_t i = 0; i < v->jobs.n_rows && i < max_rows; i++)
-        json_array_append_new(rows, bf_results_row(v, i));
+        json_array_append_new(rows, results_row(&c, i));
     return rows;
-}
-
-static json_t *results_row(void *v, size_t i)
-{
-    return bf_results_row(v, i);
 }
 
 static json_t *whole_row(void *v, size_t i)
@@ -77,9 +102,11 @@ int bf_results_print(bf_source *src, int64_t sweep_id, const char *where,
         bf_sweep_view_clear(&v);
         return 1;
     }
+    results_columns c;
+    resolve_columns(&v, &c);
     bf_format_print_each(stdout, v.jobs.n_rows,
-                         fmt == BF_FORMAT_JSON ? whole_row : results_row, &v,
-                         NULL, fmt);
+                         fmt == BF_FORMAT_JSON ? whole_row : results_row,
+                         fmt == BF_FORMAT_JSON ? (void *)&v : &c, NULL, fmt);
     bf_sweep_view_clear(&v);
     return 0;
 }
@@ -91,10 +118,10 @@ int bf_results_check_failed(bf_source *src, int64_t sweep_id)
         bf_sweep_view_clear(&v);
         return 1;
     }
-    int n_failed = 0;
+    int n_failed = 0, column = bf_row_store_column(&v.jobs, "status");
     for (size_t i = 0; i < v.jobs.n_rows; i++) {
-        const char *status = json_string_value(bf_row_store_get(&v.jobs, i,
-                                                                "status"));
+        const char *status = json_string_value(bf_row_store_at(&v.jobs, i,
+                                                               column));
         if (!status || strcmp(status, "failed") != 0)
             continue;
         if (n_failed++ == 0)

@@ -35,11 +35,6 @@ int bf_result_command_start(bf_client *cl, int argc, char **argv,
                             unsigned allowed, bf_result_opts *o,
                             bf_source *src);
 
-/* The row a table or CSV shows of row i of v->jobs: the job (and its
- * stage, in a sweep with stages), the varying config fields, its outcome,
- * readable times and its error; no config blob.  New reference. */
-json_t *bf_results_row(const bf_sweep_view *v, size_t i);
-
 /* The rows a table shows of the first max_rows jobs: per job, its id,
  * task, rope, depth, seed, every other varying config field, outcome,
  * readable times and error. */

@@ -20,7 +20,7 @@ void bf_row_store_clear(bf_row_store *s)
     *s = (bf_row_store){ 0 };
 }
 
-static int column_of(const bf_row_store *s, const char *name)
+int bf_row_store_column(const bf_row_store *s, const char *name)
 {
     for (size_t c = 0; c < s->n_columns; c++)
         if (strcmp(json_string_value(json_array_get(s->columns, c)), name) == 0)
@@ -39,8 +39,8 @@ static void set_columns(bf_row_store *s, const json_t *row)
     json_object_foreach((json_t *)row, key, value)
         json_array_append_new(s->columns, json_string(key));
     s->n_columns = json_array_size(s->columns);
-    s->config_column = column_of(s, "config");
-    s->seed_column = column_of(s, "seed");
+    s->config_column = bf_row_store_column(s, "config");
+    s->seed_column = bf_row_store_column(s, "seed");
 }
 
 /* The one copy of a value that many rows hold: a string, or a small
@@ -128,11 +128,15 @@ void bf_row_store_add_row(void *store, json_t *row)
     bf_row_store_add(store, row);
 }
 
+json_t *bf_row_store_at(const bf_row_store *s, size_t row, int column)
+{
+    return column < 0 || (size_t)column >= s->n_columns || row >= s->n_rows
+        ? NULL : s->cells[row * s->n_columns + (size_t)column];
+}
+
 json_t *bf_row_store_get(const bf_row_store *s, size_t row, const char *name)
 {
-    int c = column_of(s, name);
-    return c < 0 || row >= s->n_rows ? NULL
-                                     : s->cells[row * s->n_columns + (size_t)c];
+    return bf_row_store_at(s, row, bf_row_store_column(s, name));
 }
 
 json_t *bf_row_store_config(const bf_row_store *s, size_t row,

@@ -44,9 +44,19 @@ void bf_row_store_add(bf_row_store *s, const json_t *row);
 /* bf_row_store_add with the store as a void * (a bf_db_row_fn). */
 void bf_row_store_add_row(void *store, json_t *row);
 
-/* Column `name` of row `row` (borrowed; NULL if the store has no such
- * column or the row lacked it).  The "config" column is the shared config,
- * whose seed may be null: read config fields with bf_row_store_config. */
+/* The index of column `name` (-1 if the store has none, as before its
+ * first row): resolved once by a caller that reads many rows, which then
+ * reads them with bf_row_store_at, not a search by name per read. */
+int bf_row_store_column(const bf_row_store *s, const char *name);
+
+/* Column `column` (bf_row_store_column's) of row `row` (borrowed; NULL for
+ * column -1, past the last row, or if the row lacked it).  The "config"
+ * column is the shared config, whose seed may be null: read config fields
+ * with bf_row_store_config. */
+json_t *bf_row_store_at(const bf_row_store *s, size_t row, int column);
+
+/* Column `name` of row `row`: bf_row_store_at of bf_row_store_column, for
+ * a read or two (a loop over the rows resolves the column once). */
 json_t *bf_row_store_get(const bf_row_store *s, size_t row, const char *name);
 
 /* Field of row's config (borrowed; NULL if absent), its seed included. */

@@ -105,11 +105,12 @@ static void load_row(void *ctx, json_t *row)
         bf_row_store_add(&l->v->jobs, row);
 }
 
-/* The stage of a row as an object key ("" without stages). */
-static const char *stage_key(const bf_sweep_view *v, size_t row)
+/* The stage of a row as an object key ("" without stages); column: the
+ * stage column's. */
+static const char *stage_key(const bf_sweep_view *v, size_t row, int column)
 {
-    const char *stage = json_string_value(bf_row_store_get(&v->jobs, row,
-                                                           "stage"));
+    const char *stage = json_string_value(bf_row_store_at(&v->jobs, row,
+                                                          column));
     return stage ? stage : "";
 }
 
@@ -118,10 +119,12 @@ static const char *stage_key(const bf_sweep_view *v, size_t row)
 static int field_varies(const bf_sweep_view *v, const char *field)
 {
     int stage = strcmp(field, "stage") == 0, varies = 0;
+    int column = bf_row_store_column(&v->jobs, "stage");
     json_t *first = json_object();   /* stage -> its first job's value */
     for (size_t i = 0; i < v->jobs.n_rows && !varies; i++) {
-        const char *key = stage ? "" : stage_key(v, i);
-        json_t *value = bf_sweep_view_value(v, i, field);
+        const char *key = stage ? "" : stage_key(v, i, column);
+        json_t *value = stage ? bf_row_store_at(&v->jobs, i, column)
+                              : bf_row_store_config(&v->jobs, i, field);
         json_t *seen = json_object_get(first, key);
         if (!seen)
             json_object_set(first, key, value ? value : json_null());
@@ -307,8 +310,9 @@ static void index_jobs(bf_sweep_view *v)
     int64_t *ids = bf_xcalloc(n + 1, sizeof *ids);
     v->sorted_rows = bf_xcalloc(n + 1, sizeof *v->sorted_rows);
     v->sorted_ids = bf_xcalloc(n + 1, sizeof *v->sorted_ids);
+    int job_id = bf_row_store_column(&v->jobs, "job_id");
     for (size_t i = 0; i < n; i++) {
-        ids[i] = json_integer_value(bf_row_store_get(&v->jobs, i, "job_id"));
+        ids[i] = json_integer_value(bf_row_store_at(&v->jobs, i, job_id));
         v->sorted_rows[i] = (int)i;
     }
     qsort_r(v->sorted_rows, n, sizeof *v->sorted_rows, by_id, ids);
@@ -508,10 +512,10 @@ char *bf_sweep_view_fields_label(const json_t *fields, const json_t *config)
 
 int bf_sweep_view_succeeded(const bf_sweep_view *v)
 {
-    int n = 0;
+    int n = 0, column = bf_row_store_column(&v->jobs, "status");
     for (size_t i = 0; i < v->jobs.n_rows; i++) {
-        const char *status = json_string_value(bf_row_store_get(&v->jobs, i,
-                                                                "status"));
+        const char *status = json_string_value(bf_row_store_at(&v->jobs, i,
+                                                               column));
         n += status && strcmp(status, "succeeded") == 0;
     }
     return n;

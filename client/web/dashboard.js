@@ -192,7 +192,10 @@ var BifocalDashboard = (function () {
       document.querySelector("h1").textContent = "Sweep " + id + ": " + s.sweep.name;
       summaryBox.textContent = "";
       R.adaptiveSection(summaryBox, s);
-      if (s.compare.length) {
+      if (s.compare === null) {   /* a sweep just read: computed next */
+        R.section(summaryBox, "Structure gap",
+                  "Comparing the succeeded jobs...");
+      } else if (s.compare.length) {
         R.depthFigures(summaryBox, s);
         R.compareSection(summaryBox, s);
       } else {
@@ -343,11 +346,13 @@ var BifocalDashboard = (function () {
         countsLine(counts, live.counts, live.eta_s, live.workers);
         var moved = JSON.stringify(live.counts) !== JSON.stringify(st.counts);
         st.counts = live.counts;
-        /* A new success changes the summary (its comparison); any move
+        /* A new success changes the summary (its comparison), which a
+         * sweep just read has yet to compute; any move
          * changes the job table's statuses, the first load of the summary
          * loads the table itself. */
         var work = [];
-        if (!st.summary || st.summary.counts.succeeded !== live.counts.succeeded ||
+        if (!st.summary || st.summary.compare === null ||
+            st.summary.counts.succeeded !== live.counts.succeeded ||
             st.summary.counts.total !== live.counts.total)
           work.push(loadSummary());
         if (moved && st.summary)

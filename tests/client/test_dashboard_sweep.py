@@ -178,6 +178,8 @@ def agrees(port, ro, bifocal, db):
     compare = json.loads(subprocess.run(
         [bifocal, "compare", "1", "--db", db, "--format", "json"],
         check=True, capture_output=True, text=True).stdout)
+    if s["compare"] is None:     # a sweep just read: its outline first
+        return "the comparison is not computed yet"
     mine = [(r["group"], r["eval_depth"], r["n"], round(r["loss_mean"], 5))
             for r in s["compare"]]
     theirs = [(r["group"], r["eval_depth"], r["n"], round(r["loss_mean"], 5))

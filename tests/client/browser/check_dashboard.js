@@ -47,8 +47,32 @@ function runningSteps(page) {
   }));
 }
 
+/* Every failed request is a problem but those that a navigation cut: the
+ * browser aborts (net::ERR_ABORTED) the requests of the page it leaves
+ * that are still on their way, and the pages poll every second, so under
+ * load one often is (the test failed so, on /api/sweeps as it left the
+ * sweeps page); a request made after the navigation counts in full. */
+const onTheirWay = new Set(), leftBehind = new WeakSet();
+
+function watchRequests(page, problems) {
+  page.on("request", (r) => onTheirWay.add(r));
+  page.on("requestfinished", (r) => onTheirWay.delete(r));
+  page.on("requestfailed", (r) => {
+    onTheirWay.delete(r);
+    const error = r.failure().errorText;
+    if (!(leftBehind.has(r) && error === "net::ERR_ABORTED"))
+      problems.push(`request failed: ${r.url()} ${error}`);
+  });
+}
+
+function navigate(page, url) {
+  for (const r of onTheirWay) leftBehind.add(r);
+  onTheirWay.clear();
+  return page.goto(url);
+}
+
 async function sweepPage(page, base, out, problems) {
-  await page.goto(base + "/sweeps/1");
+  await navigate(page, base + "/sweeps/1");
   log("sweep page: waiting for a running job with a step");
   await page.waitForFunction(() => [...document.querySelectorAll(".bf-running tbody tr td")]
     .some((td) => /^[1-9]\d*\/\d+$/.test(td.textContent)), null, { timeout: 60000, polling: 200 });
@@ -106,7 +130,7 @@ async function jobPage(page, base, out, problems) {
   // The spectral job (2) or the bifocal one (3): whichever runs now.
   const running = await runningSteps(page);
   const job = (running.find((r) => r.job >= 2) || { job: 3 }).job;
-  await page.goto(base + "/jobs/" + job);
+  await navigate(page, base + "/jobs/" + job);
   log(`job ${job} page: waiting for its curves`);
   await waitFigure(page, "fig-loss", 2, 30000);
   const before = (await figureStats(page)).find((f) => f.id === "fig-loss").points;
@@ -140,8 +164,8 @@ async function main() {
     const page = await browser.newPage();
     watchErrors(page, problems);
     page.on("response", (r) => { if (r.status() >= 400) problems.push(`${r.status()} for ${r.url()}`); });
-    page.on("requestfailed", (r) => problems.push(`request failed: ${r.url()} ${r.failure().errorText}`));
-    await page.goto(base + "/");
+    watchRequests(page, problems);
+    await navigate(page, base + "/");
     await page.waitForSelector('.bf-sweeps a[href="/sweeps/1"]', { timeout: 10000 });
     log("sweeps page lists sweep 1");
     await sweepPage(page, base, out, problems);
