@@ -13,6 +13,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "fan_out.h"
 #include "test_store_util.h"
 
 #define MAX_SEEDS 8
@@ -307,6 +308,76 @@ static void test_lost_pairs_are_replaced(void **state)
     bft_rmdir(dir);
 }
 
+/* The held seeds of the adaptive sweep: seeds 4..8 of its 3 cells. */
+#define HELD_SEEDS (3 * (MAX_SEEDS - 3))
+
+static int64_t waiting_held(bf_store *s, int64_t sweep)
+{
+    return bft_int(s, "SELECT count(*) FROM jobs WHERE sweep_id = %lld"
+                   " AND status = 'waiting' AND seed > 3", (long long)sweep);
+}
+
+/* A retried source without a source of its own (a revival's root) is
+ * queued once the jobs its failure failed wait again; held seeds also wait
+ * without a source, but for a decision, and must not be taken for such
+ * roots.  The daemon is killed while the revival of a 300-job fan-out is
+ * half done (4 slices of 64 at once, the rest left to bf_store_settle)
+ * and restarted: the revival ends, and every held seed still waits. */
+static void test_revival_leaves_held_seeds(void **state)
+{
+    (void)state;
+    char *dir = bft_tmpdir();
+    bf_store *s = bft_open(dir, "seqs.db", NULL);
+    char *fan = bft_fan_out_sweep("{steps: 20, warmup_steps: 0}", 300);
+    bft_submit(s, fan, 1, NULL);
+    free(fan);
+    bf_lease l;
+    bf_error err = {0};
+    assert_int_equal(bf_store_lease_next(s, "w", 5, 60000, &l, &err), 1);
+    assert_int_equal(l.job_id, 1);
+    assert_int_equal(bf_store_fail_permanently(s, l.attempt_id, "boom", 6,
+                                               &err), 0);
+    bf_lease_clear(&l);
+    while (bf_store_unsettled(s))
+        assert_int_equal(bf_store_settle(s, 7, 0, &err), 0);
+    int64_t sweep = bft_submit(s, adaptive_sweep, 8, NULL);
+    assert_int_equal(waiting_held(s, sweep), HELD_SEEDS);
+
+    assert_int_equal(bf_store_retry_job(s, 1, 0, 9, &err), BF_STORE_OK);
+    assert_true(bf_store_unsettled(s));     /* the revival is half done */
+    bf_store_close(s);                      /* kill -9 */
+    s = bft_open(dir, "seqs.db", NULL);
+    assert_true(bf_store_unsettled(s));
+    while (bf_store_unsettled(s))
+        assert_int_equal(bf_store_settle(s, 10, 0, &err), 0);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE"
+                             " source_job_id = 1 AND status = 'waiting'"), 300);
+    assert_int_equal(bft_int(s, "SELECT status = 'queued' FROM jobs"
+                             " WHERE job_id = 1"), 1);
+    assert_int_equal(waiting_held(s, sweep), HELD_SEEDS);
+
+    /* Cancelled (its dependents fail), a restart with no revival pending,
+     * then a retry: the same. */
+    int64_t *running = NULL;
+    int n_running = 0;
+    assert_int_equal(bf_store_cancel_job(s, 1, 12, &running, &n_running,
+                                         &err), BF_STORE_OK);
+    free(running);
+    while (bf_store_unsettled(s))
+        assert_int_equal(bf_store_settle(s, 13, 0, &err), 0);
+    bf_store_close(s);
+    s = bft_open(dir, "seqs.db", NULL);
+    assert_false(bf_store_unsettled(s));
+    assert_int_equal(bf_store_retry_job(s, 1, 0, 14, &err), BF_STORE_OK);
+    while (bf_store_unsettled(s))
+        assert_int_equal(bf_store_settle(s, 15, 0, &err), 0);
+    assert_int_equal(bft_int(s, "SELECT status = 'queued' FROM jobs"
+                             " WHERE job_id = 1"), 1);
+    assert_int_equal(waiting_held(s, sweep), HELD_SEEDS);
+    bf_store_close(s);
+    bft_rmdir(dir);
+}
+
 /* Submitting `yaml` fails with a message containing `want`. */
 static void refused(const char *yaml, const char *want)
 {
@@ -372,6 +443,7 @@ int main(void)
         cmocka_unit_test(test_restarts_keep_the_allocation),
         cmocka_unit_test(test_cancel_ends_comparisons),
         cmocka_unit_test(test_lost_pairs_are_replaced),
+        cmocka_unit_test(test_revival_leaves_held_seeds),
         cmocka_unit_test(test_submission_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
