@@ -76,22 +76,28 @@ extern const int bf_schema_n_migrations;
       "SELECT checkpoint_path FROM jobs WHERE job_id = ?1"                     \
       " AND checkpoint_step = json_extract(config, '$.steps')")                \
     /* A source's waiting dependents move on ?3 at a time (a slice of     \
-     * store.h): queued from its checkpoint ?2, or failed (?3 says why)    \
-     * and returned, since theirs fail next. */                            \
+     * store.h): given its checkpoint ?2 and queued, a held one (an        \
+     * adaptive seed, jobs.hold) left waiting for its release with the     \
+     * checkpoint (a waiting job has none until then); or failed (?3 says  \
+     * why) and returned, since theirs fail next. */                        \
     X(ST_DEPENDENTS_RELEASE,                                                   \
-      "UPDATE jobs SET status = 'queued', init_from = ?2"                      \
+      "UPDATE jobs SET init_from = ?2, status = CASE WHEN hold IS NULL"        \
+      " THEN 'queued' ELSE status END"                                         \
       " WHERE job_id IN (SELECT job_id FROM jobs INDEXED BY jobs_by_source"    \
-      " WHERE source_job_id = ?1 AND status = 'waiting' LIMIT ?3)")            \
+      " WHERE source_job_id = ?1 AND status = 'waiting' AND init_from IS NULL" \
+      " LIMIT ?3)")                                                            \
     X(ST_DEPENDENTS_FAIL,                                                      \
       "UPDATE jobs SET status = 'failed', finished_ms = ?2, error = ?3"        \
       " WHERE job_id IN (SELECT job_id FROM jobs INDEXED BY jobs_by_source"    \
       " WHERE source_job_id = ?1 AND status = 'waiting' LIMIT ?4)"             \
       " RETURNING job_id")                                                     \
     X(ST_JOB_STATUS, "SELECT status, sweep_id FROM jobs WHERE job_id = ?1")    \
-    /* Ended sources with waiting dependents: what a stopped daemon left. */ \
+    /* Ended sources with waiting dependents not handed a checkpoint yet:  \
+     * what a stopped daemon left. */                                      \
     X(ST_UNSETTLED_SOURCES,                                                    \
       "SELECT DISTINCT j.source_job_id FROM jobs j JOIN jobs src"              \
       " ON src.job_id = j.source_job_id WHERE j.status = 'waiting'"            \
+      " AND j.init_from IS NULL"                                               \
       " AND src.status IN ('succeeded', 'failed', 'cancelled', 'pruned')")     \
     /* A retried job: a slice of the dependents its failure failed (they   \
      * never ran) wait again, while it waits itself, and are returned,     \

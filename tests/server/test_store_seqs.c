@@ -378,6 +378,68 @@ static void test_revival_leaves_held_seeds(void **state)
     bft_rmdir(dir);
 }
 
+/* A stage with adaptive seeds that starts from an earlier stage: its
+ * held seeds wait for their pair's release, not for their source only.
+ * When the source succeeds, every seed gets its checkpoint and those up
+ * to min are queued; the held ones stay waiting (a restart too), and each
+ * runs from that checkpoint once the rule releases it. */
+static void test_source_release_leaves_held_seeds(void **state)
+{
+    (void)state;
+    char *dir = bft_tmpdir();
+    bf_store *s = bft_open(dir, "seqs.db", NULL);
+    int64_t sweep = bft_submit(s, "name: staged\n"
+        "base: {steps: 20, warmup_steps: 0, depth: 4, eval_depths: [4]}\n"
+        "analysis: {primary: {metric: loss, eval_depth: 4},"
+        " baseline: {rope: rope}}\n"
+        "stages:\n"
+        "  - {name: pre, seeds: 8}\n"
+        "  - name: cmp\n"
+        "    base: {init_from: \"stage:pre\"}\n"
+        "    grid: {rope: [rope, spectral, bifocal]}\n"
+        "    seeds: {min: 3, max: 8, until: decided}\n", 1, NULL);
+    bf_lease l;
+    bf_error err = {0};
+    for (int64_t job = 1; job <= MAX_SEEDS; job++) {   /* pre, each seed */
+        assert_int_equal(bf_store_lease_next(s, "w", 2, 60000, &l, &err), 1);
+        assert_int_equal(l.job_id, job);
+        assert_int_equal(bf_store_record_checkpoint(s, l.attempt_id,
+                                                    "/ck/pre", 20, &err),
+                         BF_STORE_OK);
+        assert_int_equal(bf_store_finish_attempt(s, l.attempt_id, 1, NULL, 3,
+                                                 &err), BF_STORE_OK);
+        bf_lease_clear(&l);
+    }
+    while (bf_store_unsettled(s))
+        assert_int_equal(bf_store_settle(s, 4, 0, &err), 0);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE stage ="
+                             " 'cmp' AND status = 'queued'"), 3 * 3);
+    assert_int_equal(waiting_held(s, sweep), HELD_SEEDS);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE stage ="
+                             " 'cmp' AND init_from = '/ck/pre'"), 3 * MAX_SEEDS);
+    bf_store_close(s);
+    s = bft_open(dir, "seqs.db", NULL);
+    while (bf_store_unsettled(s))
+        assert_int_equal(bf_store_settle(s, 5, 0, &err), 0);
+    assert_int_equal(waiting_held(s, sweep), HELD_SEEDS);
+
+    for (int i = 0; run_next(s, 10 + i, all_succeed); i++)
+        ;
+    /* each seed ran from the checkpoint, the unneeded ones never ran */
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE stage ="
+                             " 'cmp' AND attempts > 0 AND init_from IS NOT"
+                             " '/ck/pre'"), 0);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE stage ="
+                             " 'cmp' AND status = 'succeeded'"),
+                     2 * MAX_SEEDS + released(s, "spectral"));
+    assert_true(released(s, "spectral") < MAX_SEEDS);
+    char *st = bft_text(s, "SELECT status FROM sweeps");
+    assert_string_equal(st, "done");
+    free(st);
+    bf_store_close(s);
+    bft_rmdir(dir);
+}
+
 /* Submitting `yaml` fails with a message containing `want`. */
 static void refused(const char *yaml, const char *want)
 {
@@ -444,6 +506,7 @@ int main(void)
         cmocka_unit_test(test_cancel_ends_comparisons),
         cmocka_unit_test(test_lost_pairs_are_replaced),
         cmocka_unit_test(test_revival_leaves_held_seeds),
+        cmocka_unit_test(test_source_release_leaves_held_seeds),
         cmocka_unit_test(test_submission_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
