@@ -374,6 +374,18 @@ static void test_revival_leaves_held_seeds(void **state)
     assert_int_equal(bft_int(s, "SELECT status = 'queued' FROM jobs"
                              " WHERE job_id = 1"), 1);
     assert_int_equal(waiting_held(s, sweep), HELD_SEEDS);
+
+    /* A held seed cancelled and retried runs: a retry is asked for. */
+    int64_t seed = bft_int(s, "SELECT min(job_id) FROM jobs WHERE sweep_id"
+                           " = %lld AND seed > 3", (long long)sweep);
+    assert_int_equal(bf_store_cancel_job(s, seed, 16, &running, &n_running,
+                                         &err), BF_STORE_OK);
+    free(running);
+    assert_int_equal(bf_store_retry_job(s, seed, 0, 17, &err), BF_STORE_OK);
+    assert_int_equal(bft_int(s, "SELECT status = 'queued' AND hold IS NULL"
+                             " FROM jobs WHERE job_id = %lld",
+                             (long long)seed), 1);
+    assert_int_equal(waiting_held(s, sweep), HELD_SEEDS - 1);
     bf_store_close(s);
     bft_rmdir(dir);
 }
