@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "fan_out.h"
 #include "test_store_util.h"
@@ -452,6 +453,37 @@ static void test_source_release_leaves_held_seeds(void **state)
     bft_rmdir(dir);
 }
 
+/* A database stored before migration 20 (no jobs.hold) has its held
+ * seeds marked when it is upgraded: the rule releases them, a revival
+ * leaves them. */
+static void test_upgrade_marks_held_seeds(void **state)
+{
+    (void)state;
+    char *dir = bft_tmpdir(), *path = NULL;
+    bf_store *s = bft_open(dir, "seqs.db", &path);
+    bft_submit(s, adaptive_sweep, 1, NULL);
+    bf_store_close(s);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "ALTER TABLE jobs DROP COLUMN hold;"
+                                  " PRAGMA user_version = 19", NULL, NULL,
+                                  NULL), SQLITE_OK);
+    sqlite3_close(db);
+    s = bft_open(dir, "seqs.db", NULL);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE hold ="
+                             " 'seed' AND seed > 3 AND status = 'waiting'"),
+                     HELD_SEEDS);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE hold IS"
+                             " NULL AND status = 'queued'"), 3 * 3);
+    int ran = 0;
+    while (run_next(s, 10 + ran, all_succeed))
+        ran++;
+    bf_store_close(s);
+    check_outcome(dir, ran);
+    free(path);
+    bft_rmdir(dir);
+}
+
 /* Submitting `yaml` fails with a message containing `want`. */
 static void refused(const char *yaml, const char *want)
 {
@@ -519,6 +551,7 @@ int main(void)
         cmocka_unit_test(test_lost_pairs_are_replaced),
         cmocka_unit_test(test_revival_leaves_held_seeds),
         cmocka_unit_test(test_source_release_leaves_held_seeds),
+        cmocka_unit_test(test_upgrade_marks_held_seeds),
         cmocka_unit_test(test_submission_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
