@@ -318,10 +318,32 @@ static int64_t waiting_held(bf_store *s, int64_t sweep)
                    " AND status = 'waiting' AND seed > 3", (long long)sweep);
 }
 
+/* A stage taking its values from a selection (from:): 4 tune trials
+ * queued, 2 confirm jobs held until the tune cells are selected. */
+static const char *const from_sweep =
+    "name: from\n"
+    "base: {depth: 4, eval_depths: [4], steps: 20, warmup_steps: 0}\n"
+    "stages:\n"
+    "  - name: tune\n"
+    "    grid: {rope: [rope, spectral]}\n"
+    "    search: {method: sobol, trials: 2,"
+    " space: {lr: {loguniform: [1.0e-4, 1.0e-2]}}}\n"
+    "    select: {by: eval_loss, eval_depth: 4}\n"
+    "  - name: confirm\n"
+    "    from: \"stage:tune\"\n"
+    "    grid: {rope: [rope, spectral]}\n";
+
+static int64_t waiting_values(bf_store *s, int64_t sweep)
+{
+    return bft_int(s, "SELECT count(*) FROM jobs WHERE sweep_id = %lld"
+                   " AND stage = 'confirm' AND status = 'waiting'",
+                   (long long)sweep);
+}
+
 /* A retried source without a source of its own (a revival's root) is
- * queued once the jobs its failure failed wait again; held seeds also wait
- * without a source, but for a decision, and must not be taken for such
- * roots.  The daemon is killed while the revival of a 300-job fan-out is
+ * queued once the jobs its failure failed wait again; held seeds and jobs
+ * waiting for a selection's values also wait without a source, but for a
+ * decision, and must not be taken for such roots.  The daemon is killed while the revival of a 300-job fan-out is
  * half done (4 slices of 64 at once, the rest left to bf_store_settle)
  * and restarted: the revival ends, and every held seed still waits. */
 static void test_revival_leaves_held_seeds(void **state)
@@ -343,6 +365,8 @@ static void test_revival_leaves_held_seeds(void **state)
         assert_int_equal(bf_store_settle(s, 7, 0, &err), 0);
     int64_t sweep = bft_submit(s, adaptive_sweep, 8, NULL);
     assert_int_equal(waiting_held(s, sweep), HELD_SEEDS);
+    int64_t from = bft_submit(s, from_sweep, 8, NULL);
+    assert_int_equal(waiting_values(s, from), 2);
 
     assert_int_equal(bf_store_retry_job(s, 1, 0, 9, &err), BF_STORE_OK);
     assert_true(bf_store_unsettled(s));     /* the revival is half done */
@@ -356,6 +380,7 @@ static void test_revival_leaves_held_seeds(void **state)
     assert_int_equal(bft_int(s, "SELECT status = 'queued' FROM jobs"
                              " WHERE job_id = 1"), 1);
     assert_int_equal(waiting_held(s, sweep), HELD_SEEDS);
+    assert_int_equal(waiting_values(s, from), 2);
 
     /* Cancelled (its dependents fail), a restart with no revival pending,
      * then a retry: the same. */
@@ -375,6 +400,7 @@ static void test_revival_leaves_held_seeds(void **state)
     assert_int_equal(bft_int(s, "SELECT status = 'queued' FROM jobs"
                              " WHERE job_id = 1"), 1);
     assert_int_equal(waiting_held(s, sweep), HELD_SEEDS);
+    assert_int_equal(waiting_values(s, from), 2);
 
     /* A held seed cancelled and retried runs: a retry is asked for. */
     int64_t seed = bft_int(s, "SELECT min(job_id) FROM jobs WHERE sweep_id"
