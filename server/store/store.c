@@ -514,7 +514,9 @@ static int insert_job(bf_store *s, int64_t sweep_id, int priority,
     if (row->source != BF_SWEEP_NO_SOURCE)
         sqlite3_bind_int64(st, 13, job_ids[row->source]);
     sqlite3_bind_int64(st, 14, (int64_t)row->cell);
-    sqlite3_bind_int(st, 15, row->held || row->from_stage);
+    const char *hold = row->from_stage ? "values" : row->held ? "seed" : NULL;
+    if (hold)   /* jobs.hold (migration 20): why it waits with no source */
+        sqlite3_bind_text(st, 15, hold, -1, SQLITE_STATIC);
     if (store__exec(s, st, err) < 0)
         return -1;
     job_ids[row->index] = sqlite3_last_insert_rowid(s->db);

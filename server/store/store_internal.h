@@ -52,9 +52,10 @@ extern const int bf_schema_n_migrations;
     X(ST_JOB_INSERT,                                                           \
       "INSERT INTO jobs (sweep_id, idx, config, config_hash, task, rope,"      \
       " depth, seed, learnable_heads, priority, created_ms, stage,"            \
-      " source_job_id, cell, status)"                                          \
+      " source_job_id, cell, hold, status)"                                    \
       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"  \
-      " CASE WHEN ?13 IS NULL AND NOT ?15 THEN 'queued' ELSE 'waiting' END)")  \
+      " ?15, CASE WHEN ?13 IS NULL AND ?15 IS NULL THEN 'queued'"              \
+      " ELSE 'waiting' END)")                                                  \
     X(ST_JOB_GET,                                                              \
       "SELECT j.status, j.sweep_id FROM jobs j JOIN sweeps s"                  \
       " ON s.sweep_id = j.sweep_id WHERE j.job_id = ?1 AND s.n_jobs > 0")      \
@@ -75,22 +76,28 @@ extern const int bf_schema_n_migrations;
       "SELECT checkpoint_path FROM jobs WHERE job_id = ?1"                     \
       " AND checkpoint_step = json_extract(config, '$.steps')")                \
     /* A source's waiting dependents move on ?3 at a time (a slice of     \
-     * store.h): queued from its checkpoint ?2, or failed (?3 says why)    \
-     * and returned, since theirs fail next. */                            \
+     * store.h): given its checkpoint ?2 and queued, a held one (an        \
+     * adaptive seed, jobs.hold) left waiting for its release with the     \
+     * checkpoint (a waiting job has none until then); or failed (?3 says  \
+     * why) and returned, since theirs fail next. */                        \
     X(ST_DEPENDENTS_RELEASE,                                                   \
-      "UPDATE jobs SET status = 'queued', init_from = ?2"                      \
+      "UPDATE jobs SET init_from = ?2, status = CASE WHEN hold IS NULL"        \
+      " THEN 'queued' ELSE status END"                                         \
       " WHERE job_id IN (SELECT job_id FROM jobs INDEXED BY jobs_by_source"    \
-      " WHERE source_job_id = ?1 AND status = 'waiting' LIMIT ?3)")            \
+      " WHERE source_job_id = ?1 AND status = 'waiting' AND init_from IS NULL" \
+      " LIMIT ?3)")                                                            \
     X(ST_DEPENDENTS_FAIL,                                                      \
       "UPDATE jobs SET status = 'failed', finished_ms = ?2, error = ?3"        \
       " WHERE job_id IN (SELECT job_id FROM jobs INDEXED BY jobs_by_source"    \
       " WHERE source_job_id = ?1 AND status = 'waiting' LIMIT ?4)"             \
       " RETURNING job_id")                                                     \
     X(ST_JOB_STATUS, "SELECT status, sweep_id FROM jobs WHERE job_id = ?1")    \
-    /* Ended sources with waiting dependents: what a stopped daemon left. */ \
+    /* Ended sources with waiting dependents not handed a checkpoint yet:  \
+     * what a stopped daemon left. */                                      \
     X(ST_UNSETTLED_SOURCES,                                                    \
       "SELECT DISTINCT j.source_job_id FROM jobs j JOIN jobs src"              \
       " ON src.job_id = j.source_job_id WHERE j.status = 'waiting'"            \
+      " AND j.init_from IS NULL"                                               \
       " AND src.status IN ('succeeded', 'failed', 'cancelled', 'pruned')")     \
     /* A retried job: a slice of the dependents its failure failed (they   \
      * never ran) wait again, while it waits itself, and are returned,     \
@@ -102,19 +109,19 @@ extern const int bf_schema_n_migrations;
       " LIMIT ?2) AND (SELECT status FROM jobs WHERE job_id = ?1) = 'waiting'" \
       " RETURNING job_id")                                                     \
     /* Revivals a stopped daemon left: waiting jobs with such dependents,  \
-     * and the retried jobs without a source that wait for them to end. */ \
+     * and the retried jobs without a source that wait for them to end:   \
+     * those not held (jobs.hold: an adaptive seed, a job of a `from:`     \
+     * stage waits with no source too, for a decision, not a revival). */  \
     X(ST_REVIVING_SOURCES,                                                     \
       "SELECT DISTINCT d.source_job_id FROM jobs d JOIN jobs src"              \
       " ON src.job_id = d.source_job_id WHERE d.status = 'failed'"             \
       " AND d.attempts = 0 AND src.status = 'waiting'")                        \
     X(ST_REVIVE_ROOTS,                                                         \
       "SELECT job_id FROM jobs WHERE status = 'waiting'"                       \
-      " AND source_job_id IS NULL")                                            \
+      " AND source_job_id IS NULL AND hold IS NULL")                           \
     X(ST_REVIVE_ROOT_RELEASE,                                                  \
       "UPDATE jobs SET status = 'queued' WHERE job_id = ?1"                    \
-      " AND status = 'waiting' AND source_job_id IS NULL AND NOT EXISTS"       \
-      " (SELECT 1 FROM selected_values WHERE job_id = ?1"                      \
-      " AND trial_job_id IS NULL)")                                            \
+      " AND status = 'waiting' AND source_job_id IS NULL AND hold IS NULL")    \
     /* the queue */                                                            \
     /* The sweep first: among the active, published sweeps with a queued  \
      * job (a job's priority is its sweep's), the highest priority, then   \
@@ -234,6 +241,8 @@ extern const int bf_schema_n_migrations;
       " json_group_object(k.value, t.config -> ('$.' || k.value))"             \
       " FROM selected_values v JOIN jobs t ON t.job_id = v.trial_job_id,"      \
       " json_each(v.fields) k WHERE v.job_id = jobs.job_id)),"                 \
+      " hold = CASE WHEN status = 'waiting' AND (SELECT held"                  \
+      " FROM selected_values WHERE job_id = jobs.job_id) THEN 'seed' END,"     \
       " status = CASE WHEN status <> 'waiting' OR (SELECT held"                \
       " FROM selected_values WHERE job_id = jobs.job_id) THEN status"          \
       " ELSE 'queued' END"                                                     \
@@ -311,6 +320,7 @@ extern const int bf_schema_n_migrations;
       "  WHERE a.job_id = jobs.job_id AND a.outcome = 'running')")             \
     X(ST_JOB_RETRY,                                                            \
       "UPDATE jobs SET status = 'waiting', init_from = NULL, attempts = 0,"    \
+      " hold = NULL,"                                                          \
       " cancel_requested = 0, error = NULL, finished_ms = NULL,"               \
       " checkpoint_path = CASE WHEN ?2 THEN NULL ELSE checkpoint_path END,"    \
       " checkpoint_step = CASE WHEN ?2 THEN NULL ELSE checkpoint_step END"     \
@@ -357,9 +367,11 @@ extern const int bf_schema_n_migrations;
       " decided_ms = CASE WHEN ?3 = 'running' THEN NULL ELSE ?8 END"           \
       " WHERE sweep_id = ?1 AND variant_cell = ?2 AND state = 'running'")      \
     X(ST_SEQ_RELEASE,                                                          \
-      "UPDATE jobs SET status = 'queued' WHERE sweep_id = ?1"                  \
+      "UPDATE jobs SET hold = NULL, status = CASE WHEN source_job_id IS NULL"  \
+      " OR init_from IS NOT NULL THEN 'queued' ELSE status END"                \
+      " WHERE sweep_id = ?1"                                                   \
       " AND cell IN (?2, ?3) AND seed = ?4 AND status = 'waiting'"             \
-      " AND source_job_id IS NULL")                                            \
+      " AND hold = 'seed'")                                                    \
     /* Its sweep cancelled: every comparison still running ends so,        \
      * keeping its seeds and the interval of its last look. */              \
     X(ST_SEQ_CANCEL,                                                           \
@@ -371,7 +383,7 @@ extern const int bf_schema_n_migrations;
       "UPDATE jobs SET status = 'cancelled', finished_ms = ?3,"                \
       " error = 'not needed: the comparisons this seed would serve are"        \
       " decided' WHERE sweep_id = ?1 AND cell = ?2 AND status = 'waiting'"     \
-      " AND source_job_id IS NULL AND NOT EXISTS (SELECT 1"                    \
+      " AND hold = 'seed' AND NOT EXISTS (SELECT 1"                            \
       "  FROM seed_comparisons WHERE sweep_id = ?1 AND state = 'running'"      \
       "  AND (variant_cell = ?2 OR baseline_cell = ?2))")                      \
     /* metrics */                                                              \

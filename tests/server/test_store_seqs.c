@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <sqlite3.h>
 
+#include "fan_out.h"
 #include "test_store_util.h"
 
 #define MAX_SEEDS 8
@@ -307,6 +309,207 @@ static void test_lost_pairs_are_replaced(void **state)
     bft_rmdir(dir);
 }
 
+/* The held seeds of the adaptive sweep: seeds 4..8 of its 3 cells. */
+#define HELD_SEEDS (3 * (MAX_SEEDS - 3))
+
+static int64_t waiting_held(bf_store *s, int64_t sweep)
+{
+    return bft_int(s, "SELECT count(*) FROM jobs WHERE sweep_id = %lld"
+                   " AND status = 'waiting' AND seed > 3", (long long)sweep);
+}
+
+/* A stage taking its values from a selection (from:): 4 tune trials
+ * queued, 2 confirm jobs held until the tune cells are selected. */
+static const char *const from_sweep =
+    "name: from\n"
+    "base: {depth: 4, eval_depths: [4], steps: 20, warmup_steps: 0}\n"
+    "stages:\n"
+    "  - name: tune\n"
+    "    grid: {rope: [rope, spectral]}\n"
+    "    search: {method: sobol, trials: 2,"
+    " space: {lr: {loguniform: [1.0e-4, 1.0e-2]}}}\n"
+    "    select: {by: eval_loss, eval_depth: 4}\n"
+    "  - name: confirm\n"
+    "    from: \"stage:tune\"\n"
+    "    grid: {rope: [rope, spectral]}\n";
+
+static int64_t waiting_values(bf_store *s, int64_t sweep)
+{
+    return bft_int(s, "SELECT count(*) FROM jobs WHERE sweep_id = %lld"
+                   " AND stage = 'confirm' AND status = 'waiting'",
+                   (long long)sweep);
+}
+
+/* A retried source without a source of its own (a revival's root) is
+ * queued once the jobs its failure failed wait again; held seeds and jobs
+ * waiting for a selection's values also wait without a source, but for a
+ * decision, and must not be taken for such roots.  The daemon is killed while the revival of a 300-job fan-out is
+ * half done (4 slices of 64 at once, the rest left to bf_store_settle)
+ * and restarted: the revival ends, and every held seed still waits. */
+static void test_revival_leaves_held_seeds(void **state)
+{
+    (void)state;
+    char *dir = bft_tmpdir();
+    bf_store *s = bft_open(dir, "seqs.db", NULL);
+    char *fan = bft_fan_out_sweep("{steps: 20, warmup_steps: 0}", 300);
+    bft_submit(s, fan, 1, NULL);
+    free(fan);
+    bf_lease l;
+    bf_error err = {0};
+    assert_int_equal(bf_store_lease_next(s, "w", 5, 60000, &l, &err), 1);
+    assert_int_equal(l.job_id, 1);
+    assert_int_equal(bf_store_fail_permanently(s, l.attempt_id, "boom", 6,
+                                               &err), 0);
+    bf_lease_clear(&l);
+    while (bf_store_unsettled(s))
+        assert_int_equal(bf_store_settle(s, 7, 0, &err), 0);
+    int64_t sweep = bft_submit(s, adaptive_sweep, 8, NULL);
+    assert_int_equal(waiting_held(s, sweep), HELD_SEEDS);
+    int64_t from = bft_submit(s, from_sweep, 8, NULL);
+    assert_int_equal(waiting_values(s, from), 2);
+
+    assert_int_equal(bf_store_retry_job(s, 1, 0, 9, &err), BF_STORE_OK);
+    assert_true(bf_store_unsettled(s));     /* the revival is half done */
+    bf_store_close(s);                      /* kill -9 */
+    s = bft_open(dir, "seqs.db", NULL);
+    assert_true(bf_store_unsettled(s));
+    while (bf_store_unsettled(s))
+        assert_int_equal(bf_store_settle(s, 10, 0, &err), 0);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE"
+                             " source_job_id = 1 AND status = 'waiting'"), 300);
+    assert_int_equal(bft_int(s, "SELECT status = 'queued' FROM jobs"
+                             " WHERE job_id = 1"), 1);
+    assert_int_equal(waiting_held(s, sweep), HELD_SEEDS);
+    assert_int_equal(waiting_values(s, from), 2);
+
+    /* Cancelled (its dependents fail), a restart with no revival pending,
+     * then a retry: the same. */
+    int64_t *running = NULL;
+    int n_running = 0;
+    assert_int_equal(bf_store_cancel_job(s, 1, 12, &running, &n_running,
+                                         &err), BF_STORE_OK);
+    free(running);
+    while (bf_store_unsettled(s))
+        assert_int_equal(bf_store_settle(s, 13, 0, &err), 0);
+    bf_store_close(s);
+    s = bft_open(dir, "seqs.db", NULL);
+    assert_false(bf_store_unsettled(s));
+    assert_int_equal(bf_store_retry_job(s, 1, 0, 14, &err), BF_STORE_OK);
+    while (bf_store_unsettled(s))
+        assert_int_equal(bf_store_settle(s, 15, 0, &err), 0);
+    assert_int_equal(bft_int(s, "SELECT status = 'queued' FROM jobs"
+                             " WHERE job_id = 1"), 1);
+    assert_int_equal(waiting_held(s, sweep), HELD_SEEDS);
+    assert_int_equal(waiting_values(s, from), 2);
+
+    /* A held seed cancelled and retried runs: a retry is asked for. */
+    int64_t seed = bft_int(s, "SELECT min(job_id) FROM jobs WHERE sweep_id"
+                           " = %lld AND seed > 3", (long long)sweep);
+    assert_int_equal(bf_store_cancel_job(s, seed, 16, &running, &n_running,
+                                         &err), BF_STORE_OK);
+    free(running);
+    assert_int_equal(bf_store_retry_job(s, seed, 0, 17, &err), BF_STORE_OK);
+    assert_int_equal(bft_int(s, "SELECT status = 'queued' AND hold IS NULL"
+                             " FROM jobs WHERE job_id = %lld",
+                             (long long)seed), 1);
+    assert_int_equal(waiting_held(s, sweep), HELD_SEEDS - 1);
+    bf_store_close(s);
+    bft_rmdir(dir);
+}
+
+/* A stage with adaptive seeds that starts from an earlier stage: its
+ * held seeds wait for their pair's release, not for their source only.
+ * When the source succeeds, every seed gets its checkpoint and those up
+ * to min are queued; the held ones stay waiting (a restart too), and each
+ * runs from that checkpoint once the rule releases it. */
+static void test_source_release_leaves_held_seeds(void **state)
+{
+    (void)state;
+    char *dir = bft_tmpdir();
+    bf_store *s = bft_open(dir, "seqs.db", NULL);
+    int64_t sweep = bft_submit(s, "name: staged\n"
+        "base: {steps: 20, warmup_steps: 0, depth: 4, eval_depths: [4]}\n"
+        "analysis: {primary: {metric: loss, eval_depth: 4},"
+        " baseline: {rope: rope}}\n"
+        "stages:\n"
+        "  - {name: pre, seeds: 8}\n"
+        "  - name: cmp\n"
+        "    base: {init_from: \"stage:pre\"}\n"
+        "    grid: {rope: [rope, spectral, bifocal]}\n"
+        "    seeds: {min: 3, max: 8, until: decided}\n", 1, NULL);
+    bf_lease l;
+    bf_error err = {0};
+    for (int64_t job = 1; job <= MAX_SEEDS; job++) {   /* pre, each seed */
+        assert_int_equal(bf_store_lease_next(s, "w", 2, 60000, &l, &err), 1);
+        assert_int_equal(l.job_id, job);
+        assert_int_equal(bf_store_record_checkpoint(s, l.attempt_id,
+                                                    "/ck/pre", 20, &err),
+                         BF_STORE_OK);
+        assert_int_equal(bf_store_finish_attempt(s, l.attempt_id, 1, NULL, 3,
+                                                 &err), BF_STORE_OK);
+        bf_lease_clear(&l);
+    }
+    while (bf_store_unsettled(s))
+        assert_int_equal(bf_store_settle(s, 4, 0, &err), 0);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE stage ="
+                             " 'cmp' AND status = 'queued'"), 3 * 3);
+    assert_int_equal(waiting_held(s, sweep), HELD_SEEDS);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE stage ="
+                             " 'cmp' AND init_from = '/ck/pre'"), 3 * MAX_SEEDS);
+    bf_store_close(s);
+    s = bft_open(dir, "seqs.db", NULL);
+    while (bf_store_unsettled(s))
+        assert_int_equal(bf_store_settle(s, 5, 0, &err), 0);
+    assert_int_equal(waiting_held(s, sweep), HELD_SEEDS);
+
+    for (int i = 0; run_next(s, 10 + i, all_succeed); i++)
+        ;
+    /* each seed ran from the checkpoint, the unneeded ones never ran */
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE stage ="
+                             " 'cmp' AND attempts > 0 AND init_from IS NOT"
+                             " '/ck/pre'"), 0);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE stage ="
+                             " 'cmp' AND status = 'succeeded'"),
+                     2 * MAX_SEEDS + released(s, "spectral"));
+    assert_true(released(s, "spectral") < MAX_SEEDS);
+    char *st = bft_text(s, "SELECT status FROM sweeps");
+    assert_string_equal(st, "done");
+    free(st);
+    bf_store_close(s);
+    bft_rmdir(dir);
+}
+
+/* A database stored before migration 20 (no jobs.hold) has its held
+ * seeds marked when it is upgraded: the rule releases them, a revival
+ * leaves them. */
+static void test_upgrade_marks_held_seeds(void **state)
+{
+    (void)state;
+    char *dir = bft_tmpdir(), *path = NULL;
+    bf_store *s = bft_open(dir, "seqs.db", &path);
+    bft_submit(s, adaptive_sweep, 1, NULL);
+    bf_store_close(s);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "ALTER TABLE jobs DROP COLUMN hold;"
+                                  " PRAGMA user_version = 19", NULL, NULL,
+                                  NULL), SQLITE_OK);
+    sqlite3_close(db);
+    s = bft_open(dir, "seqs.db", NULL);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE hold ="
+                             " 'seed' AND seed > 3 AND status = 'waiting'"),
+                     HELD_SEEDS);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE hold IS"
+                             " NULL AND status = 'queued'"), 3 * 3);
+    int ran = 0;
+    while (run_next(s, 10 + ran, all_succeed))
+        ran++;
+    bf_store_close(s);
+    check_outcome(dir, ran);
+    free(path);
+    bft_rmdir(dir);
+}
+
 /* Submitting `yaml` fails with a message containing `want`. */
 static void refused(const char *yaml, const char *want)
 {
@@ -372,6 +575,9 @@ int main(void)
         cmocka_unit_test(test_restarts_keep_the_allocation),
         cmocka_unit_test(test_cancel_ends_comparisons),
         cmocka_unit_test(test_lost_pairs_are_replaced),
+        cmocka_unit_test(test_revival_leaves_held_seeds),
+        cmocka_unit_test(test_source_release_leaves_held_seeds),
+        cmocka_unit_test(test_upgrade_marks_held_seeds),
         cmocka_unit_test(test_submission_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
