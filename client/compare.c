@@ -370,14 +370,11 @@ static int baseline_of(const bf_sweep_view *v, const baseline *b, int g)
 {
     if (!b->n)
         return -1;
-    const json_t *mine = json_array_get(v->groups, (size_t)g);
     for (int h = 0; h < v->n_groups; h++) {
-        const json_t *other = json_array_get(v->groups, (size_t)h);
         int match = b->is_base[h];
         for (int i = 0; match && i < v->n_by; i++)
             if (!is_baseline_field(b, v->by[i]))
-                match = json_equal(json_object_get(mine, v->by[i]),
-                                   json_object_get(other, v->by[i]));
+                match = bf_sweep_view_same_in_groups(v, v->by[i], g, h);
         if (match)
             return h;
     }
