@@ -343,6 +343,17 @@ bifocal("report", "3", "--db", db, "--json", "--where", "freq_lr_mult=1",
         "-o", os.path.join(tmp, "where.json"))
 rep = json.load(open(os.path.join(tmp, "where.json")))
 check(len(rep["jobs"]) == 4, "report --where keeps 4 of 8 jobs: %d" % len(rep["jobs"]))
+# report --by groups as compare --by does: sweep 3 by rope alone.
+bifocal("report", "3", "--db", db, "--json", "--by", "rope",
+        "-o", os.path.join(tmp, "by.json"))
+rep = json.load(open(os.path.join(tmp, "by.json")))
+by_rope = json.loads(bifocal("compare", "3", "--db", db, "--format", "json",
+                             "--by", "rope").stdout)
+check(rep["fields"] == ["rope"]
+      and [g["label"] for g in rep["groups"]] == ["rope=rope", "rope=spectral"]
+      and [g["jobs"] for g in rep["groups"]] == [4, 4]
+      and [r["group"] for r in rep["compare"]] == [r["group"] for r in by_rope],
+      "report --by rope: %r %r" % (rep["fields"], rep["groups"]))
 
 # ---- the eval_summary view (for sqlite3 users) ---------------------------------
 
@@ -440,6 +451,7 @@ error(["report", "99", "--db", db], "no sweep with id 99")
 error(["compare", "2", "--db", db], "sweep 2 has no succeeded job")
 error(["report", "2", "--db", db], "sweep 2 has no succeeded job")
 error(["compare", "1", "--db", db, "--by", "lr"], "--by lr: not a field that varies")
+error(["report", "1", "--db", db, "--by", "lr"], "--by lr: not a field that varies")
 error(["compare", "1", "--db", db, "--baseline", "rope=nope"], "no group of sweep 1 has rope=nope")
 error(["compare", "4", "--db", db, "--baseline", "label=nope"],
       "--baseline label=nope: no zip entry of sweep 4 is labelled 'nope'")
