@@ -278,11 +278,12 @@ const bf_client_command bf_client_commands[] = {
       "others.  --db reads a database file instead of the daemon.",
       bf_client_cmd_compare },
     { "report", "SWEEP [-o FILE.html] [--json] [--where FIELD=VALUE[,...]] "
-      "[--baseline FIELD=VALUE[,...]] [--db FILE]",
+      "[--by FIELD,...] [--baseline FIELD=VALUE[,...]] [--db FILE]",
       "Writes one self-contained HTML report (no network needed): accuracy "
       "and loss against eval depth, training-loss curves, learned "
       "frequencies, the comparison and per-job tables and the sweep file.  "
-      "--where restricts it to the jobs with those values.  --json writes "
+      "--where restricts it to the jobs with those values; --by groups "
+      "them as compare's --by does.  --json writes "
       "the report's data instead.  Default output: "
       "bifocal-report-SWEEP.html.", bf_client_cmd_report },
     { "run", "FILE [--db FILE] [--groups G] [--ranks N] [--checkpoint-dir DIR] "

@@ -257,22 +257,19 @@ static int is_baseline_field(const baseline *b, const char *field)
 }
 
 /* Group g's values of the grouping fields the baseline does not name, as
- * JSON text (caller frees): a group and its baseline group share it.  NULL
- * when g lacks one of them (it then has no baseline and is none). */
+ * JSON text (caller frees): a group and its baseline group share it.  A
+ * field a group lacks (a value its stage took with from:, or one only some
+ * stages have) is left out of its key, so two groups that both lack it
+ * still match, as bf_sweep_view_same_in_groups says. */
 static char *key_beside_baseline(const bf_sweep_view *v, const baseline *b,
                                  int g)
 {
     const json_t *fields = json_array_get(v->groups, (size_t)g);
-    json_t *key = json_array();
+    json_t *key = json_object();
     for (int i = 0; i < v->n_by; i++) {
         json_t *x = json_object_get(fields, v->by[i]);
-        if (is_baseline_field(b, v->by[i]))
-            continue;
-        if (!x) {
-            json_decref(key);
-            return NULL;
-        }
-        json_array_append(key, x);
+        if (x && !is_baseline_field(b, v->by[i]))
+            json_object_set(key, v->by[i], x);
     }
     char *text = json_dumps(key, JSON_COMPACT | JSON_SORT_KEYS
                                  | JSON_REAL_PRECISION(17));

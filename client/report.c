@@ -106,13 +106,13 @@ json_t *bf_report_summary(const bf_sweep_view *v, json_t *compare)
                      "compare", compare);
 }
 
-json_t *bf_report_data(bf_source *src, int64_t sweep_id, const char *where,
-                       const char *baseline)
+json_t *bf_report_data(bf_source *src, int64_t sweep_id, const char *by,
+                       const char *where, const char *baseline)
 {
     bf_sweep_view v;
     json_t *data = NULL, *compare = NULL, *loss = NULL, *freq = NULL,
            *adaptive = NULL, *chosen = NULL;
-    if (bf_sweep_view_load(&v, src, sweep_id, NULL, where) == 0
+    if (bf_sweep_view_load(&v, src, sweep_id, by, where) == 0
         && (compare = bf_compare_rows(&v, src, baseline))
         && (loss = bf_curves_train_loss(&v, src))
         && (freq = bf_curves_frequencies(&v, src))
@@ -171,7 +171,8 @@ int bf_client_cmd_report(bf_client *cl, int argc, char **argv)
     bf_result_opts o;
     bf_source src;
     int rc = bf_result_command_start(cl, argc, argv, BF_RESULT_OPT_OUTPUT
-                                     | BF_RESULT_OPT_JSON | BF_RESULT_OPT_BASELINE,
+                                     | BF_RESULT_OPT_JSON | BF_RESULT_OPT_BASELINE
+                                     | BF_RESULT_OPT_BY,
                                      &o, &src);
     if (rc)
         return rc;
@@ -181,7 +182,8 @@ int bf_client_cmd_report(bf_client *cl, int argc, char **argv)
                  o.json ? "json" : "html");
         o.output = fallback;
     }
-    json_t *data = bf_report_data(&src, o.sweep, o.where, o.baseline);
+    json_t *data = bf_report_data(&src, o.sweep, o.by, o.where,
+                                  o.baseline);
     int status = data ? write_report(o.output, data, o.json) : 1;
     json_decref(data);
     bf_source_close(&src);

@@ -192,6 +192,45 @@ json_t *bf_sweep_view_swept_fields(const char *source)
     return fields;
 }
 
+/* How a stage names an earlier one in from: (server/store/sweep_from.c). */
+static const char STAGE_REF[] = "stage:";
+
+/* The stage of the sweep file named name, or NULL. */
+static json_t *stage_named(json_t *stages, const char *name)
+{
+    size_t i;
+    json_t *stage;
+    json_array_foreach(stages, i, stage)
+        if (json_is_string(json_object_get(stage, "name"))
+            && strcmp(json_string_value(json_object_get(stage, "name")),
+                      name) == 0)
+            return stage;
+    return NULL;
+}
+
+json_t *bf_sweep_view_taken_fields(const char *source)
+{
+    json_t *taken = json_object();
+    bf_error err;
+    json_t *sweep = source ? bf_yaml_parse(source, strlen(source), NULL, NULL,
+                                           &err) : NULL;
+    json_t *stages = json_object_get(sweep, "stages"), *stage;
+    size_t i;
+    json_array_foreach(stages, i, stage) {
+        const char *from = json_string_value(json_object_get(stage, "from"));
+        const char *name = json_string_value(json_object_get(stage, "name"));
+        if (!from || !name || strncmp(from, STAGE_REF, strlen(STAGE_REF)))
+            continue;
+        json_t *fields = json_array();
+        json_t *search = json_object_get(stage_named(stages, from + strlen(STAGE_REF)),
+                                         "search");
+        add_swept(fields, json_object_get(search, "space"));
+        json_object_set_new(taken, name, fields);
+    }
+    json_decref(sweep);
+    return taken;
+}
+
 /* The varying fields: "stage" in a sweep with stages, then the fields in
  * the order the sweep file's grids and zips list them, then seed, then any
  * other (alphabetical, as configs are stored).  Names point into the first
@@ -263,12 +302,36 @@ static int parse_by(bf_sweep_view *v, const char *by)
     return rc;
 }
 
+/* Whether the job took field from a selection and the grouping leaves it
+ * out: its value follows from the job's cell, so it is no axis. */
+static int taken_by_job(const bf_sweep_view *v, size_t job, const char *field)
+{
+    size_t i;
+    json_t *name;
+    json_array_foreach(json_object_get(v->taken, stage_key(v, job)), i, name)
+        if (strcmp(json_string_value(name), field) == 0)
+            return 1;
+    return 0;
+}
+
+/* {field: value} over the grouping fields, less those the job took from a
+ * selection. */
 static json_t *group_key(const bf_sweep_view *v, size_t job)
 {
     json_t *key = json_object();
     for (int i = 0; i < v->n_by; i++)
-        json_object_set(key, v->by[i], bf_sweep_view_value(v, job, v->by[i]));
+        if (!taken_by_job(v, job, v->by[i]))
+            json_object_set(key, v->by[i],
+                            bf_sweep_view_value(v, job, v->by[i]));
     return key;
+}
+
+int bf_sweep_view_same_in_groups(const bf_sweep_view *v, const char *field,
+                                 int g, int h)
+{
+    json_t *a = json_object_get(json_array_get(v->groups, (size_t)g), field);
+    json_t *b = json_object_get(json_array_get(v->groups, (size_t)h), field);
+    return a || b ? json_equal(a, b) : 1;
 }
 
 /* Groups in order of their first job, found by their key's text: one pass
@@ -361,6 +424,9 @@ int bf_sweep_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
     find_varying(v);
     if (parse_by(v, by))
         return -1;
+    if (!by)
+        v->taken = bf_sweep_view_taken_fields(json_string_value(
+            json_object_get(v->sweep, "source")));
     group_jobs(v);
     find_group_rows(v);
     return 0;
@@ -374,6 +440,7 @@ void bf_sweep_view_clear(bf_sweep_view *v)
     free(v->job_group);
     free(v->group_row);
     json_decref(v->zips);
+    json_decref(v->taken);
     free(v->sorted_ids);
     free(v->sorted_rows);
     *v = (bf_sweep_view){ 0 };
@@ -433,12 +500,7 @@ static int differs_among(const bf_sweep_view *v, const char *field,
                          const int *among, int n)
 {
     for (int k = 1; among && k < n; k++)
-        if (!json_equal(json_object_get(json_array_get(v->groups,
-                                                       (size_t)among[0]),
-                                        field),
-                        json_object_get(json_array_get(v->groups,
-                                                       (size_t)among[k]),
-                                        field)))
+        if (!bf_sweep_view_same_in_groups(v, field, among[0], among[k]))
             return 1;
     return !among;
 }
@@ -487,7 +549,8 @@ char *bf_sweep_view_label_among(const bf_sweep_view *v, int group,
     char covered[BF_SWEEP_MAX_FIELDS] = { 0 };
     add_zip_names(v, group, among, n, &l, covered);
     for (int i = 0; i < v->n_by; i++)
-        if (!covered[i] && differs_among(v, v->by[i], among, n))
+        if (!covered[i] && json_object_get(fields, v->by[i])
+            && differs_among(v, v->by[i], among, n))
             label_add(&l, v->by[i], json_object_get(fields, v->by[i]));
     return l.text;
 }

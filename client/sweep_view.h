@@ -4,7 +4,10 @@
  * names), so that a group's jobs differ only in their seed.  In a sweep
  * with stages, "stage" is a field too, always the first grouping field:
  * groups, and so comparisons, stay within a stage, and the varying fields
- * are those that vary within a stage. */
+ * are those that vary within a stage.  The fields a job took from an
+ * earlier stage's selection (`from: "stage:NAME"`) follow from its cell:
+ * they are no grouping field of its stage unless --by names them, though
+ * they may vary (each cell chose its own lr) and its row shows them. */
 #ifndef BF_SWEEP_VIEW_H
 #define BF_SWEEP_VIEW_H
 
@@ -31,10 +34,12 @@ typedef struct bf_sweep_view {
     const char *by[BF_SWEEP_MAX_FIELDS];
     int n_by;
     int n_groups;
-    json_t *groups;         /* per group: {field: value} over `by` */
+    json_t *groups;         /* per group: {field: value} over `by`, less
+                               the fields its stage took from a selection */
     int *job_group;         /* per row of jobs: its group */
     /* private */
     int *group_row;         /* per group: the row of its first job */
+    json_t *taken;          /* bf_sweep_view_taken_fields; NULL with --by */
     json_t *zips;           /* the sweep file's labelled zips
                                (zip_labels.h): groups are named by them */
     int64_t *sorted_ids;    /* job ids ascending, with their rows: */
@@ -63,6 +68,11 @@ json_t *bf_sweep_view_value(const bf_sweep_view *v, size_t row,
  * number (rope_base=10000 names the value printed as 1e+04). */
 int bf_sweep_view_value_is(const json_t *value, const char *text);
 
+/* Whether groups g and h have the same value of grouping field field
+ * (both without it, as a stage that took it from a selection: the same). */
+int bf_sweep_view_same_in_groups(const bf_sweep_view *v, const char *field,
+                                 int g, int h);
+
 /* The group of a job id; -1 if the job is not in the sweep. */
 int bf_sweep_view_group_of(const bf_sweep_view *v, int64_t job_id);
 
@@ -84,6 +94,13 @@ char *bf_sweep_view_label_among(const bf_sweep_view *v, int group,
  * any has run (`bifocal watch` labels running jobs with them).  An array of
  * strings (new reference), empty when source does not parse. */
 json_t *bf_sweep_view_swept_fields(const char *source);
+
+/* The fields each stage with `from: "stage:NAME"` takes from NAME's
+ * selection (the keys of NAME's search space), as the sweep file (source)
+ * says: {stage: [field, ...]}, new reference; empty when source does not
+ * parse or no stage takes any.  The one answer to "which varying fields
+ * are no axes", for the results commands and the dashboard alike. */
+json_t *bf_sweep_view_taken_fields(const char *source);
 
 /* "rope=spectral seed=2": config's values of fields (an array of names),
  * those config lacks left out.  Caller frees. */

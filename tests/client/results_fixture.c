@@ -11,6 +11,9 @@
  *   sweep 2 "all-failed": two jobs, both fail.
  *   sweep 3 "two-fields": rope x freq_lr_mult, 2 seeds.
  *   sweep 5 "wide": spectral on 4 layers x 8 heads (256 learnable pairs).
+ *   sweep 6 "tuned": stage tune searches lr per rope cell, stage confirm
+ *     takes each cell's chosen lr (`from: "stage:tune"`), 3 seeds; the
+ *     cells choose different lr.
  *   sweep 4 "outcomes": rope x {rope, spectral} (a zip that names them
  *     geometric and learned), seeds 1..2, eval depth
  *     4 of 128 examples with per-example outcomes: rope misses examples
@@ -75,8 +78,10 @@ static void die(const char *what, const bf_error *err)
     exit(1);
 }
 
-static json_t *job_records(const char *rope, int r, int seed)
+static json_t *job_records(const char *rope, int r, int seed,
+                           const json_t *config)
 {
+    (void)config;
     json_t *recs = json_array();
     for (int step = 10; step <= 200; step += 10)
         json_array_append_new(recs, json_pack(
@@ -113,8 +118,10 @@ static json_t *job_records(const char *rope, int r, int seed)
 }
 
 /* Sweep 4's records: one final eval at depth 4 and its outcomes. */
-static json_t *outcome_records(const char *rope, int r, int seed)
+static json_t *outcome_records(const char *rope, int r, int seed,
+                               const json_t *config)
 {
+    (void)config;
     (void)rope;
     unsigned char bits[16];
     memset(bits, 0xff, sizeof bits);
@@ -162,8 +169,10 @@ static const char *const wide_sweep =
 
 /* Its records: a loss, an eval, and every pair's omega at 0, 100, 200,
  * drifting by layer, head and pair so that the heatmap shows structure. */
-static json_t *wide_records(const char *rope, int r, int seed)
+static json_t *wide_records(const char *rope, int r, int seed,
+                            const json_t *config)
 {
+    (void)config;
     (void)rope;
     (void)r;
     json_t *recs = json_pack("[{s:s, s:i, s:f}, {s:s, s:i, s:i, s:f, s:f}]",
@@ -185,7 +194,43 @@ static json_t *wide_records(const char *rope, int r, int seed)
     return recs;
 }
 
-typedef json_t *(*records_fn)(const char *rope, int r, int seed);
+/* Sweep 6's records: one final eval at depth 4.  In stage tune rope's
+ * cell does best with its smallest lr and spectral's with its largest, so
+ * the two cells choose different trials and stage confirm trains each
+ * encoding with its own lr. */
+static const char *const tuned_sweep =
+    "name: tuned\n"
+    "base: {depth: 4, eval_depths: [4], steps: 100}\n"
+    "max_attempts: 1\n"
+    "stages:\n"
+    "  - name: tune\n"
+    "    grid: {rope: [rope, spectral]}\n"
+    "    search:\n"
+    "      method: sobol\n"
+    "      trials: 3\n"
+    "      space: {lr: {loguniform: [1.0e-4, 1.0e-2]}}\n"
+    "    select: {by: eval_loss, eval_depth: 4}\n"
+    "  - name: confirm\n"
+    "    from: \"stage:tune\"\n"
+    "    base: {steps: 150}\n"
+    "    grid: {rope: [rope, spectral]}\n"
+    "    seeds: 3\n";
+
+static json_t *tuned_records(const char *rope, int r, int seed,
+                             const json_t *config)
+{
+    (void)rope;
+    double lr = json_real_value(json_object_get(config, "lr"));
+    json_int_t steps = json_integer_value(json_object_get(config, "steps"));
+    double loss = steps == 100   /* stage tune */
+                  ? (r == 0 ? 1.0 + lr * 100 : 2.0 - lr * 50)
+                  : 0.8 + 0.1 * r + 0.01 * seed;
+    return json_pack("[{s:s, s:I, s:i, s:f, s:f}]", "type", "eval", "step",
+                     steps, "depth", 4, "loss", loss, "accuracy", 0.5);
+}
+
+typedef json_t *(*records_fn)(const char *rope, int r, int seed,
+                              const json_t *config);
 
 static int64_t now_ms = 1780000000000;
 
@@ -201,7 +246,7 @@ static void run_jobs(bf_store *s, int fail_all, records_fn records)
         const char *rope = json_string_value(json_object_get(config, "rope"));
         int seed = (int)json_integer_value(json_object_get(config, "seed"));
         int r = strcmp(rope, "spectral") == 0 ? 1 : strcmp(rope, "bifocal") == 0 ? 2 : 0;
-        json_t *recs = records(rope, r, seed);
+        json_t *recs = records(rope, r, seed, config);
         if (bf_store_ingest(s, l.attempt_id, recs, NULL, NULL, &err)
             || bf_store_flush(s, &err))
             die("ingest", &err);
@@ -251,6 +296,8 @@ int main(int argc, char **argv)
     run_jobs(s, 0, outcome_records);
     submit(s, "wide.yaml", wide_sweep);
     run_jobs(s, 0, wide_records);
+    submit(s, "tuned.yaml", tuned_sweep);
+    run_jobs(s, 0, tuned_records);
     bf_store_close(s);
     return 0;
 }

@@ -189,6 +189,18 @@ def agrees(port, ro, bifocal, db):
     return None
 
 
+def check_taken_values(port):
+    """Sweep 6's confirm stage took each cell's tuned lr (from: "stage:tune"),
+    different per cell: the dashboard groups it by rope alone, as compare
+    and the report do (client/sweep_view.h)."""
+    _, s = get_ready(port, "/api/sweeps/6")
+    confirm = sorted((g["label"], g["jobs"]) for g in s["groups"]
+                     if g["fields"].get("stage") == "confirm")
+    check(confirm == [("stage=confirm rope=rope", 3),
+                      ("stage=confirm rope=spectral", 3)],
+          "sweep 6's confirm groups: %r" % confirm)
+
+
 def check_changes(port, bifocal, db):
     rw = sqlite3.connect(db)
     ro = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
@@ -224,6 +236,7 @@ def main():
                 check_paging(port, ro, sweep)
             ro.close()
             check_bad_pages(port)
+            check_taken_values(port)
             check_changes(port, bifocal, db)
         finally:
             proc.terminate()

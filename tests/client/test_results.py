@@ -343,6 +343,17 @@ bifocal("report", "3", "--db", db, "--json", "--where", "freq_lr_mult=1",
         "-o", os.path.join(tmp, "where.json"))
 rep = json.load(open(os.path.join(tmp, "where.json")))
 check(len(rep["jobs"]) == 4, "report --where keeps 4 of 8 jobs: %d" % len(rep["jobs"]))
+# report --by groups as compare --by does: sweep 3 by rope alone.
+bifocal("report", "3", "--db", db, "--json", "--by", "rope",
+        "-o", os.path.join(tmp, "by.json"))
+rep = json.load(open(os.path.join(tmp, "by.json")))
+by_rope = json.loads(bifocal("compare", "3", "--db", db, "--format", "json",
+                             "--by", "rope").stdout)
+check(rep["fields"] == ["rope"]
+      and [g["label"] for g in rep["groups"]] == ["rope=rope", "rope=spectral"]
+      and [g["jobs"] for g in rep["groups"]] == [4, 4]
+      and [r["group"] for r in rep["compare"]] == [r["group"] for r in by_rope],
+      "report --by rope: %r %r" % (rep["fields"], rep["groups"]))
 
 # ---- the eval_summary view (for sqlite3 users) ---------------------------------
 
@@ -410,6 +421,24 @@ check("</script> <!--<script>" not in page and "\\u003c/script>" in page,
 check("<script src" not in page and "<link" not in page and "uPlot" in page
       and "BifocalReport" in page, "report is self-contained")
 
+# Sweep 6: stage confirm took each rope cell's tuned lr (from: "stage:tune"),
+# and the cells chose different lr.  That lr follows from the cell, so it is
+# no grouping field: confirm's rope=spectral has its baseline rope=rope
+# (issue 19), while the jobs still show their lr.
+lrs = conn.execute("""SELECT count(DISTINCT config ->> '$.lr') FROM jobs
+                       WHERE sweep_id = 6 AND stage = 'confirm'""").fetchone()[0]
+check(lrs == 2, "the fixture's confirm cells chose different lr: %d" % lrs)
+tuned = bifocal("compare", "6", "--db", db, "--baseline", "rope=rope").stdout
+check("stage=confirm: rope=spectral vs rope=rope" in tuned,
+      "confirm's rope=spectral is paired with rope=rope:\n" + tuned)
+tuned_rows = json.loads(bifocal("compare", "6", "--db", db, "--format", "json").stdout)
+confirm_groups = {r["group"] for r in tuned_rows if "stage=confirm" in r["group"]}
+check(confirm_groups == {"stage=confirm rope=rope", "stage=confirm rope=spectral"},
+      "confirm groups by rope alone: %r" % confirm_groups)
+tuned_jobs = bifocal("results", "6", "--db", db, "--where", "stage=confirm",
+                     "--format", "json").stdout
+check("0.00316" in tuned_jobs, "the confirm jobs' rows show their lr")
+
 # ---- errors, each a clear message ----------------------------------------------
 
 def error(args, text):
@@ -422,6 +451,7 @@ error(["report", "99", "--db", db], "no sweep with id 99")
 error(["compare", "2", "--db", db], "sweep 2 has no succeeded job")
 error(["report", "2", "--db", db], "sweep 2 has no succeeded job")
 error(["compare", "1", "--db", db, "--by", "lr"], "--by lr: not a field that varies")
+error(["report", "1", "--db", db, "--by", "lr"], "--by lr: not a field that varies")
 error(["compare", "1", "--db", db, "--baseline", "rope=nope"], "no group of sweep 1 has rope=nope")
 error(["compare", "4", "--db", db, "--baseline", "label=nope"],
       "--baseline label=nope: no zip entry of sweep 4 is labelled 'nope'")
@@ -466,7 +496,7 @@ try:
     jj = json.loads(bifocal("jobs", "--sweep", "1", "--format", "json", server=server).stdout)
     check(len(jj) == 9 and jj[0]["config"]["n_heads"] == 4, "jobs json carries the config")
     st = list(csv.DictReader(io.StringIO(bifocal("status", "--format", "csv", server=server).stdout)))
-    check([r["sweep_id"] for r in st] == ["1", "2", "3", "4", "5"] and st[0]["failed"] == "1", "status csv")
+    check([r["sweep_id"] for r in st] == ["1", "2", "3", "4", "5", "6"] and st[0]["failed"] == "1", "status csv")
     wk = json.loads(bifocal("workers", "--format=json", server=server).stdout)
     check(wk[0]["name"] == "fixture-worker", "workers json")
 finally:
