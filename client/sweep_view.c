@@ -303,12 +303,16 @@ static int parse_by(bf_sweep_view *v, const char *by)
 }
 
 /* Whether the job took field from a selection and the grouping leaves it
- * out: its value follows from the job's cell, so it is no axis. */
-static int taken_by_job(const bf_sweep_view *v, size_t job, const char *field)
+ * out: its value follows from the job's cell, so it is no axis.
+ * stage_column: the stage column's index. */
+static int taken_by_job(const bf_sweep_view *v, size_t job, int stage_column,
+                        const char *field)
 {
     size_t i;
     json_t *name;
-    json_array_foreach(json_object_get(v->taken, stage_key(v, job)), i, name)
+    json_array_foreach(json_object_get(v->taken,
+                                       stage_key(v, job, stage_column)),
+                       i, name)
         if (strcmp(json_string_value(name), field) == 0)
             return 1;
     return 0;
@@ -316,11 +320,12 @@ static int taken_by_job(const bf_sweep_view *v, size_t job, const char *field)
 
 /* {field: value} over the grouping fields, less those the job took from a
  * selection. */
-static json_t *group_key(const bf_sweep_view *v, size_t job)
+static json_t *group_key(const bf_sweep_view *v, size_t job,
+                         int stage_column)
 {
     json_t *key = json_object();
     for (int i = 0; i < v->n_by; i++)
-        if (!taken_by_job(v, job, v->by[i]))
+        if (!taken_by_job(v, job, stage_column, v->by[i]))
             json_object_set(key, v->by[i],
                             bf_sweep_view_value(v, job, v->by[i]));
     return key;
@@ -341,8 +346,9 @@ static void group_jobs(bf_sweep_view *v)
     v->groups = json_array();
     v->job_group = bf_xcalloc(v->jobs.n_rows + 1, sizeof *v->job_group);
     json_t *index = json_object();      /* key text -> group */
+    int stage_column = bf_row_store_column(&v->jobs, "stage");
     for (size_t i = 0; i < v->jobs.n_rows; i++) {
-        json_t *key = group_key(v, i);
+        json_t *key = group_key(v, i, stage_column);
         char *text = json_dumps(key, JSON_COMPACT | JSON_REAL_PRECISION(17));
         json_t *found = json_object_get(index, text);
         if (!found) {
