@@ -47,11 +47,13 @@ function runningSteps(page) {
   }));
 }
 
-/* Every failed request is a problem but those that a navigation cut: the
- * browser aborts (net::ERR_ABORTED) the requests of the page it leaves
- * that are still on their way, and the pages poll every second, so under
- * load one often is (the test failed so, on /api/sweeps as it left the
- * sweeps page); a request made after the navigation counts in full. */
+/* Every failed request is a problem but those that a navigation or the
+ * browser's close cut: the browser aborts (net::ERR_ABORTED) the requests
+ * of the page it leaves that are still on their way, and the pages poll
+ * every second, so under load one often is (the test failed so, on
+ * /api/sweeps as it left the sweeps page, and on /api/sweeps/1/live as
+ * the browser closed after the last check); a request made after the
+ * navigation counts in full. */
 const onTheirWay = new Set(), leftBehind = new WeakSet();
 
 function watchRequests(page, problems) {
@@ -65,9 +67,13 @@ function watchRequests(page, problems) {
   });
 }
 
-function navigate(page, url) {
+function leaveRequestsBehind() {
   for (const r of onTheirWay) leftBehind.add(r);
   onTheirWay.clear();
+}
+
+function navigate(page, url) {
+  leaveRequestsBehind();
   return page.goto(url);
 }
 
@@ -173,6 +179,7 @@ async function main() {
   } catch (e) {
     problems.push(String(e.stack || e));
   } finally {
+    leaveRequestsBehind();
     await browser.close();
   }
   if (problems.length) {
