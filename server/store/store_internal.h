@@ -101,11 +101,19 @@ extern const int bf_schema_n_migrations;
       " AND src.status IN ('succeeded', 'failed', 'cancelled', 'pruned')")     \
     /* A retried job: a slice of the dependents its failure failed (they   \
      * never ran) wait again, while it waits itself, and are returned,     \
-     * since theirs wait again next. */                                     \
+     * since theirs wait again next.  A held adaptive seed waits again     \
+     * only while the rule may still release it (a running comparison of   \
+     * its cell has not reached its seed): one the rule released while it  \
+     * was failed was a lost pair, replaced, and one whose comparisons     \
+     * ended is not needed; revived, either would wait for ever. */        \
     X(ST_DEPENDENTS_REVIVE,                                                    \
       "UPDATE jobs SET status = 'waiting', error = NULL, finished_ms = NULL"  \
       " WHERE job_id IN (SELECT job_id FROM jobs INDEXED BY jobs_by_source"    \
       " WHERE source_job_id = ?1 AND status = 'failed' AND attempts = 0"       \
+      " AND (hold IS NOT 'seed' OR EXISTS (SELECT 1 FROM seed_comparisons c"   \
+      "  WHERE c.sweep_id = jobs.sweep_id AND c.state = 'running'"             \
+      "  AND jobs.cell IN (c.variant_cell, c.baseline_cell)"                   \
+      "  AND jobs.seed > c.released))"                                         \
       " LIMIT ?2) AND (SELECT status FROM jobs WHERE job_id = ?1) = 'waiting'" \
       " RETURNING job_id")                                                     \
     /* Revivals a stopped daemon left: waiting jobs with such dependents,  \

@@ -15,7 +15,8 @@
  * A pair with a job that failed for good, was cancelled on its own or was
  * pruned has ended without a loss: it is left out of the look, and the
  * next pair is released in its place while seeds are left (at max, the
- * comparison ends undecided).  Cancelling the sweep ends its running
+ * comparison ends undecided); so is a pair whose jobs failed with their
+ * source while held, at its release.  Cancelling the sweep ends its running
  * comparisons 'cancelled' in the same transaction. */
 #include "store_internal.h"
 
@@ -99,8 +100,9 @@ static void bind_bound(sqlite3_stmt *st, int col, double x)
         sqlite3_bind_double(st, col, x);
 }
 
-/* Stores c's state after its n pairs r; the comparison's seeds move on. */
-static int decide(bf_store *s, int64_t sweep_id, const comparison *c,
+/* Stores c's state after its n pairs r; the comparison's seeds move on.
+ * 1: one more pair released (c->released counts it), 0: c ended, -1. */
+static int decide(bf_store *s, int64_t sweep_id, comparison *c,
                   const double *r, int n, int64_t now_ms, bf_error *err)
 {
     double low, high;
@@ -128,7 +130,8 @@ static int decide(bf_store *s, int64_t sweep_id, const comparison *c,
         sqlite3_bind_int64(st, 2, c->variant);
         sqlite3_bind_int64(st, 3, c->baseline);
         sqlite3_bind_int(st, 4, released);
-        return store__exec(s, st, err);
+        c->released = released;
+        return store__exec(s, st, err) < 0 ? -1 : 1;
     }
     int64_t cells[2] = {c->variant, c->baseline};
     for (int i = 0; i < 2; i++) {
@@ -139,7 +142,22 @@ static int decide(bf_store *s, int64_t sweep_id, const comparison *c,
         if (store__exec(s, st, err) < 0)
             return -1;
     }
-    return store__refresh_sweep(s, sweep_id, err);
+    return store__refresh_sweep(s, sweep_id, err) < 0 ? -1 : 0;
+}
+
+/* Looks at c while every pair it released has ended.  A pair released
+ * already ended (its jobs failed with their source while held) is lost
+ * at once and the next released in its place: no later job end would
+ * look at it again. */
+static int look(bf_store *s, int64_t sweep_id, comparison *c, int64_t now_ms,
+                bf_error *err)
+{
+    double *r = bf_xmalloc((size_t)(c->max > 0 ? c->max : 1) * sizeof *r);
+    int k = 0, moved = 1;
+    while (moved == 1 && (k = pairs(s, sweep_id, c, r, err)) >= 0)
+        moved = decide(s, sweep_id, c, r, k, now_ms, err);
+    free(r);
+    return moved < 0 || k == -1 ? -1 : 0;
 }
 
 int store__seqs_job_ended(bf_store *s, int64_t job_id, int64_t now_ms,
@@ -159,15 +177,8 @@ int store__seqs_job_ended(bf_store *s, int64_t job_id, int64_t now_ms,
     if (running_of(s, sweep_id, cell, &c, &n, err) < 0)
         return -1;
     int result = 0;
-    for (int i = 0; i < n && result == 0; i++) {
-        double *r = bf_xmalloc((size_t)c[i].released * sizeof *r);
-        int k = pairs(s, sweep_id, &c[i], r, err);
-        if (k == -1)
-            result = -1;
-        else if (k >= 0)
-            result = decide(s, sweep_id, &c[i], r, k, now_ms, err);
-        free(r);
-    }
+    for (int i = 0; i < n && result == 0; i++)
+        result = look(s, sweep_id, &c[i], now_ms, err);
     free(c);
     return result;
 }

@@ -417,6 +417,45 @@ static void test_revival_leaves_held_seeds(void **state)
     bft_rmdir(dir);
 }
 
+/* Stage pre trains one job a seed; stage cmp compares three encodings
+ * with adaptive seeds, each seed's jobs starting from pre's job of that
+ * seed. */
+static const char *const staged_sweep =
+    "name: staged\n"
+    "base: {steps: 20, warmup_steps: 0, depth: 4, eval_depths: [4]}\n"
+    "analysis: {primary: {metric: loss, eval_depth: 4},"
+    " baseline: {rope: rope}}\n"
+    "stages:\n"
+    "  - {name: pre, seeds: 8}\n"
+    "  - name: cmp\n"
+    "    base: {init_from: \"stage:pre\"}\n"
+    "    grid: {rope: [rope, spectral, bifocal]}\n"
+    "    seeds: {min: 3, max: 8, until: decided}\n";
+
+/* Runs pre's next queued job, which must be job_id: it writes its final
+ * checkpoint and succeeds, or, when fails, fails for good; then settles
+ * what it leaves. */
+static void run_pre_job(bf_store *s, int64_t job_id, int fails, int64_t now)
+{
+    bf_lease l;
+    bf_error err = {0};
+    assert_int_equal(bf_store_lease_next(s, "w", now, 60000, &l, &err), 1);
+    assert_int_equal(l.job_id, job_id);
+    if (fails) {
+        assert_int_equal(bf_store_fail_permanently(s, l.attempt_id, "boom",
+                                                   now, &err), 0);
+    } else {
+        assert_int_equal(bf_store_record_checkpoint(s, l.attempt_id,
+                                                    "/ck/pre", 20, &err),
+                         BF_STORE_OK);
+        assert_int_equal(bf_store_finish_attempt(s, l.attempt_id, 1, NULL,
+                                                 now, &err), BF_STORE_OK);
+    }
+    bf_lease_clear(&l);
+    while (bf_store_unsettled(s))
+        assert_int_equal(bf_store_settle(s, now, 0, &err), 0);
+}
+
 /* A stage with adaptive seeds that starts from an earlier stage: its
  * held seeds wait for their pair's release, not for their source only.
  * When the source succeeds, every seed gets its checkpoint and those up
@@ -427,30 +466,10 @@ static void test_source_release_leaves_held_seeds(void **state)
     (void)state;
     char *dir = bft_tmpdir();
     bf_store *s = bft_open(dir, "seqs.db", NULL);
-    int64_t sweep = bft_submit(s, "name: staged\n"
-        "base: {steps: 20, warmup_steps: 0, depth: 4, eval_depths: [4]}\n"
-        "analysis: {primary: {metric: loss, eval_depth: 4},"
-        " baseline: {rope: rope}}\n"
-        "stages:\n"
-        "  - {name: pre, seeds: 8}\n"
-        "  - name: cmp\n"
-        "    base: {init_from: \"stage:pre\"}\n"
-        "    grid: {rope: [rope, spectral, bifocal]}\n"
-        "    seeds: {min: 3, max: 8, until: decided}\n", 1, NULL);
-    bf_lease l;
+    int64_t sweep = bft_submit(s, staged_sweep, 1, NULL);
     bf_error err = {0};
-    for (int64_t job = 1; job <= MAX_SEEDS; job++) {   /* pre, each seed */
-        assert_int_equal(bf_store_lease_next(s, "w", 2, 60000, &l, &err), 1);
-        assert_int_equal(l.job_id, job);
-        assert_int_equal(bf_store_record_checkpoint(s, l.attempt_id,
-                                                    "/ck/pre", 20, &err),
-                         BF_STORE_OK);
-        assert_int_equal(bf_store_finish_attempt(s, l.attempt_id, 1, NULL, 3,
-                                                 &err), BF_STORE_OK);
-        bf_lease_clear(&l);
-    }
-    while (bf_store_unsettled(s))
-        assert_int_equal(bf_store_settle(s, 4, 0, &err), 0);
+    for (int64_t job = 1; job <= MAX_SEEDS; job++)   /* pre, each seed */
+        run_pre_job(s, job, 0, 2);
     assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE stage ="
                              " 'cmp' AND status = 'queued'"), 3 * 3);
     assert_int_equal(waiting_held(s, sweep), HELD_SEEDS);
@@ -475,6 +494,41 @@ static void test_source_release_leaves_held_seeds(void **state)
     char *st = bft_text(s, "SELECT status FROM sweeps");
     assert_string_equal(st, "done");
     free(st);
+    bf_store_close(s);
+    bft_rmdir(dir);
+}
+
+/* A held seed fails with its source when that fails for good.  Retried
+ * after the rule has moved on (here every comparison ended, bifocal's at
+ * max with seed 8's pair lost), the source runs again but its held seeds
+ * stay failed: revived, they would wait for a release that never comes,
+ * and the sweep would never end. */
+static void test_retried_source_after_decisions(void **state)
+{
+    (void)state;
+    char *dir = bft_tmpdir();
+    bf_store *s = bft_open(dir, "seqs.db", NULL);
+    bft_submit(s, staged_sweep, 1, NULL);
+    for (int64_t job = 1; job <= MAX_SEEDS; job++)   /* seed 8 fails */
+        run_pre_job(s, job, job == MAX_SEEDS, 2);
+    for (int i = 0; run_next(s, 10 + i, all_succeed); i++)
+        ;
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM seed_comparisons"
+                             " WHERE state = 'running'"), 0);
+    char *before = bft_text(s, "SELECT status FROM sweeps");
+    bf_error err = {0};
+    assert_int_equal(bf_store_retry_job(s, MAX_SEEDS, 0, 50, &err),
+                     BF_STORE_OK);
+    while (bf_store_unsettled(s))
+        assert_int_equal(bf_store_settle(s, 51, 0, &err), 0);
+    run_pre_job(s, MAX_SEEDS, 0, 52);
+    assert_int_equal(run_next(s, 53, all_succeed), 0);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs"
+                             " WHERE status IN ('waiting', 'queued')"), 0);
+    char *after = bft_text(s, "SELECT status FROM sweeps");
+    assert_string_equal(after, before);
+    free(before);
+    free(after);
     bf_store_close(s);
     bft_rmdir(dir);
 }
@@ -577,6 +631,7 @@ int main(void)
         cmocka_unit_test(test_lost_pairs_are_replaced),
         cmocka_unit_test(test_revival_leaves_held_seeds),
         cmocka_unit_test(test_source_release_leaves_held_seeds),
+        cmocka_unit_test(test_retried_source_after_decisions),
         cmocka_unit_test(test_upgrade_marks_held_seeds),
         cmocka_unit_test(test_submission_errors),
     };
