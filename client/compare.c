@@ -450,29 +450,58 @@ static void set_accuracy_summary(json_t *row, const cell *c)
     set_number(row, "accuracy_ci_high", w.ci_high);
 }
 
-/* The seeds of a and b, aligned: the values of a and b at each seed either
- * holds (NAN where one lacks it); returns how many seeds. */
-static int align(const cell *a, const cell *b, const double *(*values)(const cell *),
-                 double *x, double *y)
+/* A seed of a cell and where it stands there. */
+typedef struct seed_at {
+    int64_t seed;
+    int index;
+} seed_at;
+
+static int seed_at_cmp(const void *p, const void *q)
 {
+    const seed_at *a = p, *b = q;
+    return (a->seed > b->seed) - (a->seed < b->seed);
+}
+
+/* For each seed of a, where b holds the same seed, or -1 (malloc'd).  By
+ * b's seeds sorted: a cell of a million-job sweep holds hundreds of
+ * thousands of seeds, and matching each against each never ended. */
+static int *match_seeds(const cell *a, const cell *b)
+{
+    seed_at *sorted = bf_xmalloc(((size_t)b->n + 1) * sizeof *sorted);
+    for (int j = 0; j < b->n; j++)
+        sorted[j] = (seed_at){ b->seed[j], j };
+    qsort(sorted, (size_t)b->n, sizeof *sorted, seed_at_cmp);
+    int *match = bf_xmalloc(((size_t)a->n + 1) * sizeof *match);
+    for (int i = 0; i < a->n; i++) {
+        seed_at key = { a->seed[i], 0 };
+        const seed_at *hit = bsearch(&key, sorted, (size_t)b->n,
+                                     sizeof *sorted, seed_at_cmp);
+        match[i] = hit ? hit->index : -1;
+    }
+    free(sorted);
+    return match;
+}
+
+/* The seeds of a and b, aligned by match (match_seeds): the values of a
+ * and b at each seed either holds (NAN where one lacks it); returns how
+ * many seeds. */
+static int align(const cell *a, const cell *b, const int *match,
+                 const double *(*values)(const cell *), double *x, double *y)
+{
+    unsigned char *shared = bf_xcalloc((size_t)b->n + 1, 1);
     int n = 0;
     for (int i = 0; i < a->n; i++) {
         x[n] = values(a)[i];
-        y[n] = NAN;
-        for (int j = 0; j < b->n; j++)
-            if (b->seed[j] == a->seed[i])
-                y[n] = values(b)[j];
-        n++;
+        y[n++] = match[i] >= 0 ? values(b)[match[i]] : NAN;
+        if (match[i] >= 0)
+            shared[match[i]] = 1;
     }
-    for (int j = 0; j < b->n; j++) {
-        int shared = 0;
-        for (int i = 0; i < a->n; i++)
-            shared |= a->seed[i] == b->seed[j];
-        if (!shared) {
+    for (int j = 0; j < b->n; j++)
+        if (!shared[j]) {
             x[n] = NAN;
             y[n++] = values(b)[j];
         }
-    }
+    free(shared);
     return n;
 }
 
@@ -502,18 +531,17 @@ static bf_stats_pairs pair_counts(const unsigned char *a,
 /* Each seed's pairs of examples, aligned as align() aligns the seeds (a's
  * first): 1, or 0 when a seed both hold lacks outcomes on either side,
  * so that the accuracy comparison falls back to the counts. */
-static int align_pairs(const cell *a, const cell *b, bf_stats_pairs *pairs)
+static int align_pairs(const cell *a, const cell *b, const int *match,
+                       bf_stats_pairs *pairs)
 {
     for (int i = 0; i < a->n; i++) {
+        int j = match[i];
         pairs[i] = (bf_stats_pairs){ 0, 0, 0 };
-        for (int j = 0; j < b->n; j++) {
-            if (b->seed[j] != a->seed[i])
-                continue;
-            if (!a->outcomes[i] || !b->outcomes[j])
-                return 0;
-            pairs[i] = pair_counts(a->outcomes[i], b->outcomes[j],
-                                   a->examples);
-        }
+        if (j < 0)
+            continue;
+        if (!a->outcomes[i] || !b->outcomes[j])
+            return 0;
+        pairs[i] = pair_counts(a->outcomes[i], b->outcomes[j], a->examples);
     }
     return 1;
 }
@@ -545,22 +573,30 @@ static void set_compared(json_t *row, const bf_sweep_view *v, int group,
 static void compare_with(json_t *row, const bf_sweep_view *v, const cell *c,
                          const cell *base, const bf_analysis *a)
 {
-    int cap = c->n + base->n + 1;
-    double x[cap], y[cap];
-    long ka[cap], kb[cap];
-    bf_stats_pairs pairs[cap];
-    int n = align(c, base, loss_of, x, y);
+    /* on the heap: a cell of a million-job sweep can hold more seeds
+     * than the stack has room for (it overflowed there) */
+    size_t cap = (size_t)c->n + (size_t)base->n + 1;
+    double *x = bf_xmalloc(2 * cap * sizeof *x), *y = x + cap;
+    long *ka = bf_xmalloc(2 * cap * sizeof *ka), *kb = ka + cap;
+    bf_stats_pairs *pairs = bf_xmalloc(cap * sizeof *pairs);
+    int *match = match_seeds(c, base);
+    int n = align(c, base, match, loss_of, x, y);
     bf_stats_ratio r;
     bf_stats_log_ratio(x, y, n, &r);
     bf_stats_prop pi;
     bf_stats_prob_improvement(x, y, n, &pi);
-    align(c, base, accuracy_of, x, y);
+    align(c, base, match, accuracy_of, x, y);
     counts(x, n, c->examples, ka);
     counts(y, n, c->examples, kb);
     bf_stats_acc_diff acc;
-    int exact = c->examples == base->examples && align_pairs(c, base, pairs);
+    int exact = c->examples == base->examples
+                && align_pairs(c, base, match, pairs);
     bf_stats_accuracy_diff(ka, kb, n, c->examples, exact ? pairs : NULL,
                            &acc);
+    free(x);
+    free(ka);
+    free(pairs);
+    free(match);
 
     char *base_label = bf_sweep_view_label(v, base->group);
     json_object_set_new(row, "baseline", json_string(base_label));

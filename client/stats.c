@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "alloc.h"
+
 /* Continued fraction of I_x(a, b) (modified Lentz), valid for
  * x < (a + 1) / (a + b + 2). */
 static double beta_continued_fraction(double a, double b, double x)
@@ -176,10 +178,28 @@ static void log_interval(bf_stats_ratio *out, int n_values, const char *what)
     out->p = bf_stats_t_p(out->log_mean / out->log_se, out->df);
 }
 
+/* Welch's t on the logs la (na of them) and lb (nb): unpaired seeds. */
+static void welch_on_logs(const double *la, int na, const double *lb, int nb,
+                          bf_stats_ratio *out)
+{
+    double ma, va, mb, vb;
+    mean_var(la, na, &ma, &va);
+    mean_var(lb, nb, &mb, &vb);
+    out->log_mean = ma - mb;
+    double sa = va / na, sb = vb / nb;
+    out->log_se = sqrt(sa + sb);
+    out->df = (sa + sb) * (sa + sb)
+              / (sa * sa / (na - 1) + sb * sb / (nb - 1));
+    log_interval(out, na < nb ? na : nb, "seeds in the smaller group");
+}
+
 void bf_stats_log_ratio(const double *a, const double *b, int n,
                         bf_stats_ratio *out)
 {
-    double la[n > 0 ? n : 1], lb[n > 0 ? n : 1], lr[n > 0 ? n : 1];
+    /* on the heap: a cell of a million-job sweep can hold more seeds
+     * than a thread's stack has room for */
+    double *la = bf_xmalloc(3 * (size_t)(n > 0 ? n : 1) * sizeof *la);
+    double *lb = la + (n > 0 ? n : 1), *lr = lb + (n > 0 ? n : 1);
     int na = 0, nb = 0, np = 0;
     for (int i = 0; i < n; i++) {
         int has_a = isfinite(a[i]) && a[i] > 0, has_b = isfinite(b[i]) && b[i] > 0;
@@ -199,33 +219,25 @@ void bf_stats_log_ratio(const double *a, const double *b, int n,
         out->log_se = sqrt(var / np);
         out->df = np - 1;
         log_interval(out, np, "paired seeds");
-        return;
-    }
-    if (na == 0 || nb == 0) {
+    } else if (na == 0 || nb == 0) {
         snprintf(out->note, sizeof out->note, "no seed in %s",
                  na == 0 ? "the variant" : "the baseline");
-        return;
+    } else {
+        welch_on_logs(la, na, lb, nb, out);
     }
-    double ma, va, mb, vb;      /* Welch's t on the logs */
-    mean_var(la, na, &ma, &va);
-    mean_var(lb, nb, &mb, &vb);
-    out->log_mean = ma - mb;
-    double sa = va / na, sb = vb / nb;
-    out->log_se = sqrt(sa + sb);
-    out->df = (sa + sb) * (sa + sb)
-              / (sa * sa / (na - 1) + sb * sb / (nb - 1));
-    log_interval(out, na < nb ? na : nb, "seeds in the smaller group");
+    free(la);
 }
 
 /* sd stays the sd of the logs (a spread by a factor exp(sd)). */
 void bf_stats_summarize_log(const double *x, int n, bf_stats_summary *out)
 {
-    double l[n > 0 ? n : 1];
+    double *l = bf_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *l);
     int k = 0;
     for (int i = 0; i < n; i++)
         if (x[i] > 0 && isfinite(x[i]))
             l[k++] = log(x[i]);
     bf_stats_summarize(l, k, out);
+    free(l);
     out->mean = exp(out->mean);
     out->ci_low = exp(out->ci_low);
     out->ci_high = exp(out->ci_high);
@@ -427,19 +439,22 @@ void bf_stats_accuracy_diff(const long *ka, const long *kb, int n, long m,
                             const bf_stats_pairs *pairs,
                             bf_stats_acc_diff *out)
 {
-    double d[n > 0 ? n : 1];
+    double *d = bf_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *d);  /* heap:
+                                        as in bf_stats_log_ratio */
     long sums[2] = { 0, 0 };
     bf_stats_pairs pooled = { 0, 0, 0 };
     *out = (bf_stats_acc_diff){ .diff = NAN, .ci_low = NAN, .ci_high = NAN,
                                 .t_p = NAN, .mcnemar_p = NAN, .p = NAN };
     double within = pool_seeds(ka, kb, n, m, pairs, d, sums, &pooled, out);
     int np = out->n_paired;
+    double mean = NAN, var = NAN;
+    if (np > 0)
+        mean_var(d, np, &mean, &var);
+    free(d);
     if (np == 0 || m <= 0) {
         snprintf(out->note, sizeof out->note, "no seed in both groups");
         return;
     }
-    double mean, var;
-    mean_var(d, np, &mean, &var);
     out->diff = mean;
     if (pairs)
         bf_stats_newcombe_paired(pooled.both, pooled.a_only, pooled.b_only,
