@@ -10,6 +10,7 @@ whole reply, 2 GB a report, and aborted under a 3 GB limit).
 """
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -26,6 +27,7 @@ LONG_JOBS, LONG_STEPS = 3, 1000000
 # The daemon's peak resident memory after two concurrent reports of the long
 # sweep.  Its rows are ~200 MB as JSON text and ~2 GB as JSON objects.
 MAX_DAEMON_RSS_KB = 200 * 1024
+SMALL_STACK = 512 * 1024
 
 bifocal = bifocal_runner(BIFOCAL, timeout=600)
 
@@ -81,6 +83,17 @@ try:
         rows = []
     check(len(rows) == WIDE_JOBS and [r["job_id"] for r in rows] == sorted(r["job_id"] for r in rows),
           "results lists all %d jobs once, in order (got %d)" % (WIDE_JOBS, len(rows)))
+    # A cell of many seeds (10,000 here) is compared on the heap: with its
+    # arrays on the stack, compare died of SIGSEGV on a 512 KiB stack (and
+    # on the default 8 MiB one at a 1,000,000-job sweep's ~333,000 seeds).
+    def small_stack():
+        resource.setrlimit(resource.RLIMIT_STACK, (SMALL_STACK, SMALL_STACK))
+    p = subprocess.run([BIFOCAL, "compare", str(wide), "--format", "json", "--db", db],
+                       capture_output=True, text=True, preexec_fn=small_stack)
+    check(p.returncode == 0 and p.stdout == outputs["compare"],
+          "compare of %d seeds a cell on a %d KiB stack: exit %d, %s" %
+          (WIDE_JOBS // 3, SMALL_STACK // 1024, p.returncode,
+           "same output" if p.stdout == outputs["compare"] else "other output"))
     check(report_json(wide, os.path.join(tmp, "w.json"), server)
           == report_json(wide, os.path.join(tmp, "wdb.json")),
           "report of %d jobs through the daemon equals --db" % WIDE_JOBS)
