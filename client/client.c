@@ -268,14 +268,21 @@ const bf_client_command bf_client_commands[] = {
       "daemon.", bf_client_cmd_results },
     { "compare", "SWEEP [--where FIELD=VALUE[,...]] [--by FIELD,...] "
       "[--baseline FIELD=VALUE[,...]] [--format table|csv|json] [--db FILE]",
-      "Seed statistics: per group of jobs that differ only in their seed "
-      "(or per --by fields) and eval depth, n, mean, sd and 95% CI of eval "
-      "loss, accuracy and final train loss; each group against its baseline "
-      "(--baseline, or label=NAME for a named zip entry; default the sweep "
-      "file's analysis.baseline, else rope=rope): the difference with its 95% CI (paired t by "
-      "seed, else Welch), the relative loss change, and a verdict line.  "
-      "--where keeps the jobs with those values, as if the sweep held no "
-      "others.  --db reads a database file instead of the daemon.",
+      "Seed statistics (docs/results.md): per group of jobs that differ "
+      "only in their seed (or per --by fields) and eval depth, n, the "
+      "geometric-mean eval loss and pooled accuracy with their 95% "
+      "intervals; each group against its baseline (--baseline, or "
+      "label=NAME for a named zip entry; default the sweep file's "
+      "analysis.baseline, else rope=rope): the loss ratio on the seeds both "
+      "share (paired log ratio, else Welch on the logs), the accuracy "
+      "difference (exact McNemar on the examples where outcomes pair), "
+      "p-values adjusted for multiplicity (Holm over a declared primary "
+      "family, Benjamini-Hochberg over the rest) and a verdict: lower, "
+      "higher, equivalent within the margin, or undecided with the seeds "
+      "that would decide it.  A stage that takes values from a selection "
+      "(from:) also prints what was chosen.  --where keeps the jobs with "
+      "those values, as if the sweep held no others.  --db reads a "
+      "database file instead of the daemon.",
       bf_client_cmd_compare },
     { "report", "SWEEP [-o FILE.html] [--json] [--where FIELD=VALUE[,...]] "
       "[--by FIELD,...] [--baseline FIELD=VALUE[,...]] [--db FILE]",

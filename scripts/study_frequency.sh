@@ -129,7 +129,115 @@ study__analyse() {
                AS wall_min
         FROM jobs GROUP BY sweep_id" > "$out/cost.txt"
     cat "$out/cost.txt" "$out/scale-choice.txt" "$out/modarith.txt"
+    study__tables "$slim" "$out"
+    study__figures "$slim" "$out"
 }
+
+# study__figures DB OUT: the figures docs/findings.md shows, as PNG files
+# drawn by the reports of the confirm and scale stages themselves
+# (scripts/report_png.js, headless chromium): exact match and loss against
+# depth, training loss, and for the confirm stages how spectral's and
+# bifocal's frequencies moved.
+study__figures() {
+    local db=$1 out=$2 stage
+    local enc=rope,rope_base,random_positions
+    local html; html=$(mktemp -d /tmp/study-figures.XXXXXX)
+    scripts/browser-deps.sh
+    for sweep_task in "1 dyck" "1 counter" "2 code"; do
+        set -- $sweep_task
+        "$bifocal" report "$1" --db "$db" --where "stage=confirm,task=$2" \
+            --by "$enc" -o "$html/confirm-$2.html"
+        node scripts/report_png.js "$html/confirm-$2.html" \
+            "$out/confirm-$2" \
+            "rope=spectral rope_base=10000.0 random_positions=0" \
+            "rope=bifocal rope_base=10000.0 random_positions=0"
+    done
+    for stage in $(sqlite3 "$db" "SELECT DISTINCT stage FROM jobs
+                                   WHERE sweep_id = 3 ORDER BY stage"); do
+        "$bifocal" report 3 --db "$db" --where "stage=$stage" --by "$enc" \
+            -o "$html/$stage.html"
+        node scripts/report_png.js "$html/$stage.html" "$out/$stage"
+    done
+    rm -rf "$html"
+}
+
+# study__tables DB OUT: what docs/findings.md quotes, each file the output
+# of one command on the compact database: compare of each confirm,
+# surgery and scale cell set (every depth, every verdict line), the values
+# each tune chose, the seed decisions and how far the frequencies moved.
+study__tables() {
+    local db=$1 out=$2 sweep task stage
+    local enc=rope,rope_base,random_positions
+    for sweep_task in "1 dyck" "1 counter" "2 code"; do
+        set -- $sweep_task
+        "$bifocal" compare "$1" --db "$db" --where "stage=confirm,task=$2" \
+            --by "$enc" > "$out/confirm-$2.txt"
+    done
+    for task in dyck counter; do
+        "$bifocal" compare 1 --db "$db" --where "stage=surgery,task=$task" \
+            --by "$enc" > "$out/surgery-$task.txt"
+    done
+    for stage in $(sqlite3 "$db" "SELECT DISTINCT stage FROM jobs
+                                   WHERE sweep_id = 3 ORDER BY stage"); do
+        "$bifocal" compare 3 --db "$db" --where "stage=$stage" --by "$enc" \
+            > "$out/$stage.txt"
+    done
+    sqlite3 -header -column "$db" "$study__tuned_sql" > "$out/tuned.txt"
+    sqlite3 -header -column "$db" "$study__seeds_sql" > "$out/seeds.txt"
+    sqlite3 -header -column "$db" "$study__frequencies_sql" \
+        > "$out/frequencies.txt"
+}
+
+# Each tune cell's chosen trial: its values and in-distribution loss, out
+# of how many trials and how many of them ran to the end.
+study__tuned_sql="
+  SELECT s.sweep_id AS sweep, s.stage, j.task, j.rope,
+         json_extract(j.config, '\$.rope_base') AS rope_base,
+         json_extract(j.config, '\$.random_positions') AS random_positions,
+         printf('%.3g', json_extract(j.config, '\$.lr')) AS lr,
+         CASE WHEN j.rope IN ('spectral', 'bifocal')
+              THEN printf('%.3g', json_extract(j.config, '\$.freq_lr_mult'))
+              ELSE '-' END AS freq_lr_mult,
+         s.trial, printf('%.4g', s.value) AS depth4_loss,
+         (SELECT count(*) FROM trials t
+           WHERE t.select_id = s.select_id AND t.grp = s.grp) AS trials,
+         (SELECT count(*) FROM selections r
+           WHERE r.select_id = s.select_id AND r.grp = s.grp) AS finished
+    FROM trial_selections s JOIN jobs j USING (job_id)
+   WHERE s.chosen ORDER BY s.sweep_id, s.stage, s.grp"
+
+# Each adaptive comparison: its end, the seeds it spent and the confidence
+# sequence's interval of the loss ratio at its last look.
+study__seeds_sql="
+  SELECT c.sweep_id AS sweep, c.stage, v.task, v.rope,
+         json_extract(v.config, '\$.rope_base') AS rope_base,
+         json_extract(v.config, '\$.random_positions') AS random_positions,
+         c.eval_depth, c.state, c.decided_seed, c.released, c.n_pairs,
+         CASE WHEN c.ci_low IS NULL THEN '0'
+              ELSE printf('%.3g', exp(c.ci_low)) END AS ratio_low,
+         CASE WHEN c.ci_high IS NULL THEN 'inf'
+              ELSE printf('%.3g', exp(c.ci_high)) END AS ratio_high
+    FROM seed_comparisons c
+    JOIN jobs v ON v.sweep_id = c.sweep_id AND v.cell = c.variant_cell
+               AND v.seed = 1
+   ORDER BY c.sweep_id, v.task, c.variant_cell"
+
+# How far the learnable frequencies moved by each job's last step:
+# omega(final) / omega(0) over every learnable (layer, head, pair) of every
+# seed, per sweep, stage, task and encoding.
+study__frequencies_sql="
+  SELECT j.sweep_id AS sweep, j.stage, j.task, j.rope,
+         printf('%.3g', json_extract(j.config, '\$.freq_lr_mult'))
+           AS freq_lr_mult,
+         count(DISTINCT j.job_id) AS jobs, count(*) AS pairs,
+         printf('%.3f', min(fe.omega_ratio)) AS min_ratio,
+         printf('%.3f', max(fe.omega_ratio)) AS max_ratio,
+         printf('%.3f', exp(avg(abs(ln(fe.omega_ratio)))))
+           AS geo_mean_factor
+    FROM frequency_evolution fe JOIN jobs j USING (job_id)
+   WHERE fe.learnable AND fe.step = json_extract(j.config, '\$.steps')
+     AND j.status = 'succeeded'
+   GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5"
 
 # study_headline DB: the primary family of each sweep that declares
 # adaptive seeds (its confirm stage: the loss at the deepest depth, Holm),

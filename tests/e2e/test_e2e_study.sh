@@ -24,9 +24,28 @@ expect() { # expect WHAT SQL VALUE
     [ "$got" = "$3" ] || fail "$1: got '$got', expected '$3' ($2)"
 }
 for f in study.db headline.txt report-1.html report-2.html report-3.html \
-         scale-choice.txt modarith.txt cost.txt; do
+         scale-choice.txt modarith.txt cost.txt tuned.txt seeds.txt \
+         frequencies.txt surgery-dyck.txt surgery-counter.txt \
+         scale-dyck.txt scale-code.txt scale-dyck-loss-depth.png \
+         scale-code-accuracy-depth.png; do
     [ -s "$out/$f" ] || fail "no $out/$f"
 done
+for task in dyck counter code; do
+    grep -q "p_adj=.*(Holm)" "$out/confirm-$task.txt" \
+        || fail "confirm-$task.txt has no verdict of the primary family"
+    for fig in loss-depth accuracy-depth freq-ratio-1 spectrum-1 \
+               freq-ratio-2 spectrum-2; do
+        [ -s "$out/confirm-$task-$fig.png" ] || fail "no confirm-$task-$fig.png"
+    done
+done
+# tuned.txt: a row per chosen trial; seeds.txt: a row per comparison
+# (each under a header and a rule).
+[ "$(($(wc -l < "$out/tuned.txt") - 2))" = 22 ] \
+    || fail "tuned.txt: $(($(wc -l < "$out/tuned.txt") - 2)) rows, not 22"
+[ "$(($(wc -l < "$out/seeds.txt") - 2))" = 18 ] \
+    || fail "seeds.txt: $(($(wc -l < "$out/seeds.txt") - 2)) rows, not 18"
+grep -q "spectral" "$out/frequencies.txt" \
+    || fail "frequencies.txt names no spectral job"
 expect "three sweeps, named as their files" \
     "SELECT group_concat(name) FROM (SELECT name FROM sweeps ORDER BY sweep_id)" \
     "study-frequency,study-frequency-code,study-frequency-scale"

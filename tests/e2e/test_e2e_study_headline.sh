@@ -2,7 +2,8 @@
 # Study 2's headline table (docs/study/frequency/headline.txt, quoted by
 # docs/study.md) recomputed from the study's compact data (study.db beside
 # it) with scripts/study.sh headline, and compared with the stored text:
-# fails when either was edited.  Reads docs/study/frequency when it holds
+# fails when either was edited, or when docs/findings.md no longer quotes
+# every line of the real study's headline.  Reads docs/study/frequency when it holds
 # a study, else BF_STUDY_DIR (the smoke study test_e2e_study.sh leaves in
 # the build tree).  Then shows the check can fail: one final evaluation's
 # loss changed in a copy of the data must change the table.
@@ -21,6 +22,13 @@ diff -u "$study/headline.txt" "$dir/recomputed" \
     || fail "$study/headline.txt is not what its study.db recomputes"
 [ "$(grep -c ' vs ' "$dir/recomputed")" = 18 ] \
     || fail "the headline has $(grep -c ' vs ' "$dir/recomputed") comparisons, not 18"
+# docs/findings.md quotes the real study's headline: every line of it.
+if [ "$study" = "$root/docs/study/frequency" ]; then
+    while IFS= read -r line; do
+        grep -qxF -- "$line" "$root/docs/findings.md" \
+            || fail "docs/findings.md does not quote the headline line '$line'"
+    done < "$study/headline.txt"
+fi
 cp "$study/study.db" "$dir/edited.db"
 sqlite3 "$dir/edited.db" "
   UPDATE evals SET loss = loss * 1.5
