@@ -119,15 +119,33 @@ study__analyse() {
              ON f.job_id = j.job_id AND f.eval_depth = 4
        WHERE j.sweep_id = 1 AND j.stage = 'modarith'
        ORDER BY f.accuracy DESC, j.job_id" > "$out/modarith.txt"
+    # What each stage cost: its jobs by outcome, the steps they trained,
+    # its wall time (first start to last end: stages of a sweep overlap
+    # where their jobs do not wait on each other) and job time (the sum
+    # over its jobs, each on one group of 1 rank); then each sweep whole.
     sqlite3 -header -column "$slim" "
-      SELECT sweep_id, count(*) AS jobs,
-             sum(status = 'succeeded') AS succeeded,
-             sum(status = 'pruned') AS pruned,
-             sum(status = 'cancelled') AS cancelled,
-             sum(status = 'failed') AS failed,
-             round((max(finished_ms) - min(started_ms)) / 60000.0, 1)
-               AS wall_min
-        FROM jobs GROUP BY sweep_id" > "$out/cost.txt"
+      WITH costs AS (
+        SELECT sweep_id, stage, status, started_ms, finished_ms,
+               (SELECT max(step) FROM metrics m
+                 WHERE m.job_id = j.job_id) AS steps
+          FROM jobs j),
+      parts AS (
+        SELECT sweep_id, stage, min(rowid) AS o FROM jobs GROUP BY 1, 2
+        UNION ALL SELECT sweep_id, NULL, max(rowid) + 0.5 FROM jobs GROUP BY 1
+        UNION ALL SELECT NULL, NULL, 1e18)
+      SELECT coalesce(p.sweep_id, 'all') AS sweep,
+             coalesce(p.stage, '(all)') AS stage, count(*) AS jobs,
+             sum(c.status = 'succeeded') AS succeeded,
+             sum(c.status = 'pruned') AS pruned,
+             sum(c.status = 'cancelled') AS cancelled,
+             sum(c.status = 'failed') AS failed, sum(c.steps) AS steps,
+             round((max(c.finished_ms) - min(c.started_ms)) / 60000.0, 1)
+               AS wall_min,
+             round(sum(c.finished_ms - c.started_ms) / 60000.0, 1) AS job_min
+        FROM parts p JOIN costs c
+          ON (p.sweep_id IS NULL OR c.sweep_id = p.sweep_id)
+         AND (p.stage IS NULL OR c.stage = p.stage)
+       GROUP BY p.sweep_id, p.stage, p.o ORDER BY p.o" > "$out/cost.txt"
     cat "$out/cost.txt" "$out/scale-choice.txt" "$out/modarith.txt"
     study__tables "$slim" "$out"
     study__figures "$slim" "$out"
