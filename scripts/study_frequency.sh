@@ -111,14 +111,17 @@ study__analyse() {
         "SELECT * FROM ($study__ranking_sql) ORDER BY sweep_id, rank" \
         > "$out/scale-choice.txt"
     # Modular arithmetic: the best exact match fixed RoPE reached in
-    # distribution (the issue runs it on only if it is >= 0.9).
+    # distribution (the issue runs it on only if it is >= 0.9): each
+    # trial's last evaluation at depth 4, a pruned one's at its last rung.
     sqlite3 -header -column "$slim" "
-      SELECT j.job_id, json_extract(j.config, '\$.lr') AS lr, j.status,
-             f.step, printf('%.4f', f.loss) AS loss, f.accuracy
-        FROM jobs j LEFT JOIN final_evals f
-             ON f.job_id = j.job_id AND f.eval_depth = 4
+      SELECT j.job_id, printf('%.3g', json_extract(j.config, '\$.lr')) AS lr,
+             j.status, e.step, printf('%.4f', e.loss) AS loss,
+             printf('%.3f', e.accuracy) AS accuracy
+        FROM jobs j JOIN evals e ON e.job_id = j.job_id AND e.depth = 4
        WHERE j.sweep_id = 1 AND j.stage = 'modarith'
-       ORDER BY f.accuracy DESC, j.job_id" > "$out/modarith.txt"
+         AND e.step = (SELECT max(step) FROM evals l
+                        WHERE l.job_id = j.job_id AND l.depth = 4)
+       ORDER BY e.accuracy DESC, j.job_id" > "$out/modarith.txt"
     # What each stage cost: its jobs by outcome, the steps they trained,
     # its wall time (first start to last end: stages of a sweep overlap
     # where their jobs do not wait on each other) and job time (the sum
@@ -158,22 +161,21 @@ study__analyse() {
 # bifocal's frequencies moved.
 study__figures() {
     local db=$1 out=$2 stage
-    local enc=rope,rope_base,random_positions
     local html; html=$(mktemp -d /tmp/study-figures.XXXXXX)
     scripts/browser-deps.sh
     for sweep_task in "1 dyck" "1 counter" "2 code"; do
         set -- $sweep_task
         "$bifocal" report "$1" --db "$db" --where "stage=confirm,task=$2" \
-            --by "$enc" -o "$html/confirm-$2.html"
+            --by "$(study__encoding "$db" "$1" confirm)" \
+            -o "$html/confirm-$2.html"
         node scripts/report_png.js "$html/confirm-$2.html" \
             "$out/confirm-$2" \
             "rope=spectral rope_base=10000.0 random_positions=0" \
             "rope=bifocal rope_base=10000.0 random_positions=0"
     done
-    for stage in $(sqlite3 "$db" "SELECT DISTINCT stage FROM jobs
-                                   WHERE sweep_id = 3 ORDER BY stage"); do
-        "$bifocal" report 3 --db "$db" --where "stage=$stage" --by "$enc" \
-            -o "$html/$stage.html"
+    for stage in $(study__scale_stages "$db"); do
+        "$bifocal" report 3 --db "$db" --where "stage=$stage" \
+            --by "$(study__encoding "$db" 3 "$stage")" -o "$html/$stage.html"
         node scripts/report_png.js "$html/$stage.html" "$out/$stage"
     done
     rm -rf "$html"
@@ -184,26 +186,51 @@ study__figures() {
 # surgery and scale cell set (every depth, every verdict line), the values
 # each tune chose, the seed decisions and how far the frequencies moved.
 study__tables() {
-    local db=$1 out=$2 sweep task stage
-    local enc=rope,rope_base,random_positions
+    local db=$1 out=$2 task stage
     for sweep_task in "1 dyck" "1 counter" "2 code"; do
         set -- $sweep_task
         "$bifocal" compare "$1" --db "$db" --where "stage=confirm,task=$2" \
-            --by "$enc" > "$out/confirm-$2.txt"
+            --by "$(study__encoding "$db" "$1" confirm)" \
+            > "$out/confirm-$2.txt"
     done
     for task in dyck counter; do
         "$bifocal" compare 1 --db "$db" --where "stage=surgery,task=$task" \
-            --by "$enc" > "$out/surgery-$task.txt"
+            --by "$(study__encoding "$db" 1 surgery)" \
+            > "$out/surgery-$task.txt"
     done
-    for stage in $(sqlite3 "$db" "SELECT DISTINCT stage FROM jobs
-                                   WHERE sweep_id = 3 ORDER BY stage"); do
-        "$bifocal" compare 3 --db "$db" --where "stage=$stage" --by "$enc" \
-            > "$out/$stage.txt"
+    for stage in $(study__scale_stages "$db"); do
+        "$bifocal" compare 3 --db "$db" --where "stage=$stage" \
+            --by "$(study__encoding "$db" 3 "$stage")" > "$out/$stage.txt"
     done
     sqlite3 -header -column "$db" "$study__tuned_sql" > "$out/tuned.txt"
     sqlite3 -header -column "$db" "$study__seeds_sql" > "$out/seeds.txt"
     sqlite3 -header -column "$db" "$study__frequencies_sql" \
         > "$out/frequencies.txt"
+}
+
+# study__encoding DB SWEEP STAGE: the encoding fields (rope, rope_base,
+# random_positions) that vary among the stage's jobs, comma-separated: the
+# groups of its comparisons (lr and freq_lr_mult, tuned per encoding, are
+# not grouping fields), named as compare's --by wants them.
+study__encoding() {
+    sqlite3 "$1" "
+      SELECT group_concat(field, ',') FROM (
+        SELECT 'rope' AS field, count(DISTINCT rope) AS n FROM jobs
+         WHERE sweep_id = $2 AND stage = '$3'
+        UNION ALL
+        SELECT 'rope_base', count(DISTINCT json_extract(config, '\$.rope_base'))
+          FROM jobs WHERE sweep_id = $2 AND stage = '$3'
+        UNION ALL
+        SELECT 'random_positions',
+               count(DISTINCT json_extract(config, '\$.random_positions'))
+          FROM jobs WHERE sweep_id = $2 AND stage = '$3')
+       WHERE n > 1"
+}
+
+# The scale check's stages (scale-code, scale-dyck).
+study__scale_stages() {
+    sqlite3 "$1" "SELECT DISTINCT stage FROM jobs WHERE sweep_id = 3
+                   ORDER BY stage"
 }
 
 # Each tune cell's chosen trial: its values and in-distribution loss, out
