@@ -5,9 +5,12 @@
 //   node scripts/report_png.js REPORT.html OUT_PREFIX [GROUP...]
 //
 // Writes OUT_PREFIX-accuracy-depth.png, -loss-depth.png, -train-loss.png,
-// and for each GROUP (a label of the report's "Spectral evolution" group
-// list, e.g. "rope=spectral") -freq-ratio-N.png and -spectrum-N.png, N
-// counting the GROUP arguments from 1.  Fails naming what it cannot find.
+// -forest.png (the loss ratio to the baseline against depth, when the
+// report compares groups), and for each GROUP (a label of the report's
+// "Spectral evolution" group list, e.g. "rope=spectral")
+// -freq-heatmap-N.png (log(omega / omega(0)) over training) and
+// -spectrum-N.png, N counting the GROUP arguments from 1.  Fails naming
+// what it cannot find.
 // scripts/browser-deps.sh installs chromium and playwright-core; the browser
 // starts as the browser tests start it (tests/client/browser/chromium.js).
 "use strict";
@@ -34,13 +37,15 @@ async function main() {
     await shoot(page, "fig-accuracy-depth", prefix + "-accuracy-depth.png");
     await shoot(page, "fig-loss-depth", prefix + "-loss-depth.png");
     await shoot(page, "fig-train-loss", prefix + "-train-loss.png");
+    if (await page.locator("figure#fig-forest").count() === 1)
+      await shoot(page, "fig-forest", prefix + "-forest.png");
     for (let i = 0; i < groups.length; i++) {
       const pick = page.locator("select#bf-freq-group");
       const labels = await pick.locator("option").allTextContents();
       if (!labels.includes(groups[i]))
         throw new Error(`no learnable group '${groups[i]}' in the report (it has: ${labels.join("; ")})`);
       await pick.selectOption({ label: groups[i] });
-      await shoot(page, "fig-freq-ratio", `${prefix}-freq-ratio-${i + 1}.png`);
+      await shoot(page, "fig-freq-heatmap", `${prefix}-freq-heatmap-${i + 1}.png`);
       await shoot(page, "fig-spectrum", `${prefix}-spectrum-${i + 1}.png`);
     }
   } finally {

@@ -33,8 +33,8 @@ done
 for task in dyck counter code; do
     grep -q "p_adj=.*(Holm)" "$out/confirm-$task.txt" \
         || fail "confirm-$task.txt has no verdict of the primary family"
-    for fig in loss-depth accuracy-depth freq-ratio-1 spectrum-1 \
-               freq-ratio-2 spectrum-2; do
+    for fig in loss-depth accuracy-depth forest freq-heatmap-1 spectrum-1 \
+               freq-heatmap-2 spectrum-2; do
         [ -s "$out/confirm-$task-$fig.png" ] || fail "no confirm-$task-$fig.png"
     done
 done
