@@ -154,14 +154,16 @@ study__analyse() {
        GROUP BY p.sweep_id, p.stage, p.o ORDER BY p.o" > "$out/cost.txt"
     cat "$out/cost.txt" "$out/scale-choice.txt" "$out/modarith.txt"
     study__tables "$slim" "$out"
-    study__figures "$slim" "$out"
+    study__figures "$db" "$out"
 }
 
 # study__figures DB OUT: the figures docs/findings.md shows, as PNG files
 # drawn by the reports of the confirm and scale stages themselves
 # (scripts/report_png.js, headless chromium): exact match and loss against
 # depth, training loss, and for the confirm stages how spectral's and
-# bifocal's frequencies moved.
+# bifocal's frequencies moved.  From the study's whole database: the
+# compact one keeps only each job's first and last frequencies and last
+# training loss, too little for the curves.
 study__figures() {
     local db=$1 out=$2 stage
     local html; html=$(mktemp -d /tmp/study-figures.XXXXXX)
@@ -272,7 +274,9 @@ study__seeds_sql="
 
 # How far the learnable frequencies moved by each job's last step:
 # omega(final) / omega(0) over every learnable (layer, head, pair) of every
-# seed, per sweep, stage, task and encoding.
+# seed, per sweep, stage, task and encoding: the least and the most, the
+# geometric mean of the factor either way (how far) and of the ratio
+# (which way), and the share that rose.
 study__frequencies_sql="
   SELECT j.sweep_id AS sweep, j.stage, j.task, j.rope,
          printf('%.3g', json_extract(j.config, '\$.freq_lr_mult'))
@@ -281,7 +285,9 @@ study__frequencies_sql="
          printf('%.3f', min(fe.omega_ratio)) AS min_ratio,
          printf('%.3f', max(fe.omega_ratio)) AS max_ratio,
          printf('%.3f', exp(avg(abs(ln(fe.omega_ratio)))))
-           AS geo_mean_factor
+           AS geo_mean_factor,
+         printf('%.3f', exp(avg(ln(fe.omega_ratio)))) AS geo_mean_ratio,
+         printf('%.2f', avg(fe.omega_ratio > 1)) AS share_rose
     FROM frequency_evolution fe JOIN jobs j USING (job_id)
    WHERE fe.learnable AND fe.step = json_extract(j.config, '\$.steps')
      AND j.status = 'succeeded'
