@@ -105,8 +105,10 @@ study__analyse() {
         return 1
     fi
     local sweep
+    # The reports from the whole database, for their training curves and
+    # frequency trajectories (the compact copy keeps their ends only).
     for sweep in 1 2 3; do
-        "$bifocal" report "$sweep" --db "$slim" -o "$out/report-$sweep.html"
+        "$bifocal" report "$sweep" --db "$db" -o "$out/report-$sweep.html"
     done
     study_headline "$slim" > "$out/headline.txt"
     cat "$out/headline.txt"
