@@ -76,10 +76,11 @@ extern const int bf_schema_n_migrations;
       "SELECT checkpoint_path FROM jobs WHERE job_id = ?1"                     \
       " AND checkpoint_step = json_extract(config, '$.steps')")                \
     /* A source's waiting dependents move on ?3 at a time (a slice of     \
-     * store.h): given its checkpoint ?2 and queued, a held one (an        \
-     * adaptive seed, jobs.hold) left waiting for its release with the     \
-     * checkpoint (a waiting job has none until then); or failed (?3 says  \
-     * why) and returned, since theirs fail next. */                        \
+     * store.h): given its checkpoint ?2 and queued, a held one (jobs.hold: \
+     * an adaptive seed, or a job whose selected values are not in yet)    \
+     * left waiting for its release with the checkpoint (a waiting job has \
+     * none until then); or failed (?3 says why) and returned, since       \
+     * theirs fail next. */                                                 \
     X(ST_DEPENDENTS_RELEASE,                                                   \
       "UPDATE jobs SET init_from = ?2, status = CASE WHEN hold IS NULL"        \
       " THEN 'queued' ELSE status END"                                         \
@@ -229,9 +230,10 @@ extern const int bf_schema_n_migrations;
       " AND j.status = 'succeeded') WHERE v IS NOT NULL)")                     \
     /* from: a job taking a selection's values (selected_values); once \
      * the cell is ranked: its chosen trial, its waiting jobs filled from  \
-     * that trial's config and queued (a held seed stays waiting), or,     \
-     * with no trial chosen, failed (?4 says why) and returned, since      \
-     * theirs fail next. */                                                 \
+     * that trial's config and queued (a held seed stays waiting, and so   \
+     * does a job whose source has not handed it its checkpoint: the       \
+     * source's release queues it), or, with no trial chosen, failed (?4   \
+     * says why) and returned, since theirs fail next. */                  \
     X(ST_VALUES_INSERT,                                                        \
       "INSERT INTO selected_values (job_id, select_id, grp, fields, held)"     \
       " SELECT ?1, select_id, ?4, ?5, ?6 FROM select_rules"                    \
@@ -252,7 +254,8 @@ extern const int bf_schema_n_migrations;
       " hold = CASE WHEN status = 'waiting' AND (SELECT held"                  \
       " FROM selected_values WHERE job_id = jobs.job_id) THEN 'seed' END,"     \
       " status = CASE WHEN status <> 'waiting' OR (SELECT held"                \
-      " FROM selected_values WHERE job_id = jobs.job_id) THEN status"          \
+      " FROM selected_values WHERE job_id = jobs.job_id)"                      \
+      " OR (source_job_id IS NOT NULL AND init_from IS NULL) THEN status"      \
       " ELSE 'queued' END"                                                     \
       " WHERE job_id IN (SELECT job_id FROM selected_values"                   \
       " INDEXED BY selected_values_by_cell WHERE select_id = ?1 AND grp = ?2"  \

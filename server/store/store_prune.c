@@ -144,8 +144,9 @@ int store__prune_eval(bf_store *s, int64_t job_id, int64_t step,
 /* ---- selection ------------------------------------------------------------ */
 
 /* The jobs taking cell grp's values (`from:`) get those of its chosen
- * trial and are queued; with none chosen they fail, and their own
- * dependents fail next (bf_store_settle). */
+ * trial and are queued (one with a source once the source has handed it
+ * its checkpoint: that release queues it); with none chosen they fail,
+ * and their own dependents fail next (bf_store_settle). */
 static int hand_on_values(bf_store *s, int64_t select_id, int64_t grp,
                           const char *stage, const char *metric, int depth,
                           int64_t now_ms, bf_error *err)

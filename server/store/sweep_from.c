@@ -4,7 +4,9 @@
  * whose grid/zip fields have the job's values.  Parsed after every stage
  * (sweep.c), matched job by job during expansion (sweep_expand.c); the
  * coordinator fills the values in when the cell's selection is stored
- * (store_prune.c, docs/sweeps.md). */
+ * (store_prune.c, docs/sweeps.md).  A stage may start from an earlier
+ * stage's checkpoints too (init_from "stage:"): its jobs are queued once
+ * both are in, whichever comes last. */
 #include "sweep_internal.h"
 
 #include <stdio.h>
@@ -45,11 +47,6 @@ static int source_stage(const bf_sweep *sw, size_t t, const char *value,
                             "from: a cell's values come from one chosen "
                             "trial (best: 1)", src->select->best, name,
                             st->name);
-    if (st->n_refs)
-        return bf_error_set(err, sw->file, line, "from", "stage %s has both "
-                            "from: and an init_from \"stage:...\": a stage "
-                            "takes either selected values or checkpoints, "
-                            "not both", st->name);
     *out = s;
     return 0;
 }

@@ -225,8 +225,8 @@ void sweep__sobol_point(uint32_t index, size_t dims, double *out);
 
 /* Parses stage t's `from:` (if any) into st->from: the stage named exists,
  * comes earlier and has a select: with best 1; the stage sets none of the
- * fields taken (its own base, grid, zip, search) and starts from no
- * stage's checkpoint. */
+ * fields taken (its own base, grid, zip, search).  It may also start from
+ * a stage's checkpoints (init_from "stage:"). */
 int sweep__from_parse(bf_sweep *sw, size_t t, bf_error *err);
 
 /* Job c (config job, as JSON) of stage src, of trial group `group`:

@@ -473,6 +473,222 @@ static void test_from_adaptive_seeds(void **state)
     bft_rmdir(dir);
 }
 
+/* ---- from: beside init_from "stage:" -------------------------------------- */
+
+/* Surgical integration at the tuned values: tune (rope 1, 2; spectral 3,
+ * 4), geometric (5), then surgery (spectral 6, rope 7) starting from
+ * geometric's checkpoint with its encoding's tuned lr and freq_lr_mult. */
+static const char surgery_yaml[] =
+    "name: surgery\n"
+    "base: {depth: 4, eval_depths: [4], eval_every: 50, steps: 100}\n"
+    "max_attempts: 1\n"
+    "stages:\n"
+    "  - name: tune\n"
+    "    grid: {rope: [rope, spectral]}\n"
+    "    search: {method: sobol, trials: 2, space: {lr: {loguniform:"
+    " [1.0e-4, 1.0e-2]}, freq_lr_mult: {loguniform: [1, 300]}}}\n"
+    "    select: {by: eval_loss, eval_depth: 4}\n"
+    "  - name: geometric\n"
+    "    base: {rope: rope, warmup_steps: 0}\n"
+    "  - name: surgery\n"
+    "    from: \"stage:tune\"\n"
+    "    base: {init_from: \"stage:geometric\"}\n"
+    "    grid: {rope: [spectral, rope]}\n";
+
+typedef struct surgery {
+    char *dir;
+    bf_store *s;
+    bf_lease l[6];   /* by job id: tune 1..4, geometric 5 */
+} surgery;
+
+/* The surgery sweep submitted and jobs 1..5 leased, one worker each. */
+static surgery *surgery_open(void)
+{
+    surgery *f = calloc(1, sizeof *f);
+    f->dir = bft_tmpdir();
+    f->s = bft_open(f->dir, "s.db", NULL);
+    bft_submit(f->s, surgery_yaml, 1, NULL);
+    for (int i = 1; i <= 5; i++) {
+        char worker[16];
+        snprintf(worker, sizeof worker, "w%d", i);
+        assert_int_equal(bf_store_lease_next(f->s, worker, 10, 600000,
+                                             &f->l[i], NULL), 1);
+        assert_int_equal(f->l[i].job_id, i);
+    }
+    return f;
+}
+
+/* The store closed and opened again: a daemon killed and restarted. */
+static void surgery_reopen(surgery *f)
+{
+    bf_store_close(f->s);
+    f->s = bft_open(f->dir, "s.db", NULL);
+}
+
+static void surgery_close(surgery *f)
+{
+    for (int i = 1; i <= 5; i++)
+        bf_lease_clear(&f->l[i]);
+    bf_store_close(f->s);
+    bft_rmdir(f->dir);
+    free(f);
+}
+
+/* Trial `job` ends: succeeded with its final eval's loss, or failed. */
+static void trial_ends(surgery *f, int job, int ok, double loss)
+{
+    bf_error err = {0};
+    json_t *b = json_pack("[{s:s, s:i, s:i, s:f, s:f}]", "type", "eval",
+                          "step", 100, "depth", 4, "loss", loss, "accuracy",
+                          0.5);
+    assert_int_equal(bf_store_ingest(f->s, f->l[job].attempt_id, b, NULL,
+                                     NULL, &err), 0);
+    json_decref(b);
+    assert_int_equal(bf_store_flush(f->s, &err), 0);
+    assert_int_equal(bf_store_finish_attempt(f->s, f->l[job].attempt_id, ok,
+                                             ok ? NULL : "boom", 50, &err), 0);
+}
+
+/* The cell's two trials end, the second (the chosen one) better. */
+static void cell_selected(surgery *f, int first_trial)
+{
+    trial_ends(f, first_trial, 1, 2.0);
+    trial_ends(f, first_trial + 1, 1, 1.0);
+}
+
+/* geometric (job 5, leased as l[5]) ends: succeeded with its final
+ * checkpoint, or failed. */
+static void source_ends(surgery *f, int ok)
+{
+    bf_error err = {0};
+    if (ok)
+        assert_int_equal(bf_store_record_checkpoint(f->s, f->l[5].attempt_id,
+                         "/ck/geometric", 100, &err), BF_STORE_OK);
+    assert_int_equal(bf_store_finish_attempt(f->s, f->l[5].attempt_id, ok,
+                                             ok ? NULL : "boom", 60, &err), 0);
+}
+
+static void assert_job(surgery *f, int job, const char *status)
+{
+    char *got = bft_text(f->s, "SELECT status FROM jobs WHERE job_id = %d",
+                         job);
+    if (strcmp(got, status) != 0)
+        fail_msg("job %d is %s, not %s", job, got, status);
+    free(got);
+}
+
+/* Job `job` is queued from geometric's checkpoint with exactly the lr and
+ * freq_lr_mult of trial `trial`, its cell's chosen one. */
+static void assert_both_in(surgery *f, int job, int trial)
+{
+    assert_job(f, job, "queued");
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs j, jobs t"
+                             " WHERE j.job_id = %d AND t.job_id = %d"
+                             " AND j.init_from = '/ck/geometric'"
+                             " AND j.config -> '$.lr' = t.config -> '$.lr'"
+                             " AND j.config -> '$.freq_lr_mult' ="
+                             " t.config -> '$.freq_lr_mult'"
+                             " AND j.config ->> '$.rope' = t.config ->> '$.rope'",
+                             job, trial), 1);
+}
+
+static void assert_both_waiting(surgery *f)
+{
+    assert_job(f, 6, "waiting");
+    assert_job(f, 7, "waiting");
+}
+
+/* Spectral's job is in (values and checkpoint); rope's, its checkpoint
+ * in, waits for its cell's selection, which queues it. */
+static void rope_values_last(surgery *f)
+{
+    assert_both_in(f, 6, 4);
+    assert_job(f, 7, "waiting");
+    cell_selected(f, 1);
+    assert_both_in(f, 7, 2);
+}
+
+/* Values first, then the source, with a restart between: the values
+ * alone queue nothing (the job has no checkpoint to start from), nor does
+ * the revival at open; the source's success queues both. */
+static void test_from_values_then_source(void **state)
+{
+    (void)state;
+    surgery *f = surgery_open();
+    cell_selected(f, 1);
+    cell_selected(f, 3);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE job_id"
+                             " IN (6, 7) AND status = 'waiting' AND hold IS NULL"
+                             " AND init_from IS NULL"), 2);
+    surgery_reopen(f);
+    assert_both_waiting(f);
+    source_ends(f, 1);
+    assert_both_in(f, 6, 4);
+    assert_both_in(f, 7, 2);
+    surgery_close(f);
+}
+
+/* The source first, then the values, with a restart between: the
+ * checkpoint alone queues nothing (the values are not in), nor does the
+ * revival at open; each cell's selection queues its job. */
+static void test_from_source_then_values(void **state)
+{
+    (void)state;
+    surgery *f = surgery_open();
+    source_ends(f, 1);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE job_id"
+                             " IN (6, 7) AND status = 'waiting' AND hold ="
+                             " 'values' AND init_from = '/ck/geometric'"), 2);
+    surgery_reopen(f);
+    assert_both_waiting(f);
+    cell_selected(f, 3);
+    rope_values_last(f);
+    surgery_close(f);
+}
+
+/* The source fails: both jobs fail, saying so.  Spectral's values come
+ * while they are failed; the source is retried and succeeds: spectral's
+ * job is queued, rope's waits for its values, then is queued too. */
+static void test_from_source_fails_then_retried(void **state)
+{
+    (void)state;
+    surgery *f = surgery_open();
+    source_ends(f, 0);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE job_id"
+                             " IN (6, 7) AND status = 'failed'"
+                             " AND error = 'source job 5 failed'"), 2);
+    cell_selected(f, 3);
+    assert_job(f, 6, "failed");
+    bf_error err = {0};
+    assert_int_equal(bf_store_retry_job(f->s, 5, 0, 70, &err), BF_STORE_OK);
+    assert_both_waiting(f);
+    bf_lease_clear(&f->l[5]);
+    assert_int_equal(bf_store_lease_next(f->s, "w6", 80, 600000, &f->l[5],
+                                         NULL), 1);
+    assert_int_equal(f->l[5].job_id, 5);
+    source_ends(f, 1);
+    rope_values_last(f);
+    surgery_close(f);
+}
+
+/* A cell with no trial to choose fails its job, though its source has
+ * handed it a checkpoint; the other cell's job is queued. */
+static void test_from_no_trial_beside_source(void **state)
+{
+    (void)state;
+    surgery *f = surgery_open();
+    source_ends(f, 1);
+    trial_ends(f, 3, 0, 1.0);
+    trial_ends(f, 4, 0, 1.0);
+    assert_job(f, 6, "failed");
+    char *why = bft_text(f->s, "SELECT error FROM jobs WHERE job_id = 6");
+    assert_non_null(strstr(why, "no values to take from stage tune"));
+    free(why);
+    cell_selected(f, 1);
+    assert_both_in(f, 7, 2);
+    surgery_close(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -483,6 +699,10 @@ int main(void)
         cmocka_unit_test(test_selection),
         cmocka_unit_test(test_from_selection),
         cmocka_unit_test(test_from_adaptive_seeds),
+        cmocka_unit_test(test_from_values_then_source),
+        cmocka_unit_test(test_from_source_then_values),
+        cmocka_unit_test(test_from_source_fails_then_retried),
+        cmocka_unit_test(test_from_no_trial_beside_source),
         cmocka_unit_test(test_accuracy_metric),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

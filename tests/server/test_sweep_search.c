@@ -73,10 +73,13 @@ static void test_sobol_matches_scipy(void **state)
     }
 }
 
-/* The canonical configs of the jobs of yaml, in expansion order. */
+/* The jobs of yaml, in expansion order: canonical configs, sources and
+ * the stage and cell whose selected values each takes. */
 typedef struct jobs {
     size_t n;
     json_t *cfg[64];
+    char from_stage[64][16];   /* "" for none */
+    size_t source[64], trial_group[64], from_group[64];
 } jobs;
 
 static int collect(void *ctx, const bf_sweep_job *job, bf_error *err)
@@ -84,6 +87,11 @@ static int collect(void *ctx, const bf_sweep_job *job, bf_error *err)
     (void)err;
     jobs *j = ctx;
     assert_true(j->n < 64);
+    snprintf(j->from_stage[j->n], sizeof j->from_stage[j->n], "%s",
+             job->from_stage ? job->from_stage : "");
+    j->source[j->n] = job->source;
+    j->trial_group[j->n] = job->trial_group;
+    j->from_group[j->n] = job->from_group;
     j->cfg[j->n++] = json_loads(job->config_json, 0, NULL);
     return 0;
 }
@@ -220,6 +228,41 @@ static void test_search_in_stage(void **state)
     jobs_free(&j);
 }
 
+/* Surgical integration at the tuned values: a stage that starts from
+ * geometric's checkpoints (init_from) and takes tune's selected values
+ * (from:).  Each job has its source (geometric, same seed) and the tune
+ * cell of its own rope, whatever the order of its grid. */
+static void test_from_beside_init_from(void **state)
+{
+    (void)state;
+    static const char yaml[] =
+        "name: x\nbase: {depth: 4, eval_depths: [4]}\nstages:\n"
+        "  - name: tune\n    grid: {rope: [rope, spectral]}\n"
+        "    search: {method: random, trials: 2,"
+        " space: {lr: {uniform: [0.001, 0.01]}}}\n"
+        "    select: {by: eval_loss, eval_depth: 4}\n"
+        "  - name: geometric\n    base: {rope: rope}\n    seeds: 2\n"
+        "  - name: surgery\n    from: \"stage:tune\"\n"
+        "    base: {init_from: \"stage:geometric\", warmup_steps: 0}\n"
+        "    grid: {rope: [spectral, rope]}\n    seeds: 2\n";
+    jobs j;
+    expand(yaml, &j);
+    /* tune 0..3 (rope 0, 1; spectral 2, 3), geometric 4, 5, surgery
+     * spectral 6, 7 and rope 8, 9 (seeds 1, 2) */
+    assert_int_equal(j.n, 10);
+    for (size_t i = 6; i < 10; i++) {
+        assert_string_equal(j.from_stage[i], "tune");
+        assert_int_equal(j.source[i], 4 + (i % 2));
+        size_t tune_job = i < 8 ? 2 : 0;
+        assert_string_equal(json_string_value(json_object_get(j.cfg[i],
+                            "rope")), json_string_value(json_object_get(
+                            j.cfg[tune_job], "rope")));
+        assert_int_equal(j.from_group[i], j.trial_group[tune_job]);
+    }
+    assert_int_not_equal(j.trial_group[0], j.trial_group[2]);
+    jobs_free(&j);
+}
+
 typedef struct bad_case {
     const char *what, *yaml;
     int line;
@@ -320,9 +363,9 @@ static const bad_case bad_cases[] = {
      "\"stage:tune\"\n    grid: {rope: [rope, bifocal]}\n"), 12, "from",
      "job 9 (stage confirm: rope=bifocal) finds no cell of stage tune to "
      "take values from: no cell there has rope=bifocal"},
-    {"from and init_from", TUNE_THEN(SEL1, "    from: \"stage:tune\"\n"
-     "    base: {init_from: \"stage:tune\", rope: rope, lr: 0.1}\n"), 12,
-     "from", "not both"},
+    {"from and init_from, lr set", TUNE_THEN(SEL1, "    from: \"stage:tune\"\n"
+     "    base: {init_from: \"stage:tune\", rope: rope, lr: 0.1}\n"), 13,
+     "lr", "set it in one place"},
     {"from values that fail a job", "name: x\nstages:\n  - name: tune\n"
      "    search:\n      method: sobol\n      trials: 2\n"
      "      space: {n_heads: {choice: [4, 8]}}\n"
@@ -366,6 +409,7 @@ int main(void)
         cmocka_unit_test(test_sobol_trials),
         cmocka_unit_test(test_random_trials),
         cmocka_unit_test(test_search_in_stage),
+        cmocka_unit_test(test_from_beside_init_from),
         cmocka_unit_test(test_rejections),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
