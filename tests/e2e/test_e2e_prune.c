@@ -8,7 +8,9 @@
  * 'pruned', each stopped early with its checkpoint and metrics kept and
  * never run again.  Each cell's selection is the succeeded trial with the
  * lowest final eval_loss, found here from the evals, and the confirm stage
- * (from: "stage:tune") trained each cell with exactly that trial's values.
+ * (from: "stage:tune") trained each cell with exactly that trial's values,
+ * as did the surgery stage, from the geometric stage's final checkpoint
+ * (init_from beside from:), each job leased only once both were in.
  * The same after the daemon is killed mid-search and again once a
  * selection is stored. */
 #include <setjmp.h>
@@ -121,8 +123,9 @@ static void check_shown(bft_daemon *d)
                  "j ON j.job_id = x.job_id WHERE x.chosen AND j.rope = "
                  "'spectral'", want, sizeof want);
     e2e_sql_text(d, "SELECT 'values taken by jobs ' || group_concat(job_id, "
-                 "', ') FROM (SELECT job_id FROM jobs WHERE stage = 'confirm' "
-                 "AND rope = 'spectral' ORDER BY job_id)", line, sizeof line);
+                 "', ') FROM (SELECT job_id FROM jobs WHERE stage IN "
+                 "('confirm', 'surgery') AND rope = 'spectral' ORDER BY "
+                 "job_id)", line, sizeof line);
     /* a cell whose other trials were all pruned has no runner-up */
     int runners_up = bft_sql_int(d, "SELECT count(*) FROM selections WHERE "
                                  "NOT chosen") > 0;
@@ -148,7 +151,7 @@ static void check_shown(bft_daemon *d)
     assert_true(json_real_value(json_object_get(json_object_get(chosen,
                                 "values"), "lr")) > 0);
     assert_int_equal(json_array_size(json_object_get(json_array_get(cells, 0),
-                                                     "taken_by")), 2);
+                                                     "taken_by")), 3);
     json_decref(data);
 }
 
@@ -183,6 +186,33 @@ static void check_selection(bft_daemon *d)
     assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs WHERE stage "
                                  "= 'confirm'"), 4);
     check_shown(d);
+}
+
+/* Each surgery job ran once, from geometric's final checkpoint, with the
+ * lr and warmup_steps its own cell chose, leased only once both were in:
+ * after geometric ended and after its cell's last trial did. */
+static void check_surgery(bft_daemon *d)
+{
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs WHERE stage "
+                                 "= 'surgery'"), 2);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs c JOIN "
+                                 "selected_values v ON v.job_id = c.job_id "
+                                 "JOIN selections x ON x.select_id = "
+                                 "v.select_id AND x.grp = v.grp AND x.chosen "
+                                 "AND x.job_id = v.trial_job_id JOIN jobs t "
+                                 "ON t.job_id = x.job_id JOIN jobs g ON "
+                                 "g.job_id = c.source_job_id WHERE c.stage = "
+                                 "'surgery' AND c.status = 'succeeded' AND "
+                                 "c.attempts = 1 AND t.rope = c.rope AND "
+                                 "g.stage = 'geometric' AND c.init_from = "
+                                 "g.checkpoint_path AND g.checkpoint_step = "
+                                 "200 AND c.config -> '$.lr' = t.config -> "
+                                 "'$.lr' AND c.config -> '$.warmup_steps' = "
+                                 "t.config -> '$.warmup_steps' AND "
+                                 "c.started_ms >= g.finished_ms AND "
+                                 "c.started_ms >= (SELECT max(j.finished_ms) "
+                                 "FROM trials r JOIN jobs j ON j.job_id = "
+                                 "r.job_id WHERE r.grp = x.grp)"), 2);
 }
 
 /* Trains the worked example with two groups; with kill_after > 0, the
@@ -249,7 +279,7 @@ static void run_example(bft_daemon *d, long long kill_after)
                                  "= 'prune')))"), 0);
     /* every job ran once, and a pruned job kept its metrics and a
      * checkpoint at or past the rung that pruned it ... */
-    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM attempts"), 22);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM attempts"), 25);
     assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs j JOIN "
                                  "prune_decisions p ON p.job_id = j.job_id "
                                  "AND p.decision = 'prune' WHERE j.attempts "
@@ -272,6 +302,7 @@ static void run_example(bft_daemon *d, long long kill_after)
     assert_int_equal(bft_sql_int(d, "SELECT pruned FROM sweep_progress"),
                      pruned);
     check_selection(d);
+    check_surgery(d);
 }
 
 static void test_asha_prunes_by_the_rule(void **state)
