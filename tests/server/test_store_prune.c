@@ -598,6 +598,13 @@ static void assert_both_waiting(surgery *f)
     assert_job(f, 7, "waiting");
 }
 
+/* How many of the surgery jobs (6, 7) meet SQL condition `cond`. */
+static int64_t surgery_jobs(surgery *f, const char *cond)
+{
+    return bft_int(f->s, "SELECT count(*) FROM jobs WHERE job_id IN (6, 7)"
+                   " AND %s", cond);
+}
+
 /* Spectral's job is in (values and checkpoint); rope's, its checkpoint
  * in, waits for its cell's selection, which queues it. */
 static void rope_values_last(surgery *f)
@@ -617,9 +624,8 @@ static void test_from_values_then_source(void **state)
     surgery *f = surgery_open();
     cell_selected(f, 1);
     cell_selected(f, 3);
-    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE job_id"
-                             " IN (6, 7) AND status = 'waiting' AND hold IS NULL"
-                             " AND init_from IS NULL"), 2);
+    assert_int_equal(surgery_jobs(f, "status = 'waiting' AND hold IS NULL"
+                                  " AND init_from IS NULL"), 2);
     surgery_reopen(f);
     assert_both_waiting(f);
     source_ends(f, 1);
@@ -636,9 +642,8 @@ static void test_from_source_then_values(void **state)
     (void)state;
     surgery *f = surgery_open();
     source_ends(f, 1);
-    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE job_id"
-                             " IN (6, 7) AND status = 'waiting' AND hold ="
-                             " 'values' AND init_from = '/ck/geometric'"), 2);
+    assert_int_equal(surgery_jobs(f, "status = 'waiting' AND hold = 'values'"
+                                  " AND init_from = '/ck/geometric'"), 2);
     surgery_reopen(f);
     assert_both_waiting(f);
     cell_selected(f, 3);
@@ -654,9 +659,8 @@ static void test_from_source_fails_then_retried(void **state)
     (void)state;
     surgery *f = surgery_open();
     source_ends(f, 0);
-    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE job_id"
-                             " IN (6, 7) AND status = 'failed'"
-                             " AND error = 'source job 5 failed'"), 2);
+    assert_int_equal(surgery_jobs(f, "status = 'failed'"
+                                  " AND error = 'source job 5 failed'"), 2);
     cell_selected(f, 3);
     assert_job(f, 6, "failed");
     bf_error err = {0};
