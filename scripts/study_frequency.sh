@@ -167,16 +167,17 @@ study__analyse() {
 # compact one keeps only each job's first and last frequencies and last
 # training loss, too little for the curves.
 study__figures() {
-    local db=$1 out=$2 stage
+    local db=$1 out=$2 stage cell sweep task
     local html; html=$(mktemp -d /tmp/study-figures.XXXXXX)
     scripts/browser-deps.sh
-    for sweep_task in "1 dyck" "1 counter" "2 code"; do
-        set -- $sweep_task
-        "$bifocal" report "$1" --db "$db" --where "stage=confirm,task=$2" \
-            --by "$(study__encoding "$db" "$1" confirm)" \
-            -o "$html/confirm-$2.html"
-        node scripts/report_png.js "$html/confirm-$2.html" \
-            "$out/confirm-$2" \
+    for cell in $study__confirms; do
+        sweep=${cell%%:*} task=${cell#*:}
+        "$bifocal" report "$sweep" --db "$db" \
+            --where "stage=confirm,task=$task" \
+            --by "$(study__encoding "$db" "$sweep" confirm)" \
+            -o "$html/confirm-$task.html"
+        node scripts/report_png.js "$html/confirm-$task.html" \
+            "$out/confirm-$task" \
             "rope=spectral rope_base=10000.0 random_positions=0" \
             "rope=bifocal rope_base=10000.0 random_positions=0"
     done
@@ -193,12 +194,13 @@ study__figures() {
 # surgery and scale cell set (every depth, every verdict line), the values
 # each tune chose, the seed decisions and how far the frequencies moved.
 study__tables() {
-    local db=$1 out=$2 task stage
-    for sweep_task in "1 dyck" "1 counter" "2 code"; do
-        set -- $sweep_task
-        "$bifocal" compare "$1" --db "$db" --where "stage=confirm,task=$2" \
-            --by "$(study__encoding "$db" "$1" confirm)" \
-            > "$out/confirm-$2.txt"
+    local db=$1 out=$2 task stage cell sweep
+    for cell in $study__confirms; do
+        sweep=${cell%%:*} task=${cell#*:}
+        "$bifocal" compare "$sweep" --db "$db" \
+            --where "stage=confirm,task=$task" \
+            --by "$(study__encoding "$db" "$sweep" confirm)" \
+            > "$out/confirm-$task.txt"
     done
     for task in dyck counter; do
         "$bifocal" compare 1 --db "$db" --where "stage=surgery,task=$task" \
@@ -214,6 +216,9 @@ study__tables() {
     sqlite3 -header -column "$db" "$study__frequencies_sql" \
         > "$out/frequencies.txt"
 }
+
+# The confirm stages, as SWEEP:TASK: each has its tables and figures.
+study__confirms="1:dyck 1:counter 2:code"
 
 # study__encoding DB SWEEP STAGE: the encoding fields (rope, rope_base,
 # random_positions) that vary among the stage's jobs, comma-separated: the
