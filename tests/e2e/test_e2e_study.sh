@@ -62,6 +62,22 @@ expect "every confirm job trains at its cell's chosen lr" \
                AND t.rope = c.rope AND t.stage = 'tune'
                AND json_extract(t.config, '\$.rope_base') = json_extract(c.config, '\$.rope_base')
                AND json_extract(t.config, '\$.random_positions') = json_extract(c.config, '\$.random_positions'))" 0
+# (the trial it took, selected_values, is its own cell's: in a smoke run
+# several cells may choose equal values)
+expect "every surgery job (2 tasks x 3 encodings x 2 seeds) started from a
+        geometric checkpoint at its encoding's tuned lr and freq_lr_mult" \
+    "SELECT count(*) FROM jobs c JOIN selections s ON s.chosen
+       JOIN jobs t ON t.job_id = s.job_id
+       JOIN selected_values v ON v.job_id = c.job_id AND v.trial_job_id = t.job_id
+      WHERE c.stage = 'surgery' AND c.status = 'succeeded'
+        AND c.init_from IS NOT NULL AND c.source_job_id IN
+            (SELECT job_id FROM jobs WHERE stage = 'geometric')
+        AND t.sweep_id = c.sweep_id AND t.stage = 'tune' AND t.task = c.task
+        AND t.rope = c.rope
+        AND json_extract(t.config, '\$.rope_base') = json_extract(c.config, '\$.rope_base')
+        AND json_extract(t.config, '\$.random_positions') = json_extract(c.config, '\$.random_positions')
+        AND json_extract(t.config, '\$.freq_lr_mult') = json_extract(c.config, '\$.freq_lr_mult')
+        AND json_extract(t.config, '\$.lr') = json_extract(c.config, '\$.lr')" 12
 expect "a seed decision for each of the 18 primary comparisons" \
     "SELECT count(*) FROM seed_comparisons" 18
 expect "the slim copy keeps one train row per job and key" \
