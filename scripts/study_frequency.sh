@@ -81,29 +81,7 @@ study__scale_choice() {
 study__analyse() {
     local db=$1 out=$2
     local slim=$out/study.db
-    rm -f "$slim"
-    sqlite3 "$db" ".backup '$slim'"
-    # Per-step training rows go: a job keeps its last train record and its
-    # first and last frequencies; evaluations (with their per-example
-    # outcomes), trials, selections and seed decisions all stay.  A
-    # rollback journal, not the daemon's WAL: a WAL database cannot be
-    # read where its folder is read-only (a checkout, a mount).
-    sqlite3 "$slim" > /dev/null "
-      DELETE FROM metrics WHERE step < (SELECT max(step) FROM metrics m
-                                         WHERE m.job_id = metrics.job_id);
-      DELETE FROM frequencies
-       WHERE step > (SELECT min(step) FROM frequencies f
-                      WHERE f.job_id = frequencies.job_id)
-         AND step < (SELECT max(step) FROM frequencies f
-                      WHERE f.job_id = frequencies.job_id);
-      VACUUM;
-      PRAGMA journal_mode = DELETE;"
-    local bytes; bytes=$(stat -c %s "$slim")
-    echo "$slim: $bytes bytes"
-    if [ "$bytes" -gt $((10 * 1024 * 1024)) ]; then
-        echo "study.sh: $slim is over 10 MB" >&2
-        return 1
-    fi
+    study_slim "$db" "$slim"
     local sweep
     # The reports from the whole database, for their training curves and
     # frequency trajectories (the compact copy keeps their ends only).
