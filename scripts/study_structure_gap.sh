@@ -1,4 +1,4 @@
-# The first study (issue 10, docs/findings.md "The first study"): sourced
+# The first study (issue 10, docs/findings.md "The first study, re-read"): sourced
 # by scripts/study.sh, which sets $bifocal (the client).  One sweep,
 # configs/study-structure-gap.yaml: every encoding on dyck, counter and
 # modarith at one learning rate, 3 seeds, and surgical integration.  Its
