@@ -67,6 +67,28 @@ study_slim() {
     fi
 }
 
+# How far the learnable frequencies moved by each job's last step:
+# omega(final) / omega(0) over every learnable (layer, head, pair) of every
+# seed, per sweep, stage, task and encoding: the least and the most, the
+# geometric mean of the factor either way (how far) and of the ratio
+# (which way), and the share that rose.  Both studies print it
+# (frequencies.txt).
+study_frequencies_sql="
+  SELECT j.sweep_id AS sweep, j.stage, j.task, j.rope,
+         printf('%.3g', json_extract(j.config, '\$.freq_lr_mult'))
+           AS freq_lr_mult,
+         count(DISTINCT j.job_id) AS jobs, count(*) AS pairs,
+         printf('%.3f', min(fe.omega_ratio)) AS min_ratio,
+         printf('%.3f', max(fe.omega_ratio)) AS max_ratio,
+         printf('%.3f', exp(avg(abs(ln(fe.omega_ratio)))))
+           AS geo_mean_factor,
+         printf('%.3f', exp(avg(ln(fe.omega_ratio)))) AS geo_mean_ratio,
+         printf('%.2f', avg(fe.omega_ratio > 1)) AS share_rose
+    FROM frequency_evolution fe JOIN jobs j USING (job_id)
+   WHERE fe.learnable AND fe.step = json_extract(j.config, '\$.steps')
+     AND j.status = 'succeeded'
+   GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5"
+
 case "${1:-run}" in
     frequency) shift; source scripts/study_frequency.sh; study_frequency "$@"
                exit ;;

@@ -191,7 +191,7 @@ study__tables() {
     done
     sqlite3 -header -column "$db" "$study__tuned_sql" > "$out/tuned.txt"
     sqlite3 -header -column "$db" "$study__seeds_sql" > "$out/seeds.txt"
-    sqlite3 -header -column "$db" "$study__frequencies_sql" \
+    sqlite3 -header -column "$db" "$study_frequencies_sql" \
         > "$out/frequencies.txt"
 }
 
@@ -256,27 +256,6 @@ study__seeds_sql="
     JOIN jobs v ON v.sweep_id = c.sweep_id AND v.cell = c.variant_cell
                AND v.seed = 1
    ORDER BY c.sweep_id, v.task, c.variant_cell"
-
-# How far the learnable frequencies moved by each job's last step:
-# omega(final) / omega(0) over every learnable (layer, head, pair) of every
-# seed, per sweep, stage, task and encoding: the least and the most, the
-# geometric mean of the factor either way (how far) and of the ratio
-# (which way), and the share that rose.
-study__frequencies_sql="
-  SELECT j.sweep_id AS sweep, j.stage, j.task, j.rope,
-         printf('%.3g', json_extract(j.config, '\$.freq_lr_mult'))
-           AS freq_lr_mult,
-         count(DISTINCT j.job_id) AS jobs, count(*) AS pairs,
-         printf('%.3f', min(fe.omega_ratio)) AS min_ratio,
-         printf('%.3f', max(fe.omega_ratio)) AS max_ratio,
-         printf('%.3f', exp(avg(abs(ln(fe.omega_ratio)))))
-           AS geo_mean_factor,
-         printf('%.3f', exp(avg(ln(fe.omega_ratio)))) AS geo_mean_ratio,
-         printf('%.2f', avg(fe.omega_ratio > 1)) AS share_rose
-    FROM frequency_evolution fe JOIN jobs j USING (job_id)
-   WHERE fe.learnable AND fe.step = json_extract(j.config, '\$.steps')
-     AND j.status = 'succeeded'
-   GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3, 4, 5"
 
 # study_headline DB: the primary family of each sweep that declares
 # adaptive seeds (its confirm stage: the loss at the deepest depth, Holm),

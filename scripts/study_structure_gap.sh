@@ -37,7 +37,8 @@ study_structure_gap() {
     gap__figures "$db" "$out"
     gap__cost "$slim" > "$out/cost.txt"
     cat "$out/cost.txt"
-    gap__frequencies "$slim" > "$out/frequencies.txt"
+    sqlite3 -header -column "$slim" "$study_frequencies_sql" \
+        > "$out/frequencies.txt"
     cat "$out/frequencies.txt"
     echo "tables and figures in $out/; reports in ${db%.db}-*.html"
 }
@@ -85,19 +86,4 @@ gap__cost() {
              round((max(ended_ms) - min(started_ms)) / 60000.0, 1) AS wall_min,
              round(sum(ended_ms - started_ms) / 60000.0, 1) AS job_min
         FROM attempts"
-}
-
-# gap__frequencies DB: how far the learnable frequencies moved,
-# omega(final) / omega(0) over every learnable (layer, head, pair) of
-# every seed, per stage, task and variant.
-gap__frequencies() {
-    sqlite3 -header -column "$1" "
-      SELECT j.stage, json_extract(j.config, '\$.task') AS task, j.rope,
-             json_extract(j.config, '\$.freq_lr_mult') AS freq_lr_mult,
-             count(*) AS pairs, printf('%.3f', min(fe.omega_ratio)) AS min_ratio,
-             printf('%.3f', max(fe.omega_ratio)) AS max_ratio,
-             printf('%.3f', avg(abs(ln(fe.omega_ratio)))) AS mean_abs_log_ratio
-        FROM frequency_evolution fe JOIN jobs j USING (job_id)
-       WHERE fe.learnable AND fe.step = json_extract(j.config, '\$.steps')
-       GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"
 }
