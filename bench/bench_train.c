@@ -149,9 +149,10 @@ static int run_child(const bench_config *bc, int steps)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double tokens = (double)rows * T;
-    printf("isa=%s micro_batch=%d step_ms=%.3f tokens_per_s=%.1f "
+    printf("isa=%s/%s micro_batch=%d step_ms=%.3f tokens_per_s=%.1f "
            "flops_per_s=%.6g rss_mib=%.1f params=%zu grad_norm=%.4g\n",
-           bf_isa_name(bf_isa_current()), mb, dt * 1e3,
+           bf_isa_name(bf_isa_current()), bf_isa_blas_core_in_use(), mb,
+           dt * 1e3,
            tokens / dt, bf_model_train_flops(&s, T, tokens) / dt,
            ru.ru_maxrss / 1024.0, m.num_params, norm_sum / (warmup + steps));
     free(in);
@@ -193,7 +194,7 @@ enum { MAX_ROUNDS = 15 };
  * binary, the native build's pick, or PyTorch. */
 typedef struct variant {
     char label[24];
-    char isa[16];        /* the level it ran at ("-": PyTorch) */
+    char isa[32];        /* level/OpenBLAS core it ran at ("-": PyTorch) */
     char cmd[2048];      /* prints `key` and the figures */
     const char *key;     /* "tokens_per_s=" or PyTorch's */
     double tps[MAX_ROUNDS];
@@ -233,15 +234,23 @@ static void run_round(variant *v)
     v->rss_mib = field(line, "rss_mib=");
 }
 
-/* Adds the C run of `bin` at level `isa` (NULL: the one it picks). */
+/* Adds the C run of `bin` at level isa, with OpenBLAS pinned to the
+ * level's core (BF_ISA_COUNT: the level it picks, in the environment this
+ * program got). */
 static variant *add_c(variant *vs, int *n, const char *label, const char *bin,
-                      const bench_config *bc, int steps, const char *isa)
+                      const bench_config *bc, int steps, bf_isa isa)
 {
     variant *v = &vs[(*n)++];
     memset(v, 0, sizeof *v);
     snprintf(v->label, sizeof v->label, "%s", label);
-    snprintf(v->cmd, sizeof v->cmd, "%s%s '%s' --child %s %d",
-             isa ? "BIFOCAL_ISA=" : "", isa ? isa : "", bin, bc->name, steps);
+    if (isa == BF_ISA_COUNT)
+        snprintf(v->cmd, sizeof v->cmd, "'%s' --child %s %d", bin, bc->name,
+                 steps);
+    else
+        snprintf(v->cmd, sizeof v->cmd,
+                 "BIFOCAL_ISA=%s OPENBLAS_CORETYPE=%s '%s' --child %s %d",
+                 bf_isa_name(isa), bf_isa_blas_core(isa), bin, bc->name,
+                 steps);
     v->key = "tokens_per_s=";
     return v;
 }
@@ -272,7 +281,7 @@ static void print_variant(const variant *v, int rounds, double base,
                rounds, v->cmd);
         return;
     }
-    printf("  %-18s %-8s %9.0f tokens/s", v->label, v->isa, tps);
+    printf("  %-18s %-15s %9.0f tokens/s", v->label, v->isa, tps);
     if (v->rss_mib > 0)
         printf("  RSS %5.1f MiB  MFU %5.1f%%", v->rss_mib,
                100.0 * tps * flops_per_token / peak);
@@ -309,13 +318,12 @@ static int bench_config_run(const bench_config *bc, const bench_opts *o,
     int steps = bc->steps * o->scale, n = 0;
     variant vs[3 + BF_ISA_COUNT];
     variant *pick = add_c(vs, &n, "portable, picked", o->self, bc, steps,
-                          NULL);
+                          BF_ISA_COUNT);
     for (int l = 0; l < BF_ISA_COUNT; l++)
         if (bf_isa_supported((bf_isa)l))
-            add_c(vs, &n, "portable, forced", o->self, bc, steps,
-                  bf_isa_name((bf_isa)l));
+            add_c(vs, &n, "portable, forced", o->self, bc, steps, (bf_isa)l);
     variant *native = o->native ? add_c(vs, &n, "-Dmarch=native", o->native,
-                                        bc, steps, NULL) : NULL;
+                                        bc, steps, BF_ISA_COUNT) : NULL;
     variant *torch = o->torch ? add_torch(vs, &n, o->torch, bc, steps) : NULL;
     for (int r = 0; r < o->rounds; r++) {
         for (int i = 0; i < n; i++)
@@ -420,11 +428,11 @@ int main(int argc, char **argv)
     /* Best of 20 sgemms now and once per round of every config: on a
      * shared machine the best is the one least disturbed by load */
     double peak = sgemm_peak_flops();
-    printf("sgemm peak, 1 thread, 1024^3: %.1f GFLOP/s (before the runs)\n",
-           peak / 1e9);
-    printf("portable build picks %s; ratios (x) are against its median, "
+    printf("sgemm peak, 1 thread, 1024^3, OpenBLAS %s: %.1f GFLOP/s (before "
+           "the runs)\n", bf_isa_blas_core_in_use(), peak / 1e9);
+    printf("portable build picks %s/%s; ratios (x) are against its median, "
            "measured in this run; [the rounds' tokens/s]\n",
-           bf_isa_name(bf_isa_best()));
+           bf_isa_name(bf_isa_current()), bf_isa_blas_core_in_use());
     int missed = 0;
     for (int i = 0; i < N_CONFIGS; i++)
         if (!only || !strcmp(only, CONFIGS[i].name))

@@ -3,6 +3,10 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <cblas.h>
 
 #include "layers.h"
 
@@ -19,6 +23,22 @@ static const bf_kernels *const isa_tables[BF_ISA_COUNT] = {
 #ifdef BF_KERNELS_X86
     [BF_ISA_AVX2] = &bf_kernels_avx2,
     [BF_ISA_AVX512] = &bf_kernels_avx512,
+#endif
+};
+
+/* OpenBLAS's kernels for each level (OPENBLAS_CORETYPE names).  OpenBLAS
+ * picks its own at load time from the CPUs it knew when it was built:
+ * Debian 12's 0.3.21 takes a Zen 5 for a Haswell and runs AVX2 kernels
+ * there, at half the speed of its AVX-512 ones (bench/bench_train prints
+ * the sgemm peak of each level's core).  So the level pins OpenBLAS too,
+ * and one level means the same instructions in every product and every
+ * pass on every node.  Prescott (SSE3), not Opteron, for the baseline:
+ * Opteron's kernels use 3DNow! prefetches, which Zen dropped (SIGILL). */
+static const char *const isa_blas_cores[BF_ISA_COUNT] = {
+#ifdef BF_KERNELS_X86
+    [BF_ISA_BASELINE] = "Prescott",
+    [BF_ISA_AVX2] = "Haswell",
+    [BF_ISA_AVX512] = "SkylakeX",
 #endif
 };
 
@@ -53,6 +73,16 @@ static int isa__cpu_has(bf_isa isa)
 #else
     return isa == BF_ISA_BASELINE;
 #endif
+}
+
+const char *bf_isa_blas_core(bf_isa isa)
+{
+    return isa >= 0 && isa < BF_ISA_COUNT ? isa_blas_cores[isa] : NULL;
+}
+
+const char *bf_isa_blas_core_in_use(void)
+{
+    return openblas_get_corename();
 }
 
 int bf_isa_from_name(const char *name, bf_isa *out)
@@ -115,10 +145,34 @@ int bf_isa_use_env(bf_error *err)
     return bf_isa_use(isa, err);
 }
 
-/* Every program starts on its level before main; a bad BIFOCAL_ISA leaves
- * the best one, for the program to refuse through bf_isa_use_env. */
-__attribute__((constructor)) static void isa__at_start(void)
+/* OpenBLAS chose its kernels when it was loaded, before any code of ours
+ * ran, and reads OPENBLAS_CORETYPE only then: to pin them, the program
+ * starts again (same pid, same arguments) with the variable set.  The
+ * restarted program finds it set and goes on, as it does when the user set
+ * it (their choice stands).  If exec fails it runs on at OpenBLAS's own
+ * pick, which bf_isa_blas_core_in_use reports. */
+static void isa__pin_blas(char **argv)
 {
+    const char *want = bf_isa_blas_core(isa_current);
+    if (!want || !argv || !argv[0] || getenv("OPENBLAS_CORETYPE") ||
+        strcasecmp(bf_isa_blas_core_in_use(), want) == 0)
+        return;
+    if (setenv("OPENBLAS_CORETYPE", want, 1) != 0)
+        return;
+    execv("/proc/self/exe", argv);
+    unsetenv("OPENBLAS_CORETYPE");
+}
+
+/* Every program starts on its level before main, OpenBLAS's kernels
+ * pinned to it; a bad BIFOCAL_ISA leaves the best level, for the program
+ * to refuse through bf_isa_use_env.  glibc passes a constructor of the
+ * executable main's arguments. */
+__attribute__((constructor)) static void isa__at_start(int argc, char **argv,
+                                                       char **envp)
+{
+    (void)argc;
+    (void)envp;
     if (bf_isa_use_env(NULL) != 0)
         bf_isa_use(bf_isa_best(), NULL);
+    isa__pin_blas(argv);
 }

@@ -5,13 +5,16 @@
  * set, so one portable binary runs on every node of a mixed cluster and uses
  * the widest vectors each node has.  At start-up the best level the CPU
  * supports is chosen, or the one BIFOCAL_ISA names (baseline, avx2,
- * avx512).  The matrix products are OpenBLAS's, which dispatches on its own
- * (OPENBLAS_CORETYPE pins it).
+ * avx512).  The matrix products are OpenBLAS's, and the level pins its
+ * kernels too (bf_isa_blas_core): at start-up, before main, a program whose
+ * OpenBLAS picked other kernels than its level's starts itself again (same
+ * pid and arguments) with OPENBLAS_CORETYPE set, unless that variable is
+ * already set, in which case the user's choice stands.
  *
  * Results are bit-identical within a level; across levels they differ by
- * float rounding (AVX2 fuses multiply-adds, vector widths change the order
- * of sums), so reproducing a run bit for bit on another CPU needs the same
- * level forced on both (docs/training.md). */
+ * float rounding (AVX2 fuses multiply-adds, vector widths and OpenBLAS's
+ * kernels change the order of sums), so reproducing a run bit for bit on
+ * another CPU needs the same level forced on both (docs/training.md). */
 #ifndef BF_ISA_H
 #define BF_ISA_H
 
@@ -29,6 +32,13 @@ const char *bf_isa_name(bf_isa isa);
 
 /* The level named `name` into *out; returns 0, or -1 for an unknown name. */
 int bf_isa_from_name(const char *name, bf_isa *out);
+
+/* The OpenBLAS core (an OPENBLAS_CORETYPE name) that level isa pins, or
+ * NULL where this build pins none. */
+const char *bf_isa_blas_core(bf_isa isa);
+
+/* The OpenBLAS core whose kernels run in this process. */
+const char *bf_isa_blas_core_in_use(void);
 
 /* Whether this build carries level isa and this CPU (and OS) can run it. */
 int bf_isa_supported(bf_isa isa);

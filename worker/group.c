@@ -746,8 +746,9 @@ static int run_group(group *g)
     }
     catch_signals(g->link);
     bf_log_info("worker group %s: %d rank%s, coordinator %s, engine "
-                "kernels %s", name, g->nranks, g->nranks == 1 ? "" : "s",
-                g->o.server, bf_isa_name(bf_isa_current()));
+                "kernels %s, OpenBLAS %s", name, g->nranks,
+                g->nranks == 1 ? "" : "s", g->o.server,
+                bf_isa_name(bf_isa_current()), bf_isa_blas_core_in_use());
     int status = lead(g);
     signal_link = NULL;
     bf_link_stop(g->link);

@@ -201,7 +201,8 @@ static int cmd_train(int argc, char **argv)
         return fail(EXIT_RUNTIME, &err);
     if (resume && find_resume(dir, resume_path, sizeof resume_path, &err))
         return fail(EXIT_RUNTIME, &err);
-    bf_log_info("engine kernels: %s", bf_isa_name(bf_isa_current()));
+    bf_log_info("engine kernels: %s, OpenBLAS %s", bf_isa_name(bf_isa_current()),
+                bf_isa_blas_core_in_use());
     size_t budget = budget_mib > 0 ? (size_t)budget_mib << 20
                                    : bf_mem_limit();
     return train_job(&cfg, dir, resume_path[0] ? resume_path : NULL, budget);

@@ -1,0 +1,62 @@
+/* The dispatch level and the OpenBLAS kernels it pins (engine/isa.h).
+ * Runs once per level, named in BIFOCAL_ISA (meson.build). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <cmocka.h>
+
+#include "isa.h"
+#include "test_isa_util.h"
+
+/* Before main, the program pinned OpenBLAS to its level's core by starting
+ * again with OPENBLAS_CORETYPE set, unless the variable was set already
+ * (the user's choice stands).  Either way the variable is set now and
+ * names the kernels in use: a failed restart leaves it unset, and a pin
+ * OpenBLAS ignored leaves it naming other kernels than run. */
+static void test_blas_core_is_the_pinned_one(void **state)
+{
+    (void)state;
+    const char *pinned = getenv("OPENBLAS_CORETYPE");
+    const char *in_use = bf_isa_blas_core_in_use();
+    if (!bf_isa_blas_core(bf_isa_current()))
+        return; /* a build with no x86 levels pins nothing */
+    assert_non_null(pinned);
+    assert_non_null(in_use);
+    if (strcasecmp(pinned, in_use) != 0)
+        fail_msg("OPENBLAS_CORETYPE=%s but OpenBLAS runs %s kernels", pinned,
+                 in_use);
+}
+
+/* Each level pins its own core, and every name goes back to its level. */
+static void test_levels_and_cores(void **state)
+{
+    (void)state;
+    for (int l = 0; l < BF_ISA_COUNT; l++) {
+        bf_isa back;
+        assert_int_equal(bf_isa_from_name(bf_isa_name((bf_isa)l), &back), 0);
+        assert_int_equal(back, l);
+        const char *core = bf_isa_blas_core((bf_isa)l);
+        for (int m = 0; core && m < l; m++)
+            assert_string_not_equal(core, bf_isa_blas_core((bf_isa)m));
+    }
+    bf_isa out = BF_ISA_AVX2;
+    assert_int_equal(bf_isa_from_name("avx512f", &out), -1);
+    assert_int_equal(out, BF_ISA_AVX2);
+    assert_null(bf_isa_blas_core(BF_ISA_COUNT));
+}
+
+int main(void)
+{
+    int isa_status = test_isa_from_env();
+    if (isa_status != 0)
+        return isa_status;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_blas_core_is_the_pinned_one),
+        cmocka_unit_test(test_levels_and_cores),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
