@@ -4,14 +4,19 @@
  *   bench_train [--torch PATH/torch_ref.py] [--native PATH/bench_train]
  *               [--steps N] [--rounds R] [--config NAME]
  *
- * Measures the single-thread cblas_sgemm peak (again every round: MFU is
- * against the best seen so far), then for each config runs,
- * each in a fresh process (so peak RSS is that config's alone): the
- * portable binary at the level it picks by itself, at every dispatch level
- * this CPU runs (BIFOCAL_ISA, engine/isa.h), with --native the bench_train
+ * Measures the single-thread cblas_sgemm peak of the OpenBLAS kernels the
+ * picked level runs (again every round: MFU is against the best seen so
+ * far), then for each config runs, each in a fresh process (so peak RSS
+ * is that config's alone): the portable binary at the level it picks by
+ * itself, at every dispatch level this CPU runs (BIFOCAL_ISA, engine/isa.h,
+ * each with the OpenBLAS kernels it pins), with --native the bench_train
  * of a -Dmarch=native build, and with --torch the fast PyTorch model of the
  * same architecture (torch_ref.py --bench: forward_fast, which
- * test_torch_fast holds to the C model's loss and gradients).  The
+ * test_torch_fast holds to the C model's loss and gradients), with ATen's
+ * kernels at the widest level (ATEN_CPU_CAPABILITY) and OpenBLAS's as this
+ * program runs them.  A set OPENBLAS_CORETYPE overrides the pin of the
+ * picked run and of PyTorch's (some machines' images set one: unset it in
+ * the command to measure the kernels each level would pick).  The
  * variants alternate for R rounds (default 3), so that load from elsewhere
  * on a shared machine hits all alike, and each prints its median.  One
  * step = zero_grad, forward + backward over micro-batches of
@@ -262,9 +267,16 @@ static variant *add_torch(variant *vs, int *n, const char *script,
     memset(v, 0, sizeof *v);
     snprintf(v->label, sizeof v->label, "PyTorch, fast");
     snprintf(v->isa, sizeof v->isa, "-");
+    /* PyTorch at its best too: ATen's kernels at the widest level (its
+     * own pick on the test machine was AVX2 on an AVX-512 CPU, at half the
+     * speed on the study's size), OpenBLAS's as this program runs them */
+    static const char *const aten[BF_ISA_COUNT] = {
+        [BF_ISA_BASELINE] = "default", [BF_ISA_AVX2] = "avx2",
+        [BF_ISA_AVX512] = "avx512"};
     snprintf(v->cmd, sizeof v->cmd,
-             "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 "
-             "'%s' --bench %d %d %d %d %d %d %d %s", script, bc->d_model,
+             "OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 ATEN_CPU_CAPABILITY=%s "
+             "/usr/bin/python3 '%s' --bench %d %d %d %d %d %d %d %s",
+             aten[bf_isa_best()], script, bc->d_model,
              bc->n_layers, bc->n_heads, bc->seq_len, bc->batch, dyck_vocab(),
              steps, bc->rope == BF_ROPE_SPECTRAL ? "spectral" : "bifocal");
     v->key = "torch_tokens_per_s ";
