@@ -1,22 +1,18 @@
-/* The attention layer alone, forward + backward, on shapes either side of
- * the fused small-head path's limits (layers.h: BF_ATT_FUSED_MAX_T,
- * BF_ATT_FUSED_MAX_HD), so the rule can be read off: for each (T, head_dim)
- * the path the rule picks, the best time of a forward + backward over
- * batch 32 x 4 heads, and the rate in causal multiply-adds per second
- * (T (T+1) / 2 * head_dim per product, 2 products forward and 4 backward).
- * A shape just inside a limit beside one just outside it compares the two
- * paths on nearly the same work.  Every shape is timed once a round for
- * ROUNDS rounds (default 5), alternating, and the best run counts.
+/* The attention layer alone, forward + backward, on both paths: the fused
+ * small-head kernel and the sgemm one, on the heads of the study, config A
+ * and config B (the fused tiles' limits, layers.h: BF_ATT_FUSED_MAX_T,
+ * BF_ATT_FUSED_MAX_HD) and just past each limit (sgemm only), so the rule
+ * (isa.h, bf_isa_attention_fused) can be read off: for each (T, head_dim)
+ * and path the best time of a forward + backward over batch 32 x 4 heads,
+ * the rate in causal multiply-adds per second (T (T+1) / 2 * head_dim per
+ * product, 2 products forward and 4 backward), and the path the rule
+ * takes with the OpenBLAS kernels in use.  Every (shape, path) is timed
+ * once a round for ROUNDS rounds (default 5), alternating, and the best
+ * run counts.
  *
- *   bench_attention [ROUNDS]     (at the level BIFOCAL_ISA names or the best)
- *
- * Before and after: built against a tree without the fused path (main at
- * b19cefc, release build in OLD), every shape runs the sgemm path:
- *   gcc -O2 -IOLD/engine -IOLD/common -I/usr/include/x86_64-linux-gnu/openblas-pthread
- *       bench/bench_attention.c -o bench_attention_old -Wl,--whole-archive
- *       OLD/build/engine/libbifocal_kernels_*.a -Wl,--no-whole-archive
- *       OLD/build/engine/libbifocal_model.a OLD/build/common/libbifocal_common.a
- *       -lopenblas -ljansson -lm */
+ *   bench_attention [ROUNDS]     (at the level BIFOCAL_ISA names or the
+ *                                 best, with the OpenBLAS kernels it pins
+ *                                 or OPENBLAS_CORETYPE names) */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -25,11 +21,6 @@
 #include "isa.h"
 #include "layers.h"
 #include "rng.h"
-
-#ifndef BF_ATT_FUSED_MAX_T /* a tree from before the fused path */
-#define BF_ATT_FUSED_MAX_T 0
-#define BF_ATT_FUSED_MAX_HD 0
-#endif
 
 typedef struct att_shape {
     int T, hd;
@@ -42,8 +33,14 @@ static const att_shape SHAPES[] = {
 };
 enum { N_SHAPES = sizeof SHAPES / sizeof SHAPES[0], B = 32, NH = 4 };
 
-/* Seconds of the best of `reps` forward + backward passes of shape sh. */
-static double time_shape(const att_shape *sh, int reps)
+static int within_limits(const att_shape *sh)
+{
+    return sh->T <= BF_ATT_FUSED_MAX_T && sh->hd <= BF_ATT_FUSED_MAX_HD;
+}
+
+/* Seconds of the best of `reps` forward + backward passes of shape sh on
+ * the fused path or the sgemm one. */
+static double time_shape(const att_shape *sh, int fused, int reps)
 {
     int T = sh->T, C = sh->hd * NH;
     size_t n_qkv = (size_t)B * T * 3 * C, n_out = (size_t)B * T * C;
@@ -62,8 +59,9 @@ static double time_shape(const att_shape *sh, int reps)
     double best = 1e30;
     for (int rep = 0; rep < reps; rep++) {
         double t0 = bf_now_seconds();
-        bf_attention_forward(out, att, qkv, B, T, C, NH);
-        bf_attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH);
+        bf_attention_forward(out, att, qkv, B, T, C, NH, fused);
+        bf_attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH,
+                              fused);
         double dt = bf_now_seconds() - t0;
         best = dt < best ? dt : best;
     }
@@ -88,25 +86,33 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_attention: %s\n", err.msg);
         return 2;
     }
-    double best[N_SHAPES];
+    double best[N_SHAPES][2]; /* [shape][fused] */
     for (int i = 0; i < N_SHAPES; i++)
-        best[i] = 1e30;
+        best[i][0] = best[i][1] = 1e30;
     for (int round = 0; round < rounds; round++)
-        for (int i = 0; i < N_SHAPES; i++) {
-            double dt = time_shape(&SHAPES[i], 10);
-            best[i] = dt < best[i] ? dt : best[i];
-        }
+        for (int i = 0; i < N_SHAPES; i++)
+            for (int fused = 0; fused <= within_limits(&SHAPES[i]); fused++) {
+                double dt = time_shape(&SHAPES[i], fused, 10);
+                best[i][fused] = dt < best[i][fused] ? dt : best[i][fused];
+            }
     printf("attention forward + backward, batch %d x %d heads, level %s, "
-           "best of %d rounds x 10 (fused when T <= %d and head_dim <= %d)\n",
-           B, NH, bf_isa_name(bf_isa_current()), rounds, BF_ATT_FUSED_MAX_T,
+           "OpenBLAS %s, best of %d rounds x 10 (fused tiles up to T %d, "
+           "head_dim %d)\n", B, NH, bf_isa_name(bf_isa_current()),
+           bf_isa_blas_core_in_use(), rounds, BF_ATT_FUSED_MAX_T,
            BF_ATT_FUSED_MAX_HD);
     for (int i = 0; i < N_SHAPES; i++) {
         const att_shape *sh = &SHAPES[i];
-        int fused = sh->T <= BF_ATT_FUSED_MAX_T && sh->hd <= BF_ATT_FUSED_MAX_HD;
         double macs = 6.0 * B * NH * sh->T * (sh->T + 1) / 2.0 * sh->hd;
-        printf("  T %3d  head_dim %2d  %-6s %8.3f ms  %6.2f G multiply-adds/s\n",
-               sh->T, sh->hd, fused ? "fused" : "sgemm", best[i] * 1e3,
-               macs / best[i] / 1e9);
+        int rule = bf_isa_attention_fused(sh->T, sh->hd);
+        for (int fused = within_limits(sh); fused >= 0; fused--)
+            printf("  T %3d  head_dim %2d  %-6s %8.3f ms  %6.2f G "
+                   "multiply-adds/s%s\n", sh->T, sh->hd,
+                   fused ? "fused" : "sgemm", best[i][fused] * 1e3,
+                   macs / best[i][fused] / 1e9,
+                   rule == fused ? "  (the rule's path)" : "");
+        if (within_limits(sh))
+            printf("  T %3d  head_dim %2d  sgemm / fused time %.2fx\n",
+                   sh->T, sh->hd, best[i][0] / best[i][1]);
     }
     return 0;
 }

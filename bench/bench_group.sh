@@ -23,13 +23,8 @@ fi
 mpi=(mpirun --bind-to core -x OPENBLAS_NUM_THREADS)
 bench="$dir/bench/bench_group"
 
-tmp=$(mktemp -d)
-daemon=""
-cleanup() {
-    [ -n "$daemon" ] && kill "$daemon" 2>/dev/null && wait "$daemon" || true
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+source bench/daemon.sh
+tmp=$bench_tmp
 
 # np=1 and np=2 alternate three times and the best of each counts, so that
 # a burst of load from elsewhere on a shared machine hits both sides alike.
@@ -46,10 +41,7 @@ done
 awk -v a="$best1" -v b="$best2" \
     'BEGIN { printf "np=2 / np=1 throughput (best of 3 each): %d / %d tokens/s = %.2fx (target >= 1.8x)\n", b, a, b / a }'
 
-"$dir/server/bifocald" --db "$tmp/bench.db" --listen 127.0.0.1:0 \
-    --port-file "$tmp/port" --log-level warn 2>"$tmp/daemon.log" &
-daemon=$!
-for _ in $(seq 200); do [ -s "$tmp/port" ] && break; sleep 0.05; done
+bench_daemon_start "$dir/server/bifocald" "$tmp"
 "${mpi[@]}" -np 1 "$bench" --steps "$steps" \
     --server "127.0.0.1:$(cat "$tmp/port")" --token-file "$tmp/bench.db.token"
 

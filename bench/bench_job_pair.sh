@@ -23,27 +23,18 @@ rounds=${3:-3}
 sweep=${4:-configs/study-structure-gap.yaml}
 read -r -a jobs <<< "${5:-1 13}"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-out=$(mktemp -d)
-daemon=""
-cleanup() {
-    [ -n "$daemon" ] && kill "$daemon" 2>/dev/null && wait "$daemon" || true
-    rm -rf "$out"
-}
-trap cleanup EXIT
+source bench/daemon.sh
+out=$bench_tmp
 
 # The jobs' configs, as the coordinator hands them to a worker.
-"${trees[1]}/server/bifocald" --db "$out/sweep.db" --listen 127.0.0.1:0 \
-    --port-file "$out/port" --log-level warn 2>"$out/daemon.log" &
-daemon=$!
-for _ in $(seq 200); do [ -s "$out/port" ] && break; sleep 0.05; done
+bench_daemon_start "${trees[1]}/server/bifocald" "$out"
 "${trees[1]}/client/bifocal" --server "127.0.0.1:$(cat "$out/port")" \
-    --token-file "$out/sweep.db.token" submit "$sweep" >/dev/null
-kill "$daemon" && wait "$daemon" || true
-daemon=""
+    --token-file "$out/bench.db.token" submit "$sweep" >/dev/null
+bench_daemon_stop
 # code_dir (the code task's corpus, unused by the formal tasks) came after
 # the dispatch, and older workers refuse fields they do not know.
 for j in "${jobs[@]}"; do
-    sqlite3 "$out/sweep.db" "SELECT json_remove(config, '$.code_dir') FROM
+    sqlite3 "$out/bench.db" "SELECT json_remove(config, '$.code_dir') FROM
         jobs WHERE job_id = $j" > "$out/job-$j.json"
     [ -s "$out/job-$j.json" ] || { echo "no job $j in $sweep" >&2; exit 2; }
     echo "job $j: $(cat "$out/job-$j.json")"

@@ -20,30 +20,21 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 if [ "$(id -u)" -eq 0 ]; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
-out=$(mktemp -d)
-daemon=""
-cleanup() {
-    [ -n "$daemon" ] && kill "$daemon" 2>/dev/null && wait "$daemon" || true
-    rm -rf "$out"
-}
-trap cleanup EXIT
+source bench/daemon.sh
+out=$bench_tmp
 
 # One study job of tree index $1 in round $2, through its own bifocald on a
 # fresh database.
 run() {
     local t=${trees[$1]} dir="$out/run-$1-$2"
     mkdir -p "$dir/checkpoints"
-    "$t/server/bifocald" --db "$dir/bench.db" --listen 127.0.0.1:0 \
-        --port-file "$dir/port" --log-level warn 2>"$dir/daemon.log" &
-    daemon=$!
-    for _ in $(seq 200); do [ -s "$dir/port" ] && break; sleep 0.05; done
+    bench_daemon_start "$t/server/bifocald" "$dir"
     mpirun --bind-to core -x OPENBLAS_NUM_THREADS -np 1 "$t/bench/bench_group" \
         --server "127.0.0.1:$(cat "$dir/port")" \
         --token-file "$dir/bench.db.token" \
         --study configs/study-structure-gap.yaml \
         --checkpoint-dir "$dir/checkpoints" > "$out/study-$1-$2"
-    kill "$daemon" && wait "$daemon" || true
-    daemon=""
+    bench_daemon_stop
     echo "== $t, round $((r + 1))"
     cat "$out/study-$1-$2"
 }

@@ -27,13 +27,13 @@ static const bf_kernels *const isa_tables[BF_ISA_COUNT] = {
 };
 
 /* OpenBLAS's kernels for each level (OPENBLAS_CORETYPE names).  OpenBLAS
- * picks its own at load time from the CPUs it knew when it was built:
- * Debian 12's 0.3.21 takes a Zen 5 for a Haswell and runs AVX2 kernels
- * there, at half the speed of its AVX-512 ones (bench/bench_train prints
- * the sgemm peak of each level's core).  So the level pins OpenBLAS too,
- * and one level means the same instructions in every product and every
- * pass on every node.  Prescott (SSE3), not Opteron, for the baseline:
- * Opteron's kernels use 3DNow! prefetches, which Zen dropped (SIGILL). */
+ * picks its own at load time by CPU model, so two nodes at one level
+ * could run different products (Cooperlake's and SkylakeX's blockings,
+ * Zen's and Haswell's) and round differently; the level pins OpenBLAS
+ * too, so that one level means the same instructions in every product and
+ * every pass on every node.  Prescott (SSE3), not Opteron, for the
+ * baseline: Opteron's kernels use 3DNow! prefetches, which Zen dropped
+ * (SIGILL). */
 static const char *const isa_blas_cores[BF_ISA_COUNT] = {
 #ifdef BF_KERNELS_X86
     [BF_ISA_BASELINE] = "Prescott",
@@ -83,6 +83,35 @@ const char *bf_isa_blas_core(bf_isa isa)
 const char *bf_isa_blas_core_in_use(void)
 {
     return openblas_get_corename();
+}
+
+/* OpenBLAS's cores whose sgemm kernels are AVX-512. */
+static const char *const isa_blas_avx512_cores[] = {"SkylakeX", "Cooperlake",
+                                                    "SapphireRapids"};
+
+static int isa__blas_avx512(void)
+{
+    const char *core = bf_isa_blas_core_in_use();
+    for (size_t i = 0; i < sizeof isa_blas_avx512_cores /
+                               sizeof *isa_blas_avx512_cores; i++)
+        if (strcasecmp(core, isa_blas_avx512_cores[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* The largest head_dim for which the fused attention beats sgemm when
+ * OpenBLAS runs AVX-512 kernels.  bench_attention, avx512 level
+ * (docs/training.md): with SkylakeX's products the fused path is 1.05x
+ * faster at the studies' heads (seq 40, head_dim 16) but 1.24x slower at
+ * config A's (64, 32) and 1.43x at B's (128, 64); with Haswell's it wins
+ * at all three, so there the tiles' limits are the rule. */
+enum { ISA_ATT_FUSED_HD_AVX512_BLAS = 16 };
+
+int bf_isa_attention_fused(int T, int head_dim)
+{
+    int max_hd = isa__blas_avx512() ? ISA_ATT_FUSED_HD_AVX512_BLAS
+                                    : BF_ATT_FUSED_MAX_HD;
+    return T <= BF_ATT_FUSED_MAX_T && head_dim <= max_hd;
 }
 
 int bf_isa_from_name(const char *name, bf_isa *out)

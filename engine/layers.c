@@ -306,24 +306,17 @@ static void softmax_causal_row(float *dst, const float *src, int len, int T)
  * plain C left to the vectoriser's choices (it spilled the accumulators).
  * The tiles are padded with zeros to whole vectors.
  *
- * Rule (layers.h: BF_ATT_FUSED_MAX_T 128, BF_ATT_FUSED_MAX_HD 64): fused
- * up to config B's heads (seq 128, head_dim 64), the largest shape
- * measured: bench/bench_attention finds it 1.4x the sgemm path's speed at
- * the study's heads, 1.2x at config A's, 1.1x at B's (docs/training.md
- * has the figures).  Beyond,
- * sgemm: the fused tiles live on the stack, sized by the limits (128 KiB
- * in backward at these, already past L1), while sgemm's packing, O(T hd)
- * a product, shrinks against the product's O(T^2 hd) work. */
+ * Limits (layers.h: BF_ATT_FUSED_MAX_T 128, BF_ATT_FUSED_MAX_HD 64): the
+ * tiles live on the stack, sized by them (128 KiB in backward at these,
+ * already past L1), while sgemm's packing, O(T hd) a product, shrinks
+ * against the product's O(T^2 hd) work.  Within them the caller chooses
+ * the path (bf_isa_attention_fused says which pays with the OpenBLAS
+ * kernels in use; docs/training.md has the figures). */
 enum { ATT_LANES = 16 };
 typedef float att_vec __attribute__((vector_size(ATT_LANES * sizeof(float))));
 #define ATT_VECS(n) (((n) + ATT_LANES - 1) / ATT_LANES)
 enum { ATT_TV = ATT_VECS(BF_ATT_FUSED_MAX_T),   /* vectors of keys */
        ATT_HV = ATT_VECS(BF_ATT_FUSED_MAX_HD) }; /* vectors of a head row */
-
-static int attention_fused(int T, int hd)
-{
-    return T <= BF_ATT_FUSED_MAX_T && hd <= BF_ATT_FUSED_MAX_HD;
-}
 
 /* row [hv vectors] = x [hd], zero past hd.  Whole vectors are copied by a
  * fixed-size memcpy (one unaligned load each); a variable-size copy would
@@ -599,9 +592,10 @@ static void attention_backward_sgemm(float *dq, float *dk, float *dv,
 /* ------------------------------------------------ attention, per head */
 
 static void attention_forward(float *out, float *att, const float *qkv, int B,
-                              int T, int C, int NH)
+                              int T, int C, int NH, int fused)
 {
-    int hd = C / NH, C3 = 3 * C, fused = attention_fused(T, hd);
+    int hd = C / NH, C3 = 3 * C;
+    assert(!fused || (T <= BF_ATT_FUSED_MAX_T && hd <= BF_ATT_FUSED_MAX_HD));
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             const float *q = qkv + (size_t)b * T * C3 + h * hd;
@@ -616,9 +610,10 @@ static void attention_forward(float *out, float *att, const float *qkv, int B,
 
 static void attention_backward(float *dqkv, float *scratch, const float *dout,
                                const float *qkv, const float *att, int B, int T,
-                               int C, int NH)
+                               int C, int NH, int fused)
 {
-    int hd = C / NH, C3 = 3 * C, fused = attention_fused(T, hd);
+    int hd = C / NH, C3 = 3 * C;
+    assert(!fused || (T <= BF_ATT_FUSED_MAX_T && hd <= BF_ATT_FUSED_MAX_HD));
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             size_t off = (size_t)b * T * C3 + h * hd;

@@ -19,8 +19,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The fused small-head attention's limits: sequence length and head_dim
- * (layers.c, attention_fused).  Its tiles live on the stack, sized by them. */
+/* The fused small-head attention's limits: sequence length and head_dim.
+ * Its tiles live on the stack, sized by them; bf_isa_attention_fused
+ * (isa.h) says when, within them, it beats the sgemm path. */
 #define BF_ATT_FUSED_MAX_T 128
 #define BF_ATT_FUSED_MAX_HD 64
 
@@ -92,15 +93,16 @@ typedef struct bf_kernels {
 
     /* Causal multi-head attention: qkv [B,T,3C] -> out [B,T,C]; att
      * [B,NH,T,T] keeps the softmax probabilities (zeros above the diagonal).
-     * Small heads (T <= BF_ATT_FUSED_MAX_T and C/NH <= BF_ATT_FUSED_MAX_HD)
-     * take a fused path without sgemm, the others sgemm (layers.c says why);
-     * both give the same results up to float rounding. */
+     * fused: the fused small-head path without sgemm (only for T <=
+     * BF_ATT_FUSED_MAX_T and C/NH <= BF_ATT_FUSED_MAX_HD), else sgemm; both
+     * give the same results up to float rounding, and backward takes the
+     * forward's path. */
     void (*attention_forward)(float *out, float *att, const float *qkv, int B,
-                              int T, int C, int NH);
+                              int T, int C, int NH, int fused);
     /* dqkv [B,T,3C] overwritten from dout [B,T,C]; scratch holds T*T floats. */
     void (*attention_backward)(float *dqkv, float *scratch, const float *dout,
                                const float *qkv, const float *att, int B, int T,
-                               int C, int NH);
+                               int C, int NH, int fused);
 
     /* GELU, tanh approximation, elementwise over n floats. */
     void (*gelu_forward)(float *out, const float *inp, int n);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "isa.h"
 #include "layers.h"
 #include "rng.h"
 
@@ -418,7 +419,8 @@ double bf_model_forward(bf_model *m, const int *inputs, const int *targets,
         if (s->rope != BF_ROPE_NONE)
             bf_rotary_forward(la.qkv, la.cosv, la.sinv, a->positions, a->S, B,
                               T, C, NH);
-        bf_attention_forward(la.atty, la.att, la.qkv, B, T, C, NH);
+        bf_attention_forward(la.atty, la.att, la.qkv, B, T, C, NH,
+                             bf_isa_attention_fused(T, C / NH));
         bf_matmul_forward(la.x2, la.atty, w.attprojw, w.attprojb, la.x, N, C,
                           C);
 
@@ -491,7 +493,7 @@ static void attention_backward(bf_model *m, int l, const layer_params *w,
     bf_matmul_backward(datty, dw->attprojw, dw->attprojb, a->dres, la->atty,
                        w->attprojw, N, C, C);
     bf_attention_backward(dqkv, a->datt, datty, la->qkv, la->att, B, T, C,
-                          NH);
+                          NH, bf_isa_attention_fused(T, C / NH));
     if (s->rope != BF_ROPE_NONE)
         bf_rotary_backward(dqkv, dw->log_freq, la->qkv, la->cosv, la->sinv,
                            la->omega, m->freq_learnable + l * NH,

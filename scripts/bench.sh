@@ -33,7 +33,7 @@ meson compile -C "$dir-native" bench_train >/dev/null &&
 build bench_train && "$dir/bench/bench_train" "${torch_args[@]}" \
     "${native_args[@]}"
 
-echo "== bench_attention: the attention layer alone, fused small-head path against sgemm, either side of its limits"
+echo "== bench_attention: the attention layer alone, fused small-head path and sgemm at the same heads, and the rule's pick"
 build bench_attention && "$dir/bench/bench_attention"
 
 echo "== bench_tasks: the code task's corpus, examples and steps beside dyck"

@@ -291,24 +291,26 @@ static void test_rotary(void **state)
 
 typedef struct att_ctx {
     int b, t;  /* batch and length of this case */
+    int fused; /* the path: fused small-head kernel or sgemm */
     float *qkv, *out, *att, *r;
 } att_ctx;
 
 static double att_loss(void *p)
 {
     att_ctx *c = p;
-    bf_attention_forward(c->out, c->att, c->qkv, c->b, c->t, C, NH);
+    bf_attention_forward(c->out, c->att, c->qkv, c->b, c->t, C, NH,
+                         c->fused);
     return dot_r(c->out, c->r, (size_t)c->b * c->t * C);
 }
 
-/* Lengths on both sides of the fused path's limit (layers.h,
- * BF_ATT_FUSED_MAX_T) matter: up to it the fused small-head kernel runs,
- * query rows in groups of 4 (T = 5 ends with a group of one real row);
- * past it the sgemm path, whose scores come block by block (32 rows) with
- * dK, dV summed over blocks. */
-static void check_attention(int b, int t, uint64_t seed)
+/* Both paths, at lengths up to the fused tiles' limit (layers.h,
+ * BF_ATT_FUSED_MAX_T) and the sgemm path past it: the fused kernel takes
+ * query rows in groups of 4 (T = 5 ends with a group of one real row), the
+ * sgemm path's scores come block by block (32 rows) with dK, dV summed
+ * over blocks. */
+static void check_attention(int b, int t, uint64_t seed, int fused)
 {
-    att_ctx c = {.b = b, .t = t};
+    att_ctx c = {.b = b, .t = t, .fused = fused};
     size_t n_qkv = (size_t)b * t * 3 * C, n_out = (size_t)b * t * C;
     c.qkv = malloc(n_qkv * sizeof(float));
     c.out = malloc(n_out * sizeof(float));
@@ -348,9 +350,10 @@ static void check_attention(int b, int t, uint64_t seed)
     float *scratch = malloc((size_t)t * t * sizeof(float));
     fill_const(d, n_qkv, 1e9f); /* overwritten */
     fill_const(scratch, (size_t)t * t, 1e9f);
-    bf_attention_backward(d, scratch, c.r, c.qkv, c.att, b, t, C, NH);
+    bf_attention_backward(d, scratch, c.r, c.qkv, c.att, b, t, C, NH, fused);
     char what[64];
-    snprintf(what, sizeof what, "attention dqkv (T=%d)", t);
+    snprintf(what, sizeof what, "attention dqkv (T=%d, %s)", t,
+             fused ? "fused" : "sgemm");
     assert_true(gc_rel_error(what, att_loss, &c, c.qkv, d, n_qkv, MAXCHK,
                              EPS) < TOL);
     free(d);
@@ -364,10 +367,12 @@ static void check_attention(int b, int t, uint64_t seed)
 static void test_attention(void **state)
 {
     (void)state;
-    check_attention(B, T, 40);
-    check_attention(1, 32, 42);
-    check_attention(1, BF_ATT_FUSED_MAX_T, 44);
-    check_attention(1, BF_ATT_FUSED_MAX_T + 6, 46);
+    for (int fused = 0; fused <= 1; fused++) {
+        check_attention(B, T, 40, fused);
+        check_attention(1, 32, 42, fused);
+        check_attention(1, BF_ATT_FUSED_MAX_T, 44, fused);
+    }
+    check_attention(1, BF_ATT_FUSED_MAX_T + 6, 46, 0);
 }
 
 /* --------------------------------------------------------------------- gelu */

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "isa.h"
+#include "layers.h"
 #include "test_isa_util.h"
 
 /* Before main, the program pinned OpenBLAS to its level's core by starting
@@ -49,6 +50,24 @@ static void test_levels_and_cores(void **state)
     assert_null(bf_isa_blas_core(BF_ISA_COUNT));
 }
 
+/* The fused attention runs only inside its tiles' limits, always at the
+ * studies' heads (it wins there with any kernels measured), and at config
+ * A's heads exactly when OpenBLAS's products are not AVX-512. */
+static void test_attention_rule(void **state)
+{
+    (void)state;
+    assert_true(bf_isa_attention_fused(40, 16));
+    assert_true(bf_isa_attention_fused(BF_ATT_FUSED_MAX_T, 16));
+    assert_false(bf_isa_attention_fused(BF_ATT_FUSED_MAX_T + 1, 16));
+    assert_false(bf_isa_attention_fused(40, BF_ATT_FUSED_MAX_HD + 1));
+    const char *core = bf_isa_blas_core_in_use();
+    int avx512 = !strcasecmp(core, "SkylakeX") ||
+                 !strcasecmp(core, "Cooperlake") ||
+                 !strcasecmp(core, "SapphireRapids");
+    assert_int_equal(bf_isa_attention_fused(64, 32), !avx512);
+    assert_int_equal(bf_isa_attention_fused(128, 64), !avx512);
+}
+
 int main(void)
 {
     int isa_status = test_isa_from_env();
@@ -57,6 +76,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blas_core_is_the_pinned_one),
         cmocka_unit_test(test_levels_and_cores),
+        cmocka_unit_test(test_attention_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
