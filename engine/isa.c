@@ -99,12 +99,13 @@ static int isa__blas_avx512(void)
     return 0;
 }
 
-/* The largest head_dim for which the fused attention beats sgemm when
- * OpenBLAS runs AVX-512 kernels.  bench_attention, avx512 level
- * (docs/training.md): with SkylakeX's products the fused path is 1.05x
- * faster at the studies' heads (seq 40, head_dim 16) but 1.24x slower at
- * config A's (64, 32) and 1.43x at B's (128, 64); with Haswell's it wins
- * at all three, so there the tiles' limits are the rule. */
+/* The largest head_dim for which the fused attention keeps up with sgemm
+ * when OpenBLAS runs AVX-512 kernels.  bench_attention, avx512 level, on
+ * a quiet machine (docs/training.md): with SkylakeX's products the two
+ * tie at the studies' heads (seq 40, head_dim 16) and sgemm is 1.26x
+ * faster at config A's (64, 32) and 1.40x at B's (128, 64); with
+ * Haswell's the fused path wins at all three (1.37x, 1.24x, 1.10x), so
+ * there the tiles' limits are the rule. */
 enum { ISA_ATT_FUSED_HD_AVX512_BLAS = 16 };
 
 int bf_isa_attention_fused(int T, int head_dim)
