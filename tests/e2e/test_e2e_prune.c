@@ -264,10 +264,21 @@ static void run_example(bft_daemon *d, long long kill_after)
                                  "status = 'pruned' AND NOT EXISTS (SELECT 1 "
                                  "FROM prune_decisions p WHERE p.job_id = "
                                  "j.job_id AND p.decision = 'prune')"), 0);
-    /* ... the others succeeded, ... */
-    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs WHERE status "
-                                 "= 'succeeded' AND stage = 'tune'"),
-                     18 - pruned);
+    /* ... the others succeeded, ... (a fresh-clone run once found one
+     * trial in neither state after a kill; not reproduced since, so a
+     * failure here names every trial's end) */
+    long long succeeded = bft_sql_int(d, "SELECT count(*) FROM jobs WHERE "
+                                      "status = 'succeeded' AND stage = "
+                                      "'tune'");
+    if (succeeded != 18 - pruned) {
+        char ends[1024];
+        e2e_sql_text(d, "SELECT group_concat(job_id || ':' || status || "
+                     "':attempts=' || attempts || ':step=' || "
+                     "coalesce(checkpoint_step, -1), ' ') FROM jobs WHERE "
+                     "stage = 'tune'", ends, sizeof ends);
+        fail_msg("%lld tune trials succeeded and %lld were pruned, of 18: "
+                 "%s", succeeded, pruned, ends);
+    }
     /* ... every trial that reached a rung unpruned got a decision there, */
     assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM evals e WHERE "
                                  "e.depth = 4 AND e.step IN (20, 60) AND "
