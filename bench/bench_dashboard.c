@@ -161,7 +161,7 @@ static void make_database(const char *path, long long total_rows)
         int live = job >= JOBS - RUNNING;
         snprintf(worker, sizeof worker, live ? "live-%d" : "bench", job);
         bf_lease l;
-        if (bf_store_lease_next(s, worker, bf_wall_ms(), 1000000000, &l,
+        if (bf_store_lease_next(s, worker, NULL, bf_wall_ms(), 1000000000, &l,
                                 &err) != 1)
             die("lease", err.msg);
         write_steps(s, l.attempt_id, first_learnable_head(&l), steps, 1,

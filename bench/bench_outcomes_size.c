@@ -138,7 +138,7 @@ static long long make_database(const char *dir, const char *name,
         die("submit", &err);
     bf_lease l;
     unsigned seed = 1;
-    while (bf_store_lease_next(s, "bench", 0, 1000000000, &l, &err) == 1) {
+    while (bf_store_lease_next(s, "bench", NULL, 0, 1000000000, &l, &err) == 1) {
         write_job(s, &l, with_outcomes, seed++);
         if (bf_store_flush(s, &err))
             die("flush", &err);

@@ -125,7 +125,7 @@ static void make_database(const char *path)
     int64_t rows = 0;
     bf_lease l;
     unsigned seed = 1;
-    while (bf_store_lease_next(s, "bench", 0, 1000000000, &l, &err) == 1) {
+    while (bf_store_lease_next(s, "bench", NULL, 0, 1000000000, &l, &err) == 1) {
         write_job(s, &l, seed++, &rows);
         if (bf_store_flush(s, &err))
             die("flush", &err);

@@ -78,7 +78,7 @@ int main(int argc, char **argv)
         /* one worker per lease: a worker holds at most one live lease */
         char worker[32];
         snprintf(worker, sizeof worker, "bench-%d", i);
-        if (bf_store_lease_next(s, worker, i, 60000, &l, &err) != 1)
+        if (bf_store_lease_next(s, worker, NULL, i, 60000, &l, &err) != 1)
             die("lease", &err);
         if (i < N_LEASES - 1)
             bf_lease_clear(&l);

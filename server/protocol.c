@@ -3,6 +3,7 @@
  * the reference for every message handled here. */
 #include "protocol.h"
 
+#include <ctype.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,11 +13,13 @@
 #include "clock.h"
 #include "log.h"
 
-/* How long a worker told "no job" waits before asking again. */
 /* The longest checkpoint path recorded (PATH_MAX). */
 #define BF_PROTOCOL_MAX_PATH 4096
+/* The longest request token (request_job) stored with a lease. */
+#define BF_PROTOCOL_MAX_REQUEST 64
 #define BF_STR_(x) #x
 #define BF_STR(x) BF_STR_(x)
+/* How long a worker told "no job" waits before asking again. */
 #define BF_NO_JOB_RETRY_MS 1000
 /* Metrics renew the lease too, but at most this often per attempt: every
  * renewal is a commit, and a commit per metrics batch would undo batching. */
@@ -376,16 +379,38 @@ static json_t *job_reply(const json_t *id, const bf_lease *lease,
     return r;
 }
 
+/* request_job's optional `request`: the worker's token for one ask, the
+ * same on each resend of it; 1 .. BF_PROTOCOL_MAX_REQUEST letters, digits,
+ * '-', '_' or '.' (it is stored with the lease and may be logged). */
+static int request_field(session *s, const json_t *msg, const json_t *id,
+                         const char **out)
+{
+    if (str_field(s, msg, id, "request", 1, out))
+        return -1;
+    if (!*out)
+        return 0;   /* none named (an older worker) */
+    size_t n = strlen(*out);
+    int ok = n > 0 && n <= BF_PROTOCOL_MAX_REQUEST &&
+             n == json_string_length(json_object_get(msg, "request"));
+    for (size_t i = 0; ok && i < n; i++)
+        ok = isalnum((unsigned char)(*out)[i]) || strchr("-_.", (*out)[i]);
+    return ok ? 0 : bad_field(s, msg, id, "request", "1 .. "
+                              BF_STR(BF_PROTOCOL_MAX_REQUEST) " letters, "
+                              "digits, '-', '_' or '.'");
+}
+
 static void handle_request_job(session *s, json_t *msg, const json_t *id)
 {
-    (void)msg;
     bf_protocol *p = s->p;
+    const char *request = NULL;
+    if (request_field(s, msg, id, &request))
+        return;
     int64_t now = bf_wall_ms();
     bf_lease lease;
     bf_error err;
     bf_error_clear(&err);
-    int got = bf_store_lease_next(p->store, s->name, now, p->lease_ms, &lease,
-                                  &err);
+    int got = bf_store_lease_next(p->store, s->name, request, now, p->lease_ms,
+                                  &lease, &err);
     if (got == BF_STORE_CONFLICT) {
         reply_error(s, id, "busy", &err, err.msg);
         return;
@@ -401,9 +426,10 @@ static void handle_request_job(session *s, json_t *msg, const json_t *id)
         return;
     }
     hold(s, lease.attempt_id, now);
-    LOGC(BF_LOG_INFO, s, "lease job=%lld attempt=%lld (#%d) sweep=%lld",
+    LOGC(BF_LOG_INFO, s, "lease job=%lld attempt=%lld (#%d) sweep=%lld%s",
          (long long)lease.job_id, (long long)lease.attempt_id,
-         lease.attempt_no, (long long)lease.sweep_id);
+         lease.attempt_no, (long long)lease.sweep_id,
+         lease.again ? " (again: the request's first reply was lost)" : "");
     bf_conn_send(s->conn, job_reply(id, &lease, p->lease_ms));
     bf_lease_clear(&lease);
 }

@@ -2,8 +2,11 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "alloc.h"
@@ -95,6 +98,12 @@ struct bf_link {
     char finish_error[sizeof(((bf_error *)0)->msg)];
     req_state req;
     int64_t req_id;
+    /* The current ask's token, sent on each resend of it: "NONCE-N", a
+     * nonce of this link (random: a restarted group must not repeat its
+     * predecessor's tokens) and the ask's number.  The coordinator hands
+     * the lease of an ask it already answered to the same ask again. */
+    char req_token[40];
+    uint64_t req_nonce, req_count;
     json_t *req_reply;
     bf_link_stats stats;
 };
@@ -256,8 +265,9 @@ static void send_heartbeat(bf_link *l)
 static void send_request_job(bf_link *l)
 {
     l->req_id = ++l->next_id;
-    json_t *m = json_pack("{s:s, s:I}", "type", "request_job",
-                          "id", (json_int_t)l->req_id);
+    json_t *m = json_pack("{s:s, s:I, s:s}", "type", "request_job",
+                          "id", (json_int_t)l->req_id,
+                          "request", l->req_token);
     l->req = REQ_SENT;
     send_msg(l, m);
     json_decref(m);
@@ -752,6 +762,9 @@ int bf_link_request_job(bf_link *l, json_t **job, int *retry_ms,
     *retry_ms = DEFAULT_RETRY_MS;
     pthread_mutex_lock(&l->mu);
     l->req = REQ_WANTED;
+    snprintf(l->req_token, sizeof l->req_token, "%016llx-%llu",
+             (unsigned long long)l->req_nonce,
+             (unsigned long long)++l->req_count);
     bf_link_wake(l);
     while (l->req != REQ_ANSWERED && !l->fatal[0] && !interrupted(l))
         wait_changed(l, -1);
@@ -979,6 +992,16 @@ static void init_handles(bf_link *l)
                    (uint64_t)l->batch_ms);
 }
 
+/* 64 random bits from the kernel; should it have none to give, the time
+ * and pid, which still tell two groups' links apart. */
+static uint64_t random_nonce(void)
+{
+    uint64_t v;
+    if (getrandom(&v, sizeof v, GRND_NONBLOCK) == (ssize_t)sizeof v)
+        return v;
+    return (uint64_t)bf_wall_ms() * 1000003u ^ (uint64_t)getpid();
+}
+
 int bf_link_start(bf_link **out, const bf_link_opts *o, bf_error *err)
 {
     bf_stream_use_allocator();    /* before the first libuv call */
@@ -993,6 +1016,7 @@ int bf_link_start(bf_link **out, const bf_link_opts *o, bf_error *err)
     l->pending = json_array();
     l->tail = &l->head;
     l->finish_result = FINISH_NONE;
+    l->req_nonce = random_nonce();
     if (bf_wire_parse_host_port(o->server, l->addr_host, sizeof l->addr_host,
                                 &l->port, err) != 0) {
         link_free(l);

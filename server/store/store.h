@@ -183,17 +183,24 @@ typedef struct bf_lease {
      * groups keep its checkpoints apart from every other database's
      * (docs/checkpoints.md). */
     const char *database_id;
+    int again;   /* the lease of an earlier ask of the same request */
 } bf_lease;
 void bf_lease_clear(bf_lease *l);
 
 /* Leases the best queued job (priority desc, then round-robin across sweeps,
  * then age) to `worker` as a new running attempt.  A job that starts from
- * its source's checkpoint gets it as its config's init_from.  Returns 1 with *out filled,
- * 0 if nothing is queued, -1 on error, BF_STORE_CONFLICT (err names the
- * attempt) when `worker` still holds a live attempt: a worker group trains
- * one job at a time, so one connection cannot drain the queue. */
-int bf_store_lease_next(bf_store *s, const char *worker, int64_t now_ms,
-                        int64_t lease_ms, bf_lease *out, bf_error *err);
+ * its source's checkpoint gets it as its config's init_from.  Returns 1 with
+ * *out filled, 0 if nothing is queued, -1 on error, BF_STORE_CONFLICT (err
+ * names the attempt) when `worker` still holds a live attempt: a worker
+ * group trains one job at a time, so one connection cannot drain the queue.
+ * `request` (may be NULL: none) is the worker's token for this ask, stored
+ * with the lease: when the live attempt `worker` holds answered the same
+ * request, its reply was lost (the connection dropped, the daemon died after
+ * the commit), and the same lease is returned again, renewed, with
+ * out->again set, instead of the conflict. */
+int bf_store_lease_next(bf_store *s, const char *worker, const char *request,
+                        int64_t now_ms, int64_t lease_ms, bf_lease *out,
+                        bf_error *err);
 
 /* Extends the lease of a live attempt to now + lease_ms.  BF_STORE_FENCED if
  * the attempt is not the job's live one (expired, finished, cancelled). */

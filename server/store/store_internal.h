@@ -154,16 +154,19 @@ extern const int bf_schema_n_migrations;
       "UPDATE sweeps SET last_lease_seq = ?2 WHERE sweep_id = ?1")             \
     X(ST_JOB_START,                                                            \
       "UPDATE jobs SET status = 'running', attempts = attempts + 1,"           \
-      " started_ms = coalesce(started_ms, ?2) WHERE job_id = ?1"               \
-      " RETURNING CASE WHEN init_from IS NULL THEN config"                     \
+      " started_ms = coalesce(started_ms, ?2) WHERE job_id = ?1")              \
+    /* What a lease hands the worker about its job (bf_lease). */            \
+    X(ST_JOB_LEASED,                                                           \
+      "SELECT CASE WHEN init_from IS NULL THEN config"                         \
       "  ELSE json_set(config, '$.init_from', init_from) END,"                 \
       " checkpoint_path, checkpoint_step,"                                     \
-      " CASE WHEN init_from IS NULL THEN 0 ELSE source_job_id END")            \
+      " CASE WHEN init_from IS NULL THEN 0 ELSE source_job_id END, sweep_id"   \
+      " FROM jobs WHERE job_id = ?1")                                          \
     X(ST_DATABASE_ID, "SELECT database_id FROM database_identity")             \
     X(ST_ATTEMPT_INSERT,                                                       \
       "INSERT INTO attempts (job_id, attempt_no, worker, started_ms,"          \
-      " lease_expires_ms) SELECT ?1, coalesce(max(attempt_no), 0) + 1,"        \
-      " ?2, ?3, ?4 FROM attempts WHERE job_id = ?1"                            \
+      " lease_expires_ms, request) SELECT ?1, coalesce(max(attempt_no), 0)"    \
+      " + 1, ?2, ?3, ?4, ?5 FROM attempts WHERE job_id = ?1"                   \
       " RETURNING attempt_id, attempt_no")                                     \
     X(ST_ATTEMPT_LIVE,                                                         \
       "SELECT a.job_id, j.sweep_id, j.cancel_requested, j.attempts,"           \
@@ -173,7 +176,7 @@ extern const int bf_schema_n_migrations;
       " JOIN sweeps s ON s.sweep_id = j.sweep_id"                              \
       " WHERE a.attempt_id = ?1 AND a.outcome = 'running'")                    \
     X(ST_WORKER_LIVE_ATTEMPT,                                                  \
-      "SELECT attempt_id, job_id FROM attempts"                                \
+      "SELECT attempt_id, job_id, attempt_no, request FROM attempts"           \
       " INDEXED BY attempts_live_by_worker"                                    \
       " WHERE outcome = 'running' AND worker = ?1 LIMIT 1")                    \
     X(ST_ATTEMPT_OWNER,                                                        \

@@ -44,30 +44,44 @@ static int pick_job(bf_store *s, int64_t *job_id, int64_t *sweep_id, bf_error *e
     return rc == SQLITE_ROW;
 }
 
-static int start_job(bf_store *s, int64_t job_id, int64_t now_ms, bf_lease *out,
+/* What the worker is handed about job_id into out (config with init_from,
+ * resume point, source, sweep). */
+static int load_leased_job(bf_store *s, int64_t job_id, bf_lease *out,
+                           bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_JOB_LEASED);
+    sqlite3_bind_int64(st, 1, job_id);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        out->config_json = column_strdup(st, 0);
+        out->resume_checkpoint = column_strdup(st, 1);
+        out->resume_step = sqlite3_column_int64(st, 2);
+        out->source_job_id = sqlite3_column_int64(st, 3);
+        out->sweep_id = sqlite3_column_int64(st, 4);
+        out->database_id = s->database_id;
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_ROW ? 0 : store__fail(s, err, "reading the job");
+}
+
+static int start_job(bf_store *s, int64_t job_id, int64_t now_ms,
                      bf_error *err)
 {
     sqlite3_stmt *st = store__stmt(s, ST_JOB_START);
     sqlite3_bind_int64(st, 1, job_id);
     sqlite3_bind_int64(st, 2, now_ms);
-    if (sqlite3_step(st) != SQLITE_ROW)
-        return store__fail(s, err, "starting the job");
-    out->config_json = column_strdup(st, 0);
-    out->resume_checkpoint = column_strdup(st, 1);
-    out->resume_step = sqlite3_column_int64(st, 2);
-    out->source_job_id = sqlite3_column_int64(st, 3);
-    out->database_id = s->database_id;
-    return store__exec(s, st, err);   /* RETURNING: step to the end */
+    return store__exec(s, st, err);
 }
 
-static int insert_attempt(bf_store *s, const char *worker, int64_t now_ms,
-                          bf_lease *out, bf_error *err)
+static int insert_attempt(bf_store *s, const char *worker, const char *request,
+                          int64_t now_ms, bf_lease *out, bf_error *err)
 {
     sqlite3_stmt *st = store__stmt(s, ST_ATTEMPT_INSERT);
     sqlite3_bind_int64(st, 1, out->job_id);
     sqlite3_bind_text(st, 2, worker, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, now_ms);
     sqlite3_bind_int64(st, 4, out->lease_expires_ms);
+    sqlite3_bind_text(st, 5, request, -1, SQLITE_STATIC);   /* NULL: none */
     if (sqlite3_step(st) != SQLITE_ROW)
         return store__fail(s, err, "recording the attempt");
     out->attempt_id = sqlite3_column_int64(st, 0);
@@ -86,56 +100,97 @@ static int touch_sweep(bf_store *s, int64_t sweep_id, bf_error *err)
     return store__exec(s, st, err);
 }
 
-/* BF_STORE_CONFLICT when worker holds a live attempt, 0 when not, -1 on
- * error. */
-static int check_no_live_attempt(bf_store *s, const char *worker,
-                                 bf_error *err)
+/* The live attempt worker holds, if any, into out (attempt_id 0: none);
+ * *same_request: it was leased in answer to request (never for NULL). */
+static int find_live_attempt(bf_store *s, const char *worker,
+                             const char *request, bf_lease *out,
+                             int *same_request, bf_error *err)
 {
     sqlite3_stmt *st = store__stmt(s, ST_WORKER_LIVE_ATTEMPT);
     sqlite3_bind_text(st, 1, worker, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
-    int64_t attempt = 0, job = 0;
+    *same_request = 0;
     if (rc == SQLITE_ROW) {
-        attempt = sqlite3_column_int64(st, 0);
-        job = sqlite3_column_int64(st, 1);
+        out->attempt_id = sqlite3_column_int64(st, 0);
+        out->job_id = sqlite3_column_int64(st, 1);
+        out->attempt_no = sqlite3_column_int(st, 2);
+        const unsigned char *r = sqlite3_column_text(st, 3);
+        *same_request = request && r && strcmp((const char *)r, request) == 0;
     }
     sqlite3_reset(st);
-    if (rc == SQLITE_DONE)
-        return 0;
-    if (rc != SQLITE_ROW)
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
         return store__fail(s, err, "looking up the worker's attempts");
+    return 0;
+}
+
+/* BF_STORE_CONFLICT: worker holds the live attempt in held and must end
+ * it first, since a worker group trains one job at a time. */
+static int still_held(const char *worker, const bf_lease *held, bf_error *err)
+{
     bf_error_set(err, NULL, 0, "attempt_id", "worker '%s' still holds live "
                  "attempt %lld (job %lld): report job_done or job_failed for "
                  "it (or let its lease expire) before asking for another job",
-                 worker, (long long)attempt, (long long)job);
+                 worker, (long long)held->attempt_id,
+                 (long long)held->job_id);
     return BF_STORE_CONFLICT;
 }
 
-int bf_store_lease_next(bf_store *s, const char *worker, int64_t now_ms,
-                        int64_t lease_ms, bf_lease *out, bf_error *err)
+/* The same request asked again (its reply was lost): the lease it was
+ * answered with, renewed from now (1, or -1).  Nothing else changes: the
+ * worker never heard of the attempt, so nothing was reported on it. */
+static int lease_again(bf_store *s, int64_t now_ms, int64_t lease_ms,
+                       bf_lease *out, bf_error *err)
+{
+    out->lease_expires_ms = now_ms + lease_ms;
+    out->again = 1;
+    sqlite3_stmt *st = store__stmt(s, ST_ATTEMPT_RENEW);
+    sqlite3_bind_int64(st, 1, out->attempt_id);
+    sqlite3_bind_int64(st, 2, out->lease_expires_ms);
+    if (store__exec(s, st, err) < 0 ||
+        load_leased_job(s, out->job_id, out, err) < 0)
+        return -1;
+    return 1;
+}
+
+/* A new lease of the best queued job: 1, 0 when none is queued, -1. */
+static int lease_new(bf_store *s, const char *worker, const char *request,
+                     int64_t now_ms, int64_t lease_ms, bf_lease *out,
+                     bf_error *err)
+{
+    int found = pick_job(s, &out->job_id, &out->sweep_id, err);
+    if (found <= 0)
+        return found;
+    out->lease_expires_ms = now_ms + lease_ms;
+    if (start_job(s, out->job_id, now_ms, err) < 0 ||
+        load_leased_job(s, out->job_id, out, err) < 0 ||
+        insert_attempt(s, worker, request, now_ms, out, err) < 0 ||
+        touch_sweep(s, out->sweep_id, err) < 0)
+        return -1;
+    return 1;
+}
+
+int bf_store_lease_next(bf_store *s, const char *worker, const char *request,
+                        int64_t now_ms, int64_t lease_ms, bf_lease *out,
+                        bf_error *err)
 {
     memset(out, 0, sizeof *out);
     if (store__begin(s, err) < 0)
         return -1;
-    int busy = check_no_live_attempt(s, worker, err);
-    if (busy < 0) {
-        store__rollback(s);
-        return busy;
-    }
-    int found = pick_job(s, &out->job_id, &out->sweep_id, err);
-    if (found <= 0) {
-        store__rollback(s);
-        return found;
-    }
-    out->lease_expires_ms = now_ms + lease_ms;
-    if (start_job(s, out->job_id, now_ms, out, err) < 0 ||
-        insert_attempt(s, worker, now_ms, out, err) < 0 ||
-        touch_sweep(s, out->sweep_id, err) < 0 || store__commit(s, err) < 0) {
-        store__rollback(s);
-        bf_lease_clear(out);
-        return -1;
-    }
-    return 1;
+    int same_request;
+    int rc = find_live_attempt(s, worker, request, out, &same_request, err);
+    if (rc < 0)
+        ;
+    else if (!out->attempt_id)
+        rc = lease_new(s, worker, request, now_ms, lease_ms, out, err);
+    else if (same_request)
+        rc = lease_again(s, now_ms, lease_ms, out, err);
+    else
+        rc = still_held(worker, out, err);
+    if (rc == 1 && store__commit(s, err) == 0)
+        return 1;
+    store__rollback(s);
+    bf_lease_clear(out);
+    return rc == 1 ? -1 : rc;
 }
 
 /* ---- live attempts ------------------------------------------------------ */

@@ -239,7 +239,7 @@ static void run_jobs(bf_store *s, int fail_all, records_fn records)
     bf_lease l;
     bf_error err;
     int rc;
-    while ((rc = bf_store_lease_next(s, "fixture-worker", now_ms, 60000, &l,
+    while ((rc = bf_store_lease_next(s, "fixture-worker", NULL, now_ms, 60000, &l,
                                      &err)) == 1) {
         now_ms += 61000;
         json_t *config = json_loads(l.config_json, 0, NULL);

@@ -82,7 +82,7 @@ static void make_database(const char *path)
         die("submit", &err);
     bf_lease l;
     for (int job = 0; job < 4; job++) {
-        if (bf_store_lease_next(s, "fuzz-worker", 1000 + job, 1000000000, &l,
+        if (bf_store_lease_next(s, "fuzz-worker", NULL, 1000 + job, 1000000000, &l,
                                 &err) != 1)
             die("lease", &err);
         json_t *recs = records();

@@ -141,7 +141,7 @@ static void fresh_store(void)
     static const char *const names[] = {"w0", "w1", "w2"};
     bf_lease l;
     for (int i = 0; i < 3; i++)   /* attempts 1..3 live, of w0..w2 */
-        if (bf_store_lease_next(store, names[i], bf_wall_ms(), 3600000, &l,
+        if (bf_store_lease_next(store, names[i], NULL, bf_wall_ms(), 3600000, &l,
                                 &err) == 1)
             bf_lease_clear(&l);
     bf_protocol_init(&proto, uv_default_loop(), &net, store, db, token,

@@ -31,7 +31,15 @@ static json_t *call(bft_worker *w, json_t *msg)
 
 json_t *bft_worker_request_job(bft_worker *w)
 {
-    return call(w, json_pack("{s:s}", "type", "request_job"));
+    return bft_worker_ask(w, NULL);
+}
+
+json_t *bft_worker_ask(bft_worker *w, const char *request)
+{
+    json_t *m = json_pack("{s:s}", "type", "request_job");
+    if (request)
+        json_object_set_new(m, "request", json_string(request));
+    return call(w, m);
 }
 
 json_t *bft_worker_heartbeat(bft_worker *w, int64_t attempt_id)

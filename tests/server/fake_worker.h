@@ -19,6 +19,8 @@ void bft_worker_close(bft_worker *w);
 
 /* Each returns the server's reply (new reference) or NULL on no reply. */
 json_t *bft_worker_request_job(bft_worker *w);
+/* request_job naming the ask's token (docs/protocol.md) */
+json_t *bft_worker_ask(bft_worker *w, const char *request);
 json_t *bft_worker_heartbeat(bft_worker *w, int64_t attempt_id);
 json_t *bft_worker_metrics(bft_worker *w, int64_t attempt_id, int64_t seq,
                            json_t *records /* stolen */);

@@ -132,6 +132,62 @@ static void test_sigkill_restart_expires_lease(void **state)
     bft_daemon_cleanup(&d);
 }
 
+/* The daemon commits a lease before it replies, so a reply can be lost
+ * with its connection or with the daemon (what a fresh-clone run of
+ * test_e2e_prune once hit: a group was told `busy` about a lease it never
+ * heard of until it gave up, the job left `running`).  The worker asks
+ * again with the same request token, and gets the same lease, renewed; a
+ * different token is still `busy`, and the job never runs twice. */
+static void test_lost_lease_reply_asked_again(void **state)
+{
+    (void)state;
+    bft_daemon d;
+    assert_int_equal(bft_daemon_start(&d, 30), 0);
+    assert_true(bft_submit(&d, "three.yaml", sweep_3, NULL, NULL) > 0);
+    bft_worker w;
+    assert_int_equal(bft_worker_connect(&w, &d, "w1"), 0);
+    json_t *first = bft_worker_ask(&w, "c0ffee-1");   /* the reply "lost" */
+    assert_true(bft_reply_is(json_incref(first), "job"));
+    bft_worker_close(&w);
+    assert_int_equal(bft_daemon_stop(&d, SIGKILL), 128 + SIGKILL);
+    assert_int_equal(bft_daemon_restart(&d), 0);
+
+    assert_int_equal(bft_worker_connect(&w, &d, "w1"), 0);
+    json_t *r = bft_worker_ask(&w, "c0ffee-1");
+    assert_string_equal(bf_wire_type(r), "job");
+    const char *same[] = { "job_id", "attempt_id", "attempt_no", "sweep_id" };
+    for (size_t i = 0; i < sizeof same / sizeof *same; i++)
+        assert_int_equal(json_integer_value(json_object_get(r, same[i])),
+                         json_integer_value(json_object_get(first, same[i])));
+    assert_true(json_equal(json_object_get(r, "config"),
+                           json_object_get(first, "config")));
+    int64_t attempt = json_integer_value(json_object_get(r, "attempt_id"));
+    json_decref(r);
+    r = bft_worker_ask(&w, "c0ffee-2");
+    assert_string_equal(json_string_value(json_object_get(r, "code")),
+                        "busy");
+    json_decref(r);
+    assert_true(bft_reply_is(bft_worker_done(&w, attempt), "ack"));
+    assert_int_equal(bft_sql_int(&d, "SELECT count(*) FROM attempts"), 1);
+    assert_int_equal(bft_sql_int(&d, "SELECT count(*) FROM jobs WHERE "
+                                 "attempts = 1 AND status = 'succeeded'"), 1);
+    /* a token must be 1 .. 64 letters, digits, '-', '_' or '.' */
+    const char *bad[] = { "", "a b", "x\n", "0123456789012345678901234567890"
+                          "1234567890123456789012345678901234" };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        r = bft_worker_ask(&w, bad[i]);
+        assert_string_equal(json_string_value(json_object_get(r, "code")),
+                            "bad_message");
+        assert_string_equal(json_string_value(json_object_get(r, "field")),
+                            "request");
+        json_decref(r);
+    }
+    json_decref(first);
+    bft_worker_close(&w);
+    assert_int_equal(bft_daemon_stop(&d, SIGTERM), 0);
+    bft_daemon_cleanup(&d);
+}
+
 /* A second bifocald on the same database used to start, and both expired
  * leases: now it exits at once, naming the running one. */
 static void test_second_daemon_refused(void **state)
@@ -178,6 +234,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sigterm_restart_reclaims_lease),
         cmocka_unit_test(test_sigkill_restart_expires_lease),
+        cmocka_unit_test(test_lost_lease_reply_asked_again),
         cmocka_unit_test(test_second_daemon_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -122,7 +122,7 @@ static void test_reopen_keeps_queue(void **state)
     bft_submit(f->s, bft_sweep_small, 1, NULL);
     bf_lease l;
     bf_error err;
-    assert_int_equal(bf_store_lease_next(f->s, "w1", 100, 5000, &l, &err), 1);
+    assert_int_equal(bf_store_lease_next(f->s, "w1", NULL, 100, 5000, &l, &err), 1);
     int64_t attempt = l.attempt_id, job = l.job_id;
     bf_lease_clear(&l);
     bf_store_close(f->s);
@@ -136,7 +136,7 @@ static void test_reopen_keeps_queue(void **state)
     /* The worker reconnects with its attempt id and renews ... */
     assert_int_equal(bf_store_renew(f->s, attempt, 200, 5000, NULL), BF_STORE_OK);
     /* ... and the next lease is a different job. */
-    assert_int_equal(bf_store_lease_next(f->s, "w2", 300, 5000, &l, &err), 1);
+    assert_int_equal(bf_store_lease_next(f->s, "w2", NULL, 300, 5000, &l, &err), 1);
     assert_int_not_equal(l.job_id, job);
     bf_lease_clear(&l);
     /* A daemon down for longer than the lease: the expiry pass ends it. */
@@ -293,7 +293,7 @@ static void test_cli_reads_during_open_batch(void **state)
     bft_submit(f->s, bft_sweep_small, 1, NULL);
     bf_lease l;
     bf_error err;
-    assert_int_equal(bf_store_lease_next(f->s, "w", 10, 60000, &l, &err), 1);
+    assert_int_equal(bf_store_lease_next(f->s, "w", NULL, 10, 60000, &l, &err), 1);
     json_t *recs = json_pack("[{s:s,s:i,s:f}]", "type", "train", "step", 1, "loss", 2.5);
     int n = 0;
     assert_int_equal(bf_store_ingest(f->s, l.attempt_id, recs, &n, NULL, &err), 0);
@@ -365,7 +365,7 @@ static void test_queries(void **state)
     assert_int_equal(bf_store_worker_seen(f->s, "gpu-a", "host1", 4, 1, 50, NULL), 0);
     assert_int_equal(bf_store_worker_seen(f->s, "gpu-a", "host1", 8, 0, 60, NULL), 0);
     bf_lease l;
-    assert_int_equal(bf_store_lease_next(f->s, "gpu-a", 70, 1000, &l, &err), 1);
+    assert_int_equal(bf_store_lease_next(f->s, "gpu-a", NULL, 70, 1000, &l, &err), 1);
 
     json_t *st = bf_store_status(f->s, id, &err);
     assert_non_null(st);

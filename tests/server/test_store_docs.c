@@ -28,7 +28,7 @@ static void run_job(bf_store *s, int outcome, int with_freq)
 {
     bf_lease l;
     bf_error err = {0};
-    assert_int_equal(bf_store_lease_next(s, "gpu-0", 1700000000000, 60000, &l, &err), 1);
+    assert_int_equal(bf_store_lease_next(s, "gpu-0", NULL, 1700000000000, 60000, &l, &err), 1);
     json_t *recs = json_pack("[{s:s,s:i,s:f},{s:s,s:i,s:f},"
                              "{s:s,s:i,s:i,s:f,s:f},{s:s,s:i,s:i,s:f,s:f}]",
                              "type", "train", "step", 10, "loss", 2.0,
@@ -81,7 +81,7 @@ static void populate_search(bf_store *s)
         char worker[16];
         snprintf(worker, sizeof worker, "tune-%d", i);
         bf_lease l;
-        assert_int_equal(bf_store_lease_next(s, worker, 1700000000000, 60000,
+        assert_int_equal(bf_store_lease_next(s, worker, NULL, 1700000000000, 60000,
                                              &l, NULL), 1);
         if (l.sweep_id == id) {
             double loss = 1.0 + trials++;

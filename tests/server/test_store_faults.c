@@ -87,7 +87,7 @@ static void assert_store_works(fixture *f)
                      BF_STORE_OK);
     bf_lease other;
     bf_error err = {0};
-    assert_int_equal(bf_store_lease_next(f->s, "w2", 20, 600000, &other, &err), 1);
+    assert_int_equal(bf_store_lease_next(f->s, "w2", NULL, 20, 600000, &other, &err), 1);
     assert_int_equal(bf_store_finish_attempt(f->s, other.attempt_id, 1, NULL, 21, NULL),
                      BF_STORE_OK);
     bf_lease_clear(&other);

@@ -331,7 +331,7 @@ static void test_view_pages(void **state)
     for (int job = 0; job < 6; job++) {
         if (job > 0) {
             bf_lease_clear(&f->l);
-            assert_int_equal(bf_store_lease_next(f->s, "w", 100 + job, 60000,
+            assert_int_equal(bf_store_lease_next(f->s, "w", NULL, 100 + job, 60000,
                                                  &f->l, NULL), 1);
         }
         char text[2048];

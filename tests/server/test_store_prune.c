@@ -48,7 +48,7 @@ static fixture *open_all(const char *yaml)
         char worker[16];
         snprintf(worker, sizeof worker, "w%d", i);
         bf_lease l;
-        assert_int_equal(bf_store_lease_next(f->s, worker, 10, 600000, &l,
+        assert_int_equal(bf_store_lease_next(f->s, worker, NULL, 10, 600000, &l,
                                              NULL), 1);
         f->l[l.job_id] = l;
     }
@@ -339,12 +339,12 @@ static void test_from_selection(void **state)
     for (int i = 1; i <= 6; i++) {
         char worker[16];
         snprintf(worker, sizeof worker, "w%d", i);
-        assert_int_equal(bf_store_lease_next(s, worker, 10, 600000, &l[i],
+        assert_int_equal(bf_store_lease_next(s, worker, NULL, 10, 600000, &l[i],
                                              NULL), 1);
         assert_int_equal(l[i].job_id, i);
     }
     bf_lease none;
-    assert_int_equal(bf_store_lease_next(s, "w7", 10, 600000, &none, NULL), 0);
+    assert_int_equal(bf_store_lease_next(s, "w7", NULL, 10, 600000, &none, NULL), 0);
     static const double final_loss[3] = {3, 1, 2};
     for (int job = 1; job <= 3; job++) {
         json_t *b = json_pack("[{s:s, s:i, s:i, s:f, s:f}]", "type", "eval",
@@ -391,7 +391,7 @@ static void test_from_selection(void **state)
     assert_non_null(strstr(err.msg, "chose no trial of its cell"));
     assert_int_equal(bf_store_retry_job(s, 5, 0, 60, &err), BF_STORE_OK);
     bf_lease again;
-    assert_int_equal(bf_store_lease_next(s, "w9", 70, 600000, &again, NULL),
+    assert_int_equal(bf_store_lease_next(s, "w9", NULL, 70, 600000, &again, NULL),
                      1);
     assert_int_equal(again.job_id, 5);
     json_t *b = json_pack("[{s:s, s:i, s:i, s:f, s:f}]", "type", "eval",
@@ -445,7 +445,7 @@ static void test_from_adaptive_seeds(void **state)
         bf_lease l;
         char worker[16];
         snprintf(worker, sizeof worker, "w%d", job);
-        assert_int_equal(bf_store_lease_next(s, worker, 10, 600000, &l, NULL),
+        assert_int_equal(bf_store_lease_next(s, worker, NULL, 10, 600000, &l, NULL),
                          1);
         json_t *b = json_pack("[{s:s, s:i, s:i, s:f, s:f}]", "type", "eval",
                               "step", 100, "depth", 4, "loss", 1.0 + job,
@@ -511,7 +511,7 @@ static surgery *surgery_open(void)
     for (int i = 1; i <= 5; i++) {
         char worker[16];
         snprintf(worker, sizeof worker, "w%d", i);
-        assert_int_equal(bf_store_lease_next(f->s, worker, 10, 600000,
+        assert_int_equal(bf_store_lease_next(f->s, worker, NULL, 10, 600000,
                                              &f->l[i], NULL), 1);
         assert_int_equal(f->l[i].job_id, i);
     }
@@ -667,7 +667,7 @@ static void test_from_source_fails_then_retried(void **state)
     assert_int_equal(bf_store_retry_job(f->s, 5, 0, 70, &err), BF_STORE_OK);
     assert_both_waiting(f);
     bf_lease_clear(&f->l[5]);
-    assert_int_equal(bf_store_lease_next(f->s, "w6", 80, 600000, &f->l[5],
+    assert_int_equal(bf_store_lease_next(f->s, "w6", NULL, 80, 600000, &f->l[5],
                                          NULL), 1);
     assert_int_equal(f->l[5].job_id, 5);
     source_ends(f, 1);

@@ -34,7 +34,7 @@ static bf_lease lease(bf_store *s, int64_t now, int64_t lease_ms)
     snprintf(worker, sizeof worker, "w%d", ++n_workers);
     bf_lease l;
     bf_error err = {0};
-    int rc = bf_store_lease_next(s, worker, now, lease_ms, &l, &err);
+    int rc = bf_store_lease_next(s, worker, NULL, now, lease_ms, &l, &err);
     if (rc != 1)
         fail_msg("lease_next: %d %s", rc, err.msg);
     return l;
@@ -76,7 +76,7 @@ static void test_priority_first(void **state)
     assert_int_equal(lease_job(f->s), first_job(f->s, low));
     assert_int_equal(lease_job(f->s), first_job(f->s, low) + 1);
     bf_lease l;
-    assert_int_equal(bf_store_lease_next(f->s, "w", 10, 100, &l, NULL), 0);
+    assert_int_equal(bf_store_lease_next(f->s, "w", NULL, 10, 100, &l, NULL), 0);
 }
 
 /* The store, not only the daemon, keeps a worker to one live lease. */
@@ -86,22 +86,75 @@ static void test_one_live_lease_per_worker(void **state)
     submit(f->s, "s", 0, 3, 1);
     bf_lease l, again;
     bf_error err = {0};
-    assert_int_equal(bf_store_lease_next(f->s, "g", 10, 1000, &l, &err), 1);
-    assert_int_equal(bf_store_lease_next(f->s, "g", 11, 1000, &again, &err),
+    assert_int_equal(bf_store_lease_next(f->s, "g", NULL, 10, 1000, &l, &err), 1);
+    assert_int_equal(bf_store_lease_next(f->s, "g", NULL, 11, 1000, &again, &err),
                      BF_STORE_CONFLICT);
     assert_non_null(strstr(err.msg, "still holds live attempt"));
     assert_int_equal(bft_int(f->s, "SELECT count(*) FROM attempts"), 1);
     assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 1, NULL, 12, NULL),
                      BF_STORE_OK);
     bf_lease_clear(&l);
-    assert_int_equal(bf_store_lease_next(f->s, "g", 13, 1000, &l, &err), 1);
+    assert_int_equal(bf_store_lease_next(f->s, "g", NULL, 13, 1000, &l, &err), 1);
     bf_lease_clear(&l);
     /* An expired lease is not held any more. */
     int n = 0;
     assert_int_equal(bf_store_expire_leases(f->s, 5000, &n, NULL), 0);
     assert_int_equal(n, 1);
-    assert_int_equal(bf_store_lease_next(f->s, "g", 5001, 1000, &l, &err), 1);
+    assert_int_equal(bf_store_lease_next(f->s, "g", NULL, 5001, 1000, &l, &err), 1);
     bf_lease_clear(&l);
+}
+
+/* A lease whose reply was lost: the same worker asking again with the same
+ * request token gets the same lease, renewed and otherwise unchanged, and
+ * no second attempt; any other ask (another token, none, another worker's
+ * same token, the token after its attempt ended) is answered as before. */
+static void test_same_request_leased_again(void **state)
+{
+    fixture *f = *state;
+    submit(f->s, "s", 0, 3, 1);
+    bf_lease l, again, other;
+    bf_error err = {0};
+    assert_int_equal(bf_store_lease_next(f->s, "g", "n-1", 10, 1000, &l,
+                                         &err), 1);
+    assert_false(l.again);
+    assert_int_equal(bf_store_lease_next(f->s, "g", "n-1", 500, 1000, &again,
+                                         &err), 1);
+    assert_true(again.again);
+    assert_int_equal(again.attempt_id, l.attempt_id);
+    assert_int_equal(again.job_id, l.job_id);
+    assert_int_equal(again.sweep_id, l.sweep_id);
+    assert_int_equal(again.attempt_no, 1);
+    assert_string_equal(again.config_json, l.config_json);
+    assert_null(again.resume_checkpoint);
+    assert_int_equal(again.resume_step, l.resume_step);
+    assert_int_equal(again.source_job_id, l.source_job_id);
+    assert_string_equal(again.database_id, l.database_id);
+    assert_int_equal(again.lease_expires_ms, 1500);
+    assert_int_equal(bft_int(f->s, "SELECT lease_expires_ms FROM attempts "
+                             "WHERE attempt_id = %lld",
+                             (long long)l.attempt_id), 1500);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM attempts"), 1);
+    assert_int_equal(bft_int(f->s, "SELECT attempts FROM jobs WHERE job_id = "
+                             "%lld", (long long)l.job_id), 1);
+    bf_lease_clear(&again);
+    assert_int_equal(bf_store_lease_next(f->s, "g", "n-2", 600, 1000, &again,
+                                         &err), BF_STORE_CONFLICT);
+    assert_int_equal(bf_store_lease_next(f->s, "g", NULL, 600, 1000, &again,
+                                         &err), BF_STORE_CONFLICT);
+    assert_int_equal(bf_store_lease_next(f->s, "h", "n-1", 600, 1000, &other,
+                                         &err), 1);
+    assert_false(other.again);
+    assert_true(other.job_id != l.job_id);
+    assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 1, NULL, 700,
+                                             NULL), BF_STORE_OK);
+    assert_int_equal(bf_store_lease_next(f->s, "g", "n-1", 800, 1000, &again,
+                                         &err), 1);
+    assert_false(again.again);
+    assert_true(again.job_id != l.job_id && again.job_id != other.job_id);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM attempts"), 3);
+    bf_lease_clear(&l);
+    bf_lease_clear(&again);
+    bf_lease_clear(&other);
 }
 
 /* Writes an attempt row of job `job` by hand (what a bug in the store's
@@ -228,7 +281,7 @@ static void test_expiry_requeue_then_fail(void **state)
     assert_string_equal(e, "lease expired after 2 attempts");
     free(e);
     bf_lease_clear(&l);
-    assert_int_equal(bf_store_lease_next(f->s, "w", 6000, 1000, &l, NULL), 0);
+    assert_int_equal(bf_store_lease_next(f->s, "w", NULL, 6000, 1000, &l, NULL), 0);
 }
 
 /* Every call naming a dead attempt is fenced and changes nothing. */
@@ -286,7 +339,7 @@ static void test_cancel_sweep(void **state)
                                    " 'cancelled' AND finished_ms = 50"), 2);
     assert_int_equal(bf_store_attempt_cancelled(f->s, a.attempt_id, NULL), 1);
     bf_lease l;
-    assert_int_equal(bf_store_lease_next(f->s, "w", 60, 1000, &l, NULL), 0);
+    assert_int_equal(bf_store_lease_next(f->s, "w", NULL, 60, 1000, &l, NULL), 0);
     /* One worker acknowledges, the other's lease runs out: both cancelled. */
     assert_int_equal(bf_store_attempt_stopped(f->s, a.attempt_id, 70, NULL), 0);
     assert_job_status(f->s, a.job_id, "cancelled");
@@ -461,7 +514,7 @@ static void test_staged_sweep_hidden(void **state)
         bf_lease_clear(&l);
     }
     bf_lease l;
-    assert_int_equal(bf_store_lease_next(f->s, "idle", 10, 1000, &l, &err), 0);
+    assert_int_equal(bf_store_lease_next(f->s, "idle", NULL, 10, 1000, &l, &err), 0);
 
     /* The last chunk publishes it: now it leases first (priority 9). */
     stage(f->s, &st, 3, 2, 1);
@@ -615,7 +668,7 @@ static void test_cancel_sweep_in_slices(void **state)
                              " = %lld AND status = 'queued'", (long long)sw),
                      199);
     bf_lease l;
-    assert_int_equal(bf_store_lease_next(f->s, "w", 5, 1000, &l, &err), 0);
+    assert_int_equal(bf_store_lease_next(f->s, "w", NULL, 5, 1000, &l, &err), 0);
     int64_t *ids;
     int n;
     bf_store_close(f->s);
@@ -643,6 +696,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_priority_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_one_live_lease_per_worker, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_same_request_leased_again, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_one_running_attempt_per_job, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_round_robin_then_age, setup, teardown),

@@ -67,7 +67,7 @@ static bf_lease lease(bf_store *s, int64_t now)
     snprintf(worker, sizeof worker, "w%d", ++n_workers);
     bf_lease l;
     bf_error err = {0};
-    int rc = bf_store_lease_next(s, worker, now, 60000, &l, &err);
+    int rc = bf_store_lease_next(s, worker, NULL, now, 60000, &l, &err);
     if (rc < 0)
         fail_msg("lease_next: %s", err.msg);
     return l;

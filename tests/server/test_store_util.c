@@ -166,7 +166,7 @@ bft_leased *bft_leased_open(const char *db_name, const char *yaml,
     f->dir = bft_tmpdir();
     f->s = bft_open(f->dir, db_name, &f->path);
     bft_submit(f->s, yaml, 1, NULL);
-    assert_int_equal(bf_store_lease_next(f->s, "w", 10, lease_ms, &f->l, NULL),
+    assert_int_equal(bf_store_lease_next(f->s, "w", NULL, 10, lease_ms, &f->l, NULL),
                      1);
     return f;
 }

@@ -385,6 +385,16 @@ static json_t *job_reply(const json_t *q, int job_id, int attempt_id)
                      "lease_seconds", 30);
 }
 
+/* A request_job's token: "NONCE-N", 16 hex digits and the ask's number. */
+static const char *request_token(const json_t *q)
+{
+    const char *t = json_string_value(json_object_get(q, "request"));
+    assert_non_null(t);
+    assert_true(strlen(t) > 17 && t[16] == '-' &&
+                strspn(t, "0123456789abcdef") == 16);
+    return t;
+}
+
 /* bf_link_request_job blocks until answered: run it aside too. */
 struct req { bf_link *l; json_t *job; int retry, rc; };
 
@@ -414,6 +424,8 @@ static void test_request_job(void **state)
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, request_main, &r1), 0);
     json_t *q = fake_expect(&f, "request_job");
+    char first[64];
+    snprintf(first, sizeof first, "%s", request_token(q));
     fake_send(&f, json_pack("{s:s, s:O, s:i}", "type", "no_job", "id",
                             json_object_get(q, "id"), "retry_ms", 123));
     json_decref(q);
@@ -422,13 +434,20 @@ static void test_request_job(void **state)
     assert_int_equal(r1.retry, 123);
     assert_null(r1.job);
 
-    /* 2: the reply is lost with the connection; asked again, then a job */
+    /* 2: the reply is lost with the connection; asked again, under the
+     * same token (the coordinator hands that ask's lease again), then a
+     * job.  Each ask has a token of its own. */
     struct req r2 = { .l = l };
     assert_int_equal(pthread_create(&th, NULL, request_main, &r2), 0);
-    json_decref(fake_expect(&f, "request_job"));
+    q = fake_expect(&f, "request_job");
+    char second[64];
+    snprintf(second, sizeof second, "%s", request_token(q));
+    assert_string_not_equal(second, first);
+    json_decref(q);
     fake_drop(&f);
     fake_accept_hello(&f);
     q = fake_expect(&f, "request_job");
+    assert_string_equal(request_token(q), second);
     fake_send(&f, job_reply(q, 9, 21));
     json_decref(q);
     pthread_join(th, NULL);

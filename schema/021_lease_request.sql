@@ -1,0 +1,12 @@
+-- Migration 21: the request a lease answered (docs/protocol.md,
+-- request_job).  The coordinator commits a lease before it replies; a reply
+-- lost with its connection (a dropped link, a killed daemon) left the lease
+-- held by a worker that never heard of it, refused as `busy` until the lease
+-- expired, and a group with --exit-when-idle could give its nodes back
+-- meanwhile with the job stranded `running` (a fresh-clone CI run of
+-- test_e2e_prune found one).  A worker names each request_job with a token
+-- of its own choosing, the same on every resend of one request; the lease
+-- stores it, and the same worker asking again with the same token gets the
+-- same lease again instead of `busy`.  NULL: the request named none (older
+-- workers), or a lease from before this migration.
+ALTER TABLE attempts ADD COLUMN request TEXT;
