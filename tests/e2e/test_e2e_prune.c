@@ -264,9 +264,12 @@ static void run_example(bft_daemon *d, long long kill_after)
                                  "status = 'pruned' AND NOT EXISTS (SELECT 1 "
                                  "FROM prune_decisions p WHERE p.job_id = "
                                  "j.job_id AND p.decision = 'prune')"), 0);
-    /* ... the others succeeded, ... (a fresh-clone run once found one
-     * trial in neither state after a kill; not reproduced since, so a
-     * failure here names every trial's end) */
+    /* ... the others succeeded, ... (CI once found a trial left running
+     * with no checkpoint: the daemon died between a lease's commit and its
+     * reply, and the group, told busy about it, gave up at --idle-grace;
+     * now the group's resent ask gets that lease: test_daemon_restart's
+     * test_lost_lease_reply_asked_again.  A failure names every trial's
+     * end.) */
     long long succeeded = bft_sql_int(d, "SELECT count(*) FROM jobs WHERE "
                                       "status = 'succeeded' AND stage = "
                                       "'tune'");
