@@ -1,5 +1,6 @@
 #include "fake_worker.h"
 
+#include <stdio.h>
 #include <string.h>
 
 int bft_worker_connect(bft_worker *w, bft_daemon *d, const char *name)
@@ -110,7 +111,13 @@ json_t *bft_train_records(int64_t first, int n)
 
 int64_t bft_worker_lease(bft_worker *w, int64_t *job_id)
 {
-    json_t *r = bft_worker_request_job(w);
+    /* a token of its own per ask, as bifocal-worker sends (docs/protocol.md);
+     * unique in the process, so no ask repeats another's */
+    static int asks;
+    char token[32];
+    snprintf(token, sizeof token, "fake-%d",
+             __atomic_add_fetch(&asks, 1, __ATOMIC_RELAXED));
+    json_t *r = bft_worker_ask(w, token);
     int64_t attempt = -1;
     if (r && strcmp(bf_wire_type(r), "job") == 0) {
         attempt = json_integer_value(json_object_get(r, "attempt_id"));

@@ -37,7 +37,8 @@ json_t *bft_worker_wait_push(bft_worker *w, const char *type, int timeout_ms);
 /* n train records for steps first..first+n-1 (4 metric rows each). */
 json_t *bft_train_records(int64_t first, int n);
 
-/* Leases a job and returns its attempt id (job id in *job_id), or -1. */
+/* Leases a job, asking under a fresh request token, and returns its
+ * attempt id (job id in *job_id), or -1. */
 int64_t bft_worker_lease(bft_worker *w, int64_t *job_id);
 
 #endif
