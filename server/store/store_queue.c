@@ -178,14 +178,11 @@ int bf_store_lease_next(bf_store *s, const char *worker, const char *request,
         return -1;
     int same_request;
     int rc = find_live_attempt(s, worker, request, out, &same_request, err);
-    if (rc < 0)
-        ;
-    else if (!out->attempt_id)
+    if (rc == 0 && !out->attempt_id)
         rc = lease_new(s, worker, request, now_ms, lease_ms, out, err);
-    else if (same_request)
-        rc = lease_again(s, now_ms, lease_ms, out, err);
-    else
-        rc = still_held(worker, out, err);
+    else if (rc == 0)
+        rc = same_request ? lease_again(s, now_ms, lease_ms, out, err)
+                          : still_held(worker, out, err);
     if (rc == 1 && store__commit(s, err) == 0)
         return 1;
     store__rollback(s);
