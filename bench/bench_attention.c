@@ -35,7 +35,7 @@ enum { N_SHAPES = sizeof SHAPES / sizeof SHAPES[0], B = 32, NH = 4 };
 
 static int within_limits(const att_shape *sh)
 {
-    return sh->T <= BF_ATT_FUSED_MAX_T && sh->hd <= BF_ATT_FUSED_MAX_HD;
+    return BF_ATT_FUSED_FITS(sh->T, sh->hd);
 }
 
 /* Seconds of the best of `reps` forward + backward passes of shape sh on

@@ -110,9 +110,8 @@ enum { ISA_ATT_FUSED_HD_AVX512_BLAS = 16 };
 
 int bf_isa_attention_fused(int T, int head_dim)
 {
-    int max_hd = isa__blas_avx512() ? ISA_ATT_FUSED_HD_AVX512_BLAS
-                                    : BF_ATT_FUSED_MAX_HD;
-    return T <= BF_ATT_FUSED_MAX_T && head_dim <= max_hd;
+    return BF_ATT_FUSED_FITS(T, head_dim) &&
+           (head_dim <= ISA_ATT_FUSED_HD_AVX512_BLAS || !isa__blas_avx512());
 }
 
 int bf_isa_from_name(const char *name, bf_isa *out)

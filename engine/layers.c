@@ -595,7 +595,7 @@ static void attention_forward(float *out, float *att, const float *qkv, int B,
                               int T, int C, int NH, int fused)
 {
     int hd = C / NH, C3 = 3 * C;
-    assert(!fused || (T <= BF_ATT_FUSED_MAX_T && hd <= BF_ATT_FUSED_MAX_HD));
+    assert(!fused || BF_ATT_FUSED_FITS(T, hd));
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             const float *q = qkv + (size_t)b * T * C3 + h * hd;
@@ -613,7 +613,7 @@ static void attention_backward(float *dqkv, float *scratch, const float *dout,
                                int C, int NH, int fused)
 {
     int hd = C / NH, C3 = 3 * C;
-    assert(!fused || (T <= BF_ATT_FUSED_MAX_T && hd <= BF_ATT_FUSED_MAX_HD));
+    assert(!fused || BF_ATT_FUSED_FITS(T, hd));
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             size_t off = (size_t)b * T * C3 + h * hd;

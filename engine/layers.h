@@ -24,6 +24,9 @@
  * (isa.h) says when, within them, it beats the sgemm path. */
 #define BF_ATT_FUSED_MAX_T 128
 #define BF_ATT_FUSED_MAX_HD 64
+/* Whether T positions with heads of hd fit the fused path's tiles. */
+#define BF_ATT_FUSED_FITS(T, hd)                                               \
+    ((T) <= BF_ATT_FUSED_MAX_T && (hd) <= BF_ATT_FUSED_MAX_HD)
 
 typedef struct bf_kernels {
 

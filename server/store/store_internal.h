@@ -146,7 +146,7 @@ extern const int bf_schema_n_migrations;
       "     FROM jobs q INDEXED BY jobs_queue WHERE q.status = 'queued'"       \
       "       AND q.priority = s.priority AND q.sweep_id = s.sweep_id)"        \
       "   ORDER BY s.priority DESC, s.last_lease_seq, s.sweep_id LIMIT 1)"     \
-      " SELECT j.job_id, j.sweep_id FROM jobs j INDEXED BY jobs_queue"         \
+      " SELECT j.job_id FROM jobs j INDEXED BY jobs_queue"                     \
       "  WHERE j.status = 'queued' AND j.priority = (SELECT pr FROM pick)"      \
       "    AND j.sweep_id = (SELECT sid FROM pick) ORDER BY j.job_id LIMIT 1") \
     X(ST_LEASE_MAX_SEQ, "SELECT coalesce(max(last_lease_seq), 0) FROM sweeps") \

@@ -30,14 +30,12 @@ static char *column_strdup(sqlite3_stmt *st, int i)
 /* ---- leasing ------------------------------------------------------------ */
 
 /* Picks the best queued job: 1 found, 0 none, -1 error. */
-static int pick_job(bf_store *s, int64_t *job_id, int64_t *sweep_id, bf_error *err)
+static int pick_job(bf_store *s, int64_t *job_id, bf_error *err)
 {
     sqlite3_stmt *st = store__stmt(s, ST_LEASE_PICK);
     int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
+    if (rc == SQLITE_ROW)
         *job_id = sqlite3_column_int64(st, 0);
-        *sweep_id = sqlite3_column_int64(st, 1);
-    }
     sqlite3_reset(st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
         return store__fail(s, err, "choosing the next job");
@@ -157,7 +155,7 @@ static int lease_new(bf_store *s, const char *worker, const char *request,
                      int64_t now_ms, int64_t lease_ms, bf_lease *out,
                      bf_error *err)
 {
-    int found = pick_job(s, &out->job_id, &out->sweep_id, err);
+    int found = pick_job(s, &out->job_id, err);
     if (found <= 0)
         return found;
     out->lease_expires_ms = now_ms + lease_ms;
