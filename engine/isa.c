@@ -99,19 +99,34 @@ static int isa__blas_avx512(void)
     return 0;
 }
 
-/* The largest head_dim for which the fused attention keeps up with sgemm
- * when OpenBLAS runs AVX-512 kernels.  bench_attention, avx512 level, on
- * a quiet machine (docs/training.md): with SkylakeX's products the two
- * tie at the studies' heads (seq 40, head_dim 16) and sgemm is 1.26x
- * faster at config A's (64, 32) and 1.40x at B's (128, 64); with
- * Haswell's the fused path wins at all three (1.37x, 1.24x, 1.10x), so
- * there the tiles' limits are the rule. */
-enum { ISA_ATT_FUSED_HD_AVX512_BLAS = 16 };
+/* The largest head_dim at which the fused attention beats sgemm: it runs
+ * on the level's own vectors (layers.c, att_vec), sgemm on OpenBLAS's
+ * kernels, so both count.  bench_attention on a quiet machine
+ * (docs/training.md has the table), fused against sgemm at the heads of
+ * the study (seq 40, head_dim 16), config A (64, 32) and B (128, 64):
+ *   - baseline (SSE2, Prescott's products): 1.49x and 1.26x faster at the
+ *     study's and A's heads, 0.92x at B's: up to 32;
+ *   - avx2 (Haswell's): 1.27x at the study's, 0.96x at A's: up to 16;
+ *   - avx512 with AVX-512 products (SkylakeX): 1.14x at the study's, 0.85x
+ *     at A's: up to 16;
+ *   - avx512 with AVX2 products (the image's Haswell pin): faster at all
+ *     three (1.63x, 1.36x, 1.07x), so there the tiles' limits are the
+ *     rule. */
+static const int isa_att_fused_max_hd[BF_ISA_COUNT] = {
+    [BF_ISA_BASELINE] = 32,
+    [BF_ISA_AVX2] = 16,
+    [BF_ISA_AVX512] = BF_ATT_FUSED_MAX_HD,
+};
+enum { ISA_ATT_FUSED_MAX_HD_AVX512_BLAS = 16 };
 
 int bf_isa_attention_fused(int T, int head_dim)
 {
-    return BF_ATT_FUSED_FITS(T, head_dim) &&
-           (head_dim <= ISA_ATT_FUSED_HD_AVX512_BLAS || !isa__blas_avx512());
+    if (!BF_ATT_FUSED_FITS(T, head_dim))
+        return 0;
+    int max_hd = isa_att_fused_max_hd[isa_current];
+    if (head_dim > ISA_ATT_FUSED_MAX_HD_AVX512_BLAS && isa__blas_avx512())
+        max_hd = ISA_ATT_FUSED_MAX_HD_AVX512_BLAS;
+    return head_dim <= max_hd;
 }
 
 int bf_isa_from_name(const char *name, bf_isa *out)

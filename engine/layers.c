@@ -300,10 +300,12 @@ static void softmax_causal_row(float *dst, const float *src, int len, int T)
  * The fused path copies the head's [T, hd] tiles once into local tiles (K
  * or V transposed), then works on groups of ATT_ROWS query rows: scores,
  * causal softmax and the weighted sum, only keys up to the group's last row
- * (the causal half).  Its arithmetic is on att_vec, GCC's generic vector of ATT_LANES
- * floats, which each level's copy lowers to its own registers (4 SSE2, 2
- * AVX2, 1 AVX-512): loops over blocks of keys or of head dimensions that
- * plain C left to the vectoriser's choices (it spilled the accumulators).
+ * (the causal half).  Its arithmetic is on att_vec, GCC's generic vector
+ * of ATT_LANES floats, one register of the level (4 SSE2, 8 AVX2, 16
+ * AVX-512; a 16-float vector on AVX2 was lowered through the stack and ran
+ * 2.3x slower than sgemm): loops over blocks of keys or of head dimensions
+ * that plain C left to the vectoriser's choices (it spilled the
+ * accumulators).
  * The tiles are padded with zeros to whole vectors.
  *
  * Limits (layers.h: BF_ATT_FUSED_MAX_T 128, BF_ATT_FUSED_MAX_HD 64): the
@@ -312,7 +314,13 @@ static void softmax_causal_row(float *dst, const float *src, int len, int T)
  * against the product's O(T^2 hd) work.  Within them the caller chooses
  * the path (bf_isa_attention_fused says which pays with the OpenBLAS
  * kernels in use; docs/training.md has the figures). */
-enum { ATT_LANES = 16 };
+#if defined(__AVX512F__)
+#define ATT_LANES 16
+#elif defined(__AVX2__)
+#define ATT_LANES 8
+#else
+#define ATT_LANES 4
+#endif
 typedef float att_vec __attribute__((vector_size(ATT_LANES * sizeof(float))));
 #define ATT_VECS(n) (((n) + ATT_LANES - 1) / ATT_LANES)
 enum { ATT_TV = ATT_VECS(BF_ATT_FUSED_MAX_T),   /* vectors of keys */
@@ -425,6 +433,145 @@ static void att_rows_scatter(att_vec *tile, const float *const w[ATT_ROWS],
         }
 }
 
+/* A vector of v's lanes where mask is set, of w's elsewhere (GCC's ?: on
+ * vectors is C++ only). */
+typedef int32_t att_ivec __attribute__((vector_size(sizeof(att_vec))));
+typedef uint32_t att_uvec __attribute__((vector_size(sizeof(att_vec))));
+static inline att_vec att_select(att_ivec mask, att_vec v, att_vec w)
+{
+    return (att_vec)(((att_ivec)v & mask) | ((att_ivec)w & ~mask));
+}
+
+/* The lanes whose key index (vector c's lane plus ATT_LANES c) is below
+ * n. */
+static inline att_ivec att_keys_below(int c, int n)
+{
+    static const int32_t lanes[16] = {0, 1, 2,  3,  4,  5,  6,  7,
+                                      8, 9, 10, 11, 12, 13, 14, 15};
+    att_ivec lane;
+    memcpy(&lane, lanes, sizeof lane);
+    return lane + c * ATT_LANES < n;
+}
+
+/* bf_expf, lane by lane, with the same operations in the same order. */
+static inline att_vec att_expv(att_vec x)
+{
+    const att_vec lo = (att_vec){0} - 87.0f, hi = (att_vec){0} + 88.0f;
+    x = att_select(x < lo, lo, x);
+    x = att_select(x > hi, hi, x);
+    att_vec n_biased = x * 1.44269504088896341f + 12582912.0f;
+    att_vec n = n_biased - 12582912.0f;
+    att_vec r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    att_vec p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    att_uvec bits = ((att_uvec)n_biased - 0x4B400000u + 127u) << 23;
+    return p * (att_vec)bits;
+}
+
+/* The largest and the sum of v's lanes, by halving: step h meets lane l
+ * with lane l + w/2, w = ATT_LANES >> h (the masks read lane
+ * (l + w/2) mod ATT_LANES), so lane 0 ends with all of them. */
+#if ATT_LANES == 16
+enum { ATT_HALVINGS = 4 };
+static const int32_t att_halvings[ATT_HALVINGS][ATT_LANES] = {
+    {8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7},
+    {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3},
+    {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1},
+    {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0}};
+#elif ATT_LANES == 8
+enum { ATT_HALVINGS = 3 };
+static const int32_t att_halvings[ATT_HALVINGS][ATT_LANES] = {
+    {4, 5, 6, 7, 0, 1, 2, 3},
+    {2, 3, 4, 5, 6, 7, 0, 1},
+    {1, 2, 3, 4, 5, 6, 7, 0}};
+#else
+enum { ATT_HALVINGS = 2 };
+static const int32_t att_halvings[ATT_HALVINGS][ATT_LANES] = {
+    {2, 3, 0, 1},
+    {1, 2, 3, 0}};
+#endif
+
+/* v's lanes moved by halving step h. */
+static inline att_vec att_halve(att_vec v, int h)
+{
+    att_ivec mask;
+    memcpy(&mask, att_halvings[h], sizeof mask);
+    return __builtin_shuffle(v, mask);
+}
+
+static inline float att_hmax(att_vec v)
+{
+    for (int h = 0; h < ATT_HALVINGS; h++) {
+        att_vec w = att_halve(v, h);
+        v = att_select(w > v, w, v);
+    }
+    return v[0];
+}
+
+static inline float att_hsum(att_vec v)
+{
+    for (int h = 0; h < ATT_HALVINGS; h++)
+        v += att_halve(v, h);
+    return v[0];
+}
+
+/* a [rows][T] = the causal softmax of the group's scores s [ATT_ROWS]
+ * [ATT_TV] (nv vectors each), row r over its t0 + r + 1 keys and zero
+ * past them.  Whole vectors, masked: softmax_causal_row's loops run a
+ * scalar tail on every row, most of a row of the study's 40 keys. */
+static void att_softmax_rows(float *a, int T, const att_vec *s, int t0,
+                             int rows, int nv)
+{
+    int full = T / ATT_LANES;
+    for (int r = 0; r < rows; r++) {
+        const att_vec *sr = s + r * ATT_TV;
+        float *ar = a + (size_t)r * T;
+        int n = t0 + r + 1;
+        att_vec mv = (att_vec){0} - 3.0e38f, sum = {0}, e[ATT_TV];
+        for (int c = 0; c < nv; c++)
+            mv = att_select(att_keys_below(c, n) & (sr[c] > mv), sr[c], mv);
+        float mx = att_hmax(mv);
+        for (int c = 0; c < nv; c++) {
+            e[c] = att_select(att_keys_below(c, n), att_expv(sr[c] - mx),
+                              (att_vec){0});
+            sum += e[c];
+        }
+        float inv = 1.0f / att_hsum(sum);
+        for (int c = 0; c < ATT_VECS(T); c++) {
+            att_vec p = c < nv ? e[c] * inv : (att_vec){0};
+            if (c < full)
+                memcpy(ar + c * ATT_LANES, &p, sizeof p);
+            else
+                for (int l = 0; l < T - full * ATT_LANES; l++)
+                    ar[c * ATT_LANES + l] = p[l];
+        }
+    }
+}
+
+/* Softmax backward of a group, in place on ds [ATT_ROWS][ATT_TV] (dP in,
+ * dS out, nv vectors each): dS = P * (dP - rowsum(P dP)), with the scores'
+ * scale folded in (S = scale Q K^T).  P (the rows pr, T floats each) is
+ * zero past each row's length and for the rows past T, so dS is too. */
+static void att_softmax_backward_rows(att_vec *ds,
+                                      const float *const pr[ATT_ROWS], int T,
+                                      int nv, float scale)
+{
+    int n = nv * ATT_LANES < T ? nv * ATT_LANES : T;
+    for (int r = 0; r < ATT_ROWS; r++) {
+        att_vec p[ATT_TV], dot = {0}, *d = ds + r * ATT_TV;
+        att_row_load(p, pr[r], n, nv);
+        for (int c = 0; c < nv; c++)
+            dot += p[c] * d[c];
+        float rowdot = att_hsum(dot);
+        for (int c = 0; c < nv; c++)
+            d[c] = scale * p[c] * (d[c] - rowdot);
+    }
+}
+
 /* The group of query rows from t0: rows = how many are real, *len = the
  * keys its last real row sees. */
 static int att_group(int t0, int T, int *len)
@@ -454,9 +601,7 @@ static void attention_forward_fused(float *y, float *a, const float *q,
             pr[r] = r < rows ? a + (size_t)(t0 + r) * T : att_zeros;
         }
         att_rows_product(s, ATT_TV, qr, kt, ATT_TV, hd, ATT_VECS(len), scale);
-        for (int r = 0; r < rows; r++)
-            softmax_causal_row(a + (size_t)(t0 + r) * T,
-                               (const float *)(s + r * ATT_TV), t0 + r + 1, T);
+        att_softmax_rows(a + (size_t)t0 * T, T, s, t0, rows, ATT_VECS(len));
         att_rows_product(yrows, hv, pr, vl, hv, len, hv, 1.0f);
         for (int r = 0; r < rows; r++)
             att_row_store(y + (size_t)(t0 + r) * C, yrows + r * hv, hd);
@@ -497,18 +642,7 @@ static void attention_backward_fused(float *dq, float *dk, float *dv,
         /* dP = dY V^T;  dV += P^T dY */
         att_rows_product(ds, ATT_TV, gr, vt, ATT_TV, hd, ATT_VECS(len), 1.0f);
         att_rows_scatter(dvl, pr, grows, len, hv);
-        /* softmax backward: dS = P * (dP - rowsum(P dP)), with the scores'
-         * scale folded in (S = scale Q K^T); P is zero past each row's
-         * length and for the rows past T, so dS is too */
-        for (int r = 0; r < ATT_ROWS; r++) {
-            const float *p = pr[r];
-            float *d = (float *)(ds + r * ATT_TV), dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-            for (int j = 0; j < len; j++)
-                dot += p[j] * d[j];
-            for (int j = 0; j < len; j++)
-                d[j] = scale * p[j] * (d[j] - dot);
-        }
+        att_softmax_backward_rows(ds, pr, T, ATT_VECS(len), scale);
         /* dQ = dS K;  dK += dS^T Q */
         att_rows_product(dqrows, hv, dsr, kl, hv, len, hv, 1.0f);
         for (int r = 0; r < rows; r++)
