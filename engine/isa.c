@@ -101,17 +101,15 @@ static int isa__blas_avx512(void)
 
 /* The largest head_dim at which the fused attention beats sgemm: it runs
  * on the level's own vectors (layers.c, att_vec), sgemm on OpenBLAS's
- * kernels, so both count.  bench_attention on a quiet machine
- * (docs/training.md has the table), fused against sgemm at the heads of
- * the study (seq 40, head_dim 16), config A (64, 32) and B (128, 64):
- *   - baseline (SSE2, Prescott's products): 1.49x and 1.26x faster at the
- *     study's and A's heads, 0.92x at B's: up to 32;
- *   - avx2 (Haswell's): 1.27x at the study's, 0.96x at A's: up to 16;
- *   - avx512 with AVX-512 products (SkylakeX): 1.14x at the study's, 0.85x
- *     at A's: up to 16;
- *   - avx512 with AVX2 products (the image's Haswell pin): faster at all
- *     three (1.63x, 1.36x, 1.07x), so there the tiles' limits are the
- *     rule. */
+ * kernels, so both count.  bench_attention, best of 5 rounds, quiet
+ * machine (docs/training.md has the table): sgemm's time over the fused
+ * one's at the heads of the study (seq 40, head_dim 16), config A (64, 32)
+ * and B (128, 64):
+ *   - baseline (SSE2, Prescott's products): 1.47x, 1.18x, 0.97x: up to 32;
+ *   - avx2 (Haswell's): 1.31x, 1.04x (a tie, left to sgemm), 0.76x: 16;
+ *   - avx512 with AVX-512 products (SkylakeX): 1.20x, 0.86x, 0.71x: 16;
+ *   - avx512 with AVX2 products (the image's Haswell pin): 1.69x, 1.41x,
+ *     1.07x, so there the tiles' limits are the rule. */
 static const int isa_att_fused_max_hd[BF_ISA_COUNT] = {
     [BF_ISA_BASELINE] = 32,
     [BF_ISA_AVX2] = 16,
