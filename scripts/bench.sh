@@ -33,8 +33,18 @@ meson compile -C "$dir-native" bench_train >/dev/null &&
 build bench_train && "$dir/bench/bench_train" "${torch_args[@]}" \
     "${native_args[@]}"
 
-echo "== bench_attention: the attention layer alone, fused small-head path and sgemm at the same heads, and the rule's pick"
-build bench_attention && "$dir/bench/bench_attention"
+echo "== bench_attention: the attention layer alone, fused small-head path and sgemm at the same heads, and the rule's pick, at every level with its own OpenBLAS core"
+if build bench_attention; then
+    for level in baseline avx2 avx512; do
+        env -u OPENBLAS_CORETYPE BIFOCAL_ISA=$level \
+            "$dir/bench/bench_attention" ||
+            echo "bench_attention: level $level does not run on this CPU"
+    done
+    if [ -n "${OPENBLAS_CORETYPE:-}" ]; then
+        echo "(and the best level under this environment's OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE)"
+        "$dir/bench/bench_attention"
+    fi
+fi
 
 echo "== bench_tasks: the code task's corpus, examples and steps beside dyck"
 build bench_tasks && "$dir/bench/bench_tasks"
