@@ -322,6 +322,8 @@ static void softmax_causal_row(float *dst, const float *src, int len, int T)
 #define ATT_LANES 4
 #endif
 typedef float att_vec __attribute__((vector_size(ATT_LANES * sizeof(float))));
+typedef int32_t att_ivec __attribute__((vector_size(sizeof(att_vec))));
+typedef uint32_t att_uvec __attribute__((vector_size(sizeof(att_vec))));
 #define ATT_VECS(n) (((n) + ATT_LANES - 1) / ATT_LANES)
 enum { ATT_TV = ATT_VECS(BF_ATT_FUSED_MAX_T),   /* vectors of keys */
        ATT_HV = ATT_VECS(BF_ATT_FUSED_MAX_HD) }; /* vectors of a head row */
@@ -369,17 +371,71 @@ static void att_tile_store(float *x, int stride, const att_vec *tile, int T,
         att_row_store(x + (size_t)j * stride, tile + (size_t)j * hv, hd);
 }
 
-/* tt [hd][ATT_TV] = x [T, hd] (row stride `stride`) transposed, zero past
- * key T, so whole vectors of keys can be read. */
+/* The masks of one step of an in-register transpose of ATT_LANES rows:
+ * at step h (h = ATT_LANES/2, ..., 1) rows i and i + h (i & h == 0) swap
+ * their h-lane chunks across the diagonal,
+ *   row i'     chunk c = c even ? row i chunk c     : row i+h chunk c-1
+ *   row i+h'   chunk c = c even ? row i chunk c+1   : row i+h chunk c
+ * (a lane index of ATT_LANES or more reads __builtin_shuffle's second
+ * vector, row i+h), so that after the last step row d holds column d. */
+#define ATT_T_LO(l, h) ((l) / (h) % 2 == 0 ? (l) : ATT_LANES + (l) - (h))
+#define ATT_T_HI(l, h) ((l) / (h) % 2 == 0 ? (l) + (h) : ATT_LANES + (l))
+#if ATT_LANES == 16
+#define ATT_T_MASK(F, h)                                                       \
+    {F(0, h),  F(1, h),  F(2, h),  F(3, h),  F(4, h),  F(5, h),                \
+     F(6, h),  F(7, h),  F(8, h),  F(9, h),  F(10, h), F(11, h),               \
+     F(12, h), F(13, h), F(14, h), F(15, h)}
+#define ATT_T_STEPS(F) {ATT_T_MASK(F, 8), ATT_T_MASK(F, 4), ATT_T_MASK(F, 2),  \
+                        ATT_T_MASK(F, 1)}
+#elif ATT_LANES == 8
+#define ATT_T_MASK(F, h)                                                       \
+    {F(0, h), F(1, h), F(2, h), F(3, h), F(4, h), F(5, h), F(6, h), F(7, h)}
+#define ATT_T_STEPS(F) {ATT_T_MASK(F, 4), ATT_T_MASK(F, 2), ATT_T_MASK(F, 1)}
+#else
+#define ATT_T_MASK(F, h) {F(0, h), F(1, h), F(2, h), F(3, h)}
+#define ATT_T_STEPS(F) {ATT_T_MASK(F, 2), ATT_T_MASK(F, 1)}
+#endif
+enum { ATT_T_NSTEPS = ATT_LANES == 16 ? 4 : ATT_LANES == 8 ? 3 : 2 };
+static const att_ivec att_t_lo[ATT_T_NSTEPS] = ATT_T_STEPS(ATT_T_LO);
+static const att_ivec att_t_hi[ATT_T_NSTEPS] = ATT_T_STEPS(ATT_T_HI);
+
+/* rows [ATT_LANES] transposed in place. */
+static void att_block_transpose(att_vec rows[ATT_LANES])
+{
+    for (int step = 0, h = ATT_LANES / 2; h >= 1; step++, h /= 2)
+        for (int i = 0; i < ATT_LANES; i++) {
+            if (i & h)
+                continue;
+            att_vec a = rows[i], b = rows[i + h];
+            rows[i] = __builtin_shuffle(a, b, att_t_lo[step]);
+            rows[i + h] = __builtin_shuffle(a, b, att_t_hi[step]);
+        }
+}
+
+/* tt [hd][ATT_TV] = x [T, hd] (row stride `stride`) transposed, its first
+ * ATT_VECS(T) vectors a row, zero past key T, so whole vectors of keys up
+ * to T can be read: blocks of ATT_LANES keys
+ * by ATT_LANES dimensions, each loaded as rows (zero past T and past hd)
+ * and transposed in registers. */
 static void att_tile_transpose(att_vec *tt, const float *x, int stride, int T,
                                int hd)
 {
-    for (int d = 0; d < hd; d++) {
-        att_vec *row = tt + (size_t)d * ATT_TV;
-        for (int jv = T / ATT_LANES; jv < ATT_TV; jv++)
-            row[jv] = (att_vec){0};
-        for (int j = 0; j < T; j++)
-            row[j / ATT_LANES][j % ATT_LANES] = x[(size_t)j * stride + d];
+    for (int d0 = 0; d0 < hd; d0 += ATT_LANES) {
+        int dims = hd - d0 < ATT_LANES ? hd - d0 : ATT_LANES;
+        for (int jv = 0; jv < ATT_VECS(T); jv++) {
+            att_vec rows[ATT_LANES];
+            for (int i = 0; i < ATT_LANES; i++) {
+                int j = jv * ATT_LANES + i;
+                if (j < T)
+                    att_row_load(&rows[i], x + (size_t)j * stride + d0, dims,
+                                 1);
+                else
+                    rows[i] = (att_vec){0};
+            }
+            att_block_transpose(rows);
+            for (int d = 0; d < dims; d++)
+                tt[(size_t)(d0 + d) * ATT_TV + jv] = rows[d];
+        }
     }
 }
 
@@ -435,8 +491,6 @@ static void att_rows_scatter(att_vec *tile, const float *const w[ATT_ROWS],
 
 /* A vector of v's lanes where mask is set, of w's elsewhere (GCC's ?: on
  * vectors is C++ only). */
-typedef int32_t att_ivec __attribute__((vector_size(sizeof(att_vec))));
-typedef uint32_t att_uvec __attribute__((vector_size(sizeof(att_vec))));
 static inline att_vec att_select(att_ivec mask, att_vec v, att_vec w)
 {
     return (att_vec)(((att_ivec)v & mask) | ((att_ivec)w & ~mask));
