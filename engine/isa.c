@@ -105,14 +105,16 @@ static int isa__blas_avx512(void)
  * machine (docs/training.md has the table): sgemm's time over the fused
  * one's at the heads of the study (seq 40, head_dim 16), config A (64, 32)
  * and B (128, 64):
- *   - baseline (SSE2, Prescott's products): 1.47x, 1.18x, 0.97x: up to 32;
- *   - avx2 (Haswell's): 1.31x, 1.04x (a tie, left to sgemm), 0.76x: 16;
- *   - avx512 with AVX-512 products (SkylakeX): 1.20x, 0.86x, 0.71x: 16;
- *   - avx512 with AVX2 products (the image's Haswell pin): 1.69x, 1.41x,
- *     1.07x, so there the tiles' limits are the rule. */
+ *   - baseline (SSE2, Prescott's products): 1.55x, 1.17x, 1.00x (a tie,
+ *     left to sgemm, whose kernels have no limits): up to 32;
+ *   - avx2 (Haswell's): 1.45x, 1.12x, 0.87x: up to 32;
+ *   - avx512 with AVX-512 products (SkylakeX): 1.41x, 1.01x (a tie), 0.73x:
+ *     up to 16;
+ *   - avx512 with AVX2 products (the image's Haswell pin): 2.10x, 1.57x,
+ *     1.12x, so there the tiles' limits are the rule. */
 static const int isa_att_fused_max_hd[BF_ISA_COUNT] = {
     [BF_ISA_BASELINE] = 32,
-    [BF_ISA_AVX2] = 16,
+    [BF_ISA_AVX2] = 32,
     [BF_ISA_AVX512] = BF_ATT_FUSED_MAX_HD,
 };
 enum { ISA_ATT_FUSED_MAX_HD_AVX512_BLAS = 16 };
