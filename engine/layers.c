@@ -17,6 +17,7 @@
 
 #include <assert.h>
 #include <cblas.h>
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -371,33 +372,40 @@ static void att_tile_store(float *x, int stride, const att_vec *tile, int T,
         att_row_store(x + (size_t)j * stride, tile + (size_t)j * hv, hd);
 }
 
-/* The masks of one step of an in-register transpose of ATT_LANES rows:
- * at step h (h = ATT_LANES/2, ..., 1) rows i and i + h (i & h == 0) swap
- * their h-lane chunks across the diagonal,
+/* Lane masks, one entry per lane l: ATT_LANE_MASK(F, h) is {F(l, h)} over
+ * the lanes, ATT_STEP_MASKS(F) one such mask per step h = ATT_LANES/2,
+ * ..., 2, 1 (log2(ATT_LANES) steps, halving). */
+#if ATT_LANES == 16
+#define ATT_LANE_MASK(F, h)                                                    \
+    {F(0, h),  F(1, h),  F(2, h),  F(3, h),  F(4, h),  F(5, h),                \
+     F(6, h),  F(7, h),  F(8, h),  F(9, h),  F(10, h), F(11, h),               \
+     F(12, h), F(13, h), F(14, h), F(15, h)}
+#define ATT_STEP_MASKS(F)                                                      \
+    {ATT_LANE_MASK(F, 8), ATT_LANE_MASK(F, 4), ATT_LANE_MASK(F, 2),            \
+     ATT_LANE_MASK(F, 1)}
+enum { ATT_STEPS = 4 };
+#elif ATT_LANES == 8
+#define ATT_LANE_MASK(F, h)                                                    \
+    {F(0, h), F(1, h), F(2, h), F(3, h), F(4, h), F(5, h), F(6, h), F(7, h)}
+#define ATT_STEP_MASKS(F)                                                      \
+    {ATT_LANE_MASK(F, 4), ATT_LANE_MASK(F, 2), ATT_LANE_MASK(F, 1)}
+enum { ATT_STEPS = 3 };
+#else
+#define ATT_LANE_MASK(F, h) {F(0, h), F(1, h), F(2, h), F(3, h)}
+#define ATT_STEP_MASKS(F) {ATT_LANE_MASK(F, 2), ATT_LANE_MASK(F, 1)}
+enum { ATT_STEPS = 2 };
+#endif
+
+/* The in-register transpose of ATT_LANES rows: at step h rows i and i + h
+ * (i & h == 0) swap their h-lane chunks across the diagonal,
  *   row i'     chunk c = c even ? row i chunk c     : row i+h chunk c-1
  *   row i+h'   chunk c = c even ? row i chunk c+1   : row i+h chunk c
  * (a lane index of ATT_LANES or more reads __builtin_shuffle's second
  * vector, row i+h), so that after the last step row d holds column d. */
 #define ATT_T_LO(l, h) ((l) / (h) % 2 == 0 ? (l) : ATT_LANES + (l) - (h))
 #define ATT_T_HI(l, h) ((l) / (h) % 2 == 0 ? (l) + (h) : ATT_LANES + (l))
-#if ATT_LANES == 16
-#define ATT_T_MASK(F, h)                                                       \
-    {F(0, h),  F(1, h),  F(2, h),  F(3, h),  F(4, h),  F(5, h),                \
-     F(6, h),  F(7, h),  F(8, h),  F(9, h),  F(10, h), F(11, h),               \
-     F(12, h), F(13, h), F(14, h), F(15, h)}
-#define ATT_T_STEPS(F) {ATT_T_MASK(F, 8), ATT_T_MASK(F, 4), ATT_T_MASK(F, 2),  \
-                        ATT_T_MASK(F, 1)}
-#elif ATT_LANES == 8
-#define ATT_T_MASK(F, h)                                                       \
-    {F(0, h), F(1, h), F(2, h), F(3, h), F(4, h), F(5, h), F(6, h), F(7, h)}
-#define ATT_T_STEPS(F) {ATT_T_MASK(F, 4), ATT_T_MASK(F, 2), ATT_T_MASK(F, 1)}
-#else
-#define ATT_T_MASK(F, h) {F(0, h), F(1, h), F(2, h), F(3, h)}
-#define ATT_T_STEPS(F) {ATT_T_MASK(F, 2), ATT_T_MASK(F, 1)}
-#endif
-enum { ATT_T_NSTEPS = ATT_LANES == 16 ? 4 : ATT_LANES == 8 ? 3 : 2 };
-static const att_ivec att_t_lo[ATT_T_NSTEPS] = ATT_T_STEPS(ATT_T_LO);
-static const att_ivec att_t_hi[ATT_T_NSTEPS] = ATT_T_STEPS(ATT_T_HI);
+static const att_ivec att_t_lo[ATT_STEPS] = ATT_STEP_MASKS(ATT_T_LO);
+static const att_ivec att_t_hi[ATT_STEPS] = ATT_STEP_MASKS(ATT_T_HI);
 
 /* rows [ATT_LANES] transposed in place. */
 static void att_block_transpose(att_vec rows[ATT_LANES])
@@ -414,9 +422,8 @@ static void att_block_transpose(att_vec rows[ATT_LANES])
 
 /* tt [hd][ATT_TV] = x [T, hd] (row stride `stride`) transposed, its first
  * ATT_VECS(T) vectors a row, zero past key T, so whole vectors of keys up
- * to T can be read: blocks of ATT_LANES keys
- * by ATT_LANES dimensions, each loaded as rows (zero past T and past hd)
- * and transposed in registers. */
+ * to T can be read: blocks of ATT_LANES keys by ATT_LANES dimensions, each
+ * loaded as rows (zero past T and past hd) and transposed in registers. */
 static void att_tile_transpose(att_vec *tt, const float *x, int stride, int T,
                                int hd)
 {
@@ -498,12 +505,10 @@ static inline att_vec att_select(att_ivec mask, att_vec v, att_vec w)
 
 /* The lanes whose key index (vector c's lane plus ATT_LANES c) is below
  * n. */
+#define ATT_LANE_INDEX(l, h) (l)
 static inline att_ivec att_keys_below(int c, int n)
 {
-    static const int32_t lanes[16] = {0, 1, 2,  3,  4,  5,  6,  7,
-                                      8, 9, 10, 11, 12, 13, 14, 15};
-    att_ivec lane;
-    memcpy(&lane, lanes, sizeof lane);
+    const att_ivec lane = ATT_LANE_MASK(ATT_LANE_INDEX, 0);
     return lane + c * ATT_LANES < n;
 }
 
@@ -527,40 +532,15 @@ static inline att_vec att_expv(att_vec x)
 }
 
 /* The largest and the sum of v's lanes, by halving: step h meets lane l
- * with lane l + w/2, w = ATT_LANES >> h (the masks read lane
- * (l + w/2) mod ATT_LANES), so lane 0 ends with all of them. */
-#if ATT_LANES == 16
-enum { ATT_HALVINGS = 4 };
-static const int32_t att_halvings[ATT_HALVINGS][ATT_LANES] = {
-    {8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7},
-    {4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3},
-    {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1},
-    {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0}};
-#elif ATT_LANES == 8
-enum { ATT_HALVINGS = 3 };
-static const int32_t att_halvings[ATT_HALVINGS][ATT_LANES] = {
-    {4, 5, 6, 7, 0, 1, 2, 3},
-    {2, 3, 4, 5, 6, 7, 0, 1},
-    {1, 2, 3, 4, 5, 6, 7, 0}};
-#else
-enum { ATT_HALVINGS = 2 };
-static const int32_t att_halvings[ATT_HALVINGS][ATT_LANES] = {
-    {2, 3, 0, 1},
-    {1, 2, 3, 0}};
-#endif
-
-/* v's lanes moved by halving step h. */
-static inline att_vec att_halve(att_vec v, int h)
-{
-    att_ivec mask;
-    memcpy(&mask, att_halvings[h], sizeof mask);
-    return __builtin_shuffle(v, mask);
-}
+ * with lane l + h (mod ATT_LANES), h = ATT_LANES/2, ..., 1, so lane 0 ends
+ * with all of them. */
+#define ATT_ROTATE(l, h) (((l) + (h)) % ATT_LANES)
+static const att_ivec att_halvings[ATT_STEPS] = ATT_STEP_MASKS(ATT_ROTATE);
 
 static inline float att_hmax(att_vec v)
 {
-    for (int h = 0; h < ATT_HALVINGS; h++) {
-        att_vec w = att_halve(v, h);
+    for (int h = 0; h < ATT_STEPS; h++) {
+        att_vec w = __builtin_shuffle(v, att_halvings[h]);
         v = att_select(w > v, w, v);
     }
     return v[0];
@@ -568,8 +548,8 @@ static inline float att_hmax(att_vec v)
 
 static inline float att_hsum(att_vec v)
 {
-    for (int h = 0; h < ATT_HALVINGS; h++)
-        v += att_halve(v, h);
+    for (int h = 0; h < ATT_STEPS; h++)
+        v += __builtin_shuffle(v, att_halvings[h]);
     return v[0];
 }
 
@@ -585,7 +565,7 @@ static void att_softmax_rows(float *a, int T, const att_vec *s, int t0,
         const att_vec *sr = s + r * ATT_TV;
         float *ar = a + (size_t)r * T;
         int n = t0 + r + 1;
-        att_vec mv = (att_vec){0} - 3.0e38f, sum = {0}, e[ATT_TV];
+        att_vec mv = (att_vec){0} - FLT_MAX, sum = {0}, e[ATT_TV];
         for (int c = 0; c < nv; c++)
             mv = att_select(att_keys_below(c, n) & (sr[c] > mv), sr[c], mv);
         float mx = att_hmax(mv);
