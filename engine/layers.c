@@ -372,52 +372,49 @@ static void att_tile_store(float *x, int stride, const att_vec *tile, int T,
         att_row_store(x + (size_t)j * stride, tile + (size_t)j * hv, hd);
 }
 
-/* Lane masks, one entry per lane l: ATT_LANE_MASK(F, h) is {F(l, h)} over
- * the lanes, ATT_STEP_MASKS(F) one such mask per step h = ATT_LANES/2,
- * ..., 2, 1 (log2(ATT_LANES) steps, halving). */
+/* Lane index lists, one entry per lane l: ATT_LANE_LIST(F, h) is F(l, h)
+ * for every lane, as __builtin_shufflevector wants its indices (constants,
+ * one argument each; GCC 12 and clang both have it, while GCC's own
+ * __builtin_shuffle is not in clang, which builds the fuzzers), and
+ * ATT_FOR_STEPS(M, x) runs M(x, h) for h = ATT_LANES/2, ..., 2, 1
+ * (log2(ATT_LANES) steps, halving). */
 #if ATT_LANES == 16
-#define ATT_LANE_MASK(F, h)                                                    \
-    {F(0, h),  F(1, h),  F(2, h),  F(3, h),  F(4, h),  F(5, h),                \
-     F(6, h),  F(7, h),  F(8, h),  F(9, h),  F(10, h), F(11, h),               \
-     F(12, h), F(13, h), F(14, h), F(15, h)}
-#define ATT_STEP_MASKS(F)                                                      \
-    {ATT_LANE_MASK(F, 8), ATT_LANE_MASK(F, 4), ATT_LANE_MASK(F, 2),            \
-     ATT_LANE_MASK(F, 1)}
-enum { ATT_STEPS = 4 };
+#define ATT_LANE_LIST(F, h)                                                    \
+    F(0, h), F(1, h), F(2, h), F(3, h), F(4, h), F(5, h), F(6, h), F(7, h),    \
+    F(8, h), F(9, h), F(10, h), F(11, h), F(12, h), F(13, h), F(14, h),        \
+    F(15, h)
+#define ATT_FOR_STEPS(M, x) M(x, 8) M(x, 4) M(x, 2) M(x, 1)
 #elif ATT_LANES == 8
-#define ATT_LANE_MASK(F, h)                                                    \
-    {F(0, h), F(1, h), F(2, h), F(3, h), F(4, h), F(5, h), F(6, h), F(7, h)}
-#define ATT_STEP_MASKS(F)                                                      \
-    {ATT_LANE_MASK(F, 4), ATT_LANE_MASK(F, 2), ATT_LANE_MASK(F, 1)}
-enum { ATT_STEPS = 3 };
+#define ATT_LANE_LIST(F, h)                                                    \
+    F(0, h), F(1, h), F(2, h), F(3, h), F(4, h), F(5, h), F(6, h), F(7, h)
+#define ATT_FOR_STEPS(M, x) M(x, 4) M(x, 2) M(x, 1)
 #else
-#define ATT_LANE_MASK(F, h) {F(0, h), F(1, h), F(2, h), F(3, h)}
-#define ATT_STEP_MASKS(F) {ATT_LANE_MASK(F, 2), ATT_LANE_MASK(F, 1)}
-enum { ATT_STEPS = 2 };
+#define ATT_LANE_LIST(F, h) F(0, h), F(1, h), F(2, h), F(3, h)
+#define ATT_FOR_STEPS(M, x) M(x, 2) M(x, 1)
 #endif
 
 /* The in-register transpose of ATT_LANES rows: at step h rows i and i + h
  * (i & h == 0) swap their h-lane chunks across the diagonal,
  *   row i'     chunk c = c even ? row i chunk c     : row i+h chunk c-1
  *   row i+h'   chunk c = c even ? row i chunk c+1   : row i+h chunk c
- * (a lane index of ATT_LANES or more reads __builtin_shuffle's second
- * vector, row i+h), so that after the last step row d holds column d. */
+ * (a lane index of ATT_LANES or more reads the second vector, row i+h),
+ * so that after the last step row d holds column d. */
 #define ATT_T_LO(l, h) ((l) / (h) % 2 == 0 ? (l) : ATT_LANES + (l) - (h))
 #define ATT_T_HI(l, h) ((l) / (h) % 2 == 0 ? (l) + (h) : ATT_LANES + (l))
-static const att_ivec att_t_lo[ATT_STEPS] = ATT_STEP_MASKS(ATT_T_LO);
-static const att_ivec att_t_hi[ATT_STEPS] = ATT_STEP_MASKS(ATT_T_HI);
+#define ATT_T_STEP(rows, h)                                                    \
+    for (int i = 0; i < ATT_LANES; i++)                                        \
+        if (!(i & (h))) {                                                      \
+            att_vec a = (rows)[i], b = (rows)[i + (h)];                        \
+            (rows)[i] =                                                        \
+                __builtin_shufflevector(a, b, ATT_LANE_LIST(ATT_T_LO, h));     \
+            (rows)[i + (h)] =                                                  \
+                __builtin_shufflevector(a, b, ATT_LANE_LIST(ATT_T_HI, h));     \
+        }
 
 /* rows [ATT_LANES] transposed in place. */
 static void att_block_transpose(att_vec rows[ATT_LANES])
 {
-    for (int step = 0, h = ATT_LANES / 2; h >= 1; step++, h /= 2)
-        for (int i = 0; i < ATT_LANES; i++) {
-            if (i & h)
-                continue;
-            att_vec a = rows[i], b = rows[i + h];
-            rows[i] = __builtin_shuffle(a, b, att_t_lo[step]);
-            rows[i + h] = __builtin_shuffle(a, b, att_t_hi[step]);
-        }
+    ATT_FOR_STEPS(ATT_T_STEP, rows)
 }
 
 /* tt [hd][ATT_TV] = x [T, hd] (row stride `stride`) transposed, its first
@@ -508,7 +505,7 @@ static inline att_vec att_select(att_ivec mask, att_vec v, att_vec w)
 #define ATT_LANE_INDEX(l, h) (l)
 static inline att_ivec att_keys_below(int c, int n)
 {
-    const att_ivec lane = ATT_LANE_MASK(ATT_LANE_INDEX, 0);
+    const att_ivec lane = {ATT_LANE_LIST(ATT_LANE_INDEX, 0)};
     return lane + c * ATT_LANES < n;
 }
 
@@ -535,21 +532,24 @@ static inline att_vec att_expv(att_vec x)
  * with lane l + h (mod ATT_LANES), h = ATT_LANES/2, ..., 1, so lane 0 ends
  * with all of them. */
 #define ATT_ROTATE(l, h) (((l) + (h)) % ATT_LANES)
-static const att_ivec att_halvings[ATT_STEPS] = ATT_STEP_MASKS(ATT_ROTATE);
+#define ATT_MAX_STEP(v, h)                                                     \
+    {                                                                          \
+        att_vec w =                                                            \
+            __builtin_shufflevector(v, v, ATT_LANE_LIST(ATT_ROTATE, h));       \
+        v = att_select(w > v, w, v);                                           \
+    }
+#define ATT_SUM_STEP(v, h)                                                     \
+    v += __builtin_shufflevector(v, v, ATT_LANE_LIST(ATT_ROTATE, h));
 
 static inline float att_hmax(att_vec v)
 {
-    for (int h = 0; h < ATT_STEPS; h++) {
-        att_vec w = __builtin_shuffle(v, att_halvings[h]);
-        v = att_select(w > v, w, v);
-    }
+    ATT_FOR_STEPS(ATT_MAX_STEP, v)
     return v[0];
 }
 
 static inline float att_hsum(att_vec v)
 {
-    for (int h = 0; h < ATT_STEPS; h++)
-        v += __builtin_shuffle(v, att_halvings[h]);
+    ATT_FOR_STEPS(ATT_SUM_STEP, v)
     return v[0];
 }
 
