@@ -27,30 +27,43 @@
 
 /* exp(x) for x in [-87, 88] (clamped outside): x = n ln2 + r, |r| <= ln2/2,
  * Cephes' degree-6 polynomial for e^r, 2^n built in the exponent bits.
- * About 1 ulp; branch-free so the loops that call it vectorise. */
+ * About 1 ulp; branch-free so the loops that call it vectorise.
+ * BF_EXP_PARTS is the arithmetic both forms share, bf_expf's on floats
+ * and att_expv's on the fused attention's vectors (GCC's vector
+ * extension takes the same expressions): from the clamped x, n_biased
+ * (n rounded, by adding and removing 1.5 * 2^23, as floorf would not
+ * vectorise; its low mantissa bits then hold n itself) and p = e^r. */
+#define BF_EXP_MIN -87.0f
+#define BF_EXP_MAX 88.0f
+#define BF_EXP_ROUND 12582912.0f  /* 1.5 * 2^23 */
+#define BF_EXP_ROUND_BITS 0x4B400000u
+#define BF_EXP_PARTS(x, n_biased, p)                                           \
+    do {                                                                       \
+        n_biased = (x) * 1.44269504088896341f + BF_EXP_ROUND;                  \
+        __typeof__(n_biased) n_ = n_biased - BF_EXP_ROUND;                     \
+        __typeof__(n_biased) r_ =                                              \
+            (x) - n_ * 0.693359375f + n_ * 2.12194440e-4f;                     \
+        p = r_ * 1.9875691500e-4f + 1.3981999507e-3f;                          \
+        p = p * r_ + 8.3334519073e-3f;                                         \
+        p = p * r_ + 4.1665795894e-2f;                                         \
+        p = p * r_ + 1.6666665459e-1f;                                         \
+        p = p * r_ + 5.0000001201e-1f;                                         \
+        p = p * r_ * r_ + r_ + 1.0f;                                           \
+    } while (0)
+
 static inline float bf_expf(float x)
 {
     /* ternaries, not fminf/fmaxf: those have NaN rules that keep GCC from
      * vectorising them */
-    x = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
-    /* round to nearest by adding and removing 1.5 * 2^23 (floorf would
-     * not vectorise); the sum's low mantissa bits then hold n itself */
-    float n_biased = x * 1.44269504088896341f + 12582912.0f;
-    float n = n_biased - 12582912.0f;
-    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
+    x = x < BF_EXP_MIN ? BF_EXP_MIN : x > BF_EXP_MAX ? BF_EXP_MAX : x;
+    float n_biased, p;
+    BF_EXP_PARTS(x, n_biased, p);
     /* 2^n built from n_biased's bits in unsigned arithmetic: a NaN x
      * (a diverged model) gives some scale and a NaN p, so NaN comes out,
      * without the undefined float-to-int conversion of NaN. */
     uint32_t bits;
     memcpy(&bits, &n_biased, sizeof bits);
-    bits = (bits - 0x4B400000u + 127u) << 23;
+    bits = (bits - BF_EXP_ROUND_BITS + 127u) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;
@@ -512,19 +525,13 @@ static inline att_ivec att_keys_below(int c, int n)
 /* bf_expf, lane by lane, with the same operations in the same order. */
 static inline att_vec att_expv(att_vec x)
 {
-    const att_vec lo = (att_vec){0} - 87.0f, hi = (att_vec){0} + 88.0f;
+    const att_vec lo = (att_vec){0} + BF_EXP_MIN;
+    const att_vec hi = (att_vec){0} + BF_EXP_MAX;
     x = att_select(x < lo, lo, x);
     x = att_select(x > hi, hi, x);
-    att_vec n_biased = x * 1.44269504088896341f + 12582912.0f;
-    att_vec n = n_biased - 12582912.0f;
-    att_vec r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    att_vec p = r * 1.9875691500e-4f + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    att_uvec bits = ((att_uvec)n_biased - 0x4B400000u + 127u) << 23;
+    att_vec n_biased, p;
+    BF_EXP_PARTS(x, n_biased, p);
+    att_uvec bits = ((att_uvec)n_biased - BF_EXP_ROUND_BITS + 127u) << 23;
     return p * (att_vec)bits;
 }
 
