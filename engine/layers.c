@@ -217,71 +217,80 @@ static void logits_backward(float *dinp, float *dwte, const float *dlogits,
                 dlogits, V, inp, C, 1.0f, dwte, C);
 }
 
-static void rotary_tables(float *cosv, float *sinv, const float *omega, int NH,
-                          int S, int P)
+static void rotary_tables(float *cosv, float *sinv, const float *omega, int h,
+                          int NH, int S, int P)
 {
     /* Angles reach S radians: form them in double so cos/sin of large
      * angles keep float accuracy. */
-    for (int h = 0; h < NH; h++)
-        for (int p = 0; p < S; p++)
-            for (int i = 0; i < P; i++) {
-                double a = (double)p * (double)omega[h * P + i];
-                size_t at = ((size_t)h * S + p) * P + i;
-                cosv[at] = (float)cos(a);
-                sinv[at] = (float)sin(a);
-            }
+    for (int p = 0; p < S; p++)
+        for (int i = 0; i < P; i++) {
+            double a = (double)p * (double)omega[i];
+            size_t at = ((size_t)p * NH + h) * P + i;
+            cosv[at] = (float)cos(a);
+            sinv[at] = (float)sin(a);
+        }
+}
+
+/* x [2J] rotated in place pair by pair: pair j by the angle whose cos and
+ * sin are c[j], s[j] (sign -1 turns it back).  One row's heads are one
+ * run of pairs, as the tables keep a position's heads side by side. */
+static void rotate_pairs(float *restrict x, const float *restrict c,
+                         const float *restrict s, float sign, int J)
+{
+    for (int j = 0; j < J; j++) {
+        float x0 = x[2 * j], x1 = x[2 * j + 1], sj = sign * s[j];
+        x[2 * j] = x0 * c[j] - x1 * sj;
+        x[2 * j + 1] = x0 * sj + x1 * c[j];
+    }
 }
 
 static void rotary_forward(float *qkv, const float *cosv, const float *sinv,
-                           const int *pos, int S, int B, int T, int C, int NH)
+                           const int *pos, int B, int T, int C)
 {
-    int hd = C / NH, P = hd / 2;
     for (int n = 0; n < B * T; n++) {
         float *row = qkv + (size_t)n * 3 * C;
-        /* part 0: q, part 1: k */
-        for (int part = 0; part < 2; part++)
-            for (int h = 0; h < NH; h++) {
-                float *x = row + part * C + h * hd;
-                const float *c = cosv + ((size_t)h * S + pos[n]) * P;
-                const float *s = sinv + ((size_t)h * S + pos[n]) * P;
-                for (int i = 0; i < P; i++) {
-                    float x0 = x[2 * i], x1 = x[2 * i + 1];
-                    x[2 * i] = x0 * c[i] - x1 * s[i];
-                    x[2 * i + 1] = x0 * s[i] + x1 * c[i];
-                }
-            }
+        size_t at = (size_t)pos[n] * (C / 2); /* [S, NH, P]: C/2 a position */
+        rotate_pairs(row, cosv + at, sinv + at, 1.0f, C / 2);     /* q */
+        rotate_pairs(row + C, cosv + at, sinv + at, 1.0f, C / 2); /* k */
     }
+}
+
+/* dtheta [J] += the angle's gradient of each of x's J pairs: dL/da =
+ * g1 y0 - g0 y1 (g the gradient w.r.t. the rotated pair y), da/dtheta =
+ * pos * omega. */
+static void rotary_dtheta(float *restrict dtheta, const float *restrict g,
+                          const float *restrict y, const float *restrict omega,
+                          float pos, int J)
+{
+    for (int j = 0; j < J; j++)
+        dtheta[j] += (g[2 * j + 1] * y[2 * j] - g[2 * j] * y[2 * j + 1]) *
+                     pos * omega[j];
 }
 
 static void rotary_backward(float *dqkv, float *dtheta, const float *qkv,
                             const float *cosv, const float *sinv,
                             const float *omega, const uint8_t *learnable,
-                            const int *pos, int S, int B, int T, int C, int NH)
+                            const int *pos, int B, int T, int C, int NH)
 {
     int hd = C / NH, P = hd / 2;
     for (int n = 0; n < B * T; n++) {
-        size_t off = (size_t)n * 3 * C;
-        for (int part = 0; part < 2; part++)
-            for (int h = 0; h < NH; h++) {
-                float *g = dqkv + off + part * C + h * hd;
-                const float *y = qkv + off + part * C + h * hd;
-                const float *c = cosv + ((size_t)h * S + pos[n]) * P;
-                const float *s = sinv + ((size_t)h * S + pos[n]) * P;
-                if (learnable && learnable[h]) {
-                    /* dL/da = -g0 y1 + g1 y0, da/dtheta = pos * omega */
-                    float *dth = dtheta + h * P;
-                    const float *om = omega + h * P;
-                    for (int i = 0; i < P; i++)
-                        dth[i] += (g[2 * i + 1] * y[2 * i] -
-                                   g[2 * i] * y[2 * i + 1]) *
-                                  (float)pos[n] * om[i];
-                }
-                for (int i = 0; i < P; i++) {
-                    float g0 = g[2 * i], g1 = g[2 * i + 1];
-                    g[2 * i] = g0 * c[i] + g1 * s[i];
-                    g[2 * i + 1] = g1 * c[i] - g0 * s[i];
-                }
+        size_t off = (size_t)n * 3 * C, at = (size_t)pos[n] * (C / 2);
+        for (int part = 0; part < 2; part++) {
+            float *g = dqkv + off + part * C;
+            const float *y = qkv + off + part * C;
+            /* each run of adjacent learnable heads in one loop: all heads
+             * under spectral RoPE, half under bifocal */
+            for (int h0 = 0, h1; learnable && h0 < NH; h0 = h1) {
+                for (h1 = h0; h1 < NH && learnable[h1] == learnable[h0]; h1++)
+                    ;
+                if (learnable[h0])
+                    rotary_dtheta(dtheta + h0 * P, g + h0 * hd, y + h0 * hd,
+                                  omega + h0 * P, (float)pos[n],
+                                  (h1 - h0) * P);
             }
+            /* the gradient turns back by the same angle */
+            rotate_pairs(g, cosv + at, sinv + at, -1.0f, C / 2);
+        }
     }
 }
 

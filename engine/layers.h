@@ -75,15 +75,18 @@ typedef struct bf_kernels {
                             const float *inp, const float *wte, int N, int C,
                             int V);
 
-    /* cos/sin tables [NH,S,P] for one layer: entry (h, p, i) is of angle
-     * p * omega[h*P + i], for the S positions p = 0..S-1. */
-    void (*rotary_tables)(float *cosv, float *sinv, const float *omega, int NH,
-                          int S, int P);
+    /* Head h's entries of one layer's cos/sin tables [S,NH,P]: entry (p, h,
+     * i) is of angle p * omega[i] (omega [P], the head's), for the S
+     * positions p = 0..S-1.  Position-major, so that a row's heads are one
+     * run of C/2 pairs, rotated in one loop (P is 8 at the studies' heads:
+     * half a vector a head). */
+    void (*rotary_tables)(float *cosv, float *sinv, const float *omega, int h,
+                          int NH, int S, int P);
     /* Rotates q and k (columns [0,2C) of qkv [B,T,3C]) in place: pair i of head
      * h in row b, slot t by angle pos[b*T+t] * omega[h][i], looked up in tables
-     * [NH,S,P]; pos [B*T], every entry in 0..S-1. */
+     * [S,NH,P]; pos [B*T], every entry in 0..S-1. */
     void (*rotary_forward)(float *qkv, const float *cosv, const float *sinv,
-                           const int *pos, int S, int B, int T, int C, int NH);
+                           const int *pos, int B, int T, int C);
     /* dqkv [B,T,3C]: on entry the gradient w.r.t. the ROTATED q,k, on return
      * w.r.t. the unrotated ones (v columns untouched).  qkv holds the rotated
      * values of the forward, pos and the tables are the forward's.  For heads
@@ -92,7 +95,7 @@ typedef struct bf_kernels {
     void (*rotary_backward)(float *dqkv, float *dtheta, const float *qkv,
                             const float *cosv, const float *sinv,
                             const float *omega, const uint8_t *learnable,
-                            const int *pos, int S, int B, int T, int C, int NH);
+                            const int *pos, int B, int T, int C, int NH);
 
     /* Causal multi-head attention: qkv [B,T,3C] -> out [B,T,C]; att
      * [B,NH,T,T] keeps the softmax probabilities (zeros above the diagonal).

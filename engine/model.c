@@ -37,7 +37,7 @@ typedef struct bf_acts {
     float *dres;      /* [B, T, C] gradient of the residual stream */
     float *scratch;   /* [8, B, T, C] LN/GELU recomputation, branch grads */
     float *datt;      /* [T, T] */
-    float *cosv, *sinv;  /* [L, NH, S, P] rotary tables of positions 0..S-1 */
+    float *cosv, *sinv;  /* [L, S, NH, P] rotary tables of positions 0..S-1 */
     float *omega;        /* [L, NH, P] */
     float *table_theta;  /* [L, NH, P] the theta the tables were built from */
     int *inputs, *targets, *argmax, *positions; /* [B*T] of the last forward */
@@ -291,14 +291,16 @@ static void refresh_rotary(bf_model *m, bf_acts *a)
     const bf_model_shape *s = &m->shape;
     int P = s->d_model / s->n_heads / 2;
     for (int lh = 0; lh < s->n_layers * s->n_heads; lh++) {
-        size_t hp = (size_t)lh * P, table = hp * a->S;
+        int h = lh % s->n_heads;
+        size_t hp = (size_t)lh * P; /* head lh's [P] in omega and theta */
+        size_t table = (size_t)(lh - h) * P * a->S; /* its layer's [S,NH,P] */
         const float *theta = m->params.log_freq + hp;
         if (a->tables_built &&
             !memcmp(a->table_theta + hp, theta, P * sizeof *theta))
             continue;
         head_omega(s, theta, a->omega + hp);
-        bf_rotary_tables(a->cosv + table, a->sinv + table, a->omega + hp, 1,
-                         a->S, P);
+        bf_rotary_tables(a->cosv + table, a->sinv + table, a->omega + hp, h,
+                         s->n_heads, a->S, P);
         memcpy(a->table_theta + hp, theta, P * sizeof *theta);
     }
     a->tables_built = 1;
@@ -360,7 +362,7 @@ typedef struct layer_acts {
     float *att;       /* [B, NH, T, T] */
     float *atty;      /* [B, T, C] */
     float *fch;       /* [B, T, 4C] */
-    float *cosv, *sinv; /* [NH, S, P] */
+    float *cosv, *sinv; /* [S, NH, P] */
     float *omega;     /* [NH, P] */
 } layer_acts;
 
@@ -417,8 +419,8 @@ double bf_model_forward(bf_model *m, const int *inputs, const int *targets,
                              w.ln1b, N, C);
         bf_matmul_forward(la.qkv, ln, w.qkvw, w.qkvb, NULL, N, C, 3 * C);
         if (s->rope != BF_ROPE_NONE)
-            bf_rotary_forward(la.qkv, la.cosv, la.sinv, a->positions, a->S, B,
-                              T, C, NH);
+            bf_rotary_forward(la.qkv, la.cosv, la.sinv, a->positions, B, T,
+                              C);
         bf_attention_forward(la.atty, la.att, la.qkv, B, T, C, NH,
                              bf_isa_attention_fused(T, C / NH));
         bf_matmul_forward(la.x2, la.atty, w.attprojw, w.attprojb, la.x, N, C,
@@ -497,7 +499,7 @@ static void attention_backward(bf_model *m, int l, const layer_params *w,
     if (s->rope != BF_ROPE_NONE)
         bf_rotary_backward(dqkv, dw->log_freq, la->qkv, la->cosv, la->sinv,
                            la->omega, m->freq_learnable + l * NH,
-                           a->positions, a->S, B, T, C, NH);
+                           a->positions, B, T, C, NH);
     bf_layernorm_apply(ln, la->x, la->ln1_mean, la->ln1_rstd, w->ln1w,
                        w->ln1b, N, C);
     bf_matmul_backward(dln, dw->qkvw, dw->qkvb, dqkv, ln, w->qkvw, N, C,

@@ -238,9 +238,10 @@ static double rot_loss(void *p)
     rot_ctx *c = p;
     for (int i = 0; i < NH * P; i++)
         c->omega[i] = expf(c->theta[i]);
-    bf_rotary_tables(c->cosv, c->sinv, c->omega, NH, S, P);
+    for (int h = 0; h < NH; h++)
+        bf_rotary_tables(c->cosv, c->sinv, c->omega + h * P, h, NH, S, P);
     memcpy(c->qkv, c->qkv_in, sizeof c->qkv);
-    bf_rotary_forward(c->qkv, c->cosv, c->sinv, ROT_POS, S, B, T, C, NH);
+    bf_rotary_forward(c->qkv, c->cosv, c->sinv, ROT_POS, B, T, C);
     return dot_r(c->qkv, c->r, B * T * 3 * C);
 }
 
@@ -277,7 +278,7 @@ static void test_rotary(void **state)
     memcpy(d, c.r, sizeof d);
     fill_const(dtheta, NH * P, 0.5f);
     bf_rotary_backward(d, dtheta, c.qkv, c.cosv, c.sinv, c.omega, learnable,
-                       ROT_POS, S, B, T, C, NH);
+                       ROT_POS, B, T, C, NH);
     remove_offset(dtheta, NH * P, 0.5f);
     assert_true(gc_rel_error("rotary dqkv", rot_loss, &c, c.qkv_in, d,
                              B * T * 3 * C, MAXCHK, EPS) < TOL);
