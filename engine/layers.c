@@ -175,6 +175,31 @@ static void matmul_forward(float *out, const float *inp, const float *w,
                 inp, C, w, OC, beta, out, OC);
 }
 
+/* dbias [OC] += the column sums of dout [N, OC].  BIAS_COLS columns at a
+ * time, summed in registers down all N rows and then added to dbias: a
+ * row at a time into dbias itself, each row's add waited on the store of
+ * the row before (1.8% of a step at the study's size, perf). */
+enum { BIAS_COLS = 64 };
+static void bias_backward(float *restrict dbias, const float *restrict dout,
+                          int N, int OC)
+{
+    int o0 = 0;
+    for (; o0 + BIAS_COLS <= OC; o0 += BIAS_COLS) {
+        float acc[BIAS_COLS] = {0};
+        for (int n = 0; n < N; n++)
+            for (int k = 0; k < BIAS_COLS; k++)
+                acc[k] += dout[(size_t)n * OC + o0 + k];
+        for (int k = 0; k < BIAS_COLS; k++)
+            dbias[o0 + k] += acc[k];
+    }
+    for (int o = o0; o < OC; o++) { /* the columns past the last block */
+        float acc = 0.0f;
+        for (int n = 0; n < N; n++)
+            acc += dout[(size_t)n * OC + o];
+        dbias[o] += acc;
+    }
+}
+
 static void matmul_backward(float *dinp, float *dw, float *dbias,
                             const float *dout, const float *inp, const float *w,
                             int N, int C, int OC)
@@ -187,11 +212,7 @@ static void matmul_backward(float *dinp, float *dw, float *dbias,
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, OC, N, 1.0f, inp,
                 C, dout, OC, 1.0f, dw, OC);
     if (dbias)
-        for (int n = 0; n < N; n++) {
-            const float *g = dout + (size_t)n * OC;
-            for (int o = 0; o < OC; o++)
-                dbias[o] += g[o];
-        }
+        bias_backward(dbias, dout, N, OC);
 }
 
 static void logits_forward(float *logits, const float *inp, const float *wte,
