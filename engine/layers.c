@@ -309,27 +309,6 @@ static void rotary_backward(float *dqkv, float *dtheta, const float *qkv,
     }
 }
 
-/* Causal softmax of one row of scores: the first len entries of src are
- * real, dst gets their probabilities and exact zeros for the rest (future
- * positions), so att @ v can be one sgemm.  dst may be src. */
-static void softmax_causal_row(float *dst, const float *src, int len, int T)
-{
-    float mx = src[0];
-#pragma omp simd reduction(max : mx)
-    for (int j = 0; j < len; j++)
-        mx = src[j] > mx ? src[j] : mx;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < len; j++) {
-        dst[j] = bf_expf(src[j] - mx);
-        sum += dst[j];
-    }
-    float inv = 1.0f / sum;
-    for (int j = 0; j < len; j++)
-        dst[j] *= inv;
-    memset(dst + len, 0, (size_t)(T - len) * sizeof *dst);
-}
-
 /* ------------------------------------------------ attention, small heads
  *
  * The studies' heads are tiny (head_dim 16, seq 40): every product of the
@@ -584,10 +563,56 @@ static inline float att_hsum(att_vec v)
     return v[0];
 }
 
+/* Vector c of a row of T floats: lanes past T read as zero, and are not
+ * written. */
+static inline att_vec att_span_load(const float *row, int c, int T)
+{
+    att_vec x;
+    int n = T - c * ATT_LANES;
+    att_row_load(&x, row + c * ATT_LANES, n < ATT_LANES ? n : ATT_LANES, 1);
+    return x;
+}
+
+static inline void att_span_store(float *row, int c, int T, att_vec x)
+{
+    int n = T - c * ATT_LANES;
+    att_row_store(row + c * ATT_LANES, &x, n < ATT_LANES ? n : ATT_LANES);
+}
+
+/* Causal softmax of one row of scores, the sgemm path's: the first len
+ * entries of src are real, dst gets their probabilities and exact zeros
+ * for the rest (future positions), so att @ v can be one sgemm.  dst may
+ * be src.  On whole vectors of the row's T floats with the lanes past len
+ * masked, so the probabilities' last vector carries the zeros after them;
+ * only a vector past T goes lane by lane.  Plain loops left the
+ * reductions' partial sums on the stack and ran a scalar tail on every
+ * row (2.8% of a step at config A's heads, perf). */
+static void softmax_causal_row(float *dst, const float *src, int len, int T)
+{
+    int nv = ATT_VECS(len);
+    att_vec mv = (att_vec){0} - FLT_MAX, sum = {0};
+    for (int c = 0; c < nv; c++) {
+        att_vec x = att_span_load(src, c, T);
+        mv = att_select(att_keys_below(c, len) & (x > mv), x, mv);
+    }
+    float mx = att_hmax(mv);
+    for (int c = 0; c < nv; c++) {
+        att_vec x = att_expv(att_span_load(src, c, T) - mx);
+        x = att_select(att_keys_below(c, len), x, (att_vec){0});
+        sum += x;
+        att_span_store(dst, c, T, x);
+    }
+    float inv = 1.0f / att_hsum(sum);
+    for (int c = 0; c < nv; c++)
+        att_span_store(dst, c, T, att_span_load(dst, c, T) * inv);
+    if (nv * ATT_LANES < T)
+        memset(dst + nv * ATT_LANES, 0,
+               (size_t)(T - nv * ATT_LANES) * sizeof *dst);
+}
+
 /* a [rows][T] = the causal softmax of the group's scores s [ATT_ROWS]
  * [ATT_TV] (nv vectors each), row r over its t0 + r + 1 keys and zero
- * past them.  Whole vectors, masked: softmax_causal_row's loops run a
- * scalar tail on every row, most of a row of the study's 40 keys. */
+ * past them.  As softmax_causal_row, on scores already in registers. */
 static void att_softmax_rows(float *a, int T, const att_vec *s, int t0,
                              int rows, int nv)
 {
