@@ -568,10 +568,12 @@ static void set_compared(json_t *row, const bf_sweep_view *v, int group,
     free(b);
 }
 
-/* The numbers of one comparison, by the names docs/results.md lists; the
- * verdict waits for the adjusted p-values (judge_rows). */
+/* The numbers of one comparison, by the names docs/results.md lists, and
+ * its loss ratio's statistics in *r_out; the verdict and the seeds that
+ * would decide wait for the adjusted p-values (judge_rows). */
 static void compare_with(json_t *row, const bf_sweep_view *v, const cell *c,
-                         const cell *base, const bf_analysis *a)
+                         const cell *base, const bf_analysis *a,
+                         bf_stats_ratio *r_out)
 {
     /* on the heap: a cell of a million-job sweep can hold more seeds
      * than the stack has room for (it overflowed there) */
@@ -614,9 +616,6 @@ static void compare_with(json_t *row, const bf_sweep_view *v, const cell *c,
     set_number(row, "equivalence_margin", a->equivalence_margin);
     set_number(row, "loss_tost_p",
                bf_stats_tost_p(&r, a->equivalence_margin));
-    json_object_set_new(row, "loss_seeds_needed",
-                        json_integer(bf_stats_seeds_needed(
-                            &r, a->equivalence_margin, a->alpha)));
     json_object_set_new(row, "loss_note", json_string(r.note));
     set_number(row, "accuracy_diff", acc.diff);
     set_number(row, "accuracy_diff_ci_low", acc.ci_low);
@@ -635,6 +634,7 @@ static void compare_with(json_t *row, const bf_sweep_view *v, const cell *c,
     set_number(row, "prob_improvement", pi.p);
     set_number(row, "prob_improvement_ci_low", pi.ci_low);
     set_number(row, "prob_improvement_ci_high", pi.ci_high);
+    *r_out = r;
 }
 
 /* The cell of (group, eval depth) once read: the cells are in that order. */
@@ -645,8 +645,11 @@ static const cell *cell_at(const cells *cs, int group, int eval_depth)
                    by_group_then_depth);
 }
 
+/* The row of cell c; *r gets its loss ratio's statistics when it is
+ * compared with a baseline (else it is left as it is). */
 static json_t *cell_row(const bf_sweep_view *v, const cells *cs, const cell *c,
-                        const baseline *b, const bf_analysis *a)
+                        const baseline *b, const bf_analysis *a,
+                        bf_stats_ratio *r)
 {
     json_t *row = json_object();
     json_object_update(row, json_array_get(v->groups, (size_t)c->group));
@@ -665,7 +668,7 @@ static json_t *cell_row(const bf_sweep_view *v, const cells *cs, const cell *c,
     if (base == c->group)
         json_object_set_new(row, "baseline", json_string("(this group)"));
     else if (bc)
-        compare_with(row, v, c, bc, a);
+        compare_with(row, v, c, bc, a, r);
     return row;
 }
 
@@ -687,8 +690,9 @@ static int in_primary(const json_t *row, int k, const bf_analysis *a)
 /* Holm within the primary family (Holm 1979: family-wise error),
  * Benjamini-Hochberg over every other loss and accuracy p of the table
  * (the false discovery rate), written back as *_p_adjusted with the
- * correction that made it (*_correction). */
-static void adjust_rows(json_t *rows, const bf_analysis *a)
+ * correction that made it (*_correction); family[f] gets how many
+ * p-values family f (0 primary, 1 the rest) holds. */
+static void adjust_rows(json_t *rows, const bf_analysis *a, int family[2])
 {
     size_t n = json_array_size(rows), i;
     double *p[2], *adj = bf_xcalloc(2 * n + 1, sizeof *adj);
@@ -702,6 +706,7 @@ static void adjust_rows(json_t *rows, const bf_analysis *a)
             int f = !in_primary(row, k, a);
             p[f][2 * i + k] = number(row, key);
             p[!f][2 * i + k] = NAN;
+            family[f] += isfinite(p[f][2 * i + k]);
         }
     for (int f = 0; f < 2; f++) {
         (f ? bf_stats_bh : bf_stats_holm)(p[f], (int)(2 * n), adj);
@@ -846,13 +851,24 @@ static char *verdict(const json_t *row)
     return text;
 }
 
-static void judge_rows(json_t *rows, const bf_analysis *a)
+/* Adjusts the rows' p-values, then writes each compared row's
+ * loss_seeds_needed (from its loss ratio's statistics in ratios[], one a
+ * row) at its family's level, and its verdict. */
+static void judge_rows(json_t *rows, const bf_stats_ratio *ratios,
+                       const bf_analysis *a)
 {
-    adjust_rows(rows, a);
+    int family[2] = { 0, 0 };
+    adjust_rows(rows, a, family);
     size_t i;
     json_t *row;
     json_array_foreach(rows, i, row)
         if (json_object_get(row, "loss_ratio")) {
+            int m = family[!in_primary(row, BF_ANALYSIS_LOSS, a)];
+            json_object_set_new(row, "loss_seeds_family", json_integer(m));
+            json_object_set_new(row, "loss_seeds_needed",
+                                json_integer(bf_stats_seeds_needed(
+                                    &ratios[i], a->equivalence_margin,
+                                    a->alpha, m)));
             char *text = verdict(row);
             json_object_set_new(row, "verdict", json_string(text));
             free(text);
@@ -937,9 +953,12 @@ json_t *bf_compare_rows(const bf_sweep_view *v, bf_source *src,
     json_t *rows = NULL;
     if (read_cells(v, src, &cs) == 0) {
         rows = json_array();
+        bf_stats_ratio *ratios = bf_xcalloc((size_t)cs.n + 1, sizeof *ratios);
         for (int i = 0; i < cs.n; i++)
-            json_array_append_new(rows, cell_row(v, &cs, &cs.c[i], &b, &a));
-        judge_rows(rows, &a);
+            json_array_append_new(rows, cell_row(v, &cs, &cs.c[i], &b, &a,
+                                                 &ratios[i]));
+        judge_rows(rows, ratios, &a);
+        free(ratios);
     }
     free_cells(&cs);
     baseline_free(&b);

@@ -355,7 +355,8 @@ double bf_stats_tost_p(const bf_stats_ratio *r, double margin)
     return fmax(p_above, p_below);
 }
 
-int bf_stats_seeds_needed(const bf_stats_ratio *r, double margin, double alpha)
+int bf_stats_seeds_needed(const bf_stats_ratio *r, double margin, double alpha,
+                          int family)
 {
     if (!(r->log_se > 0) || !isfinite(r->df))
         return 0;
@@ -370,7 +371,8 @@ int bf_stats_seeds_needed(const bf_stats_ratio *r, double margin, double alpha)
         z = bf_stats_z_quantile(1.0 - alpha) + bf_stats_z_quantile(0.8);
     } else {                    /* outside: tell it from no effect */
         effect = m;
-        z = bf_stats_z_quantile(1.0 - alpha / 2.0) + bf_stats_z_quantile(0.8);
+        z = bf_stats_z_quantile(1.0 - alpha / (2.0 * (family > 1 ? family : 1)))
+            + bf_stats_z_quantile(0.8);
     }
     double n = ceil(z * z * var / (effect * effect));
     return n < 3 ? 3 : n > 1e6 ? 1000000 : (int)n;

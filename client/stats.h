@@ -98,10 +98,14 @@ void bf_stats_bh(const double *p, int n, double *adjusted);
 double bf_stats_tost_p(const bf_stats_ratio *r, double margin);
 
 /* Seeds a fixed-n paired design would need (normal approximation, power
- * 80%, two-sided alpha) to tell a log-scale effect from zero or, when the
- * effect is inside the margin, to show equivalence; 0 if not estimable. */
+ * 80%) to tell a log-scale effect from zero, two-sided at alpha / family
+ * (Bonferroni over the family of `family` p-values its test is corrected
+ * in: the level Holm's first step and Benjamini-Hochberg's smallest
+ * threshold ask of a p, so conservative for both) or, when the effect is
+ * inside the margin, to show equivalence (TOST at alpha, as the verdict
+ * tests it); 0 if not estimable. */
 int bf_stats_seeds_needed(const bf_stats_ratio *r, double margin,
-                          double alpha);
+                          double alpha, int family);
 
 /* Newcombe's interval for a difference of paired proportions (1998b,
  * method 10): the Wilson intervals of both margins combined with the

@@ -21,6 +21,11 @@
  *     issue's n = 2 case: 4 examples only spectral gets right, 1 only
  *     rope).  Its analysis block declares spectral the baseline by its
  *     zip label (`baseline: {label: learned}`) and alpha 0.1.
+ *   sweep 7 "undecided": rope x {rope, spectral, bifocal}, seeds 1..5,
+ *     eval depths 4 and 8, loss at depth 8 the primary family: spectral's
+ *     loss about x0.87 of rope's and bifocal's about x0.97, with a seed
+ *     spread that leaves both undecided at 5 seeds (the seeds that would
+ *     decide depend on the size of each comparison's family).
  *
  * The description holds HTML that would end or confuse the report's
  * inline <script> elements if it were written as it is.
@@ -229,6 +234,39 @@ static json_t *tuned_records(const char *rope, int r, int seed,
                      steps, "depth", 4, "loss", loss, "accuracy", 0.5);
 }
 
+static const char *const undecided_sweep =
+    "name: undecided\n"
+    "base: {depth: 4, eval_depths: [4, 8], steps: 100}\n"
+    "grid:\n"
+    "  rope: [rope, spectral, bifocal]\n"
+    "seeds: 5\n"
+    "max_attempts: 1\n"
+    "analysis:\n"
+    "  primary: {metric: loss, eval_depth: 8}\n";
+
+/* Sweep 7's records: a final eval at depths 4 and 8, the loss a factor of
+ * the encoding times a spread of the seed's (log scale). */
+static json_t *undecided_records(const char *rope, int r, int seed,
+                                 const json_t *config)
+{
+    (void)rope;
+    (void)config;
+    static const double factor[3] = { 1.0, 0.87, 0.97 };
+    static const double spread[5][3] = {
+        { 0.00, 0.10, 0.02 },  { 0.05, -0.12, 0.06 }, { -0.04, -0.02, -0.05 },
+        { 0.02, 0.15, 0.00 },  { -0.03, -0.18, -0.01 },
+    };
+    json_t *recs = json_array();
+    for (int depth = 4; depth <= 8; depth += 4) {
+        double s = spread[seed - 1][r] * (depth == 4 ? 1.0 : 1.1);
+        json_array_append_new(recs, json_pack(
+            "{s:s, s:i, s:i, s:f, s:f}", "type", "eval", "step", 100,
+            "depth", depth, "loss", (0.5 + 0.1 * depth) * factor[r] * exp(s),
+            "accuracy", 0.6 - 0.02 * depth + 0.03 * r - 0.4 * s));
+    }
+    return recs;
+}
+
 typedef json_t *(*records_fn)(const char *rope, int r, int seed,
                               const json_t *config);
 
@@ -298,6 +336,8 @@ int main(int argc, char **argv)
     run_jobs(s, 0, wide_records);
     submit(s, "tuned.yaml", tuned_sweep);
     run_jobs(s, 0, tuned_records);
+    submit(s, "undecided.yaml", undecided_sweep);
+    run_jobs(s, 0, undecided_records);
     bf_store_close(s);
     return 0;
 }

@@ -46,7 +46,8 @@ static void ratio(void)
     num("hi", r.ci_high, 0);
     num("df", r.df, 0);
     num("tost", bf_stats_tost_p(&r, 0.10), 0);
-    num("seeds", bf_stats_seeds_needed(&r, 0.10, 0.05), 0);
+    num("seeds", bf_stats_seeds_needed(&r, 0.10, 0.05, 1), 0);
+    num("seeds_of_8", bf_stats_seeds_needed(&r, 0.10, 0.05, 8), 0);
     num("p", r.p, 1);
 }
 

@@ -131,6 +131,31 @@ M = examples.pop()
 
 rows = json.loads(bifocal("compare", "1", "--db", db, "--format", "json").stdout)
 check(len(rows) == 6, "compare: 3 groups x 2 eval depths, got %d rows" % len(rows))
+def families(rows):
+    """The p-values each correction family of a compare table holds: the
+    seeds that would decide are planned at alpha over that count
+    (Bonferroni)."""
+    family = {"holm": 0, "benjamini-hochberg": 0}
+    for r in rows:
+        for metric in ("loss", "accuracy"):
+            if r.get(metric + "_p") is not None:
+                family[r[metric + "_correction"]] += 1
+    return family
+
+
+family = families(rows)
+
+
+def seeds_needed(lr, m, alpha=0.05, margin=0.1):
+    """A fixed-n paired design's seeds (normal approximation, power 80%)."""
+    N = statistics.NormalDist()
+    effect, bound = abs(lr["mean"]), math.log(1 + margin)
+    if effect < bound:      # equivalence, TOST at alpha
+        effect, z = bound - effect, N.inv_cdf(1 - alpha) + N.inv_cdf(0.8)
+    else:                   # a difference, at the family's Bonferroni level
+        z = N.inv_cdf(1 - alpha / (2 * m)) + N.inv_cdf(0.8)
+    return min(max(3, math.ceil(z * z * lr["sd"] ** 2 / effect ** 2)), 1000000)
+
 for r in rows:
     key = (r["rope"], r["eval_depth"])
     seeds = sorted(final[key])
@@ -178,6 +203,10 @@ for r in rows:
         check(close(r["loss_p"], 2 * t_cdf(-abs(tstat), len(shared) - 1), 1e-5),
               "compare %s loss p %s" % (key, r["loss_p"]))
         check(r["loss_p_adjusted"] >= r["loss_p"], "an adjusted p is never smaller")
+        m = family[r["loss_correction"]]
+        check(r["loss_seeds_family"] == m and r["loss_seeds_needed"] == seeds_needed(lr, m),
+              "compare %s: the seeds that would decide, in a family of %d: %s, expected %s"
+              % (key, m, r["loss_seeds_needed"], seeds_needed(lr, m)))
     else:                      # bifocal lost seed 3: 2 pairs, no interval, no verdict
         check(r["loss_ratio_ci_low"] is None and r["loss_p"] is None,
               "compare %s: no interval from 2 seeds" % (key,))
@@ -194,6 +223,34 @@ for r in rows:
     loss_word = r["verdict"].split(";")[0]
     check((" lower" in loss_word) == (r["loss_p_adjusted"] is not None and r["loss_p_adjusted"] < 0.05),
           "verdict follows the adjusted p: " + r["verdict"])
+
+# Sweep 7 leaves spectral undecided at 5 seeds (results_fixture.c): the
+# seeds that would decide are planned at its family's level, so they
+# depend on how many p-values the correction covers.
+rows7 = json.loads(bifocal("compare", "7", "--db", db, "--format", "json").stdout)
+fam7 = families(rows7)
+raw7 = {}
+for rope, seed, depth, loss in conn.execute("""
+        SELECT j.rope, j.seed, e.depth, e.loss FROM jobs j
+          JOIN evals e ON e.job_id = j.job_id
+         WHERE j.sweep_id = 7 AND j.status = 'succeeded'"""):
+    raw7.setdefault((rope, depth), {})[seed] = loss
+family_mattered = 0
+for r in rows7:
+    if "loss_ratio" not in r:
+        continue
+    mine, base = raw7[(r["rope"], r["eval_depth"])], raw7[("rope", r["eval_depth"])]
+    lr = summary([math.log(mine[k] / base[k]) for k in sorted(mine) if k in base])
+    m = fam7[r["loss_correction"]]
+    want = seeds_needed(lr, m)
+    check(r["loss_seeds_family"] == m and r["loss_seeds_needed"] == want,
+          "compare 7 %s at depth %d: %s seeds would decide in a family of %d, expected %d"
+          % (r["rope"], r["eval_depth"], r["loss_seeds_needed"], m, want))
+    if "undecided: about %d seeds would decide" % want in r["verdict"]:
+        family_mattered += want != seeds_needed(lr, 1)
+check(fam7 == {"holm": 2, "benjamini-hochberg": 4} and family_mattered == 2,
+      "sweep 7: both of spectral's undecided verdicts plan at their family's level, "
+      "not at alpha itself: families %r, %d" % (fam7, family_mattered))
 
 # Sweep 4 has per-example outcomes (results_fixture.c): the issue's n = 2
 # case.  The t-test cannot run on 2 seeds, so the exact McNemar test on
@@ -496,7 +553,7 @@ try:
     jj = json.loads(bifocal("jobs", "--sweep", "1", "--format", "json", server=server).stdout)
     check(len(jj) == 9 and jj[0]["config"]["n_heads"] == 4, "jobs json carries the config")
     st = list(csv.DictReader(io.StringIO(bifocal("status", "--format", "csv", server=server).stdout)))
-    check([r["sweep_id"] for r in st] == ["1", "2", "3", "4", "5", "6"] and st[0]["failed"] == "1", "status csv")
+    check([r["sweep_id"] for r in st] == ["1", "2", "3", "4", "5", "6", "7"] and st[0]["failed"] == "1", "status csv")
     wk = json.loads(bifocal("workers", "--format=json", server=server).stdout)
     check(wk[0]["name"] == "fixture-worker", "workers json")
 finally:

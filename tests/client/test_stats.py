@@ -98,6 +98,10 @@ var = (la.var(ddof=1) / 3 + lb.var(ddof=1) / 3) * 3
 z = stats.norm.ppf(0.975) + stats.norm.ppf(0.8)
 same("welch seeds needed", r["seeds"],
      max(3, math.ceil(z * z * var / (la.mean() - lb.mean()) ** 2)))
+# in a family of 8 corrected p-values: at the Bonferroni level 0.05 / 8
+z8 = stats.norm.ppf(1 - 0.05 / 16) + stats.norm.ppf(0.8)
+same("welch seeds needed in a family of 8", r["seeds_of_8"],
+     max(3, math.ceil(z8 * z8 * var / (la.mean() - lb.mean()) ** 2)))
 
 # ---- degenerate loss cases and their messages
 r = ratio([0.5], [0.6])
