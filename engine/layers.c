@@ -587,66 +587,61 @@ static inline void att_span_store(float *row, int c, int T, att_vec x)
     att_row_store(row + c * ATT_LANES, &x, n < ATT_LANES ? n : ATT_LANES);
 }
 
-/* Causal softmax of one row of scores, the sgemm path's: the first len
- * entries of src are real, dst gets their probabilities and exact zeros
- * for the rest (future positions), so att @ v can be one sgemm.  dst may
- * be src.  On whole vectors of the row's T floats with the lanes past len
- * masked, so the probabilities' last vector carries the zeros after them;
- * only a vector past T goes lane by lane.  Plain loops left the
- * reductions' partial sums on the stack and ran a scalar tail on every
- * row (2.8% of a step at config A's heads, perf). */
-static void softmax_causal_row(float *dst, const float *src, int len, int T)
+/* e [nv vectors]: the scores of a row of n keys (n <= nv ATT_LANES) in,
+ * their causal softmax out, zero past key n.  Whole vectors with the
+ * lanes past n masked: plain loops left the reductions' partial sums on
+ * the stack and ran a scalar tail on every row (the sgemm path's softmax
+ * held 2.8% of a step at config A's heads, perf).  Always inlined: called,
+ * it kept the fused path's scores in memory, and bench_attention ran 4% to
+ * 11% slower at the study's heads. */
+static inline __attribute__((always_inline)) void
+att_softmax_vecs(att_vec *e, int n, int nv)
 {
-    int nv = ATT_VECS(len);
     att_vec mv = (att_vec){0} - FLT_MAX, sum = {0};
-    for (int c = 0; c < nv; c++) {
-        att_vec x = att_span_load(src, c, T);
-        mv = att_select(att_keys_below(c, len) & (x > mv), x, mv);
-    }
+    for (int c = 0; c < nv; c++)
+        mv = att_select(att_keys_below(c, n) & (e[c] > mv), e[c], mv);
     float mx = att_hmax(mv);
     for (int c = 0; c < nv; c++) {
-        att_vec x = att_expv(att_span_load(src, c, T) - mx);
-        x = att_select(att_keys_below(c, len), x, (att_vec){0});
-        sum += x;
-        att_span_store(dst, c, T, x);
+        e[c] = att_select(att_keys_below(c, n), att_expv(e[c] - mx),
+                          (att_vec){0});
+        sum += e[c];
     }
     float inv = 1.0f / att_hsum(sum);
     for (int c = 0; c < nv; c++)
-        att_span_store(dst, c, T, att_span_load(dst, c, T) * inv);
+        e[c] *= inv;
+}
+
+/* Causal softmax of one row of scores, the sgemm path's: the first len
+ * entries of src are real, dst gets their probabilities and exact zeros
+ * for the rest (future positions), so att @ v can be one sgemm.  dst may
+ * be src.  The row's vectors up to len go through att_softmax_vecs on the
+ * stack (ATT_VECS(len) of them: 4 len bytes, rounded up). */
+static void softmax_causal_row(float *dst, const float *src, int len, int T)
+{
+    int nv = ATT_VECS(len);
+    att_vec e[nv];
+    for (int c = 0; c < nv; c++)
+        e[c] = att_span_load(src, c, T);
+    att_softmax_vecs(e, len, nv);
+    for (int c = 0; c < nv; c++)
+        att_span_store(dst, c, T, e[c]);
     if (nv * ATT_LANES < T)
         memset(dst + nv * ATT_LANES, 0,
                (size_t)(T - nv * ATT_LANES) * sizeof *dst);
 }
 
 /* a [rows][T] = the causal softmax of the group's scores s [ATT_ROWS]
- * [ATT_TV] (nv vectors each), row r over its t0 + r + 1 keys and zero
- * past them.  As softmax_causal_row, on scores already in registers. */
-static void att_softmax_rows(float *a, int T, const att_vec *s, int t0,
-                             int rows, int nv)
+ * [ATT_TV] (nv vectors each, overwritten), row r over its t0 + r + 1 keys
+ * and zero past them. */
+static void att_softmax_rows(float *a, int T, att_vec *s, int t0, int rows,
+                             int nv)
 {
-    int full = T / ATT_LANES;
     for (int r = 0; r < rows; r++) {
-        const att_vec *sr = s + r * ATT_TV;
-        float *ar = a + (size_t)r * T;
-        int n = t0 + r + 1;
-        att_vec mv = (att_vec){0} - FLT_MAX, sum = {0}, e[ATT_TV];
-        for (int c = 0; c < nv; c++)
-            mv = att_select(att_keys_below(c, n) & (sr[c] > mv), sr[c], mv);
-        float mx = att_hmax(mv);
-        for (int c = 0; c < nv; c++) {
-            e[c] = att_select(att_keys_below(c, n), att_expv(sr[c] - mx),
-                              (att_vec){0});
-            sum += e[c];
-        }
-        float inv = 1.0f / att_hsum(sum);
-        for (int c = 0; c < ATT_VECS(T); c++) {
-            att_vec p = c < nv ? e[c] * inv : (att_vec){0};
-            if (c < full)
-                memcpy(ar + c * ATT_LANES, &p, sizeof p);
-            else
-                for (int l = 0; l < T - full * ATT_LANES; l++)
-                    ar[c * ATT_LANES + l] = p[l];
-        }
+        att_vec *e = s + r * ATT_TV;
+        att_softmax_vecs(e, t0 + r + 1, nv);
+        for (int c = 0; c < ATT_VECS(T); c++)
+            att_span_store(a + (size_t)r * T, c, T,
+                           c < nv ? e[c] : (att_vec){0});
     }
 }
 
