@@ -24,6 +24,7 @@ sweep=${4:-configs/study-structure-gap.yaml}
 read -r -a jobs <<< "${5:-1 13}"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 source bench/daemon.sh
+source bench/pair.sh
 out=$bench_tmp
 
 # The jobs' configs, as the coordinator hands them to a worker.
@@ -51,8 +52,7 @@ run() {
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for ((r = 0; r < rounds; r++)); do
     for j in "${jobs[@]}"; do
-        if ((r % 2 == 0)); then run 0 "$r" "$j"; run 1 "$r" "$j"
-        else run 1 "$r" "$j"; run 0 "$r" "$j"; fi
+        bench_pair_round "$r" "$j"
     done
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

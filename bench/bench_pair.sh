@@ -9,6 +9,7 @@
 #    meson compile -C B bifocald bench_ingest bench_load; 3 rounds,
 #    bench_load phases of 10 s)
 set -euo pipefail
+source "$(dirname "$0")/pair.sh"
 [ $# -ge 2 ] || { sed -n '2,10p' "$0"; exit 2; }
 trees=("$1" "$2")
 rounds=${3:-3}
@@ -26,7 +27,7 @@ run() {
         > "$out/load-$1-$2" 2>&1
 }
 for ((r = 0; r < rounds; r++)); do
-    if ((r % 2 == 0)); then run 0 "$r"; run 1 "$r"; else run 1 "$r"; run 0 "$r"; fi
+    bench_pair_round "$r"
 done
 
 # The figures: ingest rows/s and rows per daemon CPU-second, and bench_load's

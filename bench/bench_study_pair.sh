@@ -21,6 +21,7 @@ if [ "$(id -u)" -eq 0 ]; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
 source bench/daemon.sh
+source bench/pair.sh
 out=$bench_tmp
 
 # One study job of tree index $1 in round $2, through its own bifocald on a
@@ -35,12 +36,12 @@ run() {
         --study configs/study-structure-gap.yaml \
         --checkpoint-dir "$dir/checkpoints" > "$out/study-$1-$2"
     bench_daemon_stop
-    echo "== $t, round $((r + 1))"
+    echo "== $t, round $(($2 + 1))"
     cat "$out/study-$1-$2"
 }
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for ((r = 0; r < rounds; r++)); do
-    if ((r % 2 == 0)); then run 0 "$r"; run 1 "$r"; else run 1 "$r"; run 0 "$r"; fi
+    bench_pair_round "$r"
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 

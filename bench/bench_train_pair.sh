@@ -17,25 +17,25 @@ trees=("$1" "$2")
 config=${3:-study} steps=${4:-100} rounds=${5:-6}
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE   # each level pins its own core
+source "$(dirname "$0")/pair.sh"
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
 
-# tokens/s of one run of tree index $1
+# tokens/s of tree $1 in round $2, into $out/$1-$2
 run() {
     "${trees[$1]}/bench/bench_train" --child "$config" "$steps" |
-        sed -n 's/.*tokens_per_s=\([0-9.]*\).*/\1/p'
+        sed -n 's/.*tokens_per_s=\([0-9.]*\).*/\1/p' > "$out/$1-$2"
 }
-declare -a before after
 for ((r = 0; r < rounds; r++)); do
-    if ((r % 2 == 0)); then
-        before[r]=$(run 0); after[r]=$(run 1)
-    else
-        after[r]=$(run 1); before[r]=$(run 0)
-    fi
+    bench_pair_round "$r"
 done
 echo "bench_train --child $config $steps, ${BIFOCAL_ISA:-widest} level," \
      "$rounds alternated rounds"
-python3 - "${before[*]}" "${after[*]}" "${trees[@]}" <<'EOF'
+python3 - "$out" "$rounds" "${trees[@]}" <<'EOF'
 import statistics, sys
-before, after = ([float(x) for x in a.split()] for a in sys.argv[1:3])
+out, rounds = sys.argv[1], int(sys.argv[2])
+before, after = ([float(open(f"{out}/{i}-{r}").read()) for r in range(rounds)]
+                 for i in (0, 1))
 for tree, xs in zip(sys.argv[3:5], (before, after)):
     print("  %-40s tokens/s min %.0f median %.0f max %.0f"
           % (tree, min(xs), statistics.median(xs), max(xs)))
