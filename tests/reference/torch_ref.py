@@ -15,6 +15,7 @@ float32 dump of params_memory loads directly.  Used two ways:
     model's loss, gradients and AdamW step against forward (written to be
     read), and forward_fast against both (test_torch_fast).
 """
+import ctypes
 import math
 import sys
 import time
@@ -208,7 +209,27 @@ class BifocalTorch(torch.nn.Module):
                                  foreach=True)
 
 
+# glibc's mallopt parameters (malloc.h)
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+
+
+def keep_heap():
+    """Keeps freed tensors' memory in the process, as the C model's
+    buffers are allocated once: with glibc's defaults each step's large
+    tensors are mmapped and unmapped again, and their pages faulted in anew,
+    so that steps of the study's size took 21 to 60 ms in one run (median
+    35-47 ms) against 21-24 ms (median 22-27) with this.  PyTorch's CPU
+    tuning guide recommends a caching allocator (jemalloc, tcmalloc) for
+    the same reason; these two glibc settings do it with Debian's python3.
+    The mmap threshold's largest value is 32 MiB on 64-bit glibc."""
+    libc = ctypes.CDLL("libc.so.6")
+    if not (libc.mallopt(M_MMAP_THRESHOLD, 32 << 20)
+            and libc.mallopt(M_TRIM_THRESHOLD, 1 << 30)):
+        sys.exit("torch_ref.py: mallopt refused the heap settings")
+
+
 def bench(C, L, NH, T, B, V, steps, rope="bifocal"):
+    keep_heap()
     torch.set_num_threads(1)
     torch.manual_seed(0)
     spectral = {"spectral": NH, "bifocal": NH // 2}[rope]
