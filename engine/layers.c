@@ -158,29 +158,29 @@ static void matmul_forward(float *out, const float *inp, const float *w,
                            const float *bias, const float *residual, int N,
                            int C, int OC)
 {
-    /* With a residual, out starts as residual + bias (one pass) and sgemm
-     * adds to it.  A bias alone is added after sgemm's kernel has written
-     * out without reading it: copying the bias into every row first took
-     * a libc call a row and a pass of its own (perf: memmove and
-     * matmul_forward, 6.7-8.8% of sgemm's samples at the study's size
-     * against 5.7-5.9% after). */
-    for (int n = 0; residual && n < N; n++) {
-        float *y = out + (size_t)n * OC;
-        const float *x = residual + (size_t)n * OC;
-        if (bias)
+    /* out starts as residual + bias, or the bias alone, in one pass, and
+     * sgemm adds to it (beta 1).  With beta 0 OpenBLAS clears out with
+     * memset before its kernel adds to it all the same (sgemm_beta: 2.7%
+     * of the study's step, 3.5% of config A's, perf), so writing the
+     * bias there costs no more than the clearing; adding it after took a
+     * pass of its own.  The copy is a loop, not memcpy: a libc call a row
+     * cost more than the row (perf, 0831f01). */
+    for (int n = 0; (residual || bias) && n < N; n++) {
+        float *y = out + (size_t)n * OC; /* may be x: no restrict */
+        const float *x = residual ? residual + (size_t)n * OC : NULL;
+        if (!x)
+            for (int o = 0; o < OC; o++)
+                y[o] = bias[o];
+        else if (bias)
             for (int o = 0; o < OC; o++)
                 y[o] = x[o] + bias[o];
         else if (y != x)
-            memcpy(y, x, (size_t)OC * sizeof *y);
+            for (int o = 0; o < OC; o++)
+                y[o] = x[o];
     }
-    float beta = residual ? 1.0f : 0.0f;
+    float beta = (residual || bias) ? 1.0f : 0.0f;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, OC, C, 1.0f,
                 inp, C, w, OC, beta, out, OC);
-    for (int n = 0; !residual && bias && n < N; n++) {
-        float *restrict y = out + (size_t)n * OC;
-        for (int o = 0; o < OC; o++)
-            y[o] += bias[o];
-    }
 }
 
 /* dbias [OC] += the column sums of dout [N, OC].  BIAS_COLS columns at a
