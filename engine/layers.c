@@ -160,7 +160,7 @@ static void matmul_forward(float *out, const float *inp, const float *w,
 {
     /* out starts as residual + bias, or the bias alone, in one pass, and
      * sgemm adds to it (beta 1).  With beta 0 OpenBLAS clears out with
-     * memset before its kernel adds to it all the same (sgemm_beta: 2.7%
+     * memset before its kernel adds to it all the same (sgemm_beta: 2.4-2.7%
      * of the study's step, 3.5% of config A's, perf), so writing the
      * bias there costs no more than the clearing; adding it after took a
      * pass of its own.  The copy is a loop, not memcpy: a libc call a row
