@@ -139,19 +139,27 @@ static void test_matmul(void **state)
                 s += (double)c.x[n * C + i] * c.w[i * OC + o];
             assert_float_equal(c.out[n * OC + o], s, 1e-4);
         }
-    /* a residual adds on top, from another buffer or in place; without a
-     * bias only the product is added */
-    float res[N * OC], acc[N * OC], nobias[N * OC];
+    /* a residual adds on top, from another buffer or in place, with or
+     * without a bias; with neither, out is the product alone (whatever it
+     * held before) */
+    float res[N * OC], acc[N * OC], nobias[N * OC], inplace[N * OC],
+        bare[N * OC];
     gc_fill_normal(res, N * OC, 1.0, 14);
     bf_matmul_forward(acc, c.x, c.w, c.bias, res, N, C, OC);
     memcpy(nobias, res, sizeof res);
     bf_matmul_forward(nobias, c.x, c.w, NULL, nobias, N, C, OC);
+    memcpy(inplace, res, sizeof res);
+    bf_matmul_forward(inplace, c.x, c.w, c.bias, inplace, N, C, OC);
+    fill_const(bare, N * OC, 1e9f);
+    bf_matmul_forward(bare, c.x, c.w, NULL, NULL, N, C, OC);
     for (int n = 0; n < N; n++)
         for (int o = 0; o < OC; o++) {
             int i = n * OC + o;
             assert_float_equal(acc[i] - res[i], c.out[i], 1e-5);
+            assert_float_equal(inplace[i], acc[i], 1e-6);
             assert_float_equal(nobias[i] - res[i], c.out[i] - c.bias[o],
                                1e-5);
+            assert_float_equal(bare[i], c.out[i] - c.bias[o], 1e-5);
         }
 
     float dx[N * C], dw[C * OC], db[OC];
