@@ -104,9 +104,9 @@ static void submit_sweep(const char *server, const char *token,
 static json_t *lease_job(bf_link *link)
 {
     json_t *job = NULL;
-    int retry;
+    bf_link_no_job none;
     bf_error err;
-    if (bf_link_request_job(link, &job, &retry, &err) != 1) {
+    if (bf_link_request_job(link, &job, &none, &err) != 1) {
         fprintf(stderr, "bench_group: no job leased\n");
         MPI_Abort(MPI_COMM_WORLD, 1);
     }

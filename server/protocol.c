@@ -420,8 +420,14 @@ static void handle_request_job(session *s, json_t *msg, const json_t *id)
         return;
     }
     if (got == 0) {
+        int pending = bf_store_work_pending(p->store, &err);
+        if (pending < 0) {
+            reply_error(s, id, "store", &err, err.msg);
+            return;
+        }
         json_t *r = new_reply("no_job", id);
         json_object_set_new(r, "retry_ms", json_integer(BF_NO_JOB_RETRY_MS));
+        json_object_set_new(r, "pending", json_boolean(pending));
         bf_conn_send(s->conn, r);
         return;
     }

@@ -55,7 +55,9 @@ static const char usage_text[] =
     "  --name NAME           worker name (default HOST:PID)\n"
     "  --max-jobs N          exit 0 after N jobs\n"
     "  --exit-when-idle      exit 0 when the coordinator has had no job\n"
-    "                        for this group for --idle-grace seconds\n"
+    "                        for this group for --idle-grace seconds; it\n"
+    "                        stays while jobs wait on jobs running (a\n"
+    "                        later stage's, a held adaptive seed)\n"
     "  --idle-grace S        default 60; 0 exits at the first no-job\n"
     "  --log-level LEVEL     least severe event logged (default info)\n";
 
@@ -594,18 +596,48 @@ static void follow(group *g)
     }
 }
 
+/* --exit-when-idle's clock: it runs while the coordinator has no job and
+ * none pending; a pending one (a later stage's, a held seed, waiting on
+ * jobs running now) stops it, or a group would give its nodes back while
+ * the work it could take is about to be released. */
+typedef struct idle_clock {
+    double since;       /* since when, or -1: not running */
+    int told_pending;   /* the "staying" line is logged once a spell */
+} idle_clock;
+
+/* After a no_job: whether the group exits now (--exit-when-idle). */
+static int idle_exit(const group *g, idle_clock *c, const bf_link_no_job *none)
+{
+    if (none->pending) {
+        if (g->o.exit_when_idle && !c->told_pending)
+            bf_log_info("no job now, but jobs wait on jobs running: staying "
+                        "(--exit-when-idle)");
+        *c = (idle_clock){.since = -1, .told_pending = 1};
+        return 0;
+    }
+    c->told_pending = 0;
+    if (c->since < 0)
+        c->since = bf_now_seconds();
+    if (!g->o.exit_when_idle ||
+        bf_now_seconds() - c->since < g->o.idle_grace_s)
+        return 0;
+    bf_log_info("no job for %d s: exiting (--exit-when-idle)",
+                g->o.idle_grace_s);
+    return 1;
+}
+
 /* Rank 0: the job loop. */
 static int lead(group *g)
 {
     int jobs = 0;
     int status = 0;
-    double idle_since = -1;   /* since when the coordinator had no job */
+    idle_clock idle = {.since = -1};
     while (!stop_signal && (g->o.max_jobs == 0 || jobs < g->o.max_jobs)) {
         json_t *job = NULL;
-        int retry_ms = 0;
+        bf_link_no_job none;
         bf_error err;
         bf_error_clear(&err);
-        int got = bf_link_request_job(g->link, &job, &retry_ms, &err);
+        int got = bf_link_request_job(g->link, &job, &none, &err);
         if (got == BF_LINK_INTERRUPTED)
             break;
         if (got == BF_LINK_ERR) {
@@ -614,18 +646,12 @@ static int lead(group *g)
             break;
         }
         if (got == 0) {
-            if (idle_since < 0)
-                idle_since = bf_now_seconds();
-            if (g->o.exit_when_idle &&
-                bf_now_seconds() - idle_since >= g->o.idle_grace_s) {
-                bf_log_info("no job for %d s: exiting (--exit-when-idle)",
-                            g->o.idle_grace_s);
+            if (idle_exit(g, &idle, &none))
                 break;
-            }
-            bf_link_sleep(g->link, retry_ms);   /* early on a signal */
+            bf_link_sleep(g->link, none.retry_ms);   /* early on a signal */
             continue;
         }
-        idle_since = -1;
+        idle = (idle_clock){.since = -1};
         jobs++;
         int stop = run_leased_job(g, job);
         json_decref(job);

@@ -755,11 +755,11 @@ static int check_job(const json_t *job, bf_error *err)
     return 0;
 }
 
-int bf_link_request_job(bf_link *l, json_t **job, int *retry_ms,
+int bf_link_request_job(bf_link *l, json_t **job, bf_link_no_job *none,
                         bf_error *err)
 {
     *job = NULL;
-    *retry_ms = DEFAULT_RETRY_MS;
+    *none = (bf_link_no_job){.retry_ms = DEFAULT_RETRY_MS};
     pthread_mutex_lock(&l->mu);
     l->req = REQ_WANTED;
     snprintf(l->req_token, sizeof l->req_token, "%016llx-%llu",
@@ -797,8 +797,10 @@ int bf_link_request_job(bf_link *l, json_t **job, int *retry_ms,
         /* Bounded: a daemon's word must not put the group to sleep for
          * days (or, past INT_MAX, forever). */
         if (json_is_integer(r) && json_integer_value(r) > 0)
-            *retry_ms = json_integer_value(r) < MAX_RETRY_MS
-                        ? (int)json_integer_value(r) : MAX_RETRY_MS;
+            none->retry_ms = json_integer_value(r) < MAX_RETRY_MS
+                             ? (int)json_integer_value(r) : MAX_RETRY_MS;
+        /* absent from a coordinator older than the field: no */
+        none->pending = json_is_true(json_object_get(reply, "pending"));
     } else {
         bf_log_warn("link: request_job answered with '%s': %s", type,
                     error_text(reply));

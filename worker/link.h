@@ -70,13 +70,20 @@ void bf_link_checkpoint_bad(bf_link *l, const char *path, const char *why);
 /* Makes the network thread look at the shared state now; async-signal-safe. */
 void bf_link_wake(bf_link *l);
 
+/* What a `no_job` answer says (docs/protocol.md). */
+typedef struct bf_link_no_job {
+    int retry_ms;   /* when to ask again */
+    int pending;    /* jobs wait on jobs running now: work may come */
+} bf_link_no_job;
+
 /* Asks for a job and waits for the answer, across reconnects.  Returns 1
  * with *job = the `job` message (new reference: job_id, attempt_id, config,
- * resume_checkpoint, ...), 0 when nothing is queued (*retry_ms: when to ask
- * again), or BF_LINK_ERR / BF_LINK_INTERRUPTED.  A job with a field missing
- * or out of range (attempt_id 0, a string id, ...) is refused with an error
- * in the log and counts as no job. */
-int bf_link_request_job(bf_link *l, json_t **job, int *retry_ms,
+ * resume_checkpoint, ...), 0 when nothing is queued (*none says when to
+ * ask again and whether work may come), or BF_LINK_ERR /
+ * BF_LINK_INTERRUPTED.  A job with a field missing or out of range
+ * (attempt_id 0, a string id, ...) is refused with an error in the log and
+ * counts as no job. */
+int bf_link_request_job(bf_link *l, json_t **job, bf_link_no_job *none,
                         bf_error *err);
 
 /* Waits ms milliseconds: BF_LINK_OK, or BF_LINK_INTERRUPTED / BF_LINK_ERR

@@ -149,6 +149,15 @@ extern const int bf_schema_n_migrations;
       " SELECT j.job_id FROM jobs j INDEXED BY jobs_queue"                     \
       "  WHERE j.status = 'queued' AND j.priority = (SELECT pr FROM pick)"      \
       "    AND j.sweep_id = (SELECT sid FROM pick) ORDER BY j.job_id LIMIT 1") \
+    /* Whether an active sweep has a job waiting (a later stage's, a held \
+     * seed) and one running, whose end may release it: each probe is a    \
+     * seek in jobs_by_sweep_status, not a count (asked at every no_job). */\
+    X(ST_WORK_PENDING,                                                         \
+      "SELECT EXISTS (SELECT 1 FROM sweeps s WHERE s.status = 'active'"        \
+      "  AND EXISTS (SELECT 1 FROM jobs j WHERE j.sweep_id = s.sweep_id"       \
+      "              AND j.status = 'waiting')"                               \
+      "  AND EXISTS (SELECT 1 FROM jobs j WHERE j.sweep_id = s.sweep_id"       \
+      "              AND j.status = 'running'))")                             \
     X(ST_LEASE_MAX_SEQ, "SELECT coalesce(max(last_lease_seq), 0) FROM sweeps") \
     X(ST_LEASE_TOUCH_SWEEP,                                                    \
       "UPDATE sweeps SET last_lease_seq = ?2 WHERE sweep_id = ?1")             \

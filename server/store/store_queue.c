@@ -188,6 +188,17 @@ int bf_store_lease_next(bf_store *s, const char *worker, const char *request,
     return rc == 1 ? -1 : rc;
 }
 
+int bf_store_work_pending(bf_store *s, bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_WORK_PENDING);
+    int rc = sqlite3_step(st);
+    int pending = rc == SQLITE_ROW && sqlite3_column_int(st, 0);
+    sqlite3_reset(st);
+    if (rc != SQLITE_ROW)
+        return store__fail(s, err, "looking for work pending");
+    return pending;
+}
+
 /* ---- live attempts ------------------------------------------------------ */
 
 typedef struct live_attempt {

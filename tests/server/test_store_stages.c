@@ -95,6 +95,72 @@ static void fail_once(bf_store *s, int64_t want)
     bf_lease_clear(&l);
 }
 
+static int pending(bf_store *s)
+{
+    bf_error err = {0};
+    int rc = bf_store_work_pending(s, &err);
+    if (rc < 0)
+        fail_msg("work_pending: %s", err.msg);
+    return rc;
+}
+
+/* Work is pending while a sweep has a job waiting and one running in the
+ * same sweep (its end may release the waiting one); a job running in
+ * another sweep does not count, nor does a waiting one after its sweep was
+ * cancelled. */
+static void test_work_pending(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(pending(f->s), 0);                 /* empty */
+    submit_chain(f->s, 1, 3);                           /* a 1, b 2, c 3 */
+    assert_int_equal(pending(f->s), 0);                 /* nothing runs */
+    bf_lease a = lease(f->s, 10);
+    assert_int_equal(a.job_id, 1);
+    assert_int_equal(pending(f->s), 1);
+    assert_int_equal(bf_store_record_checkpoint(f->s, a.attempt_id,
+                     "/ck/job-1/step-000020.safetensors", 20, NULL),
+                     BF_STORE_OK);
+    assert_int_equal(bf_store_finish_attempt(f->s, a.attempt_id, 1, NULL, 12,
+                                             NULL), BF_STORE_OK);
+    bf_lease_clear(&a);
+    assert_status(f->s, 2, "queued");
+    assert_int_equal(pending(f->s), 0);   /* c waits, but nothing runs */
+
+    /* a plain sweep's job running beside the chain's waiting one: leased
+     * first, round-robin across sweeps */
+    assert_true(bft_submit(f->s, "name: plain\nbase: {steps: 20, "
+                           "warmup_steps: 0}\n", 1, NULL) > 0);
+    bf_lease plain = lease(f->s, 10);
+    assert_int_equal(plain.job_id, 4);
+    assert_int_equal(pending(f->s), 0);   /* not the chain's */
+    bf_lease b = lease(f->s, 10);
+    assert_int_equal(b.job_id, 2);
+    assert_int_equal(pending(f->s), 1);
+    assert_int_equal(bf_store_finish_attempt(f->s, b.attempt_id, 0, "boom",
+                                             12, NULL), BF_STORE_OK);
+    bf_lease_clear(&b);
+    assert_status(f->s, 2, "queued");     /* retried: 2 of 3 attempts left */
+    assert_status(f->s, 3, "waiting");
+    assert_int_equal(pending(f->s), 0);   /* only the plain sweep runs */
+
+    bf_lease again = lease(f->s, 10);
+    assert_int_equal(again.job_id, 2);
+    assert_int_equal(pending(f->s), 1);
+    /* cancelled: c still waits until the slices cancel it, b still runs
+     * until its worker hears of it, and neither releases anything */
+    int64_t *running = NULL;
+    int n_running = 0;
+    assert_int_equal(bf_store_cancel_sweep(f->s, 1, 20, &running, &n_running,
+                                           NULL), 0);
+    assert_int_equal(n_running, 1);
+    free(running);
+    assert_status(f->s, 3, "waiting");
+    assert_status(f->s, 2, "running");
+    assert_int_equal(pending(f->s), 0);
+    bf_lease_clear(&again);
+    bf_lease_clear(&plain);
+}
+
 /* Sources run first; a dependent is never leased while it waits, then
  * starts from its source's final checkpoint, given as its init_from. */
 static void test_waiting_until_source_succeeds(void **state)
@@ -502,6 +568,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_source_without_final_checkpoint,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_work_pending, setup, teardown),
         cmocka_unit_test_setup_teardown(test_big_fan_out_in_slices, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_big_revival_in_slices, setup,

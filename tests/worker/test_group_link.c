@@ -396,18 +396,20 @@ static const char *request_token(const json_t *q)
 }
 
 /* bf_link_request_job blocks until answered: run it aside too. */
-struct req { bf_link *l; json_t *job; int retry, rc; };
+struct req { bf_link *l; json_t *job; bf_link_no_job none; int rc; };
 
 static void *request_main(void *arg)
 {
     struct req *r = arg;
     bf_error err;
-    r->rc = bf_link_request_job(r->l, &r->job, &r->retry, &err);
+    r->rc = bf_link_request_job(r->l, &r->job, &r->none, &err);
     return NULL;
 }
 
-/* request_job: no_job carries its retry time; a request whose reply was
- * lost with the connection is asked again after the reconnect. */
+/* request_job: no_job carries its retry time and whether work is
+ * pending (absent: not, as from a coordinator older than the field); a
+ * request whose reply was lost with the connection is asked again after
+ * the reconnect. */
 static void test_request_job(void **state)
 {
     (void)state;
@@ -416,7 +418,7 @@ static void test_request_job(void **state)
     bf_link *l = start_link(&f);
     fake_accept_hello(&f);
     json_t *job = NULL;
-    int retry = 0;
+    bf_link_no_job none;
     bf_error err;
 
     /* 1: no_job */
@@ -431,8 +433,23 @@ static void test_request_job(void **state)
     json_decref(q);
     pthread_join(th, NULL);
     assert_int_equal(r1.rc, 0);
-    assert_int_equal(r1.retry, 123);
+    assert_int_equal(r1.none.retry_ms, 123);
+    assert_int_equal(r1.none.pending, 0);
     assert_null(r1.job);
+
+    /* 1b: no_job with work pending */
+    struct req r1b = { .l = l };
+    assert_int_equal(pthread_create(&th, NULL, request_main, &r1b), 0);
+    q = fake_expect(&f, "request_job");
+    fake_send(&f, json_pack("{s:s, s:O, s:i, s:b}", "type", "no_job", "id",
+                            json_object_get(q, "id"), "retry_ms", 50,
+                            "pending", 1));
+    json_decref(q);
+    pthread_join(th, NULL);
+    assert_int_equal(r1b.rc, 0);
+    assert_int_equal(r1b.none.retry_ms, 50);
+    assert_int_equal(r1b.none.pending, 1);
+    assert_null(r1b.job);
 
     /* 2: the reply is lost with the connection; asked again, under the
      * same token (the coordinator hands that ask's lease again), then a
@@ -481,7 +498,7 @@ static void test_request_job(void **state)
     /* 4: interrupted while waiting */
     interrupt_flag = 1;
     bf_link_wake(l);
-    assert_int_equal(bf_link_request_job(l, &job, &retry, &err),
+    assert_int_equal(bf_link_request_job(l, &job, &none, &err),
                      BF_LINK_INTERRUPTED);
     assert_int_equal(bf_link_sleep(l, 5000), BF_LINK_INTERRUPTED);
     bf_link_stop(l);
@@ -531,10 +548,10 @@ static void test_hello_refused(void **state)
                                 "wrong token"));
     json_decref(hello);
     json_t *job = NULL;
-    int retry;
+    bf_link_no_job none;
     bf_error err;
     bf_error_clear(&err);
-    assert_int_equal(bf_link_request_job(l, &job, &retry, &err), BF_LINK_ERR);
+    assert_int_equal(bf_link_request_job(l, &job, &none, &err), BF_LINK_ERR);
     assert_non_null(strstr(err.msg, "wrong token"));
     struct pollfd p = { .fd = f.listen_fd, .events = POLLIN };
     assert_int_equal(poll(&p, 1, 200), 0);   /* no second connection */

@@ -63,8 +63,8 @@ static int scenario(const char *name)
     if (bf_link_start(&l, &o, &err) != 0)
         return 1;
     json_t *job = NULL;
-    int retry = 0;
-    int rc = bf_link_request_job(l, &job, &retry, &err);
+    bf_link_no_job none;
+    int rc = bf_link_request_job(l, &job, &none, &err);
     if (rc == 1) {
         bf_link_begin_attempt(l, json_integer_value(json_object_get(
                                      job, "attempt_id")), 30);
