@@ -406,6 +406,26 @@ static void *request_main(void *arg)
     return NULL;
 }
 
+/* One ask of l answered by a no_job with `fields` (stolen) added; the
+ * ask's token in token[cap]. */
+static struct req answer_no_job(fake *f, bf_link *l, json_t *fields,
+                                char *token, size_t cap)
+{
+    struct req r = { .l = l };
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, request_main, &r), 0);
+    json_t *q = fake_expect(f, "request_job");
+    snprintf(token, cap, "%s", request_token(q));
+    json_t *reply = json_pack("{s:s, s:O}", "type", "no_job", "id",
+                              json_object_get(q, "id"));
+    json_object_update(reply, fields);
+    json_decref(fields);
+    fake_send(f, reply);
+    json_decref(q);
+    pthread_join(th, NULL);
+    return r;
+}
+
 /* request_job: no_job carries its retry time and whether work is
  * pending (absent: not, as from a coordinator older than the field); a
  * request whose reply was lost with the connection is asked again after
@@ -421,35 +441,24 @@ static void test_request_job(void **state)
     bf_link_no_job none;
     bf_error err;
 
-    /* 1: no_job */
-    struct req r1 = { .l = l };
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, request_main, &r1), 0);
-    json_t *q = fake_expect(&f, "request_job");
+    /* 1: no_job, without `pending` and then with it */
     char first[64];
-    snprintf(first, sizeof first, "%s", request_token(q));
-    fake_send(&f, json_pack("{s:s, s:O, s:i}", "type", "no_job", "id",
-                            json_object_get(q, "id"), "retry_ms", 123));
-    json_decref(q);
-    pthread_join(th, NULL);
+    struct req r1 = answer_no_job(&f, l, json_pack("{s:i}", "retry_ms", 123),
+                                  first, sizeof first);
     assert_int_equal(r1.rc, 0);
     assert_int_equal(r1.none.retry_ms, 123);
     assert_int_equal(r1.none.pending, 0);
     assert_null(r1.job);
-
-    /* 1b: no_job with work pending */
-    struct req r1b = { .l = l };
-    assert_int_equal(pthread_create(&th, NULL, request_main, &r1b), 0);
-    q = fake_expect(&f, "request_job");
-    fake_send(&f, json_pack("{s:s, s:O, s:i, s:b}", "type", "no_job", "id",
-                            json_object_get(q, "id"), "retry_ms", 50,
-                            "pending", 1));
-    json_decref(q);
-    pthread_join(th, NULL);
-    assert_int_equal(r1b.rc, 0);
+    char token[64];
+    struct req r1b = answer_no_job(&f, l, json_pack("{s:i, s:b}", "retry_ms",
+                                                    50, "pending", 1),
+                                   token, sizeof token);
+    assert_string_not_equal(token, first);   /* a new ask, a new token */
     assert_int_equal(r1b.none.retry_ms, 50);
     assert_int_equal(r1b.none.pending, 1);
     assert_null(r1b.job);
+    pthread_t th;
+    json_t *q;
 
     /* 2: the reply is lost with the connection; asked again, under the
      * same token (the coordinator hands that ask's lease again), then a
