@@ -7,7 +7,7 @@ float32 dump of params_memory loads directly.  Used two ways:
 
   * bench: `torch_ref.py --bench C L NH T B V STEPS [ROPE]` times
     forward_fast + backward + AdamW on one thread and prints
-    `torch_tokens_per_s X`: the fastest faithful single-thread PyTorch
+    `torch_tokens_per_s X` (and its best and median step): the fastest faithful single-thread PyTorch
     model we have (torch.compile would be next, but this is Debian's torch
     1.13, which has neither torch.compile nor
     F.scaled_dot_product_attention: both came in 2.0);
@@ -17,6 +17,8 @@ float32 dump of params_memory loads directly.  Used two ways:
 """
 import ctypes
 import math
+import os
+import statistics
 import sys
 import time
 
@@ -216,12 +218,15 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 def keep_heap():
     """Keeps freed tensors' memory in the process, as the C model's
     buffers are allocated once: with glibc's defaults each step's large
-    tensors are mmapped and unmapped again, and their pages faulted in anew,
-    so that steps of the study's size took 21 to 60 ms in one run (median
-    35-47 ms) against 21-24 ms (median 22-27) with this.  PyTorch's CPU
-    tuning guide recommends a caching allocator (jemalloc, tcmalloc) for
-    the same reason; these two glibc settings do it with Debian's python3.
-    The mmap threshold's largest value is 32 MiB on 64-bit glibc."""
+    tensors are mmapped and unmapped again, and their pages faulted in anew
+    (docs/training.md has the step times either way;
+    TORCH_REF_HEAP=glibc-default leaves the defaults, to measure them).
+    PyTorch's CPU tuning guide recommends a caching allocator (jemalloc,
+    tcmalloc) for the same reason; these two glibc settings do it with
+    Debian's python3.  The mmap threshold's largest value is 32 MiB on
+    64-bit glibc."""
+    if os.environ.get("TORCH_REF_HEAP") == "glibc-default":
+        return
     libc = ctypes.CDLL("libc.so.6")
     if not (libc.mallopt(M_MMAP_THRESHOLD, 32 << 20)
             and libc.mallopt(M_TRIM_THRESHOLD, 1 << 30)):
@@ -253,6 +258,7 @@ def bench(C, L, NH, T, B, V, steps, rope="bifocal"):
         times.append(time.perf_counter() - t0)
     dt = min(times)  # the best step, as bench_train.c times the C model
     print(f"torch_step_ms {dt * 1e3:.2f}")
+    print(f"torch_step_median_ms {statistics.median(times) * 1e3:.2f}")
     print(f"torch_tokens_per_s {B * T / dt:.0f}")
 
 
