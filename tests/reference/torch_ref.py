@@ -7,10 +7,10 @@ float32 dump of params_memory loads directly.  Used two ways:
 
   * bench: `torch_ref.py --bench C L NH T B V STEPS [ROPE]` times
     forward_fast + backward + AdamW on one thread and prints
-    `torch_tokens_per_s X` (and its best and median step): the fastest faithful single-thread PyTorch
-    model we have (torch.compile would be next, but this is Debian's torch
-    1.13, which has neither torch.compile nor
-    F.scaled_dot_product_attention: both came in 2.0);
+    `torch_tokens_per_s X` (and its best and median step): the fastest
+    faithful single-thread PyTorch model we have (torch.compile would be
+    next, but this is Debian's torch 1.13, which has neither torch.compile
+    nor F.scaled_dot_product_attention: both came in 2.0);
   * tests/reference/torch_check.py imports BifocalTorch to check the C
     model's loss, gradients and AdamW step against forward (written to be
     read), and forward_fast against both (test_torch_fast).
