@@ -614,8 +614,8 @@ static void compare_with(json_t *row, const bf_sweep_view *v, const cell *c,
     set_number(row, "loss_p", r.p);
     set_number(row, "alpha", a->alpha);
     set_number(row, "equivalence_margin", a->equivalence_margin);
-    set_number(row, "loss_tost_p",
-               bf_stats_tost_p(&r, a->equivalence_margin));
+    set_number(row, "loss_tost_p", bf_stats_tost_p(
+                   &r, bf_analysis_log_margin(a->equivalence_margin)));
     json_object_set_new(row, "loss_note", json_string(r.note));
     set_number(row, "accuracy_diff", acc.diff);
     set_number(row, "accuracy_diff_ci_low", acc.ci_low);
@@ -687,39 +687,55 @@ static int in_primary(const json_t *row, int k, const bf_analysis *a)
                 row, "eval_depth")) == a->primary_eval_depth);
 }
 
+/* A kind of p-value the corrections adjust: "" differences (loss_p,
+ * accuracy_p), "_tost" equivalences (loss_tost_p, TOST; loss only). */
+typedef struct p_kind {
+    const char *test;
+    int n_metrics;      /* the first n of metric_keys */
+} p_kind;
+
+static const p_kind DIFFERENCES = {"", 2}, EQUIVALENCES = {"_tost", 1};
+
 /* Holm within the primary family (Holm 1979: family-wise error),
- * Benjamini-Hochberg over every other loss and accuracy p of the table
- * (the false discovery rate), written back as *_p_adjusted with the
- * correction that made it (*_correction); family[f] gets how many
- * p-values family f (0 primary, 1 the rest) holds. */
-static void adjust_rows(json_t *rows, const bf_analysis *a, int family[2])
+ * Benjamini-Hochberg over every other p of the kind in the table (the
+ * false discovery rate), written back as METRIC<test>_p_adjusted with the
+ * correction that made it (METRIC<test>_correction); family[f] gets how
+ * many p-values family f (0 primary, 1 the rest) holds.  Equivalences are
+ * families of their own, split as the differences are: a verdict of
+ * equivalence is a claim like a difference, and uncorrected, one of many
+ * TOSTs passes by chance as often as one of many t-tests (Lauzon & Caffo
+ * 2009). */
+static void adjust_rows(json_t *rows, const bf_analysis *a, p_kind kind,
+                        int family[2])
 {
     size_t n = json_array_size(rows), i;
     double *p[2], *adj = bf_xcalloc(2 * n + 1, sizeof *adj);
     for (int f = 0; f < 2; f++)     /* family 0: primary, 1: the rest */
         p[f] = bf_xcalloc(2 * n + 1, sizeof **p);
+    char key[64];
     json_t *row;
     json_array_foreach(rows, i, row)
         for (int k = 0; k < 2; k++) {
-            char key[64];
-            snprintf(key, sizeof key, "%s_p", metric_keys[k]);
+            snprintf(key, sizeof key, "%s%s_p", metric_keys[k], kind.test);
             int f = !in_primary(row, k, a);
-            p[f][2 * i + k] = number(row, key);
+            p[f][2 * i + k] = k < kind.n_metrics ? number(row, key) : NAN;
             p[!f][2 * i + k] = NAN;
             family[f] += isfinite(p[f][2 * i + k]);
         }
     for (int f = 0; f < 2; f++) {
         (f ? bf_stats_bh : bf_stats_holm)(p[f], (int)(2 * n), adj);
         json_array_foreach(rows, i, row)
-            for (int k = 0; k < 2; k++) {
-                char key[64];
-                snprintf(key, sizeof key, "%s_p", metric_keys[k]);
+            for (int k = 0; k < kind.n_metrics; k++) {
+                snprintf(key, sizeof key, "%s%s_p", metric_keys[k],
+                         kind.test);
                 if (!json_object_get(row, key) ||
                     f != !in_primary(row, k, a))
                     continue;
-                snprintf(key, sizeof key, "%s_p_adjusted", metric_keys[k]);
+                snprintf(key, sizeof key, "%s%s_p_adjusted", metric_keys[k],
+                         kind.test);
                 set_number(row, key, adj[2 * i + k]);
-                snprintf(key, sizeof key, "%s_correction", metric_keys[k]);
+                snprintf(key, sizeof key, "%s%s_correction", metric_keys[k],
+                         kind.test);
                 json_object_set_new(row, key, json_string(
                     f ? "benjamini-hochberg" : "holm"));
             }
@@ -762,7 +778,14 @@ static int p_text(char *buf, size_t cap, const json_t *row, const char *metric)
                     c && !strcmp(c, "holm") ? "Holm" : "BH");
 }
 
-/* "p=0.012 p_adj=0.048 (BH) lower", or "undecided: why". */
+/* "×0.9..×1.11": the equivalence region of the margin. */
+static void margin_text(char *buf, size_t cap, double margin)
+{
+    snprintf(buf, cap, "×%.3g..×%.3g", 1.0 - margin, 1.0 / (1.0 - margin));
+}
+
+/* "p=0.012 p_adj=0.048 (BH) lower", "TOST p=0.004 p_adj=0.02 (BH)
+ * equivalent within ×0.9..×1.11", or "undecided: why". */
 static void loss_verdict(char *buf, size_t cap, const json_t *row)
 {
     double p = number(row, "loss_p"), adj = number(row, "loss_p_adjusted");
@@ -772,16 +795,25 @@ static void loss_verdict(char *buf, size_t cap, const json_t *row)
         snprintf(buf, cap, "undecided: %s", note ? note : "no interval");
         return;
     }
+    if (!(adj < alpha) && number(row, "loss_tost_p_adjusted") < alpha) {
+        char region[64];
+        margin_text(region, sizeof region,
+                    number(row, "equivalence_margin"));
+        int n = snprintf(buf, cap, "TOST ");
+        n += p_text(buf + n, cap - n, row, "loss_tost");
+        snprintf(buf + n, cap - n, "equivalent within %s", region);
+        return;
+    }
     int n = p_text(buf, cap, row, "loss");
     if (adj < alpha)
         snprintf(buf + n, cap - n, ratio < 1 ? "lower" : "higher");
-    else if (number(row, "loss_tost_p") < alpha)
-        snprintf(buf + n, cap - n, "equivalent within ±%.0f%%",
-                 100 * number(row, "equivalence_margin"));
     else
-        snprintf(buf + n, cap - n, "undecided: about %lld seeds would decide",
+        snprintf(buf + n, cap - n, "undecided: about %lld seeds would %s",
                  (long long)json_integer_value(json_object_get(
-                     row, "loss_seeds_needed")));
+                     row, "loss_seeds_needed")),
+                 strcmp(json_string_value(json_object_get(
+                            row, "loss_seeds_test")), "equivalence")
+                     ? "decide" : "show equivalence");
 }
 
 /* A t verdict needs an estimable seed variance; without it the exact
@@ -851,24 +883,30 @@ static char *verdict(const json_t *row)
     return text;
 }
 
-/* Adjusts the rows' p-values, then writes each compared row's
- * loss_seeds_needed (from its loss ratio's statistics in ratios[], one a
- * row) at its family's level, and its verdict. */
+/* Adjusts the rows' p-values of differences and of equivalence, then
+ * writes each compared row's seed plan (loss_seeds_needed, _test, _family:
+ * from its loss ratio's statistics in ratios[], one a row, at the level of
+ * its test's family) and its verdict. */
 static void judge_rows(json_t *rows, const bf_stats_ratio *ratios,
                        const bf_analysis *a)
 {
-    int family[2] = { 0, 0 };
-    adjust_rows(rows, a, family);
+    int diffs[2] = { 0, 0 }, equivs[2] = { 0, 0 };
+    adjust_rows(rows, a, DIFFERENCES, diffs);
+    adjust_rows(rows, a, EQUIVALENCES, equivs);
     size_t i;
     json_t *row;
     json_array_foreach(rows, i, row)
         if (json_object_get(row, "loss_ratio")) {
-            int m = family[!in_primary(row, BF_ANALYSIS_LOSS, a)];
-            json_object_set_new(row, "loss_seeds_family", json_integer(m));
+            int f = !in_primary(row, BF_ANALYSIS_LOSS, a);
+            bf_stats_seed_plan plan = bf_stats_seeds_needed(
+                &ratios[i], bf_analysis_log_margin(a->equivalence_margin),
+                a->alpha, (bf_stats_families){diffs[f], equivs[f]});
+            json_object_set_new(row, "loss_seeds_test", json_string(
+                plan.equivalence ? "equivalence" : "difference"));
+            json_object_set_new(row, "loss_seeds_family",
+                                json_integer(plan.family));
             json_object_set_new(row, "loss_seeds_needed",
-                                json_integer(bf_stats_seeds_needed(
-                                    &ratios[i], a->equivalence_margin,
-                                    a->alpha, m)));
+                                json_integer(plan.seeds));
             char *text = verdict(row);
             json_object_set_new(row, "verdict", json_string(text));
             free(text);
@@ -1087,12 +1125,14 @@ static void print_footer(const json_t *rows)
         snprintf(families, sizeof families, "Benjamini-Hochberg (BH) over "
                  "every p above, one family (the sweep file declares no "
                  "primary comparisons)");
+    char region[64];
+    margin_text(region, sizeof region, number(first, "equivalence_margin"));
     printf("\nLoss: geometric means and ratios, log-scale t-intervals; "
            "accuracy: pooled Wilson, Newcombe differences.  p_adj: %s; "
-           "verdicts at alpha %.2g, equivalence within ±%.0f%% (TOST); * "
-           "marks p_adj < alpha (docs/results.md).\n", families,
-           number(first, "alpha"),
-           100 * number(first, "equivalence_margin"));
+           "TOST p-values of equivalence within %s corrected alike, in "
+           "families of their own; verdicts at alpha %.2g; * marks p_adj < "
+           "alpha (docs/results.md).\n", families, region,
+           number(first, "alpha"));
 }
 
 /* The table: one line per row with mean ± sd and the intervals, then the

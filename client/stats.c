@@ -345,37 +345,39 @@ void bf_stats_bh(const double *p, int n, double *adjusted)
     }
 }
 
-double bf_stats_tost_p(const bf_stats_ratio *r, double margin)
+double bf_stats_tost_p(const bf_stats_ratio *r, double bound)
 {
-    if (!isfinite(r->p) || !(margin > 0 && margin < 1))
+    if (!isfinite(r->p) || !(bound > 0))
         return NAN;
-    double lo = log(1.0 - margin), hi = log(1.0 + margin);
-    double p_above = t_cdf(-(r->log_mean - lo) / r->log_se, r->df);
-    double p_below = t_cdf((r->log_mean - hi) / r->log_se, r->df);
+    double p_above = t_cdf(-(r->log_mean + bound) / r->log_se, r->df);
+    double p_below = t_cdf((r->log_mean - bound) / r->log_se, r->df);
     return fmax(p_above, p_below);
 }
 
-int bf_stats_seeds_needed(const bf_stats_ratio *r, double margin, double alpha,
-                          int family)
+bf_stats_seed_plan bf_stats_seeds_needed(const bf_stats_ratio *r,
+                                         double bound, double alpha,
+                                         bf_stats_families family)
 {
+    double m = fabs(r->log_mean);
+    bf_stats_seed_plan plan = {.equivalence = m < bound};
+    plan.family = plan.equivalence ? family.equivalences : family.differences;
     if (!(r->log_se > 0) || !isfinite(r->df))
-        return 0;
+        return plan;
     /* The variance of one seed's log-ratio (paired) or of the sum of one
      * seed per group (Welch, harmonic mean of the group sizes). */
     double n_eff = r->n_paired ? r->n_paired
                                : 2.0 / (1.0 / r->n_a + 1.0 / r->n_b);
-    double var = r->log_se * r->log_se * n_eff, m = fabs(r->log_mean);
-    double bound = log(1.0 + margin), effect, z;
-    if (m < bound) {            /* inside the margin: show equivalence */
-        effect = bound - m;
-        z = bf_stats_z_quantile(1.0 - alpha) + bf_stats_z_quantile(0.8);
-    } else {                    /* outside: tell it from no effect */
-        effect = m;
-        z = bf_stats_z_quantile(1.0 - alpha / (2.0 * (family > 1 ? family : 1)))
-            + bf_stats_z_quantile(0.8);
-    }
+    double var = r->log_se * r->log_se * n_eff;
+    double level = alpha / (plan.family > 1 ? plan.family : 1);
+    /* equivalence: one-sided against the nearer bound; a difference:
+     * two-sided against no effect */
+    double effect = plan.equivalence ? bound - m : m;
+    double z = bf_stats_z_quantile(1.0 - (plan.equivalence ? level
+                                                           : level / 2.0))
+               + bf_stats_z_quantile(0.8);
     double n = ceil(z * z * var / (effect * effect));
-    return n < 3 ? 3 : n > 1e6 ? 1000000 : (int)n;
+    plan.seeds = n < 3 ? 3 : n > 1e6 ? 1000000 : (int)n;
+    return plan;
 }
 
 /* The McNemar variance of one seed's accuracy difference, from its

@@ -94,18 +94,34 @@ void bf_stats_holm(const double *p, int n, double *adjusted);
 void bf_stats_bh(const double *p, int n, double *adjusted);
 
 /* TOST (Schuirmann 1987) on a log-ratio: the larger of the two one-sided
- * p-values that the ratio lies inside [1 - margin, 1 + margin]. */
-double bf_stats_tost_p(const bf_stats_ratio *r, double margin);
+ * p-values that the log-ratio lies inside (-bound, bound) (bound:
+ * bf_analysis_log_margin of the equivalence margin). */
+double bf_stats_tost_p(const bf_stats_ratio *r, double bound);
 
-/* Seeds a fixed-n paired design would need (normal approximation, power
- * 80%) to tell a log-scale effect from zero, two-sided at alpha / family
- * (Bonferroni over the family of `family` p-values its test is corrected
- * in: the level Holm's first step and Benjamini-Hochberg's smallest
- * threshold ask of a p, so conservative for both) or, when the effect is
- * inside the margin, to show equivalence (TOST at alpha, as the verdict
- * tests it); 0 if not estimable. */
-int bf_stats_seeds_needed(const bf_stats_ratio *r, double margin,
-                          double alpha, int family);
+/* The sizes of the two families a comparison's loss verdict is corrected
+ * in: `differences` p-values of differences (loss and accuracy) and
+ * `equivalences` TOST p-values. */
+typedef struct bf_stats_families {
+    int differences, equivalences;
+} bf_stats_families;
+
+/* What a fixed-n design would take to decide a comparison: seeds (0 if
+ * not estimable), for which test (equivalence: TOST, else a difference)
+ * and the size of that test's family. */
+typedef struct bf_stats_seed_plan {
+    int seeds, equivalence, family;
+} bf_stats_seed_plan;
+
+/* The seeds a fixed-n paired design would need (normal approximation,
+ * power 80%) to tell a log-scale effect from zero, two-sided at alpha /
+ * differences, or, when the effect is inside (-bound, bound), to show
+ * equivalence, TOST at alpha / equivalences: Bonferroni over the family
+ * the verdict's p is corrected in, the level Holm's first step and
+ * Benjamini-Hochberg's smallest threshold ask of a p, so conservative for
+ * both. */
+bf_stats_seed_plan bf_stats_seeds_needed(const bf_stats_ratio *r,
+                                         double bound, double alpha,
+                                         bf_stats_families family);
 
 /* Newcombe's interval for a difference of paired proportions (1998b,
  * method 10): the Wilson intervals of both margins combined with the

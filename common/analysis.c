@@ -1,6 +1,7 @@
 /* The `analysis:` block of a sweep file, checked on its own (analysis.h). */
 #include "analysis.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +10,11 @@
 #include "yaml_json.h"
 
 static const char *const metric_names[] = {"loss", "accuracy"};
+
+double bf_analysis_log_margin(double margin)
+{
+    return -log1p(-margin);
+}
 
 const char *bf_analysis_metric_name(bf_analysis_metric m)
 {

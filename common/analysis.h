@@ -15,8 +15,10 @@
  * a zip entry by its label (`label: [nope, rope]` in a zip; docs/sweeps.md)
  * to stand for the values of that entry.  The
  * equivalence margin is a relative one on the ratio to the baseline (0.10:
- * a variant within ×0.9..×1/0.9 of it is equivalent); alpha the level of
- * every test.
+ * a variant within ×0.9..×1/0.9 of it is equivalent: symmetric on the log
+ * scale, so that swapping variant and baseline keeps the verdict, as
+ * bioequivalence's ×0.8..×1.25 is; bf_analysis_log_margin); alpha the level
+ * of every test.
  *
  * This module checks the block on its own (types, ranges, job-config
  * fields and values); the sweep parser (server/store/sweep.c) checks it
@@ -64,6 +66,12 @@ void bf_analysis_defaults(bf_analysis *a);
  * On error *a holds nothing to free. */
 int bf_analysis_parse(bf_analysis *a, const json_t *block, const char *file,
                       const json_t *lines, bf_error *err);
+
+/* The equivalence region's half-width on the log-ratio scale, -log(1 -
+ * margin): equivalent means |log(ratio)| below it.  Every test of
+ * equivalence (compare's TOST, adaptive seeds' confidence sequence) and
+ * every plan for one takes the region from here. */
+double bf_analysis_log_margin(double margin);
 
 /* "loss" or "accuracy"; bf_analysis_metric_from_name returns -1 for any
  * other name. */

@@ -5,6 +5,8 @@
 #include <assert.h>
 #include <math.h>
 
+#include "analysis.h"
+
 void bf_confseq_interval(const double *x, int n, double alpha,
                          double *low, double *high)
 {
@@ -58,7 +60,8 @@ bf_confseq_state bf_confseq_decide(const double *x, int n, int min, int max,
         return BF_CONFSEQ_LOWER;
     if (*low > 0)
         return BF_CONFSEQ_HIGHER;
-    if (*low > log1p(-margin) && *high < -log1p(-margin))
+    double bound = bf_analysis_log_margin(margin);
+    if (*low > -bound && *high < bound)
         return BF_CONFSEQ_EQUIVALENT;
     return n >= max ? BF_CONFSEQ_UNDECIDED : BF_CONFSEQ_RUNNING;
 }

@@ -9,6 +9,7 @@
  *   pi N a1..aN b1..bN
  *   tq Q DF */
 #include "stats.h"
+#include "analysis.h"
 #include "../common/probe_reader.h"
 
 #include <math.h>
@@ -45,9 +46,15 @@ static void ratio(void)
     num("lo", r.ci_low, 0);
     num("hi", r.ci_high, 0);
     num("df", r.df, 0);
-    num("tost", bf_stats_tost_p(&r, 0.10), 0);
-    num("seeds", bf_stats_seeds_needed(&r, 0.10, 0.05, 1), 0);
-    num("seeds_of_8", bf_stats_seeds_needed(&r, 0.10, 0.05, 8), 0);
+    /* margin 0.10, alpha 0.05; alone, then in families of 8 */
+    double bound = bf_analysis_log_margin(0.10);
+    bf_stats_seed_plan alone = bf_stats_seeds_needed(
+        &r, bound, 0.05, (bf_stats_families){1, 1});
+    bf_stats_seed_plan of_8 = bf_stats_seeds_needed(
+        &r, bound, 0.05, (bf_stats_families){8, 8});
+    num("tost", bf_stats_tost_p(&r, bound), 0);
+    num("seeds", alone.seeds, 0);
+    num("seeds_of_8", of_8.seeds, 0);
     num("p", r.p, 1);
 }
 

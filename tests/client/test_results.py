@@ -131,30 +131,67 @@ M = examples.pop()
 
 rows = json.loads(bifocal("compare", "1", "--db", db, "--format", "json").stdout)
 check(len(rows) == 6, "compare: 3 groups x 2 eval depths, got %d rows" % len(rows))
-def families(rows):
-    """The p-values each correction family of a compare table holds: the
-    seeds that would decide are planned at alpha over that count
-    (Bonferroni)."""
+def families(rows, test=""):
+    """The p-values each correction family of a compare table holds, of
+    differences (test "": loss and accuracy) or of equivalence (test
+    "_tost": loss): the seeds that would decide are planned at alpha over
+    that count (Bonferroni)."""
     family = {"holm": 0, "benjamini-hochberg": 0}
     for r in rows:
         for metric in ("loss", "accuracy"):
-            if r.get(metric + "_p") is not None:
-                family[r[metric + "_correction"]] += 1
+            if r.get(metric + test + "_p") is not None:
+                family[r[metric + test + "_correction"]] += 1
     return family
 
 
-family = families(rows)
+MARGIN = 0.1
+BOUND = -math.log(1 - MARGIN)   # equivalent: x0.9..x1/0.9, |log ratio| < BOUND
 
 
-def seeds_needed(lr, m, alpha=0.05, margin=0.1):
-    """A fixed-n paired design's seeds (normal approximation, power 80%)."""
+def seeds_needed(lr, m_diff, m_equiv, alpha=0.05):
+    """A fixed-n paired design's seeds (normal approximation, power 80%),
+    the test they are for and the size of its family."""
     N = statistics.NormalDist()
-    effect, bound = abs(lr["mean"]), math.log(1 + margin)
-    if effect < bound:      # equivalence, TOST at alpha
-        effect, z = bound - effect, N.inv_cdf(1 - alpha) + N.inv_cdf(0.8)
+    effect = abs(lr["mean"])
+    if effect < BOUND:      # equivalence, TOST at alpha / its family
+        test, m = "equivalence", m_equiv
+        effect, z = BOUND - effect, N.inv_cdf(1 - alpha / m) + N.inv_cdf(0.8)
     else:                   # a difference, at the family's Bonferroni level
+        test, m = "difference", m_diff
         z = N.inv_cdf(1 - alpha / (2 * m)) + N.inv_cdf(0.8)
-    return min(max(3, math.ceil(z * z * lr["sd"] ** 2 / effect ** 2)), 1000000)
+    n = min(max(3, math.ceil(z * z * lr["sd"] ** 2 / effect ** 2)), 1000000)
+    return n, test, m
+
+
+def tost_p(lr, n):
+    """TOST on n paired log-ratios: the larger one-sided p of the two
+    t-tests against the bounds."""
+    se = lr["sd"] / math.sqrt(n)
+    return max(t_cdf(-(lr["mean"] + BOUND) / se, n - 1),
+               t_cdf((lr["mean"] - BOUND) / se, n - 1))
+
+
+def holm(ps):
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    adj, run = [None] * len(ps), 0.0
+    for j, i in enumerate(order):
+        run = max(run, min(1.0, (len(ps) - j) * ps[i]))
+        adj[i] = run
+    return adj
+
+
+def bh(ps):
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    adj, run = [None] * len(ps), 1.0
+    for j in reversed(range(len(ps))):
+        run = min(run, len(ps) * ps[order[j]] / (j + 1))
+        adj[order[j]] = run
+    return adj
+
+
+
+family = families(rows)
+family_eq = families(rows, "_tost")
 
 for r in rows:
     key = (r["rope"], r["eval_depth"])
@@ -203,10 +240,11 @@ for r in rows:
         check(close(r["loss_p"], 2 * t_cdf(-abs(tstat), len(shared) - 1), 1e-5),
               "compare %s loss p %s" % (key, r["loss_p"]))
         check(r["loss_p_adjusted"] >= r["loss_p"], "an adjusted p is never smaller")
-        m = family[r["loss_correction"]]
-        check(r["loss_seeds_family"] == m and r["loss_seeds_needed"] == seeds_needed(lr, m),
-              "compare %s: the seeds that would decide, in a family of %d: %s, expected %s"
-              % (key, m, r["loss_seeds_needed"], seeds_needed(lr, m)))
+        want = seeds_needed(lr, family[r["loss_correction"]],
+                            family_eq[r["loss_tost_correction"]])
+        got = (r["loss_seeds_needed"], r["loss_seeds_test"], r["loss_seeds_family"])
+        check(got == want, "compare %s: the seeds that would decide: %s, expected %s"
+              % (key, got, want))
     else:                      # bifocal lost seed 3: 2 pairs, no interval, no verdict
         check(r["loss_ratio_ci_low"] is None and r["loss_p"] is None,
               "compare %s: no interval from 2 seeds" % (key,))
@@ -228,7 +266,7 @@ for r in rows:
 # seeds that would decide are planned at its family's level, so they
 # depend on how many p-values the correction covers.
 rows7 = json.loads(bifocal("compare", "7", "--db", db, "--format", "json").stdout)
-fam7 = families(rows7)
+fam7, fam7_eq = families(rows7), families(rows7, "_tost")
 raw7 = {}
 for rope, seed, depth, loss in conn.execute("""
         SELECT j.rope, j.seed, e.depth, e.loss FROM jobs j
@@ -236,21 +274,47 @@ for rope, seed, depth, loss in conn.execute("""
          WHERE j.sweep_id = 7 AND j.status = 'succeeded'"""):
     raw7.setdefault((rope, depth), {})[seed] = loss
 family_mattered = 0
+tost_family = {"holm": [], "benjamini-hochberg": []}
 for r in rows7:
     if "loss_ratio" not in r:
         continue
     mine, base = raw7[(r["rope"], r["eval_depth"])], raw7[("rope", r["eval_depth"])]
-    lr = summary([math.log(mine[k] / base[k]) for k in sorted(mine) if k in base])
-    m = fam7[r["loss_correction"]]
-    want = seeds_needed(lr, m)
-    check(r["loss_seeds_family"] == m and r["loss_seeds_needed"] == want,
-          "compare 7 %s at depth %d: %s seeds would decide in a family of %d, expected %d"
-          % (r["rope"], r["eval_depth"], r["loss_seeds_needed"], m, want))
-    if "undecided: about %d seeds would decide" % want in r["verdict"]:
-        family_mattered += want != seeds_needed(lr, 1)
-check(fam7 == {"holm": 2, "benjamini-hochberg": 4} and family_mattered == 2,
+    shared = [k for k in sorted(mine) if k in base]
+    lr = summary([math.log(mine[k] / base[k]) for k in shared])
+    want = seeds_needed(lr, fam7[r["loss_correction"]], fam7_eq[r["loss_tost_correction"]])
+    got = (r["loss_seeds_needed"], r["loss_seeds_test"], r["loss_seeds_family"])
+    check(got == want, "compare 7 %s at depth %d: %s seeds would decide, expected %s"
+          % (r["rope"], r["eval_depth"], got, want))
+    if "undecided: about %d seeds would decide" % want[0] in r["verdict"]:
+        family_mattered += want[0] != seeds_needed(lr, 1, 1)[0]
+    check(close(r["loss_tost_p"], tost_p(lr, len(shared)), 1e-5),
+          "compare 7 %s at depth %d: TOST p %s, expected %s"
+          % (r["rope"], r["eval_depth"], r["loss_tost_p"], tost_p(lr, len(shared))))
+    check(r["loss_tost_correction"] == r["loss_correction"],
+          "a TOST p is corrected as the loss p of its comparison")
+    tost_family[r["loss_tost_correction"]].append(r)
+check(fam7 == {"holm": 2, "benjamini-hochberg": 5}
+      and fam7_eq == {"holm": 2, "benjamini-hochberg": 2} and family_mattered == 2,
       "sweep 7: both of spectral's undecided verdicts plan at their family's level, "
-      "not at alpha itself: families %r, %d" % (fam7, family_mattered))
+      "not at alpha itself: families %r %r, %d" % (fam7, fam7_eq, family_mattered))
+# Equivalence is corrected in families of its own (Holm, BH), and the
+# verdict follows the adjusted TOST p: bifocal's depth-8 TOST passes at
+# alpha by itself but not after Holm over its family of 2 (results_fixture.c)
+for name, fn in (("holm", holm), ("benjamini-hochberg", bh)):
+    want = fn([r["loss_tost_p"] for r in tost_family[name]])
+    got = [r["loss_tost_p_adjusted"] for r in tost_family[name]]
+    check(all(close(a, w, 1e-12) for a, w in zip(got, want)),
+          "%s adjusted TOST p-values: %r, expected %r" % (name, got, want))
+    for r in tost_family[name]:
+        equivalent = "equivalent within ×0.9..×1.11" in r["verdict"]
+        check(equivalent == (r["loss_p_adjusted"] >= 0.05 and r["loss_tost_p_adjusted"] < 0.05),
+              "the verdict follows the adjusted TOST p: " + r["verdict"])
+bif = {r["eval_depth"]: r for r in rows7 if r["rope"] == "bifocal"}
+check("TOST p=" in bif[4]["verdict"] and "equivalent within" in bif[4]["verdict"]
+      and bif[8]["loss_tost_p"] < 0.05 <= bif[8]["loss_tost_p_adjusted"]
+      and "seeds would show equivalence" in bif[8]["verdict"],
+      "sweep 7: bifocal equivalent at depth 4, and at depth 8 only before "
+      "correction: %r" % [bif[d]["verdict"] for d in (4, 8)])
 
 # Sweep 4 has per-example outcomes (results_fixture.c): the issue's n = 2
 # case.  The t-test cannot run on 2 seeds, so the exact McNemar test on
@@ -316,24 +380,6 @@ check(close(sp["accuracy_diff_ci_low"], lo, 1e-9) and close(sp["accuracy_diff_ci
 
 # Multiplicity: Holm within the declared primary family (loss at eval depth
 # 8), Benjamini-Hochberg over every other p of the table.
-def holm(ps):
-    order = sorted(range(len(ps)), key=lambda i: ps[i])
-    adj, run = [None] * len(ps), 0.0
-    for j, i in enumerate(order):
-        run = max(run, min(1.0, (len(ps) - j) * ps[i]))
-        adj[i] = run
-    return adj
-
-
-def bh(ps):
-    order = sorted(range(len(ps)), key=lambda i: ps[i])
-    adj, run = [None] * len(ps), 1.0
-    for j in reversed(range(len(ps))):
-        run = min(run, len(ps) * ps[order[j]] / (j + 1))
-        adj[order[j]] = run
-    return adj
-
-
 fam = {"holm": [], "benjamini-hochberg": []}
 for r in rows:
     for m in ("loss", "accuracy"):

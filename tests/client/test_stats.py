@@ -49,8 +49,9 @@ close("paired ratio low", r["lo"], math.exp(ci.low))
 close("paired ratio high", r["hi"], math.exp(ci.high))
 close("paired p", r["p"], res.pvalue)
 same("paired n", r["n_paired"], 4)
-# TOST at +-10%: the larger one-sided p of the two shifted t-tests
-lo_b, hi_b = math.log(0.9), math.log(1.1)
+# TOST at margin 10%: the larger one-sided p of the two shifted t-tests,
+# the region x0.9..x1/0.9 (symmetric on the log scale)
+lo_b, hi_b = math.log(0.9), -math.log(0.9)
 tost = max(stats.ttest_1samp(lr, lo_b, alternative="greater").pvalue,
            stats.ttest_1samp(lr, hi_b, alternative="less").pvalue)
 close("tost far from 1", r["tost"], tost)
@@ -65,6 +66,15 @@ tost = max(stats.ttest_1samp(lr, lo_b, alternative="greater").pvalue,
 close("tost equivalent", r["tost"], tost)
 if not tost < 0.05:
     failures.append(f"the equivalence case is not equivalent: {tost}")
+# the seeds that show equivalence: TOST one-sided at alpha, and at
+# alpha / 8 in a family of 8 TOST p-values (Bonferroni)
+var = lr.var(ddof=1)
+for key, level in (("seeds", 0.05), ("seeds_of_8", 0.05 / 8)):
+    z = stats.norm.ppf(1 - level) + stats.norm.ppf(0.8)
+    same("equivalence " + key, r[key],
+         max(3, math.ceil(z * z * var / (hi_b - abs(lr.mean())) ** 2)))
+# the region is symmetric: the inverse ratios give the same TOST p
+close("tost symmetric", ratio(be, ae)["tost"], tost)
 
 # ---- partial pairing: seed 3 missing from the variant
 a = [0.40, 0.35, float("nan"), 0.30, 0.45]
