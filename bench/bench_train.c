@@ -335,14 +335,20 @@ static void print_variant(const variant *v, int rounds, double base,
 }
 
 /* A target line: `what` (the median of the rounds' values, their range
- * lo..hi) against `want` (>= want holds). */
+ * lo..hi; negative: not measured, a round failed) against `want` (>= want
+ * holds). */
 static int print_target(const char *config, const char *what, double ratio,
                         double lo, double hi, double want, const char *unit)
 {
+    if (ratio < 0) {
+        printf("  target %-6s %-30s (>= %.3g%s): not measured\n", config,
+               what, want, unit);
+        return 0;
+    }
     int holds = ratio >= want;
     printf("  target %-6s %-30s %7.3f%s (rounds %.3g to %.3g; >= %.3g%s): "
            "%s\n", config, what, ratio, unit, lo, hi, want, unit,
-           ratio < 0 ? "not measured" : holds ? "holds" : "MISSES");
+           holds ? "holds" : "MISSES");
     return holds;
 }
 
@@ -414,10 +420,11 @@ static int bench_config_run(const bench_config *bc, const bench_opts *o,
                                 bc->want_vs_torch, "x");
     }
     if (bc->want_mfu > 0) {
-        double mfu[MAX_ROUNDS];
-        for (int r = 0; r < o->rounds; r++)
+        double mfu[MAX_ROUNDS], m = -1;   /* -1: a round failed */
+        for (int r = 0; r < pick->n; r++)
             mfu[r] = 100.0 * pick->tps[r] * fpt / *peak;
-        double m = median_of(mfu, o->rounds, &lo, &hi);
+        if (pick->n == o->rounds)
+            m = median_of(mfu, o->rounds, &lo, &hi);
         missed += !print_target(bc->name, "portable MFU (of sgemm peak)", m,
                                 lo, hi, bc->want_mfu, "%");
     }
