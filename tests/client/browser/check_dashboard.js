@@ -47,33 +47,38 @@ function runningSteps(page) {
   }));
 }
 
-/* Every failed request is a problem but those that a navigation or the
+/* Every failed request is a problem but those a navigation or the
  * browser's close cut: the browser aborts (net::ERR_ABORTED) the requests
- * of the page it leaves that are still on their way, and the pages poll
- * every second, so under load one often is (the test failed so, on
- * /api/sweeps as it left the sweeps page, and on /api/sweeps/1/live as
- * the browser closed after the last check); a request made after the
- * navigation counts in full. */
+ * of the document it leaves, and the pages poll every second, so under
+ * load one is often on its way (the test failed so on /api/sweeps as it
+ * left the sweeps page, on /api/sweeps/1/live as the browser closed, and
+ * on /api/sweeps/1/live as it left the sweep page: a poll the old page sent
+ * after the test had asked for the next page, which a list taken at goto
+ * missed).  So an abort is left behind while the page is being left (from
+ * goto or close until the new document commits) or when its request was
+ * on its way at the commit; the new document's requests count in full. */
+let leaving = false;
 const onTheirWay = new Set(), leftBehind = new WeakSet();
 
 function watchRequests(page, problems) {
   page.on("request", (r) => onTheirWay.add(r));
   page.on("requestfinished", (r) => onTheirWay.delete(r));
+  page.on("framenavigated", (frame) => {
+    if (frame !== page.mainFrame()) return;
+    for (const r of onTheirWay) leftBehind.add(r);
+    onTheirWay.clear();
+    leaving = false;
+  });
   page.on("requestfailed", (r) => {
     onTheirWay.delete(r);
     const error = r.failure().errorText;
-    if (!(leftBehind.has(r) && error === "net::ERR_ABORTED"))
+    if (!((leaving || leftBehind.has(r)) && error === "net::ERR_ABORTED"))
       problems.push(`request failed: ${r.url()} ${error}`);
   });
 }
 
-function leaveRequestsBehind() {
-  for (const r of onTheirWay) leftBehind.add(r);
-  onTheirWay.clear();
-}
-
 function navigate(page, url) {
-  leaveRequestsBehind();
+  leaving = true;
   return page.goto(url);
 }
 
@@ -179,7 +184,7 @@ async function main() {
   } catch (e) {
     problems.push(String(e.stack || e));
   } finally {
-    leaveRequestsBehind();
+    leaving = true;
     await browser.close();
   }
   if (problems.length) {
