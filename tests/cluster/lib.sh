@@ -33,7 +33,8 @@ MPI_NET=(--mca plm_rsh_agent "$HOSTS rsh"
 fail() {
     echo "FAIL: $*" >&2
     local f
-    for f in "$WORK"/*.log; do
+    # The coordinator's logs, and Slurm's and its jobs' (slurm/).
+    for f in "$WORK"/*.log "$WORK"/*/*.log "$WORK"/*/*.out; do
         [ -f "$f" ] || continue
         echo "---- tail of $f" >&2
         tail -n 15 "$f" >&2

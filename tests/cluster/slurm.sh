@@ -156,6 +156,41 @@ wait_slurm_empty() {
     fail "Slurm jobs still queued after $1 s: $(on_host h1 squeue -h -o '%i %T %M' | xargs)"
 }
 
+# worker_ranks NAME...: the pids of the bifocal-worker ranks of the groups
+# named NAME (srun, which names the worker on its command line too, is not
+# one).  Every test host shares this pid namespace.
+worker_ranks() {
+    local name p
+    for p in $(pgrep -x bifocal-worker); do
+        for name in "$@"; do
+            tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q -- " --name $name " \
+                && echo "$p"
+        done
+    done
+}
+
+# rank_signalled PID: PID holds a SIGTERM (bit 15 of its ShdPnd), runs
+# again (slurmstepd may send SIGCONT first), or is gone.
+rank_signalled() {
+    local status
+    status=$(cat "/proc/$1/status" 2>/dev/null) || return 0
+    grep -q $'^State:\tT' <<<"$status" || return 0
+    (( 0x$(sed -n 's/^ShdPnd:\t//p' <<<"$status") & 0x4000 ))
+}
+
+# wait_term_pending SECONDS PID...: until every frozen rank PID is
+# signalled (rank_signalled).
+wait_term_pending() {
+    local limit=$1 p _; shift
+    for p in "$@"; do
+        for _ in $(seq $((limit * 10))); do
+            rank_signalled "$p" && continue 2
+            sleep 0.1
+        done
+        fail "frozen rank $p got no SIGTERM within $limit s of scancel"
+    done
+}
+
 # expect_resumed_after_signal DB JOB STOPPED_BY RESUMED_BY [OUTCOME]: JOB's
 # first attempt was stopped by SIGTERM on STOPPED_BY, which wrote a
 # checkpoint there, and RESUMED_BY resumed from exactly that checkpoint
@@ -185,7 +220,7 @@ scenario_slurm() {
     slurm_up
     log "slurmctld on h1, slurmd on h2 h3 h4: 3 nodes idle"
     local db="$WORK/slurm.db"
-    start_sweep "$db" 30 slurm 4000 1
+    start_sweep "$db" 30 slurm 8000 1
     local array job task
     array=$(submit_workers "$db" --array=0-1 --export=ALL,BIFOCAL_IDLE_GRACE=3) \
         || fail "sbatch refused the array"
@@ -194,11 +229,30 @@ scenario_slurm() {
     wait_sql "$db" "SELECT count(*) = 2 FROM workers" 90
     wait_sql "$db" "SELECT count(*) > 0 FROM jobs WHERE status = 'running'
                       AND checkpoint_step >= 40" 60
+    # A job trains in seconds here, and scancel takes about a second to
+    # reach the ranks: the ranks are frozen (SIGSTOP) first, so that the
+    # job chosen cannot end before the signal reaches it.
+    local ranks stopped
+    ranks=$(worker_ranks "slurm-${array}_0" "slurm-${array}_1")
+    # shellcheck disable=SC2086
+    kill -STOP $ranks
+    sleep 0.5    # what the ranks sent before the freeze reaches the database
     job=$(sql "$db" "SELECT min(job_id) FROM jobs WHERE status = 'running' AND checkpoint_step >= 40")
+    [ -n "$job" ] || fail "no job was left running at step 40 or later when the ranks were frozen"
     task=$(sql "$db" "SELECT worker FROM attempts WHERE job_id = $job AND outcome = 'running'")
     task=${task#slurm-}
+    stopped=$(worker_ranks "slurm-$task")
+    [ "$(wc -w <<<"$stopped")" = 2 ] \
+        || fail "group slurm-$task runs $(wc -w <<<"$stopped") bifocal-worker ranks, expected 2"
+    # shellcheck disable=SC2046
+    kill -CONT $(grep -vxF "$stopped" <<<"$ranks") 2>/dev/null || true
     on_host h1 scancel "$task" || fail "scancel $task failed"
-    log "scancel $task (training job $job)"
+    log "scancel $task (training job $job, its ranks frozen at step $(sql "$db" \
+        "SELECT checkpoint_step FROM jobs WHERE job_id = $job") or later)"
+    # shellcheck disable=SC2086
+    wait_term_pending 30 $stopped
+    # shellcheck disable=SC2086
+    kill -CONT $stopped 2>/dev/null || true
     wait_slurm_empty 120
     local other=$(( 1 - ${task#*_} ))
     expect_resumed_after_signal "$db" "$job" "slurm-$task" "slurm-${array}_$other"
