@@ -116,6 +116,11 @@ json_t *bf_adaptive_json(const json_t *row)
         "decided_seed", json_is_integer(decided) ? decided : json_null(),
         "ratio_low", number_or_null(ratio(row, "ci_low")),
         "ratio_high", number_or_null(ratio(row, "ci_high")));
+    /* the level it was decided at; null from a database not yet migrated
+     * to 22, whose view has no such column */
+    const json_t *alpha = json_object_get(row, "alpha");
+    json_object_set_new(out, "alpha", json_is_number(alpha)
+                        ? json_real(json_number_value(alpha)) : json_null());
     char *text = bf_adaptive_line(row);
     json_object_set_new(out, "text", json_string(text));
     free(text);

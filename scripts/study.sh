@@ -17,6 +17,11 @@
 #   scripts/study.sh headline DB
 #                               Study 2's headline table (the primary
 #                               comparisons), recomputed from DB
+#   scripts/study.sh family-seeds DB
+#                               each comparison of adaptive seeds in DB
+#                               replayed at its stage family's level
+#                               (alpha / m, migration 22) on the pairs it
+#                               ran: where that rule stops, if it does
 #   scripts/study.sh cost       what a study job costs per step, and 2
 #                               groups of 1 rank against 1 group of 2
 #
@@ -95,10 +100,13 @@ case "${1:-run}" in
     headline) source scripts/study_frequency.sh
               study_headline "${2:?usage: scripts/study.sh headline DB}"
               exit ;;
+    family-seeds) source scripts/study_frequency.sh
+                  study_family_seeds "${2:?usage: scripts/study.sh family-seeds DB}"
+                  exit ;;
     cost) source scripts/study_frequency.sh; study_cost; exit ;;
     run|analyse) source scripts/study_structure_gap.sh
                  study_structure_gap "${1:-run}"; exit ;;
-    *) echo "usage: scripts/study.sh [run|analyse|frequency [run|analyse]|headline DB|cost]" >&2
+    *) echo "usage: scripts/study.sh [run|analyse|frequency [run|analyse]|headline DB|family-seeds DB|cost]" >&2
        exit 2 ;;
 esac
 

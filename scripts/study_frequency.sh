@@ -283,6 +283,62 @@ study__headline_of() {
                                         | "\(.task // $task): \(.verdict)"'
 }
 
+# study_family_seeds DB: each comparison of adaptive seeds in DB replayed
+# with the rule of common/confseq.c (through its test probe, which a
+# build with tests has) at alpha / m, m the comparisons of its stage, on
+# the seed pairs it ran: the seed at which that rule decides, or
+# "running" where it would have asked for more seeds than the stored
+# rule gave.  For databases whose comparisons were decided before
+# migration 22, at alpha alone (docs/results.md, Seeds until decided).
+study_family_seeds() {
+    local db=$1 probe=${CONFSEQ_PROBE:-$build/tests/common/confseq_probe}
+    [ -x "$probe" ] || { echo "study_family_seeds: no $probe (a build with tests makes it)" >&2; return 1; }
+    printf '%-5s %-8s %-8s %-30s %-3s %-9s %-10s %-8s %-5s %s\n' sweep stage task \
+        variant m alpha_m stored at_seed family "ratio at the family's level"
+    local sweep stage task variant m alpha margin min max state seed rs n r state_m low high
+    while IFS='|' read -r sweep stage task variant m alpha margin min max state seed rs; do
+        read -ra r <<<"$rs"
+        state_m=running low=null high=null
+        for ((n = 1; n <= ${#r[@]}; n++)); do
+            read -r state_m low high < <(echo "decide $alpha $margin $min $max $n ${r[*]:0:n}" \
+                | "$probe" | jq -r '"\(.state) \(.low) \(.high)"')
+            [ "$state_m" = running ] || break
+        done
+        printf '%-5s %-8s %-8s %-30s %-3s %-9.4g %-10s %-8s %-5s %s\n' "$sweep" "$stage" \
+            "$task" "$variant" "$m" "$alpha" "$state" "$seed" "$state_m" \
+            "$(awk -v l="$low" -v h="$high" 'BEGIN { if (l == "null") print "unbounded"
+                else printf "[x%.3g, x%.3g]", exp(l), exp(h) }')"
+    done < <(sqlite3 "$db" "$study__family_pairs_sql")
+}
+
+# Per comparison: its family's size and level, the rule's settings and the
+# log loss ratio of each seed pair it ran (both succeeded, seed order), as
+# store_seqs.c reads them.
+study__family_pairs_sql="
+  WITH fam AS (SELECT sweep_id, stage, count(*) AS m FROM seed_comparisons
+                GROUP BY sweep_id, stage)
+  SELECT c.sweep_id, c.stage, v1.task,
+         json_extract(v1.config, '\$.rope') || ' base '
+           || json_extract(v1.config, '\$.rope_base') || ' rp '
+           || json_extract(v1.config, '\$.random_positions'),
+         f.m, a.alpha / f.m, a.equivalence_margin, c.seeds_min, c.seeds_max,
+         c.state, c.decided_seed,
+         (SELECT group_concat(r, ' ') FROM (
+            SELECT ln((SELECT e.loss FROM evals e WHERE e.job_id = v.job_id
+                        AND e.depth = c.eval_depth ORDER BY e.step DESC LIMIT 1)
+                    / (SELECT e.loss FROM evals e WHERE e.job_id = b.job_id
+                        AND e.depth = c.eval_depth ORDER BY e.step DESC LIMIT 1)) AS r
+              FROM jobs v JOIN jobs b ON b.sweep_id = v.sweep_id
+                   AND b.cell = c.baseline_cell AND b.seed = v.seed
+             WHERE v.sweep_id = c.sweep_id AND v.cell = c.variant_cell
+               AND v.seed <= c.released AND v.status = 'succeeded'
+               AND b.status = 'succeeded' ORDER BY v.seed))
+    FROM seed_comparisons c JOIN fam f USING (sweep_id, stage)
+    JOIN sweep_analysis a USING (sweep_id)
+    JOIN jobs v1 ON v1.sweep_id = c.sweep_id AND v1.cell = c.variant_cell
+                AND v1.seed = 1
+   ORDER BY c.sweep_id, v1.task, c.variant_cell"
+
 # study_cost: what a study job costs per step, standalone (bifocal-worker
 # --job, 1 rank), per task at d_model 64 and for the scale check's model:
 # wall seconds, and CPU seconds, which a machine shared with other work

@@ -597,7 +597,8 @@ int bf_store_strict_refusal(const char *filename, const json_t *warnings,
 }
 
 /* The comparisons of sw's stages with adaptive seeds (seed_comparisons;
- * store_seqs.c decides them). */
+ * store_seqs.c decides them).  A stage's comparisons are one family: each
+ * is decided at alpha / m, m of them (Bonferroni, migration 22). */
 static int insert_comparisons(bf_store *s, int64_t sweep_id,
                               const bf_sweep *sw, bf_error *err)
 {
@@ -621,6 +622,7 @@ static int insert_comparisons(bf_store *s, int64_t sweep_id,
         sqlite3_bind_int(st, 4, max);
         sqlite3_bind_int(st, 5, sw->analysis.primary_eval_depth);
         sqlite3_bind_text(st, 6, baseline, -1, SQLITE_STATIC);
+        sqlite3_bind_double(st, 7, sw->analysis.alpha);
         rc = store__exec(s, st, err);
     }
     free(baseline);

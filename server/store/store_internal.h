@@ -358,13 +358,13 @@ extern const int bf_schema_n_migrations;
       "  json_remove(json_patch(config, ?6), '$.seed') AS wants"               \
       "  FROM jobs WHERE sweep_id = ?1 AND stage IS ?2 AND seed = 1)"          \
       " INSERT INTO seed_comparisons (sweep_id, variant_cell, baseline_cell,"  \
-      " stage, eval_depth, seeds_min, seeds_max, released)"                    \
-      " SELECT ?1, v.cell, b.cell, ?2, ?5, ?3, ?4, ?3"                         \
+      " stage, eval_depth, seeds_min, seeds_max, released, alpha)"             \
+      " SELECT ?1, v.cell, b.cell, ?2, ?5, ?3, ?4, ?3, ?7 / count(*) OVER ()"  \
       " FROM cells v JOIN cells b ON b.own = v.wants AND b.cell <> v.cell")    \
     X(ST_SEQ_JOB, "SELECT sweep_id, cell FROM jobs WHERE job_id = ?1")         \
     X(ST_SEQ_RUNNING,                                                          \
       "SELECT c.variant_cell, c.baseline_cell, c.eval_depth, c.seeds_min,"     \
-      " c.seeds_max, c.released, a.equivalence_margin, a.alpha"                \
+      " c.seeds_max, c.released, a.equivalence_margin, c.alpha"                \
       " FROM seed_comparisons c JOIN sweep_analysis a USING (sweep_id)"        \
       " WHERE c.sweep_id = ?1 AND c.state = 'running'"                         \
       " AND (c.variant_cell = ?2 OR c.baseline_cell = ?2)")                    \

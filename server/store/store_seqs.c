@@ -3,13 +3,16 @@
  * A stage's seeds 1..max are stored at submission, those past min held
  * ('waiting' without a source job).  Each non-baseline cell of the stage
  * is one comparison with its baseline cell (table seed_comparisons,
- * migration 16; its rows are made with the sweep's last job, store.c).  When a job of a running comparison ends, and every
- * seed pair released so far has ended, the rule of common/confseq.h reads
- * the pairs' losses at the analysis block's depth and the state is
- * stored; then, in the same transaction, one more pair is released or the
- * comparison's held seeds are dropped.  A decision is thus never acted on
- * without being stored, nor stored without being acted on, and a daemon
- * killed at any moment resumes from the database alone.  The work per
+ * migration 16; its rows are made with the sweep's last job, store.c).
+ * When a job of a running comparison ends, and every seed pair released
+ * so far has ended, the rule of common/confseq.h reads the pairs' losses
+ * at the analysis block's depth, at the comparison's own level (alpha / m
+ * for the m comparisons of its stage, one family: Bonferroni, migration
+ * 22), and the state is stored; then, in the same transaction, one more
+ * pair is released or the comparison's held seeds are dropped.  A
+ * decision is thus never acted on without being stored, nor stored
+ * without being acted on, and a daemon killed at any moment resumes from
+ * the database alone.  The work per
  * ended job is bounded by max seed pairs, so it needs no slicing.
  *
  * A pair with a job that failed for good, was cancelled on its own or was
@@ -30,7 +33,7 @@
 typedef struct comparison {
     int64_t variant, baseline;  /* cells */
     int depth, min, max, released;
-    double margin, alpha;
+    double margin, alpha;       /* alpha: this comparison's, as stored */
 } comparison;
 
 /* The comparisons of `cell` still running, into *out (malloc'd). */

@@ -53,6 +53,13 @@ static void test_decided_and_undecided(void **state)
     expect_line(r, "lr=1e-05 vs lr=0.003, depth 4: decided lower at seed 6, "
                 "loss ratio in [×0.5, ×0.8]");
     json_t *j = bf_adaptive_json(r);
+    /* a row without the level (a database before migration 22) */
+    assert_true(json_is_null(json_object_get(j, "alpha")));
+    json_decref(j);
+    json_object_set_new(r, "alpha", json_real(0.05 / 3));
+    j = bf_adaptive_json(r);
+    assert_true(fabs(json_real_value(json_object_get(j, "alpha")) - 0.05 / 3)
+                < 1e-15);
     assert_int_equal(json_integer_value(json_object_get(j, "decided_seed")), 6);
     assert_true(fabs(json_real_value(json_object_get(j, "ratio_high")) - 0.8)
                 < 1e-12);

@@ -28,6 +28,7 @@
 #define DEPTH 8         /* the example's analysis.primary.eval_depth */
 #define MARGIN 0.10     /* its (default) equivalence margin and alpha */
 #define ALPHA 0.05
+#define FAMILY 2        /* its stage's comparisons: spectral and bifocal */
 
 /* In text (malloc'd), the one occurrence of `from` becomes `to`. */
 static char *replace_once(char *text, const char *from, const char *to)
@@ -59,6 +60,7 @@ typedef struct comparison {
     long long variant, baseline, seeds_min, released, n_pairs, decided;
     char state[16];
     double low, high;           /* log scale; NAN when NULL */
+    double alpha;               /* the level it was decided at */
 } comparison;
 
 static double real_or_nan(sqlite3_stmt *st, int col)
@@ -73,7 +75,7 @@ static int read_comparisons(sqlite3 *db, comparison *c, int cap)
     assert_int_equal(sqlite3_prepare_v2(db,
         "SELECT json_extract(variant_config, '$.rope'), c.variant_cell,"
         " c.baseline_cell, c.seeds_min, c.released, c.n_pairs,"
-        " ifnull(c.decided_seed, -1), c.state, c.ci_low, c.ci_high"
+        " ifnull(c.decided_seed, -1), c.state, c.ci_low, c.ci_high, a.alpha"
         " FROM adaptive_seeds a JOIN seed_comparisons c USING (sweep_id,"
         " variant_cell) ORDER BY c.variant_cell", -1, &st, NULL), SQLITE_OK);
     int n = 0;
@@ -89,6 +91,7 @@ static int read_comparisons(sqlite3 *db, comparison *c, int cap)
         snprintf(x->state, sizeof x->state, "%s", sqlite3_column_text(st, 7));
         x->low = real_or_nan(st, 8);
         x->high = real_or_nan(st, 9);
+        x->alpha = real_or_nan(st, 10);
     }
     sqlite3_finalize(st);
     return n;
@@ -119,16 +122,21 @@ static int close_to(double a, double b)
     return (isnan(a) && isinf(b)) || a == b || fabs(a - b) <= 1e-9 * fabs(b);
 }
 
-/* The rule replayed pair by pair on the stored losses: running before the
- * last pair, the stored state and interval at it. */
+/* The rule replayed pair by pair on the stored losses, at the family's
+ * level (Bonferroni: alpha / FAMILY): running before the last pair, the
+ * stored state and interval at it. */
 static void replay(sqlite3 *db, const comparison *c)
 {
     double r[SEEDS_MAX], low, high;
+    if (!close_to(c->alpha, ALPHA / FAMILY))
+        fail_msg("%s: decided at alpha %g, not %g / %d", c->rope, c->alpha,
+                 ALPHA, FAMILY);
     for (int n = 1; n <= c->released; n++) {
         r[n - 1] = log(final_loss(db, c->variant, n) /
                        final_loss(db, c->baseline, n));
         bf_confseq_state s = bf_confseq_decide(r, n, (int)c->seeds_min,
-                                               SEEDS_MAX, MARGIN, ALPHA,
+                                               SEEDS_MAX, MARGIN,
+                                               ALPHA / FAMILY,
                                                &low, &high);
         if (n < c->released && s != BF_CONFSEQ_RUNNING)
             fail_msg("%s: the rule decides %s at pair %d, but the "
@@ -194,7 +202,7 @@ static void test_example_decides_as_stored(void **state)
                      SQLITE_OK);
     comparison c[4];
     int n = read_comparisons(db, c, 4);
-    assert_int_equal(n, 2);     /* spectral and bifocal against rope */
+    assert_int_equal(n, FAMILY);
     char *out = NULL;
     assert_int_equal(bft_run_client(d, &out, NULL, "watch", "1", NULL), 0);
     for (int i = 0; i < n; i++) {

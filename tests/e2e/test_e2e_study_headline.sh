@@ -3,8 +3,9 @@
 # docs/study.md) recomputed from the study's compact data (study.db beside
 # it) with scripts/study.sh headline, and compared with the stored text:
 # fails when either was edited, or when docs/findings.md no longer quotes
-# every line of the real study's headline.  Reads docs/study/frequency when it holds
-# a study, else BF_STUDY_DIR (the smoke study test_e2e_study.sh leaves in
+# every line of the real study's headline; the real study's
+# family-seeds.txt (scripts/study.sh family-seeds) likewise.  Reads
+# docs/study/frequency when it holds a study, else BF_STUDY_DIR (the smoke study test_e2e_study.sh leaves in
 # the build tree).  Then shows the check can fail: one final evaluation's
 # loss changed in a copy of the data must change the table.
 set -euo pipefail
@@ -28,6 +29,15 @@ if [ "$study" = "$root/docs/study/frequency" ]; then
         grep -qxF -- "$line" "$root/docs/findings.md" \
             || fail "docs/findings.md does not quote the headline line '$line'"
     done < "$study/headline.txt"
+fi
+# The early stops replayed at the family's level (docs/findings.md, the
+# correction), as kept beside the real study.
+if [ "$study" = "$root/docs/study/frequency" ]; then
+    "$root/scripts/study.sh" family-seeds "$study/study.db" > "$dir/family"
+    diff -u "$study/family-seeds.txt" "$dir/family" \
+        || fail "$study/family-seeds.txt is not what its study.db replays"
+    [ "$(grep -c ' lower \| higher ' "$dir/family")" = 9 ] \
+        || fail "family-seeds: $(grep -c ' lower \| higher ' "$dir/family") early stops, not 9"
 fi
 cp "$study/study.db" "$dir/edited.db"
 sqlite3 "$dir/edited.db" "

@@ -14,10 +14,14 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "confseq.h"
 #include "fan_out.h"
 #include "test_store_util.h"
 
 #define MAX_SEEDS 8
+/* The level of each of the sweep's 2 comparisons: one family (its stage),
+ * Bonferroni over the analysis block's default alpha 0.05. */
+#define FAMILY_ALPHA (0.05 / 2)
 
 /* rope is the baseline; spectral's loss is half of it (decided lower
  * quickly); bifocal's differs by +-20%, no effect on average. */
@@ -139,9 +143,38 @@ static int run_all(const char *dir, int restart)
     return ran;
 }
 
-static void check_outcome(const char *dir, int ran)
+/* The stored interval of spectral's comparison is the confidence
+ * sequence's at `alpha` over its pairs (every job succeeded). */
+static void check_interval(bf_store *s, double alpha)
+{
+    int64_t n = bft_int(s, "SELECT c.n_pairs FROM seed_comparisons c JOIN"
+                        " jobs j ON j.cell = c.variant_cell WHERE j.rope ="
+                        " 'spectral' LIMIT 1");
+    double r[MAX_SEEDS], low, high;
+    for (int64_t i = 0; i < n; i++)
+        r[i] = log(loss_of("spectral", i + 1) / loss_of("rope", i + 1));
+    bf_confseq_interval(r, (int)n, alpha, &low, &high);
+    double stored_low = bft_real(s, "SELECT c.ci_low FROM seed_comparisons"
+                                 " c JOIN jobs j ON j.cell = c.variant_cell"
+                                 " WHERE j.rope = 'spectral' LIMIT 1");
+    double stored_high = bft_real(s, "SELECT c.ci_high FROM"
+                                  " seed_comparisons c JOIN jobs j ON j.cell"
+                                  " = c.variant_cell WHERE j.rope ="
+                                  " 'spectral' LIMIT 1");
+    if (fabs(stored_low - low) > 1e-12 || fabs(stored_high - high) > 1e-12)
+        fail_msg("spectral after %lld pairs: stored [%g, %g], at alpha %g"
+                 " [%g, %g]", (long long)n, stored_low, stored_high, alpha,
+                 low, high);
+}
+
+/* The sweep ran to its end (`ran` jobs), each comparison decided at
+ * `alpha`. */
+static void check_outcome(const char *dir, int ran, double alpha)
 {
     bf_store *s = bft_open(dir, "seqs.db", NULL);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM seed_comparisons"
+                             " WHERE abs(alpha - %.17g) < 1e-15", alpha), 2);
+    check_interval(s, alpha);
     /* spectral: decided lower once the interval is finite (seed 4) */
     char *state = bft_text(s, "SELECT c.state FROM seed_comparisons c JOIN"
                            " jobs j ON j.cell = c.variant_cell"
@@ -186,7 +219,7 @@ static void test_decided_stops_undecided_goes_on(void **state)
     (void)state;
     char *dir = bft_tmpdir();
     int ran = run_all(dir, 0);
-    check_outcome(dir, ran);
+    check_outcome(dir, ran, FAMILY_ALPHA);
     bft_rmdir(dir);
 }
 
@@ -198,7 +231,7 @@ static void test_restarts_keep_the_allocation(void **state)
     char *a = bft_tmpdir(), *b = bft_tmpdir();
     int straight = run_all(a, 0), restarted = run_all(b, 1);
     assert_int_equal(straight, restarted);
-    check_outcome(b, restarted);
+    check_outcome(b, restarted, FAMILY_ALPHA);
     char sql[] = "SELECT group_concat(state || ':' || decided_seed || ':' ||"
                  " n_pairs || ':' || ci_low || ':' || ci_high, ';') FROM"
                  " (SELECT * FROM seed_comparisons ORDER BY variant_cell)";
@@ -545,13 +578,19 @@ static void test_upgrade_marks_held_seeds(void **state)
     bf_store_close(s);
     sqlite3 *db;
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    /* as migration 19 left it: without the columns of 20 and 21 */
+    /* as migration 19 left it: without the columns of 20 to 22 (the
+     * view that 22 makes again reads its column) */
     assert_int_equal(sqlite3_exec(db, "ALTER TABLE jobs DROP COLUMN hold;"
                                   " ALTER TABLE attempts DROP COLUMN request;"
+                                  " DROP VIEW adaptive_seeds;"
+                                  " ALTER TABLE seed_comparisons DROP COLUMN"
+                                  " alpha;"
+                                  " CREATE VIEW adaptive_seeds AS SELECT 1;"
                                   " PRAGMA user_version = 19", NULL, NULL,
                                   NULL), SQLITE_OK);
     sqlite3_close(db);
     s = bft_open(dir, "seqs.db", NULL);
+
     assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs WHERE hold ="
                              " 'seed' AND seed > 3 AND status = 'waiting'"),
                      HELD_SEEDS);
@@ -561,7 +600,9 @@ static void test_upgrade_marks_held_seeds(void **state)
     while (run_next(s, 10 + ran, all_succeed))
         ran++;
     bf_store_close(s);
-    check_outcome(dir, ran);
+    /* comparisons stored before migration 22 keep the level they were
+     * made for: the analysis block's alpha, uncorrected */
+    check_outcome(dir, ran, 0.05);
     free(path);
     bft_rmdir(dir);
 }
