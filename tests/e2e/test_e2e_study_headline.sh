@@ -5,9 +5,10 @@
 # fails when either was edited, or when docs/findings.md no longer quotes
 # every line of the real study's headline; the real study's
 # family-seeds.txt (scripts/study.sh family-seeds) likewise.  Reads
-# docs/study/frequency when it holds a study, else BF_STUDY_DIR (the smoke study test_e2e_study.sh leaves in
-# the build tree).  Then shows the check can fail: one final evaluation's
-# loss changed in a copy of the data must change the table.
+# docs/study/frequency when it holds a study, else BF_STUDY_DIR (the smoke
+# study test_e2e_study.sh leaves in the build tree).  Then shows the check
+# can fail: one final evaluation's loss changed in a copy of the data must
+# change the table.
 set -euo pipefail
 root=${BF_SOURCE_ROOT:-$(dirname "$0")/../..}
 study=$root/docs/study/frequency
