@@ -12,8 +12,14 @@
  *     decide as often as the rule does, and with max seeds;
  *   - a t-test checked after every seed from min on (the invalid design the
  *     rule replaces), whose false-decision rate passes alpha.
+ * Then a stage's family: FAMILY comparisons against one baseline, sharing
+ * its seeds, each decided by the rule at alpha (as bifocald did before
+ * migration 22) or at alpha / FAMILY (Bonferroni, as it does now): the
+ * share of families with at least one false difference, and what the
+ * correction costs in seed pairs under a true effect.
  *
- * usage: bench_seqs [--trials N] [--sigma S] [--alpha A] [--seed K] */
+ * usage: bench_seqs [--trials N] [--sigma S] [--alpha A] [--seed K]
+ *                   [--family M] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +34,7 @@ enum { MIN_SEEDS = 3, MAX_SEEDS = 20 };
 #define MARGIN 0.10
 
 typedef struct options {
-    int trials;
+    int trials, family;
     double sigma, alpha;
     uint64_t seed;
 } options;
@@ -61,6 +67,22 @@ static void draw(const options *o, int heavy, double effect, long trial,
         r[i] = effect + o->sigma * noise(&g, heavy);
 }
 
+/* A family's values, r[j * MAX_SEEDS + i] for comparison j and seed i:
+ * effect + sigma (v_ji - b_i) / sqrt(2), b the baseline's Gaussian draw
+ * that all comparisons share (their correlation is 1/2). */
+static void draw_family(const options *o, double effect, long trial,
+                        double *r)
+{
+    bf_rng g;
+    bf_rng_seed(&g, bf_rng_key(bf_rng_key(o->seed, 7), trial));
+    for (int i = 0; i < MAX_SEEDS; i++) {
+        double b = bf_rng_normal(&g);
+        for (int j = 0; j < o->family; j++)
+            r[j * MAX_SEEDS + i] = effect + o->sigma * (bf_rng_normal(&g) - b)
+                                   / sqrt(2.0);
+    }
+}
+
 static void count(tally *t, bf_confseq_state s, int n)
 {
     t->lower += s == BF_CONFSEQ_LOWER;
@@ -70,18 +92,20 @@ static void count(tally *t, bf_confseq_state s, int n)
     t->seeds += n;
 }
 
-/* The rule: a seed pair at a time until its state is not running. */
-static void adaptive(const options *o, const double *r, tally *t)
+/* The rule at `alpha`: a seed pair at a time until its state is not
+ * running; the state it ends in. */
+static bf_confseq_state adaptive(const double *r, double alpha, tally *t)
 {
     double low, high;
     for (int n = MIN_SEEDS; n <= MAX_SEEDS; n++) {
         bf_confseq_state s = bf_confseq_decide(r, n, MIN_SEEDS, MAX_SEEDS,
-                                               MARGIN, o->alpha, &low, &high);
+                                               MARGIN, alpha, &low, &high);
         if (s != BF_CONFSEQ_RUNNING) {
             count(t, s, n);
-            return;
+            return s;
         }
     }
+    return BF_CONFSEQ_UNDECIDED;    /* not reached: max decides */
 }
 
 /* The paired t-test's verdict on the first n values. */
@@ -118,7 +142,7 @@ static void simulate(const options *o, scenario *sc)
     double r[MAX_SEEDS];
     for (long i = 0; i < o->trials; i++) {
         draw(o, sc->heavy, sc->effect, i, r);
-        adaptive(o, r, &sc->rule);
+        adaptive(r, o->alpha, &sc->rule);
         peeking(o, r, &sc->peek);
         for (int n = 2; n <= MAX_SEEDS; n++)
             count(&sc->fixed[n], t_test(o, r, n), n);
@@ -164,16 +188,70 @@ static void report(const options *o, const scenario *sc)
     row(o, "t-test after every seed (invalid)", sc, &sc->peek);
 }
 
+/* Families of o->family comparisons, every comparison's effect `effect`,
+ * decided at `alpha` each: the share of families with a false difference
+ * (a comparison decided against the sign of its effect, or at all under
+ * none), and the share of comparisons decided and seed pairs spent;
+ * returns the first. */
+static double family_row(const options *o, double effect, double alpha,
+                         const char *level)
+{
+    double *r = malloc((size_t)o->family * MAX_SEEDS * sizeof *r);
+    if (!r) {
+        fprintf(stderr, "bench_seqs: out of memory\n");
+        exit(1);
+    }
+    tally t = {0};
+    long wrong_families = 0;
+    for (long i = 0; i < o->trials; i++) {
+        draw_family(o, effect, i, r);
+        int wrong = 0;
+        for (int j = 0; j < o->family; j++) {
+            bf_confseq_state s = adaptive(r + j * MAX_SEEDS, alpha, &t);
+            wrong |= s == BF_CONFSEQ_HIGHER ||
+                     (effect == 0 && s == BF_CONFSEQ_LOWER);
+        }
+        wrong_families += wrong;
+    }
+    double k = (double)o->trials * o->family;
+    printf("| %d comparisons | %-18s | %-4s | %6.2f%% | %6.2f%% | %5.2f |\n",
+           o->family, level, effect < 0 ? "-30%" : "none",
+           100.0 * wrong_families / o->trials,
+           100 * (t.lower + t.higher) / k, t.seeds / k);
+    free(r);
+    return (double)wrong_families / o->trials;
+}
+
+/* 1 when the corrected family errs more than alpha of the time under no
+ * effect. */
+static int family_report(const options *o)
+{
+    char level[32];
+    printf("\n%d families of %d comparisons sharing the baseline's seeds:\n\n"
+           "| family | each decided at | effect | families with a false "
+           "difference | comparisons decided lower or higher | seed pairs |"
+           "\n|---|---|---|---|---|---|\n", o->trials, o->family);
+    snprintf(level, sizeof level, "alpha / %d (now)", o->family);
+    int bad = 0;
+    for (int e = 0; e < 2; e++) {
+        double effect = e ? log(0.7) : 0.0;
+        family_row(o, effect, o->alpha, "alpha (before 22)");
+        bad |= family_row(o, effect, o->alpha / o->family, level) > o->alpha;
+    }
+    return bad;
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: bench_seqs [--trials N] [--sigma S] "
-            "[--alpha A] [--seed K]\n");
+            "[--alpha A] [--seed K] [--family M]\n");
     exit(2);
 }
 
 static void parse(int argc, char **argv, options *o)
 {
-    *o = (options){.trials = 10000, .sigma = 0.25, .alpha = 0.05, .seed = 19};
+    *o = (options){.trials = 10000, .sigma = 0.25, .alpha = 0.05, .seed = 19,
+                   .family = 12};
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc)
             usage();
@@ -186,10 +264,13 @@ static void parse(int argc, char **argv, options *o)
             o->alpha = atof(v);
         else if (strcmp(argv[i - 1], "--seed") == 0)
             o->seed = strtoull(v, NULL, 10);
+        else if (strcmp(argv[i - 1], "--family") == 0)
+            o->family = atoi(v);
         else
             usage();
     }
-    if (o->trials < 1 || !(o->sigma > 0) || !(o->alpha > 0 && o->alpha < 1))
+    if (o->trials < 1 || !(o->sigma > 0) || !(o->alpha > 0 && o->alpha < 1)
+        || o->family < 1 || o->family > 1000)
         usage();
 }
 
@@ -217,6 +298,7 @@ int main(int argc, char **argv)
             free(sc);
         }
     }
+    bad |= family_report(&o);
     if (bad)
         printf("\nFALSE DECISIONS ABOVE ALPHA under no effect\n");
     return bad;
