@@ -12,8 +12,8 @@
  * pair is released or the comparison's held seeds are dropped.  A
  * decision is thus never acted on without being stored, nor stored
  * without being acted on, and a daemon killed at any moment resumes from
- * the database alone.  The work per
- * ended job is bounded by max seed pairs, so it needs no slicing.
+ * the database alone.  The work per ended job is bounded by max seed
+ * pairs, so it needs no slicing.
  *
  * A pair with a job that failed for good, was cancelled on its own or was
  * pruned has ended without a loss: it is left out of the look, and the
