@@ -102,6 +102,21 @@ start_group() {
     GROUP_PID[$name]=$!
 }
 
+# worker_ranks NAME...: the pids of the bifocal-worker ranks of the groups
+# named NAME (mpirun or srun, which name the worker on their command lines
+# too, are not ones).  Every test host shares this pid namespace.
+worker_ranks() {
+    local name p
+    for p in $(pgrep -x bifocal-worker); do
+        for name in "$@"; do
+            if tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null \
+                   | grep -qE -- " --name $name( |\$)"; then
+                echo "$p"
+            fi
+        done
+    done
+}
+
 # wait_group NAME SECONDS: waits for the group's mpirun to exit; fails the
 # test if it is still running after SECONDS.  Sets GROUP_RC.
 wait_group() {

@@ -94,7 +94,13 @@ scenario_2() {
     wait_sql "$db" "SELECT count(*) = 1 FROM jobs j JOIN attempts a USING (job_id)
                     WHERE a.worker = 'gA' AND a.outcome = 'running'
                       AND j.checkpoint_step >= 40" 60
-    local job
+    # Frozen (SIGSTOP) until the cut, group A's job cannot end before it
+    # (it trains in about a second).
+    local job ranks
+    ranks=$(worker_ranks gA)
+    [ "$(wc -w <<<"$ranks")" = 2 ] || fail "group A runs $(wc -w <<<"$ranks") ranks, expected 2"
+    # shellcheck disable=SC2086
+    kill -STOP $ranks
     job=$(sql "$db" "SELECT job_id FROM attempts WHERE worker = 'gA' AND outcome = 'running'")
     # B's grace outlasts A's lease: B must still be there when A's job
     # comes back.  It is stopped once the sweep is done.
@@ -102,6 +108,8 @@ scenario_2() {
     local ckpt_step
     ckpt_step=$(sql "$db" "SELECT checkpoint_step FROM jobs WHERE job_id = $job")
     "$HOSTS" cut "$CLUSTER" h3
+    # shellcheck disable=SC2086
+    kill -CONT $ranks
     log "h3 cut off while group A trains job $job"
     local t0=$SECONDS
     wait_group gA 30

@@ -156,19 +156,6 @@ wait_slurm_empty() {
     fail "Slurm jobs still queued after $1 s: $(on_host h1 squeue -h -o '%i %T %M' | xargs)"
 }
 
-# worker_ranks NAME...: the pids of the bifocal-worker ranks of the groups
-# named NAME (srun, which names the worker on its command line too, is not
-# one).  Every test host shares this pid namespace.
-worker_ranks() {
-    local name p
-    for p in $(pgrep -x bifocal-worker); do
-        for name in "$@"; do
-            tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q -- " --name $name " \
-                && echo "$p"
-        done
-    done
-}
-
 # rank_signalled PID: PID holds a SIGTERM (bit 15 of its ShdPnd), runs
 # again (slurmstepd may send SIGCONT first), or is gone.
 rank_signalled() {
