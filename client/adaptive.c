@@ -82,9 +82,16 @@ char *bf_adaptive_line(const json_t *row)
         snprintf(where, sizeof where, "decided %s at seed %lld", state,
                  integer(row, "decided_seed"));
     double lo = ratio(row, "ci_low"), hi = ratio(row, "ci_high");
+    /* The level, where the row has it: a stage's family makes it other
+     * than the 95% every other interval of the project has. */
+    const json_t *alpha = json_object_get(row, "alpha");
+    char level[32] = "";
+    if (json_is_number(alpha))
+        snprintf(level, sizeof level, " (%.4g%% sequence)",
+                 100 * (1 - json_number_value(alpha)));
     if (isfinite(lo) && isfinite(hi))
-        snprintf(interval, sizeof interval, "loss ratio in [×%.3g, ×%.3g]",
-                 lo, hi);
+        snprintf(interval, sizeof interval, "loss ratio in [×%.3g, ×%.3g]%s",
+                 lo, hi, level);
     else
         snprintf(interval, sizeof interval, "loss ratio not bounded yet");
     size_t cap = strlen(variant) + strlen(baseline) + sizeof where

@@ -562,7 +562,8 @@ var BifocalReport = (function () {
       return;
     var sec = section(root, "Adaptive seeds",
       "Seed pairs added until each comparison is decided by the anytime-valid " +
-      "confidence sequence of the loss ratio (docs/results.md, Seeds until decided).");
+      "confidence sequence of the loss ratio, at alpha / m for the m comparisons " +
+      "of its stage (docs/results.md, Seeds until decided).");
     table(sec, rows, [
       { key: "variant" }, { key: "baseline" },
       { key: "eval_depth", title: "eval depth" },
@@ -577,7 +578,9 @@ var BifocalReport = (function () {
       { title: "seeds", get: function (r) { return r.seeds + " of at most " + r.seeds_max; } },
       { title: "loss ratio interval", get: function (r) {
           return r.ratio_low === null ? "not bounded yet" :
-                 "[×" + fmt(r.ratio_low, 3) + ", ×" + fmt(r.ratio_high, 3) + "]";
+                 "[×" + fmt(r.ratio_low, 3) + ", ×" + fmt(r.ratio_high, 3) + "]" +
+                 (r.alpha === null || r.alpha === undefined ? "" :
+                  " (" + fmt(100 * (1 - r.alpha), 4) + "% sequence)");
         } },
     ], "bf-table bf-adaptive");
   }

@@ -56,7 +56,10 @@ static void test_decided_and_undecided(void **state)
     /* a row without the level (a database before migration 22) */
     assert_true(json_is_null(json_object_get(j, "alpha")));
     json_decref(j);
+    /* with it, the line names it: one of a family of 3 */
     json_object_set_new(r, "alpha", json_real(0.05 / 3));
+    expect_line(r, "lr=1e-05 vs lr=0.003, depth 4: decided lower at seed 6, "
+                "loss ratio in [×0.5, ×0.8] (98.33% sequence)");
     j = bf_adaptive_json(r);
     assert_true(fabs(json_real_value(json_object_get(j, "alpha")) - 0.05 / 3)
                 < 1e-15);

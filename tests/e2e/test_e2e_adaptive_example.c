@@ -155,7 +155,7 @@ static void replay(sqlite3 *db, const comparison *c)
 }
 
 /* What watch prints of c: "rope=spectral vs rope=rope, depth 8: decided
- * lower at seed 4, loss ratio in [×0.5, ×0.8]". */
+ * lower at seed 4, loss ratio in [×0.5, ×0.8] (97.5% sequence)". */
 static void expect_printed(const char *out, const comparison *c)
 {
     char want[256], ratio[96];
@@ -170,8 +170,9 @@ static void expect_printed(const char *out, const comparison *c)
     if (isnan(c->low))
         snprintf(ratio, sizeof ratio, "loss ratio not bounded yet");
     else
-        snprintf(ratio, sizeof ratio, "loss ratio in [×%.3g, ×%.3g]",
-                 exp(c->low), exp(c->high));
+        snprintf(ratio, sizeof ratio, "loss ratio in [×%.3g, ×%.3g] (%.4g%% "
+                 "sequence)", exp(c->low), exp(c->high),
+                 100 * (1 - ALPHA / FAMILY));
     snprintf(want + n, sizeof want - (size_t)n, "%s", ratio);
     if (!strstr(out, want))
         fail_msg("bifocal watch does not print '%s':\n%s", want, out);

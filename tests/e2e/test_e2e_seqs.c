@@ -105,6 +105,7 @@ static void test_decided_stops_undecided_goes_on(void **state)
     assert_int_equal(bft_run_client(d, &out, NULL, "watch", "1", NULL), 0);
     if (!strstr(out, "lr=1e-05 vs lr=0.003, depth 4: decided higher at "
                 "seed 4, loss ratio in [×") ||
+        !strstr(out, "] (97.5% sequence)\n") ||
         !strstr(out, "freq_lr_mult=10 vs freq_lr_mult=1, depth 4: undecided "
                 "at seed 5 (max), loss ratio not bounded yet"))
         fail_msg("bifocal watch 1 printed:\n%s", out);
