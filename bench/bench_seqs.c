@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "confseq.h"
 #include "rng.h"
 #include "stats.h"
@@ -196,11 +197,7 @@ static void report(const options *o, const scenario *sc)
 static double family_row(const options *o, double effect, double alpha,
                          const char *level)
 {
-    double *r = malloc((size_t)o->family * MAX_SEEDS * sizeof *r);
-    if (!r) {
-        fprintf(stderr, "bench_seqs: out of memory\n");
-        exit(1);
-    }
+    double *r = bf_xmalloc((size_t)o->family * MAX_SEEDS * sizeof *r);
     tally t = {0};
     long wrong_families = 0;
     for (long i = 0; i < o->trials; i++) {

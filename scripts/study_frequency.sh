@@ -298,12 +298,13 @@ study_family_seeds() {
     local sweep stage task variant m alpha margin min max state seed rs n r state_m low high
     while IFS='|' read -r sweep stage task variant m alpha margin min max state seed rs; do
         read -ra r <<<"$rs"
-        state_m=running low=null high=null
-        for ((n = 1; n <= ${#r[@]}; n++)); do
-            read -r state_m low high < <(echo "decide $alpha $margin $min $max $n ${r[*]:0:n}" \
-                | "$probe" | jq -r '"\(.state) \(.low) \(.high)"')
-            [ "$state_m" = running ] || break
-        done
+        # One look a pair, through one probe: the first look that is not
+        # running, else the last.
+        read -r state_m low high < <(
+            for ((n = 1; n <= ${#r[@]}; n++)); do
+                echo "decide $alpha $margin $min $max $n ${r[*]:0:n}"
+            done | "$probe" | jq -rs '(map(select(.state != "running")) + [last])[0]
+                                      | "\(.state) \(.low) \(.high)"')
         printf '%-5s %-8s %-8s %-30s %-3s %-9.4g %-10s %-8s %-5s %s\n' "$sweep" "$stage" \
             "$task" "$variant" "$m" "$alpha" "$state" "$seed" "$state_m" \
             "$(awk -v l="$low" -v h="$high" 'BEGIN { if (l == "null") print "unbounded"
@@ -324,15 +325,15 @@ study__family_pairs_sql="
          f.m, a.alpha / f.m, a.equivalence_margin, c.seeds_min, c.seeds_max,
          c.state, c.decided_seed,
          (SELECT group_concat(r, ' ') FROM (
-            SELECT ln((SELECT e.loss FROM evals e WHERE e.job_id = v.job_id
-                        AND e.depth = c.eval_depth ORDER BY e.step DESC LIMIT 1)
-                    / (SELECT e.loss FROM evals e WHERE e.job_id = b.job_id
-                        AND e.depth = c.eval_depth ORDER BY e.step DESC LIMIT 1)) AS r
+            SELECT ln(fv.loss / fb.loss) AS r
               FROM jobs v JOIN jobs b ON b.sweep_id = v.sweep_id
                    AND b.cell = c.baseline_cell AND b.seed = v.seed
+              JOIN final_evals fv ON fv.job_id = v.job_id
+                   AND fv.eval_depth = c.eval_depth
+              JOIN final_evals fb ON fb.job_id = b.job_id
+                   AND fb.eval_depth = c.eval_depth
              WHERE v.sweep_id = c.sweep_id AND v.cell = c.variant_cell
-               AND v.seed <= c.released AND v.status = 'succeeded'
-               AND b.status = 'succeeded' ORDER BY v.seed))
+               AND v.seed <= c.released ORDER BY v.seed))
     FROM seed_comparisons c JOIN fam f USING (sweep_id, stage)
     JOIN sweep_analysis a USING (sweep_id)
     JOIN jobs v1 ON v1.sweep_id = c.sweep_id AND v1.cell = c.variant_cell

@@ -147,20 +147,16 @@ static int run_all(const char *dir, int restart)
  * sequence's at `alpha` over its pairs (every job succeeded). */
 static void check_interval(bf_store *s, double alpha)
 {
-    int64_t n = bft_int(s, "SELECT c.n_pairs FROM seed_comparisons c JOIN"
-                        " jobs j ON j.cell = c.variant_cell WHERE j.rope ="
-                        " 'spectral' LIMIT 1");
+    static const char sql[] = "SELECT c.%s FROM seed_comparisons c JOIN"
+                              " jobs j ON j.cell = c.variant_cell WHERE"
+                              " j.rope = 'spectral' LIMIT 1";
+    int64_t n = bft_int(s, sql, "n_pairs");
     double r[MAX_SEEDS], low, high;
     for (int64_t i = 0; i < n; i++)
         r[i] = log(loss_of("spectral", i + 1) / loss_of("rope", i + 1));
     bf_confseq_interval(r, (int)n, alpha, &low, &high);
-    double stored_low = bft_real(s, "SELECT c.ci_low FROM seed_comparisons"
-                                 " c JOIN jobs j ON j.cell = c.variant_cell"
-                                 " WHERE j.rope = 'spectral' LIMIT 1");
-    double stored_high = bft_real(s, "SELECT c.ci_high FROM"
-                                  " seed_comparisons c JOIN jobs j ON j.cell"
-                                  " = c.variant_cell WHERE j.rope ="
-                                  " 'spectral' LIMIT 1");
+    double stored_low = bft_real(s, sql, "ci_low");
+    double stored_high = bft_real(s, sql, "ci_high");
     if (fabs(stored_low - low) > 1e-12 || fabs(stored_high - high) > 1e-12)
         fail_msg("spectral after %lld pairs: stored [%g, %g], at alpha %g"
                  " [%g, %g]", (long long)n, stored_low, stored_high, alpha,
