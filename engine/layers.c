@@ -10,6 +10,8 @@
  * code here reads the FP exception flags): with trapping math GCC does not
  * if-convert bf_expf's clamp and leaves every loop that calls it scalar. */
 #include "layers.h"
+#include "gemm.h"
+#include "vec.h"
 
 #ifndef BF_KERNELS_TABLE
 #error "BF_KERNELS_TABLE names the table this copy exports (meson.build)"
@@ -154,17 +156,19 @@ static void layernorm_backward(float *restrict dinp, float *restrict dw,
     }
 }
 
+/* out [N,OC] = residual + inp @ w + bias in one pass of this level's
+ * gemm, which starts each tile from the residual and bias rows (gemm.h).
+ * cblas only where the gemm declines the shape: there out first gets
+ * residual + bias and sgemm adds to it (beta 1), by a copy loop, not
+ * memcpy (a libc call a row cost more than the row, perf, 0831f01). */
 static void matmul_forward(float *out, const float *inp, const float *w,
                            const float *bias, const float *residual, int N,
                            int C, int OC)
 {
-    /* out starts as residual + bias, or the bias alone, in one pass, and
-     * sgemm adds to it (beta 1).  With beta 0 OpenBLAS clears out with
-     * memset before its kernel adds to it all the same (sgemm_beta: 2.4-2.7%
-     * of the study's step, 3.5% of config A's, perf), so writing the
-     * bias there costs no more than the clearing; adding it after took a
-     * pass of its own.  The copy is a loop, not memcpy: a libc call a row
-     * cost more than the row (perf, 0831f01). */
+    bf_mat init = {residual, (size_t)OC, 1};
+    if (BF_GEMM(out, (size_t)OC, (bf_mat){inp, (size_t)C, 1},
+                (bf_mat){w, (size_t)OC, 1}, init, bias, N, OC, C) == 0)
+        return;
     for (int n = 0; (residual || bias) && n < N; n++) {
         float *y = out + (size_t)n * OC; /* may be x: no restrict */
         const float *x = residual ? residual + (size_t)n * OC : NULL;
@@ -212,13 +216,17 @@ static void matmul_backward(float *dinp, float *dw, float *dbias,
                             const float *dout, const float *inp, const float *w,
                             int N, int C, int OC)
 {
-    if (dinp)
+    bf_mat dout_m = {dout, (size_t)OC, 1};
+    if (dinp && BF_GEMM(dinp, (size_t)C, dout_m, (bf_mat){w, 1, (size_t)OC},
+                        (bf_mat){NULL, 0, 0}, NULL, N, C, OC) != 0)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, C, OC, 1.0f,
                     dout, OC, w, OC, 0.0f, dinp, C);
     if (!dw)
         return;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, OC, N, 1.0f, inp,
-                C, dout, OC, 1.0f, dw, OC);
+    if (BF_GEMM(dw, (size_t)OC, (bf_mat){inp, 1, (size_t)C}, dout_m,
+                (bf_mat){dw, (size_t)OC, 1}, NULL, C, OC, N) != 0)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, OC, N, 1.0f,
+                    inp, C, dout, OC, 1.0f, dw, OC);
     if (dbias)
         bias_backward(dbias, dout, N, OC);
 }
@@ -339,14 +347,8 @@ static void rotary_backward(float *dqkv, float *dtheta, const float *qkv,
  * against the product's O(T^2 hd) work.  Within them the caller chooses
  * the path (bf_isa_attention_fused says which pays with the OpenBLAS
  * kernels in use; docs/training.md has the figures). */
-#if defined(__AVX512F__)
-#define ATT_LANES 16
-#elif defined(__AVX2__)
-#define ATT_LANES 8
-#else
-#define ATT_LANES 4
-#endif
-typedef float att_vec __attribute__((vector_size(ATT_LANES * sizeof(float))));
+#define ATT_LANES BF_VEC_LANES
+typedef bf_vec att_vec;
 typedef int32_t att_ivec __attribute__((vector_size(sizeof(att_vec))));
 typedef uint32_t att_uvec __attribute__((vector_size(sizeof(att_vec))));
 #define ATT_VECS(n) (((n) + ATT_LANES - 1) / ATT_LANES)
@@ -967,6 +969,7 @@ const bf_kernels BF_KERNELS_TABLE = {
     .layernorm_backward = layernorm_backward,
     .matmul_forward = matmul_forward,
     .matmul_backward = matmul_backward,
+    .gemm = BF_GEMM,
     .logits_forward = logits_forward,
     .logits_backward = logits_backward,
     .rotary_tables = rotary_tables,

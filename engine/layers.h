@@ -6,8 +6,10 @@
  *   - Backward functions ACCUMULATE (+=) into parameter gradients (dw, db,
  *     dtheta), so micro-batches add up.  Gradients w.r.t. activations are
  *     either accumulated or overwritten as each comment says.
- *   - Every matrix product is one or more cblas_sgemm calls, except the
- *     attention of small heads (a fused kernel; attention_forward).
+ *   - The linear layers' products are the level's own gemm (gemm.h),
+ *     cblas_sgemm where it declines a shape; the rest are cblas_sgemm
+ *     calls, except the attention of small heads (a fused kernel;
+ *     attention_forward).
  *   - No function allocates; buffers belong to the caller.
  *
  * layers.c is compiled once per dispatch level (isa.h), each copy exporting
@@ -18,6 +20,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "gemm.h"
 
 /* The fused small-head attention's limits: sequence length and head_dim.
  * Its tiles live on the stack, sized by them; bf_isa_attention_fused
@@ -65,6 +69,8 @@ typedef struct bf_kernels {
     void (*matmul_backward)(float *dinp, float *dw, float *dbias,
                             const float *dout, const float *inp, const float *w,
                             int N, int C, int OC);
+    /* The level's matrix product (gemm.h), which the two above run on. */
+    bf_gemm_fn *gemm;
 
     /* Tied output projection: logits [N,V] = inp [N,C] @ wte^T, wte [V,C]. */
     void (*logits_forward)(float *logits, const float *inp, const float *wte,
@@ -158,6 +164,7 @@ extern const bf_kernels bf_kernels_avx512;
 #define bf_layernorm_backward (bf_kernels_active->layernorm_backward)
 #define bf_matmul_forward (bf_kernels_active->matmul_forward)
 #define bf_matmul_backward (bf_kernels_active->matmul_backward)
+#define bf_gemm (bf_kernels_active->gemm)
 #define bf_logits_forward (bf_kernels_active->logits_forward)
 #define bf_logits_backward (bf_kernels_active->logits_backward)
 #define bf_rotary_tables (bf_kernels_active->rotary_tables)

@@ -24,11 +24,11 @@ python3 scripts/embed_files.py "$out/web_assets.c" bf_web client/web/*.html \
     client/web/*.js client/web/*.css client/web/vendor/uplot/uPlot.*
 
 # The engine's kernels once, at the baseline level: meson builds a copy of
-# engine/layers.c per dispatch level, and isa.c without BF_KERNELS_X86
+# engine/layers.c and gemm.c per dispatch level, and isa.c without BF_KERNELS_X86
 # knows only this one.
 flags=(-std=gnu11 -g -O1 -D_GNU_SOURCE -Wall -Wextra -Werror -fsanitize=fuzzer,address,undefined
        -fno-sanitize-recover=undefined -Icommon -Istream -Iengine -Iserver -Iserver/store
-       -Iclient -DBF_KERNELS_TABLE=bf_kernels_baseline)
+       -Iclient -DBF_KERNELS_TABLE=bf_kernels_baseline -DBF_GEMM=bf_gemm_baseline)
 # shellcheck disable=SC2207
 libs=($(pkg-config --cflags --libs jansson yaml-0.1 sqlite3 libuv openblas) -lhttp_parser -lm)
 common_src=(common/*.c)

@@ -1,0 +1,166 @@
+/* Matrix products for the linear layers; see gemm.h.
+ *
+ * The classic register-tile scheme (Goto & van de Geijn 2008, "Anatomy of
+ * high-performance matrix multiplication"; BLIS's micro-kernel), without
+ * packing a: each tile holds GEMM_MR rows of c by GEMM_NR vectors of
+ * columns in registers and runs down k, broadcasting one element of a
+ * per row and loading GEMM_NR vectors of b per step.  The model's a is
+ * either row-major (forward, dinp) or a transposed view whose GEMM_MR
+ * elements per k sit side by side in one row (dw = inp^T @ dout): both
+ * are read in place, and only b is ever copied, when transposed, into a
+ * stack panel of GEMM_KC x GEMM_NC.  k runs in blocks of GEMM_KC so a
+ * panel of b stays in L1 while every row tile of a passes over it.
+ *
+ * Against OpenBLAS 0.3.21 on the study's and config A's shapes
+ * (bench/bench_gemm), the same arithmetic without the two packing copies
+ * per call: the figures are in docs/training.md. */
+#include "gemm.h"
+#include "vec.h"
+
+#ifndef BF_GEMM
+#error "BF_GEMM names this level's copy (engine/meson.build)"
+#endif
+
+/* Rows of a tile: GEMM_MR x GEMM_NR accumulators, the GEMM_NR vectors of
+ * b and one broadcast fit the level's registers (16 on SSE2 and AVX2: 6
+ * rows, 15 in use; 32 on AVX-512: 8 rows, 19 in use, the rest free for
+ * the loads in flight). */
+#if BF_VEC_LANES == 16
+#define GEMM_MR 8
+#else
+#define GEMM_MR 6
+#endif
+enum {
+    GEMM_NR = 2,                        /* vectors of columns in a tile */
+    GEMM_NC = GEMM_NR * BF_VEC_LANES,   /* columns in a tile */
+    GEMM_KC = 256,                      /* k per block: the b panel's rows */
+};
+
+/* c [mr, nr vectors] = init + a [mr, kc] @ b [kc, nr vectors], b's rows
+ * ldb apart; init as in bf_gemm (r rows ldr apart).  mr and nr are
+ * constants wherever this is inlined, so the accumulators are registers. */
+static inline __attribute__((always_inline)) void
+gemm_tile(int mr, int nr, int kc, const float *a, size_t a_rs, size_t a_ks,
+          const float *b, size_t ldb, float *c, size_t ldc, const float *r,
+          size_t ldr, const float *bias)
+{
+    bf_vec acc[GEMM_MR][GEMM_NR];
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++) {
+            acc[i][j] = r ? bf_vec_load(r + i * ldr + j * BF_VEC_LANES)
+                          : (bf_vec){0};
+            if (bias)
+                acc[i][j] += bf_vec_load(bias + j * BF_VEC_LANES);
+        }
+    for (int k = 0; k < kc; k++) {
+        bf_vec bk[GEMM_NR];
+        for (int j = 0; j < nr; j++)
+            bk[j] = bf_vec_load(b + k * ldb + j * BF_VEC_LANES);
+        for (int i = 0; i < mr; i++) {
+            float ai = a[i * a_rs + k * a_ks];
+            for (int j = 0; j < nr; j++)
+                acc[i][j] += ai * bk[j];
+        }
+    }
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++)
+            bf_vec_store(c + i * ldc + j * BF_VEC_LANES, acc[i][j]);
+}
+
+/* gemm_tile with mr and nr as constants: the full tile, or the last rows
+ * (M not a multiple of GEMM_MR) and the last single vector of columns. */
+static inline __attribute__((always_inline)) void gemm_tile_any(int mr, int nr, int kc, const float *a, size_t a_rs,
+                          size_t a_ks, const float *b, size_t ldb, float *c,
+                          size_t ldc, const float *r, size_t ldr,
+                          const float *bias)
+{
+#define GEMM_TILE(m)                                                           \
+    case m:                                                                    \
+        if (nr == GEMM_NR)                                                     \
+            gemm_tile(m, GEMM_NR, kc, a, a_rs, a_ks, b, ldb, c, ldc, r, ldr,   \
+                      bias);                                                   \
+        else                                                                   \
+            gemm_tile(m, 1, kc, a, a_rs, a_ks, b, ldb, c, ldc, r, ldr, bias);  \
+        return;
+    switch (mr) {
+        GEMM_TILE(1)
+        GEMM_TILE(2)
+        GEMM_TILE(3)
+        GEMM_TILE(4)
+        GEMM_TILE(5)
+        GEMM_TILE(6)
+#if GEMM_MR == 8
+        GEMM_TILE(7)
+        GEMM_TILE(8)
+#endif
+    }
+#undef GEMM_TILE
+}
+
+/* panel [kc, GEMM_NC] = b's rows k0.. and columns j0.. (nc of them).  Row
+ * by row where b is row-major; where it is transposed (unit stride down
+ * k), in 16 x 16 blocks, so both sides of the copy stay in a few cache
+ * lines at a time. */
+static void gemm_pack_b(float *restrict panel, bf_mat b, int k0, int kc,
+                        int j0, int nc)
+{
+    if (b.cs == 1) {
+        for (int k = 0; k < kc; k++)
+            for (int j = 0; j < nc; j++)
+                panel[(size_t)k * GEMM_NC + j] =
+                    b.p[(size_t)(k0 + k) * b.rs + (size_t)(j0 + j)];
+        return;
+    }
+    enum { BLOCK = 16 };
+    for (int jb = 0; jb < nc; jb += BLOCK)
+        for (int kb = 0; kb < kc; kb += BLOCK)
+            for (int j = jb; j < jb + BLOCK && j < nc; j++)
+                for (int k = kb; k < kb + BLOCK && k < kc; k++)
+                    panel[(size_t)k * GEMM_NC + j] =
+                        b.p[(size_t)(j0 + j) * b.cs + (size_t)(k0 + k)];
+}
+
+/* The blocks of bf_gemm, with a's strides passed as they are known: one
+ * of them the constant 1 at each call, so the tiles address a's elements
+ * from one pointer (a run-time pair of strides cost every broadcast its
+ * own index arithmetic, out of registers: bf_gemm ran no faster than
+ * OpenBLAS with it). */
+static inline __attribute__((always_inline)) void
+gemm_blocks(float *c, size_t ldc, const float *a, size_t a_rs, size_t a_ks,
+            bf_mat b, bf_mat r, const float *bias, int M, int N, int K)
+{
+    float panel[GEMM_KC * GEMM_NC];
+    for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
+        int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
+        /* the first block starts from init, the rest from c */
+        const float *r0 = k0 == 0 ? r.p : c;
+        size_t ldr = k0 == 0 ? r.rs : ldc;
+        const float *bias0 = k0 == 0 ? bias : NULL;
+        for (int j0 = 0; j0 < N; j0 += GEMM_NC) {
+            int nc = N - j0 < GEMM_NC ? N - j0 : GEMM_NC;
+            gemm_pack_b(panel, b, k0, kc, j0, nc);
+            for (int i0 = 0; i0 < M; i0 += GEMM_MR) {
+                int mr = M - i0 < GEMM_MR ? M - i0 : GEMM_MR;
+                gemm_tile_any(mr, nc / BF_VEC_LANES, kc,
+                              a + (size_t)i0 * a_rs + (size_t)k0 * a_ks, a_rs,
+                              a_ks, panel, GEMM_NC, c + (size_t)i0 * ldc + j0, ldc,
+                              r0 ? r0 + (size_t)i0 * ldr + j0 : NULL, ldr,
+                              bias0 ? bias0 + j0 : NULL);
+            }
+        }
+    }
+}
+
+int BF_GEMM(float *c, size_t ldc, bf_mat a, bf_mat b, bf_mat r,
+            const float *bias, int M, int N, int K)
+{
+    if (N % BF_VEC_LANES != 0 || (b.cs != 1 && b.rs != 1))
+        return -1;
+    if (a.cs == 1)
+        gemm_blocks(c, ldc, a.p, a.rs, 1, b, r, bias, M, N, K);
+    else if (a.rs == 1)
+        gemm_blocks(c, ldc, a.p, 1, a.cs, b, r, bias, M, N, K);
+    else
+        return -1;
+    return 0;
+}
