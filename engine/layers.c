@@ -398,50 +398,9 @@ static void att_tile_store(float *x, int stride, const att_vec *tile, int T,
         att_row_store(x + (size_t)j * stride, tile + (size_t)j * hv, hd);
 }
 
-/* Lane index lists, one entry per lane l: ATT_LANE_LIST(F, h) is F(l, h)
- * for every lane, as __builtin_shufflevector wants its indices (constants,
- * one argument each; GCC 12 and clang both have it, while GCC's own
- * __builtin_shuffle is not in clang, which builds the fuzzers), and
- * ATT_FOR_STEPS(M, x) runs M(x, h) for h = ATT_LANES/2, ..., 2, 1
- * (log2(ATT_LANES) steps, halving). */
-#if ATT_LANES == 16
-#define ATT_LANE_LIST(F, h)                                                    \
-    F(0, h), F(1, h), F(2, h), F(3, h), F(4, h), F(5, h), F(6, h), F(7, h),    \
-    F(8, h), F(9, h), F(10, h), F(11, h), F(12, h), F(13, h), F(14, h),        \
-    F(15, h)
-#define ATT_FOR_STEPS(M, x) M(x, 8) M(x, 4) M(x, 2) M(x, 1)
-#elif ATT_LANES == 8
-#define ATT_LANE_LIST(F, h)                                                    \
-    F(0, h), F(1, h), F(2, h), F(3, h), F(4, h), F(5, h), F(6, h), F(7, h)
-#define ATT_FOR_STEPS(M, x) M(x, 4) M(x, 2) M(x, 1)
-#else
-#define ATT_LANE_LIST(F, h) F(0, h), F(1, h), F(2, h), F(3, h)
-#define ATT_FOR_STEPS(M, x) M(x, 2) M(x, 1)
-#endif
-
-/* The in-register transpose of ATT_LANES rows: at step h rows i and i + h
- * (i & h == 0) swap their h-lane chunks across the diagonal,
- *   row i'     chunk c = c even ? row i chunk c     : row i+h chunk c-1
- *   row i+h'   chunk c = c even ? row i chunk c+1   : row i+h chunk c
- * (a lane index of ATT_LANES or more reads the second vector, row i+h),
- * so that after the last step row d holds column d. */
-#define ATT_T_LO(l, h) ((l) / (h) % 2 == 0 ? (l) : ATT_LANES + (l) - (h))
-#define ATT_T_HI(l, h) ((l) / (h) % 2 == 0 ? (l) + (h) : ATT_LANES + (l))
-#define ATT_T_STEP(rows, h)                                                    \
-    for (int i = 0; i < ATT_LANES; i++)                                        \
-        if (!(i & (h))) {                                                      \
-            att_vec a = (rows)[i], b = (rows)[i + (h)];                        \
-            (rows)[i] =                                                        \
-                __builtin_shufflevector(a, b, ATT_LANE_LIST(ATT_T_LO, h));     \
-            (rows)[i + (h)] =                                                  \
-                __builtin_shufflevector(a, b, ATT_LANE_LIST(ATT_T_HI, h));     \
-        }
-
-/* rows [ATT_LANES] transposed in place. */
-static void att_block_transpose(att_vec rows[ATT_LANES])
-{
-    ATT_FOR_STEPS(ATT_T_STEP, rows)
-}
+/* The level's lane lists and in-register transpose (vec.h). */
+#define ATT_LANE_LIST BF_VEC_LANE_LIST
+#define ATT_FOR_STEPS BF_VEC_FOR_STEPS
 
 /* tt [hd][ATT_TV] = x [T, hd] (row stride `stride`) transposed, its first
  * ATT_VECS(T) vectors a row, zero past key T, so whole vectors of keys up
@@ -462,7 +421,7 @@ static void att_tile_transpose(att_vec *tt, const float *x, int stride, int T,
                 else
                     rows[i] = (att_vec){0};
             }
-            att_block_transpose(rows);
+            bf_vec_transpose(rows);
             for (int d = 0; d < dims; d++)
                 tt[(size_t)(d0 + d) * ATT_TV + jv] = rows[d];
         }

@@ -1,8 +1,8 @@
 /* The dispatch level's vector: GCC's generic vector of BF_VEC_LANES floats,
  * one register of the instruction set this copy is compiled for (4 SSE2,
- * 8 AVX2, 16 AVX-512).  Included only by the per-level kernel files
- * (layers.c, gemm.c; engine/meson.build), where the level's flags decide
- * the width. */
+ * 8 AVX2, 16 AVX-512), with its loads, stores and in-register transpose.
+ * Included only by the per-level kernel files (layers.c, gemm.c;
+ * engine/meson.build), where the level's flags decide the width. */
 #ifndef BF_VEC_H
 #define BF_VEC_H
 
@@ -31,6 +31,51 @@ static inline __attribute__((always_inline)) void bf_vec_store(float *p,
                                                                bf_vec v)
 {
     memcpy(p, &v, sizeof v);
+}
+
+/* Lane index lists, one entry per lane l: BF_VEC_LANE_LIST(F, h) is
+ * F(l, h) for every lane, as __builtin_shufflevector wants its indices
+ * (constants, one argument each; GCC 12 and clang both have it, while
+ * GCC's own __builtin_shuffle is not in clang, which builds the fuzzers),
+ * and BF_VEC_FOR_STEPS(M, x) runs M(x, h) for h = BF_VEC_LANES/2, ..., 2,
+ * 1 (log2(BF_VEC_LANES) steps, halving). */
+#if BF_VEC_LANES == 16
+#define BF_VEC_LANE_LIST(F, h)                                                 \
+    F(0, h), F(1, h), F(2, h), F(3, h), F(4, h), F(5, h), F(6, h), F(7, h),    \
+    F(8, h), F(9, h), F(10, h), F(11, h), F(12, h), F(13, h), F(14, h),        \
+    F(15, h)
+#define BF_VEC_FOR_STEPS(M, x) M(x, 8) M(x, 4) M(x, 2) M(x, 1)
+#elif BF_VEC_LANES == 8
+#define BF_VEC_LANE_LIST(F, h)                                                 \
+    F(0, h), F(1, h), F(2, h), F(3, h), F(4, h), F(5, h), F(6, h), F(7, h)
+#define BF_VEC_FOR_STEPS(M, x) M(x, 4) M(x, 2) M(x, 1)
+#else
+#define BF_VEC_LANE_LIST(F, h) F(0, h), F(1, h), F(2, h), F(3, h)
+#define BF_VEC_FOR_STEPS(M, x) M(x, 2) M(x, 1)
+#endif
+
+/* The in-register transpose of BF_VEC_LANES rows: at step h rows i and
+ * i + h (i & h == 0) swap their h-lane chunks across the diagonal,
+ *   row i'     chunk c = c even ? row i chunk c     : row i+h chunk c-1
+ *   row i+h'   chunk c = c even ? row i chunk c+1   : row i+h chunk c
+ * (a lane index of BF_VEC_LANES or more reads the second vector, row
+ * i+h), so that after the last step row d holds column d. */
+#define BF_VEC_T_LO(l, h) ((l) / (h) % 2 == 0 ? (l) : BF_VEC_LANES + (l) - (h))
+#define BF_VEC_T_HI(l, h) ((l) / (h) % 2 == 0 ? (l) + (h) : BF_VEC_LANES + (l))
+#define BF_VEC_T_STEP(rows, h)                                                 \
+    for (int i = 0; i < BF_VEC_LANES; i++)                                     \
+        if (!(i & (h))) {                                                      \
+            bf_vec a_ = (rows)[i], b_ = (rows)[i + (h)];                       \
+            (rows)[i] = __builtin_shufflevector(                               \
+                a_, b_, BF_VEC_LANE_LIST(BF_VEC_T_LO, h));                     \
+            (rows)[i + (h)] = __builtin_shufflevector(                         \
+                a_, b_, BF_VEC_LANE_LIST(BF_VEC_T_HI, h));                     \
+        }
+
+/* rows [BF_VEC_LANES] transposed in place. */
+static inline void bf_vec_transpose(bf_vec rows[BF_VEC_LANES])
+{
+    BF_VEC_FOR_STEPS(BF_VEC_T_STEP, rows)
 }
 
 #endif
