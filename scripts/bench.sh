@@ -46,6 +46,15 @@ if build bench_attention; then
     fi
 fi
 
+echo "== bench_gemm: the linear layers' products alone, our gemm against OpenBLAS's sgemm, at every level with its own OpenBLAS core"
+if build bench_gemm; then
+    for level in baseline avx2 avx512; do
+        env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE BIFOCAL_ISA=$level \
+            "$dir/bench/bench_gemm" ||
+            echo "bench_gemm: level $level does not run on this CPU, or its products differ"
+    done
+fi
+
 echo "== bench_tasks: the code task's corpus, examples and steps beside dyck"
 build bench_tasks && "$dir/bench/bench_tasks"
 
