@@ -1,19 +1,23 @@
 /* Matrix products for the linear layers; see gemm.h.
  *
- * The classic register-tile scheme (Goto & van de Geijn 2008, "Anatomy of
- * high-performance matrix multiplication"; BLIS's micro-kernel), without
- * packing a: each tile holds GEMM_MR rows of c by GEMM_NR vectors of
- * columns in registers and runs down k, broadcasting one element of a
- * per row and loading GEMM_NR vectors of b per step.  The model's a is
- * either row-major (forward, dinp) or a transposed view whose GEMM_MR
- * elements per k sit side by side in one row (dw = inp^T @ dout): both
- * are read in place, and only b is ever copied, when transposed, into a
- * stack panel of GEMM_KC x GEMM_NC.  k runs in blocks of GEMM_KC so a
- * panel of b stays in L1 while every row tile of a passes over it.
+ * The register-tile scheme of Goto & van de Geijn (2008, "Anatomy of
+ * high-performance matrix multiplication") and BLIS's micro-kernel: a tile
+ * holds GEMM_MR rows of c by GEMM_NR vectors of columns in registers and
+ * runs down k, broadcasting one element of a per row and loading GEMM_NR
+ * vectors of b per step.
  *
- * Against OpenBLAS 0.3.21 on the study's and config A's shapes
- * (bench/bench_gemm), the same arithmetic without the two packing copies
- * per call: the figures are in docs/training.md. */
+ * Unlike OpenBLAS, a is never copied.  The model's a is row-major
+ * (forward, dinp) or a transposed view whose GEMM_MR elements per k sit
+ * side by side in one row (dw = inp^T @ dout); both are read in place.
+ * b is copied into a stack panel of GEMM_KC x GEMM_NC, a panel at a time:
+ * transposed, so that a step's vectors are contiguous, and row-major too,
+ * because rows OC floats apart fall into a few L1 sets (read in place,
+ * the forward product at OC 512 and 1024 ran slower than OpenBLAS's,
+ * bench_gemm).  k runs in blocks of GEMM_KC and a's rows in blocks of
+ * GEMM_MC, so a panel of b stays in L1 while the block's row tiles pass
+ * over it, and the block of a stays in L2 while the panels pass.
+ * bench/bench_gemm measures it against OpenBLAS; docs/training.md has
+ * the figures. */
 #include "gemm.h"
 #include "vec.h"
 
@@ -34,6 +38,11 @@ enum {
     GEMM_NR = 2,                        /* vectors of columns in a tile */
     GEMM_NC = GEMM_NR * BF_VEC_LANES,   /* columns in a tile */
     GEMM_KC = 256,                      /* k per block: the b panel's rows */
+    /* rows per block of a: 32 tiles (at avx512 256 rows x GEMM_KC, 256
+     * KiB) stay in L2 while every panel of b passes over them; without
+     * the blocks a came from L3 once per panel at config B's activations
+     * (2 to 8 MiB), 3-4% slower steps (bench_train_pair) */
+    GEMM_MC = 32 * GEMM_MR,
 };
 
 /* c [mr, nr vectors] = init + a [mr, kc] @ b [kc, nr vectors], b's rows
@@ -147,16 +156,20 @@ gemm_blocks(float *c, size_t ldc, const float *a, size_t a_rs, size_t a_ks,
         const float *r0 = k0 == 0 ? r.p : c;
         size_t ldr = k0 == 0 ? r.rs : ldc;
         const float *bias0 = k0 == 0 ? bias : NULL;
-        for (int j0 = 0; j0 < N; j0 += GEMM_NC) {
-            int nc = N - j0 < GEMM_NC ? N - j0 : GEMM_NC;
-            gemm_pack_b(panel, b, k0, kc, j0, nc);
-            for (int i0 = 0; i0 < M; i0 += GEMM_MR) {
-                int mr = M - i0 < GEMM_MR ? M - i0 : GEMM_MR;
-                gemm_tile_any(mr, nc / BF_VEC_LANES, kc,
-                              a + (size_t)i0 * a_rs + (size_t)k0 * a_ks, a_rs,
-                              a_ks, panel, GEMM_NC, c + (size_t)i0 * ldc + j0, ldc,
-                              r0 ? r0 + (size_t)i0 * ldr + j0 : NULL, ldr,
-                              bias0 ? bias0 + j0 : NULL);
+        for (int m0 = 0; m0 < M; m0 += GEMM_MC) {
+            int m1 = M - m0 < GEMM_MC ? M : m0 + GEMM_MC;
+            for (int j0 = 0; j0 < N; j0 += GEMM_NC) {
+                int nc = N - j0 < GEMM_NC ? N - j0 : GEMM_NC;
+                gemm_pack_b(panel, b, k0, kc, j0, nc);
+                for (int i0 = m0; i0 < m1; i0 += GEMM_MR) {
+                    int mr = m1 - i0 < GEMM_MR ? m1 - i0 : GEMM_MR;
+                    gemm_tile_any(mr, nc / BF_VEC_LANES, kc,
+                                  a + (size_t)i0 * a_rs + (size_t)k0 * a_ks,
+                                  a_rs, a_ks, panel, GEMM_NC,
+                                  c + (size_t)i0 * ldc + j0, ldc,
+                                  r0 ? r0 + (size_t)i0 * ldr + j0 : NULL, ldr,
+                                  bias0 ? bias0 + j0 : NULL);
+                }
             }
         }
     }
