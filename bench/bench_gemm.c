@@ -50,8 +50,7 @@ typedef struct operands {
 static float *random_floats(bf_rng *r, size_t n)
 {
     float *x = bf_xmalloc(n * sizeof *x);
-    for (size_t i = 0; i < n; i++)
-        x[i] = 2.0f * (float)bf_rng_uniform(r) - 1.0f;
+    bf_rng_fill_signed(r, x, n);
     return x;
 }
 

@@ -19,6 +19,7 @@
 
 #include <assert.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define BF_RNG_GOLDEN 0x9e3779b97f4a7c15ULL
@@ -97,6 +98,14 @@ static inline uint32_t bf_rng_below(bf_rng *r, uint32_t n)
 static inline double bf_rng_uniform(bf_rng *r)
 {
     return (double)(bf_rng_u64(r) >> 11) * 0x1.0p-53;
+}
+
+/* x [n] = floats uniform in [-1, 1): the operands of the numeric tests
+ * and benchmarks. */
+static inline void bf_rng_fill_signed(bf_rng *r, float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = 2.0f * (float)bf_rng_uniform(r) - 1.0f;
 }
 
 /* Standard normal N(0, 1) by Box-Muller (one draw, the sine half is

@@ -45,8 +45,7 @@ static product random_product(bf_rng *r, int big)
 static float *random_floats(bf_rng *r, size_t count)
 {
     float *x = bf_xmalloc(count * sizeof *x);
-    for (size_t i = 0; i < count; i++)
-        x[i] = 2.0f * (float)bf_rng_uniform(r) - 1.0f;
+    bf_rng_fill_signed(r, x, count);
     return x;
 }
 

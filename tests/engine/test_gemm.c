@@ -41,8 +41,7 @@ typedef struct product {
 static float *random_floats(bf_rng *r, size_t n)
 {
     float *x = bf_xmalloc(n * sizeof *x);
-    for (size_t i = 0; i < n; i++)
-        x[i] = 2.0f * (float)bf_rng_uniform(r) - 1.0f;
+    bf_rng_fill_signed(r, x, n);
     return x;
 }
 
