@@ -38,7 +38,11 @@ static const gemm_shape SHAPES[] = {
     {"B", 2048, 256, 768},     {"B", 2048, 256, 256},
     {"B", 2048, 256, 1024},    {"B", 2048, 1024, 256},
 };
-enum { N_SHAPES = sizeof SHAPES / sizeof SHAPES[0], CALLS = 5, MAX_ROUNDS = 64 };
+enum {
+    N_SHAPES = sizeof SHAPES / sizeof SHAPES[0],
+    CALLS = 5,
+    MAX_ROUNDS = 64
+};
 
 typedef enum { FORWARD, DINP, DW, N_PRODUCTS } product;
 static const char *const PRODUCT_NAMES[] = {"forward", "dinp", "dw"};
@@ -64,7 +68,8 @@ static void run_product(const gemm_shape *s, product p, int own, operands *o)
     switch (p) {
     case FORWARD:
         if (own)
-            declined = bf_gemm(o->out, (size_t)OC, (bf_mat){o->inp, (size_t)C, 1},
+            declined = bf_gemm(o->out, (size_t)OC,
+                               (bf_mat){o->inp, (size_t)C, 1},
                                (bf_mat){o->w, (size_t)OC, 1}, none, NULL, N,
                                OC, C);
         else
@@ -83,9 +88,10 @@ static void run_product(const gemm_shape *s, product p, int own, operands *o)
         break;
     default: /* DW, overwritten so both sides compute the same */
         if (own)
-            declined = bf_gemm(o->dw, (size_t)OC, (bf_mat){o->inp, 1, (size_t)C},
-                               (bf_mat){o->dout, (size_t)OC, 1}, none, NULL, C,
-                               OC, N);
+            declined = bf_gemm(o->dw, (size_t)OC,
+                               (bf_mat){o->inp, 1, (size_t)C},
+                               (bf_mat){o->dout, (size_t)OC, 1}, none, NULL,
+                               C, OC, N);
         else
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, OC, N,
                         1.0f, o->inp, C, o->dout, OC, 0.0f, o->dw, OC);

@@ -78,10 +78,10 @@ gemm_tile(int mr, int nr, int kc, const float *a, size_t a_rs, size_t a_ks,
 
 /* gemm_tile with mr and nr as constants: the full tile, or the last rows
  * (M not a multiple of GEMM_MR) and the last single vector of columns. */
-static inline __attribute__((always_inline)) void gemm_tile_any(int mr, int nr, int kc, const float *a, size_t a_rs,
-                          size_t a_ks, const float *b, size_t ldb, float *c,
-                          size_t ldc, const float *r, size_t ldr,
-                          const float *bias)
+static inline __attribute__((always_inline)) void
+gemm_tile_any(int mr, int nr, int kc, const float *a, size_t a_rs,
+              size_t a_ks, const float *b, size_t ldb, float *c, size_t ldc,
+              const float *r, size_t ldr, const float *bias)
 {
 #define GEMM_TILE(m)                                                           \
     case m:                                                                    \

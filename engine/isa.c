@@ -100,7 +100,7 @@ static int isa__blas_avx512(void)
 }
 
 /* The largest head_dim at which the fused attention beats sgemm: it runs
- * on the level's own vectors (layers.c, att_vec), sgemm on OpenBLAS's
+ * on the level's own vectors (layers.c, bf_vec), sgemm on OpenBLAS's
  * kernels, so both count.  bench_attention, best of 5 rounds, quiet
  * machine (docs/training.md has the table): sgemm's time over the fused
  * one's at the heads of the study (seq 40, head_dim 16), config A (64, 32)

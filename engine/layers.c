@@ -333,8 +333,8 @@ static void rotary_backward(float *dqkv, float *dtheta, const float *qkv,
  * The fused path copies the head's [T, hd] tiles once into local tiles (K
  * or V transposed), then works on groups of ATT_ROWS query rows: scores,
  * causal softmax and the weighted sum, only keys up to the group's last row
- * (the causal half).  Its arithmetic is on att_vec, GCC's generic vector
- * of ATT_LANES floats, one register of the level (4 SSE2, 8 AVX2, 16
+ * (the causal half).  Its arithmetic is on bf_vec, GCC's generic vector
+ * of BF_VEC_LANES floats, one register of the level (4 SSE2, 8 AVX2, 16
  * AVX-512; a 16-float vector on AVX2 was lowered through the stack and ran
  * 2.3x slower than sgemm): loops over blocks of keys or of head dimensions
  * that plain C left to the vectoriser's choices (it spilled the
@@ -347,42 +347,40 @@ static void rotary_backward(float *dqkv, float *dtheta, const float *qkv,
  * against the product's O(T^2 hd) work.  Within them the caller chooses
  * the path (bf_isa_attention_fused says which pays with the OpenBLAS
  * kernels in use; docs/training.md has the figures). */
-#define ATT_LANES BF_VEC_LANES
-typedef bf_vec att_vec;
-typedef int32_t att_ivec __attribute__((vector_size(sizeof(att_vec))));
-typedef uint32_t att_uvec __attribute__((vector_size(sizeof(att_vec))));
-#define ATT_VECS(n) (((n) + ATT_LANES - 1) / ATT_LANES)
+typedef int32_t att_ivec __attribute__((vector_size(sizeof(bf_vec))));
+typedef uint32_t att_uvec __attribute__((vector_size(sizeof(bf_vec))));
+#define ATT_VECS(n) (((n) + BF_VEC_LANES - 1) / BF_VEC_LANES)
 enum { ATT_TV = ATT_VECS(BF_ATT_FUSED_MAX_T),   /* vectors of keys */
        ATT_HV = ATT_VECS(BF_ATT_FUSED_MAX_HD) }; /* vectors of a head row */
 
 /* row [hv vectors] = x [hd], zero past hd.  Whole vectors are copied by a
  * fixed-size memcpy (one unaligned load each); a variable-size copy would
  * be a libc call per row. */
-static void att_row_load(att_vec *row, const float *x, int hd, int hv)
+static void att_row_load(bf_vec *row, const float *x, int hd, int hv)
 {
-    int full = hd / ATT_LANES;
+    int full = hd / BF_VEC_LANES;
     for (int v = 0; v < full; v++)
-        memcpy(&row[v], x + v * ATT_LANES, sizeof row[v]);
+        memcpy(&row[v], x + v * BF_VEC_LANES, sizeof row[v]);
     if (full < hv) {
-        att_vec tail = {0};
-        for (int d = 0; d < hd - full * ATT_LANES; d++)
-            tail[d] = x[full * ATT_LANES + d];
+        bf_vec tail = {0};
+        for (int d = 0; d < hd - full * BF_VEC_LANES; d++)
+            tail[d] = x[full * BF_VEC_LANES + d];
         row[full] = tail;
     }
 }
 
 /* x [hd] = the first hd floats of row [hv vectors]. */
-static void att_row_store(float *x, const att_vec *row, int hd)
+static void att_row_store(float *x, const bf_vec *row, int hd)
 {
-    int full = hd / ATT_LANES;
+    int full = hd / BF_VEC_LANES;
     for (int v = 0; v < full; v++)
-        memcpy(x + v * ATT_LANES, &row[v], sizeof row[v]);
-    for (int d = 0; d < hd - full * ATT_LANES; d++)
-        x[full * ATT_LANES + d] = row[full][d];
+        memcpy(x + v * BF_VEC_LANES, &row[v], sizeof row[v]);
+    for (int d = 0; d < hd - full * BF_VEC_LANES; d++)
+        x[full * BF_VEC_LANES + d] = row[full][d];
 }
 
 /* tile [T][hv] = x [T, hd] (row stride `stride`), zero past hd. */
-static void att_tile_load(att_vec *tile, const float *x, int stride, int T,
+static void att_tile_load(bf_vec *tile, const float *x, int stride, int T,
                           int hd, int hv)
 {
     for (int j = 0; j < T; j++)
@@ -391,35 +389,32 @@ static void att_tile_load(att_vec *tile, const float *x, int stride, int T,
 
 /* x [T, hd] (row stride `stride`) = the first hd floats of tile [T][hv]'s
  * rows. */
-static void att_tile_store(float *x, int stride, const att_vec *tile, int T,
+static void att_tile_store(float *x, int stride, const bf_vec *tile, int T,
                            int hd, int hv)
 {
     for (int j = 0; j < T; j++)
         att_row_store(x + (size_t)j * stride, tile + (size_t)j * hv, hd);
 }
 
-/* The level's lane lists and in-register transpose (vec.h). */
-#define ATT_LANE_LIST BF_VEC_LANE_LIST
-#define ATT_FOR_STEPS BF_VEC_FOR_STEPS
-
 /* tt [hd][ATT_TV] = x [T, hd] (row stride `stride`) transposed, its first
  * ATT_VECS(T) vectors a row, zero past key T, so whole vectors of keys up
- * to T can be read: blocks of ATT_LANES keys by ATT_LANES dimensions, each
- * loaded as rows (zero past T and past hd) and transposed in registers. */
-static void att_tile_transpose(att_vec *tt, const float *x, int stride, int T,
+ * to T can be read: blocks of BF_VEC_LANES keys by BF_VEC_LANES
+ * dimensions, each loaded as rows (zero past T and past hd) and transposed
+ * in registers. */
+static void att_tile_transpose(bf_vec *tt, const float *x, int stride, int T,
                                int hd)
 {
-    for (int d0 = 0; d0 < hd; d0 += ATT_LANES) {
-        int dims = hd - d0 < ATT_LANES ? hd - d0 : ATT_LANES;
+    for (int d0 = 0; d0 < hd; d0 += BF_VEC_LANES) {
+        int dims = hd - d0 < BF_VEC_LANES ? hd - d0 : BF_VEC_LANES;
         for (int jv = 0; jv < ATT_VECS(T); jv++) {
-            att_vec rows[ATT_LANES];
-            for (int i = 0; i < ATT_LANES; i++) {
-                int j = jv * ATT_LANES + i;
+            bf_vec rows[BF_VEC_LANES];
+            for (int i = 0; i < BF_VEC_LANES; i++) {
+                int j = jv * BF_VEC_LANES + i;
                 if (j < T)
                     att_row_load(&rows[i], x + (size_t)j * stride + d0, dims,
                                  1);
                 else
-                    rows[i] = (att_vec){0};
+                    rows[i] = (bf_vec){0};
             }
             bf_vec_transpose(rows);
             for (int d = 0; d < dims; d++)
@@ -447,14 +442,14 @@ static const float att_zeros[BF_ATT_FUSED_MAX_T > BF_ATT_FUSED_MAX_HD
  *   - outputs: x = P rows, m = V [T][hv], n = the keys, cols = hv; in
  *     backward dQ = dS K the same with dS rows and K.  Each P or dS row is
  *     zero past its own length, so the group shares one key count. */
-static void att_rows_product(att_vec *out, int ostride,
-                             const float *const x[ATT_ROWS], const att_vec *m,
+static void att_rows_product(bf_vec *out, int ostride,
+                             const float *const x[ATT_ROWS], const bf_vec *m,
                              int mstride, int n, int cols, float alpha)
 {
     for (int c = 0; c < cols; c++) {
-        att_vec acc[ATT_ROWS] = {0};
+        bf_vec acc[ATT_ROWS] = {0};
         for (int i = 0; i < n; i++) {
-            att_vec mv = m[(size_t)i * mstride + c];
+            bf_vec mv = m[(size_t)i * mstride + c];
             for (int r = 0; r < ATT_ROWS; r++)
                 acc[r] += x[r][i] * mv;
         }
@@ -466,12 +461,12 @@ static void att_rows_product(att_vec *out, int ostride,
 /* tile[j] += sum_r w[r][j] x[r] for j < len, x [ATT_ROWS][hv]: in
  * backward, dV (w = P rows, x = dY rows) and dK (w = dS rows, x = Q
  * rows). */
-static void att_rows_scatter(att_vec *tile, const float *const w[ATT_ROWS],
-                             const att_vec *x, int len, int hv)
+static void att_rows_scatter(bf_vec *tile, const float *const w[ATT_ROWS],
+                             const bf_vec *x, int len, int hv)
 {
     for (int j = 0; j < len; j++)
         for (int dv = 0; dv < hv; dv++) {
-            att_vec acc = tile[(size_t)j * hv + dv];
+            bf_vec acc = tile[(size_t)j * hv + dv];
             for (int r = 0; r < ATT_ROWS; r++)
                 acc += w[r][j] * x[r * hv + dv];
             tile[(size_t)j * hv + dv] = acc;
@@ -480,75 +475,77 @@ static void att_rows_scatter(att_vec *tile, const float *const w[ATT_ROWS],
 
 /* A vector of v's lanes where mask is set, of w's elsewhere (GCC's ?: on
  * vectors is C++ only). */
-static inline att_vec att_select(att_ivec mask, att_vec v, att_vec w)
+static inline bf_vec att_select(att_ivec mask, bf_vec v, bf_vec w)
 {
-    return (att_vec)(((att_ivec)v & mask) | ((att_ivec)w & ~mask));
+    return (bf_vec)(((att_ivec)v & mask) | ((att_ivec)w & ~mask));
 }
 
-/* The lanes whose key index (vector c's lane plus ATT_LANES c) is below
+/* The lanes whose key index (vector c's lane plus BF_VEC_LANES c) is below
  * n. */
 #define ATT_LANE_INDEX(l, h) (l)
 static inline att_ivec att_keys_below(int c, int n)
 {
-    const att_ivec lane = {ATT_LANE_LIST(ATT_LANE_INDEX, 0)};
-    return lane + c * ATT_LANES < n;
+    const att_ivec lane = {BF_VEC_LANE_LIST(ATT_LANE_INDEX, 0)};
+    return lane + c * BF_VEC_LANES < n;
 }
 
 /* bf_expf, lane by lane, with the same operations in the same order. */
-static inline att_vec att_expv(att_vec x)
+static inline bf_vec att_expv(bf_vec x)
 {
-    const att_vec lo = (att_vec){0} + BF_EXP_MIN;
-    const att_vec hi = (att_vec){0} + BF_EXP_MAX;
+    const bf_vec lo = (bf_vec){0} + BF_EXP_MIN;
+    const bf_vec hi = (bf_vec){0} + BF_EXP_MAX;
     x = att_select(x < lo, lo, x);
     x = att_select(x > hi, hi, x);
-    att_vec n_biased, p;
+    bf_vec n_biased, p;
     BF_EXP_PARTS(x, n_biased, p);
     att_uvec bits = ((att_uvec)n_biased - BF_EXP_ROUND_BITS + 127u) << 23;
-    return p * (att_vec)bits;
+    return p * (bf_vec)bits;
 }
 
 /* The largest and the sum of v's lanes, by halving: step h meets lane l
- * with lane l + h (mod ATT_LANES), h = ATT_LANES/2, ..., 1, so lane 0 ends
- * with all of them. */
-#define ATT_ROTATE(l, h) (((l) + (h)) % ATT_LANES)
+ * with lane l + h (mod BF_VEC_LANES), h = BF_VEC_LANES/2, ..., 1, so lane
+ * 0 ends with all of them. */
+#define ATT_ROTATE(l, h) (((l) + (h)) % BF_VEC_LANES)
 #define ATT_MAX_STEP(v, h)                                                     \
     {                                                                          \
-        att_vec w =                                                            \
-            __builtin_shufflevector(v, v, ATT_LANE_LIST(ATT_ROTATE, h));       \
+        bf_vec w =                                                            \
+            __builtin_shufflevector(v, v, BF_VEC_LANE_LIST(ATT_ROTATE, h));   \
         v = att_select(w > v, w, v);                                           \
     }
 #define ATT_SUM_STEP(v, h)                                                     \
-    v += __builtin_shufflevector(v, v, ATT_LANE_LIST(ATT_ROTATE, h));
+    v += __builtin_shufflevector(v, v, BF_VEC_LANE_LIST(ATT_ROTATE, h));
 
-static inline float att_hmax(att_vec v)
+static inline float att_hmax(bf_vec v)
 {
-    ATT_FOR_STEPS(ATT_MAX_STEP, v)
+    BF_VEC_FOR_STEPS(ATT_MAX_STEP, v)
     return v[0];
 }
 
-static inline float att_hsum(att_vec v)
+static inline float att_hsum(bf_vec v)
 {
-    ATT_FOR_STEPS(ATT_SUM_STEP, v)
+    BF_VEC_FOR_STEPS(ATT_SUM_STEP, v)
     return v[0];
 }
 
 /* Vector c of a row of T floats: lanes past T read as zero, and are not
  * written. */
-static inline att_vec att_span_load(const float *row, int c, int T)
+static inline bf_vec att_span_load(const float *row, int c, int T)
 {
-    att_vec x;
-    int n = T - c * ATT_LANES;
-    att_row_load(&x, row + c * ATT_LANES, n < ATT_LANES ? n : ATT_LANES, 1);
+    bf_vec x;
+    int n = T - c * BF_VEC_LANES;
+    att_row_load(&x, row + c * BF_VEC_LANES,
+                 n < BF_VEC_LANES ? n : BF_VEC_LANES, 1);
     return x;
 }
 
-static inline void att_span_store(float *row, int c, int T, att_vec x)
+static inline void att_span_store(float *row, int c, int T, bf_vec x)
 {
-    int n = T - c * ATT_LANES;
-    att_row_store(row + c * ATT_LANES, &x, n < ATT_LANES ? n : ATT_LANES);
+    int n = T - c * BF_VEC_LANES;
+    att_row_store(row + c * BF_VEC_LANES, &x,
+                  n < BF_VEC_LANES ? n : BF_VEC_LANES);
 }
 
-/* e [nv vectors]: the scores of a row of n keys (n <= nv ATT_LANES) in,
+/* e [nv vectors]: the scores of a row of n keys (n <= nv BF_VEC_LANES) in,
  * their causal softmax out, zero past key n.  Whole vectors with the
  * lanes past n masked: plain loops left the reductions' partial sums on
  * the stack and ran a scalar tail on every row (the sgemm path's softmax
@@ -556,15 +553,15 @@ static inline void att_span_store(float *row, int c, int T, att_vec x)
  * it kept the fused path's scores in memory, and bench_attention ran 4% to
  * 11% slower at the study's heads. */
 static inline __attribute__((always_inline)) void
-att_softmax_vecs(att_vec *e, int n, int nv)
+att_softmax_vecs(bf_vec *e, int n, int nv)
 {
-    att_vec mv = (att_vec){0} - FLT_MAX, sum = {0};
+    bf_vec mv = (bf_vec){0} - FLT_MAX, sum = {0};
     for (int c = 0; c < nv; c++)
         mv = att_select(att_keys_below(c, n) & (e[c] > mv), e[c], mv);
     float mx = att_hmax(mv);
     for (int c = 0; c < nv; c++) {
         e[c] = att_select(att_keys_below(c, n), att_expv(e[c] - mx),
-                          (att_vec){0});
+                          (bf_vec){0});
         sum += e[c];
     }
     float inv = 1.0f / att_hsum(sum);
@@ -580,29 +577,29 @@ att_softmax_vecs(att_vec *e, int n, int nv)
 static void softmax_causal_row(float *dst, const float *src, int len, int T)
 {
     int nv = ATT_VECS(len);
-    att_vec e[nv];
+    bf_vec e[nv];
     for (int c = 0; c < nv; c++)
         e[c] = att_span_load(src, c, T);
     att_softmax_vecs(e, len, nv);
     for (int c = 0; c < nv; c++)
         att_span_store(dst, c, T, e[c]);
-    if (nv * ATT_LANES < T)
-        memset(dst + nv * ATT_LANES, 0,
-               (size_t)(T - nv * ATT_LANES) * sizeof *dst);
+    if (nv * BF_VEC_LANES < T)
+        memset(dst + nv * BF_VEC_LANES, 0,
+               (size_t)(T - nv * BF_VEC_LANES) * sizeof *dst);
 }
 
 /* a [rows][T] = the causal softmax of the group's scores s [ATT_ROWS]
  * [ATT_TV] (nv vectors each, overwritten), row r over its t0 + r + 1 keys
  * and zero past them. */
-static void att_softmax_rows(float *a, int T, att_vec *s, int t0, int rows,
+static void att_softmax_rows(float *a, int T, bf_vec *s, int t0, int rows,
                              int nv)
 {
     for (int r = 0; r < rows; r++) {
-        att_vec *e = s + r * ATT_TV;
+        bf_vec *e = s + r * ATT_TV;
         att_softmax_vecs(e, t0 + r + 1, nv);
         for (int c = 0; c < ATT_VECS(T); c++)
             att_span_store(a + (size_t)r * T, c, T,
-                           c < nv ? e[c] : (att_vec){0});
+                           c < nv ? e[c] : (bf_vec){0});
     }
 }
 
@@ -610,13 +607,13 @@ static void att_softmax_rows(float *a, int T, att_vec *s, int t0, int rows,
  * dS out, nv vectors each): dS = P * (dP - rowsum(P dP)), with the scores'
  * scale folded in (S = scale Q K^T).  P (the rows pr, T floats each) is
  * zero past each row's length and for the rows past T, so dS is too. */
-static void att_softmax_backward_rows(att_vec *ds,
+static void att_softmax_backward_rows(bf_vec *ds,
                                       const float *const pr[ATT_ROWS], int T,
                                       int nv, float scale)
 {
-    int n = nv * ATT_LANES < T ? nv * ATT_LANES : T;
+    int n = nv * BF_VEC_LANES < T ? nv * BF_VEC_LANES : T;
     for (int r = 0; r < ATT_ROWS; r++) {
-        att_vec p[ATT_TV], dot = {0}, *d = ds + r * ATT_TV;
+        bf_vec p[ATT_TV], dot = {0}, *d = ds + r * ATT_TV;
         att_row_load(p, pr[r], n, nv);
         for (int c = 0; c < nv; c++)
             dot += p[c] * d[c];
@@ -642,8 +639,8 @@ static void attention_forward_fused(float *y, float *a, const float *q,
                                     int C, int hd)
 {
     int C3 = 3 * C, hv = ATT_VECS(hd), len;
-    att_vec kt[BF_ATT_FUSED_MAX_HD * ATT_TV], vl[BF_ATT_FUSED_MAX_T * ATT_HV];
-    att_vec s[ATT_ROWS * ATT_TV], yrows[ATT_ROWS * ATT_HV];
+    bf_vec kt[BF_ATT_FUSED_MAX_HD * ATT_TV], vl[BF_ATT_FUSED_MAX_T * ATT_HV];
+    bf_vec s[ATT_ROWS * ATT_TV], yrows[ATT_ROWS * ATT_HV];
     att_tile_transpose(kt, k, C3, T, hd);
     att_tile_load(vl, v, C3, T, hd, hv);
     float scale = 1.0f / sqrtf((float)hd);
@@ -671,14 +668,14 @@ static void attention_backward_fused(float *dq, float *dk, float *dv,
                                      const float *a, int T, int C, int hd)
 {
     int C3 = 3 * C, hv = ATT_VECS(hd), len;
-    att_vec vt[BF_ATT_FUSED_MAX_HD * ATT_TV], kl[BF_ATT_FUSED_MAX_T * ATT_HV];
-    att_vec dkl[BF_ATT_FUSED_MAX_T * ATT_HV], dvl[BF_ATT_FUSED_MAX_T * ATT_HV];
-    att_vec ds[ATT_ROWS * ATT_TV], qrows[ATT_ROWS * ATT_HV];
-    att_vec grows[ATT_ROWS * ATT_HV], dqrows[ATT_ROWS * ATT_HV];
+    bf_vec vt[BF_ATT_FUSED_MAX_HD * ATT_TV], kl[BF_ATT_FUSED_MAX_T * ATT_HV];
+    bf_vec dkl[BF_ATT_FUSED_MAX_T * ATT_HV], dvl[BF_ATT_FUSED_MAX_T * ATT_HV];
+    bf_vec ds[ATT_ROWS * ATT_TV], qrows[ATT_ROWS * ATT_HV];
+    bf_vec grows[ATT_ROWS * ATT_HV], dqrows[ATT_ROWS * ATT_HV];
     att_tile_transpose(vt, v, C3, T, hd);
     att_tile_load(kl, k, C3, T, hd, hv);
     for (int i = 0; i < T * hv; i++)
-        dkl[i] = dvl[i] = (att_vec){0};
+        dkl[i] = dvl[i] = (bf_vec){0};
     float scale = 1.0f / sqrtf((float)hd);
     for (int t0 = 0; t0 < T; t0 += ATT_ROWS) {
         int rows = att_group(t0, T, &len);

@@ -1,11 +1,11 @@
 /* The level's own gemm (engine/gemm.h) against a float64 reference on
  * random products: a and b each row-major or transposed with padded
  * strides, every tile edge (rows past the last whole tile, a last single
- * vector of columns), k and the rows across several of their blocks, init from nothing,
- * from another matrix, or from c itself (adding to it), with and without
- * a bias; and the shapes it must decline (columns not a whole number of
- * the level's vectors, a without a unit stride), leaving c as it was.
- * Runs once per level (meson.build), each at that level's width. */
+ * vector of columns), k and the rows across several of their blocks, init
+ * from nothing, from another matrix, or from c itself (adding to it), with
+ * and without a bias; and the shapes it must decline (columns not a whole
+ * number of the level's vectors, a without a unit stride), leaving c as it
+ * was.  Runs once per level (meson.build), each at that level's width. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -92,12 +92,13 @@ static double product_error(const product *p, bf_rng *r)
     const float *init = p->init == 1 ? other : p->init == 2 ? c0 : NULL;
     bf_mat av = view_a(p, a), bv = view_b(p, b);
     double worst = 0;
-    int rc = bf_gemm(c, ldc,
-                     av, bv,
-                     p->init == 1   ? (bf_mat){other, ldc, 1}
-                     : p->init == 2 ? (bf_mat){c, ldc, 1}
-                                    : (bf_mat){NULL, 0, 0},
-                     p->bias ? bias : NULL, p->m, p->n, p->k);
+    /* the start: none, another matrix, or c itself (what init reads as
+     * c0, c's values before) */
+    bf_mat start = p->init == 1   ? (bf_mat){other, ldc, 1}
+                   : p->init == 2 ? (bf_mat){c, ldc, 1}
+                                  : (bf_mat){NULL, 0, 0};
+    int rc = bf_gemm(c, ldc, av, bv, start, p->bias ? bias : NULL, p->m, p->n,
+                     p->k);
     if (rc != 0)
         worst = INFINITY;
     for (size_t i = 0; i < m && rc == 0; i++) {
