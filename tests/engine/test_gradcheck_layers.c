@@ -110,51 +110,60 @@ static void test_layernorm(void **state)
 
 /* ------------------------------------------------------------------- matmul */
 
+/* Two shapes: (N, C, OC), whose OC of 12 the level's gemm declines (the
+ * forward and dw take cblas), and MM_N x MM_C -> MM_OC, whole vectors at
+ * every level (16 and 32 columns), 9 rows past a tile's edge: the gemm
+ * (engine/gemm.h) everywhere. */
+enum { MM_N = 9, MM_C = 16, MM_OC = 32 };
+
 typedef struct mm_ctx {
-    float x[N * C], w[C * OC], bias[OC], r[N * OC], out[N * OC];
+    int n, c, oc;
+    float x[MM_N * MM_C], w[MM_C * MM_OC], bias[MM_OC], r[MM_N * MM_OC],
+        out[MM_N * MM_OC];
 } mm_ctx;
 
 static double mm_loss(void *p)
 {
     mm_ctx *c = p;
-    bf_matmul_forward(c->out, c->x, c->w, c->bias, NULL, N, C, OC);
-    return dot_r(c->out, c->r, N * OC);
+    bf_matmul_forward(c->out, c->x, c->w, c->bias, NULL, c->n, c->c, c->oc);
+    return dot_r(c->out, c->r, (size_t)c->n * c->oc);
 }
 
-static void test_matmul(void **state)
+static void check_matmul(int n_rows, int ch, int och)
 {
-    (void)state;
-    mm_ctx c;
-    gc_fill_normal(c.x, N * C, 1.0, 10);
-    gc_fill_normal(c.w, C * OC, 1.0, 11);
-    gc_fill_normal(c.bias, OC, 1.0, 12);
-    gc_fill_normal(c.r, N * OC, 1.0, 13);
+    mm_ctx c = {.n = n_rows, .c = ch, .oc = och};
+    size_t nx = (size_t)n_rows * ch, nw = (size_t)ch * och,
+           no = (size_t)n_rows * och;
+    gc_fill_normal(c.x, nx, 1.0, 10);
+    gc_fill_normal(c.w, nw, 1.0, 11);
+    gc_fill_normal(c.bias, (size_t)och, 1.0, 12);
+    gc_fill_normal(c.r, no, 1.0, 13);
     mm_loss(&c);
 
     /* forward against a plain triple loop */
-    for (int n = 0; n < N; n++)
-        for (int o = 0; o < OC; o++) {
+    for (int n = 0; n < n_rows; n++)
+        for (int o = 0; o < och; o++) {
             double s = c.bias[o];
-            for (int i = 0; i < C; i++)
-                s += (double)c.x[n * C + i] * c.w[i * OC + o];
-            assert_float_equal(c.out[n * OC + o], s, 1e-4);
+            for (int i = 0; i < ch; i++)
+                s += (double)c.x[n * ch + i] * c.w[i * och + o];
+            assert_float_equal(c.out[n * och + o], s, 1e-4);
         }
     /* a residual adds on top, from another buffer or in place, with or
      * without a bias; with neither, out is the product alone (whatever it
      * held before) */
-    float res[N * OC], acc[N * OC], nobias[N * OC], inplace[N * OC],
-        bare[N * OC];
-    gc_fill_normal(res, N * OC, 1.0, 14);
-    bf_matmul_forward(acc, c.x, c.w, c.bias, res, N, C, OC);
-    memcpy(nobias, res, sizeof res);
-    bf_matmul_forward(nobias, c.x, c.w, NULL, nobias, N, C, OC);
-    memcpy(inplace, res, sizeof res);
-    bf_matmul_forward(inplace, c.x, c.w, c.bias, inplace, N, C, OC);
-    fill_const(bare, N * OC, 1e9f);
-    bf_matmul_forward(bare, c.x, c.w, NULL, NULL, N, C, OC);
-    for (int n = 0; n < N; n++)
-        for (int o = 0; o < OC; o++) {
-            int i = n * OC + o;
+    float res[MM_N * MM_OC], acc[MM_N * MM_OC], nobias[MM_N * MM_OC],
+        inplace[MM_N * MM_OC], bare[MM_N * MM_OC];
+    gc_fill_normal(res, no, 1.0, 14);
+    bf_matmul_forward(acc, c.x, c.w, c.bias, res, n_rows, ch, och);
+    memcpy(nobias, res, no * sizeof *res);
+    bf_matmul_forward(nobias, c.x, c.w, NULL, nobias, n_rows, ch, och);
+    memcpy(inplace, res, no * sizeof *res);
+    bf_matmul_forward(inplace, c.x, c.w, c.bias, inplace, n_rows, ch, och);
+    fill_const(bare, no, 1e9f);
+    bf_matmul_forward(bare, c.x, c.w, NULL, NULL, n_rows, ch, och);
+    for (int n = 0; n < n_rows; n++)
+        for (int o = 0; o < och; o++) {
+            int i = n * och + o;
             assert_float_equal(acc[i] - res[i], c.out[i], 1e-5);
             assert_float_equal(inplace[i], acc[i], 1e-6);
             assert_float_equal(nobias[i] - res[i], c.out[i] - c.bias[o],
@@ -162,19 +171,26 @@ static void test_matmul(void **state)
             assert_float_equal(bare[i], c.out[i] - c.bias[o], 1e-5);
         }
 
-    float dx[N * C], dw[C * OC], db[OC];
-    fill_const(dx, N * C, 1e9f); /* overwritten */
-    fill_const(dw, C * OC, 0.5f);
-    fill_const(db, OC, 0.5f);
-    bf_matmul_backward(dx, dw, db, c.r, c.x, c.w, N, C, OC);
-    remove_offset(dw, C * OC, 0.5f);
-    remove_offset(db, OC, 0.5f);
-    assert_true(gc_rel_error("matmul dx", mm_loss, &c, c.x, dx, N * C, MAXCHK,
+    float dx[MM_N * MM_C], dw[MM_C * MM_OC], db[MM_OC];
+    fill_const(dx, nx, 1e9f); /* overwritten */
+    fill_const(dw, nw, 0.5f);
+    fill_const(db, (size_t)och, 0.5f);
+    bf_matmul_backward(dx, dw, db, c.r, c.x, c.w, n_rows, ch, och);
+    remove_offset(dw, nw, 0.5f);
+    remove_offset(db, (size_t)och, 0.5f);
+    assert_true(gc_rel_error("matmul dx", mm_loss, &c, c.x, dx, nx, MAXCHK,
                              EPS) < TOL);
-    assert_true(gc_rel_error("matmul dw", mm_loss, &c, c.w, dw, C * OC,
-                             MAXCHK, EPS) < TOL);
-    assert_true(gc_rel_error("matmul dbias", mm_loss, &c, c.bias, db, OC,
-                             MAXCHK, EPS) < TOL);
+    assert_true(gc_rel_error("matmul dw", mm_loss, &c, c.w, dw, nw, MAXCHK,
+                             EPS) < TOL);
+    assert_true(gc_rel_error("matmul dbias", mm_loss, &c, c.bias, db,
+                             (size_t)och, MAXCHK, EPS) < TOL);
+}
+
+static void test_matmul(void **state)
+{
+    (void)state;
+    check_matmul(N, C, OC);          /* cblas where the gemm declines */
+    check_matmul(MM_N, MM_C, MM_OC); /* the gemm at every level */
 }
 
 /* ----------------------------------------------------- tied logits, encoder */
