@@ -150,7 +150,8 @@ gemm_blocks(float *c, size_t ldc, const float *a, size_t a_rs, size_t a_ks,
             bf_mat b, bf_mat r, const float *bias, int M, int N, int K)
 {
     float panel[GEMM_KC * GEMM_NC];
-    for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
+    /* k0 == 0 runs even when K is 0: c is then init */
+    for (int k0 = 0; k0 == 0 || k0 < K; k0 += GEMM_KC) {
         int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
         /* the first block starts from init, the rest from c */
         const float *r0 = k0 == 0 ? r.p : c;

@@ -23,13 +23,14 @@ typedef struct bf_mat {
 
 /* c [M, N] (rows ldc apart) = init + a [M, K] @ b [K, N], where row i of
  * init is r's row i (r.p NULL: zeros; r.p may be c itself, to add to it)
- * plus bias [N] (NULL: none).  a and b each have unit stride along one of
- * their two directions (row-major or transposed).
+ * plus bias [N] (NULL: none); K may be 0, which leaves c = init.  a and b
+ * each have unit stride along one of their two directions (row-major or
+ * transposed).
  *
  * Returns 0, or -1 without touching c when N is not a whole number of the
  * level's vectors or a stride is not as above: the caller then takes
- * cblas.  Deterministic: the sums
- * run in one order for given shapes and level. */
+ * cblas.  Deterministic: the sums run in one order for given shapes and
+ * level. */
 typedef int bf_gemm_fn(float *c, size_t ldc, bf_mat a, bf_mat b, bf_mat r,
                        const float *bias, int M, int N, int K);
 

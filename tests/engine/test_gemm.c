@@ -52,7 +52,8 @@ static product random_product(bf_rng *r, int lanes)
     product p = {.m = 1 + (int)bf_rng_below(r, bf_rng_below(r, 20) ? 40 : 600),
                  .n = lanes * (1 + (int)bf_rng_below(r, 7)),
                  /* past GEMM_KC (256) now and then: several k blocks */
-                 .k = 1 + (int)bf_rng_below(r, bf_rng_below(r, 4) ? 70 : 700),
+                 /* 0 now and then: c = init */
+                 .k = (int)bf_rng_below(r, bf_rng_below(r, 4) ? 70 : 700),
                  .ta = (int)bf_rng_below(r, 2),
                  .tb = (int)bf_rng_below(r, 2),
                  .init = (int)bf_rng_below(r, 3),
