@@ -13,9 +13,11 @@
  * transposed, so that a step's vectors are contiguous, and row-major too,
  * because rows OC floats apart fall into a few L1 sets (read in place,
  * the forward product at OC 512 and 1024 ran slower than OpenBLAS's,
- * bench_gemm).  k runs in blocks of GEMM_KC and a's rows in blocks of
- * GEMM_MC, so a panel of b stays in L1 while the block's row tiles pass
- * over it, and the block of a stays in L2 while the panels pass.
+ * bench_gemm).  k runs in blocks of GEMM_KC, so a panel of b stays in L1
+ * while every row tile of a passes over it.  Blocking a's rows as well
+ * (32 tiles, so a block stays in L2 while the panels pass) measured no
+ * different on config B's steps (bench_train_pair: x1.046 at avx512,
+ * x0.972 at avx2), so a's rows run whole.
  * bench/bench_gemm measures it against OpenBLAS; docs/training.md has
  * the figures. */
 #include "gemm.h"
@@ -38,11 +40,6 @@ enum {
     GEMM_NR = 2,                        /* vectors of columns in a tile */
     GEMM_NC = GEMM_NR * BF_VEC_LANES,   /* columns in a tile */
     GEMM_KC = 256,                      /* k per block: the b panel's rows */
-    /* rows per block of a: 32 tiles (at avx512 256 rows x GEMM_KC, 256
-     * KiB) stay in L2 while every panel of b passes over them; without
-     * the blocks a came from L3 once per panel at config B's activations
-     * (2 to 8 MiB), 3-4% slower steps (bench_train_pair) */
-    GEMM_MC = 32 * GEMM_MR,
 };
 
 /* c [mr, nr vectors] = init + a [mr, kc] @ b [kc, nr vectors], b's rows
@@ -157,20 +154,16 @@ gemm_blocks(float *c, size_t ldc, const float *a, size_t a_rs, size_t a_ks,
         const float *r0 = k0 == 0 ? r.p : c;
         size_t ldr = k0 == 0 ? r.rs : ldc;
         const float *bias0 = k0 == 0 ? bias : NULL;
-        for (int m0 = 0; m0 < M; m0 += GEMM_MC) {
-            int m1 = M - m0 < GEMM_MC ? M : m0 + GEMM_MC;
-            for (int j0 = 0; j0 < N; j0 += GEMM_NC) {
-                int nc = N - j0 < GEMM_NC ? N - j0 : GEMM_NC;
-                gemm_pack_b(panel, b, k0, kc, j0, nc);
-                for (int i0 = m0; i0 < m1; i0 += GEMM_MR) {
-                    int mr = m1 - i0 < GEMM_MR ? m1 - i0 : GEMM_MR;
-                    gemm_tile_any(mr, nc / BF_VEC_LANES, kc,
-                                  a + (size_t)i0 * a_rs + (size_t)k0 * a_ks,
-                                  a_rs, a_ks, panel, GEMM_NC,
-                                  c + (size_t)i0 * ldc + j0, ldc,
-                                  r0 ? r0 + (size_t)i0 * ldr + j0 : NULL, ldr,
-                                  bias0 ? bias0 + j0 : NULL);
-                }
+        for (int j0 = 0; j0 < N; j0 += GEMM_NC) {
+            int nc = N - j0 < GEMM_NC ? N - j0 : GEMM_NC;
+            gemm_pack_b(panel, b, k0, kc, j0, nc);
+            for (int i0 = 0; i0 < M; i0 += GEMM_MR) {
+                int mr = M - i0 < GEMM_MR ? M - i0 : GEMM_MR;
+                gemm_tile_any(mr, nc / BF_VEC_LANES, kc,
+                              a + (size_t)i0 * a_rs + (size_t)k0 * a_ks, a_rs,
+                              a_ks, panel, GEMM_NC, c + (size_t)i0 * ldc + j0,
+                              ldc, r0 ? r0 + (size_t)i0 * ldr + j0 : NULL, ldr,
+                              bias0 ? bias0 + j0 : NULL);
             }
         }
     }

@@ -1,7 +1,7 @@
 /* The level's own gemm (engine/gemm.h) against a float64 reference on
  * random products: a and b each row-major or transposed with padded
  * strides, every tile edge (rows past the last whole tile, a last single
- * vector of columns), k and the rows across several of their blocks, init
+ * vector of columns), k across several of its blocks, many rows, init
  * from nothing, from another matrix, or from c itself (adding to it), with
  * and without a bias; and the shapes it must decline (columns not a whole
  * number of the level's vectors, a without a unit stride), leaving c as it
@@ -47,8 +47,7 @@ static float *random_floats(bf_rng *r, size_t n)
 
 static product random_product(bf_rng *r, int lanes)
 {
-    /* past GEMM_MC (32 tiles: 192 or 256 rows) now and then: several row
-     * blocks */
+    /* a few hundred rows now and then, as the model's products have */
     product p = {.m = 1 + (int)bf_rng_below(r, bf_rng_below(r, 20) ? 40 : 600),
                  .n = lanes * (1 + (int)bf_rng_below(r, 7)),
                  /* past GEMM_KC (256) now and then: several k blocks */
