@@ -18,8 +18,8 @@
  * (32 tiles, so a block stays in L2 while the panels pass) measured no
  * different on config B's steps (bench_train_pair: x1.046 at avx512,
  * x0.972 at avx2), so a's rows run whole.
- * bench/bench_gemm measures it against OpenBLAS; docs/training.md has
- * the figures. */
+ * bench/bench_gemm.c measures it against OpenBLAS; docs/training.md
+ * has the figures. */
 #include "gemm.h"
 #include "vec.h"
 
