@@ -926,6 +926,7 @@ const bf_kernels BF_KERNELS_TABLE = {
     .matmul_forward = matmul_forward,
     .matmul_backward = matmul_backward,
     .gemm = BF_GEMM,
+    .vec_lanes = BF_VEC_LANES,
     .logits_forward = logits_forward,
     .logits_backward = logits_backward,
     .rotary_tables = rotary_tables,

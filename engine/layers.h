@@ -69,8 +69,10 @@ typedef struct bf_kernels {
     void (*matmul_backward)(float *dinp, float *dw, float *dbias,
                             const float *dout, const float *inp, const float *w,
                             int N, int C, int OC);
-    /* The level's matrix product (gemm.h), which the two above run on. */
+    /* The level's matrix product (gemm.h), which the two above run on; it
+     * takes column counts in whole vectors of vec_lanes floats (vec.h). */
     bf_gemm_fn *gemm;
+    int vec_lanes;
 
     /* Tied output projection: logits [N,V] = inp [N,C] @ wte^T, wte [V,C]. */
     void (*logits_forward)(float *logits, const float *inp, const float *wte,

@@ -21,15 +21,6 @@
 #include "rng.h"
 #include "test_isa_util.h"
 
-/* Floats in one vector of the level in use (engine/vec.h). */
-static int level_lanes(void)
-{
-    static const int lanes[BF_ISA_COUNT] = {[BF_ISA_BASELINE] = 4,
-                                            [BF_ISA_AVX2] = 8,
-                                            [BF_ISA_AVX512] = 16};
-    return lanes[bf_isa_current()];
-}
-
 typedef struct product {
     int m, n, k;
     int ta, tb;        /* a, b transposed */
@@ -126,7 +117,7 @@ static void test_gemm_against_float64(void **state)
     bf_rng r;
     bf_rng_seed(&r, 23);
     for (int i = 0; i < 1500; i++) {
-        product p = random_product(&r, level_lanes());
+        product p = random_product(&r, bf_kernels_active->vec_lanes);
         double e = product_error(&p, &r);
         if (!(e < 1e-5))
             fail_msg("%s gemm: m %d n %d k %d a%s b%s lda %d ldb %d ldc %d "
@@ -143,7 +134,7 @@ static void test_gemm_against_float64(void **state)
 static void test_gemm_declines(void **state)
 {
     (void)state;
-    int lanes = level_lanes();
+    int lanes = bf_kernels_active->vec_lanes;
     enum { M = 5, K = 6, MAX_N = 64 };
     float a[M * K * 2], b[K * MAX_N], c[M * MAX_N];
     for (size_t i = 0; i < sizeof a / sizeof *a; i++)
