@@ -198,10 +198,15 @@ int bf_isa_use_env(bf_error *err)
 static void isa__pin_blas(char **argv)
 {
     const char *want = bf_isa_blas_core(isa_current);
-    if (!want || !argv || !argv[0] || getenv("OPENBLAS_CORETYPE") ||
-        strcasecmp(bf_isa_blas_core_in_use(), want) == 0)
+    if (!want || !argv || !argv[0] || getenv("OPENBLAS_CORETYPE"))
         return;
     if (setenv("OPENBLAS_CORETYPE", want, 1) != 0)
+        return;
+    /* Already running them (OpenBLAS's own pick; on a CPU newer than it
+     * knows, Prescott's, the baseline's): no restart, but the variable is
+     * set all the same, so that it names the kernels in use here too and
+     * the processes this one starts pick the same. */
+    if (strcasecmp(bf_isa_blas_core_in_use(), want) == 0)
         return;
     execv("/proc/self/exe", argv);
     unsetenv("OPENBLAS_CORETYPE");
