@@ -76,6 +76,9 @@ int bf_model_micro_batch(const bf_model_shape *s, int local_batch, int T)
     rows_only.n_positions = 0;
     size_t per_row = bf_model_act_floats(&rows_only, 1, T) * sizeof(float);
     size_t budget = (size_t)BF_MICRO_ACT_MIB << 20;
+    size_t params = 2 * bf_model_param_floats(s) * sizeof(float);
+    if (budget < params)
+        budget = params;
     int cap = (int)(budget / per_row);
     if (cap < 1)
         cap = 1;

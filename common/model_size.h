@@ -58,10 +58,23 @@ bf_model_act_sizes bf_model_act_sizes_of(const bf_model_shape *s, int B,
 size_t bf_model_act_floats(const bf_model_shape *s, int B, int T);
 
 /* Rows per micro-batch for a local batch of `local_batch` rows of length T:
- * about BF_MICRO_ACT_MIB of activations each, balanced so that micro-batches
+ * BF_MICRO_ACT_MIB of activations each, or twice the parameters' bytes
+ * where that is more, at least one row, balanced so that micro-batches
  * differ by at most one row.  Create the model with B = this, and run
- * ceil(local_batch / this) micro-batches per step. */
-#define BF_MICRO_ACT_MIB 32
+ * ceil(local_batch / this) micro-batches per step.
+ *
+ * Small on purpose: a micro-batch's activations are written by its forward
+ * and read back by its backward, and the fewer bytes they take, the more of
+ * them the caches still hold (at 4 MiB rather than 32, one micro-batch of
+ * the study's whole batch, its steps ran 11% faster and config A's 6%:
+ * docs/training.md, "Micro-batches the caches hold").  But each
+ * micro-batch reads the weights three times (forward, dinp, dw) and the
+ * gradients once: at twice the parameters' bytes that traffic stays below
+ * the activations' (config B at one row a micro-batch, 128 tokens, ran 7%
+ * slower than at three or four).  A constant, not the cache of the machine at hand: the
+ * micro-batches decide the order in which gradients add up, and so a
+ * step's rounding, which must not depend on the node a job lands on. */
+#define BF_MICRO_ACT_MIB 4
 int bf_model_micro_batch(const bf_model_shape *s, int local_batch, int T);
 
 /* What one rank of a job allocates, in bytes. */

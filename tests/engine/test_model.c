@@ -335,6 +335,19 @@ static void test_adamw_update_rule(void **state)
     bf_model_free(&m);
 }
 
+/* A micro-batch of a long batch (balancing shaves at most a row) holds as
+ * many rows of T as fit in budget_bytes of activations. */
+static void assert_micro_budget(const bf_model_shape *s, int T,
+                                size_t budget_bytes)
+{
+    bf_model_shape rows_only = *s;
+    rows_only.n_positions = 0;
+    size_t row = bf_model_act_floats(&rows_only, 1, T) * sizeof(float);
+    size_t mb = (size_t)bf_model_micro_batch(s, 1 << 20, T);
+    assert_true(mb * row <= budget_bytes);
+    assert_true((mb + 2) * row > budget_bytes);
+}
+
 static void test_micro_batch_rule(void **state)
 {
     (void)state;
@@ -348,12 +361,23 @@ static void test_micro_batch_rule(void **state)
         /* balanced: n micro-batches of mb or mb - 1 rows cover local */
         assert_true(n * mb >= local && n * (mb - 1) < local);
     }
-    /* longer rows or a wider model: fewer rows per micro-batch */
+    /* longer rows: fewer rows per micro-batch */
     int base = bf_model_micro_batch(&a, 1024, 64);
     assert_true(bf_model_micro_batch(&a, 1024, 128) < base);
-    bf_model_shape wide = a;
+    /* the budget: BF_MICRO_ACT_MIB where the activations decide (the
+     * study's size), twice the parameters' bytes where they do (config A,
+     * a wider model) */
+    bf_model_shape study = a, wide = a;
+    study.d_model = 64;
+    study.n_layers = 2;
     wide.d_model = 256;
-    assert_true(bf_model_micro_batch(&wide, 1024, 64) < base);
+    assert_micro_budget(&study, 40, (size_t)BF_MICRO_ACT_MIB << 20);
+    assert_micro_budget(&a, 64, 2 * 4 * bf_model_param_floats(&a));
+    assert_micro_budget(&wide, 64, 2 * 4 * bf_model_param_floats(&wide));
+    assert_true(2 * 4 * bf_model_param_floats(&study) <
+                (size_t)BF_MICRO_ACT_MIB << 20);
+    assert_true(2 * 4 * bf_model_param_floats(&a) >
+                (size_t)BF_MICRO_ACT_MIB << 20);
     assert_int_equal(bf_model_micro_batch(&a, 1, 4096), 1);
     assert_int_equal(bf_model_micro_batch(&a, 0, 64), 1);
 }
