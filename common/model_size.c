@@ -57,12 +57,12 @@ size_t bf_model_act_floats(const bf_model_shape *s, int B, int T)
 {
     bf_model_act_sizes z = bf_model_act_sizes_of(s, B, T);
     size_t L = (size_t)s->n_layers;
-    /* res, then per layer res2 atty (1) qkv (3) fch (4) att and four
-     * LayerNorm statistics; lnf dres scratch (1 + 1 + 8); per token
+    /* res, then per layer res2 atty (1) qkv (3) fch dgelu (4 + 4) att and
+     * four LayerNorm statistics; lnf dres scratch (1 + 1 + 6); per token
      * logits, lse and ln_f statistics; datt; cos/sin tables; omega and
      * table_theta. */
-    return (L + 1) * z.btc + L * (z.btc * 9 + z.att + 4 * z.bt) +
-           z.btc * 10 + z.bt * ((size_t)s->vocab + 3) + (size_t)T * T +
+    return (L + 1) * z.btc + L * (z.btc * 13 + z.att + 4 * z.bt) +
+           z.btc * 8 + z.bt * ((size_t)s->vocab + 3) + (size_t)T * T +
            2 * z.table + 2 * z.theta;
 }
 
@@ -75,10 +75,11 @@ int bf_model_micro_batch(const bf_model_shape *s, int local_batch, int T)
     bf_model_shape rows_only = *s;
     rows_only.n_positions = 0;
     size_t per_row = bf_model_act_floats(&rows_only, 1, T) * sizeof(float);
-    size_t budget = (size_t)BF_MICRO_ACT_MIB << 20;
-    size_t params = 2 * bf_model_param_floats(s) * sizeof(float);
-    if (budget < params)
-        budget = params;
+    size_t budget = 2 * bf_model_param_floats(s) * sizeof(float);
+    if (budget < (size_t)BF_MICRO_ACT_MIB << 20)
+        budget = (size_t)BF_MICRO_ACT_MIB << 20;
+    if (budget > (size_t)BF_MICRO_ACT_MAX_MIB << 20)
+        budget = (size_t)BF_MICRO_ACT_MAX_MIB << 20;
     int cap = (int)(budget / per_row);
     if (cap < 1)
         cap = 1;

@@ -58,10 +58,11 @@ bf_model_act_sizes bf_model_act_sizes_of(const bf_model_shape *s, int B,
 size_t bf_model_act_floats(const bf_model_shape *s, int B, int T);
 
 /* Rows per micro-batch for a local batch of `local_batch` rows of length T:
- * BF_MICRO_ACT_MIB of activations each, or twice the parameters' bytes
- * where that is more, at least one row, balanced so that micro-batches
- * differ by at most one row.  Create the model with B = this, and run
- * ceil(local_batch / this) micro-batches per step.
+ * twice the parameters' bytes of activations each, but at least
+ * BF_MICRO_ACT_MIB and at most BF_MICRO_ACT_MAX_MIB, at least one row,
+ * balanced so that micro-batches differ by at most one row.  Create the
+ * model with B = this, and run ceil(local_batch / this) micro-batches per
+ * step.
  *
  * Small on purpose: a micro-batch's activations are written by its forward
  * and read back by its backward, and the fewer bytes they take, the more of
@@ -71,10 +72,13 @@ size_t bf_model_act_floats(const bf_model_shape *s, int B, int T);
  * micro-batch reads the weights three times (forward, dinp, dw) and the
  * gradients once: at twice the parameters' bytes that traffic stays below
  * the activations' (config B at one row a micro-batch, 128 tokens, ran 7%
- * slower than at three or four).  A constant, not the cache of the machine at hand: the
- * micro-batches decide the order in which gradients add up, and so a
- * step's rounding, which must not depend on the node a job lands on. */
+ * slower than at three or four).  At most 32 MiB, the rule before, so
+ * that no model needs more memory for it.  A constant, not the cache of
+ * the machine at hand: the micro-batches decide the order in which
+ * gradients add up, and so a step's rounding, which must not depend on
+ * the node a job lands on. */
 #define BF_MICRO_ACT_MIB 4
+#define BF_MICRO_ACT_MAX_MIB 32
 int bf_model_micro_batch(const bf_model_shape *s, int local_batch, int T);
 
 /* What one rank of a job allocates, in bytes. */

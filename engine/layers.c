@@ -831,21 +831,21 @@ static inline float gelu_sigmoid(float x)
     return s < GELU_S_MIN ? 0.0f : s;
 }
 
-static void gelu_forward(float *out, const float *inp, int n)
-{
-    for (int i = 0; i < n; i++)
-        out[i] = inp[i] * gelu_sigmoid(inp[i]);
-}
-
 /* d gelu / dx = s + 2 x s (1 - s) du/dx. */
-static void gelu_backward(float *dinout, float *out, const float *inp, int n)
+static void gelu_forward(float *out, float *dgelu, const float *inp, int n)
 {
     for (int i = 0; i < n; i++) {
         float x = inp[i], s = gelu_sigmoid(x);
         float du = GELU_SCALE * (1.0f + 3.0f * GELU_CUBIC * x * x);
         out[i] = x * s;
-        dinout[i] *= s + 2.0f * x * s * (1.0f - s) * du;
+        dgelu[i] = s + 2.0f * x * s * (1.0f - s) * du;
     }
+}
+
+static void gelu_backward(float *dinout, const float *dgelu, int n)
+{
+    for (int i = 0; i < n; i++)
+        dinout[i] *= dgelu[i];
 }
 
 static double crossentropy_forward(float *lse, int *argmax, int *n_targets,

@@ -118,12 +118,12 @@ typedef struct bf_kernels {
                                const float *qkv, const float *att, int B, int T,
                                int C, int NH, int fused);
 
-    /* GELU, tanh approximation, elementwise over n floats. */
-    void (*gelu_forward)(float *out, const float *inp, int n);
-    /* dinout: on entry dL/dout, on return dL/dinp.  Also writes out = gelu(inp)
-     * again, since backward needs it for the next weight gradient and the
-     * forward does not keep it (one pass instead of a stored [N,4C] tensor). */
-    void (*gelu_backward)(float *dinout, float *out, const float *inp, int n);
+    /* GELU, tanh approximation, elementwise over n floats: out = gelu(inp)
+     * and dgelu = its derivative at inp, kept for backward (out may be
+     * inp: in place). */
+    void (*gelu_forward)(float *out, float *dgelu, const float *inp, int n);
+    /* dinout: on entry dL/dout, on return dL/dinp = dL/dout * dgelu. */
+    void (*gelu_backward)(float *dinout, const float *dgelu, int n);
 
     /* Cross-entropy over rows whose target is >= 0: logits [N,V] -> returns the
      * SUM of -log softmax[target], *n_targets their count; lse [N] keeps each

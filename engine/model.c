@@ -4,8 +4,10 @@
  * Activation memory is kept lean: per layer only what backward cannot
  * cheaply rebuild is stored (residual streams, LayerNorm statistics, qkv
  * after rotation, attention probabilities, attention output, the MLP's
- * pre-GELU values).  LayerNorm outputs and GELU outputs are recomputed in
- * backward from those, in the scratch buffer. */
+ * GELU outputs and GELU's derivatives there).  LayerNorm outputs are
+ * recomputed in backward from those, in the scratch buffer.  GELU's are
+ * kept: rebuilding them and the derivative took an exp and a division an
+ * element again in backward, 5% of the study's step (docs/training.md). */
 #include "model.h"
 
 #include <assert.h>
@@ -29,13 +31,14 @@ typedef struct bf_acts {
     float *qkv;       /* [L, B, T, 3C] q and k rotated */
     float *att;       /* [L, B, NH, T, T] softmax probabilities */
     float *atty;      /* [L, B, T, C] attention output before c_proj */
-    float *fch;       /* [L, B, T, 4C] MLP hidden before GELU */
+    float *fch;       /* [L, B, T, 4C] MLP hidden, after GELU */
+    float *dgelu;     /* [L, B, T, 4C] GELU's derivative there */
     float *lnf;       /* [B, T, C] */
     float *lnf_mean, *lnf_rstd; /* [B*T] */
     float *logits;    /* [B, T, V]; backward turns it into dlogits */
     float *lse;       /* [B*T] log-sum-exp per row */
     float *dres;      /* [B, T, C] gradient of the residual stream */
-    float *scratch;   /* [8, B, T, C] LN/GELU recomputation, branch grads */
+    float *scratch;   /* [6, B, T, C] LN recomputation, branch grads */
     float *datt;      /* [T, T] */
     float *cosv, *sinv;  /* [L, S, NH, P] rotary tables of positions 0..S-1 */
     float *omega;        /* [L, NH, P] */
@@ -165,13 +168,14 @@ static bf_acts *acts_create(const bf_model_shape *s, int B, int T)
     CARVE(att, L * z.att);
     CARVE(atty, L * z.btc);
     CARVE(fch, L * 4 * z.btc);
+    CARVE(dgelu, L * 4 * z.btc);
     CARVE(lnf, z.btc);
     CARVE(lnf_mean, z.bt);
     CARVE(lnf_rstd, z.bt);
     CARVE(logits, z.bt * (size_t)s->vocab);
     CARVE(lse, z.bt);
     CARVE(dres, z.btc);
-    CARVE(scratch, 8 * z.btc);
+    CARVE(scratch, 6 * z.btc);
     CARVE(datt, (size_t)T * T);
     CARVE(cosv, z.table);
     CARVE(sinv, z.table);
@@ -361,7 +365,8 @@ typedef struct layer_acts {
     float *qkv;       /* [B, T, 3C] */
     float *att;       /* [B, NH, T, T] */
     float *atty;      /* [B, T, C] */
-    float *fch;       /* [B, T, 4C] */
+    float *fch;       /* [B, T, 4C] after GELU */
+    float *dgelu;     /* [B, T, 4C] */
     float *cosv, *sinv; /* [S, NH, P] */
     float *omega;     /* [NH, P] */
 } layer_acts;
@@ -385,6 +390,7 @@ static layer_acts layer_acts_of(const bf_model *m, int l)
         .att = a->att + l * cap.att,
         .atty = a->atty + l * cap.btc,
         .fch = a->fch + l * 4 * cap.btc,
+        .dgelu = a->dgelu + l * 4 * cap.btc,
         .cosv = a->cosv + tl,
         .sinv = a->sinv + tl,
         .omega = a->omega + hp,
@@ -397,7 +403,6 @@ double bf_model_forward(bf_model *m, const int *inputs, const int *targets,
     bf_acts *a = m->impl;
     const bf_model_shape *s = &m->shape;
     int C = s->d_model, NH = s->n_heads, V = s->vocab, N = B * T;
-    size_t btc = (size_t)N * C;
     assert(B >= 1 && B <= m->B && T >= 1 && T <= m->T);
     for (int i = 0; i < N; i++)
         assert(inputs[i] >= 0 && inputs[i] < V && targets[i] < V);
@@ -410,7 +415,7 @@ double bf_model_forward(bf_model *m, const int *inputs, const int *targets,
     memcpy(a->targets, targets, (size_t)N * sizeof *targets);
 
     bf_encoder_forward(a->res, inputs, m->params.wte, N, C);
-    float *ln = a->scratch, *gelu = a->scratch + btc; /* [B, T, C], [B, T, 4C] */
+    float *ln = a->scratch; /* [B, T, C] */
     for (int l = 0; l < s->n_layers; l++) {
         layer_params w = layer_params_of(&m->params, s, l);
         layer_acts la = layer_acts_of(m, l);
@@ -429,8 +434,8 @@ double bf_model_forward(bf_model *m, const int *inputs, const int *targets,
         bf_layernorm_forward(ln, la.ln2_mean, la.ln2_rstd, la.x2, w.ln2w,
                              w.ln2b, N, C);
         bf_matmul_forward(la.fch, ln, w.fcw, w.fcb, NULL, N, C, 4 * C);
-        bf_gelu_forward(gelu, la.fch, N * 4 * C);
-        bf_matmul_forward(la.y, gelu, w.fcprojw, w.fcprojb, la.x2, N, 4 * C,
+        bf_gelu_forward(la.fch, la.dgelu, la.fch, N * 4 * C);
+        bf_matmul_forward(la.y, la.fch, w.fcprojw, w.fcprojb, la.x2, N, 4 * C,
                           C);
     }
     const float *x_final = layer_acts_of(m, s->n_layers - 1).y;
@@ -453,7 +458,7 @@ void bf_model_zero_grad(bf_model *m)
 }
 
 /* The MLP branch of layer l, backward: y = x2 + gelu(ln2(x2) @ fcw) @
- * fcprojw.  On entry a->dres holds dy; on return, dx2.  Uses all 8 BTC
+ * fcprojw.  On entry a->dres holds dy; on return, dx2.  Uses all 6 BTC
  * floats of scratch. */
 static void mlp_backward(bf_model *m, const layer_params *w,
                          const layer_params *dw, const layer_acts *la)
@@ -462,14 +467,14 @@ static void mlp_backward(bf_model *m, const layer_params *w,
     int C = m->shape.d_model, N = a->B * a->T;
     size_t btc = (size_t)N * C;
     float *dh = a->scratch;              /* [B, T, 4C] */
-    float *h = a->scratch + 4 * btc;     /* [B, T, 4C] gelu, rebuilt */
-    float *ln = h, *dln = h + btc;       /* [B, T, C] each, once h is dead */
+    float *ln = a->scratch + 4 * btc;    /* [B, T, C] */
+    float *dln = ln + btc;               /* [B, T, C] */
 
     bf_matmul_backward(dh, NULL, NULL, a->dres, NULL, w->fcprojw, N, 4 * C,
                        C);
-    bf_gelu_backward(dh, h, la->fch, N * 4 * C);
-    bf_matmul_backward(NULL, dw->fcprojw, dw->fcprojb, a->dres, h, NULL, N,
-                       4 * C, C);
+    bf_gelu_backward(dh, la->dgelu, N * 4 * C);
+    bf_matmul_backward(NULL, dw->fcprojw, dw->fcprojb, a->dres, la->fch,
+                       NULL, N, 4 * C, C);
     bf_layernorm_apply(ln, la->x2, la->ln2_mean, la->ln2_rstd, w->ln2w,
                        w->ln2b, N, C);
     bf_matmul_backward(dln, dw->fcw, dw->fcb, dh, ln, w->fcw, N, C, 4 * C);

@@ -405,13 +405,13 @@ static void test_attention(void **state)
 enum { NG = 97 };
 
 typedef struct gelu_ctx {
-    float x[NG], out[NG], r[NG];
+    float x[NG], out[NG], dgelu[NG], r[NG];
 } gelu_ctx;
 
 static double gelu_loss(void *p)
 {
     gelu_ctx *c = p;
-    bf_gelu_forward(c->out, c->x, NG);
+    bf_gelu_forward(c->out, c->dgelu, c->x, NG);
     return dot_r(c->out, c->r, NG);
 }
 
@@ -421,10 +421,10 @@ static void test_gelu(void **state)
     /* accuracy of the vectorised tanh over the whole range, saturation
      * included, against libm in double */
     enum { NS = 2001 };
-    static float xs[NS], ys[NS];
+    static float xs[NS], ys[NS], dgs[NS];
     for (int i = 0; i < NS; i++)
         xs[i] = -20.0f + 40.0f * (float)i / (NS - 1);
-    bf_gelu_forward(ys, xs, NS);
+    bf_gelu_forward(ys, dgs, xs, NS);
     for (int i = 0; i < NS; i++) {
         double x = xs[i];
         double want = 0.5 * x *
@@ -435,10 +435,10 @@ static void test_gelu(void **state)
     /* Nothing subnormal, out or back: where 1 + tanh(u) rounds to 0 the
      * output and the derivative are exactly 0.  Subnormals there slowed
      * the SSE2 and AVX2 copies (docs/training.md). */
-    static float ds[NS], again_s[NS];
+    static float ds[NS];
     for (int i = 0; i < NS; i++)
         ds[i] = 1.0f;
-    bf_gelu_backward(ds, again_s, xs, NS);
+    bf_gelu_backward(ds, dgs, NS);
     for (int i = 0; i < NS; i++) {
         assert_int_not_equal(fpclassify(ys[i]), FP_SUBNORMAL);
         assert_int_not_equal(fpclassify(ds[i]), FP_SUBNORMAL);
@@ -450,11 +450,16 @@ static void test_gelu(void **state)
     gc_fill_normal(c.x, NG, 2.0, 50);
     gc_fill_normal(c.r, NG, 1.0, 51);
     gelu_loss(&c);
-    float d[NG], again[NG];
+    /* backward: dL/dout times the derivative the forward kept */
+    float d[NG];
     memcpy(d, c.r, sizeof d);
-    bf_gelu_backward(d, again, c.x, NG);
-    for (int i = 0; i < NG; i++)
-        assert_float_equal(again[i], c.out[i], 1e-6);
+    bf_gelu_backward(d, c.dgelu, NG);
+    /* in place (out = inp, as the model runs it): the same values */
+    float inplace[NG], dg[NG];
+    memcpy(inplace, c.x, sizeof inplace);
+    bf_gelu_forward(inplace, dg, inplace, NG);
+    assert_memory_equal(inplace, c.out, sizeof inplace);
+    assert_memory_equal(dg, c.dgelu, sizeof dg);
     assert_true(gc_rel_error("gelu dx", gelu_loss, &c, c.x, d, NG, MAXCHK,
                              1e-3f) < TOL);
 }
@@ -528,8 +533,8 @@ static void test_nonfinite_inputs(void **state)
     double loss = bf_crossentropy_forward(lse, argmax, &n, big, target, 1, V);
     assert_true(isfinite(loss) && loss >= 0.0);
 
-    float in[4] = {NAN, 1e30f, -1e30f, 0.5f}, out[4];
-    bf_gelu_forward(out, in, 4);
+    float in[4] = {NAN, 1e30f, -1e30f, 0.5f}, out[4], dout[4];
+    bf_gelu_forward(out, dout, in, 4);
     assert_true(isnan(out[0]));
     assert_true(isfinite(out[3]));
 }

@@ -374,6 +374,13 @@ static void test_micro_batch_rule(void **state)
     assert_micro_budget(&study, 40, (size_t)BF_MICRO_ACT_MIB << 20);
     assert_micro_budget(&a, 64, 2 * 4 * bf_model_param_floats(&a));
     assert_micro_budget(&wide, 64, 2 * 4 * bf_model_param_floats(&wide));
+    /* and no more than BF_MICRO_ACT_MAX_MIB, however large the model */
+    bf_model_shape large = a;
+    large.d_model = 512;
+    large.n_layers = 8;
+    assert_true(2 * 4 * bf_model_param_floats(&large) >
+                (size_t)BF_MICRO_ACT_MAX_MIB << 20);
+    assert_micro_budget(&large, 16, (size_t)BF_MICRO_ACT_MAX_MIB << 20);
     assert_true(2 * 4 * bf_model_param_floats(&study) <
                 (size_t)BF_MICRO_ACT_MIB << 20);
     assert_true(2 * 4 * bf_model_param_floats(&a) >
