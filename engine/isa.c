@@ -1,6 +1,7 @@
 /* Runtime CPU dispatch: which copy of layers.c runs; see isa.h. */
 #include "isa.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -189,6 +190,21 @@ int bf_isa_use_env(bf_error *err)
     return bf_isa_use(isa, err);
 }
 
+/* Starts this program again, same pid and arguments, from the file it was
+ * loaded from: /proc/self/exe resolved, because exec names the process
+ * after the path it is given (ps, pgrep, top and Slurm would have shown
+ * every restarted worker as "exe").  Returns only if exec failed. */
+static void isa__restart(char **argv)
+{
+    char path[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+    if (n > 0) {
+        path[n] = '\0';
+        execv(path, argv);
+    }
+    execv("/proc/self/exe", argv);
+}
+
 /* OpenBLAS chose its kernels when it was loaded, before any code of ours
  * ran, and reads OPENBLAS_CORETYPE only then: to pin them, the program
  * starts again (same pid, same arguments) with the variable set.  The
@@ -208,7 +224,7 @@ static void isa__pin_blas(char **argv)
      * the processes this one starts pick the same. */
     if (strcasecmp(bf_isa_blas_core_in_use(), want) == 0)
         return;
-    execv("/proc/self/exe", argv);
+    isa__restart(argv);
     unsetenv("OPENBLAS_CORETYPE");
 }
 
