@@ -102,23 +102,24 @@ static int isa__blas_avx512(void)
 
 /* The largest head_dim at which the fused attention beats sgemm: it runs
  * on the level's own vectors (layers.c, bf_vec), sgemm on OpenBLAS's
- * kernels, so both count.  bench_attention, best of 5 rounds, quiet
- * machine (docs/training.md has the table): sgemm's time over the fused
- * one's at the heads of the study (seq 40, head_dim 16), config A (64, 32)
- * and B (128, 64):
- *   - baseline (SSE2, Prescott's products): 1.55x, 1.17x, 1.00x (a tie,
+ * kernels, so both count.  sgemm's time over the fused one's at the heads
+ * of the study (seq 40, head_dim 16), config A (64, 32) and B (128, 64),
+ * medians of bench/bench_attention_pair.sh's rounds on the Xeon of
+ * docs/training.md, 8 query rows a group on AVX2 and AVX-512:
+ *   - baseline (SSE2, Prescott's products): 1.39x, 1.18x, 0.97x (a tie,
  *     left to sgemm, whose kernels have no limits): up to 32;
- *   - avx2 (Haswell's): 1.45x, 1.12x, 0.87x: up to 32;
- *   - avx512 with AVX-512 products (SkylakeX): 1.41x, 1.01x (a tie), 0.73x:
- *     up to 16;
- *   - avx512 with AVX2 products (the image's Haswell pin): 2.10x, 1.57x,
- *     1.12x, so there the tiles' limits are the rule. */
+ *   - avx2 (Haswell's): 1.34x, 1.19x, 1.04x (a tie): up to 32;
+ *   - avx512 with AVX-512 products (SkylakeX): 1.26x, 1.13x, 1.02x (a
+ *     tie): up to 32 (16 with 4 rows a group, when A's heads were a tie);
+ *   - avx512 with AVX2 products (the Haswell pin an image may set; the
+ *     Zen 5 machine, bench_attention, 4 rows): 2.10x, 1.57x, 1.12x, so
+ *     there the tiles' limits are the rule. */
 static const int isa_att_fused_max_hd[BF_ISA_COUNT] = {
     [BF_ISA_BASELINE] = 32,
     [BF_ISA_AVX2] = 32,
     [BF_ISA_AVX512] = BF_ATT_FUSED_MAX_HD,
 };
-enum { ISA_ATT_FUSED_MAX_HD_AVX512_BLAS = 16 };
+enum { ISA_ATT_FUSED_MAX_HD_AVX512_BLAS = 32 };
 
 int bf_isa_attention_fused(int T, int head_dim)
 {

@@ -427,8 +427,16 @@ static void att_tile_transpose(bf_vec *tt, const float *x, int stride, int T,
  * of K^T, V or K loaded is used by every row, and the rows' accumulators
  * are independent chains, so the multiply-adds overlap instead of waiting
  * on each other's latency.  A group past the last row reads the zero rows
- * below and its outputs are dropped. */
+ * below and its outputs are dropped.  8 rows on AVX2 and AVX-512, 4 on
+ * SSE2: against 4, the avx512 copy ran the heads of the study, config A
+ * and B x1.05, x1.15 and x1.09 as fast, the avx2 copy x1.03, x1.09 and
+ * x1.16, while SSE2's copy ran the study's and A's x0.94 and x0.98
+ * (bench/bench_attention_pair.sh at each level; docs/training.md). */
+#if BF_VEC_LANES >= 8
+enum { ATT_ROWS = 8 };
+#else
 enum { ATT_ROWS = 4 };
+#endif
 static const float att_zeros[BF_ATT_FUSED_MAX_T > BF_ATT_FUSED_MAX_HD
                                  ? BF_ATT_FUSED_MAX_T
                                  : BF_ATT_FUSED_MAX_HD];
