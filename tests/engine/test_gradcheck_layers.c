@@ -48,64 +48,83 @@ static void remove_offset(float *x, size_t n, float v)
 
 /* ---------------------------------------------------------------- layernorm */
 
+/* Two shapes: N = 6, C = 8 (rows one at a time at every level but SSE2's,
+ * which takes a block of 4 and 2 more), and LN_N = 37, LN_C = 32, whole
+ * vectors at every level: blocks of a vector's width of rows
+ * (ln_block_stats, ln_block_grad_means) and the rows past them. */
+enum { LN_N = 37, LN_C = 32 };
+
 typedef struct ln_ctx {
-    float x[N * C], w[C], b[C], r[N * C], out[N * C], mean[N], rstd[N];
+    int n, c;
+    float x[LN_N * LN_C], w[LN_C], b[LN_C], r[LN_N * LN_C], out[LN_N * LN_C],
+        mean[LN_N], rstd[LN_N];
 } ln_ctx;
 
 static double ln_loss(void *p)
 {
     ln_ctx *c = p;
-    bf_layernorm_forward(c->out, c->mean, c->rstd, c->x, c->w, c->b, N, C);
-    return dot_r(c->out, c->r, N * C);
+    bf_layernorm_forward(c->out, c->mean, c->rstd, c->x, c->w, c->b, c->n,
+                         c->c);
+    return dot_r(c->out, c->r, (size_t)c->n * c->c);
+}
+
+static void check_layernorm(int rows, int ch)
+{
+    static ln_ctx c; /* 12 KiB: off the stack */
+    c.n = rows;
+    c.c = ch;
+    size_t nc = (size_t)rows * ch;
+    gc_fill_normal(c.x, nc, 1.5, 1);
+    gc_fill_normal(c.w, ch, 0.5, 2);
+    for (int i = 0; i < ch; i++)
+        c.w[i] += 1.0f;
+    gc_fill_normal(c.b, ch, 0.5, 3);
+    gc_fill_normal(c.r, nc, 1.0, 4);
+    ln_loss(&c);
+
+    /* the output really is normalised: mean 0, variance 1 before w, b */
+    for (int n = 0; n < rows; n++) {
+        double m = 0, v = 0;
+        for (int i = 0; i < ch; i++)
+            m += (c.out[n * ch + i] - c.b[i]) / c.w[i];
+        m /= ch;
+        for (int i = 0; i < ch; i++) {
+            double z = (c.out[n * ch + i] - c.b[i]) / c.w[i] - m;
+            v += z * z;
+        }
+        assert_true(fabs(m) < 1e-5);
+        assert_true(fabs(v / ch - 1.0) < 1e-3);
+    }
+
+    static float dx[LN_N * LN_C], again[LN_N * LN_C];
+    float dw[LN_C], db[LN_C];
+    fill_const(dx, nc, 0.5f);
+    fill_const(dw, ch, 0.5f);
+    fill_const(db, ch, 0.5f);
+    bf_layernorm_backward(dx, dw, db, c.r, c.x, c.w, c.mean, c.rstd, rows,
+                          ch);
+    remove_offset(dx, nc, 0.5f);
+    remove_offset(dw, ch, 0.5f);
+    remove_offset(db, ch, 0.5f);
+    assert_true(gc_rel_error("layernorm dx", ln_loss, &c, c.x, dx, nc,
+                             MAXCHK, EPS) < TOL);
+    assert_true(gc_rel_error("layernorm dw", ln_loss, &c, c.w, dw, ch,
+                             MAXCHK, EPS) < TOL);
+    assert_true(gc_rel_error("layernorm db", ln_loss, &c, c.b, db, ch,
+                             MAXCHK, EPS) < TOL);
+
+    /* apply() from the saved statistics rebuilds the forward output */
+    ln_loss(&c); /* the checks above left the stats of a perturbed input */
+    bf_layernorm_apply(again, c.x, c.mean, c.rstd, c.w, c.b, rows, ch);
+    for (size_t i = 0; i < nc; i++)
+        assert_float_equal(again[i], c.out[i], 1e-6);
 }
 
 static void test_layernorm(void **state)
 {
     (void)state;
-    ln_ctx c;
-    gc_fill_normal(c.x, N * C, 1.5, 1);
-    gc_fill_normal(c.w, C, 0.5, 2);
-    for (int i = 0; i < C; i++)
-        c.w[i] += 1.0f;
-    gc_fill_normal(c.b, C, 0.5, 3);
-    gc_fill_normal(c.r, N * C, 1.0, 4);
-    ln_loss(&c);
-
-    /* the output really is normalised: mean 0, variance 1 before w, b */
-    for (int n = 0; n < N; n++) {
-        double m = 0, v = 0;
-        for (int i = 0; i < C; i++)
-            m += (c.out[n * C + i] - c.b[i]) / c.w[i];
-        m /= C;
-        for (int i = 0; i < C; i++) {
-            double z = (c.out[n * C + i] - c.b[i]) / c.w[i] - m;
-            v += z * z;
-        }
-        assert_true(fabs(m) < 1e-5);
-        assert_true(fabs(v / C - 1.0) < 1e-3);
-    }
-
-    float dx[N * C], dw[C], db[C];
-    fill_const(dx, N * C, 0.5f);
-    fill_const(dw, C, 0.5f);
-    fill_const(db, C, 0.5f);
-    bf_layernorm_backward(dx, dw, db, c.r, c.x, c.w, c.mean, c.rstd, N, C);
-    remove_offset(dx, N * C, 0.5f);
-    remove_offset(dw, C, 0.5f);
-    remove_offset(db, C, 0.5f);
-    assert_true(gc_rel_error("layernorm dx", ln_loss, &c, c.x, dx, N * C,
-                             MAXCHK, EPS) < TOL);
-    assert_true(gc_rel_error("layernorm dw", ln_loss, &c, c.w, dw, C, MAXCHK,
-                             EPS) < TOL);
-    assert_true(gc_rel_error("layernorm db", ln_loss, &c, c.b, db, C, MAXCHK,
-                             EPS) < TOL);
-
-    /* apply() from the saved statistics rebuilds the forward output */
-    ln_loss(&c); /* the checks above left the stats of a perturbed input */
-    float again[N * C];
-    bf_layernorm_apply(again, c.x, c.mean, c.rstd, c.w, c.b, N, C);
-    for (int i = 0; i < N * C; i++)
-        assert_float_equal(again[i], c.out[i], 1e-6);
+    check_layernorm(N, C);
+    check_layernorm(LN_N, LN_C);
 }
 
 /* ------------------------------------------------------------------- matmul */
