@@ -681,29 +681,60 @@ static inline void att_span_store(float *row, int c, int T, bf_vec x)
                   n < BF_VEC_LANES ? n : BF_VEC_LANES);
 }
 
-/* e [nv vectors]: the scores of a row of n keys (n <= nv BF_VEC_LANES) in,
- * their causal softmax out, zero past key n.  Whole vectors with the
- * lanes past n masked: plain loops left the reductions' partial sums on
- * the stack and ran a scalar tail on every row (the sgemm path's softmax
- * held 2.8% of a step at config A's heads, perf).  Always inlined: called,
- * it kept the fused path's scores in memory, and bench_attention ran 4% to
- * 11% slower at the study's heads. */
-static inline __attribute__((always_inline)) void
-att_softmax_vecs(bf_vec *e, int n, int nv)
+/* The parts of a softmax over e [nv vectors], the scores of a row of n
+ * keys (n <= nv BF_VEC_LANES), on whole vectors with the lanes past n
+ * masked: plain loops left the reductions' partial sums on the stack and
+ * ran a scalar tail on every row (the sgemm path's softmax held 2.8% of a
+ * step at config A's heads, perf).  Always inlined: called, they kept the
+ * fused path's scores in memory, and bench_attention ran 4% to 11% slower
+ * at the study's heads.  att_max_lanes: a vector whose largest lane is
+ * the row's largest score; att_exp_lanes: e = e^(e - mx) up to key n, 0
+ * past it, and a vector whose lanes add up to the row's sum. */
+static inline __attribute__((always_inline)) bf_vec
+att_max_lanes(const bf_vec *e, int n, int nv)
 {
-    bf_vec mv = (bf_vec){0} - FLT_MAX, sum = {0};
+    bf_vec mv = (bf_vec){0} - FLT_MAX;
     for (int c = 0; c < nv; c++)
         mv = att_select(att_keys_below(c, n) & (e[c] > mv), e[c], mv);
-    float mx = att_hmax(mv);
+    return mv;
+}
+
+static inline __attribute__((always_inline)) bf_vec
+att_exp_lanes(bf_vec *e, int n, int nv, float mx)
+{
+    bf_vec sum = {0};
     for (int c = 0; c < nv; c++) {
         e[c] = att_select(att_keys_below(c, n), att_expv(e[c] - mx),
                           (bf_vec){0});
         sum += e[c];
     }
-    float inv = 1.0f / att_hsum(sum);
+    return sum;
+}
+
+/* e [nv vectors]: a row's scores of n keys in, their causal softmax out,
+ * zero past key n. */
+static inline __attribute__((always_inline)) void
+att_softmax_vecs(bf_vec *e, int n, int nv)
+{
+    float mx = att_hmax(att_max_lanes(e, n, nv));
+    float inv = 1.0f / att_hsum(att_exp_lanes(e, n, nv, mx));
     for (int c = 0; c < nv; c++)
         e[c] *= inv;
 }
+
+/* The largest (att_row_maxes) or the sum (bf_vec_row_sums) of each of
+ * BF_VEC_LANES vectors' lanes, all at once: lane r for vector r.  The
+ * fused path's groups take their rows' maxima and sums this way, about 2
+ * shuffles and an operation a row where one row alone takes a chain of
+ * log2(BF_VEC_LANES) dependent steps. */
+#define ATT_VMAX(x, y) att_select((x) > (y), (x), (y))
+#define ATT_MAXES_STEP(rows, h) BF_VEC_REDUCE_STEP(rows, h, ATT_VMAX)
+static inline bf_vec att_row_maxes(bf_vec rows[BF_VEC_LANES])
+{
+    BF_VEC_FOR_STEPS(ATT_MAXES_STEP, rows)
+    return rows[0];
+}
+_Static_assert(ATT_ROWS <= BF_VEC_LANES, "a group's rows fill one vector");
 
 /* Causal softmax of one row of scores, the sgemm path's: the first len
  * entries of src are real, dst gets their probabilities and exact zeros
@@ -726,16 +757,26 @@ static void softmax_causal_row(float *dst, const float *src, int len, int T)
 
 /* a [rows][T] = the causal softmax of the group's scores s [ATT_ROWS]
  * [ATT_TV] (nv vectors each, overwritten), row r over its t0 + r + 1 keys
- * and zero past them. */
+ * and zero past them.  The rows past ATT_ROWS of a vector's width are
+ * fillers of the reductions. */
 static void att_softmax_rows(float *a, int T, bf_vec *s, int t0, int rows,
                              int nv)
 {
+    bf_vec part[BF_VEC_LANES];
+    for (int r = 0; r < BF_VEC_LANES; r++)
+        part[r] = r < ATT_ROWS ? att_max_lanes(s + r * ATT_TV, t0 + r + 1, nv)
+                               : (bf_vec){0};
+    bf_vec mx = att_row_maxes(part);
+    for (int r = 0; r < BF_VEC_LANES; r++)
+        part[r] = r < ATT_ROWS ? att_exp_lanes(s + r * ATT_TV, t0 + r + 1,
+                                               nv, mx[r])
+                               : (bf_vec){0} + 1.0f;
+    bf_vec inv = 1.0f / bf_vec_row_sums(part);
     for (int r = 0; r < rows; r++) {
         bf_vec *e = s + r * ATT_TV;
-        att_softmax_vecs(e, t0 + r + 1, nv);
         for (int c = 0; c < ATT_VECS(T); c++)
             att_span_store(a + (size_t)r * T, c, T,
-                           c < nv ? e[c] : (bf_vec){0});
+                           c < nv ? e[c] * inv[r] : (bf_vec){0});
     }
 }
 
@@ -748,15 +789,22 @@ static void att_softmax_backward_rows(bf_vec *ds,
                                       int nv, float scale)
 {
     int n = nv * BF_VEC_LANES < T ? nv * BF_VEC_LANES : T;
-    for (int r = 0; r < ATT_ROWS; r++) {
-        bf_vec p[ATT_TV], dot = {0}, *d = ds + r * ATT_TV;
-        att_row_load(p, pr[r], n, nv);
-        for (int c = 0; c < nv; c++)
-            dot += p[c] * d[c];
-        float rowdot = att_hsum(dot);
-        for (int c = 0; c < nv; c++)
-            d[c] = scale * p[c] * (d[c] - rowdot);
+    bf_vec p[ATT_ROWS][ATT_TV], part[BF_VEC_LANES];
+    for (int r = 0; r < BF_VEC_LANES; r++) {
+        bf_vec dot = {0};
+        if (r < ATT_ROWS) {
+            att_row_load(p[r], pr[r], n, nv);
+            for (int c = 0; c < nv; c++)
+                dot += p[r][c] * ds[r * ATT_TV + c];
+        }
+        part[r] = dot;
     }
+    bf_vec rowdot = bf_vec_row_sums(part);
+    for (int r = 0; r < ATT_ROWS; r++)
+        for (int c = 0; c < nv; c++) {
+            bf_vec *d = ds + r * ATT_TV + c;
+            *d = scale * p[r][c] * (*d - rowdot[r]);
+        }
 }
 
 /* The group of query rows from t0: rows = how many are real, *len = the

@@ -78,16 +78,19 @@ static inline void bf_vec_transpose(bf_vec rows[BF_VEC_LANES])
     BF_VEC_FOR_STEPS(BF_VEC_T_STEP, rows)
 }
 
-/* The transpose's steps with each pair's two results added instead of
- * kept: step h leaves h vectors, vector i's lanes holding partial sums of
- * the rows whose index is i plus the lane's bits at and above h. */
-#define BF_VEC_SUMS_STEP(rows, h)                                              \
+/* The transpose's steps with each pair's two results combined (COMBINE,
+ * a macro of two vectors) instead of kept: step h leaves h vectors,
+ * vector i's lanes holding partial results of the rows whose index is i
+ * plus the lane's bits at and above h. */
+#define BF_VEC_REDUCE_STEP(rows, h, COMBINE)                                   \
     for (int i = 0; i < (h); i++) {                                            \
         bf_vec a_ = (rows)[i], b_ = (rows)[i + (h)];                           \
-        (rows)[i] =                                                            \
-            __builtin_shufflevector(a_, b_, BF_VEC_LANE_LIST(BF_VEC_T_LO, h)) + \
-            __builtin_shufflevector(a_, b_, BF_VEC_LANE_LIST(BF_VEC_T_HI, h)); \
+        (rows)[i] = COMBINE(                                                   \
+            __builtin_shufflevector(a_, b_, BF_VEC_LANE_LIST(BF_VEC_T_LO, h)), \
+            __builtin_shufflevector(a_, b_, BF_VEC_LANE_LIST(BF_VEC_T_HI, h)));\
     }
+#define BF_VEC_ADD(x, y) ((x) + (y))
+#define BF_VEC_SUMS_STEP(rows, h) BF_VEC_REDUCE_STEP(rows, h, BF_VEC_ADD)
 
 /* Lane r: the sum of rows[r]'s lanes, for all BF_VEC_LANES rows at once
  * (rows is overwritten): 2 shuffles and an add per row, where summing
