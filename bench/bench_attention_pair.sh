@@ -15,11 +15,8 @@ set -euo pipefail
 [ $# -ge 2 ] || { sed -n '2,13p' "$0"; exit 2; }
 trees=("$1" "$2")
 rounds=${3:-6}
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE   # each level pins its own core
 source "$(dirname "$0")/pair.sh"
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+bench_pair_start
 
 # "T hd path ms" lines of tree $1 in round $2, into $out/$1-$2
 run() {
@@ -27,9 +24,7 @@ run() {
         awk '$1 == "T" && ($5 == "fused" || $5 == "sgemm") && $7 == "ms" {
                  print $2, $4, $5, $6 }' > "$out/$1-$2"
 }
-for ((r = 0; r < rounds; r++)); do
-    bench_pair_round "$r"
-done
+bench_pair_rounds "$rounds"
 echo "bench_attention 3, ${BIFOCAL_ISA:-widest} level, $rounds alternated" \
      "rounds, milliseconds"
 python3 - "$out" "$rounds" "${trees[@]}" <<'PY'

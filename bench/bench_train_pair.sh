@@ -15,20 +15,15 @@ set -euo pipefail
 [ $# -ge 2 ] || { sed -n '2,13p' "$0"; exit 2; }
 trees=("$1" "$2")
 config=${3:-study} steps=${4:-100} rounds=${5:-6}
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE   # each level pins its own core
 source "$(dirname "$0")/pair.sh"
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+bench_pair_start
 
 # tokens/s of tree $1 in round $2, into $out/$1-$2
 run() {
     "${trees[$1]}/bench/bench_train" --child "$config" "$steps" |
         sed -n 's/.*tokens_per_s=\([0-9.]*\).*/\1/p' > "$out/$1-$2"
 }
-for ((r = 0; r < rounds; r++)); do
-    bench_pair_round "$r"
-done
+bench_pair_rounds "$rounds"
 echo "bench_train --child $config $steps, ${BIFOCAL_ISA:-widest} level," \
      "$rounds alternated rounds"
 python3 - "$out" "$rounds" "${trees[@]}" <<'EOF'
