@@ -197,8 +197,9 @@ static void ln_block_grad_means(float *dm, float *dxm, const float *dout,
 }
 
 /* Columns c0 .. c0 + nv vectors of a block's backward: dx of each row,
- * and db, dw += the block's column sums, summed in registers (nv is a
- * constant wherever this is inlined). */
+ * and db, dw += the block's column sums, summed in registers (nv, at
+ * most LN_COLUMN_VECS, is a constant wherever this is inlined). */
+enum { LN_COLUMN_VECS = 4 };
 static inline __attribute__((always_inline)) void
 ln_block_columns(float *restrict dinp, float *restrict dw,
                  float *restrict db, const float *dout, const float *inp,
@@ -206,8 +207,7 @@ ln_block_columns(float *restrict dinp, float *restrict dw,
                  const float *dm, const float *dxm, int n0, int C, int c0,
                  int nv)
 {
-    enum { MAX_NV = 4 };
-    bf_vec sb[MAX_NV] = {{0}}, sw[MAX_NV] = {{0}};
+    bf_vec sb[LN_COLUMN_VECS] = {{0}}, sw[LN_COLUMN_VECS] = {{0}};
     for (int r = 0; r < BF_VEC_LANES; r++) {
         size_t row = (size_t)(n0 + r) * C + (size_t)c0;
         float m = mean[n0 + r], s = rstd[n0 + r];
@@ -230,8 +230,9 @@ ln_block_columns(float *restrict dinp, float *restrict dw,
 }
 
 /* LayerNorm's backward of the block of BF_VEC_LANES rows from n0 (C
- * whole vectors), 4 vectors of columns at a time: row by row, each add
- * into db and dw waited on the store of the row before (perf). */
+ * whole vectors), LN_COLUMN_VECS vectors of columns at a time: added
+ * into db and dw row by row, each add waited on the store of the row
+ * before (perf). */
 static void ln_block_backward(float *restrict dinp, float *restrict dw,
                               float *restrict db, const float *dout,
                               const float *inp, const float *w,
@@ -241,9 +242,10 @@ static void ln_block_backward(float *restrict dinp, float *restrict dw,
     float dm[BF_VEC_LANES], dxm[BF_VEC_LANES];
     ln_block_grad_means(dm, dxm, dout, inp, w, mean, rstd, n0, C);
     int c0 = 0;
-    for (; c0 + 4 * BF_VEC_LANES <= C; c0 += 4 * BF_VEC_LANES)
+    enum { SPAN = LN_COLUMN_VECS * BF_VEC_LANES };
+    for (; c0 + SPAN <= C; c0 += SPAN)
         ln_block_columns(dinp, dw, db, dout, inp, w, mean, rstd, dm, dxm, n0,
-                         C, c0, 4);
+                         C, c0, LN_COLUMN_VECS);
     for (; c0 < C; c0 += BF_VEC_LANES)
         ln_block_columns(dinp, dw, db, dout, inp, w, mean, rstd, dm, dxm, n0,
                          C, c0, 1);
