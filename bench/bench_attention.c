@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <cblas.h>
+
 #include "alloc.h"
 #include "clock.h"
 #include "isa.h"
@@ -90,6 +92,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_attention [ROUNDS >= 1]\n");
         return 2;
     }
+    /* one BLAS thread, as the worker runs each rank (worker/main.c) and
+     * as the own kernels run: OpenBLAS would otherwise take every core,
+     * and the comparison would be of two cores against one */
+    openblas_set_num_threads(1);
     bf_error err;
     if (bf_isa_use_env(&err) != 0) {
         fprintf(stderr, "bench_attention: %s\n", err.msg);
@@ -106,7 +112,8 @@ int main(int argc, char **argv)
                 best[i][fused] = dt < best[i][fused] ? dt : best[i][fused];
             }
     printf("attention forward + backward, batch %d x %d heads, level %s, "
-           "OpenBLAS %s, best of %d rounds x 10 (fused tiles up to T %d, "
+           "OpenBLAS %s, 1 thread, best of %d rounds x 10 (fused tiles up to "
+           "T %d, "
            "head_dim %d)\n", B, NH, bf_isa_name(bf_isa_current()),
            bf_isa_blas_core_in_use(), rounds, BF_ATT_FUSED_MAX_T,
            BF_ATT_FUSED_MAX_HD);

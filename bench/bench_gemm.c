@@ -165,12 +165,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s [ROUNDS 1..%d]\n", argv[0], MAX_ROUNDS);
         return 2;
     }
+    /* one BLAS thread, as the worker runs each rank (worker/main.c) and
+     * as the own kernels run: OpenBLAS would otherwise take every core,
+     * and the comparison would be of two cores against one */
+    openblas_set_num_threads(1);
     bf_error err;
     if (bf_isa_use_env(&err) != 0) {
         fprintf(stderr, "bench_gemm: %s\n", err.msg);
         return 2;
     }
-    printf("level %s, OpenBLAS core %s, %d rounds, GFLOP/s medians\n",
+    printf("level %s, OpenBLAS core %s, 1 thread, %d rounds, GFLOP/s "
+           "medians\n",
            bf_isa_name(bf_isa_current()), bf_isa_blas_core_in_use(), rounds);
     printf("%-6s %5s %5s %5s  %-8s %8s %8s %7s\n", "config", "rows", "C", "OC",
            "product", "own", "openblas", "ratio");
