@@ -13,8 +13,12 @@
  * transposed, so that a step's vectors are contiguous, and row-major too,
  * because rows OC floats apart fall into a few L1 sets (read in place,
  * the forward product at OC 512 and 1024 ran slower than OpenBLAS's,
- * bench_gemm).  k runs in blocks of GEMM_KC, so a panel of b stays in L1
- * while every row tile of a passes over it.  Blocking a's rows as well
+ * bench_gemm).  A row-major b is copied by the first row tile, which
+ * reads it in place and stores each row it loads into the panel: the
+ * loads from L3 (a weight, every micro-batch) then overlap that tile's
+ * products instead of stalling a copy loop (study x1.026, A x1.011,
+ * bench_train_pair).  k runs in blocks of GEMM_KC, so a panel of b stays
+ * in L1 while every row tile of a passes over it.  Blocking a's rows as well
  * (32 tiles, so a block stays in L2 while the panels pass) measured no
  * different on config B's steps (bench_train_pair: x1.046 at avx512,
  * x0.972 at avx2), so a's rows run whole.
@@ -43,12 +47,15 @@ enum {
 };
 
 /* c [mr, nr vectors] = init + a [mr, kc] @ b [kc, nr vectors], b's rows
- * ldb apart; init as in bf_gemm (r rows ldr apart).  mr and nr are
- * constants wherever this is inlined, so the accumulators are registers. */
+ * ldb apart; init as in bf_gemm (r rows ldr apart).  pack, where not
+ * NULL, gets each row of b as it is loaded (rows GEMM_NC apart): the
+ * panel's copy made by the first tile that reads it.  mr, nr and whether
+ * pack is NULL are constants wherever this is inlined, so the
+ * accumulators are registers. */
 static inline __attribute__((always_inline)) void
 gemm_tile(int mr, int nr, int kc, const float *a, size_t a_rs, size_t a_ks,
-          const float *b, size_t ldb, float *c, size_t ldc, const float *r,
-          size_t ldr, const float *bias)
+          const float *b, size_t ldb, float *pack, float *c, size_t ldc,
+          const float *r, size_t ldr, const float *bias)
 {
     bf_vec acc[GEMM_MR][GEMM_NR];
     for (int i = 0; i < mr; i++)
@@ -60,8 +67,11 @@ gemm_tile(int mr, int nr, int kc, const float *a, size_t a_rs, size_t a_ks,
         }
     for (int k = 0; k < kc; k++) {
         bf_vec bk[GEMM_NR];
-        for (int j = 0; j < nr; j++)
+        for (int j = 0; j < nr; j++) {
             bk[j] = bf_vec_load(b + k * ldb + j * BF_VEC_LANES);
+            if (pack)
+                bf_vec_store(pack + k * GEMM_NC + j * BF_VEC_LANES, bk[j]);
+        }
         for (int i = 0; i < mr; i++) {
             float ai = a[i * a_rs + k * a_ks];
             for (int j = 0; j < nr; j++)
@@ -77,16 +87,17 @@ gemm_tile(int mr, int nr, int kc, const float *a, size_t a_rs, size_t a_ks,
  * (M not a multiple of GEMM_MR) and the last single vector of columns. */
 static inline __attribute__((always_inline)) void
 gemm_tile_any(int mr, int nr, int kc, const float *a, size_t a_rs,
-              size_t a_ks, const float *b, size_t ldb, float *c, size_t ldc,
-              const float *r, size_t ldr, const float *bias)
+              size_t a_ks, const float *b, size_t ldb, float *pack, float *c,
+              size_t ldc, const float *r, size_t ldr, const float *bias)
 {
 #define GEMM_TILE(m)                                                           \
     case m:                                                                    \
         if (nr == GEMM_NR)                                                     \
-            gemm_tile(m, GEMM_NR, kc, a, a_rs, a_ks, b, ldb, c, ldc, r, ldr,   \
-                      bias);                                                   \
+            gemm_tile(m, GEMM_NR, kc, a, a_rs, a_ks, b, ldb, pack, c, ldc, r,  \
+                      ldr, bias);                                              \
         else                                                                   \
-            gemm_tile(m, 1, kc, a, a_rs, a_ks, b, ldb, c, ldc, r, ldr, bias);  \
+            gemm_tile(m, 1, kc, a, a_rs, a_ks, b, ldb, pack, c, ldc, r, ldr,   \
+                      bias);                                                   \
         return;
     switch (mr) {
         GEMM_TILE(1)
@@ -103,21 +114,13 @@ gemm_tile_any(int mr, int nr, int kc, const float *a, size_t a_rs,
 #undef GEMM_TILE
 }
 
-/* panel [kc, GEMM_NC] = b's rows k0.. and columns j0.. (nc of them).  Row
- * by row where b is row-major; where it is transposed (unit stride down
- * k), a block of BF_VEC_LANES x BF_VEC_LANES at a time, transposed in
- * registers (a scalar copy with a strided side ran at about 6 cycles an
+/* panel [kc, GEMM_NC] = transposed b's rows k0.. and columns j0.. (nc of
+ * them; b has unit stride down k), a block of BF_VEC_LANES x BF_VEC_LANES
+ * at a time, transposed in registers (a scalar copy with a strided side ran at about 6 cycles an
  * element: 5% of config A's step, perf). */
 static void gemm_pack_b(float *restrict panel, bf_mat b, int k0, int kc,
                         int j0, int nc)
 {
-    if (b.cs == 1) {
-        for (int k = 0; k < kc; k++)
-            for (int j = 0; j < nc; j++)
-                panel[(size_t)k * GEMM_NC + j] =
-                    b.p[(size_t)(k0 + k) * b.rs + (size_t)(j0 + j)];
-        return;
-    }
     /* nc is whole vectors (bf_gemm); k in whole blocks of BF_VEC_LANES,
      * then one at a time */
     int kv = kc - kc % BF_VEC_LANES;
@@ -154,16 +157,32 @@ gemm_blocks(float *c, size_t ldc, const float *a, size_t a_rs, size_t a_ks,
         const float *r0 = k0 == 0 ? r.p : c;
         size_t ldr = k0 == 0 ? r.rs : ldc;
         const float *bias0 = k0 == 0 ? bias : NULL;
+        const float *a_k = a + (size_t)k0 * a_ks;
         for (int j0 = 0; j0 < N; j0 += GEMM_NC) {
             int nc = N - j0 < GEMM_NC ? N - j0 : GEMM_NC;
-            gemm_pack_b(panel, b, k0, kc, j0, nc);
-            for (int i0 = 0; i0 < M; i0 += GEMM_MR) {
+            int nr = nc / BF_VEC_LANES;
+            float *c_j = c + j0;
+            const float *r_j = r0 ? r0 + j0 : NULL;
+            const float *bias_j = bias0 ? bias0 + j0 : NULL;
+            int i0 = 0;
+            if (b.cs == 1) {
+                /* row-major b: the first row tile reads it in place and
+                 * leaves the panel behind, so that the loads from far
+                 * away (a weight, from L3) overlap its products */
+                int mr = M < GEMM_MR ? M : GEMM_MR;
+                gemm_tile_any(mr, nr, kc, a_k, a_rs, a_ks,
+                              b.p + (size_t)k0 * b.rs + j0, b.rs, panel, c_j,
+                              ldc, r_j, ldr, bias_j);
+                i0 = mr;
+            } else {
+                gemm_pack_b(panel, b, k0, kc, j0, nc);
+            }
+            for (; i0 < M; i0 += GEMM_MR) {
                 int mr = M - i0 < GEMM_MR ? M - i0 : GEMM_MR;
-                gemm_tile_any(mr, nc / BF_VEC_LANES, kc,
-                              a + (size_t)i0 * a_rs + (size_t)k0 * a_ks, a_rs,
-                              a_ks, panel, GEMM_NC, c + (size_t)i0 * ldc + j0,
-                              ldc, r0 ? r0 + (size_t)i0 * ldr + j0 : NULL, ldr,
-                              bias0 ? bias0 + j0 : NULL);
+                gemm_tile_any(mr, nr, kc, a_k + (size_t)i0 * a_rs, a_rs, a_ks,
+                              panel, GEMM_NC, NULL, c_j + (size_t)i0 * ldc,
+                              ldc, r_j ? r_j + (size_t)i0 * ldr : NULL, ldr,
+                              bias_j);
             }
         }
     }
