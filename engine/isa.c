@@ -86,49 +86,22 @@ const char *bf_isa_blas_core_in_use(void)
     return openblas_get_corename();
 }
 
-/* OpenBLAS's cores whose sgemm kernels are AVX-512. */
-static const char *const isa_blas_avx512_cores[] = {"SkylakeX", "Cooperlake",
-                                                    "SapphireRapids"};
-
-static int isa__blas_avx512(void)
-{
-    const char *core = bf_isa_blas_core_in_use();
-    for (size_t i = 0; i < sizeof isa_blas_avx512_cores /
-                               sizeof *isa_blas_avx512_cores; i++)
-        if (strcasecmp(core, isa_blas_avx512_cores[i]) == 0)
-            return 1;
-    return 0;
-}
-
-/* The largest head_dim at which the fused attention beats sgemm: it runs
- * on the level's own vectors (layers.c, bf_vec), sgemm on OpenBLAS's
- * kernels, so both count.  sgemm's time over the fused one's at the heads
- * of the study (seq 40, head_dim 16), config A (64, 32) and B (128, 64),
- * medians of bench/bench_attention_pair.sh's rounds on the Xeon of
- * docs/training.md, 8 query rows a group on AVX2 and AVX-512:
- *   - baseline (SSE2, Prescott's products): 1.39x, 1.18x, 0.97x (a tie,
- *     left to sgemm, whose kernels have no limits): up to 32;
- *   - avx2 (Haswell's): 1.34x, 1.19x, 1.04x (a tie): up to 32;
- *   - avx512 with AVX-512 products (SkylakeX): 1.26x, 1.13x, 1.02x (a
- *     tie): up to 32 (16 with 4 rows a group, when A's heads were a tie);
+/* Within the tiles' limits the fused attention beats sgemm at every
+ * level, whatever OpenBLAS's kernels: sgemm's time over the fused one's
+ * at the heads of the study (seq 40, head_dim 16), config A (64, 32) and
+ * B (128, 64), bench_attention's medians (9 rounds) on the Xeon of
+ * docs/training.md, with 2 vectors a span (layers.c, ATT_SPAN):
+ *   - baseline (SSE2, Prescott's products): 1.52x, 1.36x, 1.12x;
+ *   - avx2 (Haswell's): 1.59x, 1.35x, 1.07x;
+ *   - avx512 with AVX-512 products (SkylakeX): 1.52x, 1.32x, 1.09x;
  *   - avx512 with AVX2 products (the Haswell pin an image may set; the
- *     Zen 5 machine, bench_attention, 4 rows): 2.10x, 1.57x, 1.12x, so
- *     there the tiles' limits are the rule. */
-static const int isa_att_fused_max_hd[BF_ISA_COUNT] = {
-    [BF_ISA_BASELINE] = 32,
-    [BF_ISA_AVX2] = 32,
-    [BF_ISA_AVX512] = BF_ATT_FUSED_MAX_HD,
-};
-enum { ISA_ATT_FUSED_MAX_HD_AVX512_BLAS = 32 };
-
+ *     Zen 5 machine, an earlier and slower fused kernel): 2.10x, 1.57x,
+ *     1.12x.
+ * Before the spans, B's heads were a tie left to sgemm at baseline, avx2
+ * and avx512 with AVX-512 products (0.97x, 1.04x, 1.02x). */
 int bf_isa_attention_fused(int T, int head_dim)
 {
-    if (!BF_ATT_FUSED_FITS(T, head_dim))
-        return 0;
-    int max_hd = isa_att_fused_max_hd[isa_current];
-    if (head_dim > ISA_ATT_FUSED_MAX_HD_AVX512_BLAS && isa__blas_avx512())
-        max_hd = ISA_ATT_FUSED_MAX_HD_AVX512_BLAS;
-    return head_dim <= max_hd;
+    return BF_ATT_FUSED_FITS(T, head_dim);
 }
 
 int bf_isa_from_name(const char *name, bf_isa *out)

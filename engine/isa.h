@@ -42,9 +42,9 @@ const char *bf_isa_blas_core_in_use(void);
 
 /* Whether attention over T positions with heads of head_dim takes the
  * fused small-head path (layers.h, attention_forward): within its tiles'
- * limits, and where it beats sgemm at the current level with the OpenBLAS
- * kernels in use.  A pure function of its arguments, the level and those
- * kernels, so a level and core always take the same path. */
+ * limits, where it beats sgemm at every level measured (isa.c).  A pure
+ * function of its arguments, so every level and core take the same
+ * path. */
 int bf_isa_attention_fused(int T, int head_dim);
 
 /* Whether this build carries level isa and this CPU (and OS) can run it. */

@@ -474,9 +474,8 @@ static void rotary_backward(float *dqkv, float *dtheta, const float *qkv,
  * Limits (layers.h: BF_ATT_FUSED_MAX_T 128, BF_ATT_FUSED_MAX_HD 64): the
  * tiles live on the stack, sized by them (128 KiB in backward at these,
  * already past L1), while sgemm's packing, O(T hd) a product, shrinks
- * against the product's O(T^2 hd) work.  Within them the caller chooses
- * the path (bf_isa_attention_fused says which pays with the OpenBLAS
- * kernels in use; docs/training.md has the figures). */
+ * against the product's O(T^2 hd) work.  Within them it is the path taken
+ * (bf_isa_attention_fused has the figures against sgemm). */
 typedef int32_t att_ivec __attribute__((vector_size(sizeof(bf_vec))));
 typedef uint32_t att_uvec __attribute__((vector_size(sizeof(bf_vec))));
 #define ATT_VECS(n) (((n) + BF_VEC_LANES - 1) / BF_VEC_LANES)

@@ -24,8 +24,8 @@
 #include "gemm.h"
 
 /* The fused small-head attention's limits: sequence length and head_dim.
- * Its tiles live on the stack, sized by them; bf_isa_attention_fused
- * (isa.h) says when, within them, it beats the sgemm path. */
+ * Its tiles live on the stack, sized by them; within them it beats the
+ * sgemm path (bf_isa_attention_fused, isa.h). */
 #define BF_ATT_FUSED_MAX_T 128
 #define BF_ATT_FUSED_MAX_HD 64
 /* Whether T positions with heads of hd fit the fused path's tiles. */
