@@ -59,12 +59,16 @@ gemm_tile(int mr, int nr, int kc, const float *a, size_t a_rs, size_t a_ks,
 {
     bf_vec acc[GEMM_MR][GEMM_NR];
     for (int i = 0; i < mr; i++)
-        for (int j = 0; j < nr; j++) {
-            acc[i][j] = r ? bf_vec_load(r + i * ldr + j * BF_VEC_LANES)
-                          : (bf_vec){0};
-            if (bias)
-                acc[i][j] += bf_vec_load(bias + j * BF_VEC_LANES);
-        }
+        for (int j = 0; j < nr; j++)
+            acc[i][j] = bias ? bf_vec_load(bias + j * BF_VEC_LANES)
+                             : (bf_vec){0};
+    /* r's rows are added at the end, fetched meanwhile: where r is far
+     * (dw's gradient, from L3 every micro-batch), every multiply-add of
+     * the tile waited on them when they started the sums */
+    for (int i = 0; r && i < mr; i++) {
+        __builtin_prefetch(r + i * ldr);
+        __builtin_prefetch(r + i * ldr + nr * BF_VEC_LANES - 1);
+    }
     for (int k = 0; k < kc; k++) {
         bf_vec bk[GEMM_NR];
         for (int j = 0; j < nr; j++) {
@@ -79,8 +83,11 @@ gemm_tile(int mr, int nr, int kc, const float *a, size_t a_rs, size_t a_ks,
         }
     }
     for (int i = 0; i < mr; i++)
-        for (int j = 0; j < nr; j++)
+        for (int j = 0; j < nr; j++) {
+            if (r)
+                acc[i][j] += bf_vec_load(r + i * ldr + j * BF_VEC_LANES);
             bf_vec_store(c + i * ldc + j * BF_VEC_LANES, acc[i][j]);
+        }
 }
 
 /* gemm_tile with mr and nr as constants: the full tile, or the last rows
