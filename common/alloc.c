@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <jansson.h>
 
 #include "log.h"
@@ -67,6 +68,22 @@ void *bf_xcalloc(size_t count, size_t size)
             : calloc(count ? count : 1, size ? size : 1);
     if (!p)
         alloc__oom(count * size);
+    return p;
+}
+
+void *bf_xcalloc_arena(size_t n)
+{
+    size_t align = n >= BF_ARENA_HUGE ? BF_ARENA_HUGE : 64;
+    void *p = NULL;
+    if (INJECTED_FAILURE() || posix_memalign(&p, align, n ? n : 1) != 0)
+        alloc__oom(n);
+#ifdef MADV_HUGEPAGE
+    /* the whole huge pages only: a tail's page would hold more than the
+     * array asked for */
+    if (n >= BF_ARENA_HUGE)
+        (void)madvise(p, n / BF_ARENA_HUGE * BF_ARENA_HUGE, MADV_HUGEPAGE);
+#endif
+    memset(p, 0, n);
     return p;
 }
 

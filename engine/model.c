@@ -144,7 +144,7 @@ static int check_shape(const bf_model_shape *s, int B, int T, bf_error *err)
 
 static float *alloc_floats(size_t n)
 {
-    return bf_xcalloc(n, sizeof(float));
+    return bf_xcalloc_arena(n * sizeof(float));
 }
 
 /* Carves the activations out of one allocation. */
