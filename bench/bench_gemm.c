@@ -6,11 +6,14 @@
  * product, side) is timed once a round for ROUNDS rounds (default 5),
  * alternating own and OpenBLAS, each round the best of a few calls; prints
  * the medians in GFLOP/s and own / OpenBLAS, and checks the two agree to
- * float rounding (exit 1 when not).
+ * float rounding (exit 1 when not).  The operands are allocated as the
+ * model's arenas are (bf_xcalloc_arena: cache-line aligned).
  *
- *   bench_gemm [ROUNDS]      (at the level BIFOCAL_ISA names or the best,
- *                             with the OpenBLAS kernels it pins or
- *                             OPENBLAS_CORETYPE names) */
+ *   bench_gemm [ROUNDS [ROWS]]  (at the level BIFOCAL_ISA names or the
+ *                                best, with the OpenBLAS kernels it pins
+ *                                or OPENBLAS_CORETYPE names; ROWS, every
+ *                                shape at that many rows instead: e.g. a
+ *                                micro-batch's, 128 for config A) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,7 +56,7 @@ typedef struct operands {
 
 static float *random_floats(bf_rng *r, size_t n)
 {
-    float *x = bf_xmalloc(n * sizeof *x);
+    float *x = bf_xcalloc_arena(n * sizeof *x);
     bf_rng_fill_signed(r, x, n);
     return x;
 }
@@ -161,8 +164,10 @@ static double median(double *x, int n)
 int main(int argc, char **argv)
 {
     int rounds = argc > 1 ? atoi(argv[1]) : 5;
-    if (rounds < 1 || rounds > MAX_ROUNDS) {
-        fprintf(stderr, "usage: %s [ROUNDS 1..%d]\n", argv[0], MAX_ROUNDS);
+    int rows = argc > 2 ? atoi(argv[2]) : 0; /* 0: each shape's own */
+    if (rounds < 1 || rounds > MAX_ROUNDS || rows < 0 || argc > 3) {
+        fprintf(stderr, "usage: %s [ROUNDS 1..%d [ROWS]]\n", argv[0],
+                MAX_ROUNDS);
         return 2;
     }
     /* one BLAS thread, as the worker runs each rank (worker/main.c) and
@@ -183,7 +188,10 @@ int main(int argc, char **argv)
     bf_rng_seed(&rng, 7);
     int bad = 0;
     for (int si = 0; si < N_SHAPES; si++) {
-        const gemm_shape *s = &SHAPES[si];
+        gemm_shape shape = SHAPES[si];
+        if (rows > 0)
+            shape.rows = rows;
+        const gemm_shape *s = &shape;
         size_t N = (size_t)s->rows, C = (size_t)s->C, OC = (size_t)s->OC;
         operands o = {random_floats(&rng, N * C), random_floats(&rng, C * OC),
                       random_floats(&rng, N * OC), random_floats(&rng, N * OC),

@@ -568,11 +568,12 @@ enum { ATT_ROWS = 4 };
 #endif
 /* Vectors att_rows_product and att_rows_scatter take at once (of columns;
  * of dimensions): each broadcast of an element then feeds ATT_SPAN
- * multiply-adds.  2 at every level: against 1 (each function's loop as it
- * was), the fused attention ran the heads of the study, config A and B
- * x1.11, x1.15 and x1.13 as fast at avx512, x1.10, x1.09 and x1.04 at
- * avx2, x1.10, x1.15 and x1.11 at baseline (bench_attention_pair.sh),
- * AVX2's 16 registers spilling a little at 8 rows but gaining more. */
+ * multiply-adds.  2 at every level: against one vector at a time (and
+ * the scatter's keys outer), the fused attention ran the heads of the
+ * study, config A and B x1.17, x1.15 and x1.15 as fast at avx512, x1.10,
+ * x1.09 and x1.04 at avx2, x1.09, x1.13 and x1.11 at baseline
+ * (bench_attention_pair.sh; at avx2, 1 instead of 2 read x1.07, x1.05
+ * and x0.99: its 16 registers spill a little at 8 rows, but gain more). */
 enum { ATT_SPAN = 2 };
 static const float att_zeros[BF_ATT_FUSED_MAX_T > BF_ATT_FUSED_MAX_HD
                                  ? BF_ATT_FUSED_MAX_T
