@@ -123,8 +123,8 @@ gemm_tile_any(int mr, int nr, int kc, const float *a, size_t a_rs,
 
 /* panel [kc, GEMM_NC] = transposed b's rows k0.. and columns j0.. (nc of
  * them; b has unit stride down k), a block of BF_VEC_LANES x BF_VEC_LANES
- * at a time, transposed in registers (a scalar copy with a strided side ran at about 6 cycles an
- * element: 5% of config A's step, perf). */
+ * at a time, transposed in registers (a scalar copy with a strided side
+ * ran at about 6 cycles an element: 5% of config A's step, perf). */
 static void gemm_pack_b(float *restrict panel, bf_mat b, int k0, int kc,
                         int j0, int nc)
 {
