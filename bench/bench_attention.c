@@ -50,17 +50,18 @@ static int within_limits(const att_shape *sh)
 }
 
 /* Seconds of the best of `reps` forward + backward passes of shape sh on
- * the fused path or the sgemm one. */
+ * the fused path or the sgemm one, the buffers allocated as the model's
+ * activations are (bf_xcalloc_arena). */
 static double time_shape(const att_shape *sh, int fused, int reps)
 {
     int T = sh->T, C = sh->hd * NH;
     size_t n_qkv = (size_t)B * T * 3 * C, n_out = (size_t)B * T * C;
-    float *qkv = bf_xmalloc(n_qkv * sizeof *qkv);
-    float *dqkv = bf_xmalloc(n_qkv * sizeof *dqkv);
-    float *out = bf_xmalloc(n_out * sizeof *out);
-    float *dout = bf_xmalloc(n_out * sizeof *dout);
-    float *att = bf_xmalloc((size_t)B * NH * T * T * sizeof *att);
-    float *scratch = bf_xmalloc((size_t)T * T * sizeof *scratch);
+    float *qkv = bf_xcalloc_arena(n_qkv * sizeof *qkv);
+    float *dqkv = bf_xcalloc_arena(n_qkv * sizeof *dqkv);
+    float *out = bf_xcalloc_arena(n_out * sizeof *out);
+    float *dout = bf_xcalloc_arena(n_out * sizeof *dout);
+    float *att = bf_xcalloc_arena((size_t)B * NH * T * T * sizeof *att);
+    float *scratch = bf_xcalloc_arena((size_t)T * T * sizeof *scratch);
     bf_rng r;
     bf_rng_seed(&r, 1);
     for (size_t i = 0; i < n_qkv; i++)
@@ -113,8 +114,7 @@ int main(int argc, char **argv)
             }
     printf("attention forward + backward, batch %d x %d heads, level %s, "
            "OpenBLAS %s, 1 thread, best of %d rounds x 10 (fused tiles up to "
-           "T %d, "
-           "head_dim %d)\n", B, NH, bf_isa_name(bf_isa_current()),
+           "T %d, head_dim %d)\n", B, NH, bf_isa_name(bf_isa_current()),
            bf_isa_blas_core_in_use(), rounds, BF_ATT_FUSED_MAX_T,
            BF_ATT_FUSED_MAX_HD);
     for (int i = 0; i < N_SHAPES; i++) {

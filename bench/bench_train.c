@@ -64,12 +64,15 @@ static const bench_config CONFIGS[] = {
 enum { N_CONFIGS = sizeof CONFIGS / sizeof CONFIGS[0] };
 
 /* Best of 20 1024^3 sgemms: what one core can do at best (on a shared
- * machine the best run is the one least disturbed). */
+ * machine the best run is the one least disturbed), on operands
+ * allocated as the model's arenas are (aligned, huge pages), so that the
+ * peak is OpenBLAS's best, not one slowed by loads across lines. */
 static double sgemm_peak_flops(void)
 {
     enum { S = 1024 };
-    float *a = bf_xmalloc(sizeof(float) * S * S), *b = bf_xmalloc(sizeof(float) * S * S);
-    float *c = bf_xmalloc(sizeof(float) * S * S);
+    float *a = bf_xcalloc_arena(sizeof(float) * S * S);
+    float *b = bf_xcalloc_arena(sizeof(float) * S * S);
+    float *c = bf_xcalloc_arena(sizeof(float) * S * S);
     for (size_t i = 0; i < (size_t)S * S; i++) {
         a[i] = (float)(i % 13) * 0.01f;
         b[i] = (float)(i % 7) * 0.01f;
