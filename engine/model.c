@@ -12,6 +12,7 @@
 
 #include <assert.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -147,7 +148,14 @@ static float *alloc_floats(size_t n)
     return bf_xcalloc_arena(n * sizeof(float));
 }
 
-/* Carves the activations out of one allocation. */
+/* Carves the activations out of one allocation, the buffers of whole
+ * rows of C first: the arena starts on a cache line, and where C is a
+ * whole number of lines so is every row of theirs, which the products'
+ * vector loads want (loads split across two lines cost config A's step
+ * 6%, docs/training.md).  The sizes that need not be whole lines (a
+ * statistic per token, the logits, B*NH*T*T) come after them: before
+ * them, B*T*L not a multiple of 4 misaligned every buffer after the
+ * LayerNorm statistics (no shape in configs/ was). */
 static bf_acts *acts_create(const bf_model_shape *s, int B, int T)
 {
     bf_acts *a = bf_xcalloc(1, sizeof *a);
@@ -158,29 +166,32 @@ static bf_acts *acts_create(const bf_model_shape *s, int B, int T)
     size_t L = (size_t)s->n_layers;
     float *p = base;
 #define CARVE(field, n) (a->field = p, p += (n))
-    CARVE(res, (L + 1) * z.btc);
-    CARVE(res2, L * z.btc);
+#define CARVE_ROWS(field, n)                                                   \
+    (assert(s->d_model % 16 != 0 || (uintptr_t)p % 64 == 0), CARVE(field, n))
+    CARVE_ROWS(res, (L + 1) * z.btc);
+    CARVE_ROWS(res2, L * z.btc);
+    CARVE_ROWS(qkv, L * 3 * z.btc);
+    CARVE_ROWS(atty, L * z.btc);
+    CARVE_ROWS(fch, L * 4 * z.btc);
+    CARVE_ROWS(dgelu, L * 4 * z.btc);
+    CARVE_ROWS(lnf, z.btc);
+    CARVE_ROWS(dres, z.btc);
+    CARVE_ROWS(scratch, 6 * z.btc);
+    CARVE(att, L * z.att);
+    CARVE(datt, (size_t)T * T);
     CARVE(ln1_mean, L * z.bt);
     CARVE(ln1_rstd, L * z.bt);
     CARVE(ln2_mean, L * z.bt);
     CARVE(ln2_rstd, L * z.bt);
-    CARVE(qkv, L * 3 * z.btc);
-    CARVE(att, L * z.att);
-    CARVE(atty, L * z.btc);
-    CARVE(fch, L * 4 * z.btc);
-    CARVE(dgelu, L * 4 * z.btc);
-    CARVE(lnf, z.btc);
     CARVE(lnf_mean, z.bt);
     CARVE(lnf_rstd, z.bt);
     CARVE(logits, z.bt * (size_t)s->vocab);
     CARVE(lse, z.bt);
-    CARVE(dres, z.btc);
-    CARVE(scratch, 6 * z.btc);
-    CARVE(datt, (size_t)T * T);
     CARVE(cosv, z.table);
     CARVE(sinv, z.table);
     CARVE(omega, z.theta);
     CARVE(table_theta, z.theta);
+#undef CARVE_ROWS
 #undef CARVE
     /* the estimate jobs are refused by must match the carving */
     assert((size_t)(p - base) == total);
