@@ -73,7 +73,7 @@ void *bf_xcalloc(size_t count, size_t size)
 
 void *bf_xcalloc_arena(size_t n)
 {
-    size_t align = n >= BF_ARENA_HUGE ? BF_ARENA_HUGE : 64;
+    size_t align = n >= BF_ARENA_HUGE ? BF_ARENA_HUGE : BF_ARENA_LINE;
     void *p = NULL;
     if (INJECTED_FAILURE() || posix_memalign(&p, align, n ? n : 1) != 0)
         alloc__oom(n);

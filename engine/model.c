@@ -167,7 +167,9 @@ static bf_acts *acts_create(const bf_model_shape *s, int B, int T)
     float *p = base;
 #define CARVE(field, n) (a->field = p, p += (n))
 #define CARVE_ROWS(field, n)                                                   \
-    (assert(s->d_model % 16 != 0 || (uintptr_t)p % 64 == 0), CARVE(field, n))
+    (assert(s->d_model * sizeof(float) % BF_ARENA_LINE != 0 ||                 \
+            (uintptr_t)p % BF_ARENA_LINE == 0),                                \
+     CARVE(field, n))
     CARVE_ROWS(res, (L + 1) * z.btc);
     CARVE_ROWS(res2, L * z.btc);
     CARVE_ROWS(qkv, L * 3 * z.btc);

@@ -54,7 +54,7 @@ static void test_zeroed_and_aligned(void **state)
             dirty_heap(n);
             unsigned char *p = bf_xcalloc_arena(n);
             uintptr_t at = (uintptr_t)p;
-            assert_int_equal(at % 64, 0);
+            assert_int_equal(at % BF_ARENA_LINE, 0);
             if (n >= BF_ARENA_HUGE)
                 assert_int_equal(at % BF_ARENA_HUGE, 0);
             if (!all_zero(p, n))
