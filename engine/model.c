@@ -151,11 +151,11 @@ static float *alloc_floats(size_t n)
 /* Carves the activations out of one allocation, the buffers of whole
  * rows of C first: the arena starts on a cache line, and where C is a
  * whole number of lines so is every row of theirs, which the products'
- * vector loads want (loads split across two lines cost config A's step
- * 6%, docs/training.md).  The sizes that need not be whole lines (a
- * statistic per token, the logits, B*NH*T*T) come after them: before
- * them, B*T*L not a multiple of 4 misaligned every buffer after the
- * LayerNorm statistics (no shape in configs/ was). */
+ * vector loads want (why: bf_xcalloc_arena, common/alloc.h).  The sizes
+ * that need not be whole lines (a statistic per token, the logits,
+ * B*NH*T*T) come after them: before them, B*T*L not a multiple of 4
+ * misaligned every buffer after the LayerNorm statistics (no shape in
+ * configs/ was). */
 static bf_acts *acts_create(const bf_model_shape *s, int B, int T)
 {
     bf_acts *a = bf_xcalloc(1, sizeof *a);
