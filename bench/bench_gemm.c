@@ -73,8 +73,8 @@ static void run_product(const gemm_shape *s, product p, int own, operands *o)
         if (own)
             declined = bf_gemm(o->out, (size_t)OC,
                                (bf_mat){o->inp, (size_t)C, 1},
-                               (bf_mat){o->w, (size_t)OC, 1}, none, NULL,
-                               NULL, N, OC, C);
+                               (bf_mat){o->w, (size_t)OC, 1}, none, NULL, N,
+                               OC, C);
         else
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, OC, C,
                         1.0f, o->inp, C, o->w, OC, 0.0f, o->out, OC);
@@ -83,8 +83,8 @@ static void run_product(const gemm_shape *s, product p, int own, operands *o)
         if (own)
             declined = bf_gemm(o->dinp, (size_t)C,
                                (bf_mat){o->dout, (size_t)OC, 1},
-                               (bf_mat){o->w, 1, (size_t)OC}, none, NULL,
-                               NULL, N, C, OC);
+                               (bf_mat){o->w, 1, (size_t)OC}, none, NULL, N, C,
+                               OC);
         else
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, C, OC,
                         1.0f, o->dout, OC, o->w, OC, 0.0f, o->dinp, C);
@@ -94,7 +94,7 @@ static void run_product(const gemm_shape *s, product p, int own, operands *o)
             declined = bf_gemm(o->dw, (size_t)OC,
                                (bf_mat){o->inp, 1, (size_t)C},
                                (bf_mat){o->dout, (size_t)OC, 1}, none, NULL,
-                               NULL, C, OC, N);
+                               C, OC, N);
         else
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, OC, N,
                         1.0f, o->inp, C, o->dout, OC, 0.0f, o->dw, OC);

@@ -49,17 +49,15 @@ enum {
 /* c [mr, nr vectors] = init + a [mr, kc] @ b [kc, nr vectors], b's rows
  * ldb apart; init as in bf_gemm (r rows ldr apart).  pack, where not
  * NULL, gets each row of b as it is loaded (rows GEMM_NC apart): the
- * panel's copy made by the first tile that reads it; bsum, where not
- * NULL, gets the sum of those rows added to it (bf_gemm's b_colsum, from
- * the loads the copy makes anyway).  mr, nr and whether pack and bsum are
- * NULL are constants wherever this is inlined, so the accumulators are
- * registers. */
+ * panel's copy made by the first tile that reads it.  mr, nr and whether
+ * pack is NULL are constants wherever this is inlined, so the
+ * accumulators are registers. */
 static inline __attribute__((always_inline)) void
 gemm_tile(int mr, int nr, int kc, const float *a, size_t a_rs, size_t a_ks,
-          const float *b, size_t ldb, float *pack, float *bsum, float *c,
-          size_t ldc, const float *r, size_t ldr, const float *bias)
+          const float *b, size_t ldb, float *pack, float *c, size_t ldc,
+          const float *r, size_t ldr, const float *bias)
 {
-    bf_vec acc[GEMM_MR][GEMM_NR], sum[GEMM_NR] = {{0}};
+    bf_vec acc[GEMM_MR][GEMM_NR];
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < nr; j++)
             acc[i][j] = bias ? bf_vec_load(bias + j * BF_VEC_LANES)
@@ -77,8 +75,6 @@ gemm_tile(int mr, int nr, int kc, const float *a, size_t a_rs, size_t a_ks,
             bk[j] = bf_vec_load(b + k * ldb + j * BF_VEC_LANES);
             if (pack)
                 bf_vec_store(pack + k * GEMM_NC + j * BF_VEC_LANES, bk[j]);
-            if (bsum)
-                sum[j] += bk[j];
         }
         for (int i = 0; i < mr; i++) {
             float ai = a[i * a_rs + k * a_ks];
@@ -92,27 +88,23 @@ gemm_tile(int mr, int nr, int kc, const float *a, size_t a_rs, size_t a_ks,
                 acc[i][j] += bf_vec_load(r + i * ldr + j * BF_VEC_LANES);
             bf_vec_store(c + i * ldc + j * BF_VEC_LANES, acc[i][j]);
         }
-    for (int j = 0; bsum && j < nr; j++)
-        bf_vec_store(bsum + j * BF_VEC_LANES,
-                     bf_vec_load(bsum + j * BF_VEC_LANES) + sum[j]);
 }
 
 /* gemm_tile with mr and nr as constants: the full tile, or the last rows
  * (M not a multiple of GEMM_MR) and the last single vector of columns. */
 static inline __attribute__((always_inline)) void
 gemm_tile_any(int mr, int nr, int kc, const float *a, size_t a_rs,
-              size_t a_ks, const float *b, size_t ldb, float *pack,
-              float *bsum, float *c, size_t ldc, const float *r, size_t ldr,
-              const float *bias)
+              size_t a_ks, const float *b, size_t ldb, float *pack, float *c,
+              size_t ldc, const float *r, size_t ldr, const float *bias)
 {
 #define GEMM_TILE(m)                                                           \
     case m:                                                                    \
         if (nr == GEMM_NR)                                                     \
-            gemm_tile(m, GEMM_NR, kc, a, a_rs, a_ks, b, ldb, pack, bsum, c,    \
-                      ldc, r, ldr, bias);                                      \
-        else                                                                   \
-            gemm_tile(m, 1, kc, a, a_rs, a_ks, b, ldb, pack, bsum, c, ldc, r,  \
+            gemm_tile(m, GEMM_NR, kc, a, a_rs, a_ks, b, ldb, pack, c, ldc, r,  \
                       ldr, bias);                                              \
+        else                                                                   \
+            gemm_tile(m, 1, kc, a, a_rs, a_ks, b, ldb, pack, c, ldc, r, ldr,   \
+                      bias);                                                   \
         return;
     switch (mr) {
         GEMM_TILE(1)
@@ -162,8 +154,7 @@ static void gemm_pack_b(float *restrict panel, bf_mat b, int k0, int kc,
  * OpenBLAS with it). */
 static inline __attribute__((always_inline)) void
 gemm_blocks(float *c, size_t ldc, const float *a, size_t a_rs, size_t a_ks,
-            bf_mat b, bf_mat r, const float *bias, float *b_colsum, int M,
-            int N, int K)
+            bf_mat b, bf_mat r, const float *bias, int M, int N, int K)
 {
     float panel[GEMM_KC * GEMM_NC];
     /* k0 == 0 runs even when K is 0: c is then init */
@@ -186,14 +177,9 @@ gemm_blocks(float *c, size_t ldc, const float *a, size_t a_rs, size_t a_ks,
                  * leaves the panel behind, so that the loads from far
                  * away (a weight, from L3) overlap its products */
                 int mr = M < GEMM_MR ? M : GEMM_MR;
-                const float *b_kj = b.p + (size_t)k0 * b.rs + j0;
-                if (b_colsum)
-                    gemm_tile_any(mr, nr, kc, a_k, a_rs, a_ks, b_kj, b.rs,
-                                  panel, b_colsum + j0, c_j, ldc, r_j, ldr,
-                                  bias_j);
-                else
-                    gemm_tile_any(mr, nr, kc, a_k, a_rs, a_ks, b_kj, b.rs,
-                                  panel, NULL, c_j, ldc, r_j, ldr, bias_j);
+                gemm_tile_any(mr, nr, kc, a_k, a_rs, a_ks,
+                              b.p + (size_t)k0 * b.rs + j0, b.rs, panel, c_j,
+                              ldc, r_j, ldr, bias_j);
                 i0 = mr;
             } else {
                 gemm_pack_b(panel, b, k0, kc, j0, nc);
@@ -201,8 +187,7 @@ gemm_blocks(float *c, size_t ldc, const float *a, size_t a_rs, size_t a_ks,
             for (; i0 < M; i0 += GEMM_MR) {
                 int mr = M - i0 < GEMM_MR ? M - i0 : GEMM_MR;
                 gemm_tile_any(mr, nr, kc, a_k + (size_t)i0 * a_rs, a_rs, a_ks,
-                              panel, GEMM_NC, NULL, NULL,
-                              c_j + (size_t)i0 * ldc,
+                              panel, GEMM_NC, NULL, c_j + (size_t)i0 * ldc,
                               ldc, r_j ? r_j + (size_t)i0 * ldr : NULL, ldr,
                               bias_j);
             }
@@ -211,15 +196,14 @@ gemm_blocks(float *c, size_t ldc, const float *a, size_t a_rs, size_t a_ks,
 }
 
 int BF_GEMM(float *c, size_t ldc, bf_mat a, bf_mat b, bf_mat r,
-            const float *bias, float *b_colsum, int M, int N, int K)
+            const float *bias, int M, int N, int K)
 {
-    if (N % BF_VEC_LANES != 0 || (b.cs != 1 && b.rs != 1)
-        || (b_colsum && (b.cs != 1 || M < 1)))
+    if (N % BF_VEC_LANES != 0 || (b.cs != 1 && b.rs != 1))
         return -1;
     if (a.cs == 1)
-        gemm_blocks(c, ldc, a.p, a.rs, 1, b, r, bias, b_colsum, M, N, K);
+        gemm_blocks(c, ldc, a.p, a.rs, 1, b, r, bias, M, N, K);
     else if (a.rs == 1)
-        gemm_blocks(c, ldc, a.p, 1, a.cs, b, r, bias, b_colsum, M, N, K);
+        gemm_blocks(c, ldc, a.p, 1, a.cs, b, r, bias, M, N, K);
     else
         return -1;
     return 0;

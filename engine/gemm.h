@@ -25,18 +25,14 @@ typedef struct bf_mat {
  * init is r's row i (r.p NULL: zeros; r.p may be c itself, to add to it)
  * plus bias [N] (NULL: none); K may be 0, which leaves c = init.  a and b
  * each have unit stride along one of their two directions (row-major or
- * transposed).  b_colsum [N], where not NULL, gets the sum of b's K rows
- * added to it: a linear layer's bias gradient, from the dw product's b
- * (dout), summed from the loads the product makes anyway; only with b
- * row-major and M >= 1.
+ * transposed).
  *
- * Returns 0, or -1 without touching c or b_colsum when N is not a whole
- * number of the level's vectors or a stride is not as above: the caller
- * then takes cblas.  Deterministic: the sums run in one order for given
- * shapes and level. */
+ * Returns 0, or -1 without touching c when N is not a whole number of the
+ * level's vectors or a stride is not as above: the caller then takes
+ * cblas.  Deterministic: the sums run in one order for given shapes and
+ * level. */
 typedef int bf_gemm_fn(float *c, size_t ldc, bf_mat a, bf_mat b, bf_mat r,
-                       const float *bias, float *b_colsum, int M, int N,
-                       int K);
+                       const float *bias, int M, int N, int K);
 
 #ifdef BF_GEMM
 bf_gemm_fn BF_GEMM; /* this level's copy, in the per-level files */

@@ -297,7 +297,7 @@ static void matmul_forward(float *out, const float *inp, const float *w,
 {
     bf_mat init = {residual, (size_t)OC, 1};
     if (BF_GEMM(out, (size_t)OC, (bf_mat){inp, (size_t)C, 1},
-                (bf_mat){w, (size_t)OC, 1}, init, bias, NULL, N, OC, C) == 0)
+                (bf_mat){w, (size_t)OC, 1}, init, bias, N, OC, C) == 0)
         return;
     for (int n = 0; (residual || bias) && n < N; n++) {
         float *y = out + (size_t)n * OC; /* may be x: no restrict */
@@ -348,19 +348,15 @@ static void matmul_backward(float *dinp, float *dw, float *dbias,
 {
     bf_mat dout_m = {dout, (size_t)OC, 1};
     if (dinp && BF_GEMM(dinp, (size_t)C, dout_m, (bf_mat){w, 1, (size_t)OC},
-                        (bf_mat){NULL, 0, 0}, NULL, NULL, N, C, OC) != 0)
+                        (bf_mat){NULL, 0, 0}, NULL, N, C, OC) != 0)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, C, OC, 1.0f,
                     dout, OC, w, OC, 0.0f, dinp, C);
     if (!dw)
         return;
-    /* dbias from the dw product's own loads of dout (gemm.h), where it
-     * runs: a pass of its own over dout cost 0.5% of config A's step
-     * (perf) */
     if (BF_GEMM(dw, (size_t)OC, (bf_mat){inp, 1, (size_t)C}, dout_m,
-                (bf_mat){dw, (size_t)OC, 1}, NULL, dbias, C, OC, N) == 0)
-        return;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, OC, N, 1.0f, inp,
-                C, dout, OC, 1.0f, dw, OC);
+                (bf_mat){dw, (size_t)OC, 1}, NULL, C, OC, N) != 0)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, OC, N, 1.0f,
+                    inp, C, dout, OC, 1.0f, dw, OC);
     if (dbias)
         bias_backward(dbias, dout, N, OC);
 }
