@@ -177,8 +177,8 @@ static double train_step(const train_batch *tb, int step)
  * where a peak measured by the parent between runs may see another (a
  * neighbour's load on a shared host comes and goes within a round).  Only
  * the second step of a pair is timed: the first finds the model's data
- * evicted by the products (one product after each timed step read the
- * step 2% slower).  The products in a row are sgemm_peak_flops's: after
+ * evicted by the products (timed right after them, the step read 1 to 4%
+ * slower).  The products in a row are sgemm_peak_flops's: after
  * steps alone, the products' best read up to 2% below them, which would
  * have flattered the MFU. */
 enum { PAIRED_PRODUCTS = 3 };
