@@ -79,8 +79,8 @@ static void encoder_forward(float *out, const int *inp, const float *wte, int N,
                (size_t)C * sizeof *out);
 }
 
-static void encoder_backward(float *dwte, const float *dout, const int *inp, int N,
-                             int C)
+static void encoder_backward(float *dwte, const float *dout, const int *inp,
+                             int N, int C)
 {
     for (int n = 0; n < N; n++) {
         float *d = dwte + (size_t)inp[n] * C;
