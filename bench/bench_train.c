@@ -106,6 +106,17 @@ static double peak_product_flops(double seconds)
     return 2.0 * PEAK_S * PEAK_S * PEAK_S / seconds;
 }
 
+/* The least of best and the seconds of n of the peak's products in a
+ * row. */
+static double peak_products_best(const peak_operands *o, int n, double best)
+{
+    for (int i = 0; i < n; i++) {
+        double dt = peak_product_seconds(o);
+        best = dt < best ? dt : best;
+    }
+    return best;
+}
+
 /* Best of PEAK_PRODUCTS of the peak's products in a row: what one core
  * can do at best (on a shared machine the best run is the one least
  * disturbed). */
@@ -113,11 +124,7 @@ enum { PEAK_PRODUCTS = 20 };
 static double sgemm_peak_flops(void)
 {
     peak_operands o = peak_operands_create();
-    double best = 1e30;
-    for (int rep = 0; rep < PEAK_PRODUCTS; rep++) {
-        double dt = peak_product_seconds(&o);
-        best = dt < best ? dt : best;
-    }
+    double best = peak_products_best(&o, PEAK_PRODUCTS, 1e30);
     peak_operands_free(&o);
     return peak_product_flops(best);
 }
@@ -194,15 +201,9 @@ static double paired_mfu(const train_batch *tb, int after_step, int n,
         train_step(tb, ++step);
         double dt = bf_now_seconds() - t0;
         step_best = dt < step_best ? dt : step_best;
-        for (int k = 0; k < PAIRED_PRODUCTS; k++) {
-            dt = peak_product_seconds(&o);
-            product_best = dt < product_best ? dt : product_best;
-        }
+        product_best = peak_products_best(&o, PAIRED_PRODUCTS, product_best);
     }
-    for (int k = 0; k < PEAK_PRODUCTS; k++) {
-        double dt = peak_product_seconds(&o);
-        product_best = dt < product_best ? dt : product_best;
-    }
+    product_best = peak_products_best(&o, PEAK_PRODUCTS, product_best);
     peak_operands_free(&o);
     double peak = peak_product_flops(product_best);
     printf(" paired_step_ms=%.3f paired_peak_gflops=%.1f", step_best * 1e3,
