@@ -6,6 +6,8 @@
 #ifndef BF_VEC_H
 #define BF_VEC_H
 
+#include <immintrin.h>
+#include <stdint.h>
 #include <string.h>
 
 #if defined(__AVX512F__)
@@ -17,6 +19,10 @@
 #endif
 
 typedef float bf_vec __attribute__((vector_size(BF_VEC_LANES * sizeof(float))));
+/* The level's vectors of 32-bit integers, lane for lane with bf_vec: the
+ * masks its comparisons give, and the bits of its floats. */
+typedef int32_t bf_ivec __attribute__((vector_size(sizeof(bf_vec))));
+typedef uint32_t bf_uvec __attribute__((vector_size(sizeof(bf_vec))));
 
 /* One unaligned load or store: a fixed-size memcpy, which GCC lowers to a
  * single vector move. */
@@ -31,6 +37,34 @@ static inline __attribute__((always_inline)) void bf_vec_store(float *p,
                                                                bf_vec v)
 {
     memcpy(p, &v, sizeof v);
+}
+
+/* a > b ? a : b and a < b ? a : b, lane by lane, as x86's maxps and
+ * minps take them (b where either is NaN): one instruction each, where
+ * GCC lowers the same selects on generic vectors (and bf_expf's clamp in a
+ * loop it vectorises) to compares and masked moves. */
+static inline __attribute__((always_inline)) bf_vec bf_vec_max(bf_vec a,
+                                                               bf_vec b)
+{
+#if BF_VEC_LANES == 16
+    return (bf_vec)_mm512_max_ps((__m512)a, (__m512)b);
+#elif BF_VEC_LANES == 8
+    return (bf_vec)_mm256_max_ps((__m256)a, (__m256)b);
+#else
+    return (bf_vec)_mm_max_ps((__m128)a, (__m128)b);
+#endif
+}
+
+static inline __attribute__((always_inline)) bf_vec bf_vec_min(bf_vec a,
+                                                               bf_vec b)
+{
+#if BF_VEC_LANES == 16
+    return (bf_vec)_mm512_min_ps((__m512)a, (__m512)b);
+#elif BF_VEC_LANES == 8
+    return (bf_vec)_mm256_min_ps((__m256)a, (__m256)b);
+#else
+    return (bf_vec)_mm_min_ps((__m128)a, (__m128)b);
+#endif
 }
 
 /* Lane index lists, one entry per lane l: BF_VEC_LANE_LIST(F, h) is
