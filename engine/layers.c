@@ -34,20 +34,22 @@
  * and BF_VEC_EXP's on the level's vectors (GCC's vector extension takes
  * the same expressions): from the clamped x[0..n), n_biased (n rounded, by
  * adding and removing 1.5 * 2^23, as floorf would not vectorise; its low
- * mantissa bits then hold n itself) and p = e^r.  n (a constant) values
- * at a time, each step for all of them before the next: a chain of about
- * 20 dependent operations a value, and n chains reach the core
- * interleaved (GELU's forward, below). */
+ * mantissa bits then hold n itself) and p = e^r.  n values at a time
+ * (at most BF_EXP_MAX_N; a constant wherever it is inlined), each step for
+ * all of them before the next: a chain of about 20 dependent operations
+ * a value, and n chains reach the core interleaved (GELU's forward and
+ * the attention's softmax, below). */
 #define BF_EXP_MIN -87.0f
 #define BF_EXP_MAX 88.0f
 #define BF_EXP_ROUND 12582912.0f  /* 1.5 * 2^23 */
 #define BF_EXP_ROUND_BITS 0x4B400000u
+#define BF_EXP_MAX_N 4
 #define BF_EXP_EACH(n, ...)                                                    \
     for (int j_ = 0; j_ < (n); j_++)                                           \
         __VA_ARGS__;
 #define BF_EXP_PARTS(x, n_biased, p, n)                                        \
     do {                                                                       \
-        __typeof__((p)[0]) n_[n], r_[n];                                       \
+        __typeof__((p)[0]) n_[BF_EXP_MAX_N], r_[BF_EXP_MAX_N];                 \
         BF_EXP_EACH(n, n_biased[j_] = x[j_] * 1.44269504088896341f +           \
                                       BF_EXP_ROUND)                            \
         BF_EXP_EACH(n, n_[j_] = n_biased[j_] - BF_EXP_ROUND)                   \
@@ -81,12 +83,12 @@ static inline float bf_expf(float x)
     return p[0] * scale;
 }
 
-/* x[i] = bf_expf of each lane of x[i], i < n (a constant): the same
+/* x[i] = bf_expf of each lane of x[i], i < n (BF_EXP_PARTS): the same
  * operations in the same order, the clamp as maxps and minps
  * (bf_vec_max: the same values, NaN included). */
 #define BF_VEC_EXP(x, n)                                                       \
     do {                                                                       \
-        bf_vec n_biased_[n], p_[n];                                            \
+        bf_vec n_biased_[BF_EXP_MAX_N], p_[BF_EXP_MAX_N];                      \
         BF_EXP_EACH(n, x[j_] = bf_vec_min((bf_vec){0} + BF_EXP_MAX,            \
                                           bf_vec_max((bf_vec){0} + BF_EXP_MIN, \
                                                      x[j_])))                  \
@@ -746,8 +748,14 @@ static inline void att_span_store(float *row, int c, int T, bf_vec x)
  * step at config A's heads, perf).  Always inlined: called, they kept the
  * fused path's scores in memory, and bench_attention ran 4% to 11% slower
  * at the study's heads.  att_max_lanes: a vector whose largest lane is
- * the row's largest score; att_exp_lanes: e = e^(e - mx) up to key n, 0
- * past it, and a vector whose lanes add up to the row's sum. */
+ * the row's largest score; att_exp_rows: for m consecutive rows of the
+ * causal mask (m <= BF_EXP_MAX_N, rows ATT_TV vectors apart, row i
+ * seeing n0 + i keys and of largest score mx[i]), e = e^(e - mx) up to
+ * the row's last key, 0 past it, and sum[i] a vector whose lanes add up
+ * to row i's sum: the m rows' exponentials of a vector of keys at once,
+ * interleaved (BF_VEC_EXP; the fused path's 8-row groups 4 at a time ran
+ * the heads of the study, A and B x1.021, x1.018 and x1.039 as fast,
+ * bench_attention_pair.sh). */
 static inline __attribute__((always_inline)) bf_vec
 att_max_lanes(const bf_vec *e, int n, int nv)
 {
@@ -757,17 +765,22 @@ att_max_lanes(const bf_vec *e, int n, int nv)
     return mv;
 }
 
-static inline __attribute__((always_inline)) bf_vec
-att_exp_lanes(bf_vec *e, int n, int nv, float mx)
+static inline __attribute__((always_inline)) void
+att_exp_rows(bf_vec *e, int m, int n0, int nv, const float *mx, bf_vec *sum)
 {
-    bf_vec sum = {0};
+    for (int i = 0; i < m; i++)
+        sum[i] = (bf_vec){0};
     for (int c = 0; c < nv; c++) {
-        bf_vec x[1] = {e[c] - mx};
-        BF_VEC_EXP(x, 1);
-        e[c] = att_select(att_keys_below(c, n), x[0], (bf_vec){0});
-        sum += e[c];
+        bf_vec x[BF_EXP_MAX_N];
+        for (int i = 0; i < m; i++)
+            x[i] = e[i * ATT_TV + c] - mx[i];
+        BF_VEC_EXP(x, m);
+        for (int i = 0; i < m; i++) {
+            e[i * ATT_TV + c] =
+                att_select(att_keys_below(c, n0 + i), x[i], (bf_vec){0});
+            sum[i] += e[i * ATT_TV + c];
+        }
     }
-    return sum;
 }
 
 /* e [nv vectors]: a row's scores of n keys in, their causal softmax out,
@@ -776,7 +789,9 @@ static inline __attribute__((always_inline)) void
 att_softmax_vecs(bf_vec *e, int n, int nv)
 {
     float mx = att_hmax(att_max_lanes(e, n, nv));
-    float inv = 1.0f / att_hsum(att_exp_lanes(e, n, nv, mx));
+    bf_vec sum;
+    att_exp_rows(e, 1, n, nv, &mx, &sum);
+    float inv = 1.0f / att_hsum(sum);
     for (int c = 0; c < nv; c++)
         e[c] *= inv;
 }
@@ -814,6 +829,10 @@ static void softmax_causal_row(float *dst, const float *src, int len, int T)
                (size_t)(T - nv * BF_VEC_LANES) * sizeof *dst);
 }
 
+/* Rows of a group whose exponentials att_softmax_rows takes at once. */
+enum { ATT_EXP_ROWS = ATT_ROWS < BF_EXP_MAX_N ? ATT_ROWS : BF_EXP_MAX_N };
+_Static_assert(ATT_ROWS % ATT_EXP_ROWS == 0, "a group is whole sets");
+
 /* a [rows][T] = the causal softmax of the group's scores s [ATT_ROWS]
  * [ATT_TV] (nv vectors each, overwritten), row r over its t0 + r + 1 keys
  * and zero past them.  The rows past ATT_ROWS of a vector's width are
@@ -825,11 +844,14 @@ static void att_softmax_rows(float *a, int T, bf_vec *s, int t0, int rows,
     for (int r = 0; r < BF_VEC_LANES; r++)
         part[r] = r < ATT_ROWS ? att_max_lanes(s + r * ATT_TV, t0 + r + 1, nv)
                                : (bf_vec){0};
-    bf_vec mx = att_row_maxes(part);
-    for (int r = 0; r < BF_VEC_LANES; r++)
-        part[r] = r < ATT_ROWS ? att_exp_lanes(s + r * ATT_TV, t0 + r + 1,
-                                               nv, mx[r])
-                               : (bf_vec){0} + 1.0f;
+    bf_vec mxv = att_row_maxes(part);
+    float mx[BF_VEC_LANES];
+    memcpy(mx, &mxv, sizeof mx);
+    for (int r = 0; r < ATT_ROWS; r += ATT_EXP_ROWS)
+        att_exp_rows(s + r * ATT_TV, ATT_EXP_ROWS, t0 + r + 1, nv, mx + r,
+                     part + r);
+    for (int r = ATT_ROWS; r < BF_VEC_LANES; r++)
+        part[r] = (bf_vec){0} + 1.0f;
     bf_vec inv = 1.0f / bf_vec_row_sums(part);
     for (int r = 0; r < rows; r++) {
         bf_vec *e = s + r * ATT_TV;
