@@ -42,29 +42,26 @@ static inline __attribute__((always_inline)) void bf_vec_store(float *p,
 /* a > b ? a : b and a < b ? a : b, lane by lane, as x86's maxps and
  * minps take them (b where either is NaN): one instruction each, where
  * GCC lowers the same selects on generic vectors (and bf_expf's clamp in a
- * loop it vectorises) to compares and masked moves. */
+ * loop it vectorises) to compares and masked moves.  BF_VEC_PS(op, a, b)
+ * is the level's _mm*_op_ps. */
+#if BF_VEC_LANES == 16
+#define BF_VEC_PS(op, a, b) ((bf_vec)_mm512_##op##_ps((__m512)(a), (__m512)(b)))
+#elif BF_VEC_LANES == 8
+#define BF_VEC_PS(op, a, b) ((bf_vec)_mm256_##op##_ps((__m256)(a), (__m256)(b)))
+#else
+#define BF_VEC_PS(op, a, b) ((bf_vec)_mm_##op##_ps((__m128)(a), (__m128)(b)))
+#endif
+
 static inline __attribute__((always_inline)) bf_vec bf_vec_max(bf_vec a,
                                                                bf_vec b)
 {
-#if BF_VEC_LANES == 16
-    return (bf_vec)_mm512_max_ps((__m512)a, (__m512)b);
-#elif BF_VEC_LANES == 8
-    return (bf_vec)_mm256_max_ps((__m256)a, (__m256)b);
-#else
-    return (bf_vec)_mm_max_ps((__m128)a, (__m128)b);
-#endif
+    return BF_VEC_PS(max, a, b);
 }
 
 static inline __attribute__((always_inline)) bf_vec bf_vec_min(bf_vec a,
                                                                bf_vec b)
 {
-#if BF_VEC_LANES == 16
-    return (bf_vec)_mm512_min_ps((__m512)a, (__m512)b);
-#elif BF_VEC_LANES == 8
-    return (bf_vec)_mm256_min_ps((__m256)a, (__m256)b);
-#else
-    return (bf_vec)_mm_min_ps((__m128)a, (__m128)b);
-#endif
+    return BF_VEC_PS(min, a, b);
 }
 
 /* Lane index lists, one entry per lane l: BF_VEC_LANE_LIST(F, h) is
