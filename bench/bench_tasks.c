@@ -97,6 +97,7 @@ int main(int argc, char **argv)
     }
     bf_code_stats st;
     bf_code_corpus_stats(corpus, &st);
+    bf_code_corpus_put(corpus);
     printf("corpus %s: read in %.2f s, %d files, %.1f MiB in memory\n",
            code_dir, load, st.files[BF_CODE_TRAIN] + st.files[BF_CODE_EVAL],
            st.memory_bytes / 1048576.0);

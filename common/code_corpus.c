@@ -26,8 +26,6 @@
 #define BLOCK_MIN 1024
 /* One file in this many (by the hash of its path) is held out. */
 #define EVAL_ONE_IN 5
-/* More source than this is refused rather than read into memory. */
-#define MAX_SOURCE_BYTES (1ULL << 30)
 
 typedef struct block {
     uint32_t start, end;     /* symbols [start, end), no bracket open at
@@ -350,6 +348,7 @@ static void index_file(bf_code_corpus *c, int f)
 typedef struct path_list {
     char **paths;   /* relative to the root */
     int n, cap;
+    int entries;    /* directory entries walked */
 } path_list;
 
 static int compare_paths(const void *a, const void *b)
@@ -358,6 +357,16 @@ static int compare_paths(const void *a, const void *b)
 }
 
 #define PATH_CAP 4096
+
+/* The walk met more of `what` than `limit` allows: the tree is refused,
+ * named by its root (path's first root_len bytes). */
+static int over_limit(const char *path, size_t root_len, const char *what,
+                      int limit, bf_error *err)
+{
+    return bf_error_set(err, NULL, 0, NULL, "'%.*s' holds more than %d %s "
+                        "(the limit, docs/tasks.md); choose a smaller tree",
+                        (int)root_len, path, limit, what);
+}
 
 /* Adds the source files under the directory `path` (a PATH_CAP buffer,
  * extended in place for each entry; the first root_len bytes are the
@@ -375,6 +384,13 @@ static int list_sources(char *path, size_t root_len, path_list *out,
     int rc = 0;
     while (rc == 0 && (ent = readdir(dir)) != NULL) {
         size_t name_len = strlen(ent->d_name);
+        if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0)
+            continue;
+        if (++out->entries > BF_CODE_MAX_ENTRIES) {
+            rc = over_limit(path, root_len, "directory entries",
+                            BF_CODE_MAX_ENTRIES, err);
+            break;
+        }
         if (ent->d_name[0] == '.')
             continue;
         if (len + 1 + name_len >= PATH_CAP) {
@@ -390,6 +406,11 @@ static int list_sources(char *path, size_t root_len, path_list *out,
         else if (S_ISDIR(st.st_mode))
             rc = list_sources(path, root_len, out, err);
         else if (S_ISREG(st.st_mode) && lang_of(ent->d_name) >= 0) {
+            if (out->n == BF_CODE_MAX_FILES) {
+                rc = over_limit(path, root_len, "source files",
+                                BF_CODE_MAX_FILES, err);
+                break;
+            }
             if (out->n == out->cap) {
                 out->cap = out->cap ? 2 * out->cap : 256;
                 out->paths = bf_xrealloc(out->paths,
@@ -422,17 +443,18 @@ static int load_file(bf_code_corpus *c, const char *root, char *path,
     char full[PATH_CAP];
     snprintf(full, sizeof full, "%s/%s", root, path); /* fits: listed so */
     struct stat st;
-    if (stat(full, &st) == 0 &&
-        c->stats.source_bytes + (uint64_t)st.st_size > MAX_SOURCE_BYTES) {
+    uint64_t left = BF_CODE_MAX_SOURCE_BYTES - c->stats.source_bytes;
+    if (stat(full, &st) == 0 && (uint64_t)st.st_size > left) {
         free(path);
         return bf_error_set(err, NULL, 0, NULL, "'%s' holds more than %llu "
-                            "bytes of source; choose a smaller tree", root,
-                            (unsigned long long)MAX_SOURCE_BYTES);
+                            "bytes of source (the limit); choose a smaller "
+                            "tree", root,
+                            (unsigned long long)BF_CODE_MAX_SOURCE_BYTES);
     }
     size_t len = 0;
     char *text = bf_read_file(full, &len, NULL);
     uint32_t start = c->n_sym;
-    int usable = text && len <= MAX_SOURCE_BYTES &&
+    int usable = text && len <= left &&
                  lex_file(c, lang_of(path), text, len) == 0;
     free(text);
     if (!usable) {
@@ -476,9 +498,6 @@ static void fill_stats(bf_code_corpus *c)
 
 static bf_code_corpus *corpus_load(const char *dir, bf_error *err)
 {
-    if (dir[0] != '/')
-        return bf_error_set(err, NULL, 0, NULL, "'%s' is not an absolute "
-                            "path", dir), NULL;
     char path[PATH_CAP];
     size_t len = strlen(dir);
     if (len >= PATH_CAP)
@@ -514,31 +533,144 @@ static bf_code_corpus *corpus_load(const char *dir, bf_error *err)
 
 /* ---- the process's corpora ----------------------------------------------- */
 
+/* A cached corpus, keyed by its directory's canonical path (realpath):
+ * every spelling of one directory (".", "..", "//", symbolic links) is one
+ * entry.  The last spelling that found it is kept too, so that the same
+ * spelling again (every example a job draws) costs no system call.  refs
+ * counts the callers holding it; one that nobody holds is idle, and at
+ * most BF_CODE_CACHE_IDLE idle ones are kept, the least recently used
+ * leaving first. */
 typedef struct loaded {
-    char *dir;
+    char *real;
+    char *spelling;
     bf_code_corpus *corpus;
+    int refs;
+    uint64_t used;            /* when it last became idle */
     struct loaded *next;
 } loaded;
 
 static pthread_mutex_t loaded_lock = PTHREAD_MUTEX_INITIALIZER;
-static loaded *loaded_list;   /* kept until exit: tasks hold pointers */
+static loaded *loaded_list;
+static uint64_t loaded_clock;
+
+/* Frees idle entries beyond `keep`, least recently used first. */
+static void trim_idle(int keep)
+{
+    for (;;) {
+        int idle = 0;
+        loaded **oldest = NULL;
+        for (loaded **l = &loaded_list; *l; l = &(*l)->next)
+            if ((*l)->refs == 0) {
+                idle++;
+                if (!oldest || (*l)->used < (*oldest)->used)
+                    oldest = l;
+            }
+        if (idle <= keep)
+            return;
+        loaded *gone = *oldest;
+        *oldest = gone->next;
+        corpus_free(gone->corpus);
+        free(gone->real);
+        free(gone->spelling);
+        free(gone);
+    }
+}
+
+/* The entry whose spelling or (real != NULL) canonical path is `key`. */
+static loaded *find_loaded(const char *key, int real)
+{
+    loaded *l = loaded_list;
+    while (l && strcmp(real ? l->real : l->spelling, key) != 0)
+        l = l->next;
+    return l;
+}
+
+/* dir's canonical path (malloc'd), or NULL with err. */
+static char *canonical_dir(const char *dir, bf_error *err)
+{
+    if (dir[0] != '/')
+        return bf_error_set(err, NULL, 0, NULL, "'%s' is not an absolute "
+                            "path", dir), NULL;
+    struct stat st;
+    char *real = realpath(dir, NULL);
+    if (real && stat(real, &st) == 0 && S_ISDIR(st.st_mode))
+        return real;
+    bf_error_set(err, NULL, 0, NULL, "cannot read directory '%s': %s", dir,
+                 real ? "not a directory" : strerror(errno));
+    free(real);
+    return NULL;
+}
+
+/* The entry of dir, loaded if need be (under loaded_lock), or NULL. */
+static loaded *lookup(const char *dir, bf_error *err)
+{
+    loaded *l = find_loaded(dir, 0);
+    if (l)
+        return l;
+    char *real = canonical_dir(dir, err);
+    if (!real)
+        return NULL;
+    l = find_loaded(real, 1);
+    if (!l) {
+        bf_code_corpus *c = corpus_load(real, err);
+        if (!c) {
+            free(real);
+            return NULL;
+        }
+        l = bf_xcalloc(1, sizeof *l);
+        *l = (loaded){.real = real, .corpus = c, .next = loaded_list};
+        loaded_list = l;
+    } else {
+        free(real);
+    }
+    free(l->spelling);
+    l->spelling = bf_xstrdup(dir);
+    return l;
+}
 
 const bf_code_corpus *bf_code_corpus_get(const char *dir, bf_error *err)
 {
     pthread_mutex_lock(&loaded_lock);
-    loaded *l = loaded_list;
-    while (l && strcmp(l->dir, dir) != 0)
-        l = l->next;
-    if (!l) {
-        bf_code_corpus *c = corpus_load(dir, err);
-        if (c) {
-            l = bf_xmalloc(sizeof *l);
-            *l = (loaded){bf_xstrdup(dir), c, loaded_list};
-            loaded_list = l;
-        }
-    }
+    loaded *l = lookup(dir, err);
+    if (l)
+        l->refs++;
     pthread_mutex_unlock(&loaded_lock);
     return l ? l->corpus : NULL;
+}
+
+void bf_code_corpus_put(const bf_code_corpus *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&loaded_lock);
+    loaded *l = loaded_list;
+    while (l->corpus != c)
+        l = l->next;
+    if (--l->refs == 0) {
+        l->used = ++loaded_clock;
+        trim_idle(BF_CODE_CACHE_IDLE);
+    }
+    pthread_mutex_unlock(&loaded_lock);
+}
+
+void bf_code_corpus_drop_idle(void)
+{
+    pthread_mutex_lock(&loaded_lock);
+    trim_idle(0);
+    pthread_mutex_unlock(&loaded_lock);
+}
+
+int bf_code_corpus_cached(size_t *bytes)
+{
+    int n = 0;
+    size_t sum = 0;
+    pthread_mutex_lock(&loaded_lock);
+    for (loaded *l = loaded_list; l; l = l->next, n++)
+        sum += l->corpus->stats.memory_bytes;
+    pthread_mutex_unlock(&loaded_lock);
+    if (bytes)
+        *bytes = sum;
+    return n;
 }
 
 /* ---- queries ------------------------------------------------------------- */

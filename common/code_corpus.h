@@ -48,12 +48,35 @@ enum { BF_CODE_TRAIN, BF_CODE_EVAL, BF_CODE_N_SPLITS };
 
 typedef struct bf_code_corpus bf_code_corpus;
 
-/* The corpus of `dir` (an absolute path), loaded on the first call of the
- * process and shared by every later one (thread-safe); it lives until the
- * process exits, so the pointer is never freed by the caller.  NULL with
- * err (message only: the caller adds the field) when the directory cannot
- * be read or holds no usable file. */
+/* Limits on the tree a corpus is read from, so that no code_dir (say "/"
+ * or "/usr") can make a process walk or hold more: directory entries
+ * walked (hidden ones counted, not entered), source files listed, and
+ * bytes of source read.  A tree over any of them is refused, named. */
+#define BF_CODE_MAX_ENTRIES 100000
+#define BF_CODE_MAX_FILES 20000
+#define BF_CODE_MAX_SOURCE_BYTES (128ULL << 20)
+/* Corpora that nobody holds, kept for the next caller of the process. */
+#define BF_CODE_CACHE_IDLE 2
+
+/* The corpus of `dir` (an absolute path to a directory), held by the
+ * caller until bf_code_corpus_put.  Corpora are shared within the process
+ * (thread-safe) and keyed by the directory itself, not its spelling: every
+ * path to one directory is one corpus.  NULL with err (message only: the
+ * caller adds the field) when the directory cannot be read, is over the
+ * limits above, or holds no usable file. */
 const bf_code_corpus *bf_code_corpus_get(const char *dir, bf_error *err);
+
+/* Lets go of a corpus got above (NULL: nothing).  Once nobody holds it, it
+ * stays cached as one of the BF_CODE_CACHE_IDLE most recently used, or is
+ * freed. */
+void bf_code_corpus_put(const bf_code_corpus *c);
+
+/* Frees every corpus nobody holds (the daemon, after a refused sweep). */
+void bf_code_corpus_drop_idle(void);
+
+/* How many corpora the process holds or keeps, and (bytes, may be NULL)
+ * their memory: for the tests and benchmarks. */
+int bf_code_corpus_cached(size_t *bytes);
 
 /* What a corpus holds, for the docs (`bifocal-worker code-stats`) and the
  * validator. */

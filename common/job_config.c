@@ -559,17 +559,12 @@ static int validate_cross(const bf_job_config *cfg, const apply_ctx *c)
     return 0;
 }
 
-/* Task code: the corpus loads, and every depth trained and evaluated has
- * snippets in its split (training depths 1..depth in the training files,
- * each eval depth in the held-out ones). */
-static int validate_code(const bf_job_config *cfg, const apply_ctx *c)
+/* Every depth trained and evaluated has snippets in its split (training
+ * depths 1..depth in the training files, each eval depth in the held-out
+ * ones). */
+static int code_depths(const bf_job_config *cfg,
+                       const bf_code_corpus *corpus, const apply_ctx *c)
 {
-    bf_error why;
-    const bf_code_corpus *corpus = bf_code_corpus_get(cfg->code_dir, &why);
-    if (!corpus)
-        return bf_error_set(c->err, c->file,
-                            field_line(c->lines, "code_dir", -1), "code_dir",
-                            "%s", why.msg);
     for (int d = 1; d <= cfg->depth; d++)
         if (bf_code_snippet_count(corpus, BF_CODE_TRAIN, d) == 0)
             return bf_error_set(c->err, c->file,
@@ -591,6 +586,20 @@ static int validate_code(const bf_job_config *cfg, const apply_ctx *c)
                                 "lists them)", i, cfg->eval_depths[i],
                                 cfg->code_dir);
     return 0;
+}
+
+/* Task code: the corpus loads, and has the job's depths. */
+static int validate_code(const bf_job_config *cfg, const apply_ctx *c)
+{
+    bf_error why;
+    const bf_code_corpus *corpus = bf_code_corpus_get(cfg->code_dir, &why);
+    if (!corpus)
+        return bf_error_set(c->err, c->file,
+                            field_line(c->lines, "code_dir", -1), "code_dir",
+                            "%s", why.msg);
+    int rc = code_depths(cfg, corpus, c);
+    bf_code_corpus_put(corpus);
+    return rc;
 }
 
 int bf_job_config_validate_in(const bf_job_config *cfg, const char *file,

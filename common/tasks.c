@@ -113,6 +113,7 @@ static int brackets_measure(int types, int others, const int *tokens, int n)
 _Static_assert(BF_CODE_PAREN_OPEN == 0 && BF_CODE_SQUARE_OPEN == 2 &&
                BF_CODE_CURLY_OPEN == 4, "code brackets are dyck-3's");
 
+/* Held by the caller until bf_code_corpus_put. */
 static const bf_code_corpus *code_corpus(const bf_job_config *cfg)
 {
     const bf_code_corpus *corpus = bf_code_corpus_get(cfg->code_dir, NULL);
@@ -141,6 +142,7 @@ static int code_generate(const bf_job_config *cfg, int split, int depth,
     for (int i = 0; i < depth; i++)
         seq[n++] = TOK_FIRST + sn.closes[i];
     seq[n++] = TOK_END;
+    bf_code_corpus_put(corpus);
     return n;
 }
 

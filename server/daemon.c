@@ -26,6 +26,7 @@ static void on_lease_timer(uv_timer_t *t)
         bf_log_error("lease expiry failed: %s", err.msg);
     else if (n > 0)
         bf_log_info("expired %d lease%s", n, n == 1 ? "" : "s");
+    bf_protocol_check_submitters(&d->protocol);
 }
 
 static void on_flush_check(uv_check_t *h)

@@ -365,6 +365,17 @@ void bf_conn_resume(bf_conn *c)
     read_on(c);
 }
 
+int bf_conn_peer_gone(bf_conn *c)
+{
+    uv_os_fd_t fd;
+    if (c->closing || uv_fileno((uv_handle_t *)&c->s.tcp, &fd) != 0)
+        return 1;
+    char byte;
+    ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK
+                      && errno != EINTR);
+}
+
 /* "IP:PORT" for log lines, and the key of its address (peers.h): an IPv6
  * address is cut to its /64, unless it is an IPv4 one in disguise. */
 static void describe_peer(bf_conn *c)

@@ -147,6 +147,9 @@ void bf_conn_admit(bf_conn *c, size_t max_frame);
 void bf_conn_pause(bf_conn *c);
 /* Hands c the frames held back, then reads on. */
 void bf_conn_resume(bf_conn *c);
+/* Whether c's peer has closed its end (or reset it), found without
+ * reading: a paused connection learns of its peer's leaving no other way. */
+int bf_conn_peer_gone(bf_conn *c);
 /* Whether c's log budget (its address's while a stranger) allows one more
  * line now, taking it; logs how many lines were dropped first when some
  * were. */

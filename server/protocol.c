@@ -39,6 +39,7 @@ typedef struct session {
     char host[128];             /* worker host from its hello */
     int ranks;
     int protocol_errors;        /* in a row (is_protocol_error) */
+    bf_submission *submitting;  /* its sweep being stored, or NULL */
     json_t *pending_acks;       /* acks to send after the next flush */
 } session;
 
@@ -709,6 +710,7 @@ static void submit_done(void *ctx, int rc, int64_t sweep_id, size_t n_jobs,
 {
     submit_wait *w = ctx;
     session *s = w->s;
+    s->submitting = NULL;
     if (!s->conn) {
         /* The submitter left; the outcome is in the store anyway. */
     } else if (rc) {
@@ -756,9 +758,10 @@ static void handle_submit(session *s, json_t *msg, const json_t *id)
     w->s = hold_for_reply(s);
     w->id = id ? json_incref((json_t *)id) : NULL;
     w->filename = bf_xstrdup(filename);
-    bf_submits_start(&s->p->submits, filename, text,
-                     json_string_length(json_object_get(msg, "text")), &opts,
-                     bf_wall_ms(), submit_done, w);
+    s->submitting = bf_submits_start(&s->p->submits, filename, text,
+                                     json_string_length(json_object_get(msg,
+                                                                        "text")),
+                                     &opts, bf_wall_ms(), submit_done, w);
 }
 
 static void query_done(void *ctx, const json_t *id, char *frame, size_t len,
@@ -1116,7 +1119,27 @@ static void on_close(bf_conn *c)
     json_array_clear(s->pending_acks);
     s->conn = NULL;
     c->data = NULL;
+    if (s->submitting)   /* the submitter gave up: nothing of it is kept */
+        bf_submits_cancel(&p->submits, s->submitting,
+                          "the submitter disconnected");
     session_unref(s);
+}
+
+/* A submitter that left while its sweep is being stored (its reads are
+ * paused until the reply) cancels it. */
+static int cancel_if_gone(bf_conn *c, void *ctx)
+{
+    (void)ctx;
+    session *s = c->data;
+    if (s && s->submitting && bf_conn_peer_gone(c))
+        bf_submits_cancel(&s->p->submits, s->submitting,
+                          "the submitter disconnected");
+    return 0;
+}
+
+void bf_protocol_check_submitters(bf_protocol *p)
+{
+    bf_net_each(p->net, cancel_if_gone, NULL);
 }
 
 const bf_net_callbacks bf_protocol_callbacks = {

@@ -54,6 +54,10 @@ void bf_protocol_init(bf_protocol *p, uv_loop_t *loop, bf_net *net,
  * the commit failed, `store` errors in their place); queues the chore
  * that moves dependents on when the store has some left (store.h). */
 void bf_protocol_flush(bf_protocol *p);
+
+/* Cancels the submissions whose submitters have disconnected (called
+ * with the lease timer: a cancel is noticed within a second). */
+void bf_protocol_check_submitters(bf_protocol *p);
 /* The daemon is stopping: a sweep being stored stops (submit.h), and so
  * do the chores (chore.h). */
 void bf_protocol_stop(bf_protocol *p);

@@ -8,6 +8,7 @@
 #include "alloc.h"
 #include "chore.h"
 #include "clock.h"
+#include "code_corpus.h"
 #include "sweep.h"
 
 /* Chunks the expanding thread may queue before it waits. */
@@ -148,6 +149,8 @@ static void expand(void *arg)
     bf_sweep *sw = checked ? bf_sweep_parse(u->filename, u->dir, u->text,
                                             u->len, &err) : NULL;
     bf_sweep_free(checked);
+    if (!sw)   /* refused: keeps no corpus its jobs named */
+        bf_code_corpus_drop_idle();
     int stored_all = 0;
     if (sw) {
         uv_mutex_lock(&u->lock);
@@ -212,13 +215,24 @@ static void reply(bf_submission *u, int rc)
             rc == BF_STORE_OK ? NULL : &u->err);
 }
 
-/* u leaves the queue (freed once its handle closed); the next starts. */
+/* Takes u out of m's list. */
+static void unlink_submission(bf_submits *m, bf_submission *u)
+{
+    bf_submission **p = &m->head, *prev = NULL;
+    while (*p != u)
+        prev = *p, p = &(*p)->next;
+    *p = u->next;
+    if (m->tail == u)
+        m->tail = prev;
+}
+
+/* u, started, leaves the list (freed once its handle closed); a waiting
+ * one starts in its place. */
 static void retire(bf_submission *u)
 {
     bf_submits *m = u->m;
-    m->head = u->next;
-    if (!m->head)
-        m->tail = NULL;
+    unlink_submission(m, u);
+    m->n_active--;
     uv_close((uv_handle_t *)&u->wake, on_wake_closed);
     start_next(m);
 }
@@ -236,10 +250,12 @@ static void fail(bf_submission *u, int rc, const bf_error *err)
     uv_mutex_unlock(&u->lock);
 }
 
-/* The loop's time for one pass of storing. */
-static int64_t pass_deadline(void)
+/* The loop's time for one pass of storing: one slice, shared by the
+ * submissions being stored. */
+static int64_t pass_deadline(const bf_submits *m)
 {
-    return bf_monotonic_us() + BF_CHORE_SLICE_US;
+    return bf_monotonic_us() + BF_CHORE_SLICE_US / (m->n_active ? m->n_active
+                                                                 : 1);
 }
 
 /* Stores what of u->storing fits in one pass (one transaction), or drops
@@ -255,7 +271,8 @@ static void store_slice(bf_submission *u)
         if (bf_store_stage_jobs(u->m->store, &u->stage,
                                 c->rows + u->n_stored_of,
                                 c->n - u->n_stored_of, c->final,
-                                pass_deadline(), &done, &err) != BF_STORE_OK)
+                                pass_deadline(u->m), &done, &err)
+            != BF_STORE_OK)
             fail(u, BF_STORE_DB_FAILED, &err);
     }
     u->n_stored_of += done;
@@ -308,7 +325,7 @@ static void discard_step(bf_submission *u)
     bf_error err;
     if (!u->m->stopping
         && bf_store_discard_staged(u->m->store, u->stage.sweep_id,
-                                   pass_deadline(), &err) == 1)
+                                   pass_deadline(u->m), &err) == 1)
         uv_async_send(&u->wake);
     else
         retire(u);
@@ -333,11 +350,10 @@ static void on_wake(uv_async_t *h)
     }
 }
 
-static void start_next(bf_submits *m)
+static void start(bf_submission *u)
 {
-    bf_submission *u = m->head;
-    if (!u || u->state != WAITING)
-        return;
+    bf_submits *m = u->m;
+    m->n_active++;
     u->state = EXPANDING;
     uv_mutex_init(&u->lock);
     uv_cond_init(&u->room);
@@ -354,6 +370,16 @@ static void start_next(bf_submits *m)
     }
 }
 
+/* Starts waiting submissions, oldest first, while fewer than
+ * BF_SUBMITS_ACTIVE run. */
+static void start_next(bf_submits *m)
+{
+    for (bf_submission *u = m->head;
+         u && m->n_active < BF_SUBMITS_ACTIVE && !m->stopping; u = u->next)
+        if (u->state == WAITING)
+            start(u);
+}
+
 void bf_submits_init(bf_submits *m, uv_loop_t *loop, bf_store *store)
 {
     memset(m, 0, sizeof *m);
@@ -361,9 +387,10 @@ void bf_submits_init(bf_submits *m, uv_loop_t *loop, bf_store *store)
     m->store = store;
 }
 
-void bf_submits_start(bf_submits *m, const char *filename, const char *text,
-                      size_t len, const bf_submit_opts *opts, int64_t now_ms,
-                      bf_submit_done_fn done, void *ctx)
+bf_submission *bf_submits_start(bf_submits *m, const char *filename,
+                                const char *text, size_t len,
+                                const bf_submit_opts *opts, int64_t now_ms,
+                                bf_submit_done_fn done, void *ctx)
 {
     bf_submission *u = bf_xcalloc(1, sizeof *u);
     u->m = m;
@@ -387,6 +414,23 @@ void bf_submits_start(bf_submits *m, const char *filename, const char *text,
         m->head = u;
     m->tail = u;
     start_next(m);
+    return u;
+}
+
+/* A waiting submission ends at once; a started one stops at its thread's
+ * next job or chunk and discards what it staged. */
+void bf_submits_cancel(bf_submits *m, bf_submission *u, const char *why)
+{
+    bf_error err;
+    bf_error_set(&err, NULL, 0, NULL, "%s", why);
+    if (u->state != WAITING) {
+        fail(u, BF_STORE_ERR, &err);
+        return;
+    }
+    unlink_submission(m, u);
+    u->err = err;
+    reply(u, BF_STORE_ERR);
+    free_submission(u);
 }
 
 void bf_submits_stop(bf_submits *m)
@@ -394,21 +438,17 @@ void bf_submits_stop(bf_submits *m)
     m->stopping = 1;
     bf_error err;
     bf_error_set(&err, NULL, 0, NULL, "the daemon is stopping");
-    bf_submission *u = m->head;
-    if (u && u->state != WAITING) {
-        fail(u, BF_STORE_DB_FAILED, &err);
-        u = u->next;
-        m->head->next = NULL;
-        m->tail = m->head;
-    } else {
-        m->head = m->tail = NULL;
-    }
-    /* The waiting ones never started: nothing to undo. */
-    while (u) {
-        bf_submission *next = u->next;
+    bf_submission *u = m->head, *next;
+    for (; u; u = next) {
+        next = u->next;
+        if (u->state != WAITING) {
+            fail(u, BF_STORE_DB_FAILED, &err);
+            continue;
+        }
+        /* Never started: nothing to undo. */
+        unlink_submission(m, u);
         u->err = err;
         reply(u, BF_STORE_DB_FAILED);
         free_submission(u);
-        u = next;
     }
 }

@@ -9,10 +9,16 @@
  * visible with its last), serving everything else between chunks.  The
  * thread waits while two chunks are queued, so memory stays bounded.
  *
- * One sweep is stored at a time; later submissions wait their turn.  A
- * database failure half-way discards what was staged (a chunk per pass)
- * and reports BF_STORE_DB_FAILED; a daemon stopping meanwhile leaves the
- * staged rows for the next start to discard (bf_store_open). */
+ * Up to BF_SUBMITS_ACTIVE sweeps are expanded at once, each on its own
+ * thread, and stored side by side (each a share of the pass's slice), so
+ * that no submission holds the others: a one-job sweep is stored within
+ * a few passes while a million-job one is.  Later ones wait, oldest first,
+ * for one of those to end.  A submitter that disconnects cancels its
+ * submission (bf_submits_cancel): its thread stops at its next job or
+ * chunk.  A database failure half-way, or a cancel, discards what was
+ * staged (a chunk per pass) and reports BF_STORE_DB_FAILED or
+ * BF_STORE_ERR; a daemon stopping meanwhile leaves the staged rows for
+ * the next start to discard (bf_store_open). */
 #ifndef BF_SUBMIT_H
 #define BF_SUBMIT_H
 
@@ -25,6 +31,9 @@
 #include "store.h"
 
 #define BF_SUBMIT_CHUNK 1000
+/* Sweeps expanded and stored at once: each holds a thread, its parsed file
+ * and two chunks. */
+#define BF_SUBMITS_ACTIVE 4
 
 /* The outcome, on the loop: BF_STORE_OK with the new sweep; BF_STORE_ERR
  * (the sweep is invalid: err has file, line, field; or strict and with
@@ -41,7 +50,8 @@ typedef struct bf_submits {
     /* private */
     uv_loop_t *loop;
     bf_store *store;
-    bf_submission *head, *tail;   /* head is being stored, the rest wait */
+    bf_submission *head, *tail;   /* in arrival order */
+    int n_active;                 /* started, not yet retired */
     int stopping;
 } bf_submits;
 
@@ -49,13 +59,20 @@ void bf_submits_init(bf_submits *m, uv_loop_t *loop, bf_store *store);
 
 /* Stores the sweep file text (copied) submitted at now_ms with opts
  * (copied; NULL: the defaults) as bf_store_submit_sweep would, then calls
- * done(ctx, ...) on the loop, never before this returns. */
-void bf_submits_start(bf_submits *m, const char *filename, const char *text,
-                      size_t len, const bf_submit_opts *opts, int64_t now_ms,
-                      bf_submit_done_fn done, void *ctx);
+ * done(ctx, ...) on the loop, once, never before this returns.  The
+ * submission is m's: the caller's handle is good until done is called. */
+bf_submission *bf_submits_start(bf_submits *m, const char *filename,
+                                const char *text, size_t len,
+                                const bf_submit_opts *opts, int64_t now_ms,
+                                bf_submit_done_fn done, void *ctx);
 
-/* The daemon is stopping: the sweep being stored stops at its next chunk
- * and every submission ends with BF_STORE_DB_FAILED ("stopping"). */
+/* The submitter no longer wants u (done not called yet): it ends with
+ * BF_STORE_ERR and `why`, nothing of it kept; done may be called before
+ * this returns. */
+void bf_submits_cancel(bf_submits *m, bf_submission *u, const char *why);
+
+/* The daemon is stopping: the sweeps being stored stop at their next
+ * chunk and every submission ends with BF_STORE_DB_FAILED ("stopping"). */
 void bf_submits_stop(bf_submits *m);
 
 #endif

@@ -277,6 +277,7 @@ static int cmd_code_stats(int argc, char **argv)
         return fail(EXIT_USAGE, &err);
     bf_code_stats st;
     bf_code_corpus_stats(corpus, &st);
+    bf_code_corpus_put(corpus);
     print_code_stats(dir, &st);
     return 0;
 }

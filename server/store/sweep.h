@@ -120,6 +120,10 @@ typedef struct bf_sweep {
      * rope variant, bifocal/prope fractions that degenerate, jobs that
      * train the same model.  Owned by the struct. */
     json_t *warnings;
+    /* Validations of a `from:` cell with a source trial's values, over
+     * every expansion: bounded by SWEEP_FROM_CHECKS per stage and pass,
+     * whatever the numbers of cells and trials (tests, benchmarks). */
+    size_t from_checks;
     /* private: sweep*.c's */
     json_t *doc, *lines;
     bf_sweep_stage *stages;

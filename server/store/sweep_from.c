@@ -9,6 +9,7 @@
  * both are in, whichever comes last. */
 #include "sweep_internal.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +97,70 @@ static void cell_keys(const bf_sweep_stage *src, sweep_ref *ref)
             ref->keys[ref->n_keys++] = src->axes[a].fields[f];
 }
 
+/* Adds trial t to from->checked unless it is there (the list is short). */
+static void check_trial(sweep_from *from, size_t t)
+{
+    for (size_t i = 0; i < from->n_checked; i++)
+        if (from->checked[i] == t)
+            return;
+    from->checked[from->n_checked++] = t;
+}
+
+/* Field f's corners: the trials of its lowest and highest number, and the
+ * first trial of each other value, up to FROM_CORNER_VALUES of them. */
+#define FROM_CORNER_VALUES 8
+static void field_corners(sweep_from *from, const sweep_axis *search,
+                          size_t f)
+{
+    size_t lo = SIZE_MAX, hi = SIZE_MAX, n_other = 0;
+    double v_lo = 0, v_hi = 0;
+    const json_t *other[FROM_CORNER_VALUES];
+    for (size_t t = 0; t < search->n; t++) {
+        const json_t *v = json_object_get(search->assign[t],
+                                          search->fields[f]);
+        if (json_is_number(v)) {
+            double x = json_number_value(v);
+            if (lo == SIZE_MAX || x < v_lo)
+                lo = t, v_lo = x;
+            if (hi == SIZE_MAX || x > v_hi)
+                hi = t, v_hi = x;
+            continue;
+        }
+        size_t k = 0;
+        while (k < n_other && !json_equal(other[k], v))
+            k++;
+        if (k == n_other && n_other < FROM_CORNER_VALUES) {
+            other[n_other++] = v;
+            check_trial(from, t);
+        }
+    }
+    if (lo != SIZE_MAX) {
+        check_trial(from, lo);
+        check_trial(from, hi);
+    }
+}
+
+/* The trials each cell of a stage of n_cells is validated with: all of
+ * them while cells x trials stays within SWEEP_FROM_CHECKS; beyond, each
+ * field's corners (a 100,000-trial search taken by 899,000 cells would
+ * otherwise be 9e10 validations).  A trial left out is still validated,
+ * with the job's own config, by the worker that is handed the job:
+ * a failure there is permanent and names the field (docs/sweeps.md). */
+static void choose_checked(sweep_from *from, size_t n_cells,
+                           const sweep_axis *search)
+{
+    int all = search->n <= SWEEP_FROM_CHECKS / (n_cells ? n_cells : 1);
+    size_t cap = all ? search->n
+                     : search->n_fields * (2 + FROM_CORNER_VALUES);
+    from->checked = bf_xcalloc(cap ? cap : 1, sizeof *from->checked);
+    if (all)
+        for (size_t t = 0; t < search->n; t++)
+            from->checked[from->n_checked++] = t;
+    else
+        for (size_t f = 0; f < search->n_fields; f++)
+            field_corners(from, search, f);
+}
+
 int sweep__from_parse(bf_sweep *sw, size_t t, bf_error *err)
 {
     bf_sweep_stage *st = &sw->stages[t];
@@ -113,6 +178,7 @@ int sweep__from_parse(bf_sweep *sw, size_t t, bf_error *err)
     if (check_taken(sw, st, src, err) < 0)
         return -1;
     cell_keys(src, &st->from->ref);
+    choose_checked(st->from, st->n_combos, src->search);
     src->selected_from = 1;
     return 0;
 }
@@ -125,6 +191,7 @@ void sweep__from_free(sweep_from *from)
     free(from->ref.values);
     sweep__map_free(&from->ref.map);
     free(from->groups);
+    free(from->checked);
     free(from);
 }
 
@@ -173,12 +240,17 @@ static void cell_text(const sweep_ref *ref, const json_t *job, char *buf,
     }
 }
 
-/* cfg with the values of each trial of src's search passes validation. */
-static int check_trials(const bf_sweep *sw, const bf_sweep_stage *src,
-                        const bf_job_config *cfg, const char *head, int line,
+/* cfg with the values of each checked trial of src's search passes
+ * validation. */
+static int check_trials(bf_sweep *sw, const sweep_from *from,
+                        const bf_job_config *cfg, const char *head,
                         bf_error *err)
 {
-    for (size_t t = 0; t < src->search->n; t++) {
+    const bf_sweep_stage *src = &sw->stages[from->ref.from];
+    int line = from->line;
+    for (size_t i = 0; i < from->n_checked; i++) {
+        size_t t = from->checked[i];
+        sw->from_checks++;
         bf_job_config with = *cfg;
         bf_error verr;
         if (bf_job_config_apply_json(&with, src->search->assign[t], sw->file,
@@ -199,7 +271,7 @@ static int check_trials(const bf_sweep *sw, const bf_sweep_stage *src,
     return 0;
 }
 
-int sweep__from_match(const bf_sweep *sw, const bf_sweep_stage *st,
+int sweep__from_match(bf_sweep *sw, const bf_sweep_stage *st,
                       const sweep_combo *c, size_t index,
                       const bf_job_config *cfg, const json_t *job,
                       size_t *group, bf_error *err)
@@ -225,6 +297,5 @@ int sweep__from_match(const bf_sweep *sw, const bf_sweep_stage *st,
                             head, src->name, cell);
     }
     *group = from->groups[pos1 - 1];
-    return c->seed == 0 ? check_trials(sw, src, cfg, head, from->line, err)
-                        : 0;
+    return c->seed == 0 ? check_trials(sw, from, cfg, head, err) : 0;
 }

@@ -84,6 +84,9 @@ typedef struct sweep_from {
     sweep_ref ref;       /* ref.from: the source stage */
     size_t *groups;      /* per recorded cell: its trial group (trials.grp) */
     int line;            /* of `from:` */
+    size_t *checked;     /* the source's trials each cell is validated
+                            with (sweep_from.c: all, or its corners) */
+    size_t n_checked;
 } sweep_from;
 
 /* A base layer of a stage: the top-level base, then the stage's own. */
@@ -235,10 +238,15 @@ int sweep__from_parse(bf_sweep *sw, size_t t, bf_error *err);
 void sweep__from_record(bf_sweep *sw, const bf_sweep_stage *src,
                         const sweep_combo *c, size_t group, const json_t *job);
 
+/* Validations of a stage's `from:` cells with source trials allowed per
+ * expansion: within it every cell is checked with every trial; past it,
+ * with the trials at the corners of the search (sweep_from.c). */
+#define SWEEP_FROM_CHECKS 1000000
+
 /* The source cell of job `index` (c of st, config cfg, as JSON job) into
- * *group; at its first seed, cfg is also validated with the values of
- * every trial of the source's search (any may be selected). */
-int sweep__from_match(const bf_sweep *sw, const bf_sweep_stage *st,
+ * *group; at its first seed, cfg is also validated with the values of the
+ * source trials from->checked (any trial may be selected). */
+int sweep__from_match(bf_sweep *sw, const bf_sweep_stage *st,
                       const sweep_combo *c, size_t index,
                       const bf_job_config *cfg, const json_t *job,
                       size_t *group, bf_error *err);

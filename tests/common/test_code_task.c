@@ -344,6 +344,69 @@ static void test_bad_code_dir(void **state)
                    "files of code_dir");
 }
 
+/* ---- the process's corpora ------------------------------------------------ */
+
+/* A tree of one usable file, dir/name/a.py. */
+static void small_tree(const char *dir, const char *name, char *path,
+                       size_t cap)
+{
+    int n = snprintf(path, cap, "%s/%s", dir, name);
+    assert_true(n > 0 && (size_t)n < cap);
+    assert_int_equal(mkdir(path, 0700), 0);
+    write_file(path, "a.py", "f(x[1], {2: (3)})\n");
+}
+
+/* Every spelling of one directory is one corpus; once nobody holds them,
+ * at most BF_CODE_CACHE_IDLE stay, and drop_idle frees those. */
+static void test_cache_bounded(void **state)
+{
+    scratch *s = *state;
+    bf_code_corpus_drop_idle();
+    int held = bf_code_corpus_cached(NULL);   /* by the tests above */
+    char path[512], other[512];
+    small_tree(s->dir, "t", path, sizeof path);
+    const bf_code_corpus *c = corpus_of(path);
+    static const char *const spellings[] = {"%s/", "%s/.", "%s//./", "%s/../t"};
+    for (size_t i = 0; i < sizeof spellings / sizeof *spellings; i++) {
+        snprintf(other, sizeof other, spellings[i], path);
+        const bf_code_corpus *same = corpus_of(other);
+        assert_ptr_equal(same, c);
+        bf_code_corpus_put(same);
+    }
+    assert_int_equal(bf_code_corpus_cached(NULL), held + 1);
+    bf_code_corpus_put(c);
+    for (int i = 0; i < 2 * BF_CODE_CACHE_IDLE + 1; i++) {
+        snprintf(other, sizeof other, "t%d", i);
+        small_tree(s->dir, other, path, sizeof path);
+        bf_code_corpus_put(corpus_of(path));
+        assert_true(bf_code_corpus_cached(NULL) <= held + BF_CODE_CACHE_IDLE);
+    }
+    assert_int_equal(bf_code_corpus_cached(NULL), held + BF_CODE_CACHE_IDLE);
+    bf_code_corpus_drop_idle();
+    assert_int_equal(bf_code_corpus_cached(NULL), held);
+}
+
+/* A tree over a limit is refused, named, and nothing of it is kept: one
+ * source file too many, and /usr (over 100,000 entries on Debian). */
+static void test_tree_limits(void **state)
+{
+    scratch *s = *state;
+    int cached = bf_code_corpus_cached(NULL);
+    char name[32];
+    for (int i = 0; i <= BF_CODE_MAX_FILES; i++) {
+        snprintf(name, sizeof name, "f%05d.py", i);
+        write_file(s->dir, name, "x\n");
+    }
+    bf_error err;
+    assert_null(bf_code_corpus_get(s->dir, &err));
+    if (!strstr(err.msg, "more than 20000 source files (the limit"))
+        fail_msg("names no file limit: %s", err.msg);
+    assert_null(bf_code_corpus_get("/usr", &err));
+    if (!strstr(err.msg, "'/usr' holds more than"))
+        fail_msg("names no limit of /usr: %s", err.msg);
+    assert_int_equal(bf_code_corpus_cached(NULL), cached);
+}
+
 int main(void)
 {
     const char *root = getenv("BF_SOURCE_ROOT");
@@ -360,6 +423,10 @@ int main(void)
         cmocka_unit_test(test_train_and_eval_files_disjoint),
         cmocka_unit_test(test_snippet_depths),
         cmocka_unit_test_setup_teardown(test_bad_code_dir, scratch_setup,
+                                        scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_cache_bounded, scratch_setup,
+                                        scratch_teardown),
+        cmocka_unit_test_setup_teardown(test_tree_limits, scratch_setup,
                                         scratch_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

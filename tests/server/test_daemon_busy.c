@@ -413,6 +413,42 @@ static void test_invalid_big_sweep(void **state)
     assert_nothing_stored(d);
 }
 
+/* A one-job sweep submitted while the big one is being stored is stored
+ * and acked before it: no submission holds the others (once, the second
+ * waited for every job of the first). */
+static void test_small_overtakes_big(void **state)
+{
+    bft_daemon *d = *state;
+    bf_rpc big;
+    submit_big(d, &big);
+    assert_true(bft_submit(d, "one.yaml", "name: one\nbase: {steps: 100,"
+                           " depth: 2, eval_depths: [2]}\n", NULL, NULL) > 0);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM sweeps"
+                                    " WHERE name = 'big' AND n_jobs = 0"), 1);
+    bf_error err;
+    assert_true(bft_reply_is(bf_rpc_recv(&big, 120000, &err), "ack"));
+    assert_int_equal(bft_sql_int(d, "SELECT n_jobs FROM sweeps"
+                                    " WHERE name = 'big'"), BIG_SEEDS);
+    bf_rpc_close(&big);
+}
+
+/* A submitter that disconnects while its sweep is stored cancels it:
+ * what was staged is discarded and the daemon serves on. */
+static void test_submitter_leaves(void **state)
+{
+    bft_daemon *d = *state;
+    bf_rpc c;
+    submit_big(d, &c);
+    bf_rpc_close(&c);
+    long long left = -1;
+    for (int i = 0; i < 600 && left != 0; i++) {
+        bf_sleep_ms(50);
+        left = bft_sql_int(d, "SELECT count(*) FROM jobs");
+    }
+    assert_nothing_stored(d);
+    assert_true(bft_serves_status(d));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -425,6 +461,8 @@ int main(void)
         BFT_DAEMON_TEST(test_cancel_finished_after_restart),
         BFT_DAEMON_TEST(test_big_fan_out),
         BFT_DAEMON_TEST(test_big_revival),
+        BFT_DAEMON_TEST(test_small_overtakes_big),
+        BFT_DAEMON_TEST(test_submitter_leaves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

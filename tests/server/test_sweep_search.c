@@ -115,6 +115,14 @@ static void jobs_free(jobs *j)
         json_decref(j->cfg[i]);
 }
 
+static int count_job(void *ctx, const bf_sweep_job *job, bf_error *err)
+{
+    (void)job;
+    (void)err;
+    (*(size_t *)ctx)++;
+    return 0;
+}
+
 static double real_of(const json_t *cfg, const char *field)
 {
     return json_number_value(json_object_get(cfg, field));
@@ -261,6 +269,70 @@ static void test_from_beside_init_from(void **state)
     }
     assert_int_not_equal(j.trial_group[0], j.trial_group[2]);
     jobs_free(&j);
+}
+
+/* A tune of `trials` trials taken (from:) by a confirm stage of `cells`
+ * cells (a grid of warmup_steps), confirm's base d_model d; the sweep
+ * expanded once, counting its jobs; the from: validations made, or -1
+ * with err when it is refused. */
+static long from_checks(int trials, int cells, int d, size_t *n_jobs,
+                        bf_error *err)
+{
+    char *yaml = malloc((size_t)cells * 8 + 512);
+    int n = sprintf(yaml, "name: x\nbase: {depth: 4, eval_depths: [4]}\n"
+                    "stages:\n  - name: tune\n    search:\n"
+                    "      method: sobol\n      trials: %d\n      space:\n"
+                    "        lr: {uniform: [0.001, 0.01]}\n"
+                    "        n_heads: {choice: [4, 8]}\n"
+                    "    select: {by: eval_loss, eval_depth: 4}\n"
+                    "  - name: confirm\n    from: \"stage:tune\"\n"
+                    "    base: {d_model: %d, steps: 4000}\n"
+                    "    grid: {warmup_steps: [",
+                    trials, d);
+    for (int c = 0; c < cells; c++)
+        n += sprintf(yaml + n, "%s%d", c ? ", " : "", c);
+    strcpy(yaml + n, "]}\n");
+    bf_sweep *sw = bf_sweep_parse("sweep.yaml", "/sweeps", yaml, strlen(yaml),
+                                  err);
+    free(yaml);
+    if (!sw)
+        fail_msg("parse: %s", err->msg);
+    *n_jobs = 0;
+    long checks = bf_sweep_expand(sw, count_job, n_jobs, err) == 0
+                  ? (long)sw->from_checks : -1;
+    bf_sweep_free(sw);
+    return checks;
+}
+
+/* Checking a from: stage's cells with the source's trials costs about the
+ * jobs, not cells x trials: every trial while the product is within
+ * SWEEP_FROM_CHECKS, past it each searched field's lowest and highest
+ * value (lr's, n_heads' 4 and 8: at most four trials), not every one of
+ * 3,000 trials for each of 700 cells. */
+static void test_from_checks_bounded(void **state)
+{
+    (void)state;
+    bf_error err = {0};
+    size_t n_jobs = 0;
+    assert_int_equal(from_checks(100, 10, 64, &n_jobs, &err), 100 * 10);
+    assert_int_equal(n_jobs, 110);
+    long checks = from_checks(3000, 700, 64, &n_jobs, &err);
+    assert_int_equal(n_jobs, 3700);
+    assert_true(checks >= 700 * 2 && checks <= 700 * 4);
+    assert_true(3000L * 700 > SWEEP_FROM_CHECKS);
+}
+
+/* Past the budget, a corner trial that fails a cell is still found:
+ * n_heads 8 does not divide d_model 40. */
+static void test_from_corner_refused(void **state)
+{
+    (void)state;
+    bf_error err = {0};
+    size_t n_jobs = 0;
+    assert_int_equal(from_checks(3000, 700, 40, &n_jobs, &err), -1);
+    assert_string_equal(err.field, "d_model");
+    if (!strstr(err.msg, "\"n_heads\":8"))
+        fail_msg("names no trial of n_heads 8: %s", err.msg);
 }
 
 typedef struct bad_case {
@@ -411,6 +483,8 @@ int main(void)
         cmocka_unit_test(test_search_in_stage),
         cmocka_unit_test(test_from_beside_init_from),
         cmocka_unit_test(test_rejections),
+        cmocka_unit_test(test_from_checks_bounded),
+        cmocka_unit_test(test_from_corner_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
