@@ -1085,6 +1085,22 @@ int bf_store_view_page(bf_store *s, const char *view, int64_t sweep_id,
     return rc;
 }
 
+/* Whether any job has an id past `id` (*rc: SQLite's code when the
+ * lookup fails, else left alone). */
+static int job_after(bf_store *s, int64_t id, int *rc)
+{
+    sqlite3_stmt *st = prepare_query(s, "SELECT 1 FROM jobs WHERE job_id > ?1"
+                                        " LIMIT 1", NULL);
+    if (!st)
+        return *rc = SQLITE_NOMEM, 0;
+    sqlite3_bind_int64(st, 1, id);
+    int step = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (step != SQLITE_ROW && step != SQLITE_DONE)
+        *rc = step;
+    return step == SQLITE_ROW;
+}
+
 int bf_store_jobs(bf_store *s, int64_t sweep_id, const char *status,
                   int64_t after, int limit, size_t max_bytes,
                   bf_store_page *page, bf_error *err)
@@ -1106,7 +1122,7 @@ int bf_store_jobs(bf_store *s, int64_t sweep_id, const char *status,
      * a sweep still being stored (n_jobs 0) are not there yet. */
     char sql[768];
     snprintf(sql, sizeof sql, "SELECT " JOB_COLUMNS " FROM jobs j"
-             " WHERE j.job_id > ?3%s%s"
+             " WHERE j.job_id > ?3 AND j.job_id <= ?4%s%s"
              "   AND (SELECT n_jobs FROM sweeps WHERE sweep_id = j.sweep_id) > 0"
              " ORDER BY j.job_id",
              sweep_id <= 0 ? "" : status ? " AND j.sweep_id = ?1"
@@ -1119,6 +1135,8 @@ int bf_store_jobs(bf_store *s, int64_t sweep_id, const char *status,
     if (status)
         sqlite3_bind_text(st, 2, status, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, after);
+    int64_t window_end = after + BF_STORE_JOBS_WINDOW;
+    sqlite3_bind_int64(st, 4, window_end);
     page_fill f = { .page = page, .max_rows = limit, .max_bytes = max_bytes };
     page_append(&f, "[", 1);
     int rc = SQLITE_DONE;
@@ -1135,6 +1153,8 @@ int bf_store_jobs(bf_store *s, int64_t sweep_id, const char *status,
     if (rc == SQLITE_ROW)
         page->next = json_integer(json_integer_value(
             json_object_get(f.last, "job_id")));
+    else if (rc == SQLITE_DONE && job_after(s, window_end, &rc))
+        page->next = json_integer(window_end);
     json_decref(f.last);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
         store__fail(s, err, sql);

@@ -381,12 +381,18 @@ typedef struct bf_store_page {
 
 void bf_store_page_clear(bf_store_page *page);
 
+/* A page reads job ids after `after` up to this far: the rows of a sweep
+ * being stored, which no page shows, are never read more than this many
+ * at a time (a page of them may be empty, with a cursor). */
+#define BF_STORE_JOBS_WINDOW 20000
+
 /* A page of jobs in job_id order, encoded like a view's page: of those
- * with job_id > after, filtered by sweep (<= 0: any) and status (NULL:
- * any), at most limit (>= 1) and up to the row that brings the page to
- * max_bytes.  page->next is the last job_id of the page (an integer) when
- * more follow, else NULL.  0, or -1 with err (its field `status` or
- * `sweep` when those are at fault). */
+ * with after < job_id <= after + BF_STORE_JOBS_WINDOW, filtered by sweep
+ * (<= 0: any) and status (NULL: any), at most limit (>= 1) and up to the
+ * row that brings the page to max_bytes.  page->next (an integer) is
+ * where the next page starts when more may follow: the page's last job
+ * id, or the window's end; else NULL.  0, or -1 with err (its field
+ * `status` or `sweep` when those are at fault). */
 int bf_store_jobs(bf_store *s, int64_t sweep_id, const char *status,
                   int64_t after, int limit, size_t max_bytes,
                   bf_store_page *page, bf_error *err);

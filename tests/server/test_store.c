@@ -449,11 +449,38 @@ static void test_queries(void **state)
     bf_lease_clear(&l);
 }
 
+/* A page reads at most BF_STORE_JOBS_WINDOW job ids: the one job of a
+ * sweep stored after 2.5 windows of another's comes on the third page,
+ * the two before it empty but for their cursors: a sweep being stored,
+ * whose rows no page shows, costs a page a window at most. */
+static void test_jobs_pages_bounded(void **state)
+{
+    fixture *f = *state;
+    bf_error err = {0};
+    char yaml[128];
+    snprintf(yaml, sizeof yaml, "name: wide\nbase: {steps: 100}\nseeds: %d\n",
+             BF_STORE_JOBS_WINDOW * 5 / 2);
+    bft_submit(f->s, yaml, 1, NULL);
+    int64_t one = bft_submit(f->s, "name: one\nbase: {steps: 100}\n", 2, NULL);
+    int64_t after = 0, next = 0;
+    for (int page = 1; page <= 3; page++) {
+        json_t *jobs = bft_jobs_page(f->s, one, NULL, after, 10, 1 << 20,
+                                     &next, &err);
+        assert_non_null(jobs);
+        assert_int_equal(json_array_size(jobs), page == 3);
+        assert_int_equal(next, page == 3 ? 0 : page * BF_STORE_JOBS_WINDOW);
+        json_decref(jobs);
+        after = next;
+    }
+}
+
 int main(int argc, char **argv)
 {
     sqlite3_cli = argc > 1 ? argv[1] : "sqlite3";
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_open_sets_pragmas, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_jobs_pages_bounded, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_submit_stores_sweep_and_jobs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rejected_sweep_stores_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_submit_stores_analysis, setup,
