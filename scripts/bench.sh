@@ -64,6 +64,9 @@ build bench_store && "$dir/bench/bench_store"
 echo "== bench_submit: a 100k-job sweep submitted through bifocald"
 build bifocald && build bench_submit && "$dir/bench/bench_submit"
 
+echo "== bench_wedge: the files that once wedged bifocald, and 1,000 spellings of code_dir"
+build bifocald && build bench_wedge && "$dir/bench/bench_wedge"
+
 echo "== bench_ingest: 16 loopback workers streaming metrics into bifocald, vs Optuna"
 build bifocald && build bench_ingest && "$dir/bench/bench_ingest"
 
