@@ -66,10 +66,10 @@ static int wedge(bft_daemon *d, long trials, long cells)
     int rc = bf_rpc_send(&big, msg, &err);
     json_decref(msg);
     free(text);
-    double lat[64];
+    double lat[1024];
     int n = 0;
     json_t *reply = NULL;
-    while (rc == 0 && !reply && n < 64) {
+    while (rc == 0 && !reply && n < 1024) {
         char name[32], yaml[128];
         snprintf(name, sizeof name, "one%d", n);
         snprintf(yaml, sizeof yaml, "name: %s\nbase: {steps: 100}\n", name);

@@ -3,13 +3,26 @@
 # build and once under AddressSanitizer + UndefinedBehaviorSanitizer, the
 # multi-host tests (tests/cluster/run.sh) on the normal build, a release
 # build (compiled only), then every fuzz harness for 20 s (scripts/fuzz.sh).
-# The last three count as one test each.  Ends with one line "tests: N
-# passed, M failed"; the exit status is non-zero if anything failed.
+# The last three count as one test each.  Ends with each phase's time and
+# one line "tests: N passed, M failed"; the exit status is non-zero if
+# anything failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Each phase's wall time, printed at the end: the suite must stay within
+# CI's budget on the 2-core machine (CONTRIBUTING.md).
+phase_times=()
+phase_t0=$SECONDS
+phase_done() {
+    local s=$((SECONDS - phase_t0))
+    phase_times+=("$(printf '  %-34s %3d:%02d' "$1" $((s / 60)) $((s % 60)))")
+    phase_t0=$SECONDS
+}
+
 source scripts/deps.sh
 bf_install_pkgs "${BUILD_PKGS[@]}" "${TEST_PKGS[@]}" "${FUZZ_PKGS[@]}"
 scripts/browser-deps.sh
+phase_done "packages"
 
 passed=0 failed=0
 # meson test's summary: "Ok: N", "Fail: N", "Timeout: N", ...
@@ -32,6 +45,7 @@ run_suite() {
 }
 
 run_suite build
+phase_done "build + meson test (build)"
 
 # Multi-host tests (tests/cluster/run.sh): test hosts in network
 # namespaces, worker groups across them, a real Slurm.  Needs root, as CI
@@ -42,11 +56,13 @@ else
     echo "tests/cluster/run.sh FAILED" >&2
     failed=$((failed + 1))
 fi
+phase_done "tests/cluster/run.sh"
 # Leak checking is on everywhere except under mpirun (tests/e2e/meson.build
 # says why).
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 run_suite build-asan -Db_sanitize=address,undefined -Db_lundef=false
+phase_done "build + meson test (build-asan)"
 
 # The release build (scripts/bench.sh's) compiles too: -O3 brings
 # warnings of its own (maybe-uninitialized), and -Werror makes them errors.
@@ -57,6 +73,7 @@ else
     echo "the release build (build-release) does not compile" >&2
     failed=$((failed + 1))
 fi
+phase_done "release build"
 
 # Every libFuzzer harness of tests/fuzz/ for 20 s: a crash fails the run.
 if scripts/fuzz.sh 20; then
@@ -64,6 +81,9 @@ if scripts/fuzz.sh 20; then
 else
     failed=$((failed + 1))
 fi
+phase_done "scripts/fuzz.sh 20"
 
+echo "phases (minutes:seconds), $((SECONDS / 60)) minutes in all:"
+printf '%s\n' "${phase_times[@]}"
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
