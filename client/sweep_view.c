@@ -192,7 +192,7 @@ json_t *bf_sweep_view_swept_fields(const char *source)
     return fields;
 }
 
-/* How a stage names an earlier one in from: (server/store/sweep_from.c). */
+/* How a stage names an earlier one in from: (server/sweep/sweep_from.c). */
 static const char STAGE_REF[] = "stage:";
 
 /* The stage of the sweep file named name, or NULL. */

@@ -21,7 +21,7 @@
  * of every test.
  *
  * This module checks the block on its own (types, ranges, job-config
- * fields and values); the sweep parser (server/store/sweep.c) checks it
+ * fields and values); the sweep parser (server/sweep/sweep.c) checks it
  * against the sweep (a baseline label names a zip entry, whose values
  * replace it; a baseline value is one the sweep sweeps; some job evaluates
  * at the primary depth) and the store keeps it in the

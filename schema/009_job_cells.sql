@@ -5,7 +5,7 @@
 -- jobs.cell: the jobs of one sweep and stage whose configs differ only in
 -- seed share a cell; cells are numbered 0, 1, ... per sweep in the order
 -- of their first job.  bifocald sets it at submission (the sweep's
--- expansion, server/store/sweep_expand.c); here the jobs already stored
+-- expansion, server/sweep/sweep_expand.c); here the jobs already stored
 -- get theirs by the same rule.
 --
 -- The sweep's status index now holds job_id, cell and seed too: a reader

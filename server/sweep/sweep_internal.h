@@ -10,7 +10,7 @@
  *   sweep.c         parsing: stages, bases, axes, excludes, seeds, references
  *   sweep_expand.c  expansion, validation, duplicates, source matching
  *   sweep_warn.c    the warnings of a sweep (called by expansion)
- * Nothing outside server/store/sweep*.c includes this. */
+ * Nothing outside server/sweep/ includes this. */
 #ifndef BF_SWEEP_INTERNAL_H
 #define BF_SWEEP_INTERNAL_H
 
