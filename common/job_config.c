@@ -6,6 +6,7 @@
  * (plus its default and docs/job-config.md). */
 #include "job_config.h"
 
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
@@ -265,17 +266,31 @@ static void describe_range(const field_spec *f, char *buf, size_t cap)
         snprintf(buf, cap, "an integer in %.0f .. %.0f", f->min, f->max);
 }
 
+/* The trainer computes in float32: a real that becomes 0 or subnormal
+ * there (below FLT_MIN), or overflows to inf, is no value it can use. */
+static int float_usable(double v)
+{
+    return v == 0 || (fabs(v) <= FLT_MAX && isnormal((float)v));
+}
+
 /* Range check of one number.  The message shows the value, as element
  * `element` of a list when element >= 0.  Formats only on failure: sweeps
  * validate every expanded job. */
 static int check_range(const field_spec *f, double v, int element,
                        const char *file, int line, bf_error *err)
 {
-    if (in_range(f, v))
+    int ranged = in_range(f, v);
+    if (ranged && (f->kind != KIND_REAL || float_usable(v)))
         return 0;
     char shown[32], allowed[96];
     format_real(v, shown, sizeof shown);
     describe_range(f, allowed, sizeof allowed);
+    if (ranged)
+        return bf_error_set(err, file, line, f->name, "%s is not a normal "
+                            "float32, and the trainer computes in float32 "
+                            "(normal magnitudes: %g .. %g; smaller ones are "
+                            "subnormal or 0 there, larger ones inf; allowed: "
+                            "%s)", shown, FLT_MIN, FLT_MAX, allowed);
     if (element >= 0)
         return bf_error_set(err, file, line, f->name, "element %d (%s) is out "
                             "of range (allowed: %s)", element, shown, allowed);

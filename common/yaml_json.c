@@ -213,9 +213,13 @@ static json_t *resolve_plain(yaml_reader *r, int line, const char *s, size_t n)
         all_in(s + 2, n - 2, "0123456789abcdefABCDEF"))
         return resolve_integer(r, line, s, 16);
     if (is_core_float(s)) {
+        errno = 0;
         double v = strtod(s, NULL);
-        if (!isfinite(v))
-            return reader_fail(r, line, "number %s is out of range", s);
+        /* Underflow to 0 would pass 1e-400 on as another value, silently. */
+        if (!isfinite(v) || (v == 0 && errno == ERANGE))
+            return reader_fail(r, line, "number %s is out of range (a double "
+                               "would hold it as %s)", s, v == 0 ? "0" :
+                               "infinity");
         return json_real(v);
     }
     return json_stringn(s, n);

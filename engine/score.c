@@ -12,10 +12,19 @@
 #include "records.h"
 #include "tasks.h"
 
+/* The longest input line, in bytes: 16 per id of each array (an id of the
+ * vocabulary is at most 3 digits, 5 bytes with ", ") and 1 KiB for the
+ * keys and spacing.  A longer line is refused once that many bytes are
+ * read, so memory stays at this, whatever the file holds. */
+#define LINE_BYTES_PER_POSITION 32
+#define LINE_BYTES_SLACK 1024
+
 typedef struct scorer {
     bf_model model;
     int vocab, max_len;
     int *inputs, *targets;   /* [max_len] */
+    char *line;              /* [line_limit + 2]: the line, '\n', NUL */
+    size_t line_limit;       /* bytes of a line, its newline not counted */
     const char *path;        /* input file, for messages */
 } scorer;
 
@@ -38,6 +47,9 @@ static int scorer_open(scorer *s, const char *checkpoint_path, bf_error *err)
         return -1;
     s->inputs = bf_xmalloc((size_t)s->max_len * sizeof *s->inputs);
     s->targets = bf_xmalloc((size_t)s->max_len * sizeof *s->targets);
+    s->line_limit = LINE_BYTES_SLACK +
+                    (size_t)LINE_BYTES_PER_POSITION * (size_t)s->max_len;
+    s->line = bf_xmalloc(s->line_limit + 2);
     return 0;
 }
 
@@ -46,6 +58,7 @@ static void scorer_close(scorer *s)
     bf_model_free(&s->model);
     free(s->inputs);
     free(s->targets);
+    free(s->line);
 }
 
 /* Copies arr into out, checking every id lies in [lowest, vocab). */
@@ -117,12 +130,14 @@ static int print_record(FILE *out, json_t *rec, bf_error *err)
     return 0;
 }
 
-/* Scores one non-blank line; adds to the running totals. */
-static int score_line(scorer *s, const char *text, int lineno, FILE *out,
+/* Scores one non-blank line of `bytes` bytes; adds to the running totals.
+ * Whatever follows the object on the line is an error (jansson's EOF
+ * check), not ignored. */
+static int score_line(scorer *s, size_t bytes, int lineno, FILE *out,
                       double *loss_total, long *target_total, bf_error *err)
 {
     json_error_t jerr;
-    json_t *obj = json_loads(text, 0, &jerr);
+    json_t *obj = json_loadb(s->line, bytes, 0, &jerr);
     if (!obj)
         return bf_error_set(err, s->path, lineno, NULL,
                             "not valid JSON: %s (column %d)", jerr.text,
@@ -146,6 +161,53 @@ static int is_blank(const char *line)
     return line[strspn(line, " \t\r\n")] == '\0';
 }
 
+/* Reads line lineno into s->line, stopping past s->line_limit bytes: 1
+ * with its length in *len, 0 at the end of the file, -1 with err set when
+ * the line is too long, holds a NUL byte (which would hide what follows
+ * it) or cannot be read. */
+static int read_line(scorer *s, FILE *in, int lineno, size_t *len,
+                     bf_error *err)
+{
+    size_t n = 0;
+    int c = 0;
+    while (n <= s->line_limit && c != '\n' && (c = getc_unlocked(in)) != EOF)
+        s->line[n++] = (char)c;
+    if (ferror(in))
+        return bf_error_set(err, s->path, lineno, NULL, "cannot read: %s",
+                            strerror(errno));
+    if (n > s->line_limit && c != '\n')
+        return bf_error_set(err, s->path, lineno, NULL, "line longer than "
+                            "%zu bytes (%d + %d per position of the model's "
+                            "seq_len %d)", s->line_limit, LINE_BYTES_SLACK,
+                            LINE_BYTES_PER_POSITION, s->max_len);
+    const char *nul = memchr(s->line, '\0', n);
+    if (nul)
+        return bf_error_set(err, s->path, lineno, NULL, "NUL byte at "
+                            "column %zu", (size_t)(nul - s->line) + 1);
+    s->line[n] = '\0';
+    *len = n;
+    return n > 0;
+}
+
+/* Scores every line of in, printing a record per non-blank line; *lines
+ * gets their count. */
+static int score_lines(scorer *s, FILE *in, FILE *out, double *loss_total,
+                       long *target_total, int *lines, bf_error *err)
+{
+    size_t len = 0;
+    int got;
+    for (int lineno = 1; (got = read_line(s, in, lineno, &len, err)) > 0;
+         lineno++) {
+        if (is_blank(s->line))
+            continue;
+        if (score_line(s, len, lineno, out, loss_total, target_total,
+                       err) != 0)
+            return -1;
+        ++*lines;
+    }
+    return got;
+}
+
 int bf_score_file(const char *checkpoint_path, const char *input_path,
                   FILE *out, bf_error *err)
 {
@@ -158,20 +220,11 @@ int bf_score_file(const char *checkpoint_path, const char *input_path,
         fclose(in);
         return -1;
     }
-    char *line = NULL;
-    size_t cap = 0;
     double loss_total = 0;
     long target_total = 0;
-    int lineno = 0, lines = 0, rc = 0;
-    while (rc == 0 && getline(&line, &cap, in) >= 0) {
-        lineno++;
-        if (is_blank(line))
-            continue;
-        rc = score_line(&s, line, lineno, out, &loss_total, &target_total,
-                        err);
-        lines++;
-    }
-    free(line);
+    int lines = 0;
+    int rc = score_lines(&s, in, out, &loss_total, &target_total, &lines,
+                         err);
     fclose(in);
     scorer_close(&s);
     if (rc != 0)

@@ -3,7 +3,9 @@
  * Input: one JSON object per line, {"input": [ids], "target": [ids or -1]},
  * both of the same length (1..seq_len of the checkpoint's job), ids below
  * the task's vocabulary; -1 marks a position that is not scored.  Blank
- * lines are skipped.
+ * lines are skipped; a line with a NUL byte or anything after its object,
+ * or longer than 1024 + 32 * seq_len bytes (refused as it is read), is an
+ * error.
  * Output (one JSON object per line):
  *   {"loss": x, "targets": n}   per input line: mean cross-entropy over its
  *                               n targets (null when n = 0)

@@ -2,6 +2,7 @@
  * file, line, field, the bad value and what is allowed), defaults and the
  * example configs validate, and the canonical JSON is deterministic and
  * round-trips. */
+#include <float.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -134,6 +135,14 @@ static const bad_case bad_cases[] = {
      {"out of range", "> 0"}},
     {"negative_weight_decay", "a.yaml", "weight_decay: -0.1\n", "weight_decay",
      1, {"-0.1 is out of range"}},
+    /* The trainer computes in float32: below FLT_MIN a value is 0 or
+     * subnormal there. */
+    {"lr_denormal", "a.yaml", "steps: 10\nlr: 4.9e-324\n", "lr", 2,
+     {"5e-324 is not a normal float32", "1.17549e-38 .. 3.40282e+38",
+      "allowed: a number in [0, 10]"}},
+    {"grad_clip_float_subnormal", "a.yaml", "grad_clip: 1e-39\n",
+     "grad_clip", 1, {"1e-39 is not a normal float32", "subnormal or 0",
+      "> 0 and <= 1e+12"}},
     {"too_many_eval_depths", "a.yaml",
      "seq_len: 128\neval_depths: [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]\n",
      "eval_depths", 2, {"lists 17 depths", "1 to 16"}},
@@ -490,6 +499,57 @@ static void test_validate_checks_built_configs(void **state)
     expect_invalid(&cfg, "code_dir", "not NUL-terminated");
 }
 
+/* Every real field refuses a value below FLT_MIN that its range admits
+ * (float32 makes it 0 or subnormal), naming the field and its line, in a
+ * file and in a config built in C; 0 and FLT_MIN itself pass where the
+ * range has them. */
+static void test_reals_are_normal_float32(void **state)
+{
+    (void)state;
+    bf_job_config good;
+    bf_job_config_defaults(&good);
+    json_t *all = bf_job_config_to_json(&good);
+    const char *field;
+    json_t *v;
+    int reals = 0;
+    json_object_foreach(all, field, v) {
+        if (!json_is_real(v))
+            continue;
+        reals++;
+        json_t *lines = json_pack("{si}", field, 7);
+        const double tiny[] = {4.9e-324, 1e-39, -1e-39, FLT_MIN / 2};
+        for (size_t i = 0; i < sizeof tiny / sizeof tiny[0]; i++) {
+            json_t *obj = json_pack("{sf}", field, tiny[i]);
+            bf_job_config cfg = good;
+            bf_error err;
+            assert_int_equal(bf_job_config_apply_json(&cfg, obj, "j.yaml",
+                                                      lines, &err), -1);
+            assert_string_equal(err.field, field);
+            assert_int_equal(err.line, 7);
+            json_decref(obj);
+        }
+        const double normal[] = {0, FLT_MIN, -FLT_MIN};
+        for (size_t i = 0; i < sizeof normal / sizeof normal[0]; i++) {
+            json_t *obj = json_pack("{sf}", field, normal[i]);
+            bf_job_config cfg = good;
+            bf_error err;
+            if (bf_job_config_apply_json(&cfg, obj, "j.yaml", lines, &err) &&
+                !strstr(err.msg, "out of range"))
+                fail_msg("%s = %g refused: %s", field, normal[i], err.msg);
+            json_decref(obj);
+        }
+        json_decref(lines);
+    }
+    json_decref(all);
+    assert_int_equal(reals, 7);
+    bf_job_config cfg = good;
+    cfg.lr = 1e-40;
+    expect_invalid(&cfg, "lr", "1e-40 is not a normal float32");
+    cfg = good;
+    cfg.weight_decay = 4.9e-324;
+    expect_invalid(&cfg, "weight_decay", "5e-324 is not a normal float32");
+}
+
 /* Which fields a rope variant ignores, and the effective config that
  * makes jobs training the same model compare equal. */
 static void test_field_effect(void **state)
@@ -627,6 +687,7 @@ int main(void)
         cmocka_unit_test(test_canonical_determinism),
         cmocka_unit_test(test_apply_json_is_atomic_and_reads_lines),
         cmocka_unit_test(test_validate_checks_built_configs),
+        cmocka_unit_test(test_reals_are_normal_float32),
         cmocka_unit_test(test_names_and_derived),
         cmocka_unit_test(test_field_effect),
     };

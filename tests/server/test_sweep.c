@@ -199,6 +199,8 @@ static const bad_case bad_cases[] = {
      "32 is fewer positions than seq_len 64"},
     {"prope_fraction above 1", "name: x\ngrid:\n  rope: [prope]\n"
      "  prope_fraction: [0.5, 2]\n", 4, "prope_fraction", "2 is out of range"},
+    {"lr a float32 cannot hold", "name: x\ngrid:\n  lr:\n    - 0.001\n"
+     "    - 4.9e-324\n", 5, "lr", "5e-324 is not a normal float32"},
     {"code_dir missing", "name: x\nbase: {task: code, eval_depths: [4]}\n"
      "grid:\n  code_dir: [/nonexistent/bifocal-code]\n", 4, "code_dir",
      "cannot read directory '/nonexistent/bifocal-code'"},

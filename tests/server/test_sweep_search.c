@@ -373,6 +373,13 @@ static const bad_case bad_cases[] = {
     {"bound out of the field's range",
      SEARCH("  space:\n    lr: {loguniform: [1.0e-4, 20]}\n"), 6, "lr",
      "search.space.lr: the high bound: 20 is out of range"},
+    /* float32 would make it 0: refused by the job config's rule */
+    {"loguniform from a denormal",
+     SEARCH("  space:\n    lr: {loguniform: [4.9e-324, 1.0e-2]}\n"), 6, "lr",
+     "search.space.lr: the low bound: 5e-324 is not a normal float32"},
+    {"uniform to a float32 subnormal",
+     SEARCH("  space:\n    weight_decay: {uniform: [0, 1.0e-39]}\n"), 6,
+     "weight_decay", "the high bound: 1e-39 is not a normal float32"},
     {"bad choice", SEARCH("  space:\n    rope: {choice: [rope, nope]}\n"),
      6, "rope", "choice[1]"},
     {"not a job field", SEARCH("  space:\n    lrr: {uniform: [0.1, 0.2]}\n"),

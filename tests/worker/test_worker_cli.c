@@ -10,6 +10,7 @@
 #include <math.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include "checkpoint.h"
@@ -252,15 +253,22 @@ static double direct_loss(bf_model *m, const int *in, const int *tg, int T,
     return bf_model_forward(m, in, tg, NULL, 1, T, n);
 }
 
+/* Trains tiny_job into dir/SUB; ck_path gets its last checkpoint. */
+static void train_tiny(const char *sub, char *ck_path, size_t cap)
+{
+    write_job("job.yaml", tiny_job);
+    char args[512];
+    snprintf(args, sizeof args, "--job %s/job.yaml --checkpoint-dir %s/%s",
+             dir, dir, sub);
+    assert_int_equal(run_worker(args), 0);
+    snprintf(ck_path, cap, "%s/%s/step-000006.safetensors", dir, sub);
+}
+
 static void test_eval_matches_forward(void **state)
 {
     (void)state;
-    write_job("job.yaml", tiny_job);
     char args[512], ck_path[256], input[160];
-    snprintf(args, sizeof args, "--job %s/job.yaml --checkpoint-dir %s/ev",
-             dir, dir);
-    assert_int_equal(run_worker(args), 0);
-    snprintf(ck_path, sizeof ck_path, "%s/ev/step-000006.safetensors", dir);
+    train_tiny("ev", ck_path, sizeof ck_path);
 
     bf_checkpoint ck;
     bf_error e;
@@ -343,21 +351,136 @@ static void test_eval_matches_forward(void **state)
     free(err);
 }
 
-/* Starts the worker with stdout to dir/out; returns its pid. */
-static pid_t spawn_worker(const char *job, const char *ck_dir)
+/* Starts the worker with argv[1..] (argv[0] is set here), stdout to
+ * dir/out and stderr to dir/err; returns its pid. */
+static pid_t spawn_argv(const char **argv)
 {
-    char out[128];
+    char out[128], err[128];
     snprintf(out, sizeof out, "%s/out", dir);
+    snprintf(err, sizeof err, "%s/err", dir);
+    argv[0] = worker;
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fd, 1);
-        execl(worker, worker, "--job", job, "--checkpoint-dir", ck_dir,
-              (char *)NULL);
+        dup2(open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644), 1);
+        dup2(open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644), 2);
+        execv(worker, (char *const *)argv);
         _exit(127);
     }
     return pid;
+}
+
+/* `bifocal-worker eval` of ck_path over input: its exit status, and in
+ * *peak_kib its peak resident memory (wait4: this child's alone). */
+static int run_eval(const char *ck_path, const char *input, long *peak_kib)
+{
+    const char *argv[] = {NULL, "eval", "--checkpoint", ck_path, "--input",
+                          input, NULL};
+    pid_t pid = spawn_argv(argv);
+    int st;
+    struct rusage ru;
+    assert_int_equal(wait4(pid, &st, 0, &ru), pid);
+    assert_true(WIFEXITED(st));
+    *peak_kib = ru.ru_maxrss;
+    return WEXITSTATUS(st);
+}
+
+/* Writes lines[0..n) to dir/in.jsonl, each followed by a newline (its
+ * length given, so that a line may hold a NUL); returns the path. */
+static const char *write_lines(const char *const *lines, const size_t *lens,
+                               int n)
+{
+    static char path[160];
+    snprintf(path, sizeof path, "%s/in.jsonl", dir);
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    for (int i = 0; i < n; i++) {
+        fwrite(lines[i], 1, lens[i], fp);
+        fputc('\n', fp);
+    }
+    assert_int_equal(fclose(fp), 0);
+    return path;
+}
+
+/* dir/err names path:line and holds `says`. */
+static void assert_err_names(const char *path, int line, const char *says)
+{
+    char *err = slurp("err");
+    char where[200];
+    snprintf(where, sizeof where, "%s:%d: ", path, line);
+    if (!strstr(err, where) || !strstr(err, says))
+        fail_msg("stderr '%s' lacks '%s' or '%s'", err, where, says);
+    free(err);
+}
+
+#define GOOD_LINE "{\"input\": [1, 2], \"target\": [2, -1]}"
+
+/* A line past the length limit is refused as it is read: memory peaks no
+ * higher than scoring one good line, however long the line (8 MiB here:
+ * read whole, it and jansson's values of its ids took 114 MiB more). */
+static void test_eval_long_line_refused_while_read(void **state)
+{
+    (void)state;
+    char ck_path[256];
+    train_tiny("long", ck_path, sizeof ck_path);
+    const char *good[] = {GOOD_LINE};
+    size_t good_len = strlen(GOOD_LINE);
+    long good_kib, long_kib;
+    assert_int_equal(run_eval(ck_path, write_lines(good, &good_len, 1),
+                              &good_kib), 0);
+
+    size_t ids = (8u << 20) / 3, n = 0;
+    char *text = bf_xmalloc(ids * 3 + 64);
+    n += (size_t)sprintf(text, "{\"input\": [1");
+    for (size_t i = 1; i < ids; i++, n += 3)
+        memcpy(text + n, ", 1", 3);
+    n += (size_t)sprintf(text + n, "], \"target\": [2]}");
+    const char *lines[] = {GOOD_LINE, text};
+    size_t lens[] = {good_len, n};
+    const char *path = write_lines(lines, lens, 2);
+    free(text);
+    assert_int_equal(run_eval(ck_path, path, &long_kib), 2);
+    print_message("peak RSS: %ld KiB scoring a good line, %ld KiB refusing "
+                  "an %zu-byte one\n", good_kib, long_kib, n);
+    if (long_kib > good_kib + 2048)
+        fail_msg("refusing an %zu-byte line peaked at %ld KiB, %ld KiB over "
+                 "scoring a good line", n, long_kib, long_kib - good_kib);
+    assert_err_names(path, 2, "line longer than 1536 bytes");
+    json_t *recs = stdout_records();   /* line 1's record is kept */
+    assert_int_equal(json_array_size(recs), 1);
+    json_decref(recs);
+}
+
+/* What follows a line's object, after a NUL byte or not, is refused with
+ * the file and line named; the lines before it are scored. */
+static void test_eval_trailing_bytes_refused(void **state)
+{
+    (void)state;
+    char ck_path[256];
+    train_tiny("trail", ck_path, sizeof ck_path);
+    static const char nul_line[] = GOOD_LINE "\0junk";
+    static const char junk_line[] = GOOD_LINE " junk";
+    static const char lead_nul[] = "  \0" GOOD_LINE;
+    static const struct {
+        const char *text;
+        size_t len;
+        const char *says;
+    } cases[] = {
+        {nul_line, sizeof nul_line - 1, "NUL byte at column 37"},
+        {junk_line, sizeof junk_line - 1, "end of file expected near 'junk'"},
+        {lead_nul, sizeof lead_nul - 1, "NUL byte at column 3"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *lines[] = {GOOD_LINE, "", cases[i].text};
+        size_t lens[] = {strlen(GOOD_LINE), 0, cases[i].len};
+        const char *path = write_lines(lines, lens, 3);
+        long peak_kib;
+        assert_int_equal(run_eval(ck_path, path, &peak_kib), 2);
+        assert_err_names(path, 3, cases[i].says);
+        json_t *recs = stdout_records();
+        assert_int_equal(json_array_size(recs), 1);
+        json_decref(recs);
+    }
 }
 
 /* Waits (up to ~20 s) until dir/out holds a train record. */
@@ -383,7 +506,9 @@ static void test_sigterm_stops_with_checkpoint(void **state)
     write_text(job, "d_model: 16\nn_layers: 1\nn_heads: 2\nseq_len: 24\n"
                "batch_size: 2\nsteps: 1000000\nlog_every: 1\n"
                "eval_every: 0\nfreq_every: 0\neval_depths: [4]\n");
-    pid_t pid = spawn_worker(job, ck_dir);
+    const char *argv[] = {NULL, "--job", job, "--checkpoint-dir", ck_dir,
+                          NULL};
+    pid_t pid = spawn_argv(argv);
     wait_for_training();
     kill(pid, SIGTERM);
     int st;
@@ -426,6 +551,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_code_job_learns),
         cmocka_unit_test(test_memory_budget_refuses),
         cmocka_unit_test(test_eval_matches_forward),
+        cmocka_unit_test(test_eval_long_line_refused_while_read),
+        cmocka_unit_test(test_eval_trailing_bytes_refused),
         cmocka_unit_test(test_sigterm_stops_with_checkpoint),
     };
     return cmocka_run_group_tests(tests, scratch_setup, scratch_teardown);
