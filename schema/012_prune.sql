@@ -1,4 +1,4 @@
--- Migration 14: early stopping of a search's trials (issue 19).
+-- Migration 12: early stopping of a search's trials (issue 19).
 -- A trial the coordinator prunes ends in the new job status 'pruned': a
 -- final status, never retried, keeping its checkpoint and metrics.
 -- `trials` says which search trial a job is and which trials compete with

@@ -1,4 +1,4 @@
--- Migration 15: the selection of a search's best trials (issue 19).  A
+-- Migration 13: the selection of a search's best trials (issue 19).  A
 -- stage with `select:` has a select_rules row; its trials point at it;
 -- once every trial of a cell has ended, the coordinator ranks the cell's
 -- succeeded trials by their final eval_loss at the rule's depth (a training

@@ -1,4 +1,4 @@
--- Migration 12: a sweep's `analysis:` block (docs/sweeps.md, Analysis;
+-- Migration 14: a sweep's `analysis:` block (docs/sweeps.md, Analysis;
 -- common/analysis.h), stored as the submission parsed and checked it, so
 -- that compare, report and whatever plans more seeds read the same
 -- declaration without parsing the file again.  One row per sweep that has

@@ -1,4 +1,4 @@
--- Migration 13: per-example outcomes of every evaluation, so that accuracy
+-- Migration 15: per-example outcomes of every evaluation, so that accuracy
 -- can be compared example by example (exact McNemar on the discordant
 -- pairs, the within-seed variance of a paired difference) rather than
 -- only from counts.  One row per eval record that came with its outcomes
