@@ -1,5 +1,5 @@
 /* bench_outcomes_size: what the per-example outcomes (eval_outcomes,
- * migration 15) add to the database of the study (docs/findings.md).
+ * migration 15) add to the database of the study (research/findings.md).
  *
  * Submits configs/study-structure-gap.yaml (108 jobs) through the real
  * store twice, into two fresh databases, and writes for every job the

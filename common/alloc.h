@@ -27,11 +27,12 @@ char *bf_xstrndup(const char *s, size_t n);
 /* n bytes, zeroed, for a large array that a hot loop sweeps (the model's
  * parameters, gradients, moments, activations): aligned to a cache line
  * (BF_ARENA_LINE bytes), so that no vector load of a row starting on a
- * whole line straddles two lines (calloc's 16 bytes past a page made every
- * AVX-512 load of config A's rows do so: its steps ran x1.06 faster
- * aligned); from BF_ARENA_HUGE up, aligned to that and its whole 2 MiB
- * pages marked for transparent huge pages (madvise, a hint the kernel
- * may ignore; fewer TLB misses: x1.03 more).  Freed with free(). */
+ * whole line straddles two lines (calloc's large blocks start 16 bytes
+ * past a page, which splits every AVX-512 load of a row); from
+ * BF_ARENA_HUGE up, aligned to that and its whole 2 MiB pages marked for
+ * transparent huge pages (madvise, a hint the kernel may ignore: fewer
+ * TLB misses).  bench/bench_train_pair.sh measures both on whole steps
+ * (docs/training.md, "Arenas and alignment").  Freed with free(). */
 #define BF_ARENA_LINE ((size_t)64)
 #define BF_ARENA_HUGE ((size_t)2 << 20)
 void *bf_xcalloc_arena(size_t n);

@@ -66,14 +66,13 @@ size_t bf_model_act_floats(const bf_model_shape *s, int B, int T);
  *
  * Small on purpose: a micro-batch's activations are written by its forward
  * and read back by its backward, and the fewer bytes they take, the more of
- * them the caches still hold (at 4 MiB rather than 32, one micro-batch of
- * the study's whole batch, its steps ran 11% faster and config A's 6%:
- * docs/training.md, "Micro-batches the caches hold").  But each
- * micro-batch reads the weights three times (forward, dinp, dw) and the
- * gradients once: at twice the parameters' bytes that traffic stays below
- * the activations' (config B at one row a micro-batch, 128 tokens, ran 7%
- * slower than at three or four).  At most 32 MiB, the rule before, so
- * that no model needs more memory for it.  A constant, not the cache of
+ * them the caches still hold (docs/training.md, "Micro-batches the caches
+ * hold"; bench/bench_train_pair.sh measures a change of these constants).
+ * But each micro-batch reads the weights three times (forward, dinp, dw)
+ * and the gradients once: at twice the parameters' bytes that traffic
+ * stays below the activations' (at one row a micro-batch it does not).
+ * At most 32 MiB, so that a large model's activations take no more
+ * memory than one micro-batch of that size.  A constant, not the cache of
  * the machine at hand: the micro-batches decide the order in which
  * gradients add up, and so a step's rounding, which must not depend on
  * the node a job lands on. */

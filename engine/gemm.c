@@ -11,19 +11,16 @@
  * side by side in one row (dw = inp^T @ dout); both are read in place.
  * b is copied into a stack panel of GEMM_KC x GEMM_NC, a panel at a time:
  * transposed, so that a step's vectors are contiguous, and row-major too,
- * because rows OC floats apart fall into a few L1 sets (read in place,
- * the forward product at OC 512 and 1024 ran slower than OpenBLAS's,
- * bench_gemm).  A row-major b is copied by the first row tile, which
- * reads it in place and stores each row it loads into the panel: the
- * loads from L3 (a weight, every micro-batch) then overlap that tile's
- * products instead of stalling a copy loop (study x1.026, A x1.011,
- * bench_train_pair).  k runs in blocks of GEMM_KC, so a panel of b stays
- * in L1 while every row tile of a passes over it.  Blocking a's rows as well
- * (32 tiles, so a block stays in L2 while the panels pass) measured no
- * different on config B's steps (bench_train_pair: x1.046 at avx512,
- * x0.972 at avx2), so a's rows run whole.
- * bench/bench_gemm.c measures it against OpenBLAS; docs/training.md
- * has the figures. */
+ * because rows OC floats apart fall into a few L1 sets (read in place, the
+ * wide layers' forward products trail OpenBLAS's: bench_gemm shows it).
+ * A row-major b is copied by the first row tile, which reads it in place
+ * and stores each row it loads into the panel, so that the loads from L3
+ * (a weight, every micro-batch) overlap that tile's products instead of
+ * stalling a copy loop.  k runs in blocks of GEMM_KC, so a panel of b
+ * stays in L1 while every row tile of a passes over it; a's rows run
+ * whole, since blocking them for L2 gained nothing.
+ * bench/bench_gemm.c measures it against OpenBLAS and
+ * bench/bench_train_pair.sh on whole steps (docs/training.md). */
 #include "gemm.h"
 #include "vec.h"
 
@@ -63,8 +60,8 @@ gemm_tile(int mr, int nr, int kc, const float *a, size_t a_rs, size_t a_ks,
             acc[i][j] = bias ? bf_vec_load(bias + j * BF_VEC_LANES)
                              : (bf_vec){0};
     /* r's rows are added at the end, fetched meanwhile: where r is far
-     * (dw's gradient, from L3 every micro-batch), every multiply-add of
-     * the tile waited on them when they started the sums */
+     * (dw's gradient, from L3 every micro-batch), starting the sums from
+     * them would make every multiply-add of the tile wait on them */
     for (int i = 0; r && i < mr; i++) {
         __builtin_prefetch(r + i * ldr);
         __builtin_prefetch(r + i * ldr + nr * BF_VEC_LANES - 1);
@@ -124,7 +121,7 @@ gemm_tile_any(int mr, int nr, int kc, const float *a, size_t a_rs,
 /* panel [kc, GEMM_NC] = transposed b's rows k0.. and columns j0.. (nc of
  * them; b has unit stride down k), a block of BF_VEC_LANES x BF_VEC_LANES
  * at a time, transposed in registers (a scalar copy with a strided side
- * ran at about 6 cycles an element: 5% of config A's step, perf). */
+ * is slow enough to show in a step's profile). */
 static void gemm_pack_b(float *restrict panel, bf_mat b, int k0, int kc,
                         int j0, int nc)
 {
@@ -149,9 +146,8 @@ static void gemm_pack_b(float *restrict panel, bf_mat b, int k0, int kc,
 
 /* The blocks of bf_gemm, with a's strides passed as they are known: one
  * of them the constant 1 at each call, so the tiles address a's elements
- * from one pointer (a run-time pair of strides cost every broadcast its
- * own index arithmetic, out of registers: bf_gemm ran no faster than
- * OpenBLAS with it). */
+ * from one pointer (a run-time pair of strides costs every broadcast its
+ * own index arithmetic, out of registers). */
 static inline __attribute__((always_inline)) void
 gemm_blocks(float *c, size_t ldc, const float *a, size_t a_rs, size_t a_ks,
             bf_mat b, bf_mat r, const float *bias, int M, int N, int K)

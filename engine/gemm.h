@@ -7,8 +7,8 @@
  * BF_GEMM naming that level's copy (engine/meson.build): layers.c calls
  * its own level's copy by that name, and every level's table carries it
  * (layers.h: bf_gemm, the level in use).  Like every kernel it allocates
- * nothing: the one operand it copies (b, when transposed) goes a panel at
- * a time through the stack. */
+ * nothing: the one operand it copies, b, goes a panel at a time through
+ * the stack. */
 #ifndef BF_GEMM_H
 #define BF_GEMM_H
 

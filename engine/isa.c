@@ -87,18 +87,11 @@ const char *bf_isa_blas_core_in_use(void)
 }
 
 /* Within the tiles' limits the fused attention beats sgemm at every
- * level, whatever OpenBLAS's kernels: sgemm's time over the fused one's
- * at the heads of the study (seq 40, head_dim 16), config A (64, 32) and
- * B (128, 64), bench_attention's medians (9 rounds) on the Xeon of
- * docs/training.md, with 2 vectors a span (layers.c, ATT_SPAN):
- *   - baseline (SSE2, Prescott's products): 1.52x, 1.36x, 1.12x;
- *   - avx2 (Haswell's): 1.59x, 1.35x, 1.07x;
- *   - avx512 with AVX-512 products (SkylakeX): 1.52x, 1.32x, 1.09x;
- *   - avx512 with AVX2 products (the Haswell pin an image may set; the
- *     Zen 5 machine, an earlier and slower fused kernel): 2.10x, 1.57x,
- *     1.12x.
- * Before the spans, B's heads were a tie left to sgemm at baseline, avx2
- * and avx512 with AVX-512 products (0.97x, 1.04x, 1.02x). */
+ * level, whatever OpenBLAS's kernels, at the heads of the study (seq 40,
+ * head_dim 16), config A (64, 32) and B (128, 64), so the path depends on
+ * the shape alone and a level stays bit-identical.  bench_attention
+ * checks the rule at each level on every run (docs/training.md has its
+ * latest figures). */
 int bf_isa_attention_fused(int T, int head_dim)
 {
     return BF_ATT_FUSED_FITS(T, head_dim);

@@ -132,9 +132,9 @@ static void layernorm_apply(float *out, const float *inp, const float *mean,
 
 /* LayerNorm's row sums a block of BF_VEC_LANES rows at a time, where C is
  * whole vectors: each row's vectors added down to one, then the block's
- * rows summed all at once (bf_vec_row_sums).  Row by row, GCC lowered
- * each `omp simd` reduction to a scalar add a lane through the stack: at
- * the study's C = 64 most of both kernels' time (perf). */
+ * rows summed all at once (bf_vec_row_sums).  Row by row, GCC lowers
+ * each `omp simd` reduction to a scalar add a lane through the stack,
+ * which at small C takes most of both kernels' time. */
 static int ln_blocks(int N, int C)
 {
     return C % BF_VEC_LANES == 0 ? N / BF_VEC_LANES * BF_VEC_LANES : 0;
@@ -258,8 +258,8 @@ ln_block_columns(float *restrict dinp, float *restrict dw,
 
 /* LayerNorm's backward of the block of BF_VEC_LANES rows from n0 (C
  * whole vectors), LN_COLUMN_VECS vectors of columns at a time: added
- * into db and dw row by row, each add waited on the store of the row
- * before (perf). */
+ * into db and dw row by row, each add would wait on the store of the row
+ * before. */
 static void ln_block_backward(float *restrict dinp, float *restrict dw,
                               float *restrict db, const float *dout,
                               const float *inp, const float *w,
@@ -314,10 +314,11 @@ static void layernorm_backward(float *restrict dinp, float *restrict dw,
 }
 
 /* out [N,OC] = residual + inp @ w + bias in one pass of this level's
- * gemm, which starts each tile from the residual and bias rows (gemm.h).
+ * gemm, which starts each tile from the bias and adds the residual at its
+ * end (gemm.c).
  * cblas only where the gemm declines the shape: there out first gets
  * residual + bias and sgemm adds to it (beta 1), by a copy loop, not
- * memcpy (a libc call a row cost more than the row, perf, 0831f01). */
+ * memcpy (a libc call a row costs more than a short row). */
 static void matmul_forward(float *out, const float *inp, const float *w,
                            const float *bias, const float *residual, int N,
                            int C, int OC)
@@ -346,8 +347,8 @@ static void matmul_forward(float *out, const float *inp, const float *w,
 
 /* dbias [OC] += the column sums of dout [N, OC].  BIAS_COLS columns at a
  * time, summed in registers down all N rows and then added to dbias: a
- * row at a time into dbias itself, each row's add waited on the store of
- * the row before (1.8% of a step at the study's size, perf). */
+ * row at a time into dbias itself, each row's add would wait on the
+ * store of the row before. */
 enum { BIAS_COLS = 64 };
 static void bias_backward(float *restrict dbias, const float *restrict dout,
                           int N, int OC)
@@ -492,10 +493,9 @@ static void rotary_backward(float *dqkv, float *dtheta, const float *qkv,
  * causal softmax and the weighted sum, only keys up to the group's last row
  * (the causal half).  Its arithmetic is on bf_vec, GCC's generic vector
  * of BF_VEC_LANES floats, one register of the level (4 SSE2, 8 AVX2, 16
- * AVX-512; a 16-float vector on AVX2 was lowered through the stack and ran
- * 2.3x slower than sgemm): loops over blocks of keys or of head dimensions
- * that plain C left to the vectoriser's choices (it spilled the
- * accumulators).
+ * AVX-512; a vector wider than the level's registers is lowered through
+ * the stack): loops over blocks of keys or of head dimensions that plain
+ * C leaves to the vectoriser's choices (it spills the accumulators).
  * The tiles are padded with zeros to whole vectors.
  *
  * Limits (layers.h: BF_ATT_FUSED_MAX_T 128, BF_ATT_FUSED_MAX_HD 64): the
@@ -582,10 +582,9 @@ static void att_tile_transpose(bf_vec *tt, const float *x, int stride, int T,
  * are independent chains, so the multiply-adds overlap instead of waiting
  * on each other's latency.  A group past the last row reads the zero rows
  * below and its outputs are dropped.  8 rows on AVX2 and AVX-512, 4 on
- * SSE2: against 4, the avx512 copy ran the heads of the study, config A
- * and B x1.05, x1.15 and x1.09 as fast, the avx2 copy x1.03, x1.09 and
- * x1.16, while SSE2's copy ran the study's and A's x0.94 and x0.98
- * (bench/bench_attention_pair.sh at each level; docs/training.md). */
+ * SSE2, whose 16 narrow registers spill at 8; 16 rows lose more to the
+ * causal triangle's waste than they gain (bench/bench_attention_pair.sh
+ * at each level measures it; docs/training.md). */
 #if BF_VEC_LANES >= 8
 enum { ATT_ROWS = 8 };
 #else
@@ -593,12 +592,10 @@ enum { ATT_ROWS = 4 };
 #endif
 /* Vectors att_rows_product and att_rows_scatter take at once (of columns;
  * of dimensions): each broadcast of an element then feeds ATT_SPAN
- * multiply-adds.  2 at every level: against one vector at a time (and
- * the scatter's keys outer), the fused attention ran the heads of the
- * study, config A and B x1.17, x1.15 and x1.15 as fast at avx512, x1.10,
- * x1.09 and x1.04 at avx2, x1.09, x1.13 and x1.11 at baseline
- * (bench_attention_pair.sh; at avx2, 1 instead of 2 read x1.07, x1.05
- * and x0.99: its 16 registers spill a little at 8 rows, but gain more). */
+ * multiply-adds, and the scatter keeps the group's rows in registers down
+ * all the keys.  2 at every level: faster than one vector at a time at
+ * every level and head size, AVX2 included, whose 16 registers spill a
+ * little at 8 rows but gain more (bench_attention_pair.sh measures it). */
 enum { ATT_SPAN = 2 };
 static const float att_zeros[BF_ATT_FUSED_MAX_T > BF_ATT_FUSED_MAX_HD
                                  ? BF_ATT_FUSED_MAX_T
@@ -743,19 +740,17 @@ static inline void att_span_store(float *row, int c, int T, bf_vec x)
 
 /* The parts of a softmax over e [nv vectors], the scores of a row of n
  * keys (n <= nv BF_VEC_LANES), on whole vectors with the lanes past n
- * masked: plain loops left the reductions' partial sums on the stack and
- * ran a scalar tail on every row (the sgemm path's softmax held 2.8% of a
- * step at config A's heads, perf).  Always inlined: called, they kept the
- * fused path's scores in memory, and bench_attention ran 4% to 11% slower
- * at the study's heads.  att_max_lanes: a vector whose largest lane is
+ * masked: plain loops leave the reductions' partial sums on the stack and
+ * run a scalar tail on every row.  Always inlined: called, they keep the
+ * fused path's scores in memory (bench_attention shows the cost).
+ * att_max_lanes: a vector whose largest lane is
  * the row's largest score; att_exp_rows: for m consecutive rows of the
  * causal mask (m <= BF_EXP_MAX_N, rows ATT_TV vectors apart, row i
  * seeing n0 + i keys and of largest score mx[i]), e = e^(e - mx) up to
  * the row's last key, 0 past it, and sum[i] a vector whose lanes add up
  * to row i's sum: the m rows' exponentials of a vector of keys at once,
- * interleaved (BF_VEC_EXP; the fused path's 8-row groups 4 at a time ran
- * the heads of the study, A and B x1.021, x1.018 and x1.039 as fast,
- * bench_attention_pair.sh). */
+ * interleaved (BF_VEC_EXP), so that the core has several exponentials'
+ * chains in flight (bench_attention_pair.sh measures it). */
 static inline __attribute__((always_inline)) bf_vec
 att_max_lanes(const bf_vec *e, int n, int nv)
 {
@@ -1084,21 +1079,21 @@ static void attention_backward(float *dqkv, float *scratch, const float *dout,
  * exp and one division an element, and none of the tanh's own arithmetic
  * (1 - 2 / (e^2u + 1)).  Where the tanh form rounds 1 + tanh(u) to exactly
  * 0 (s below 2^-25, x below about -5.5), s is 0 too: the sigmoid's tiny
- * values there made the GELU's outputs and gradients, and the products
- * they feed, denormal, which cost the SSE2 and AVX2 copies a quarter and
- * a sixth of the study's step (bench_train, alternated; perf put the time
- * in GELU and sgemm). */
+ * values there would make the GELU's outputs and gradients, and the
+ * products they feed, denormal, which slows the SSE2 and AVX2 copies'
+ * steps markedly (test_gradcheck_layers asserts none is subnormal). */
 #define GELU_S_MIN 0x1p-25f
 
 /* out, dgelu [GELU_STEP] = GELU and its derivative at inp [GELU_STEP]:
  * GELU_VECS vectors at a time, their exponentials interleaved
  * (BF_EXP_PARTS).  -2u = x (-2 sqrt(2/pi) - 2 sqrt(2/pi) 0.044715 x^2)
  * and d gelu / dx = s + 2 x s (1 - s) du/dx, du/dx = sqrt(2/pi) (1 + 3
- * 0.044715 x^2), the constants folded.  The loop GCC vectorised from
- * the same arithmetic on floats made the clamps compares and masked moves
- * and sent each vector's chain to the core after the last: GELU's share
- * of the study's step fell from 4.9% to 4.0% with this form, the step
- * x1.012 (docs/training.md). */
+ * 0.044715 x^2), the constants folded.  The loop GCC vectorises from the
+ * same arithmetic on floats makes the clamps compares and masked moves and
+ * sends each vector's chain to the core after the last; interleaved, the
+ * chains overlap (bench/bench_train_pair.sh measures it;
+ * docs/training.md, "Exponentials, GELU and the other elementwise
+ * passes"). */
 enum { GELU_VECS = 4, GELU_STEP = GELU_VECS * BF_VEC_LANES };
 static inline __attribute__((always_inline)) void
 gelu_group(float *out, float *dgelu, const float *inp)

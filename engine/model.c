@@ -6,8 +6,8 @@
  * after rotation, attention probabilities, attention output, the MLP's
  * GELU outputs and GELU's derivatives there).  LayerNorm outputs are
  * recomputed in backward from those, in the scratch buffer.  GELU's are
- * kept: rebuilding them and the derivative took an exp and a division an
- * element again in backward, 5% of the study's step (docs/training.md). */
+ * kept: rebuilding them and the derivative would take an exp and a
+ * division an element again in backward (docs/training.md). */
 #include "model.h"
 
 #include <assert.h>

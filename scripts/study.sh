@@ -3,17 +3,17 @@
 # these models are too small for data parallelism to pay; scripts/study.sh
 # cost measures it).
 #
-#   scripts/study.sh [run]      the first study (docs/findings.md):
+#   scripts/study.sh [run]      the first study (research/findings.md):
 #                               configs/study-structure-gap.yaml into
 #                               runs/study.db, then its tables and
-#                               figures in docs/study/
+#                               figures in research/study/
 #   scripts/study.sh analyse    only its tables and figures
 #   scripts/study.sh frequency [run|analyse]
-#                               Study 2 (issue 20, docs/study.md):
+#                               Study 2 (issue 20, research/study.md):
 #                               configs/study-frequency{,-code,-scale}.yaml
 #                               into runs/study-frequency.db, then the
 #                               compact data, reports and headline table in
-#                               docs/study/frequency/
+#                               research/study/frequency/
 #   scripts/study.sh headline DB
 #                               Study 2's headline table (the primary
 #                               comparisons), recomputed from DB
@@ -44,7 +44,7 @@ bifocal=${BIFOCAL:-$build/client/bifocal}
 export OPENBLAS_NUM_THREADS=1
 
 # study_slim DB SLIM: the compact copy of a study's database that
-# docs/study/ keeps (at most 10 MB), from which its tables are printed.
+# research/study/ keeps (at most 10 MB), from which its tables are printed.
 # Per-step training rows go: a job keeps its last train record and its
 # first and last frequencies; evaluations (with their per-example
 # outcomes), attempts, trials, selections and seed decisions all stay.  A

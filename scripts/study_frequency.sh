@@ -1,4 +1,4 @@
-# Study 2 (issue 20, docs/study.md): sourced by scripts/study.sh, which
+# Study 2 (issue 20, research/study.md): sourced by scripts/study.sh, which
 # sets $bifocal (the client).  Three sweeps in one database: 1
 # configs/study-frequency.yaml (dyck, counter, surgery, modarith tune), 2
 # configs/study-frequency-code.yaml, 3 configs/study-frequency-scale.yaml
@@ -12,7 +12,7 @@ study_frequency() {
     esac
     bf_install_pkgs python3-yaml sqlite3 jq
     local db=${STUDY_DB:-runs/study-frequency.db}
-    local out=${STUDY_OUT:-docs/study/frequency}
+    local out=${STUDY_OUT:-research/study/frequency}
     local work=$db.sweeps
     mkdir -p "$(dirname "$db")" "$out" "$work"
     if [ "${1:-run}" = run ]; then
@@ -137,7 +137,7 @@ study__analyse() {
     study__figures "$db" "$out"
 }
 
-# study__figures DB OUT: the figures docs/findings.md shows, as PNG files
+# study__figures DB OUT: the figures research/findings.md shows, as PNG files
 # drawn by the reports of the confirm and scale stages themselves
 # (scripts/report_png.js, headless chromium): exact match and loss against
 # depth, training loss, and for the confirm stages how spectral's and
@@ -167,7 +167,7 @@ study__figures() {
     rm -rf "$html"
 }
 
-# study__tables DB OUT: what docs/findings.md quotes, each file the output
+# study__tables DB OUT: what research/findings.md quotes, each file the output
 # of one command on the compact database: compare of each confirm,
 # surgery and scale cell set (every depth, every verdict line), the values
 # each tune chose, the seed decisions and how far the frequencies moved.
@@ -260,7 +260,7 @@ study__seeds_sql="
 # study_headline DB: the primary family of each sweep that declares
 # adaptive seeds (its confirm stage: the loss at the deepest depth, Holm),
 # as compare prints its verdicts, each after its task (which a verdict
-# does not name): the headline table docs/study.md quotes and
+# does not name): the headline table research/study.md quotes and
 # tests/e2e/test_e2e_study_headline.sh recomputes.  Cells are grouped by
 # their encoding (--by): each took its own lr and freq_lr_mult from the
 # tune, which would otherwise leave every cell without a baseline of the

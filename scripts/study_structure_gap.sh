@@ -1,21 +1,21 @@
-# The first study (issue 10, docs/findings.md "The first study, re-read"): sourced
+# The first study (issue 10, research/findings.md "The first study, re-read"): sourced
 # by scripts/study.sh, which sets $bifocal (the client).  One sweep,
 # configs/study-structure-gap.yaml: every encoding on dyck, counter and
 # modarith at one learning rate, 3 seeds, and surgical integration.  Its
-# compact database is docs/study/study.db (scripts/study.sh study_slim);
+# compact database is research/study/study.db (scripts/study.sh study_slim);
 # its tables are `bifocal compare` output as printed (no primary family is
 # declared, so each table is one Benjamini-Hochberg family); its figures
 # are the `bifocal report` figures saved as PNG by scripts/report_png.js.
 #
 # Environment as Study 2's: STUDY_SMOKE=1 runs the same file at smoke
 # scale (scripts/study_sweep.py --smoke), STUDY_DB and STUDY_OUT move the
-# database (default runs/study.db) and the output folder (docs/study).
+# database (default runs/study.db) and the output folder (research/study).
 
 # study_structure_gap [run|analyse]
 study_structure_gap() {
     bf_install_pkgs python3-yaml sqlite3
     scripts/browser-deps.sh
-    local db=${STUDY_DB:-runs/study.db} out=${STUDY_OUT:-docs/study}
+    local db=${STUDY_DB:-runs/study.db} out=${STUDY_OUT:-research/study}
     mkdir -p "$(dirname "$db")" "$out"
     if [ "${1:-run}" = run ]; then
         rm -rf "$db" "$db"-wal "$db"-shm "$db".checkpoints "$db".log
@@ -30,7 +30,7 @@ study_structure_gap() {
              "$(( (SECONDS - start) % 60 )) s"
     fi
     # The tables from the compact copy (so that they recompute from
-    # docs/study/study.db alone), the figures from the whole database.
+    # research/study/study.db alone), the figures from the whole database.
     local slim=$out/study.db
     study_slim "$db" "$slim"
     gap__tables "$slim" "$out"

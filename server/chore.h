@@ -1,8 +1,8 @@
 /* chore: work too big for one pass of the loop (cancelling the million
  * queued jobs of a sweep), done in slices, one slice per pass.  A slice is
  * bounded by time (BF_CHORE_SLICE_US), never by a count of rows: a count
- * that takes 5 ms in a release build takes most of a second under ASan or
- * on a loaded machine, long enough for healthy workers' leases to expire
+ * that fits the slice in a release build takes many times longer under
+ * ASan or on a loaded machine, long enough for healthy workers' leases to expire
  * while their heartbeats wait unread.  Between slices the loop serves
  * every connection.
  *

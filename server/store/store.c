@@ -87,10 +87,10 @@ void store__batch_lost(bf_store *s)
 
 /* Ends the open metric batch, committed or (if COMMIT fails) rolled back
  * and marked lost.  A failed COMMIT (disk full, I/O error) may or may not
- * have rolled the transaction back itself.  Before, in_batch stayed set
- * over a transaction SQLite had already rolled back, so every later begin
- * or flush failed with "no transaction is active": one SQLITE_FULL wedged
- * the daemon until it was restarted. */
+ * have rolled the transaction back itself, so in_batch is cleared either
+ * way: left set over a transaction SQLite had rolled back, every later
+ * begin or flush would fail with "no transaction is active", and one
+ * SQLITE_FULL would wedge the daemon until restarted. */
 static int end_batch(bf_store *s, bf_error *err)
 {
     if (!s->in_batch)

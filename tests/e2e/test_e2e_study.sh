@@ -2,8 +2,8 @@
 # Study 2 end to end at smoke scale: scripts/study.sh frequency with
 # STUDY_SMOKE=1 runs configs/study-frequency{,-code,-scale}.yaml (few
 # steps, trials and seeds: scripts/study_sweep.py) with `bifocal run` and
-# real worker groups, then writes its docs/study output into OUT (the build
-# tree, where test_e2e_study_headline.sh finds it while docs/study/frequency
+# real worker groups, then writes its research/study output into OUT (the build
+# tree, where test_e2e_study_headline.sh finds it while research/study/frequency
 # holds no real study).  Checks what the study's statements rest on.
 # Usage: test_e2e_study.sh OUT   (BIFOCAL, BIFOCALD, BIFOCAL_WORKER set)
 set -euo pipefail

@@ -3,7 +3,7 @@
 # STUDY_SMOKE=1 runs configs/study-structure-gap.yaml (few steps and
 # seeds: scripts/study_sweep.py) with `bifocal run` and real worker
 # groups, then prints its tables and figures into a temporary folder as
-# it prints them into docs/study/.  Checks what docs/findings.md's "The
+# it prints them into research/study/.  Checks what research/findings.md's "The
 # first study" rests on: every table, figure and the compact database.
 # Usage: test_e2e_study_first.sh   (BIFOCAL, BIFOCALD, BIFOCAL_WORKER set)
 set -euo pipefail

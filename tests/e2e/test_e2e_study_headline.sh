@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
-# Study 2's headline table (docs/study/frequency/headline.txt, quoted by
-# docs/study.md) recomputed from the study's compact data (study.db beside
+# Study 2's headline table (research/study/frequency/headline.txt, quoted by
+# research/study.md) recomputed from the study's compact data (study.db beside
 # it) with scripts/study.sh headline, and compared with the stored text:
-# fails when either was edited, or when docs/findings.md no longer quotes
+# fails when either was edited, or when research/findings.md no longer quotes
 # every line of the real study's headline; the real study's
 # family-seeds.txt (scripts/study.sh family-seeds) likewise.  Reads
-# docs/study/frequency when it holds a study, else BF_STUDY_DIR (the smoke
+# research/study/frequency when it holds a study, else BF_STUDY_DIR (the smoke
 # study test_e2e_study.sh leaves in the build tree).  Then shows the check
 # can fail: one final evaluation's loss changed in a copy of the data must
 # change the table.
 set -euo pipefail
 root=${BF_SOURCE_ROOT:-$(dirname "$0")/../..}
-study=$root/docs/study/frequency
+study=$root/research/study/frequency
 [ -f "$study/study.db" ] || study=${BF_STUDY_DIR:-}
 fail() { echo "FAIL: $*" >&2; exit 1; }
 [ -n "$study" ] && [ -f "$study/study.db" ] && [ -f "$study/headline.txt" ] \
-    || fail "no study: docs/study/frequency holds none and BF_STUDY_DIR ('${BF_STUDY_DIR:-}') has no study.db and headline.txt (run test_e2e_study first)"
+    || fail "no study: research/study/frequency holds none and BF_STUDY_DIR ('${BF_STUDY_DIR:-}') has no study.db and headline.txt (run test_e2e_study first)"
 dir=$(mktemp -d /tmp/bifocal-headline-test.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 headline() { "$root/scripts/study.sh" headline "$1"; }
@@ -24,16 +24,16 @@ diff -u "$study/headline.txt" "$dir/recomputed" \
     || fail "$study/headline.txt is not what its study.db recomputes"
 [ "$(grep -c ' vs ' "$dir/recomputed")" = 18 ] \
     || fail "the headline has $(grep -c ' vs ' "$dir/recomputed") comparisons, not 18"
-# docs/findings.md quotes the real study's headline: every line of it.
-if [ "$study" = "$root/docs/study/frequency" ]; then
+# research/findings.md quotes the real study's headline: every line of it.
+if [ "$study" = "$root/research/study/frequency" ]; then
     while IFS= read -r line; do
-        grep -qxF -- "$line" "$root/docs/findings.md" \
-            || fail "docs/findings.md does not quote the headline line '$line'"
+        grep -qxF -- "$line" "$root/research/findings.md" \
+            || fail "research/findings.md does not quote the headline line '$line'"
     done < "$study/headline.txt"
 fi
-# The early stops replayed at the family's level (docs/findings.md, the
+# The early stops replayed at the family's level (research/findings.md, the
 # correction), as kept beside the real study.
-if [ "$study" = "$root/docs/study/frequency" ]; then
+if [ "$study" = "$root/research/study/frequency" ]; then
     "$root/scripts/study.sh" family-seeds "$study/study.db" > "$dir/family"
     diff -u "$study/family-seeds.txt" "$dir/family" \
         || fail "$study/family-seeds.txt is not what its study.db replays"
