@@ -21,7 +21,8 @@ const char *bf_analysis_metric_name(bf_analysis_metric m)
     return metric_names[m];
 }
 
-int bf_analysis_metric_from_name(const char *name)
+/* The metric named name, or -1 for any other name. */
+static int metric_from_name(const char *name)
 {
     for (int i = 0; i < 2; i++)
         if (name && strcmp(name, metric_names[i]) == 0)
@@ -88,7 +89,7 @@ static int parse_primary(bf_analysis *a, const where *w, const json_t *p,
     if (check_keys(w, p, "/primary", "analysis.primary", keys, err) < 0)
         return -1;
     const json_t *metric = json_object_get(p, "metric");
-    int m = bf_analysis_metric_from_name(json_string_value(metric));
+    int m = metric_from_name(json_string_value(metric));
     if (m < 0) {
         char *text = json_dumps(metric, JSON_ENCODE_ANY | JSON_COMPACT);
         bf_error_set(err, w->file, line_of(w, "/primary/metric"),
@@ -224,7 +225,7 @@ int bf_analysis_from_row(bf_analysis *a, const json_t *row)
     const json_t *depth = json_object_get(row, "primary_eval_depth");
     const char *baseline = json_string_value(json_object_get(row,
                                                              "baseline"));
-    int m = bf_analysis_metric_from_name(json_string_value(metric));
+    int m = metric_from_name(json_string_value(metric));
     json_t *b = baseline ? json_loads(baseline, 0, NULL) : NULL;
     bf_analysis r = {
         .has_primary = m >= 0, .primary_metric = m >= 0 ? m : 0,

@@ -73,10 +73,8 @@ int bf_analysis_parse(bf_analysis *a, const json_t *block, const char *file,
  * every plan for one takes the region from here. */
 double bf_analysis_log_margin(double margin);
 
-/* "loss" or "accuracy"; bf_analysis_metric_from_name returns -1 for any
- * other name. */
+/* "loss" or "accuracy". */
 const char *bf_analysis_metric_name(bf_analysis_metric m);
-int bf_analysis_metric_from_name(const char *name);
 
 /* Fills *a from a row of the sweep_analysis table as the client's result
  * views give it (an object of its columns; baseline as JSON text), or the

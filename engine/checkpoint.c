@@ -27,7 +27,9 @@ hf_names[BF_NUM_PARAM_TENSORS] = {
 #define MOMENT1_PREFIX "optimizer.exp_avg."
 #define MOMENT2_PREFIX "optimizer.exp_avg_sq."
 
-void bf_checkpoint_tensor_name(char *buf, size_t cap, int i, int l)
+/* Safetensors name of parameter tensor i (bf_params order) at layer l
+ * (ignored for tensors without a layer dimension), e.g. "h.1.ln_2.bias". */
+static void tensor_name(char *buf, size_t cap, int i, int l)
 {
     if (hf_names[i].per_layer)
         snprintf(buf, cap, "h.%d.%s", l, hf_names[i].name);
@@ -49,7 +51,7 @@ static int for_each_slice(const bf_model *m, const char *prefix, slice_fn fn,
         size_t slice = ti->count / (size_t)layers;
         for (int l = 0; l < layers; l++) {
             char base[96], name[128];
-            bf_checkpoint_tensor_name(base, sizeof base, i, l);
+            tensor_name(base, sizeof base, i, l);
             snprintf(name, sizeof name, "%s%s", prefix, base);
             if (fn(ctx, name, ti, ti->offset + (size_t)l * slice, err) != 0)
                 return -1;
@@ -213,8 +215,12 @@ static int parse_owner(bf_checkpoint *ck, const char *path, bf_error *err)
     return 0;
 }
 
-int bf_checkpoint_check_owner(const bf_checkpoint *ck,
-                              const bf_checkpoint_owner *want, bf_error *err)
+/* Whether ck may be loaded as want's: BF_CHECKPOINT_FOREIGN (err names
+ * both owners) when ck belongs to another job or database.  A checkpoint
+ * with no owner (from before database ids, or a run without coordinator)
+ * passes, as does any checkpoint when want is NULL or has no owner. */
+static int check_owner(const bf_checkpoint *ck,
+                       const bf_checkpoint_owner *want, bf_error *err)
 {
     const bf_checkpoint_owner *has = &ck->owner;
     if (!want || !want->database_id[0] || !has->database_id[0] ||
@@ -320,7 +326,7 @@ static int check_layers(const bf_checkpoint *ck, const bf_model *m,
     if (ck->cfg.n_layers <= L)
         return 0;
     char name[96];
-    bf_checkpoint_tensor_name(name, sizeof name, 1, L);
+    tensor_name(name, sizeof name, 1, L);
     return bf_st_tensor_error(err, bf_st_path(ck->file), name,
                               "the checkpoint has %d layers, this model %d",
                               ck->cfg.n_layers, L);
@@ -381,7 +387,7 @@ static int check_resumable(const bf_checkpoint *ck, const char *path,
                            const bf_job_config *cfg,
                            const bf_checkpoint_owner *owner, bf_error *err)
 {
-    int rc = bf_checkpoint_check_owner(ck, owner, err);
+    int rc = check_owner(ck, owner, err);
     if (rc != 0)
         return rc;
     char *mine = bf_job_config_to_canonical_json(cfg);
@@ -446,7 +452,7 @@ int bf_checkpoint_init_from(const char *path,
     bf_checkpoint ck;
     if (bf_checkpoint_open(&ck, path, err) != 0)
         return -1;
-    int rc = bf_checkpoint_check_owner(&ck, source, err);
+    int rc = check_owner(&ck, source, err);
     if (rc == 0)
         rc = bf_checkpoint_load_params(&ck, m, err);
     bf_checkpoint_close(&ck);

@@ -53,13 +53,6 @@ int bf_checkpoint_owner_set(bf_checkpoint_owner *owner,
                             const char *database_id, int64_t job_id,
                             bf_error *err);
 
-/* Whether ck may be loaded as want's: BF_CHECKPOINT_FOREIGN (err names
- * both owners) when ck belongs to another job or database.  A checkpoint
- * with no owner (from before database ids, or a run without coordinator)
- * passes, as does any checkpoint when want is NULL or has no owner. */
-int bf_checkpoint_check_owner(const bf_checkpoint *ck,
-                              const bf_checkpoint_owner *want, bf_error *err);
-
 /* Writes m's parameters and moments, cfg, owner (may be NULL: none) and
  * step atomically to path. */
 int bf_checkpoint_save(const char *path, const bf_model *m,
@@ -82,7 +75,8 @@ int bf_checkpoint_load_moments(const bf_checkpoint *ck, bf_model *m,
                                bf_error *err);
 
 /* Resume: refuses a checkpoint of another owner (BF_CHECKPOINT_FOREIGN,
- * see bf_checkpoint_check_owner; owner may be NULL), or whose config
+ * err names both; one without an owner passes, and any when owner is NULL
+ * or has none), or whose config
  * differs from cfg (the message lists the differing fields) or whose step
  * is past cfg->steps (-1), then loads params and moments; *step gets the
  * step to continue from. */
@@ -123,9 +117,5 @@ int bf_checkpoint_save_in_dir(const char *dir, const bf_model *m,
 /* Path of the checkpoint DIR/latest names: 1 found, 0 none yet, -1 error. */
 int bf_checkpoint_latest(const char *dir, char *path_out, size_t cap,
                          bf_error *err);
-
-/* Safetensors name of parameter tensor i (bf_params order) at layer l
- * (ignored for tensors without a layer dimension), e.g. "h.1.ln_2.bias". */
-void bf_checkpoint_tensor_name(char *buf, size_t cap, int i, int l);
 
 #endif

@@ -11,7 +11,8 @@ symbols each defines and the ones it uses, and draws an arrow from file a
 to file b when a uses a symbol that only b defines.  Every circle of files
 (a strongly connected group of more than one) is printed with the names
 that tie it; exits 1 if any.  A symbol defined in two files (one per
-program, like main) draws no arrow.
+program, like main) draws no arrow.  Also fails on an object that uses a
+library its folder may not (FORBIDDEN_CALLS: no SQL in server/sweep/).
 """
 import json
 import os
@@ -35,13 +36,16 @@ def objects(build):
                os.path.normpath(os.path.join(e["directory"], e["output"])))
 
 
-def relative(src):
-    """src relative to the source root: the part from a program folder on."""
-    parts = src.split(os.sep)
-    for i, p in enumerate(parts):
-        if p in FOLDERS:
-            return "/".join(parts[i:])
-    return None
+def program_files(build):
+    """{object: its source relative to the root (BUILD_DIR/..)} for the
+    objects of the program folders."""
+    root = os.path.dirname(os.path.abspath(build))
+    files = {}
+    for src, obj in objects(build):
+        rel = os.path.relpath(src, root)
+        if rel.split(os.sep)[0] in FOLDERS and os.path.exists(obj):
+            files[obj] = rel.replace(os.sep, "/")
+    return files
 
 
 def symbols(objs):
@@ -64,8 +68,7 @@ def symbols(objs):
 
 def graph(build):
     """{file: {file it uses: names}}."""
-    files = {obj: relative(src) for src, obj in objects(build)
-             if relative(src) and os.path.exists(obj)}
+    files = program_files(build)
     defs, uses = {}, {}
     for obj, (d, u) in symbols(sorted(files)).items():
         for name in d:
@@ -83,9 +86,37 @@ def graph(build):
     return edges
 
 
+# Folders whose objects may not use a library's names, whatever they
+# include: sweep files are parsed and expanded without SQL (the store keeps
+# what they make), and common/ knows nothing of the loop or the database.
+FORBIDDEN_CALLS = {
+    "server/sweep": ("sqlite3_",),
+    "common": ("sqlite3_", "uv_", "MPI_"),
+    "engine": ("uv_", "MPI_"),
+}
+
+
+def forbidden_calls(build):
+    """Lines naming each object that uses a name its folder may not."""
+    files = program_files(build)
+    out = []
+    for obj, (_, used) in sorted(symbols(sorted(files)).items()):
+        rel = files[obj]
+        for where, prefixes in FORBIDDEN_CALLS.items():
+            if not rel.startswith(where + "/"):
+                continue
+            bad = sorted(n for n in used if n.startswith(prefixes))
+            if bad:
+                out.append(f"{rel}: {where}/ may not call {', '.join(bad)}")
+    return out
+
+
 def main(argv):
     if len(argv) != 2:
         sys.exit("usage: check_calls.py BUILD_DIR")
+    bad = forbidden_calls(argv[1])
+    for line in bad:
+        print(line)
     edges = graph(argv[1])
     found = find_cycles(edges)
     for group in found:
@@ -97,9 +128,10 @@ def main(argv):
                     shown = sorted(names)
                     more = f", and {len(shown) - 6} more" if len(shown) > 6 else ""
                     print(f"  {a} -> {b}: {', '.join(shown[:6])}{more}")
-    if found:
+    if found or bad:
         return 1
-    print(f"check_calls: {len(edges)} files, no circle of calls")
+    print(f"check_calls: {len(edges)} files, no circle of calls, no call "
+          f"a folder may not make")
     return 0
 
 

@@ -76,8 +76,6 @@ const char *bf_trial_metric_name(bf_trial_metric m);
 int bf_trial_metric_parse(const char *name, bf_trial_metric *out);
 /* 1 when a higher value is better. */
 int bf_trial_metric_higher_better(bf_trial_metric m);
-/* "eval_loss (lower is better), eval_accuracy (higher is better)". */
-const char *bf_trial_metric_list(void);
 
 /* A stage's selection (`select:`): once every trial of a cell has ended,
  * the `best` succeeded trials by their final `metric` at eval_depth (a

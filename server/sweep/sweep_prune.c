@@ -46,7 +46,8 @@ int bf_trial_metric_parse(const char *name, bf_trial_metric *out)
     return -1;
 }
 
-const char *bf_trial_metric_list(void)
+/* "eval_loss (lower is better), eval_accuracy (higher is better)". */
+static const char *trial_metric_list(void)
 {
     return "eval_loss (lower is better), eval_accuracy (the share of "
            "examples with every target right, higher is better)";
@@ -105,7 +106,7 @@ static int parse_metric_key(const bf_sweep *sw, const json_t *block,
     return bf_error_set(err, sw->file, key_line(sw, ptr, key), key, "%s.%s: "
                         "'%s' is not a metric the coordinator records "
                         "(allowed: %s)", what, key, name ? name : "",
-                        bf_trial_metric_list());
+                        trial_metric_list());
 }
 
 static int parse_metric(const bf_sweep *sw, const json_t *prune,

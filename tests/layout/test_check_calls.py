@@ -77,6 +77,15 @@ expect("a name defined twice draws no arrow",
         "client/main.c": "int main(void) { return 0; }\n"},
        0, ["no circle of calls"])
 
+expect("SQL in server/sweep",
+       {"server/sweep/sweep_x.c": "int sqlite3_exec(void);\n"
+                                  "int x(void) { return sqlite3_exec(); }\n"},
+       1, ["server/sweep/sweep_x.c: server/sweep/ may not call sqlite3_exec"])
+expect("SQL in server/store",
+       {"server/store/store_x.c": "int sqlite3_exec(void);\n"
+                                  "int x(void) { return sqlite3_exec(); }\n"},
+       0, ["no circle of calls"])
+
 for f in failures:
     print("FAIL", f)
 print(f"{len(failures)} failure(s)")
