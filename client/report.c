@@ -112,7 +112,7 @@ json_t *bf_report_data(bf_source *src, int64_t sweep_id, const char *by,
     bf_sweep_view v;
     json_t *data = NULL, *compare = NULL, *loss = NULL, *freq = NULL,
            *adaptive = NULL, *chosen = NULL;
-    if (bf_sweep_view_load(&v, src, sweep_id, by, where) == 0
+    if (bf_compare_view_load(&v, src, sweep_id, by, where, 1) == 0
         && (compare = bf_compare_rows(&v, src, baseline))
         && (loss = bf_curves_train_loss(&v, src))
         && (freq = bf_curves_frequencies(&v, src))
