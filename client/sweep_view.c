@@ -47,8 +47,8 @@ int bf_sweep_view_value_is(const json_t *value, const char *text)
 }
 
 /* Every comma-separated piece must be a pair: an empty one (",", "a=1,",
- * "") is refused, not skipped, or it would filter nothing.  0 (free
- * w->text when done), or -1 after saying why (nothing to free). */
+ * "") is refused, not skipped, or it would filter nothing.  0, or -1
+ * after saying why; free w->text either way. */
 static int where_parse(const char *where, bf_sweep_where *w)
 {
     *w = (bf_sweep_where){ .text = bf_xstrdup(where) };
@@ -64,7 +64,6 @@ static int where_parse(const char *where, bf_sweep_where *w)
                             "not '%s'%s\n", where, p,
                     w->n == BF_SWEEP_MAX_FIELDS ? " (too many pairs)"
                     : p[0] ? "" : " (an empty pair)");
-            free(w->text);
             return -1;
         }
         *eq = '\0';
