@@ -1,8 +1,9 @@
 """results, compare and report of a big search-shaped sweep (every trial its
 own lr, so no two jobs share a config; big_sweeps.search) in memory that
 does not grow with its jobs: each run under a data limit (RLIMIT_DATA) far
-below what holding the sweep's rows takes (100,000 jobs held as rows took
-210 MB, and failed under this limit), its peak resident memory checked too.
+below what holding the sweep's rows takes (its 60,000 jobs held as rows
+took 130 MB, and failed under this limit), its peak resident memory
+checked too.
 
 - nothing succeeded: compare and report say "sweep N has no succeeded job
   yet (N job(s); ...)" from the sweep's counts, with --db and through a
@@ -33,9 +34,9 @@ from checks import check, finish, start_bifocald  # noqa: E402
 
 BIFOCAL, BIFOCALD, FIXTURE = (sys.argv[1:4] if sys.argv[1] != "--measured"
                                else [sys.argv[4]] * 3)
-JOBS, SUCCEEDED = 100000, 30
+JOBS, SUCCEEDED = 60000, 30
 # The data a run may use: a few MB suffice now; holding the sweep's rows
-# took 210 MB (bifocal at db4b372).
+# took 130 MB (bifocal at db4b372: 2.1 KB a job).
 DATA_LIMIT = 48 << 20
 MAX_RSS_KB = 64 * 1024
 ASAN = b"libasan" in subprocess.run(["ldd", BIFOCAL], capture_output=True).stdout
@@ -80,6 +81,7 @@ def bifocal(*args, server=None, expect=0):
           % (what, p.returncode, expect, stderr[-2000:]))
     bound = ASAN_MAX_RSS_KB if ASAN else MAX_RSS_KB
     check(0 < rss <= bound, "%s: peak RSS %d KB, over %d KB" % (what, rss, bound))
+    print("%s: peak RSS %d KB" % (what, rss))
     return stdout, stderr
 
 
