@@ -15,7 +15,9 @@
 #   bench/bench_results.sh BUILD_DIR [N_JOBS]
 #
 # BUILD_DIR is a build with tests (the sweeps are grown from the database
-# tests/client/results_fixture writes).
+# tests/client/results_fixture writes).  VIA=db (or daemon) times one way
+# only (default: both); BEFORE=PATH also times `results` and `compare` of
+# the bifocal at PATH with --db, for a before-and-after on the same sweeps.
 set -euo pipefail
 build=$1 n=${2:-1000000} daemon=
 tmp=$(mktemp -d /tmp/bench-results-XXXXXX)
@@ -38,25 +40,40 @@ daemon=$!
 for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.1; done
 server=(--server "127.0.0.1:$(cat "$tmp/port")" --token-file "$db.token")
 
-# Runs `bifocal ARGS...`, printing its wall time, peak memory and exit
-# status (compare of the pending sweep exits 1: nothing to compare).
+# Runs `bifocal ARGS...` (the one at $client), printing its wall time,
+# peak memory and exit status (compare of the pending sweep exits 1:
+# nothing to compare).
+client=$build/client/bifocal
 measure() {
     local label=$1; shift
     local rc=0
-    /usr/bin/time -f "%e %M" -o "$tmp/t" "$build/client/bifocal" "$@" \
+    /usr/bin/time -f "%e %M" -o "$tmp/t" "$client" "$@" \
         >/dev/null 2>"$tmp/err" || rc=$?
     read -r secs kb < <(tail -1 "$tmp/t")
     printf '%-44s %7.1f s  client peak %5d MB  exit %d\n' "$label" "$secs" \
         $((kb / 1024)) "$rc"
 }
+via=${VIA:-both}
 for s in "results:$wide" "few:$few" "pending:$pending"; do
     name=${s%%:*} sweep=${s#*:}
     for cmd in results compare report; do
         out=(); [ "$cmd" = report ] && out=(--json -o "$tmp/r.json")
-        measure "$cmd $sweep ($name, through bifocald)" "${server[@]}" \
-            "$cmd" "$sweep" "${out[@]}"
-        measure "$cmd $sweep ($name, --db)" "$cmd" "$sweep" --db "$db" \
-            "${out[@]}"
+        [ "$via" = db ] ||
+            measure "$cmd $sweep ($name, through bifocald)" "${server[@]}" \
+                "$cmd" "$sweep" "${out[@]}"
+        [ "$via" = daemon ] ||
+            measure "$cmd $sweep ($name, --db)" "$cmd" "$sweep" --db "$db" \
+                "${out[@]}"
     done
 done
+if [ -n "${BEFORE:-}" ]; then
+    client=$BEFORE
+    for s in "results:$wide" "few:$few" "pending:$pending"; do
+        name=${s%%:*} sweep=${s#*:}
+        for cmd in results compare; do
+            measure "$cmd $sweep ($name, --db, before)" "$cmd" "$sweep" \
+                --db "$db"
+        done
+    done
+fi
 echo "bifocald peak RSS: $(awk '/VmHWM/ {printf "%d MB", $2 / 1024}' /proc/$daemon/status)"

@@ -367,10 +367,11 @@ static void hold_row(bf_sweep_view *v, const json_t *row, json_t *index,
     bf_row_store_add(&v->jobs, row);
 }
 
-static int by_first_job(const void *a, const void *b, void *first)
+/* Orders indexes by the ids they index (ids[a] against ids[b]). */
+static int by_id(const void *a, const void *b, void *ids)
 {
-    int64_t x = ((const int64_t *)first)[*(const int *)a];
-    int64_t y = ((const int64_t *)first)[*(const int *)b];
+    int64_t x = ((const int64_t *)ids)[*(const int *)a];
+    int64_t y = ((const int64_t *)ids)[*(const int *)b];
     return (x > y) - (x < y);
 }
 
@@ -398,7 +399,7 @@ static int order_groups(bf_sweep_view *v, bf_source *src, const char *status,
         *renumber = bf_xcalloc(n + 1, sizeof *renumber);
     for (size_t g = 0; g < n; g++)
         order[g] = (int)g;
-    qsort_r(order, n, sizeof *order, by_first_job, first);
+    qsort_r(order, n, sizeof *order, by_id, first);
     json_t *groups = json_array();
     for (size_t k = 0; k < n; k++) {
         renumber[order[k]] = (int)k;
@@ -411,13 +412,6 @@ static int order_groups(bf_sweep_view *v, bf_source *src, const char *status,
     free(order);
     free(renumber);
     return 0;
-}
-
-static int by_id(const void *a, const void *b, void *ids)
-{
-    int64_t x = ((const int64_t *)ids)[*(const int *)a];
-    int64_t y = ((const int64_t *)ids)[*(const int *)b];
-    return (x > y) - (x < y);
 }
 
 /* Sorts the job ids once, so that lookups by id (millions while curves are
