@@ -996,7 +996,8 @@ static int any_succeeded(bf_source *src, int64_t sweep_id)
 }
 
 int bf_compare_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
-                         const char *by, const char *where, int hold_all)
+                         const char *by, const char *where,
+                         const bf_sweep_hold *h)
 {
     *v = (bf_sweep_view){ 0 };
     if (!where && any_succeeded(src, sweep_id) <= 0)
@@ -1007,7 +1008,7 @@ int bf_compare_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
         print_none_succeeded(sweep_id, (long long)v->n_jobs);
         return -1;
     }
-    return bf_sweep_view_hold(v, src, hold_all ? NULL : "succeeded");
+    return bf_sweep_view_hold(v, src, h);
 }
 
 json_t *bf_compare_rows(const bf_sweep_view *v, bf_source *src,
@@ -1215,7 +1216,8 @@ int bf_client_cmd_compare(bf_client *cl, int argc, char **argv)
         return rc;
     bf_sweep_view v;
     json_t *rows = NULL;
-    if (bf_compare_view_load(&v, &src, o.sweep, o.by, o.where, 0) == 0)
+    if (bf_compare_view_load(&v, &src, o.sweep, o.by, o.where,
+                             &(bf_sweep_hold){ .status = "succeeded" }) == 0)
         rows = bf_compare_rows(&v, &src, o.baseline);
     json_t *chosen = rows && o.fmt == BF_FORMAT_TABLE
                      ? bf_selections_read(&src, o.sweep) : NULL;

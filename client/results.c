@@ -108,7 +108,8 @@ int bf_results_check_failed(bf_source *src, int64_t sweep_id)
 {
     bf_sweep_view v;
     if (bf_sweep_view_scan(&v, src, sweep_id, NULL, NULL)
-        || bf_sweep_view_hold(&v, src, "failed")) {
+        || bf_sweep_view_hold(&v, src,
+                              &(bf_sweep_hold){ .status = "failed" })) {
         bf_sweep_view_clear(&v);
         return 1;
     }

@@ -222,17 +222,31 @@ static void note_varying(bf_sweep_view *v, const json_t *row)
     }
 }
 
+/* Adds a job's training depth to the distinct ones (a handful). */
+static void note_depth(bf_sweep_view *v, json_t *depth)
+{
+    size_t i;
+    json_t *d;
+    json_array_foreach(v->depths, i, d)
+        if (json_equal(d, depth))
+            return;
+    if (depth)
+        json_array_append(v->depths, depth);
+}
+
 /* One job of the sweep that --where keeps: counted, and what varies. */
 static void scan_row(bf_sweep_view *v, json_t *row)
 {
     if (v->n_jobs++ == 0) {
         v->first = json_incref(row);
         v->stage_first = json_object();
+        v->depths = json_array();
         find_candidates(v, json_object_get(row, "config"));
     }
     const char *status = json_string_value(json_object_get(row, "status"));
     v->n_succeeded += status && strcmp(status, "succeeded") == 0;
     note_varying(v, row);
+    note_depth(v, json_object_get(row, "depth"));
 }
 
 /* The varying fields from the candidates, the first BF_SWEEP_MAX_FIELDS. */
@@ -341,11 +355,10 @@ int bf_sweep_view_same_in_groups(const bf_sweep_view *v, const char *field,
     return a || b ? json_equal(a, b) : 1;
 }
 
-/* Holds row's job and puts it in its group, a new one in order of the
- * jobs held (index: key text -> group; first: per group, its first job's
- * id). */
-static void hold_row(bf_sweep_view *v, const json_t *row, json_t *index,
-                     int64_t **first)
+/* The group of row's job, a new one in order of the jobs seen (index:
+ * key text -> group; first: per group, its first job's id). */
+static int group_of_row(bf_sweep_view *v, const json_t *row, json_t *index,
+                        int64_t **first)
 {
     json_t *key;
     char *text;
@@ -359,6 +372,29 @@ static void hold_row(bf_sweep_view *v, const json_t *row, json_t *index,
     }
     free(text);
     json_decref(key);
+    return g;
+}
+
+/* Counts row's job in its group g, a view of every group's counts. */
+static void count_job(bf_sweep_view *v, const json_t *row, int g)
+{
+    if (g == v->n_groups - 1 && v->n_counted < v->n_groups) {   /* new */
+        v->group_jobs = bf_xrealloc(v->group_jobs, (size_t)v->n_groups
+                                                   * sizeof *v->group_jobs);
+        v->group_succeeded = bf_xrealloc(v->group_succeeded,
+                                         (size_t)v->n_groups
+                                         * sizeof *v->group_succeeded);
+        v->group_jobs[g] = v->group_succeeded[g] = 0;
+        v->n_counted = v->n_groups;
+    }
+    const char *s = json_string_value(json_object_get(row, "status"));
+    v->group_jobs[g]++;
+    v->group_succeeded[g] += s && strcmp(s, "succeeded") == 0;
+}
+
+/* Holds row's job, of group g. */
+static void hold_row(bf_sweep_view *v, const json_t *row, int g)
+{
     size_t n = v->jobs.n_rows;
     if ((n & (n - 1)) == 0)     /* room doubles at each power of two */
         v->job_group = bf_xrealloc(v->job_group,
@@ -486,24 +522,36 @@ int bf_sweep_view_scan(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
     return 0;
 }
 
-int bf_sweep_view_hold(bf_sweep_view *v, bf_source *src, const char *status)
+/* Whether hold keeps row, the n-th job seen. */
+static int held(const bf_sweep_hold *h, const json_t *row, size_t n)
+{
+    const char *s = json_string_value(json_object_get(row, "status"));
+    return !h->status || n < h->first || (s && strcmp(s, h->status) == 0);
+}
+
+int bf_sweep_view_hold(bf_sweep_view *v, bf_source *src,
+                       const bf_sweep_hold *h)
 {
     json_t *index = json_object(), *row;
     int64_t *first = NULL;
     int rc, partial = 0;
+    size_t seen = 0;
     v->groups = json_array();
     bf_source_cursor c;
     if (bf_source_cursor_open(&c, src, "job_results", v->sweep_id) == 0)
         while ((row = bf_sweep_view_next(v, &c))) {
-            const char *s = json_string_value(json_object_get(row, "status"));
-            if (!status || (s && strcmp(s, status) == 0))
-                hold_row(v, row, index, &first);
-            else
-                partial = 1;
+            int keep = held(h, row, seen++);
+            int g = keep || h->every_group
+                    ? group_of_row(v, row, index, &first) : -1;
+            if (h->every_group)
+                count_job(v, row, g);
+            if (keep)
+                hold_row(v, row, g);
+            partial |= !keep;
         }
     rc = bf_source_cursor_close(&c);
-    if (rc == 0 && partial && v->n_groups > 1)
-        rc = order_groups(v, src, status, index, first);
+    if (rc == 0 && partial && !h->every_group && v->n_groups > 1)
+        rc = order_groups(v, src, h->status, index, first);
     json_decref(index);
     free(first);
     index_jobs(v);
@@ -516,7 +564,7 @@ int bf_sweep_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
 {
     if (bf_sweep_view_scan(v, src, sweep_id, by, where))
         return -1;
-    return bf_sweep_view_hold(v, src, NULL);
+    return bf_sweep_view_hold(v, src, &(bf_sweep_hold){ .status = NULL });
 }
 
 void bf_sweep_view_clear(bf_sweep_view *v)
@@ -524,12 +572,15 @@ void bf_sweep_view_clear(bf_sweep_view *v)
     json_decref(v->sweep);
     json_decref(v->first);
     json_decref(v->stage_first);
+    json_decref(v->depths);
     free(v->candidates);
     free(v->varies);
     free(v->where.text);
     bf_row_store_clear(&v->jobs);
     json_decref(v->groups);
     free(v->job_group);
+    free(v->group_jobs);
+    free(v->group_succeeded);
     free(v->group_row);
     json_decref(v->zips);
     json_decref(v->taken);

@@ -34,6 +34,8 @@ typedef struct bf_sweep_view {
     json_t *sweep;          /* the sweeps row (name, filename, source, ...) */
     size_t n_jobs;          /* the jobs --where keeps, of any status */
     size_t n_succeeded;     /* those of them that succeeded */
+    json_t *depths;         /* their distinct training depths, in order of
+                               their first job */
     bf_row_store jobs;      /* the job_results rows held, by job_id
                                (read-only) */
     /* Config fields whose value differs between jobs (of a stage), in the
@@ -48,7 +50,11 @@ typedef struct bf_sweep_view {
     json_t *groups;         /* per group: {field: value} over `by`, less
                                the fields its stage took from a selection */
     int *job_group;         /* per row of jobs: its group */
+    /* per group of a view of every group (bf_sweep_hold.every_group): its
+     * jobs, and those that succeeded; else NULL */
+    size_t *group_jobs, *group_succeeded;
     /* private */
+    int n_counted;          /* groups with counts */
     bf_sweep_where where;
     json_t *first;          /* the first job's row: candidates point into
                                its config */
@@ -76,12 +82,22 @@ typedef struct bf_sweep_view {
 int bf_sweep_view_scan(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
                        const char *by, const char *where);
 
-/* After a scan, holds the jobs of status (NULL: every job) in v->jobs and
- * groups them.  Groups are numbered in order of their first job of any
- * status (one more pass over the jobs not held), so that a comparison of
- * the succeeded jobs lists them as one of every job does; only groups
- * with a job held exist.  0, or -1 after printing the problem. */
-int bf_sweep_view_hold(bf_sweep_view *v, bf_source *src, const char *status);
+/* Which jobs bf_sweep_view_hold holds. */
+typedef struct bf_sweep_hold {
+    const char *status;     /* the jobs of this status (NULL: every job) */
+    size_t first;           /* and the first `first` jobs, of any status */
+    int every_group;        /* the groups of every job, each counted
+                               (group_jobs, group_succeeded), not only
+                               those of the jobs held */
+} bf_sweep_hold;
+
+/* After a scan, holds the jobs h names in v->jobs and groups them (memory:
+ * per job held, and per group).  Groups are numbered in order of their
+ * first job of any status (without every_group: one more pass over the
+ * jobs not held), so that a comparison of the succeeded jobs lists them
+ * as one of every job does.  0, or -1 after printing the problem. */
+int bf_sweep_view_hold(bf_sweep_view *v, bf_source *src,
+                       const bf_sweep_hold *h);
 
 /* bf_sweep_view_scan, then bf_sweep_view_hold of every job. */
 int bf_sweep_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
