@@ -209,8 +209,8 @@ int bf_source_progress(bf_source *src, int64_t sweep_id, json_t **row)
 {
     json_t *rows = NULL, *reply = NULL;
     if (src->db) {
-        sqlite3_stmt *st = bf_db_prepare(src->db, "SELECT * FROM sweep_progress"
-                                                  " WHERE sweep_id = ?1");
+        sqlite3_stmt *st = bf_db_prepare(src->db,
+            "SELECT * FROM sweep_progress WHERE sweep_id = ?1");
         if (st)
             sqlite3_bind_int64(st, 1, sweep_id);
         rows = st ? bf_db_rows(src->db, st) : NULL;
