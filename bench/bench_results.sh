@@ -4,7 +4,7 @@
 # prints each command's time and peak memory, and bifocald's peak resident
 # memory after all of them (it holds one 1 MiB page per query, so that
 # stays flat).  Three sweeps:
-#   results   every job with its evaluations and final loss (every 9th
+#   all       every job with its evaluations and final loss (every 9th
 #             failed), three groups of ~333,000 seeds (`wide ... lean`)
 #   few       shaped like a search: trials of 3 seeds, each its own lr (no
 #             two configs shared), the first 1,000 jobs succeeded, the rest
@@ -54,7 +54,7 @@ measure() {
         $((kb / 1024)) "$rc"
 }
 via=${VIA:-both}
-for s in "results:$wide" "few:$few" "pending:$pending"; do
+for s in "all:$wide" "few:$few" "pending:$pending"; do
     name=${s%%:*} sweep=${s#*:}
     for cmd in results compare report; do
         out=(); [ "$cmd" = report ] && out=(--json -o "$tmp/r.json")
@@ -68,7 +68,7 @@ for s in "results:$wide" "few:$few" "pending:$pending"; do
 done
 if [ -n "${BEFORE:-}" ]; then
     client=$BEFORE
-    for s in "results:$wide" "few:$few" "pending:$pending"; do
+    for s in "all:$wide" "few:$few" "pending:$pending"; do
         name=${s%%:*} sweep=${s#*:}
         for cmd in results compare; do
             measure "$cmd $sweep ($name, --db, before)" "$cmd" "$sweep" \
