@@ -1,39 +1,79 @@
 #!/usr/bin/env bash
-# bench_results: `bifocal results`, `compare` and `report` of one
-# 1,000,000-job sweep (tests/client/big_sweeps.py, evaluations and final
-# loss per job), through bifocald and with --db; prints each command's time
-# and peak memory, and bifocald's peak resident memory after all of them
-# (it holds one 1 MiB page per query, so that stays flat).
+# bench_results: `bifocal results`, `compare` and `report` of 1,000,000-job
+# sweeps (tests/client/big_sweeps.py), through bifocald and with --db;
+# prints each command's time and peak memory, and bifocald's peak resident
+# memory after all of them (it holds one 1 MiB page per query, so that
+# stays flat).  Three sweeps:
+#   all       every job with its evaluations and final loss (every 9th
+#             failed), three groups of ~333,000 seeds (`wide ... lean`)
+#   few       shaped like a search: trials of 3 seeds, each its own lr (no
+#             two configs shared), the first 1,000 jobs succeeded, the rest
+#             queued (`search N 1000`)
+#   pending   the same with nothing succeeded yet (`search N 0`): compare
+#             and report have nothing to show
 #
 #   bench/bench_results.sh BUILD_DIR [N_JOBS]
 #
-# BUILD_DIR is a build with tests (the sweep is grown from the database
-# tests/client/results_fixture writes).
+# BUILD_DIR is a build with tests (the sweeps are grown from the database
+# tests/client/results_fixture writes).  VIA=db (or daemon) times one way
+# only (default: both); BEFORE=PATH also times `results` and `compare` of
+# the bifocal at PATH with --db, for a before-and-after on the same sweeps.
 set -euo pipefail
 build=$1 n=${2:-1000000} daemon=
 tmp=$(mktemp -d /tmp/bench-results-XXXXXX)
 trap 'kill "$daemon" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 db=$tmp/b.db
 "$build/tests/client/results_fixture" "$db"
-start=$(date +%s)
-sweep=$(python3 "$(dirname "$0")/../tests/client/big_sweeps.py" "$db" wide "$n" lean)
-echo "sweep $sweep: $n jobs written in $(( $(date +%s) - start )) s"
+grow() {
+    local start sweep
+    start=$(date +%s)
+    sweep=$(python3 "$(dirname "$0")/../tests/client/big_sweeps.py" "$db" "$@")
+    echo "sweep $sweep ($*): written in $(( $(date +%s) - start )) s" >&2
+    echo "$sweep"
+}
+wide=$(grow wide "$n" lean)
+few=$(grow search "$n" 1000)
+pending=$(grow search "$n" 0)
 "$build/server/bifocald" --db "$db" --listen 127.0.0.1:0 \
     --port-file "$tmp/port" --log-level warn &
 daemon=$!
 for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.1; done
 server=(--server "127.0.0.1:$(cat "$tmp/port")" --token-file "$db.token")
 
-# Runs `bifocal ARGS...`, printing its wall time and peak memory.
+# Runs `bifocal ARGS...` (the one at $client), printing its wall time,
+# peak memory and exit status (compare of the pending sweep exits 1:
+# nothing to compare).
+client=$build/client/bifocal
 measure() {
     local label=$1; shift
-    /usr/bin/time -f "%e %M" -o "$tmp/t" "$build/client/bifocal" "$@" >/dev/null
-    read -r secs kb < "$tmp/t"
-    printf '%-40s %7.1f s  client peak %5d MB\n' "$label" "$secs" $((kb / 1024))
+    local rc=0
+    /usr/bin/time -f "%e %M" -o "$tmp/t" "$client" "$@" \
+        >/dev/null 2>"$tmp/err" || rc=$?
+    read -r secs kb < <(tail -1 "$tmp/t")
+    printf '%-44s %7.1f s  client peak %5d MB  exit %d\n' "$label" "$secs" \
+        $((kb / 1024)) "$rc"
 }
-for cmd in results compare report; do
-    out=(); [ "$cmd" = report ] && out=(--json -o "$tmp/r.json")
-    measure "$cmd $sweep (through bifocald)" "${server[@]}" "$cmd" "$sweep" "${out[@]}"
-    measure "$cmd $sweep --db" "$cmd" "$sweep" --db "$db" "${out[@]}"
+via=${VIA:-both}
+for s in "all:$wide" "few:$few" "pending:$pending"; do
+    name=${s%%:*} sweep=${s#*:}
+    for cmd in results compare report; do
+        out=(); [ "$cmd" = report ] && out=(--json -o "$tmp/r.json")
+        [ "$via" = db ] ||
+            measure "$cmd $sweep ($name, through bifocald)" "${server[@]}" \
+                "$cmd" "$sweep" "${out[@]}"
+        [ "$via" = daemon ] ||
+            measure "$cmd $sweep ($name, --db)" "$cmd" "$sweep" --db "$db" \
+                "${out[@]}"
+    done
 done
+if [ -n "${BEFORE:-}" ]; then
+    client=$BEFORE
+    for s in "all:$wide" "few:$few" "pending:$pending"; do
+        name=${s%%:*} sweep=${s#*:}
+        for cmd in results compare; do
+            measure "$cmd $sweep ($name, --db, before)" "$cmd" "$sweep" \
+                --db "$db"
+        done
+    done
+fi
 echo "bifocald peak RSS: $(awk '/VmHWM/ {printf "%d MB", $2 / 1024}' /proc/$daemon/status)"

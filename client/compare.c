@@ -969,16 +969,51 @@ static int choose_baseline(const bf_sweep_view *v, const bf_analysis *a,
     return rc;
 }
 
+/* What compare and report say when there is nothing to compare. */
+static void print_none_succeeded(int64_t sweep_id, long long n_jobs)
+{
+    fprintf(stderr, "bifocal: sweep %lld has no succeeded job yet (%lld "
+                    "job(s); see bifocal results %lld)\n",
+            (long long)sweep_id, n_jobs, (long long)sweep_id);
+}
+
+/* Whether the sweep, whole, has a succeeded job, from the counts of its
+ * jobs by status (its index), before anything of them is read: 1, or 0
+ * after saying there is none; -1 after printing a problem.  A sweep not
+ * there is left to the reading that follows to name. */
+static int any_succeeded(bf_source *src, int64_t sweep_id)
+{
+    json_t *progress;
+    if (bf_source_progress(src, sweep_id, &progress))
+        return -1;
+    json_t *n = json_object_get(progress, "succeeded");
+    int any = !progress || !json_is_integer(n) || json_integer_value(n) > 0;
+    if (!any)
+        print_none_succeeded(sweep_id, json_integer_value(
+                                 json_object_get(progress, "total")));
+    json_decref(progress);
+    return any;
+}
+
+int bf_compare_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
+                         const char *by, const char *where,
+                         const bf_sweep_hold *h)
+{
+    *v = (bf_sweep_view){ 0 };
+    if (!where && any_succeeded(src, sweep_id) <= 0)
+        return -1;
+    if (bf_sweep_view_scan(v, src, sweep_id, by, where))
+        return -1;
+    if (v->n_succeeded == 0) {
+        print_none_succeeded(sweep_id, (long long)v->n_jobs);
+        return -1;
+    }
+    return bf_sweep_view_hold(v, src, h);
+}
+
 json_t *bf_compare_rows(const bf_sweep_view *v, bf_source *src,
                         const char *baseline_arg)
 {
-    if (bf_sweep_view_succeeded(v) == 0) {
-        fprintf(stderr, "bifocal: sweep %lld has no succeeded job yet (%zu "
-                        "job(s); see bifocal results %lld)\n",
-                (long long)v->sweep_id, v->jobs.n_rows,
-                (long long)v->sweep_id);
-        return NULL;
-    }
     bf_analysis a;
     baseline b;
     if (load_analysis(v, src, &a))
@@ -1181,7 +1216,8 @@ int bf_client_cmd_compare(bf_client *cl, int argc, char **argv)
         return rc;
     bf_sweep_view v;
     json_t *rows = NULL;
-    if (bf_sweep_view_load(&v, &src, o.sweep, o.by, o.where) == 0)
+    if (bf_compare_view_load(&v, &src, o.sweep, o.by, o.where,
+                             &(bf_sweep_hold){ .status = "succeeded" }) == 0)
         rows = bf_compare_rows(&v, &src, o.baseline);
     json_t *chosen = rows && o.fmt == BF_FORMAT_TABLE
                      ? bf_selections_read(&src, o.sweep) : NULL;

@@ -10,9 +10,20 @@
 #include "source.h"
 #include "sweep_view.h"
 
+/* The view compare and report read, holding the jobs h names (at least
+ * the succeeded ones), after checking that a job succeeded: without
+ * --where from the sweep's counts of jobs by status, before any job is
+ * read, else from bf_sweep_view_scan's count; "sweep N has no succeeded
+ * job yet" otherwise.  0, or -1 after printing the problem (clear v
+ * either way). */
+int bf_compare_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
+                         const char *by, const char *where,
+                         const bf_sweep_hold *h);
+
 /* One object per (group, eval depth), as `compare --format json` prints
- * them.  baseline is "FIELD=VALUE" or NULL (rope=rope where the sweep has
- * it).  NULL after printing the problem (no succeeded job, bad baseline). */
+ * them, of a view with a succeeded job.  baseline is "FIELD=VALUE" or NULL
+ * (rope=rope where the sweep has it).  NULL after printing the problem
+ * (bad baseline, ...). */
 json_t *bf_compare_rows(const bf_sweep_view *v, bf_source *src,
                         const char *baseline);
 

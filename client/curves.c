@@ -36,7 +36,8 @@ enum { NB = BF_CURVE_BUCKETS + 1 };     /* the last bucket: the last point */
 /* The train_loss view gives its rows by job, each job's by step
  * (common/result_views.c walks the sweep's jobs by id), so one job's
  * buckets are filled at a time and then folded into its group's: memory
- * per group and bucket, not per job. */
+ * per bucket of a group with a curve (a pointer for one without: a
+ * search's pending trials), not per job. */
 typedef struct group_bucket {
     bf_stats_running log_loss;  /* over jobs: log of the job's bucket mean */
     int jobs;                   /* jobs with a point in the bucket */
@@ -45,7 +46,8 @@ typedef struct group_bucket {
 
 typedef struct loss_scan {
     const bf_sweep_view *v;
-    group_bucket *groups;               /* [group][NB] */
+    group_bucket **groups;              /* [group]: its NB buckets, made
+                                           at its first job with a curve */
     /* the job being read */
     int64_t job_id;
     int row;                            /* in v->jobs; -1: none */
@@ -68,7 +70,10 @@ static void end_job(loss_scan *s)
         s->count[NB - 1] = 1;
         s->step[NB - 1] = s->last_step;
     }
-    group_bucket *g = &s->groups[(size_t)s->v->job_group[s->row] * NB];
+    group_bucket **have = &s->groups[s->v->job_group[s->row]];
+    if (!*have)
+        *have = bf_xcalloc(NB, sizeof **have);
+    group_bucket *g = *have;
     for (int b = 0; b < NB; b++) {
         if (s->count[b] <= 0)
             continue;
@@ -144,7 +149,7 @@ json_t *bf_curves_train_loss(const bf_sweep_view *v, bf_source *src)
 {
     loss_scan *s = bf_xcalloc(1, sizeof *s);
     *s = (loss_scan){ .v = v, .row = -1,
-                      .groups = bf_xcalloc((size_t)v->n_groups * NB + 1,
+                      .groups = bf_xcalloc((size_t)v->n_groups + 1,
                                            sizeof *s->groups) };
     static const char *const columns[] = { "job_id", "step", "loss" };
     json_t *curves = NULL;
@@ -153,11 +158,14 @@ json_t *bf_curves_train_loss(const bf_sweep_view *v, bf_source *src)
         end_job(s);
         curves = json_array();
         for (int g = 0; g < v->n_groups; g++) {
-            json_t *c = group_loss_curve(&s->groups[(size_t)g * NB], g);
+            json_t *c = s->groups[g] ? group_loss_curve(s->groups[g], g)
+                                     : NULL;
             if (c)
                 json_array_append_new(curves, c);
         }
     }
+    for (int g = 0; g < v->n_groups; g++)
+        free(s->groups[g]);
     free(s->groups);
     free(s);
     return curves;

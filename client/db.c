@@ -89,15 +89,21 @@ static json_t *column_json(sqlite3_stmt *st, int i)
     return v ? v : json_string(text);
 }
 
+json_t *bf_db_row(sqlite3_stmt *st)
+{
+    json_t *row = json_object();
+    for (int i = 0; i < sqlite3_column_count(st); i++)
+        json_object_set_new(row, sqlite3_column_name(st, i),
+                            column_json(st, i));
+    return row;
+}
+
 int bf_db_each_row(sqlite3 *db, sqlite3_stmt *st, bf_db_row_fn on_row,
                    void *ctx)
 {
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        json_t *row = json_object();
-        for (int i = 0; i < sqlite3_column_count(st); i++)
-            json_object_set_new(row, sqlite3_column_name(st, i),
-                                column_json(st, i));
+        json_t *row = bf_db_row(st);
         on_row(ctx, row);
         json_decref(row);
     }

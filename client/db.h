@@ -25,6 +25,10 @@ sqlite3 *bf_db_open(const char *path, int min_version);
  * reference), or NULL after printing the error with the database's name. */
 json_t *bf_db_rows(sqlite3 *db, sqlite3_stmt *st);
 
+/* The row st stands on: an object keyed by column name, a "config"
+ * column parsed into an object (new reference). */
+json_t *bf_db_row(sqlite3_stmt *st);
+
 /* The same rows handed to on_row one at a time (borrowed: the row is freed
  * after the call unless on_row keeps a reference), none held together.
  * Finalizes st.  0, or -1 after printing the error. */

@@ -22,29 +22,20 @@
  * of a million rows helps no reader (`bifocal results` lists them all). */
 #define BF_REPORT_MAX_JOBS 10000
 
+/* Each group with its jobs and succeeded jobs, counted as the view was
+ * held (none in a view made without them, as the dashboard's). */
 static json_t *groups_json(const bf_sweep_view *v)
 {
-    size_t n = (size_t)v->n_groups + 1;
-    json_int_t *jobs = bf_xcalloc(n, sizeof *jobs),
-               *succeeded = bf_xcalloc(n, sizeof *succeeded);
-    int status = bf_row_store_column(&v->jobs, "status");
-    for (size_t i = 0; i < v->jobs.n_rows; i++) {
-        const char *s = json_string_value(bf_row_store_at(&v->jobs, i,
-                                                          status));
-        jobs[v->job_group[i]]++;
-        succeeded[v->job_group[i]] += s && strcmp(s, "succeeded") == 0;
-    }
     json_t *groups = json_array();
     for (int g = 0; g < v->n_groups; g++) {
         char *label = bf_sweep_view_label(v, g);
         json_array_append_new(groups, json_pack(
             "{s:s, s:O, s:I, s:I}", "label", label, "fields",
-            json_array_get(v->groups, (size_t)g), "jobs", jobs[g],
-            "succeeded", succeeded[g]));
+            json_array_get(v->groups, (size_t)g), "jobs",
+            (json_int_t)(v->group_jobs ? v->group_jobs[g] : 0), "succeeded",
+            (json_int_t)(v->group_succeeded ? v->group_succeeded[g] : 0)));
         free(label);
     }
-    free(jobs);
-    free(succeeded);
     return groups;
 }
 
@@ -56,24 +47,10 @@ static json_t *names_json(const char *const *names, int n)
     return a;
 }
 
-/* The distinct training depths of the succeeded jobs, to mark them. */
+/* The distinct training depths of the jobs, to mark them. */
 static json_t *train_depths(const bf_sweep_view *v)
 {
-    json_t *depths = json_array(), *d, *last = NULL;
-    size_t k;
-    int column = bf_row_store_column(&v->jobs, "depth");
-    for (size_t i = 0; i < v->jobs.n_rows; i++) {
-        json_t *depth = bf_row_store_at(&v->jobs, i, column);
-        if (depth == last)      /* shared: the same value as the last row's */
-            continue;
-        last = depth;
-        int seen = 0;
-        json_array_foreach(depths, k, d)
-            seen |= json_equal(d, depth);
-        if (!seen && depth)
-            json_array_append(depths, depth);
-    }
-    return depths;
+    return v->depths ? json_copy(v->depths) : json_array();
 }
 
 static json_t *sweep_json(const bf_sweep_view *v)
@@ -83,7 +60,7 @@ static json_t *sweep_json(const bf_sweep_view *v)
     json_t *s = json_object();
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
         json_object_set(s, keys[i], json_object_get(v->sweep, keys[i]));
-    json_object_set_new(s, "n_jobs", json_integer((json_int_t)v->jobs.n_rows));
+    json_object_set_new(s, "n_jobs", json_integer((json_int_t)v->n_jobs));
     /* stored as JSON text (docs/schema.md); a database from before they
      * were stored has none */
     const char *warnings = json_string_value(json_object_get(v->sweep,
@@ -112,7 +89,12 @@ json_t *bf_report_data(bf_source *src, int64_t sweep_id, const char *by,
     bf_sweep_view v;
     json_t *data = NULL, *compare = NULL, *loss = NULL, *freq = NULL,
            *adaptive = NULL, *chosen = NULL;
-    if (bf_sweep_view_load(&v, src, sweep_id, by, where) == 0
+    /* The succeeded jobs (the comparison and the curves), the first ones
+     * (the job table), and every group counted: memory per group and per
+     * result, not per pending job. */
+    bf_sweep_hold held = { .status = "succeeded", .first = BF_REPORT_MAX_JOBS,
+                           .every_group = 1 };
+    if (bf_compare_view_load(&v, src, sweep_id, by, where, &held) == 0
         && (compare = bf_compare_rows(&v, src, baseline))
         && (loss = bf_curves_train_loss(&v, src))
         && (freq = bf_curves_frequencies(&v, src))

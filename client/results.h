@@ -40,12 +40,15 @@ int bf_result_command_start(bf_client *cl, int argc, char **argv,
  * readable times and error. */
 json_t *bf_results_rows(const bf_sweep_view *v, size_t max_rows);
 
-/* Prints the results of a sweep in fmt; 0, or 1 after printing why not. */
+/* Prints the results of a sweep in fmt, reading its rows anew for each
+ * pass of the printer and holding one at a time; 0, or 1 after printing
+ * why not. */
 int bf_results_print(bf_source *src, int64_t sweep_id, const char *where,
                      bf_row_format fmt);
 
-/* Lists the sweep's failed jobs with their errors on stderr.  Returns 0
- * when none failed, 1 when some did (or the sweep could not be read). */
+/* Lists the sweep's failed jobs with their errors on stderr, holding only
+ * them.  Returns 0 when none failed, 1 when some did (or the sweep could
+ * not be read). */
 int bf_results_check_failed(bf_source *src, int64_t sweep_id);
 
 /* A bf_client_command. */

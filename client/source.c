@@ -71,38 +71,106 @@ static json_t *file_rows(bf_source *src, const char *view, int64_t sweep_id)
     return st ? bf_db_rows(src->db, st) : NULL;
 }
 
-/* Asks the daemon for the view's pages one after another (the `next` of
- * each is the `after` of the following), handing each page's rows to
- * on_page (borrowed): only one page is held at a time.  0, or -1 after
- * printing the problem. */
+/* Replaces the cursor's page with the daemon's next one (the `next` of
+ * each page is the `after` of the following).  1 with a page, 0 past the
+ * last, -1 after printing the problem. */
+static int next_page(bf_source_cursor *c)
+{
+    if (c->page && !c->after)
+        return 0;
+    json_t *req = json_pack("{s:s, s:s, s:I}", "type", "rows", "view",
+                            c->view, "sweep_id", (json_int_t)c->sweep_id);
+    if (c->after)
+        json_object_set_new(req, "after", c->after);
+    c->after = NULL;
+    json_decref(c->page);
+    c->page = NULL;
+    json_t *reply;
+    if (bf_client_request(c->src->cl, req, &reply))
+        return -1;
+    json_t *rows = json_object_get(reply, "rows");
+    c->after = json_incref(json_object_get(reply, "next"));
+    if (!json_is_array(rows) || (c->after && json_array_size(rows) == 0)) {
+        fprintf(stderr, "bifocal: %s sent a rows reply %s\n",
+                c->src->cl->server, json_is_array(rows)
+                ? "with a cursor but no rows" : "without rows");
+        json_decref(reply);
+        return -1;
+    }
+    c->page = json_incref(rows);
+    c->at = 0;
+    json_decref(reply);
+    return 1;
+}
+
+int bf_source_cursor_open(bf_source_cursor *c, bf_source *src,
+                          const char *view, int64_t sweep_id)
+{
+    *c = (bf_source_cursor){ .src = src, .view = view, .sweep_id = sweep_id };
+    if (src->db && !(c->st = prepare_view(src, view, sweep_id)))
+        c->failed = 1;
+    return c->failed ? -1 : 0;
+}
+
+/* The next row of a file's statement (new reference), NULL at its end. */
+static json_t *next_file_row(bf_source_cursor *c)
+{
+    int rc = sqlite3_step(c->st);
+    if (rc == SQLITE_ROW)
+        return bf_db_row(c->st);
+    c->failed = step_failed(c->src, rc) != 0;
+    c->done = 1;
+    return NULL;
+}
+
+/* The next row of the daemon's pages (new reference), NULL past the last. */
+static json_t *next_daemon_row(bf_source_cursor *c)
+{
+    while (!c->page || c->at == json_array_size(c->page)) {
+        int rc = next_page(c);
+        if (rc <= 0) {
+            c->failed = rc < 0;
+            c->done = 1;
+            return NULL;
+        }
+    }
+    return json_incref(json_array_get(c->page, c->at++));
+}
+
+json_t *bf_source_cursor_next(bf_source_cursor *c)
+{
+    json_decref(c->row);
+    c->row = NULL;
+    if (!c->done && !c->failed)
+        c->row = c->src->db ? next_file_row(c) : next_daemon_row(c);
+    return c->row;
+}
+
+int bf_source_cursor_close(bf_source_cursor *c)
+{
+    sqlite3_finalize(c->st);
+    json_decref(c->page);
+    json_decref(c->after);
+    json_decref(c->row);
+    int failed = c->failed;
+    *c = (bf_source_cursor){ 0 };
+    return failed ? -1 : 0;
+}
+
+/* Hands each of the daemon's pages of the view to on_page (borrowed): only
+ * one page is held at a time.  0, or -1 after printing the problem. */
 typedef void (*page_fn)(void *ctx, const json_t *rows);
 
 static int daemon_pages(bf_source *src, const char *view, int64_t sweep_id,
                         page_fn on_page, void *ctx)
 {
-    json_t *after = NULL;
-    do {
-        json_t *req = json_pack("{s:s, s:s, s:I}", "type", "rows", "view",
-                                view, "sweep_id", (json_int_t)sweep_id);
-        if (after)
-            json_object_set_new(req, "after", after);
-        json_t *reply;
-        if (bf_client_request(src->cl, req, &reply))
-            return -1;
-        json_t *rows = json_object_get(reply, "rows");
-        after = json_incref(json_object_get(reply, "next"));
-        if (!json_is_array(rows) || (after && json_array_size(rows) == 0)) {
-            fprintf(stderr, "bifocal: %s sent a rows reply %s\n",
-                    src->cl->server, json_is_array(rows)
-                    ? "with a cursor but no rows" : "without rows");
-            json_decref(after);
-            json_decref(reply);
-            return -1;
-        }
-        on_page(ctx, rows);
-        json_decref(reply);
-    } while (after);
-    return 0;
+    bf_source_cursor c;
+    bf_source_cursor_open(&c, src, view, sweep_id);
+    int rc;
+    while ((rc = next_page(&c)) > 0)
+        on_page(ctx, c.page);
+    bf_source_cursor_close(&c);
+    return rc;
 }
 
 static void extend(void *all, const json_t *rows)
@@ -126,30 +194,35 @@ json_t *bf_source_rows(bf_source *src, const char *view, int64_t sweep_id)
                    : daemon_rows(src, view, sweep_id);
 }
 
-/* bf_source_each_row's callback, called for each row of a page. */
-typedef struct each_row {
-    bf_db_row_fn on_row;
-    void *ctx;
-} each_row;
-
-static void each_row_of_page(void *ctx, const json_t *rows)
-{
-    each_row *e = ctx;
-    size_t i;
-    json_t *row;
-    json_array_foreach(rows, i, row)
-        e->on_row(e->ctx, row);
-}
-
 int bf_source_each_row(bf_source *src, const char *view, int64_t sweep_id,
                        bf_db_row_fn on_row, void *ctx)
 {
+    bf_source_cursor c;
+    json_t *row;
+    if (bf_source_cursor_open(&c, src, view, sweep_id) == 0)
+        while ((row = bf_source_cursor_next(&c)))
+            on_row(ctx, row);
+    return bf_source_cursor_close(&c);
+}
+
+int bf_source_progress(bf_source *src, int64_t sweep_id, json_t **row)
+{
+    json_t *rows = NULL, *reply = NULL;
     if (src->db) {
-        sqlite3_stmt *st = prepare_view(src, view, sweep_id);
-        return st ? bf_db_each_row(src->db, st, on_row, ctx) : -1;
+        sqlite3_stmt *st = bf_db_prepare(src->db,
+            "SELECT * FROM sweep_progress WHERE sweep_id = ?1");
+        if (st)
+            sqlite3_bind_int64(st, 1, sweep_id);
+        rows = st ? bf_db_rows(src->db, st) : NULL;
+    } else if (bf_client_request(src->cl, json_pack(
+                   "{s:s, s:I}", "type", "status", "sweep_id",
+                   (json_int_t)sweep_id), &reply) == 0) {
+        rows = json_incref(json_object_get(reply, "sweeps"));
+        json_decref(reply);
     }
-    each_row e = { on_row, ctx };
-    return daemon_pages(src, view, sweep_id, each_row_of_page, &e);
+    *row = json_incref(json_array_get(rows, 0));
+    json_decref(rows);
+    return rows ? 0 : -1;
 }
 
 int bf_source_has_view(bf_source *src, const char *view)

@@ -37,10 +37,41 @@ json_t *bf_source_rows(bf_source *src, const char *view, int64_t sweep_id);
 int bf_source_each_row(bf_source *src, const char *view, int64_t sweep_id,
                        bf_db_row_fn on_row, void *ctx);
 
+/* The same rows pulled one at a time, for a caller that reads a sweep in
+ * its own loop (bifocal results prints each row as it comes): one page of
+ * the daemon's or one row of a file held at a time. */
+typedef struct bf_source_cursor {
+    /* private */
+    bf_source *src;
+    const char *view;
+    int64_t sweep_id;
+    sqlite3_stmt *st;           /* a file's statement */
+    json_t *page, *after;       /* the daemon's page and its `next` */
+    size_t at;                  /* the page's next row */
+    json_t *row;                /* the row last returned */
+    int done, failed;
+} bf_source_cursor;
+
+/* 0, or -1 after printing the problem (no such sweep, ...); close it
+ * either way. */
+int bf_source_cursor_open(bf_source_cursor *c, bf_source *src,
+                          const char *view, int64_t sweep_id);
+/* The next row (borrowed until the next call), or NULL past the last or
+ * after a problem (printed; close then returns -1). */
+json_t *bf_source_cursor_next(bf_source_cursor *c);
+/* 0, or -1 if the rows ended with a problem. */
+int bf_source_cursor_close(bf_source_cursor *c);
+
 /* The same for a view a database file may predate (an older schema lacks
  * it): an empty array then. */
 json_t *bf_source_rows_if_any(bf_source *src, const char *view,
                               int64_t sweep_id);
+
+/* The sweep's row of the sweep_progress view into *row (its jobs counted
+ * by status through the sweep's index: no job row is read; a new
+ * reference, NULL when a file has no such sweep).  0, or -1 after
+ * printing the problem (the daemon's "no sweep" among them). */
+int bf_source_progress(bf_source *src, int64_t sweep_id, json_t **row);
 
 /* Column `key` of a row holding JSON text (a config, a view's JSON
  * object): the object (new reference), or an empty one when absent or not

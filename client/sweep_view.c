@@ -26,8 +26,7 @@ json_t *bf_sweep_view_value(const bf_sweep_view *v, size_t row,
     return bf_row_store_config(&v->jobs, row, field);
 }
 
-/* The same of a row as read (an object whose config is parsed). */
-static json_t *value_in_row(const json_t *row, const char *field)
+json_t *bf_sweep_view_row_value(const json_t *row, const char *field)
 {
     if (strcmp(field, "stage") == 0)
         return json_object_get(row, "stage");
@@ -47,19 +46,12 @@ int bf_sweep_view_value_is(const json_t *value, const char *text)
     return same;
 }
 
-/* --where FIELD=VALUE[,...], split once: fields[i] = values[i]. */
-typedef struct where_pairs {
-    char *text;                       /* owned: the list, cut in place */
-    const char *fields[BF_SWEEP_MAX_FIELDS], *values[BF_SWEEP_MAX_FIELDS];
-    int n;
-} where_pairs;
-
 /* Every comma-separated piece must be a pair: an empty one (",", "a=1,",
- * "") is refused, not skipped, or it would filter nothing.  0 (free
- * w->text when done), or -1 after saying why (nothing to free). */
-static int where_parse(const char *where, where_pairs *w)
+ * "") is refused, not skipped, or it would filter nothing.  0, or -1
+ * after saying why; free w->text either way. */
+static int where_parse(const char *where, bf_sweep_where *w)
 {
-    *w = (where_pairs){ .text = bf_xstrdup(where) };
+    *w = (bf_sweep_where){ .text = bf_xstrdup(where) };
     char *next = w->text;
     while (next) {
         char *p = next, *comma = strchr(p, ',');
@@ -72,7 +64,6 @@ static int where_parse(const char *where, where_pairs *w)
                             "not '%s'%s\n", where, p,
                     w->n == BF_SWEEP_MAX_FIELDS ? " (too many pairs)"
                     : p[0] ? "" : " (an empty pair)");
-            free(w->text);
             return -1;
         }
         *eq = '\0';
@@ -82,65 +73,14 @@ static int where_parse(const char *where, where_pairs *w)
     return 0;
 }
 
-static int row_matches(const json_t *row, const where_pairs *w)
+static int row_matches(const json_t *row, const bf_sweep_where *w)
 {
     for (int i = 0; i < w->n; i++) {
-        const json_t *value = value_in_row(row, w->fields[i]);
+        const json_t *value = bf_sweep_view_row_value(row, w->fields[i]);
         if (!value || !bf_sweep_view_value_is(value, w->values[i]))
             return 0;
     }
     return 1;
-}
-
-/* Reading the sweep's rows: those --where keeps go into the store. */
-typedef struct loading {
-    bf_sweep_view *v;
-    const where_pairs *w;       /* NULL: keep every row */
-} loading;
-
-static void load_row(void *ctx, json_t *row)
-{
-    loading *l = ctx;
-    if (!l->w || row_matches(row, l->w))
-        bf_row_store_add(&l->v->jobs, row);
-}
-
-/* The stage of a row as an object key ("" without stages); column: the
- * stage column's. */
-static const char *stage_key(const bf_sweep_view *v, size_t row, int column)
-{
-    const char *stage = json_string_value(bf_row_store_at(&v->jobs, row,
-                                                          column));
-    return stage ? stage : "";
-}
-
-/* Whether field takes two values within one stage (in one sweep without
- * stages); "stage" itself varies between stages. */
-static int field_varies(const bf_sweep_view *v, const char *field)
-{
-    int stage = strcmp(field, "stage") == 0, varies = 0;
-    int column = bf_row_store_column(&v->jobs, "stage");
-    json_t *first = json_object();   /* stage -> its first job's value */
-    for (size_t i = 0; i < v->jobs.n_rows && !varies; i++) {
-        const char *key = stage ? "" : stage_key(v, i, column);
-        json_t *value = stage ? bf_row_store_at(&v->jobs, i, column)
-                              : bf_row_store_config(&v->jobs, i, field);
-        json_t *seen = json_object_get(first, key);
-        if (!seen)
-            json_object_set(first, key, value ? value : json_null());
-        else if (!json_equal(seen, value ? value : json_null()))
-            varies = 1;
-    }
-    json_decref(first);
-    return varies;
-}
-
-static void add_varying(bf_sweep_view *v, const char *field)
-{
-    if (v->n_varying < BF_SWEEP_MAX_FIELDS
-        && field_index(v->varying, v->n_varying, field) < 0
-        && field_varies(v, field))
-        v->varying[v->n_varying++] = field;
 }
 
 /* The fields a grid or zip mapping sweeps, in the file's order, into
@@ -231,31 +171,91 @@ json_t *bf_sweep_view_taken_fields(const char *source)
     return taken;
 }
 
-/* The varying fields: "stage" in a sweep with stages, then the fields in
- * the order the sweep file's grids and zips list them, then seed, then any
- * other (alphabetical, as configs are stored).  Names point into the first
- * job's config (or are literals). */
-static void find_varying(bf_sweep_view *v)
+/* Adds field to the candidates if config has it and it is none yet. */
+static void add_candidate(bf_sweep_view *v, json_t *config, const char *field)
 {
-    json_t *config = bf_row_store_get(&v->jobs, 0, "config");
+    void *iter = json_object_iter_at(config, field);
+    if (iter && field_index(v->candidates, v->n_candidates, field) < 0)
+        v->candidates[v->n_candidates++] = json_object_iter_key(iter);
+}
+
+/* The fields that may vary, in the order the varying ones are listed:
+ * "stage", then those of the first job's config that the sweep file's
+ * grids and zips list, in its order, then seed, then any other
+ * (alphabetical, as configs are stored).  Names point into that config
+ * (or are literals). */
+static void find_candidates(bf_sweep_view *v, json_t *config)
+{
+    size_t n = json_object_size(config) + 2;
+    v->candidates = bf_xcalloc(n, sizeof *v->candidates);
+    v->varies = bf_xcalloc(n, 1);
+    v->candidates[v->n_candidates++] = "stage";
     json_t *swept = bf_sweep_view_swept_fields(json_string_value(
         json_object_get(v->sweep, "source")));
-    add_varying(v, "stage");
     size_t i;
     json_t *name;
-    json_array_foreach(swept, i, name) {
-        void *iter = json_object_iter_at(config, json_string_value(name));
-        if (iter)
-            add_varying(v, json_object_iter_key(iter));
-    }
+    json_array_foreach(swept, i, name)
+        add_candidate(v, config, json_string_value(name));
     json_decref(swept);
+    add_candidate(v, config, "seed");
     const char *key;
     json_t *value;
-    void *seed = json_object_iter_at(config, "seed");
-    if (seed)
-        add_varying(v, json_object_iter_key(seed));
     json_object_foreach(config, key, value)
-        add_varying(v, key);
+        add_candidate(v, config, key);
+}
+
+/* Notes the candidates in which row differs from the first job of its
+ * stage ("stage" itself: from the first job). */
+static void note_varying(bf_sweep_view *v, const json_t *row)
+{
+    const json_t *stage = json_object_get(row, "stage");
+    const char *key = json_is_string(stage) ? json_string_value(stage) : "";
+    json_t *first = json_object_get(v->stage_first, key);
+    if (!first)
+        json_object_set(v->stage_first, key, first = (json_t *)row);
+    for (int k = 0; k < v->n_candidates; k++) {
+        int whole = k == 0;     /* "stage": against the first job's */
+        const json_t *a = bf_sweep_view_row_value(row, v->candidates[k]);
+        const json_t *b = bf_sweep_view_row_value(whole ? v->first : first,
+                                                  v->candidates[k]);
+        v->varies[k] |= !json_equal(a ? a : json_null(), b ? b : json_null());
+    }
+}
+
+/* Adds a job's training depth to the distinct ones (a handful). */
+static void note_depth(bf_sweep_view *v, json_t *depth)
+{
+    size_t i;
+    json_t *d;
+    json_array_foreach(v->depths, i, d)
+        if (json_equal(d, depth))
+            return;
+    if (depth)
+        json_array_append(v->depths, depth);
+}
+
+/* One job of the sweep that --where keeps: counted, and what varies. */
+static void scan_row(bf_sweep_view *v, json_t *row)
+{
+    if (v->n_jobs++ == 0) {
+        v->first = json_incref(row);
+        v->stage_first = json_object();
+        v->depths = json_array();
+        find_candidates(v, json_object_get(row, "config"));
+    }
+    const char *status = json_string_value(json_object_get(row, "status"));
+    v->n_succeeded += status && strcmp(status, "succeeded") == 0;
+    note_varying(v, row);
+    note_depth(v, json_object_get(row, "depth"));
+}
+
+/* The varying fields from the candidates, the first BF_SWEEP_MAX_FIELDS. */
+static void find_varying(bf_sweep_view *v)
+{
+    for (int k = 0; k < v->n_candidates && v->n_varying < BF_SWEEP_MAX_FIELDS;
+         k++)
+        if (v->varies[k])
+            v->varying[v->n_varying++] = v->candidates[k];
 }
 
 /* The varying fields but seed, for messages. */
@@ -302,17 +302,16 @@ static int parse_by(bf_sweep_view *v, const char *by)
     return rc;
 }
 
-/* Whether the job took field from a selection and the grouping leaves it
- * out: its value follows from the job's cell, so it is no axis.
- * stage_column: the stage column's index. */
-static int taken_by_job(const bf_sweep_view *v, size_t job, int stage_column,
+/* Whether the job of row took field from a selection and the grouping
+ * leaves it out: its value follows from the job's cell, so it is no
+ * axis. */
+static int taken_by_job(const bf_sweep_view *v, const json_t *row,
                         const char *field)
 {
+    const char *stage = json_string_value(json_object_get(row, "stage"));
     size_t i;
     json_t *name;
-    json_array_foreach(json_object_get(v->taken,
-                                       stage_key(v, job, stage_column)),
-                       i, name)
+    json_array_foreach(json_object_get(v->taken, stage ? stage : ""), i, name)
         if (strcmp(json_string_value(name), field) == 0)
             return 1;
     return 0;
@@ -320,15 +319,32 @@ static int taken_by_job(const bf_sweep_view *v, size_t job, int stage_column,
 
 /* {field: value} over the grouping fields, less those the job took from a
  * selection. */
-static json_t *group_key(const bf_sweep_view *v, size_t job,
-                         int stage_column)
+static json_t *group_key(const bf_sweep_view *v, const json_t *row)
 {
     json_t *key = json_object();
     for (int i = 0; i < v->n_by; i++)
-        if (!taken_by_job(v, job, stage_column, v->by[i]))
+        if (!taken_by_job(v, row, v->by[i]))
             json_object_set(key, v->by[i],
-                            bf_sweep_view_value(v, job, v->by[i]));
+                            bf_sweep_view_row_value(row, v->by[i]));
     return key;
+}
+
+/* The group of a row's job among those found so far (index: their key's
+ * text -> group), -1 if none; key_out (when given) its key. */
+static int find_group(const bf_sweep_view *v, const json_t *index,
+                      const json_t *row, json_t **key_out, char **text_out)
+{
+    json_t *key = group_key(v, row);
+    char *text = json_dumps(key, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_t *found = json_object_get(index, text);
+    if (key_out) {
+        *key_out = key;
+        *text_out = text;
+    } else {
+        json_decref(key);
+        free(text);
+    }
+    return found ? (int)json_integer_value(found) : -1;
 }
 
 int bf_sweep_view_same_in_groups(const bf_sweep_view *v, const char *field,
@@ -339,36 +355,99 @@ int bf_sweep_view_same_in_groups(const bf_sweep_view *v, const char *field,
     return a || b ? json_equal(a, b) : 1;
 }
 
-/* Groups in order of their first job, found by their key's text: one pass
- * whatever the number of groups. */
-static void group_jobs(bf_sweep_view *v)
+/* The group of row's job, a new one in order of the jobs seen (index:
+ * key text -> group; first: per group, its first job's id). */
+static int group_of_row(bf_sweep_view *v, const json_t *row, json_t *index,
+                        int64_t **first)
 {
-    v->groups = json_array();
-    v->job_group = bf_xcalloc(v->jobs.n_rows + 1, sizeof *v->job_group);
-    json_t *index = json_object();      /* key text -> group */
-    int stage_column = bf_row_store_column(&v->jobs, "stage");
-    for (size_t i = 0; i < v->jobs.n_rows; i++) {
-        json_t *key = group_key(v, i, stage_column);
-        char *text = json_dumps(key, JSON_COMPACT | JSON_REAL_PRECISION(17));
-        json_t *found = json_object_get(index, text);
-        if (!found) {
-            found = json_integer((json_int_t)json_array_size(v->groups));
-            json_object_set_new(index, text, found);
-            json_array_append(v->groups, key);
-        }
-        free(text);
-        json_decref(key);
-        v->job_group[i] = (int)json_integer_value(found);
+    json_t *key;
+    char *text;
+    int g = find_group(v, index, row, &key, &text);
+    if (g < 0) {
+        g = v->n_groups++;
+        json_object_set_new(index, text, json_integer(g));
+        json_array_append(v->groups, key);
+        *first = bf_xrealloc(*first, (size_t)v->n_groups * sizeof **first);
+        (*first)[g] = json_integer_value(json_object_get(row, "job_id"));
     }
-    json_decref(index);
-    v->n_groups = (int)json_array_size(v->groups);
+    free(text);
+    json_decref(key);
+    return g;
 }
 
+/* Counts row's job in its group g, a view of every group's counts. */
+static void count_job(bf_sweep_view *v, const json_t *row, int g)
+{
+    if (g == v->n_groups - 1 && v->n_counted < v->n_groups) {   /* new */
+        v->group_jobs = bf_xrealloc(v->group_jobs, (size_t)v->n_groups
+                                                   * sizeof *v->group_jobs);
+        v->group_succeeded = bf_xrealloc(v->group_succeeded,
+                                         (size_t)v->n_groups
+                                         * sizeof *v->group_succeeded);
+        v->group_jobs[g] = v->group_succeeded[g] = 0;
+        v->n_counted = v->n_groups;
+    }
+    const char *s = json_string_value(json_object_get(row, "status"));
+    v->group_jobs[g]++;
+    v->group_succeeded[g] += s && strcmp(s, "succeeded") == 0;
+}
+
+/* Holds row's job, of group g. */
+static void hold_row(bf_sweep_view *v, const json_t *row, int g)
+{
+    size_t n = v->jobs.n_rows;
+    if ((n & (n - 1)) == 0)     /* room doubles at each power of two */
+        v->job_group = bf_xrealloc(v->job_group,
+                                   (2 * n + 1) * sizeof *v->job_group);
+    v->job_group[n] = g;
+    bf_row_store_add(&v->jobs, row);
+}
+
+/* Orders indexes by the ids they index (ids[a] against ids[b]). */
 static int by_id(const void *a, const void *b, void *ids)
 {
     int64_t x = ((const int64_t *)ids)[*(const int *)a];
     int64_t y = ((const int64_t *)ids)[*(const int *)b];
     return (x > y) - (x < y);
+}
+
+/* Numbers the groups in order of their first job of any status, as a
+ * view holding every job numbers them: one more pass over the jobs not
+ * held, each looked up in index; memory per group, none per job. */
+static int order_groups(bf_sweep_view *v, bf_source *src, const char *status,
+                        const json_t *index, int64_t *first)
+{
+    bf_source_cursor c;
+    json_t *row;
+    if (bf_source_cursor_open(&c, src, "job_results", v->sweep_id) == 0)
+        while ((row = bf_sweep_view_next(v, &c))) {
+            const char *s = json_string_value(json_object_get(row, "status"));
+            int64_t id = json_integer_value(json_object_get(row, "job_id"));
+            int g = s && strcmp(s, status) == 0 ? -1
+                    : find_group(v, index, row, NULL, NULL);
+            if (g >= 0 && id < first[g])
+                first[g] = id;
+        }
+    if (bf_source_cursor_close(&c))
+        return -1;
+    size_t n = (size_t)v->n_groups;
+    int *order = bf_xcalloc(n + 1, sizeof *order),
+        *renumber = bf_xcalloc(n + 1, sizeof *renumber);
+    for (size_t g = 0; g < n; g++)
+        order[g] = (int)g;
+    qsort_r(order, n, sizeof *order, by_id, first);
+    json_t *groups = json_array();
+    for (size_t k = 0; k < n; k++) {
+        renumber[order[k]] = (int)k;
+        json_array_append(groups, json_array_get(v->groups, (size_t)order[k]));
+    }
+    json_decref(v->groups);
+    v->groups = groups;
+    for (size_t i = 0; i < v->jobs.n_rows; i++)
+        v->job_group[i] = renumber[v->job_group[i]];
+    free(order);
+    free(renumber);
+    return 0;
 }
 
 /* Sorts the job ids once, so that lookups by id (millions while curves are
@@ -403,47 +482,105 @@ static void find_group_rows(bf_sweep_view *v)
                                                               "source")));
 }
 
-int bf_sweep_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
+json_t *bf_sweep_view_next(const bf_sweep_view *v, bf_source_cursor *c)
+{
+    json_t *row;
+    while ((row = bf_source_cursor_next(c)) && !row_matches(row, &v->where))
+        ;
+    return row;
+}
+
+int bf_sweep_view_scan(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
                        const char *by, const char *where)
 {
     *v = (bf_sweep_view){ .sweep_id = sweep_id };
     /* --where is checked before the sweep is read: a typo costs nothing,
      * however many jobs the sweep has. */
-    where_pairs w = { 0 };
-    if (where && where_parse(where, &w) < 0)
+    if (where && where_parse(where, &v->where) < 0)
         return -1;
     json_t *sweeps = bf_source_rows(src, "sweeps", sweep_id);
-    loading l = { v, where ? &w : NULL };
-    int failed = !sweeps || bf_source_each_row(src, "job_results", sweep_id,
-                                               load_row, &l);
     v->sweep = json_incref(json_array_get(sweeps, 0));
     json_decref(sweeps);
-    if (!failed && where && v->jobs.n_rows == 0) {
+    bf_source_cursor c;
+    json_t *row;
+    if (sweeps && bf_source_cursor_open(&c, src, "job_results", sweep_id) == 0)
+        while ((row = bf_sweep_view_next(v, &c)))
+            scan_row(v, row);
+    if (!sweeps || bf_source_cursor_close(&c))
+        return -1;
+    if (where && v->n_jobs == 0) {
         fprintf(stderr, "bifocal: --where %s: no job of sweep %lld has it\n",
                 where, (long long)v->sweep_id);
-        failed = 1;
-    }
-    free(w.text);
-    if (failed)
         return -1;
-    index_jobs(v);
+    }
     find_varying(v);
     if (parse_by(v, by))
         return -1;
     if (!by)
         v->taken = bf_sweep_view_taken_fields(json_string_value(
             json_object_get(v->sweep, "source")));
-    group_jobs(v);
-    find_group_rows(v);
     return 0;
+}
+
+/* Whether hold keeps row, the n-th job seen. */
+static int held(const bf_sweep_hold *h, const json_t *row, size_t n)
+{
+    const char *s = json_string_value(json_object_get(row, "status"));
+    return !h->status || n < h->first || (s && strcmp(s, h->status) == 0);
+}
+
+int bf_sweep_view_hold(bf_sweep_view *v, bf_source *src,
+                       const bf_sweep_hold *h)
+{
+    json_t *index = json_object(), *row;
+    int64_t *first = NULL;
+    int rc, partial = 0;
+    size_t seen = 0;
+    v->groups = json_array();
+    bf_source_cursor c;
+    if (bf_source_cursor_open(&c, src, "job_results", v->sweep_id) == 0)
+        while ((row = bf_sweep_view_next(v, &c))) {
+            int keep = held(h, row, seen++);
+            int g = keep || h->every_group
+                    ? group_of_row(v, row, index, &first) : -1;
+            if (h->every_group)
+                count_job(v, row, g);
+            if (keep)
+                hold_row(v, row, g);
+            partial |= !keep;
+        }
+    rc = bf_source_cursor_close(&c);
+    if (rc == 0 && partial && !h->every_group && v->n_groups > 1)
+        rc = order_groups(v, src, h->status, index, first);
+    json_decref(index);
+    free(first);
+    index_jobs(v);
+    find_group_rows(v);
+    return rc;
+}
+
+int bf_sweep_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
+                       const char *by, const char *where)
+{
+    if (bf_sweep_view_scan(v, src, sweep_id, by, where))
+        return -1;
+    return bf_sweep_view_hold(v, src, &(bf_sweep_hold){ .status = NULL });
 }
 
 void bf_sweep_view_clear(bf_sweep_view *v)
 {
     json_decref(v->sweep);
+    json_decref(v->first);
+    json_decref(v->stage_first);
+    json_decref(v->depths);
+    free(v->candidates);
+    free(v->varies);
+    free(v->where.text);
     bf_row_store_clear(&v->jobs);
     json_decref(v->groups);
     free(v->job_group);
+    free(v->group_jobs);
+    free(v->group_succeeded);
     free(v->group_row);
     json_decref(v->zips);
     json_decref(v->taken);
@@ -577,15 +714,4 @@ char *bf_sweep_view_fields_label(const json_t *fields, const json_t *config)
             label_add(&l, json_string_value(name), value);
     }
     return l.text;
-}
-
-int bf_sweep_view_succeeded(const bf_sweep_view *v)
-{
-    int n = 0, column = bf_row_store_column(&v->jobs, "status");
-    for (size_t i = 0; i < v->jobs.n_rows; i++) {
-        const char *status = json_string_value(bf_row_store_at(&v->jobs, i,
-                                                               column));
-        n += status && strcmp(status, "succeeded") == 0;
-    }
-    return n;
 }

@@ -19,12 +19,25 @@
 
 #define BF_SWEEP_MAX_FIELDS 32
 
+/* --where FIELD=VALUE[,...], split once: fields[i] = values[i]. */
+typedef struct bf_sweep_where {
+    char *text;                       /* owned: the list, cut in place */
+    const char *fields[BF_SWEEP_MAX_FIELDS], *values[BF_SWEEP_MAX_FIELDS];
+    int n;
+} bf_sweep_where;
+
 typedef struct bf_sweep_view {
-    /* read-only: made by bf_sweep_view_load, or by client/dash_sweep.c
-     * from its aggregates (which fills the private part too) */
+    /* read-only: made by bf_sweep_view_scan and _hold, or by
+     * client/dash_sweep.c from its aggregates (which fills the private
+     * part too) */
     int64_t sweep_id;
     json_t *sweep;          /* the sweeps row (name, filename, source, ...) */
-    bf_row_store jobs;      /* job_results rows, by job_id (read-only) */
+    size_t n_jobs;          /* the jobs --where keeps, of any status */
+    size_t n_succeeded;     /* those of them that succeeded */
+    json_t *depths;         /* their distinct training depths, in order of
+                               their first job */
+    bf_row_store jobs;      /* the job_results rows held, by job_id
+                               (read-only) */
     /* Config fields whose value differs between jobs (of a stage), in the
      * order of the sweep file's grid and zip (then alphabetical); "seed"
      * among them if seeds; "stage" first in a sweep with stages. */
@@ -37,7 +50,18 @@ typedef struct bf_sweep_view {
     json_t *groups;         /* per group: {field: value} over `by`, less
                                the fields its stage took from a selection */
     int *job_group;         /* per row of jobs: its group */
+    /* per group of a view of every group (bf_sweep_hold.every_group): its
+     * jobs, and those that succeeded; else NULL */
+    size_t *group_jobs, *group_succeeded;
     /* private */
+    int n_counted;          /* groups with counts */
+    bf_sweep_where where;
+    json_t *first;          /* the first job's row: candidates point into
+                               its config */
+    json_t *stage_first;    /* stage (or "") -> its first job's row */
+    const char **candidates;    /* fields that may vary, in order */
+    unsigned char *varies;      /* per candidate: whether it does */
+    int n_candidates;
     int *group_row;         /* per group: the row of its first job */
     json_t *taken;          /* bf_sweep_view_taken_fields; NULL with --by */
     json_t *zips;           /* the sweep file's labelled zips
@@ -46,15 +70,47 @@ typedef struct bf_sweep_view {
     int *sorted_rows;       /* for bf_sweep_view_row_of */
 } bf_sweep_view;
 
-/* Reads the sweep and groups its jobs.  by is a comma-separated field list
- * or NULL; a field that does not vary in the sweep is refused by name.
- * where is "FIELD=VALUE[,FIELD=VALUE...]" or NULL: only the jobs with
- * those values (a config field, or "stage") are in the view, as if the
- * sweep held no others; none matching is refused.  0, or -1 after printing
- * the problem. */
+/* Reads the sweep: its row, the jobs counted (n_jobs, n_succeeded) and
+ * the fields that vary, in one pass over its job_results rows that holds
+ * none of them (only the first job's row of each stage), so that a sweep
+ * of a million jobs costs what its stages' first jobs do.  by is a
+ * comma-separated field list or NULL; a field that does not vary in the
+ * sweep is refused by name.  where is "FIELD=VALUE[,FIELD=VALUE...]" or
+ * NULL: only the jobs with those values (a config field, or "stage") are
+ * in the view, as if the sweep held no others; none matching is refused.
+ * 0, or -1 after printing the problem.  Clear v either way. */
+int bf_sweep_view_scan(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
+                       const char *by, const char *where);
+
+/* Which jobs bf_sweep_view_hold holds. */
+typedef struct bf_sweep_hold {
+    const char *status;     /* the jobs of this status (NULL: every job) */
+    size_t first;           /* and the first `first` jobs, of any status */
+    int every_group;        /* the groups of every job, each counted
+                               (group_jobs, group_succeeded), not only
+                               those of the jobs held */
+} bf_sweep_hold;
+
+/* After a scan, holds the jobs h names in v->jobs and groups them (memory:
+ * per job held, and per group).  Groups are numbered in order of their
+ * first job of any status (without every_group: one more pass over the
+ * jobs not held), so that a comparison of the succeeded jobs lists them
+ * as one of every job does.  0, or -1 after printing the problem. */
+int bf_sweep_view_hold(bf_sweep_view *v, bf_source *src,
+                       const bf_sweep_hold *h);
+
+/* bf_sweep_view_scan, then bf_sweep_view_hold of every job. */
 int bf_sweep_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
                        const char *by, const char *where);
 void bf_sweep_view_clear(bf_sweep_view *v);
+
+/* The next job_results row of c (opened on the view's sweep) that --where
+ * keeps, borrowed until the next call; NULL past the last. */
+json_t *bf_sweep_view_next(const bf_sweep_view *v, bf_source_cursor *c);
+
+/* The value of field in a job_results row as read: its stage for
+ * "stage", else the field of its config (borrowed; NULL if absent). */
+json_t *bf_sweep_view_row_value(const json_t *row, const char *field);
 
 /* The row in v->jobs of a job id (binary search); -1 if not in the sweep. */
 int bf_sweep_view_row_of(const bf_sweep_view *v, int64_t job_id);
@@ -106,7 +162,5 @@ json_t *bf_sweep_view_taken_fields(const char *source);
  * those config lacks left out.  Caller frees. */
 char *bf_sweep_view_fields_label(const json_t *fields, const json_t *config);
 
-/* The number of jobs of the sweep that succeeded. */
-int bf_sweep_view_succeeded(const bf_sweep_view *v);
 
 #endif

@@ -8,12 +8,21 @@ into a database that results_fixture made (its sweep 1 is the template).
                             evaluations and final loss only); every 9th job
                             failed.  Job rows are ~1 KB as JSON, so 30,000
                             jobs are twice what one 16 MiB frame holds.
+    search(db, n_jobs, n_succeeded)
+                            one sweep shaped like a big search, mostly
+                            pending: trials of 3 seeds each, every trial
+                            its own lr (so no two of its jobs' configs are
+                            the same but for the seed); the first
+                            n_succeeded jobs succeeded (evaluations and
+                            final loss of sweep 1's rope job), the rest
+                            queued.
     long(db, n_jobs, steps) one sweep of n_jobs succeeded jobs (rope and
                             spectral, seeds 1..) with a training loss logged
                             at every step 1..steps.
 
 Each returns the new sweep's id.  Used by test_results_paged.py and
-bench/bench_results.sh (python3 tests/client/big_sweeps.py DB wide N [lean])."""
+bench/bench_results.sh (python3 tests/client/big_sweeps.py DB wide N [lean],
+DB search N N_SUCCEEDED)."""
 import sqlite3
 import sys
 
@@ -62,7 +71,15 @@ def wide(db, n_jobs, lean=False):
     ropes = ["rope", "spectral", "bifocal"]
     sweep = _new_sweep(c, "wide-%d" % n_jobs, n_jobs)
     first = _copy_jobs(c, sweep, n_jobs, ropes, 9)
-    # A job's rows are its template's, shifted to its id.
+    _copy_results(c, sweep, first, ropes, lean)
+    c.commit()
+    c.close()
+    return sweep
+
+
+def _copy_results(c, sweep, first, ropes, lean, only_jobs=""):
+    """Each job of sweep gets its template's rows, shifted to its id (lean:
+    its evaluations and final loss only); only_jobs: a condition on j."""
     tables = [("evals", "step, depth, loss, accuracy", ""),
               ("metrics", "key, step, value",
                " AND x.key = 'loss' AND x.step = 200" if lean else ""),
@@ -72,8 +89,24 @@ def wide(db, n_jobs, lean=False):
                      SELECT ?1 + j.idx, %s FROM jobs j
                        JOIN template t ON t.k = j.idx %% ?3
                        JOIN %s x ON x.job_id = t.job_id
-                      WHERE j.sweep_id = ?2%s""" % (table, cols, ", ".join("x." + f for f in cols.split(", ")), table, only),
+                      WHERE j.sweep_id = ?2%s%s""" % (table, cols, ", ".join("x." + f for f in cols.split(", ")), table, only, only_jobs),
                   (first, sweep, len(ropes)))
+
+
+def search(db, n_jobs, n_succeeded):
+    c = sqlite3.connect(db)
+    sweep = _new_sweep(c, "search-%d" % n_jobs, n_jobs)
+    first = _copy_jobs(c, sweep, n_jobs, ["rope"], 0)
+    c.execute("""UPDATE jobs SET seed = idx % 3 + 1,
+                        config = json_set(config, '$.seed', idx % 3 + 1,
+                                          '$.lr', 0.001 + (idx / 3) * 1e-9),
+                        status = CASE WHEN idx < ?2 THEN 'succeeded' ELSE 'queued' END,
+                        error = NULL, started_ms = NULL, finished_ms = NULL,
+                        attempts = CASE WHEN idx < ?2 THEN 1 ELSE 0 END
+                  WHERE sweep_id = ?1""", (sweep, n_succeeded))
+    c.execute("""UPDATE jobs SET started_ms = created_ms, finished_ms = created_ms + 60000
+                  WHERE sweep_id = ?1 AND idx < ?2""", (sweep, n_succeeded))
+    _copy_results(c, sweep, first, ["rope"], True, " AND j.idx < %d" % n_succeeded)
     c.commit()
     c.close()
     return sweep
@@ -100,9 +133,12 @@ def long(db, n_jobs, steps):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 4 or sys.argv[2] not in ("wide", "long"):
-        sys.exit("usage: big_sweeps.py DB wide N_JOBS [lean] | DB long N_JOBS STEPS")
+    if len(sys.argv) < 4 or sys.argv[2] not in ("wide", "search", "long"):
+        sys.exit("usage: big_sweeps.py DB wide N_JOBS [lean] | DB search N_JOBS N_SUCCEEDED"
+                 " | DB long N_JOBS STEPS")
     if sys.argv[2] == "wide":
         print(wide(sys.argv[1], int(sys.argv[3]), sys.argv[4:] == ["lean"]))
+    elif sys.argv[2] == "search":
+        print(search(sys.argv[1], int(sys.argv[3]), int(sys.argv[4])))
     else:
         print(long(sys.argv[1], *[int(a) for a in sys.argv[3:]]))

@@ -1,0 +1,153 @@
+"""results, compare and report of a big search-shaped sweep (every trial its
+own lr, so no two jobs share a config; big_sweeps.search) in memory that
+does not grow with its jobs: each run under a data limit (RLIMIT_DATA) far
+below what holding the sweep's rows takes (its 60,000 jobs held as rows
+took 130 MB, and failed under this limit), its peak resident memory
+checked too.
+
+- nothing succeeded: compare and report say "sweep N has no succeeded job
+  yet (N job(s); ...)" from the sweep's counts, with --db and through a
+  real bifocald, and with --where (which reads the jobs once);
+- 30 of the jobs succeeded: compare shows their group, results lists
+  every job (CSV and JSON), holding one row at a time;
+- groups keep the order of their first job of any status when those first
+  jobs have not succeeded (compare holds only the succeeded ones).
+
+Under ASan a data limit cannot be set (its shadow memory counts), so there
+the peak resident memory alone is checked, against a bound of its own.
+
+    test_results_memory.py BIFOCAL BIFOCALD RESULTS_FIXTURE
+"""
+import csv
+import io
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import big_sweeps  # noqa: E402
+from checks import check, finish, start_bifocald  # noqa: E402
+
+BIFOCAL, BIFOCALD, FIXTURE = (sys.argv[1:4] if sys.argv[1] != "--measured"
+                               else [sys.argv[4]] * 3)
+JOBS, SUCCEEDED = 60000, 30
+# The data a run may use: a few MB suffice now; holding the sweep's rows
+# took 130 MB (bifocal at db4b372: 2.1 KB a job).
+DATA_LIMIT = 48 << 20
+MAX_RSS_KB = 64 * 1024
+ASAN = b"libasan" in subprocess.run(["ldd", BIFOCAL], capture_output=True).stdout
+ASAN_MAX_RSS_KB = 160 * 1024
+
+
+def measured(limit, fd, cmd):
+    """Runs cmd under the data limit (0: none) and exits with its status,
+    having written its peak resident memory (KB) on fd.  A process of
+    its own, started small: a child forked from this test's process would
+    count the test's memory as its own until it runs bifocal."""
+    pid = os.fork()
+    if pid == 0:
+        if limit:
+            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+        os.execv(cmd[0], cmd)
+    _, status, usage = os.wait4(pid, 0)
+    os.write(fd, b"%d" % usage.ru_maxrss)
+    sys.exit(os.waitstatus_to_exitcode(status))
+
+
+def bifocal(*args, server=None, expect=0):
+    """Runs bifocal under the bound; its stdout and stderr."""
+    cmd = [BIFOCAL] + (["--server", server[0], "--token-file", server[1]]
+                       if server else []) + list(args)
+    env = dict(os.environ)
+    env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=16"
+    read_rss, write_rss = os.pipe()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.run([sys.executable, __file__, "--measured",
+                            str(0 if ASAN else DATA_LIMIT), str(write_rss)]
+                           + cmd, stdout=out, stderr=err, env=env,
+                           pass_fds=(write_rss,))
+        os.close(write_rss)
+        rss = int(os.read(read_rss, 64) or b"-1")
+        os.close(read_rss)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
+    what = " ".join(args) + (" (through bifocald)" if server else "")
+    check(p.returncode == expect, "%s: exit %d, expected %d; stderr: %s"
+          % (what, p.returncode, expect, stderr[-2000:]))
+    bound = ASAN_MAX_RSS_KB if ASAN else MAX_RSS_KB
+    check(0 < rss <= bound, "%s: peak RSS %d KB, over %d KB" % (what, rss, bound))
+    print("%s: peak RSS %d KB" % (what, rss))
+    return stdout, stderr
+
+
+if sys.argv[1] == "--measured":
+    measured(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:])
+tmp = tempfile.mkdtemp(prefix="bifocal-memory-")
+db = os.path.join(tmp, "search.db")
+subprocess.run([FIXTURE, db], check=True)
+pending = big_sweeps.search(db, JOBS, 0)
+some = big_sweeps.search(db, JOBS, SUCCEEDED)
+none_yet = "sweep %d has no succeeded job yet (%d job(s); see bifocal results %d)" \
+    % (pending, JOBS, pending)
+
+# Nothing succeeded: said before any job is read.
+for args in [["compare", str(pending)], ["report", str(pending), "--json", "-o",
+                                          os.path.join(tmp, "r.json")],
+             ["compare", str(pending), "--where", "task=dyck"]]:
+    _, err = bifocal(*args, "--db", db, expect=1)
+    check(none_yet in err, "%s says %r, not %r" % (" ".join(args), none_yet, err))
+
+# 30 succeeded: their group of 3 seeds per trial, every job listed.
+out, _ = bifocal("compare", str(some), "--format", "json", "--db", db)
+rows = json.loads(out or "[]")
+check(len(rows) > 0 and sum(r["n"] for r in rows) == SUCCEEDED * len({r["eval_depth"] for r in rows}),
+      "compare of %d succeeded jobs: rows of their groups, not %s" % (SUCCEEDED, out[:300]))
+out, _ = bifocal("results", str(some), "--format", "csv", "--db", db)
+listed = list(csv.DictReader(io.StringIO(out)))
+check(len(listed) == JOBS, "results lists %d jobs, not %d" % (JOBS, len(listed)))
+check(sum(r["status"] == "succeeded" for r in listed) == SUCCEEDED,
+      "results lists the %d succeeded jobs" % SUCCEEDED)
+check(len({r["lr"] for r in listed}) == JOBS // 3 + (JOBS % 3 > 0),
+      "results shows each trial's lr (it varies)")
+out, _ = bifocal("results", str(some), "--format", "json", "--db", db)
+whole = json.loads(out or "[]")
+check(len(whole) == JOBS and all(isinstance(r.get("config"), dict) for r in whole),
+      "results --format json gives every row whole, its config parsed")
+
+# Groups in the order of their first job: the first two jobs (rope and
+# spectral, seed 1) have not succeeded, so the first succeeded job is
+# bifocal's; compare still lists rope, spectral, bifocal.
+wide = big_sweeps.wide(db, 300, lean=True)
+c = __import__("sqlite3").connect(db)
+c.execute("UPDATE jobs SET status = 'queued' WHERE sweep_id = ? AND idx < 2", (wide,))
+c.commit()
+c.close()
+out, _ = bifocal("compare", str(wide), "--format", "json", "--db", db)
+order = []
+for r in json.loads(out or "[]"):
+    if r["rope"] not in order:
+        order.append(r["rope"])
+check(order == ["rope", "spectral", "bifocal"],
+      "groups in order of their first job, not %s" % order)
+
+# Through a real bifocald: its status request gives the counts.
+ddb = os.path.join(tmp, "daemon.db")
+shutil.copy(db, ddb)
+daemon, server = start_bifocald(BIFOCALD, ddb, tmp)
+try:
+    _, err = bifocal("compare", str(pending), server=server, expect=1)
+    check(none_yet in err, "compare through bifocald says %r, not %r" % (none_yet, err))
+    out, _ = bifocal("compare", str(some), "--format", "json", server=server)
+    check(json.loads(out or "null") == rows, "compare through bifocald equals --db")
+    _, err = bifocal("compare", "99", server=server, expect=1)
+    check("99" in err, "an unknown sweep is named: %r" % err)
+finally:
+    daemon.terminate()
+    daemon.wait()
+shutil.rmtree(tmp)
+finish("results, compare and report of a %d-job sweep in bounded memory" % JOBS)
