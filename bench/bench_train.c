@@ -20,7 +20,7 @@
  * variants alternate for R rounds (default 3), so that load from elsewhere
  * on a shared machine hits all alike, and each prints its median.  One
  * step = zero_grad, forward + backward over micro-batches of
- * bf_model_micro_batch rows, grad_norm, AdamW; a run reports its best step
+ * bf_model_size_micro_batch rows, grad_norm, AdamW; a run reports its best step
  * (the least disturbed; PyTorch is timed the same way).  Prints tokens/s,
  * peak RSS, MFU (model FLOPs/s over the sgemm peak), the ratios of the
  * medians against the portable pick, and the targets, each the median of
@@ -221,7 +221,7 @@ static int run_child(const bench_config *bc, int steps)
     }
     bf_model_shape s = shape_of(bc);
     int T = bc->seq_len, rows = bc->batch;
-    int mb = bf_model_micro_batch(&s, rows, T);
+    int mb = bf_model_size_micro_batch(&s, rows, T);
     bf_model m;
     if (bf_model_create(&m, &s, mb, T, &err) < 0) {
         fprintf(stderr, "bench_train: %s\n", err.msg);

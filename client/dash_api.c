@@ -508,7 +508,7 @@ static void read_counts(bf_dash_api *a, int64_t sweep, live_counts *c)
     *c = (live_counts){ .counts = e ? bf_dash_sweep_counts(e->agg) : json_null(),
                         .varying = e ? bf_dash_sweep_varying(e->agg) : json_array() };
     if (e) {
-        c->queued = bf_dash_sweep_count(e->agg, BF_DASH_QUEUED);
+        c->queued = bf_dash_sweep_count(e->agg, BF_JOB_QUEUED);
         c->queued_steps = bf_dash_sweep_queued_steps(e->agg);
     }
     pthread_mutex_unlock(&a->lock);
@@ -613,7 +613,7 @@ static int page_params_read(const char *query, const json_t *varying,
     p->q.desc = (int)desc;
     char text[256];
     if (bf_http_query_param(query, "status", text, sizeof text) == 1
-        && (p->q.status = bf_dash_status_code(text)) < 0) {
+        && (p->q.status = bf_job_status_parse(text)) < 0) {
         *r = fail(400, "parameter 'status': '%s' is not a job status (waiting, "
                   "queued, running, succeeded, failed, cancelled, pruned)", text);
         return -1;

@@ -22,27 +22,9 @@
 /* Training depths are 1 .. 256 (common/job_config.c). */
 #define MAX_DEPTHS 256
 
-static const char *const status_names[BF_DASH_STATUSES] = {
-    "waiting", "queued", "running", "succeeded", "failed", "cancelled",
-    "pruned" };
-
-const char *bf_dash_status_name(int status)
-{
-    return status >= 0 && status < BF_DASH_STATUSES ? status_names[status]
-                                                    : "unknown";
-}
-
-int bf_dash_status_code(const char *name)
-{
-    for (int i = 0; name && i < BF_DASH_STATUSES; i++)
-        if (strcmp(name, status_names[i]) == 0)
-            return i;
-    return -1;
-}
-
 /* The jobs that differ only in seed. */
 typedef struct group {
-    long long count[BF_DASH_STATUSES];
+    long long count[BF_JOB_N_STATUSES];
     double steps;               /* of each of its jobs */
 } group;
 
@@ -60,7 +42,7 @@ struct bf_dash_sweep {
     json_t *group_fields;       /* per group: {by field: value} */
     json_t *train_depths;
     json_t *seeds;              /* the distinct seeds (or null: too many) */
-    long long count[BF_DASH_STATUSES];
+    long long count[BF_JOB_N_STATUSES];
     int64_t seq;                /* the newest status_seq applied */
 };
 
@@ -251,16 +233,16 @@ static int cursor_next(status_cursor *c)
 /* A cursor per status (the statuses the schema's CHECK allows), each on
  * its first job.  0, or -1 (the cursors made are finalized). */
 static int open_cursors(sqlite3 *db, int64_t sweep_id,
-                        status_cursor c[BF_DASH_STATUSES])
+                        status_cursor c[BF_JOB_N_STATUSES])
 {
-    for (int k = 0; k < BF_DASH_STATUSES; k++) {
+    for (int k = 0; k < BF_JOB_N_STATUSES; k++) {
         c[k] = (status_cursor){ .head.status = k };
         c[k].st = bf_db_prepare(db,
             "SELECT job_id, seed, cell FROM jobs INDEXED BY jobs_by_sweep_status"
             " WHERE sweep_id = ?1 AND status = ?2 ORDER BY job_id");
         if (c[k].st) {
             sqlite3_bind_int64(c[k].st, 1, sweep_id);
-            sqlite3_bind_text(c[k].st, 2, status_names[k], -1, SQLITE_STATIC);
+            sqlite3_bind_text(c[k].st, 2, bf_job_status_name(k), -1, SQLITE_STATIC);
         }
         if (!c[k].st || cursor_next(&c[k])) {
             for (int i = 0; i <= k; i++)
@@ -272,10 +254,10 @@ static int open_cursors(sqlite3 *db, int64_t sweep_id,
 }
 
 /* The cursor whose head has the lowest id, or NULL when all are done. */
-static status_cursor *lowest(status_cursor c[BF_DASH_STATUSES])
+static status_cursor *lowest(status_cursor c[BF_JOB_N_STATUSES])
 {
     status_cursor *best = NULL;
-    for (int k = 0; k < BF_DASH_STATUSES; k++)
+    for (int k = 0; k < BF_JOB_N_STATUSES; k++)
         if (c[k].st && (!best || c[k].head.id < best->head.id))
             best = &c[k];
     return best;
@@ -320,7 +302,7 @@ static int read_jobs(bf_dash_sweep *s, sqlite3 *db, load_pass *p)
      * were still being stored). */
     size_t cap = expect > 0 ? (size_t)expect : 1024;
     resize_jobs(s, cap);
-    status_cursor cursors[BF_DASH_STATUSES];
+    status_cursor cursors[BF_JOB_N_STATUSES];
     sqlite3_stmt *st = prepare_values(db, p);
     if (!st || open_cursors(db, s->sweep_id, cursors)) {
         fprintf(stderr, "bifocal dashboard: %s\n", sqlite3_errmsg(db));
@@ -343,7 +325,7 @@ static int read_jobs(bf_dash_sweep *s, sqlite3 *db, load_pass *p)
     }
     if (rc)
         fprintf(stderr, "bifocal dashboard: %s\n", sqlite3_errmsg(db));
-    for (int k = 0; k < BF_DASH_STATUSES; k++)
+    for (int k = 0; k < BF_JOB_N_STATUSES; k++)
         sqlite3_finalize(cursors[k].st);
     sqlite3_finalize(st);
     free(cells);
@@ -549,7 +531,7 @@ static int read_feed(const bf_dash_sweep *s, sqlite3 *db, bf_dash_changes *c)
             c->ids = bf_xrealloc(c->ids, c->cap * sizeof *c->ids);
             c->status = bf_xrealloc(c->status, c->cap * sizeof *c->status);
         }
-        int status = bf_dash_status_code((const char *)sqlite3_column_text(st, 1));
+        int status = bf_job_status_parse((const char *)sqlite3_column_text(st, 1));
         c->ids[c->n] = sqlite3_column_int64(st, 0);
         c->status[c->n++] = (uint8_t)(status < 0 ? 0 : status);
         c->seq = sqlite3_column_int64(st, 2);
@@ -616,7 +598,7 @@ int bf_dash_sweep_apply(bf_dash_sweep *s, bf_dash_changes *c, int *reload)
         s->count[was]--;
         s->count[now]++;
         s->status[j] = (uint8_t)now;
-        succeeded_changed |= was == BF_DASH_SUCCEEDED || now == BF_DASH_SUCCEEDED;
+        succeeded_changed |= was == BF_JOB_SUCCEEDED || now == BF_JOB_SUCCEEDED;
     }
     s->seq = c->seq;
     if (c->sweep_status[0])
@@ -637,8 +619,8 @@ json_t *bf_dash_sweep_counts(const bf_dash_sweep *s)
     json_t *c = json_pack("{s:O, s:I}", "status",
                           json_object_get(s->sweep, "status"),
                           "total", (json_int_t)s->n);
-    for (int i = 0; i < BF_DASH_STATUSES; i++)
-        json_object_set_new(c, status_names[i], json_integer(s->count[i]));
+    for (int i = 0; i < BF_JOB_N_STATUSES; i++)
+        json_object_set_new(c, bf_job_status_name(i), json_integer(s->count[i]));
     return c;
 }
 
@@ -646,7 +628,7 @@ double bf_dash_sweep_queued_steps(const bf_dash_sweep *s)
 {
     double steps = 0;
     for (int g = 0; g < s->n_groups; g++)
-        steps += (double)s->groups[g].count[BF_DASH_QUEUED] * s->groups[g].steps;
+        steps += (double)s->groups[g].count[BF_JOB_QUEUED] * s->groups[g].steps;
     return steps;
 }
 
@@ -731,13 +713,13 @@ static json_t *groups_json(const bf_dash_sweep *s, const bf_sweep_view *v)
     json_t *out = json_array();
     for (int g = 0; g < s->n_groups; g++) {
         long long jobs = 0;
-        for (int k = 0; k < BF_DASH_STATUSES; k++)
+        for (int k = 0; k < BF_JOB_N_STATUSES; k++)
             jobs += s->groups[g].count[k];
         char *label = bf_sweep_view_label(v, g);
         json_array_append_new(out, json_pack("{s:s, s:O, s:I, s:I}",
             "label", label, "fields", json_array_get(s->group_fields, (size_t)g),
             "jobs", (json_int_t)jobs, "succeeded",
-            (json_int_t)s->groups[g].count[BF_DASH_SUCCEEDED]));
+            (json_int_t)s->groups[g].count[BF_JOB_SUCCEEDED]));
         free(label);
     }
     return out;
@@ -995,7 +977,7 @@ json_t *bf_dash_sweep_page(const bf_dash_sweep *s, const bf_dash_page_query *q,
     } else if (by_status || by_id) {
         /* by id: one rank, so the order is the id order */
         int *zero = by_id ? bf_xcalloc((size_t)s->n_groups + 1, sizeof *zero) : NULL;
-        ids = page_by_rank(&c, zero, by_id ? 1 : BF_DASH_STATUSES, total);
+        ids = page_by_rank(&c, zero, by_id ? 1 : BF_JOB_N_STATUSES, total);
         free(zero);
     } else {
         int *rank = bf_xcalloc((size_t)s->n_groups + 1, sizeof *rank);

@@ -22,13 +22,10 @@
 #include <jansson.h>
 #include <sqlite3.h>
 
+#include "job_status.h"
 #include "sweep_view.h"
 
 typedef struct bf_dash_sweep bf_dash_sweep;
-
-/* The statuses of a job, in the order counts and sorts use. */
-enum { BF_DASH_WAITING, BF_DASH_QUEUED, BF_DASH_RUNNING, BF_DASH_SUCCEEDED,
-       BF_DASH_FAILED, BF_DASH_CANCELLED, BF_DASH_PRUNED, BF_DASH_STATUSES };
 
 /* Reads sweep_id of db (read-only) in one snapshot.  NULL when there is no
  * such sweep or the database failed (printed). */
@@ -86,9 +83,5 @@ typedef struct bf_dash_page_query {
  * filter field that is not a varying field. */
 json_t *bf_dash_sweep_page(const bf_dash_sweep *s, const bf_dash_page_query *q,
                            long long *total, const char **error);
-
-/* The name of a status code, and the code of a name (-1 if none). */
-const char *bf_dash_status_name(int status);
-int bf_dash_status_code(const char *name);
 
 #endif

@@ -7,7 +7,7 @@
 
 #include "tasks.h"
 
-void bf_model_shape_from_config(bf_model_shape *s, const bf_job_config *cfg,
+void bf_model_size_from_config(bf_model_shape *s, const bf_job_config *cfg,
                                 int vocab)
 {
     memset(s, 0, sizeof *s);
@@ -23,7 +23,7 @@ void bf_model_shape_from_config(bf_model_shape *s, const bf_job_config *cfg,
     s->prope_pairs = bf_job_config_prope_pairs(cfg);
 }
 
-size_t bf_model_param_floats(const bf_model_shape *s)
+size_t bf_model_size_params(const bf_model_shape *s)
 {
     size_t V = (size_t)s->vocab, C = (size_t)s->d_model;
     size_t L = (size_t)s->n_layers, NH = (size_t)s->n_heads;
@@ -35,12 +35,12 @@ size_t bf_model_param_floats(const bf_model_shape *s)
     return V * C + L * layer + 2 * C;
 }
 
-int bf_model_table_positions(const bf_model_shape *s, int T)
+int bf_model_size_table_positions(const bf_model_shape *s, int T)
 {
     return s->n_positions > T ? s->n_positions : T;
 }
 
-bf_model_act_sizes bf_model_act_sizes_of(const bf_model_shape *s, int B,
+bf_model_act_sizes bf_model_size_acts(const bf_model_shape *s, int B,
                                          int T)
 {
     bf_model_act_sizes z;
@@ -49,13 +49,13 @@ bf_model_act_sizes bf_model_act_sizes_of(const bf_model_shape *s, int B,
     z.btc = z.bt * s->d_model;
     z.att = (size_t)B * s->n_heads * T * T;
     z.theta = (size_t)s->n_layers * s->n_heads * P;
-    z.table = z.theta * (size_t)bf_model_table_positions(s, T);
+    z.table = z.theta * (size_t)bf_model_size_table_positions(s, T);
     return z;
 }
 
-size_t bf_model_act_floats(const bf_model_shape *s, int B, int T)
+size_t bf_model_size_act_floats(const bf_model_shape *s, int B, int T)
 {
-    bf_model_act_sizes z = bf_model_act_sizes_of(s, B, T);
+    bf_model_act_sizes z = bf_model_size_acts(s, B, T);
     size_t L = (size_t)s->n_layers;
     /* res, then per layer res2 atty (1) qkv (3) fch dgelu (4 + 4) att and
      * four LayerNorm statistics; lnf dres scratch (1 + 1 + 6); per token
@@ -66,7 +66,7 @@ size_t bf_model_act_floats(const bf_model_shape *s, int B, int T)
            2 * z.table + 2 * z.theta;
 }
 
-int bf_model_micro_batch(const bf_model_shape *s, int local_batch, int T)
+int bf_model_size_micro_batch(const bf_model_shape *s, int local_batch, int T)
 {
     if (local_batch < 1)
         return 1;
@@ -74,8 +74,8 @@ int bf_model_micro_batch(const bf_model_shape *s, int local_batch, int T)
      * positions, so random positions leave the micro-batch as it was. */
     bf_model_shape rows_only = *s;
     rows_only.n_positions = 0;
-    size_t per_row = bf_model_act_floats(&rows_only, 1, T) * sizeof(float);
-    size_t budget = 2 * bf_model_param_floats(s) * sizeof(float);
+    size_t per_row = bf_model_size_act_floats(&rows_only, 1, T) * sizeof(float);
+    size_t budget = 2 * bf_model_size_params(s) * sizeof(float);
     if (budget < (size_t)BF_MICRO_ACT_MIB << 20)
         budget = (size_t)BF_MICRO_ACT_MIB << 20;
     if (budget > (size_t)BF_MICRO_ACT_MAX_MIB << 20)
@@ -95,15 +95,15 @@ void bf_job_memory_of(const bf_job_config *cfg, int nranks,
                       bf_job_memory *out)
 {
     bf_model_shape s;
-    bf_model_shape_from_config(&s, cfg, bf_task_vocab_size(cfg));
+    bf_model_size_from_config(&s, cfg, bf_task_vocab_size(cfg));
     int n = nranks < 1 ? 1 : nranks;
     int local = cfg->batch_size / n + (cfg->batch_size % n != 0);
-    out->micro = bf_model_micro_batch(&s, local, cfg->seq_len);
+    out->micro = bf_model_size_micro_batch(&s, local, cfg->seq_len);
     /* params, grads, two moments (the grads' few extra slots aside) */
-    out->params = 4 * bf_model_param_floats(&s) * sizeof(float);
+    out->params = 4 * bf_model_size_params(&s) * sizeof(float);
     size_t cells = (size_t)out->micro * (size_t)cfg->seq_len;
     out->activations =
-        bf_model_act_floats(&s, out->micro, cfg->seq_len) * sizeof(float) +
+        bf_model_size_act_floats(&s, out->micro, cfg->seq_len) * sizeof(float) +
         TOKEN_BUFFERS * cells * sizeof(int);
     out->total = out->params + out->activations;
 }

@@ -30,14 +30,14 @@ typedef struct bf_model_shape {
 } bf_model_shape;
 
 /* Fills a shape from a job config and the task's vocabulary size. */
-void bf_model_shape_from_config(bf_model_shape *s, const bf_job_config *cfg,
+void bf_model_size_from_config(bf_model_shape *s, const bf_job_config *cfg,
                                 int vocab);
 
 /* Floats of the parameter layout (every tensor, log_freq included). */
-size_t bf_model_param_floats(const bf_model_shape *s);
+size_t bf_model_size_params(const bf_model_shape *s);
 
 /* Positions the rotary tables of a model of capacity T cover (S). */
-int bf_model_table_positions(const bf_model_shape *s, int T);
+int bf_model_size_table_positions(const bf_model_shape *s, int T);
 
 /* Sizes in floats of the activation buffers of a (B, T) capacity, each
  * for one layer where there is one per layer. */
@@ -49,13 +49,13 @@ typedef struct bf_model_act_sizes {
     size_t theta; /* L*NH*P: a frequency per pair, every layer */
 } bf_model_act_sizes;
 
-bf_model_act_sizes bf_model_act_sizes_of(const bf_model_shape *s, int B,
+bf_model_act_sizes bf_model_size_acts(const bf_model_shape *s, int B,
                                          int T);
 
 /* Floats of all activations of a (B, T) capacity, rotary tables included
  * (what dominates memory per micro-batch): the buffers engine/model.c
- * carves from bf_model_act_sizes_of, summed. */
-size_t bf_model_act_floats(const bf_model_shape *s, int B, int T);
+ * carves from bf_model_size_acts, summed. */
+size_t bf_model_size_act_floats(const bf_model_shape *s, int B, int T);
 
 /* Rows per micro-batch for a local batch of `local_batch` rows of length T:
  * twice the parameters' bytes of activations each, but at least
@@ -78,7 +78,7 @@ size_t bf_model_act_floats(const bf_model_shape *s, int B, int T);
  * the node a job lands on. */
 #define BF_MICRO_ACT_MIB 4
 #define BF_MICRO_ACT_MAX_MIB 32
-int bf_model_micro_batch(const bf_model_shape *s, int local_batch, int T);
+int bf_model_size_micro_batch(const bf_model_shape *s, int local_batch, int T);
 
 /* What one rank of a job allocates, in bytes. */
 typedef struct bf_job_memory {

@@ -87,7 +87,7 @@ static void fill_param_table(bf_model *m)
     }
     m->num_params = offset;
     /* the estimate job validation refuses big jobs by */
-    assert(offset == bf_model_param_floats(s));
+    assert(offset == bf_model_size_params(s));
 }
 
 /* Points the 16 fields of p into `memory` following the table. */
@@ -159,10 +159,10 @@ static float *alloc_floats(size_t n)
 static bf_acts *acts_create(const bf_model_shape *s, int B, int T)
 {
     bf_acts *a = bf_xcalloc(1, sizeof *a);
-    size_t total = bf_model_act_floats(s, B, T);
+    size_t total = bf_model_size_act_floats(s, B, T);
     float *base = alloc_floats(total);
     int *ints = bf_xcalloc((size_t)B * T * 4, sizeof(int));
-    bf_model_act_sizes z = bf_model_act_sizes_of(s, B, T);
+    bf_model_act_sizes z = bf_model_size_acts(s, B, T);
     size_t L = (size_t)s->n_layers;
     float *p = base;
 #define CARVE(field, n) (a->field = p, p += (n))
@@ -203,7 +203,7 @@ static bf_acts *acts_create(const bf_model_shape *s, int B, int T)
     a->targets = ints + (size_t)B * T;
     a->argmax = ints + 2 * (size_t)B * T;
     a->positions = ints + 3 * (size_t)B * T;
-    a->S = bf_model_table_positions(s, T);
+    a->S = bf_model_size_table_positions(s, T);
     return a;
 }
 
@@ -388,7 +388,7 @@ static layer_acts layer_acts_of(const bf_model *m, int l)
 {
     bf_acts *a = m->impl;
     const bf_model_shape *s = &m->shape;
-    bf_model_act_sizes cap = bf_model_act_sizes_of(s, m->B, m->T);
+    bf_model_act_sizes cap = bf_model_size_acts(s, m->B, m->T);
     size_t hp = (size_t)l * s->n_heads * (s->d_model / s->n_heads / 2);
     size_t tl = hp * (size_t)a->S;
     return (layer_acts){

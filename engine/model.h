@@ -27,7 +27,7 @@
 #include "job_config.h"
 #include "model_size.h"
 
-/* bf_model_shape, bf_model_shape_from_config, bf_model_micro_batch and
+/* bf_model_shape, bf_model_size_from_config, bf_model_size_micro_batch and
  * the sizes they imply live in common/model_size.h, shared with job
  * validation. */
 

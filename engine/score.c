@@ -36,7 +36,7 @@ static int scorer_open(scorer *s, const char *checkpoint_path, bf_error *err)
     s->vocab = bf_task_vocab_size(&ck.cfg);
     s->max_len = ck.cfg.seq_len;
     bf_model_shape shape;
-    bf_model_shape_from_config(&shape, &ck.cfg, s->vocab);
+    bf_model_size_from_config(&shape, &ck.cfg, s->vocab);
     int rc = bf_model_create(&s->model, &shape, 1, s->max_len, err);
     if (rc == 0 && bf_checkpoint_load_params(&ck, &s->model, err) != 0) {
         bf_model_free(&s->model);

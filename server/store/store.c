@@ -12,6 +12,7 @@
 #include "alloc.h"
 #include "clock.h"
 #include "job_config.h"
+#include "job_status.h"
 #include "result_views.h"
 #include "sweep.h"
 
@@ -918,17 +919,6 @@ json_t *bf_store_status(bf_store *s, int64_t sweep_id, bf_error *err)
     " j.checkpoint_path, j.checkpoint_step, j.error, j.created_ms,"         \
     " j.started_ms, j.finished_ms, j.source_job_id, j.config"
 
-static int valid_job_status(const char *status)
-{
-    static const char *const names[] = {"waiting", "queued", "running",
-                                        "succeeded", "failed", "cancelled",
-                                        "pruned"};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-        if (strcmp(status, names[i]) == 0)
-            return 1;
-    return 0;
-}
-
 /* ---- pages of a result view --------------------------------------------- */
 
 void bf_store_page_clear(bf_store_page *page)
@@ -1107,12 +1097,10 @@ int bf_store_jobs(bf_store *s, int64_t sweep_id, const char *status,
 {
     assert(limit >= 1);
     *page = (bf_store_page){ 0 };
-    if (status && !valid_job_status(status))
+    if (status && bf_job_status_parse(status) < 0)
         return bf_error_set(err, NULL, 0, "status",
-                            "unknown job status '%s' (allowed: waiting, "
-                            "queued, running, succeeded, failed, cancelled, "
-                            "pruned)",
-                            status);
+                            "unknown job status '%s' (allowed: %s)", status,
+                            bf_job_status_list());
     if (sweep_id > 0 && sweep_exists(s, sweep_id, err) <= 0)
         return -1;
     /* job_id order from `after` on.  With a sweep and a status, the

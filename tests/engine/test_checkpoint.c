@@ -160,7 +160,7 @@ static void test_safetensors_rejects_corrupt(void **state)
 static void make_model(bf_model *m, const bf_job_config *cfg)
 {
     bf_model_shape s;
-    bf_model_shape_from_config(&s, cfg, bf_task_vocab_size(cfg));
+    bf_model_size_from_config(&s, cfg, bf_task_vocab_size(cfg));
     bf_error err;
     if (bf_model_create(m, &s, 2, cfg->seq_len, &err) != 0)
         fail_msg("model: %s", err.msg);

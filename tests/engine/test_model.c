@@ -164,17 +164,17 @@ static void test_shape_from_config(void **state)
     cfg.rope = BF_ROPE_BIFOCAL;
     cfg.spectral_fraction = 0.5;
     bf_model_shape s;
-    bf_model_shape_from_config(&s, &cfg, 13);
+    bf_model_size_from_config(&s, &cfg, 13);
     assert_int_equal(s.vocab, 13);
     assert_int_equal(s.d_model, 32);
     assert_int_equal(s.n_heads, 4);
     assert_int_equal(s.max_seq, cfg.seq_len);
     assert_int_equal(s.spectral_heads, 2);
     cfg.rope = BF_ROPE_SPECTRAL;
-    bf_model_shape_from_config(&s, &cfg, 13);
+    bf_model_size_from_config(&s, &cfg, 13);
     assert_int_equal(s.spectral_heads, 4);
     cfg.rope = BF_ROPE_GEOMETRIC;
-    bf_model_shape_from_config(&s, &cfg, 13);
+    bf_model_size_from_config(&s, &cfg, 13);
     assert_int_equal(s.spectral_heads, 0);
 }
 
@@ -372,8 +372,8 @@ static void assert_micro_budget(const bf_model_shape *s, int T,
 {
     bf_model_shape rows_only = *s;
     rows_only.n_positions = 0;
-    size_t row = bf_model_act_floats(&rows_only, 1, T) * sizeof(float);
-    size_t mb = (size_t)bf_model_micro_batch(s, 1 << 20, T);
+    size_t row = bf_model_size_act_floats(&rows_only, 1, T) * sizeof(float);
+    size_t mb = (size_t)bf_model_size_micro_batch(s, 1 << 20, T);
     assert_true(mb * row <= budget_bytes);
     assert_true((mb + 2) * row > budget_bytes);
 }
@@ -385,15 +385,15 @@ static void test_micro_batch_rule(void **state)
                         .n_heads = 4, .max_seq = 64, .rope = BF_ROPE_BIFOCAL,
                         .rope_base = 10000, .spectral_heads = 2};
     for (int local = 1; local <= 64; local++) {
-        int mb = bf_model_micro_batch(&a, local, 64);
+        int mb = bf_model_size_micro_batch(&a, local, 64);
         int n = (local + mb - 1) / mb;
         assert_true(mb >= 1 && mb <= local);
         /* balanced: n micro-batches of mb or mb - 1 rows cover local */
         assert_true(n * mb >= local && n * (mb - 1) < local);
     }
     /* longer rows: fewer rows per micro-batch */
-    int base = bf_model_micro_batch(&a, 1024, 64);
-    assert_true(bf_model_micro_batch(&a, 1024, 128) < base);
+    int base = bf_model_size_micro_batch(&a, 1024, 64);
+    assert_true(bf_model_size_micro_batch(&a, 1024, 128) < base);
     /* the budget: BF_MICRO_ACT_MIB where the activations decide (the
      * study's size), twice the parameters' bytes where they do (config A,
      * a wider model) */
@@ -402,21 +402,21 @@ static void test_micro_batch_rule(void **state)
     study.n_layers = 2;
     wide.d_model = 256;
     assert_micro_budget(&study, 40, (size_t)BF_MICRO_ACT_MIB << 20);
-    assert_micro_budget(&a, 64, 2 * 4 * bf_model_param_floats(&a));
-    assert_micro_budget(&wide, 64, 2 * 4 * bf_model_param_floats(&wide));
+    assert_micro_budget(&a, 64, 2 * 4 * bf_model_size_params(&a));
+    assert_micro_budget(&wide, 64, 2 * 4 * bf_model_size_params(&wide));
     /* and no more than BF_MICRO_ACT_MAX_MIB, however large the model */
     bf_model_shape large = a;
     large.d_model = 512;
     large.n_layers = 8;
-    assert_true(2 * 4 * bf_model_param_floats(&large) >
+    assert_true(2 * 4 * bf_model_size_params(&large) >
                 (size_t)BF_MICRO_ACT_MAX_MIB << 20);
     assert_micro_budget(&large, 16, (size_t)BF_MICRO_ACT_MAX_MIB << 20);
-    assert_true(2 * 4 * bf_model_param_floats(&study) <
+    assert_true(2 * 4 * bf_model_size_params(&study) <
                 (size_t)BF_MICRO_ACT_MIB << 20);
-    assert_true(2 * 4 * bf_model_param_floats(&a) >
+    assert_true(2 * 4 * bf_model_size_params(&a) >
                 (size_t)BF_MICRO_ACT_MIB << 20);
-    assert_int_equal(bf_model_micro_batch(&a, 1, 4096), 1);
-    assert_int_equal(bf_model_micro_batch(&a, 0, 64), 1);
+    assert_int_equal(bf_model_size_micro_batch(&a, 1, 4096), 1);
+    assert_int_equal(bf_model_size_micro_batch(&a, 0, 64), 1);
 }
 
 static void test_train_flops(void **state)

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 #include <sys/stat.h>
 
+#include "job_status.h"
 #include "store_internal.h"
 #include "test_store_util.h"
 
@@ -474,12 +475,43 @@ static void test_jobs_pages_bounded(void **state)
     }
 }
 
+/* The schema's CHECK on jobs.status allows exactly the statuses of
+ * common/job_status.h, in its order: one table for the store, the
+ * dashboard and the database. */
+static void test_job_statuses_match_schema(void **state)
+{
+    fixture *f = *state;
+    char *sql = bft_text(f->s, "SELECT sql FROM sqlite_master WHERE type ="
+                               " 'table' AND name = 'jobs'");
+    const char *p = strstr(sql, "status IN (");
+    assert_non_null(p);
+    p += strlen("status IN (");
+    int n = 0;
+    while (*p && *p != ')') {
+        const char *open = strchr(p, '\'');
+        assert_non_null(open);
+        const char *close = strchr(open + 1, '\'');
+        assert_non_null(close);
+        char name[32];
+        snprintf(name, sizeof name, "%.*s", (int)(close - open - 1), open + 1);
+        assert_string_equal(name, bf_job_status_name(n));
+        n++;
+        p = close + 1;
+        while (*p == ',' || *p == ' ' || *p == '\n')
+            p++;
+    }
+    assert_int_equal(n, BF_JOB_N_STATUSES);
+    free(sql);
+}
+
 int main(int argc, char **argv)
 {
     sqlite3_cli = argc > 1 ? argv[1] : "sqlite3";
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_open_sets_pragmas, setup, teardown),
         cmocka_unit_test_setup_teardown(test_jobs_pages_bounded, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_job_statuses_match_schema, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_submit_stores_sweep_and_jobs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rejected_sweep_stores_nothing, setup, teardown),

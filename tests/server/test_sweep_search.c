@@ -278,7 +278,8 @@ static void test_from_beside_init_from(void **state)
 static long from_checks(int trials, int cells, int d, size_t *n_jobs,
                         bf_error *err)
 {
-    char *yaml = malloc((size_t)cells * 8 + 512);
+    static char yaml[16384];
+    assert_true(cells * 8 + 512 < (int)sizeof yaml);
     int n = sprintf(yaml, "name: x\nbase: {depth: 4, eval_depths: [4]}\n"
                     "stages:\n  - name: tune\n    search:\n"
                     "      method: sobol\n      trials: %d\n      space:\n"
@@ -294,7 +295,6 @@ static long from_checks(int trials, int cells, int d, size_t *n_jobs,
     strcpy(yaml + n, "]}\n");
     bf_sweep *sw = bf_sweep_parse("sweep.yaml", "/sweeps", yaml, strlen(yaml),
                                   err);
-    free(yaml);
     if (!sw)
         fail_msg("parse: %s", err->msg);
     *n_jobs = 0;
