@@ -1,8 +1,9 @@
 /* submit: sweep submission without holding the loop.  A sweep file may
  * expand to a million jobs (`seeds: 1000000`); parsing, validating and
- * expanding them all, then storing them in one transaction, used to hold
- * the loop for about 48 s, long enough for healthy workers' leases to
- * expire.  Here a thread of its own parses the sweep, validates every job
+ * expanding them all, then storing them in one transaction, would hold
+ * the loop for tens of seconds, long enough for healthy workers' leases
+ * to expire (bench_submit).  So a thread of its own parses the sweep,
+ * validates every job
  * (so that an invalid sweep is refused before anything is stored) and
  * expands it again into chunks of BF_SUBMIT_CHUNK jobs; the loop stores one
  * chunk per pass (bf_store_stage_jobs: one transaction each, the sweep
