@@ -24,7 +24,11 @@
 #include "bf_error.h"
 #include "store.h"
 
+/* The protocol's fuzz harness builds with smaller chunks (scripts/fuzz.sh),
+ * so that the small sweeps it can afford span several. */
+#ifndef BF_SUBMIT_CHUNK
 #define BF_SUBMIT_CHUNK 1000
+#endif
 
 /* The outcome, on the loop: BF_STORE_OK with the new sweep; BF_STORE_ERR
  * (the sweep is invalid: err has file, line, field; or strict and with
