@@ -11,10 +11,11 @@
  * paused connection's frames back, and the uv loop runs it to the end.
  *
  * Input: byte 0 picks the connection (a stranger that must say hello, one
- * of four worker names, or a client); the rest is frames, one per line.
- * Every input starts from the same database: a sweep of 64 jobs, attempts
- * 1..3 of it live (of w0..w2); what an input changed is put back after it
- * (reset_database).  Sweeps of more than MAX_FUZZ_JOBS jobs are not
+ * of eight worker names, or a client: say_hello); the rest is frames, one
+ * per line.  Every input starts from the same database (first_sweeps: a
+ * plain sweep, a search with pruning and selection, adaptive seeds, a
+ * stage that starts from another's checkpoint, each with jobs leased);
+ * what an input changed is put back after it (reset_database).  Sweeps of more than MAX_FUZZ_JOBS jobs are not
  * submitted (see too_big_to_fuzz). */
 #include <stdint.h>
 #include <stdio.h>
@@ -222,25 +223,82 @@ static void reset_database(void)
     }
 }
 
-/* A sweep of 64 jobs, attempts 1..3 live, of w0..w2. */
+/* The sweeps every input finds, in this order (sweep ids 1, 2, ...), and
+ * the workers that hold a job of each (attempts 1, 2, ... in this order):
+ * a worker's messages about its job reach what each kind of sweep does as
+ * its jobs report and end.  w3 and w7 hold nothing: they may lease. */
+static const struct first_sweep {
+    const char *yaml;
+    const char *workers[4];
+} first_sweeps[] = {
+    { "name: fuzz\nbase: {steps: 20, warmup_steps: 0}\nseeds: 64\n",
+      { "w0", "w1", "w2" } },
+    /* Trials pruned at step 10 and selected; a stage takes their values. */
+    { "name: tune\nbase: {steps: 20, warmup_steps: 0, eval_every: 10}\n"
+      "stages:\n"
+      "  - name: tune\n"
+      "    search: {method: sobol, trials: 3,\n"
+      "             space: {lr: {loguniform: [1.0e-4, 3.0e-2]}}}\n"
+      "    prune: {method: asha, metric: eval_loss, eval_depth: 4,\n"
+      "            rungs: [10], eta: 2}\n"
+      "    select: {by: eval_loss, eval_depth: 4}\n"
+      "  - {name: confirm, from: \"stage:tune\", seeds: 2}\n",
+      { "w4" } },
+    /* Seeds added a pair at a time until the comparison is decided. */
+    { "name: adaptive\nbase: {steps: 20, warmup_steps: 0}\n"
+      "grid: {rope: [rope, bifocal]}\n"
+      "seeds: {min: 2, max: 6, until: decided}\n"
+      "analysis:\n"
+      "  primary: {metric: loss, eval_depth: 8}\n"
+      "  baseline: {rope: rope}\n",
+      { "w5" } },
+    /* A stage that starts from its source's final checkpoint. */
+    { "name: chain\nbase: {steps: 20, warmup_steps: 0}\n"
+      "stages:\n"
+      "  - {name: a, seeds: 2}\n"
+      "  - {name: b, base: {init_from: \"stage:a\"}, seeds: 2}\n",
+      { "w6" } },
+};
+
+static void store_failed(const char *what, const bf_error *err)
+{
+    fprintf(stderr, "fuzz_protocol: %s: %s\n", what, err->msg);
+    abort();
+}
+
+/* Submits sweep number id and leases one of its jobs to each of its
+ * workers. */
+static void add_first_sweep(const struct first_sweep *f, int64_t id)
+{
+    bf_error err;
+    int64_t got;
+    if (bf_store_submit_sweep(store, "fuzz.yaml", f->yaml, strlen(f->yaml),
+                              NULL, 1, &got, NULL, NULL, &err) != 0)
+        store_failed(f->yaml, &err);
+    for (int i = 0; i < 4 && f->workers[i]; i++) {
+        bf_lease l;
+        if (bf_store_lease_next(store, f->workers[i], NULL, bf_wall_ms(),
+                                3600000, &l, &err) != 1)
+            store_failed("leasing a first job", &err);
+        if (l.sweep_id != id || got != id) {
+            fprintf(stderr, "fuzz_protocol: %s leased a job of sweep %lld, "
+                    "not of sweep %lld\n", f->workers[i],
+                    (long long)l.sweep_id, (long long)id);
+            abort();
+        }
+        bf_lease_clear(&l);
+    }
+}
+
 static void make_store(void)
 {
     bf_error err;
     if (bf_store_open(&store, db, &err) != 0)
-        abort();
+        store_failed("opening the store", &err);
     /* Durability is not under test here; speed is. */
     sqlite3_exec(store->db, "PRAGMA synchronous = OFF", NULL, NULL, NULL);
-    static const char sweep[] = "name: fuzz\nbase: {steps: 20, "
-                                "warmup_steps: 0}\nseeds: 64\n";
-    if (bf_store_submit_sweep(store, "fuzz.yaml", sweep, sizeof sweep - 1,
-                              NULL, 1, NULL, NULL, NULL, &err) != 0)
-        abort();
-    static const char *const names[] = {"w0", "w1", "w2"};
-    bf_lease l;
-    for (int i = 0; i < 3; i++)
-        if (bf_store_lease_next(store, names[i], NULL, bf_wall_ms(), 3600000, &l,
-                                &err) == 1)
-            bf_lease_clear(&l);
+    for (size_t i = 0; i < sizeof first_sweeps / sizeof first_sweeps[0]; i++)
+        add_first_sweep(&first_sweeps[i], (int64_t)i + 1);
 }
 
 /* The scratch directory goes with the process (a crash leaves it). */
@@ -298,8 +356,9 @@ static int too_big_to_fuzz(const char *line, size_t len)
 
 /* ---- one input: one connection ----------------------------------------------- */
 
-/* A hello as a worker (of one of four names) or a client, or none: the
- * input then has to say hello itself. */
+/* A hello as a worker or a client, or none (pick % 6 == 0): the input
+ * then has to say hello itself.  Workers w0..w3 for pick % 6 in 1..4,
+ * w4..w7 when pick / 6 is odd too (first_sweeps says what each holds). */
 static void say_hello(bf_conn *c, uint8_t pick)
 {
     char hello[256];
@@ -312,7 +371,7 @@ static void say_hello(bf_conn *c, uint8_t pick)
     else
         snprintf(hello, sizeof hello, "{\"type\":\"hello\",\"version\":%d,"
                  "\"token\":\"%s\",\"role\":\"worker\",\"name\":\"w%d\"}",
-                 BF_WIRE_VERSION, token, pick % 6 - 1);
+                 BF_WIRE_VERSION, token, pick % 6 - 1 + 4 * (pick / 6 % 2));
     net.cb.on_frame(c, hello, strlen(hello));
 }
 
