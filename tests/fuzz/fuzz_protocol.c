@@ -15,8 +15,9 @@
  * per line.  Every input starts from the same database (first_sweeps: a
  * plain sweep, a search with pruning and selection, adaptive seeds, a
  * stage that starts from another's checkpoint, each with jobs leased);
- * what an input changed is put back after it (reset_database).  Sweeps of more than MAX_FUZZ_JOBS jobs are not
- * submitted (see too_big_to_fuzz). */
+ * what an input changed is put back after it (reset_database).  Sweeps
+ * of more than MAX_FUZZ_JOBS jobs are not submitted (too_big_to_fuzz). */
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,9 +122,15 @@ static int n_reset_st;
 static sqlite3_stmt *data_version;   /* moves when the store commits */
 static int64_t version_seen;
 
-static void die(const char *what, sqlite3 *conn)
+/* The harness itself cannot go on (its rows, its checks). */
+__attribute__((format(printf, 1, 2))) static void die(const char *fmt, ...)
 {
-    fprintf(stderr, "fuzz_protocol: %s: %s\n", what, sqlite3_errmsg(conn));
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("fuzz_protocol: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
     abort();
 }
 
@@ -135,9 +142,9 @@ static void reset_prepare(const char *sql)
         sqlite3_stmt *st;
         if (sqlite3_prepare_v3(resetter, sql, -1, SQLITE_PREPARE_PERSISTENT,
                                &st, &tail) != SQLITE_OK)
-            die(sql, resetter);
+            die("%s: %s", sql, sqlite3_errmsg(resetter));
         if (st && n_reset_st == (int)(sizeof reset_st / sizeof reset_st[0]))
-            die("more tables than reset_st holds", resetter);
+            die("more tables than reset_st holds");
         if (st)
             reset_st[n_reset_st++] = st;
         sql = tail;
@@ -147,7 +154,7 @@ static void reset_prepare(const char *sql)
 static int64_t read_version(void)
 {
     if (sqlite3_step(data_version) != SQLITE_ROW)
-        die("reading data_version", resetter);
+        die("reading data_version: %s", sqlite3_errmsg(resetter));
     int64_t v = sqlite3_column_int64(data_version, 0);
     sqlite3_reset(data_version);
     return v;
@@ -163,7 +170,7 @@ static void keep_pristine(void)
         || sqlite3_exec(resetter, "ATTACH ':memory:' AS pristine;"
                         " PRAGMA temp_store = MEMORY", NULL, NULL, NULL)
            != SQLITE_OK)
-        die("opening the resetting connection", resetter);
+        die("opening the resetting connection: %s", sqlite3_errmsg(resetter));
     /* Rows are copied as they were: no trigger may add to them (foreign
      * keys are not enforced on a connection that did not ask). */
     sqlite3_db_config(resetter, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, NULL);
@@ -171,7 +178,7 @@ static void keep_pristine(void)
                                             "main");
     int rc = b ? sqlite3_backup_step(b, -1) : SQLITE_ERROR;
     if (sqlite3_backup_finish(b) != SQLITE_OK || rc != SQLITE_DONE)
-        die("copying the first rows", resetter);
+        die("copying the first rows: %s", sqlite3_errmsg(resetter));
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(resetter, "SELECT group_concat(format('DELETE FROM"
             " main.\"%w\"; INSERT INTO main.\"%w\" SELECT * FROM"
@@ -179,14 +186,14 @@ static void keep_pristine(void)
             " FROM pristine.sqlite_schema WHERE type = 'table'"
             " AND name NOT LIKE 'sqlite_%'", -1, &st, NULL) != SQLITE_OK
         || sqlite3_step(st) != SQLITE_ROW)
-        die("listing the tables", resetter);
+        die("listing the tables: %s", sqlite3_errmsg(resetter));
     reset_prepare("BEGIN IMMEDIATE");
     reset_prepare((const char *)sqlite3_column_text(st, 0));
     reset_prepare("COMMIT");
     sqlite3_finalize(st);
     if (sqlite3_prepare_v2(resetter, "PRAGMA data_version", -1, &data_version,
                            NULL) != SQLITE_OK)
-        die("preparing data_version", resetter);
+        die("preparing data_version: %s", sqlite3_errmsg(resetter));
     version_seen = read_version();
 }
 
@@ -195,12 +202,10 @@ static void check_integrity(void)
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(store->db, "PRAGMA integrity_check", -1, &st,
                            NULL) != SQLITE_OK || sqlite3_step(st) != SQLITE_ROW)
-        die("integrity_check", store->db);
+        die("integrity_check: %s", sqlite3_errmsg(store->db));
     const char *verdict = (const char *)sqlite3_column_text(st, 0);
-    if (strcmp(verdict, "ok") != 0) {
-        fprintf(stderr, "fuzz_protocol: integrity_check: %s\n", verdict);
-        abort();
-    }
+    if (strcmp(verdict, "ok") != 0)
+        die("integrity_check: %s", verdict);
     sqlite3_finalize(st);
 }
 
@@ -218,7 +223,7 @@ static void reset_database(void)
         check_integrity();
     for (int i = 0; i < n_reset_st; i++) {
         if (sqlite3_step(reset_st[i]) != SQLITE_DONE)
-            die(sqlite3_sql(reset_st[i]), resetter);
+            die("%s: %s", sqlite3_sql(reset_st[i]), sqlite3_errmsg(resetter));
         sqlite3_reset(reset_st[i]);
     }
 }
@@ -260,12 +265,6 @@ static const struct first_sweep {
       { "w6" } },
 };
 
-static void store_failed(const char *what, const bf_error *err)
-{
-    fprintf(stderr, "fuzz_protocol: %s: %s\n", what, err->msg);
-    abort();
-}
-
 /* Submits sweep number id and leases one of its jobs to each of its
  * workers. */
 static void add_first_sweep(const struct first_sweep *f, int64_t id)
@@ -274,18 +273,15 @@ static void add_first_sweep(const struct first_sweep *f, int64_t id)
     int64_t got;
     if (bf_store_submit_sweep(store, "fuzz.yaml", f->yaml, strlen(f->yaml),
                               NULL, 1, &got, NULL, NULL, &err) != 0)
-        store_failed(f->yaml, &err);
+        die("%s: %s", f->yaml, err.msg);
     for (int i = 0; i < 4 && f->workers[i]; i++) {
         bf_lease l;
         if (bf_store_lease_next(store, f->workers[i], NULL, bf_wall_ms(),
                                 3600000, &l, &err) != 1)
-            store_failed("leasing a first job", &err);
-        if (l.sweep_id != id || got != id) {
-            fprintf(stderr, "fuzz_protocol: %s leased a job of sweep %lld, "
-                    "not of sweep %lld\n", f->workers[i],
-                    (long long)l.sweep_id, (long long)id);
-            abort();
-        }
+            die("leasing a first job: %s", err.msg);
+        if (l.sweep_id != id || got != id)
+            die("%s leased a job of sweep %lld, not of sweep %lld",
+                f->workers[i], (long long)l.sweep_id, (long long)id);
         bf_lease_clear(&l);
     }
 }
@@ -294,7 +290,7 @@ static void make_store(void)
 {
     bf_error err;
     if (bf_store_open(&store, db, &err) != 0)
-        store_failed("opening the store", &err);
+        die("opening the store: %s", err.msg);
     /* Durability is not under test here; speed is. */
     sqlite3_exec(store->db, "PRAGMA synchronous = OFF", NULL, NULL, NULL);
     for (size_t i = 0; i < sizeof first_sweeps / sizeof first_sweeps[0]; i++)
