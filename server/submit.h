@@ -31,7 +31,11 @@
 #include "bf_error.h"
 #include "store.h"
 
+/* The protocol's fuzz harness builds with smaller chunks (scripts/fuzz.sh),
+ * so that the small sweeps it can afford span several. */
+#ifndef BF_SUBMIT_CHUNK
 #define BF_SUBMIT_CHUNK 1000
+#endif
 /* Sweeps expanded and stored at once: each holds a thread, its parsed file
  * and two chunks. */
 #define BF_SUBMITS_ACTIVE 4
