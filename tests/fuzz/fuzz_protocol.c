@@ -100,6 +100,13 @@ void bf_conn_resume(bf_conn *c)
     c->paused = 0;
 }
 
+/* The input's peer stays until the input ends. */
+int bf_conn_peer_gone(bf_conn *c)
+{
+    (void)c;
+    return 0;
+}
+
 /* The one connection of the input, while open (fn may close it). */
 int bf_net_each(bf_net *n, bf_net_visit_fn fn, void *ctx)
 {
