@@ -357,10 +357,6 @@ int bf_http_session_feed(bf_http_session *s, const char *data, size_t len,
     return s->closing;
 }
 
-int bf_http_session_busy(const bf_http_session *s)
-{
-    return s->in_request;
-}
 
 /* ---- the server ----------------------------------------------------------- */
 
@@ -415,6 +411,12 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
 static void on_written(uv_stream_t *stream, int status);
 static void close_after_writes(bf_http_conn *c, int linger_ms);
 
+/* Whether a request has started but not ended. */
+static int session_busy(const bf_http_session *s)
+{
+    return s->in_request;
+}
+
 static void start_reading(bf_http_conn *c)
 {
     if (!c->reading && !c->s.ending) {
@@ -460,7 +462,7 @@ static int send_bytes(void *io, char *bytes, size_t len)
  * until it has read (on_written); else reads go on. */
 static void parse_input(bf_http_conn *c)
 {
-    int was_busy = bf_http_session_busy(&c->session);
+    int was_busy = session_busy(&c->session);
     size_t used;
     int done = bf_http_session_feed(&c->session, c->in + c->in_at,
                                     c->in_len - c->in_at, &used);
@@ -476,7 +478,7 @@ static void parse_input(bf_http_conn *c)
         ((bf_http_server *)c->s.set->data)->n_strangers--;
     }
     int64_t now = bf_monotonic_ms();
-    if (!bf_http_session_busy(&c->session))
+    if (!session_busy(&c->session))
         c->s.deadline_ms = now + BF_HTTP_IDLE_MS;
     else if (!was_busy)
         c->s.deadline_ms = now + BF_HTTP_REQUEST_MS;
@@ -552,7 +554,7 @@ static void on_deadline(bf_stream_conn *sc, int64_t now_ms)
         close_conn(c);
         return;
     }
-    if (bf_http_session_busy(&c->session))
+    if (session_busy(&c->session))
         send_error(&c->session, 408, "request not complete in time");
     close_after_writes(c, BF_HTTP_LINGER_MS);
 }

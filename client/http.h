@@ -169,9 +169,6 @@ void bf_http_session_init(bf_http_session *s, bf_http_handler handler,
 int bf_http_session_feed(bf_http_session *s, const char *data, size_t len,
                          size_t *used);
 
-/* Whether a request has started but not ended. */
-int bf_http_session_busy(const bf_http_session *s);
-
 /* ---- the server ----------------------------------------------------------- */
 
 typedef struct bf_http_conn bf_http_conn;

@@ -25,6 +25,7 @@ sweep_from).  For every global name a module defines:
 Prints one line per violation; exits 1 if any.
 """
 import os
+import re
 import subprocess
 import sys
 
@@ -65,6 +66,17 @@ TEST_SEAMS = {
     "bf_trainer_model": "test_train and test_checkpoint read the weights",
     "bf_trainer_outcomes": "test_train reads the per-example outcomes",
     "bf_store_schema_version": "test_store checks the migrations ran",
+    "bf_dashboard_init": "fuzz_http drives the dashboard's handler",
+    "bf_dashboard_handle": "fuzz_http drives the dashboard's handler",
+    "bf_dashboard_free": "fuzz_http frees what it made",
+    "bf_http_session_init": "fuzz_http feeds the request parser",
+    "bf_http_session_feed": "fuzz_http feeds the request parser",
+    "bf_adaptive_json": "test_adaptive reads a comparison's JSON",
+    "bf_stats_clopper_pearson": "stats_probe checks it against SciPy",
+    "bf_stats_mcnemar_exact": "stats_probe checks it against SciPy",
+    "bf_stats_newcombe": "stats_probe checks it against SciPy",
+    "bf_stats_newcombe_paired": "stats_probe checks it against SciPy",
+    "bf_stats_t_quantile": "stats_probe checks it against SciPy",
 }
 
 
@@ -93,6 +105,17 @@ def nm_symbols(objs):
     return syms
 
 
+def fuzz_uses(root):
+    """{tests/fuzz/x.c: names it mentions}: scripts/fuzz.sh builds the
+    harnesses with clang, outside meson's objects."""
+    out, fuzz = {}, os.path.join(root, "tests", "fuzz")
+    for name in sorted(os.listdir(fuzz)) if os.path.isdir(fuzz) else ():
+        if name.endswith(".c"):
+            with open(os.path.join(fuzz, name), encoding="utf-8") as f:
+                out["tests/fuzz/" + name] = set(re.findall(r"\bbf_\w+", f.read()))
+    return out
+
+
 def folder(rel):
     return os.path.dirname(rel)
 
@@ -115,6 +138,9 @@ def check(build, root):
     for obj, (_, used) in syms.items():
         rel = modules.get(obj) or tests[obj]
         for name in used:
+            users.setdefault(name, set()).add(rel)
+    for rel, names in fuzz_uses(root).items():
+        for name in names:
             users.setdefault(name, set()).add(rel)
     problems = []
     for obj, rel in sorted(modules.items(), key=lambda x: x[1]):

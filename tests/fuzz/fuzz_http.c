@@ -101,6 +101,11 @@ static void make_database(const char *path)
     bf_store_close(s);
 }
 
+static void free_dashboard(void)
+{
+    bf_dashboard_free(&dash);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
@@ -114,6 +119,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     ro = bf_db_open(path, BF_DB_DASHBOARD_VERSION);
     if (!ro || bf_dashboard_init(&dash, ro, path, token, 60))
         abort();
+    atexit(free_dashboard);
     return 0;
 }
 
