@@ -83,8 +83,12 @@ json_t *bf_report_summary(const bf_sweep_view *v, json_t *compare)
                      "compare", compare);
 }
 
-json_t *bf_report_data(bf_source *src, int64_t sweep_id, const char *by,
-                       const char *where, const char *baseline)
+/* The report data of a sweep, or of its jobs matching where (NULL: all),
+ * grouped by the fields by (NULL: as compare groups by default; see
+ * bf_sweep_view_load); NULL after printing the problem. */
+static json_t *report_data(bf_source *src, int64_t sweep_id,
+                           const char *by, const char *where,
+                           const char *baseline)
 {
     bf_sweep_view v;
     json_t *data = NULL, *compare = NULL, *loss = NULL, *freq = NULL,
@@ -164,7 +168,7 @@ int bf_client_cmd_report(bf_client *cl, int argc, char **argv)
                  o.json ? "json" : "html");
         o.output = fallback;
     }
-    json_t *data = bf_report_data(&src, o.sweep, o.by, o.where,
+    json_t *data = report_data(&src, o.sweep, o.by, o.where,
                                   o.baseline);
     int status = data ? write_report(o.output, data, o.json) : 1;
     json_decref(data);

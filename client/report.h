@@ -19,12 +19,6 @@
  * (the rows of bf_compare_rows, taken over).  New reference. */
 json_t *bf_report_summary(const bf_sweep_view *v, json_t *compare);
 
-/* The report data of a sweep, or of its jobs matching where (NULL: all),
- * grouped by the fields by (NULL: as compare groups by default; see
- * bf_sweep_view_load); NULL after printing the problem. */
-json_t *bf_report_data(bf_source *src, int64_t sweep_id, const char *by,
-                       const char *where, const char *baseline);
-
 /* A bf_client_command. */
 int bf_client_cmd_report(bf_client *cl, int argc, char **argv);
 

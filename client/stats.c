@@ -129,7 +129,8 @@ double bf_stats_t_p(double t, double df)
     return 2.0 * t_cdf(-fabs(t), df);
 }
 
-double bf_stats_z_quantile(double q)
+/* The q-quantile of the standard normal, 0 < q < 1. */
+static double z_quantile(double q)
 {
     if (!(q > 0.0 && q < 1.0))
         return NAN;
@@ -248,7 +249,7 @@ void bf_stats_wilson(long k, long n, double level, bf_stats_prop *out)
     *out = (bf_stats_prop){ NAN, NAN, NAN };
     if (n <= 0 || k < 0 || k > n)
         return;
-    double z = bf_stats_z_quantile(0.5 + level / 2.0), p = (double)k / n;
+    double z = z_quantile(0.5 + level / 2.0), p = (double)k / n;
     double z2n = z * z / n, centre = (p + z2n / 2.0) / (1.0 + z2n);
     double half = z / (1.0 + z2n) * sqrt(p * (1.0 - p) / n + z2n / (4.0 * n));
     *out = (bf_stats_prop){ p, fmax(centre - half, 0.0),
@@ -372,9 +373,9 @@ bf_stats_seed_plan bf_stats_seeds_needed(const bf_stats_ratio *r,
     /* equivalence: one-sided against the nearer bound; a difference:
      * two-sided against no effect */
     double effect = plan.equivalence ? bound - m : m;
-    double z = bf_stats_z_quantile(1.0 - (plan.equivalence ? level
+    double z = z_quantile(1.0 - (plan.equivalence ? level
                                                            : level / 2.0))
-               + bf_stats_z_quantile(0.8);
+               + z_quantile(0.8);
     double n = ceil(z * z * var / (effect * effect));
     plan.seeds = n < 3 ? 3 : n > 1e6 ? 1000000 : (int)n;
     return plan;

@@ -41,8 +41,6 @@ double bf_stats_t_quantile(double q, double df);
 /* The two-sided p of a t statistic with df degrees of freedom. */
 double bf_stats_t_p(double t, double df);
 
-/* The q-quantile of the standard normal, 0 < q < 1. */
-double bf_stats_z_quantile(double q);
 
 /* The geometric-mean ratio of a positive quantity (loss) of a variant to
  * its baseline, a[i] / b[i] per seed i.  a and b are aligned by seed over
