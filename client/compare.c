@@ -25,14 +25,101 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The values of one (group, eval depth) cell, one per succeeded job. */
+/* What compare keeps of a succeeded job beside its evaluations (24
+ * bytes, not its row): its final training loss and eval examples. */
+typedef struct job_fact {
+    int64_t id;
+    double train_loss;          /* job_results.train_loss */
+    long examples;              /* its config's eval_examples, else the
+                                   default */
+} job_fact;
+
+/* The succeeded jobs' facts, by id ascending (sort_facts). */
+typedef struct job_facts {
+    job_fact *f;
+    size_t n, cap;
+} job_facts;
+
+static double number(const json_t *row, const char *key)
+{
+    const json_t *v = json_object_get(row, key);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static void add_fact(job_facts *fs, int64_t id, const json_t *train_loss,
+                     const json_t *examples)
+{
+    if (fs->n == fs->cap) {
+        fs->cap = 2 * fs->cap + 1024;
+        fs->f = bf_xrealloc(fs->f, fs->cap * sizeof *fs->f);
+    }
+    bf_job_config defaults;
+    bf_job_config_defaults(&defaults);
+    fs->f[fs->n++] = (job_fact){
+        .id = id,
+        .train_loss = json_is_number(train_loss)
+                      ? json_number_value(train_loss) : NAN,
+        .examples = json_is_integer(examples) && json_integer_value(examples) > 0
+                    ? (long)json_integer_value(examples)
+                    : defaults.eval_examples };
+}
+
+static int is_succeeded(const json_t *status)
+{
+    return json_is_string(status)
+           && strcmp(json_string_value(status), "succeeded") == 0;
+}
+
+/* A job_results row as the view reads it (bf_sweep_hold.on_job). */
+static void add_fact_of_row(void *facts, const json_t *row)
+{
+    if (is_succeeded(json_object_get(row, "status")))
+        add_fact(facts, json_integer_value(json_object_get(row, "job_id")),
+                 json_object_get(row, "train_loss"),
+                 bf_sweep_view_row_value(row, "eval_examples"));
+}
+
+/* The facts of the succeeded jobs whose rows v holds. */
+static void add_facts_of_view(job_facts *fs, const bf_sweep_view *v)
+{
+    int id = bf_row_store_column(&v->jobs, "job_id"),
+        status = bf_row_store_column(&v->jobs, "status"),
+        train_loss = bf_row_store_column(&v->jobs, "train_loss");
+    for (size_t j = 0; j < v->jobs.n_rows; j++)
+        if (is_succeeded(bf_row_store_at(&v->jobs, j, status)))
+            add_fact(fs, json_integer_value(bf_row_store_at(&v->jobs, j, id)),
+                     bf_row_store_at(&v->jobs, j, train_loss),
+                     bf_sweep_view_value(v, j, "eval_examples"));
+}
+
+static int by_fact_id(const void *a, const void *b)
+{
+    const job_fact *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static void sort_facts(job_facts *fs)
+{
+    qsort(fs->f, fs->n, sizeof *fs->f, by_fact_id);
+}
+
+static const job_fact *fact_of(const job_facts *fs, int64_t id)
+{
+    const job_fact key = { .id = id };
+    return fs->n ? bsearch(&key, fs->f, fs->n, sizeof *fs->f, by_fact_id)
+                 : NULL;
+}
+
+/* The values of one (group, eval depth) cell, one per succeeded job:
+ * 32 bytes each, and the outcomes where the sweep has them. */
 typedef struct cell {
     int group, eval_depth, n, cap;
     long examples;              /* eval examples of each value's eval */
     int64_t *seed, *job;
-    double *loss, *accuracy, *train_loss;
+    double *loss, *accuracy;
     unsigned char **outcomes;   /* per value: its eval's per-example
-                                   outcomes (records.h), or NULL */
+                                   outcomes (records.h), or NULL; NULL
+                                   before the cell's first */
 } cell;
 
 /* The cells being filled from final_evals' rows, read one at a time (a
@@ -42,9 +129,9 @@ typedef struct cells {
     cell *c;
     int n, cap;
     const bf_sweep_view *v;
+    const job_facts *facts;
     json_t *index;              /* "GROUP DEPTH" -> its cell */
     size_t *group_size;         /* per group: its succeeded jobs */
-    int train_loss;             /* the column of v->jobs */
 } cells;
 
 static void cell_key(char key[32], int group, int eval_depth)
@@ -78,24 +165,21 @@ static cell *find_cell(cells *cs, int group, int eval_depth)
     *c = (cell){ .group = group, .eval_depth = eval_depth, .cap = (int)max_n,
                  .seed = bf_xcalloc(max_n, sizeof *c->seed),
                  .job = bf_xcalloc(max_n, sizeof *c->job),
-                 .outcomes = bf_xcalloc(max_n, sizeof *c->outcomes),
                  .loss = bf_xcalloc(max_n, sizeof *c->loss),
-                 .accuracy = bf_xcalloc(max_n, sizeof *c->accuracy),
-                 .train_loss = bf_xcalloc(max_n, sizeof *c->train_loss) };
+                 .accuracy = bf_xcalloc(max_n, sizeof *c->accuracy) };
     return c;
 }
 
 static void free_cells(cells *cs)
 {
     for (int i = 0; i < cs->n; i++) {
-        for (int k = 0; k < cs->c[i].n; k++)
+        for (int k = 0; cs->c[i].outcomes && k < cs->c[i].n; k++)
             free(cs->c[i].outcomes[k]);
         free(cs->c[i].outcomes);
         free(cs->c[i].job);
         free(cs->c[i].seed);
         free(cs->c[i].loss);
         free(cs->c[i].accuracy);
-        free(cs->c[i].train_loss);
     }
     free(cs->c);
 }
@@ -108,41 +192,14 @@ static int by_group_then_depth(const void *a, const void *b)
     return x->eval_depth - y->eval_depth;
 }
 
-static double number(const json_t *row, const char *key)
-{
-    const json_t *v = json_object_get(row, key);
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
-/* The final training loss of a job (job_results.train_loss). */
-static double train_loss_of(const cells *cs, int64_t job_id)
-{
-    int row = bf_sweep_view_row_of(cs->v, job_id);
-    const json_t *x = row < 0 ? NULL
-        : bf_row_store_at(&cs->v->jobs, (size_t)row, cs->train_loss);
-    return json_is_number(x) ? json_number_value(x) : NAN;
-}
-
-/* Eval examples of the job (its config, else the default). */
-static long examples_of(const bf_sweep_view *v, int64_t job_id)
-{
-    int row = bf_sweep_view_row_of(v, job_id);
-    const json_t *m = row < 0 ? NULL
-        : bf_sweep_view_value(v, (size_t)row, "eval_examples");
-    if (json_is_integer(m) && json_integer_value(m) > 0)
-        return (long)json_integer_value(m);
-    bf_job_config defaults;
-    bf_job_config_defaults(&defaults);
-    return defaults.eval_examples;
-}
-
 /* One row of final_evals: the value of its job in its cell. */
 static void add_eval(void *ctx, json_t *row)
 {
     cells *cs = ctx;
     int64_t job = json_integer_value(json_object_get(row, "job_id"));
     int group = bf_sweep_view_group_of(cs->v, job);
-    if (group < 0)
+    const job_fact *fact = fact_of(cs->facts, job);
+    if (group < 0 || !fact)
         return;
     cell *c = find_cell(cs, group, (int)json_integer_value(json_object_get(
                                            row, "eval_depth")));
@@ -152,8 +209,7 @@ static void add_eval(void *ctx, json_t *row)
     c->job[c->n] = job;
     c->loss[c->n] = number(row, "loss");
     c->accuracy[c->n] = number(row, "accuracy");
-    c->train_loss[c->n] = train_loss_of(cs, job);
-    c->examples = examples_of(cs->v, job);
+    c->examples = fact->examples;
     c->n++;
 }
 
@@ -177,6 +233,8 @@ static void add_outcomes(void *ctx, json_t *row)
         else
             hi = mid;
     }
+    if (!c->outcomes)
+        c->outcomes = bf_xcalloc((size_t)c->cap + 1, sizeof *c->outcomes);
     if (lo == c->n || c->job[lo] != job || c->outcomes[lo])
         return;
     unsigned char *bits = bf_xmalloc(BF_OUTCOMES_BYTES(c->examples));
@@ -189,18 +247,16 @@ static void add_outcomes(void *ctx, json_t *row)
 
 /* The sweep's cells from its final evaluations and their outcomes, read
  * row by row; in order of group, then depth.  0, or -1 (printed). */
-static int read_cells(const bf_sweep_view *v, bf_source *src, cells *cs)
+static int read_cells(const bf_sweep_view *v, bf_source *src,
+                      const job_facts *facts, cells *cs)
 {
-    *cs = (cells){ .v = v, .index = json_object(),
+    *cs = (cells){ .v = v, .facts = facts, .index = json_object(),
                    .group_size = bf_xcalloc((size_t)v->n_groups + 1,
-                                            sizeof *cs->group_size),
-                   .train_loss = bf_row_store_column(&v->jobs, "train_loss") };
-    int status_column = bf_row_store_column(&v->jobs, "status");
-    for (size_t j = 0; j < v->jobs.n_rows; j++) {
-        const char *status = json_string_value(bf_row_store_at(&v->jobs, j,
-                                                               status_column));
-        cs->group_size[v->job_group[j]] += status
-                                           && strcmp(status, "succeeded") == 0;
+                                            sizeof *cs->group_size) };
+    for (size_t j = 0; j < facts->n; j++) {
+        int g = bf_sweep_view_group_of(v, facts->f[j].id);
+        if (g >= 0)
+            cs->group_size[g]++;
     }
     int rc = bf_source_each_row(src, "final_evals", v->sweep_id, add_eval, cs);
     if (rc == 0 && bf_source_has_view(src, "final_outcomes"))
@@ -539,7 +595,8 @@ static int align_pairs(const cell *a, const cell *b, const int *match,
         pairs[i] = (bf_stats_pairs){ 0, 0, 0 };
         if (j < 0)
             continue;
-        if (!a->outcomes[i] || !b->outcomes[j])
+        if (!a->outcomes || !a->outcomes[i] || !b->outcomes
+            || !b->outcomes[j])
             return 0;
         pairs[i] = pair_counts(a->outcomes[i], b->outcomes[j], a->examples);
     }
@@ -661,7 +718,11 @@ static json_t *cell_row(const bf_sweep_view *v, const cells *cs, const cell *c,
     json_object_set_new(row, "eval_examples", json_integer(c->examples));
     set_log_summary(row, "loss", c->loss, c->n);
     set_accuracy_summary(row, c);
-    set_log_summary(row, "train_loss", c->train_loss, c->n);
+    double *train_loss = bf_xcalloc((size_t)c->n + 1, sizeof *train_loss);
+    for (int k = 0; k < c->n; k++)  /* every value's job has its fact */
+        train_loss[k] = fact_of(cs->facts, c->job[k])->train_loss;
+    set_log_summary(row, "train_loss", train_loss, c->n);
+    free(train_loss);
     int base = b->n ? b->of[c->group] : -1;
     const cell *bc = base >= 0 && base != c->group
                          ? cell_at(cs, base, c->eval_depth) : NULL;
@@ -1011,8 +1072,9 @@ int bf_compare_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
     return bf_sweep_view_hold(v, src, h);
 }
 
-json_t *bf_compare_rows(const bf_sweep_view *v, bf_source *src,
-                        const char *baseline_arg)
+/* bf_compare_rows of the succeeded jobs' facts. */
+static json_t *compare_rows(const bf_sweep_view *v, bf_source *src,
+                           const char *baseline_arg, const job_facts *facts)
 {
     bf_analysis a;
     baseline b;
@@ -1024,7 +1086,7 @@ json_t *bf_compare_rows(const bf_sweep_view *v, bf_source *src,
     }
     cells cs;
     json_t *rows = NULL;
-    if (read_cells(v, src, &cs) == 0) {
+    if (read_cells(v, src, facts, &cs) == 0) {
         rows = json_array();
         bf_stats_ratio *ratios = bf_xcalloc((size_t)cs.n + 1, sizeof *ratios);
         for (int i = 0; i < cs.n; i++)
@@ -1036,6 +1098,17 @@ json_t *bf_compare_rows(const bf_sweep_view *v, bf_source *src,
     free_cells(&cs);
     baseline_free(&b);
     bf_analysis_free(&a);
+    return rows;
+}
+
+json_t *bf_compare_rows(const bf_sweep_view *v, bf_source *src,
+                        const char *baseline_arg)
+{
+    job_facts facts = { 0 };
+    add_facts_of_view(&facts, v);
+    sort_facts(&facts);
+    json_t *rows = compare_rows(v, src, baseline_arg, &facts);
+    free(facts.f);
     return rows;
 }
 
@@ -1216,9 +1289,15 @@ int bf_client_cmd_compare(bf_client *cl, int argc, char **argv)
         return rc;
     bf_sweep_view v;
     json_t *rows = NULL;
-    if (bf_compare_view_load(&v, &src, o.sweep, o.by, o.where,
-                             &(bf_sweep_hold){ .status = "succeeded" }) == 0)
-        rows = bf_compare_rows(&v, &src, o.baseline);
+    /* the succeeded jobs' facts, not their rows: memory per job compact */
+    job_facts facts = { 0 };
+    bf_sweep_hold h = { .status = "succeeded", .on_job = add_fact_of_row,
+                        .ctx = &facts };
+    if (bf_compare_view_load(&v, &src, o.sweep, o.by, o.where, &h) == 0) {
+        sort_facts(&facts);
+        rows = compare_rows(&v, &src, o.baseline, &facts);
+    }
+    free(facts.f);
     json_t *chosen = rows && o.fmt == BF_FORMAT_TABLE
                      ? bf_selections_read(&src, o.sweep) : NULL;
     if (rows && o.fmt == BF_FORMAT_TABLE) {

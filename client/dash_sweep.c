@@ -685,15 +685,14 @@ static int succeeded_view(const bf_dash_sweep *s, sqlite3 *db, bf_sweep_view *v)
         return -1;
     size_t n = v->jobs.n_rows;
     v->job_group = bf_xcalloc(n + 1, sizeof *v->job_group);
-    v->sorted_ids = bf_xcalloc(n + 1, sizeof *v->sorted_ids);
-    v->sorted_rows = bf_xcalloc(n + 1, sizeof *v->sorted_rows);
+    v->held = bf_xcalloc(n + 1, sizeof *v->held);
+    v->n_held = n;
     int job_id = bf_row_store_column(&v->jobs, "job_id");
     for (size_t i = 0; i < n; i++) {
         int64_t id = json_integer_value(bf_row_store_at(&v->jobs, i, job_id));
         int j = find_job(s, id);
         v->job_group[i] = j < 0 ? 0 : s->group[j];
-        v->sorted_ids[i] = id;
-        v->sorted_rows[i] = (int)i;
+        v->held[i] = (bf_sweep_held){ id, (int)i, v->job_group[i] };
     }
     return 0;
 }
@@ -704,8 +703,7 @@ static void view_clear(bf_sweep_view *v)
     json_decref(v->zips);
     bf_row_store_clear(&v->jobs);
     free(v->job_group);
-    free(v->sorted_ids);
-    free(v->sorted_rows);
+    free(v->held);
 }
 
 static json_t *groups_json(const bf_dash_sweep *s, const bf_sweep_view *v)

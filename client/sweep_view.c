@@ -392,11 +392,18 @@ static void count_job(bf_sweep_view *v, const json_t *row, int g)
     v->group_succeeded[g] += s && strcmp(s, "succeeded") == 0;
 }
 
-/* Holds row's job, of group g. */
-static void hold_row(bf_sweep_view *v, const json_t *row, int g)
+/* Holds row's job, of group g: its row too when whole. */
+static void hold_row(bf_sweep_view *v, const json_t *row, int g, int whole)
 {
-    size_t n = v->jobs.n_rows;
-    if ((n & (n - 1)) == 0)     /* room doubles at each power of two */
+    size_t n = v->jobs.n_rows, k = v->n_held;
+    if ((k & (k - 1)) == 0)     /* room doubles at each power of two */
+        v->held = bf_xrealloc(v->held, (2 * k + 1) * sizeof *v->held);
+    v->held[v->n_held++] = (bf_sweep_held){
+        .id = json_integer_value(json_object_get(row, "job_id")),
+        .row = whole ? (int)n : -1, .group = g };
+    if (!whole)
+        return;
+    if ((n & (n - 1)) == 0)
         v->job_group = bf_xrealloc(v->job_group,
                                    (2 * n + 1) * sizeof *v->job_group);
     v->job_group[n] = g;
@@ -445,28 +452,17 @@ static int order_groups(bf_sweep_view *v, bf_source *src, const char *status,
     v->groups = groups;
     for (size_t i = 0; i < v->jobs.n_rows; i++)
         v->job_group[i] = renumber[v->job_group[i]];
+    for (size_t i = 0; i < v->n_held; i++)
+        v->held[i].group = renumber[v->held[i].group];
     free(order);
     free(renumber);
     return 0;
 }
 
-/* Sorts the job ids once, so that lookups by id (millions while curves are
- * read) are binary searches. */
-static void index_jobs(bf_sweep_view *v)
+static int by_job_id(const void *a, const void *b)
 {
-    size_t n = v->jobs.n_rows;
-    int64_t *ids = bf_xcalloc(n + 1, sizeof *ids);
-    v->sorted_rows = bf_xcalloc(n + 1, sizeof *v->sorted_rows);
-    v->sorted_ids = bf_xcalloc(n + 1, sizeof *v->sorted_ids);
-    int job_id = bf_row_store_column(&v->jobs, "job_id");
-    for (size_t i = 0; i < n; i++) {
-        ids[i] = json_integer_value(bf_row_store_at(&v->jobs, i, job_id));
-        v->sorted_rows[i] = (int)i;
-    }
-    qsort_r(v->sorted_rows, n, sizeof *v->sorted_rows, by_id, ids);
-    for (size_t i = 0; i < n; i++)
-        v->sorted_ids[i] = ids[v->sorted_rows[i]];
-    free(ids);
+    const bf_sweep_held *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
 }
 
 /* Each group's first job, for its config (a group's jobs share every
@@ -540,13 +536,15 @@ int bf_sweep_view_hold(bf_sweep_view *v, bf_source *src,
     bf_source_cursor c;
     if (bf_source_cursor_open(&c, src, "job_results", v->sweep_id) == 0)
         while ((row = bf_sweep_view_next(v, &c))) {
-            int keep = held(h, row, seen++);
+            int keep = held(h, row, seen++), groups = v->n_groups;
             int g = keep || h->every_group
                     ? group_of_row(v, row, index, &first) : -1;
             if (h->every_group)
                 count_job(v, row, g);
             if (keep)
-                hold_row(v, row, g);
+                hold_row(v, row, g, !h->on_job || v->n_groups > groups);
+            if (keep && h->on_job)
+                h->on_job(h->ctx, row);
             partial |= !keep;
         }
     rc = bf_source_cursor_close(&c);
@@ -554,7 +552,9 @@ int bf_sweep_view_hold(bf_sweep_view *v, bf_source *src,
         rc = order_groups(v, src, h->status, index, first);
     json_decref(index);
     free(first);
-    index_jobs(v);
+    /* sorted once, so that lookups by id (millions while curves are read)
+     * are binary searches */
+    qsort(v->held, v->n_held, sizeof *v->held, by_job_id);
     find_group_rows(v);
     return rc;
 }
@@ -584,30 +584,27 @@ void bf_sweep_view_clear(bf_sweep_view *v)
     free(v->group_row);
     json_decref(v->zips);
     json_decref(v->taken);
-    free(v->sorted_ids);
-    free(v->sorted_rows);
+    free(v->held);
     *v = (bf_sweep_view){ 0 };
+}
+
+static const bf_sweep_held *held_job(const bf_sweep_view *v, int64_t job_id)
+{
+    const bf_sweep_held key = { .id = job_id };
+    return v->n_held ? bsearch(&key, v->held, v->n_held, sizeof *v->held,
+                               by_job_id) : NULL;
 }
 
 int bf_sweep_view_row_of(const bf_sweep_view *v, int64_t job_id)
 {
-    int lo = 0, hi = (int)v->jobs.n_rows - 1;
-    while (lo <= hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (v->sorted_ids[mid] == job_id)
-            return v->sorted_rows[mid];
-        if (v->sorted_ids[mid] < job_id)
-            lo = mid + 1;
-        else
-            hi = mid - 1;
-    }
-    return -1;
+    const bf_sweep_held *j = held_job(v, job_id);
+    return j ? j->row : -1;
 }
 
 int bf_sweep_view_group_of(const bf_sweep_view *v, int64_t job_id)
 {
-    int row = bf_sweep_view_row_of(v, job_id);
-    return row < 0 ? -1 : v->job_group[row];
+    const bf_sweep_held *j = held_job(v, job_id);
+    return j ? j->group : -1;
 }
 
 /* A label being built: "name=value" pairs separated by spaces. */

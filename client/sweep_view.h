@@ -26,6 +26,12 @@ typedef struct bf_sweep_where {
     int n;
 } bf_sweep_where;
 
+/* A job held: its id, its row in jobs (-1: its row not held) and group. */
+typedef struct bf_sweep_held {
+    int64_t id;
+    int row, group;
+} bf_sweep_held;
+
 typedef struct bf_sweep_view {
     /* read-only: made by bf_sweep_view_scan and _hold, or by
      * client/dash_sweep.c from its aggregates (which fills the private
@@ -66,8 +72,8 @@ typedef struct bf_sweep_view {
     json_t *taken;          /* bf_sweep_view_taken_fields; NULL with --by */
     json_t *zips;           /* the sweep file's labelled zips
                                (zip_labels.h): groups are named by them */
-    int64_t *sorted_ids;    /* job ids ascending, with their rows: */
-    int *sorted_rows;       /* for bf_sweep_view_row_of */
+    bf_sweep_held *held;    /* the jobs held, by id ascending: for */
+    size_t n_held;          /* bf_sweep_view_row_of and _group_of */
 } bf_sweep_view;
 
 /* Reads the sweep: its row, the jobs counted (n_jobs, n_succeeded) and
@@ -89,6 +95,12 @@ typedef struct bf_sweep_hold {
     int every_group;        /* the groups of every job, each counted
                                (group_jobs, group_succeeded), not only
                                those of the jobs held */
+    /* Set (not with every_group or first): each job held is handed to
+     * on_job as read (borrowed) and held as its id and group alone (16
+     * bytes), jobs keeping only the row of each group's first job (its
+     * label's config): a million results cost 16 MB, not their rows. */
+    void (*on_job)(void *ctx, const json_t *row);
+    void *ctx;
 } bf_sweep_hold;
 
 /* After a scan, holds the jobs h names in v->jobs and groups them (memory:
@@ -112,7 +124,8 @@ json_t *bf_sweep_view_next(const bf_sweep_view *v, bf_source_cursor *c);
  * "stage", else the field of its config (borrowed; NULL if absent). */
 json_t *bf_sweep_view_row_value(const json_t *row, const char *field);
 
-/* The row in v->jobs of a job id (binary search); -1 if not in the sweep. */
+/* The row in v->jobs of a job id (binary search); -1 if not in the sweep
+ * or its row is not held (bf_sweep_hold.on_job). */
 int bf_sweep_view_row_of(const bf_sweep_view *v, int64_t job_id);
 
 /* The value of field in row `row` of v->jobs: its stage for "stage", else
