@@ -316,7 +316,7 @@ static int is_baseline_field(const baseline *b, const char *field)
  * JSON text (caller frees): a group and its baseline group share it.  A
  * field a group lacks (a value its stage took with from:, or one only some
  * stages have) is left out of its key, so two groups that both lack it
- * still match, as bf_sweep_view_same_in_groups says. */
+ * still match, as sweep_view groups them. */
 static char *key_beside_baseline(const bf_sweep_view *v, const baseline *b,
                                  int g)
 {

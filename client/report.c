@@ -85,7 +85,7 @@ json_t *bf_report_summary(const bf_sweep_view *v, json_t *compare)
 
 /* The report data of a sweep, or of its jobs matching where (NULL: all),
  * grouped by the fields by (NULL: as compare groups by default; see
- * bf_sweep_view_load); NULL after printing the problem. */
+ * bf_sweep_view_scan); NULL after printing the problem. */
 static json_t *report_data(bf_source *src, int64_t sweep_id,
                            const char *by, const char *where,
                            const char *baseline)

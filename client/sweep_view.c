@@ -109,7 +109,7 @@ static void add_zip(void *fields, const json_t *zip)
 static void add_node(json_t *fields, const json_t *node)
 {
     add_swept(fields, json_object_get(node, "grid"));
-    bf_sweep_node_zips(node, add_zip, fields);
+    bf_zip_labels_each(node, add_zip, fields);
 }
 
 json_t *bf_sweep_view_swept_fields(const char *source)
@@ -148,7 +148,12 @@ static json_t *stage_named(json_t *stages, const char *name)
     return NULL;
 }
 
-json_t *bf_sweep_view_taken_fields(const char *source)
+/* The fields each stage with `from: "stage:NAME"` takes from NAME's
+ * selection (the keys of NAME's search space), as the sweep file (source)
+ * says: {stage: [field, ...]}, new reference; empty when source does not
+ * parse or no stage takes any.  The one answer to "which varying fields
+ * are no axes", for the results commands and the dashboard alike. */
+static json_t *taken_fields(const char *source)
 {
     json_t *taken = json_object();
     bf_error err;
@@ -347,8 +352,10 @@ static int find_group(const bf_sweep_view *v, const json_t *index,
     return found ? (int)json_integer_value(found) : -1;
 }
 
-int bf_sweep_view_same_in_groups(const bf_sweep_view *v, const char *field,
-                                 int g, int h)
+/* Whether groups g and h have the same value of grouping field field
+ * (both without it, as a stage that took it from a selection: the same). */
+static int same_in_groups(const bf_sweep_view *v, const char *field,
+                          int g, int h)
 {
     json_t *a = json_object_get(json_array_get(v->groups, (size_t)g), field);
     json_t *b = json_object_get(json_array_get(v->groups, (size_t)h), field);
@@ -513,7 +520,7 @@ int bf_sweep_view_scan(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
     if (parse_by(v, by))
         return -1;
     if (!by)
-        v->taken = bf_sweep_view_taken_fields(json_string_value(
+        v->taken = taken_fields(json_string_value(
             json_object_get(v->sweep, "source")));
     return 0;
 }
@@ -557,14 +564,6 @@ int bf_sweep_view_hold(bf_sweep_view *v, bf_source *src,
     qsort(v->held, v->n_held, sizeof *v->held, by_job_id);
     find_group_rows(v);
     return rc;
-}
-
-int bf_sweep_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
-                       const char *by, const char *where)
-{
-    if (bf_sweep_view_scan(v, src, sweep_id, by, where))
-        return -1;
-    return bf_sweep_view_hold(v, src, &(bf_sweep_hold){ .status = NULL });
 }
 
 void bf_sweep_view_clear(bf_sweep_view *v)
@@ -640,7 +639,7 @@ static int differs_among(const bf_sweep_view *v, const char *field,
                          const int *among, int n)
 {
     for (int k = 1; among && k < n; k++)
-        if (!bf_sweep_view_same_in_groups(v, field, among[0], among[k]))
+        if (!same_in_groups(v, field, among[0], among[k]))
             return 1;
     return !among;
 }

@@ -69,7 +69,7 @@ typedef struct bf_sweep_view {
     unsigned char *varies;      /* per candidate: whether it does */
     int n_candidates;
     int *group_row;         /* per group: the row of its first job */
-    json_t *taken;          /* bf_sweep_view_taken_fields; NULL with --by */
+    json_t *taken;          /* taken_fields (sweep_view.c); NULL with --by */
     json_t *zips;           /* the sweep file's labelled zips
                                (zip_labels.h): groups are named by them */
     bf_sweep_held *held;    /* the jobs held, by id ascending: for */
@@ -111,9 +111,6 @@ typedef struct bf_sweep_hold {
 int bf_sweep_view_hold(bf_sweep_view *v, bf_source *src,
                        const bf_sweep_hold *h);
 
-/* bf_sweep_view_scan, then bf_sweep_view_hold of every job. */
-int bf_sweep_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
-                       const char *by, const char *where);
 void bf_sweep_view_clear(bf_sweep_view *v);
 
 /* The next job_results row of c (opened on the view's sweep) that --where
@@ -137,11 +134,6 @@ json_t *bf_sweep_view_value(const bf_sweep_view *v, size_t row,
  * number (rope_base=10000 names the value printed as 1e+04). */
 int bf_sweep_view_value_is(const json_t *value, const char *text);
 
-/* Whether groups g and h have the same value of grouping field field
- * (both without it, as a stage that took it from a selection: the same). */
-int bf_sweep_view_same_in_groups(const bf_sweep_view *v, const char *field,
-                                 int g, int h);
-
 /* The group of a job id; -1 if the job is not in the sweep. */
 int bf_sweep_view_group_of(const bf_sweep_view *v, int64_t job_id);
 
@@ -163,13 +155,6 @@ char *bf_sweep_view_label_among(const bf_sweep_view *v, int group,
  * any has run (`bifocal watch` labels running jobs with them).  An array of
  * strings (new reference), empty when source does not parse. */
 json_t *bf_sweep_view_swept_fields(const char *source);
-
-/* The fields each stage with `from: "stage:NAME"` takes from NAME's
- * selection (the keys of NAME's search space), as the sweep file (source)
- * says: {stage: [field, ...]}, new reference; empty when source does not
- * parse or no stage takes any.  The one answer to "which varying fields
- * are no axes", for the results commands and the dashboard alike. */
-json_t *bf_sweep_view_taken_fields(const char *source);
 
 /* "rope=spectral seed=2": config's values of fields (an array of names),
  * those config lacks left out.  Caller frees. */

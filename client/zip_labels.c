@@ -35,7 +35,7 @@ static json_t *labelled_zip(const json_t *zip, const json_t *stage)
                      "fields", fields, "entries", entries);
 }
 
-void bf_sweep_node_zips(const json_t *node, bf_zip_fn fn, void *ctx)
+void bf_zip_labels_each(const json_t *node, bf_zip_fn fn, void *ctx)
 {
     const json_t *zip = json_object_get(node, "zip");
     size_t i;
@@ -67,12 +67,12 @@ json_t *bf_zip_labels(const char *source)
     json_t *sweep = source ? bf_yaml_parse(source, strlen(source), NULL, NULL,
                                            &err) : NULL;
     collect c = { out, NULL };
-    bf_sweep_node_zips(sweep, add_zip, &c);
+    bf_zip_labels_each(sweep, add_zip, &c);
     size_t i;
     json_t *stage;
     json_array_foreach(json_object_get(sweep, "stages"), i, stage) {
         c.stage = json_object_get(stage, "name");
-        bf_sweep_node_zips(stage, add_zip, &c);
+        bf_zip_labels_each(stage, add_zip, &c);
     }
     json_decref(sweep);
     return out;

@@ -16,7 +16,7 @@
 /* Calls fn on each zip mapping of a node of a parsed sweep file (the
  * file, or one of its stages): its `zip`, or each of its list. */
 typedef void (*bf_zip_fn)(void *ctx, const json_t *zip);
-void bf_sweep_node_zips(const json_t *node, bf_zip_fn fn, void *ctx);
+void bf_zip_labels_each(const json_t *node, bf_zip_fn fn, void *ctx);
 
 /* The labelled zips of a sweep file: an array (new reference; empty when
  * the file has none or does not parse) of

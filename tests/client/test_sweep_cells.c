@@ -99,7 +99,8 @@ static void check_cells(const char *path, int64_t sweep_id)
                      SQLITE_OK);
     bf_source src = { .db = db, .db_path = path };
     bf_sweep_view v;
-    assert_int_equal(bf_sweep_view_load(&v, &src, sweep_id, NULL, NULL), 0);
+    assert_int_equal(bf_sweep_view_scan(&v, &src, sweep_id, NULL, NULL), 0);
+    assert_int_equal(bf_sweep_view_hold(&v, &src, &(bf_sweep_hold){0}), 0);
     assert_true(v.jobs.n_rows > 0);
     assert_int_equal(column_int(db, "SELECT count(DISTINCT cell) FROM jobs"
                                     " WHERE sweep_id = ?1", sweep_id, 0),
