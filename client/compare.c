@@ -100,7 +100,8 @@ static int by_fact_id(const void *a, const void *b)
 
 static void sort_facts(job_facts *fs)
 {
-    qsort(fs->f, fs->n, sizeof *fs->f, by_fact_id);
+    if (fs->n > 1)
+        qsort(fs->f, fs->n, sizeof *fs->f, by_fact_id);
 }
 
 static const job_fact *fact_of(const job_facts *fs, int64_t id)
@@ -264,7 +265,8 @@ static int read_cells(const bf_sweep_view *v, bf_source *src,
                                 add_outcomes, cs);
     json_decref(cs->index);
     free(cs->group_size);
-    qsort(cs->c, (size_t)cs->n, sizeof *cs->c, by_group_then_depth);
+    if (cs->n > 1)
+        qsort(cs->c, (size_t)cs->n, sizeof *cs->c, by_group_then_depth);
     return rc;
 }
 

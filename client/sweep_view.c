@@ -561,7 +561,8 @@ int bf_sweep_view_hold(bf_sweep_view *v, bf_source *src,
     free(first);
     /* sorted once, so that lookups by id (millions while curves are read)
      * are binary searches */
-    qsort(v->held, v->n_held, sizeof *v->held, by_job_id);
+    if (v->n_held > 1)
+        qsort(v->held, v->n_held, sizeof *v->held, by_job_id);
     find_group_rows(v);
     return rc;
 }
