@@ -49,10 +49,11 @@ def program_files(build):
 
 
 def symbols(objs):
-    """{object: (defined, used)} global symbol names, from one nm run."""
+    """{object: ({defined name: nm's letter}, {used names})}, global
+    symbols from one nm run."""
     out = subprocess.run(["nm", "-P", "-A", *objs], capture_output=True,
                          text=True, check=True).stdout
-    syms = {o: (set(), set()) for o in objs}
+    syms = {o: ({}, set()) for o in objs}
     for line in out.splitlines():
         # "OBJECT: NAME TYPE [VALUE SIZE]"
         obj, _, rest = line.partition(": ")
@@ -62,7 +63,7 @@ def symbols(objs):
         if f[1] == "U":
             syms[obj][1].add(f[0])
         elif f[1] in DEFINED:
-            syms[obj][0].add(f[0])
+            syms[obj][0][f[0]] = f[1]
     return syms
 
 

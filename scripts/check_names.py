@@ -26,13 +26,11 @@ Prints one line per violation; exits 1 if any.
 """
 import os
 import re
-import subprocess
 import sys
 
 # The program folders and the build's objects, as check_calls reads them.
-from check_calls import FOLDERS, objects
+from check_calls import FOLDERS, objects, symbols
 
-DEFINED = set("TDBRCVWGS")
 FUNCTION = set("T")
 
 # Exported so that a test drives them directly; each must be called by a
@@ -89,22 +87,6 @@ def classify(src, root):
     return ("product", rel) if top in FOLDERS else (None, None)
 
 
-def nm_symbols(objs):
-    out = subprocess.run(["nm", "-P", "-A", *objs], capture_output=True,
-                         text=True, check=True).stdout
-    syms = {o: ({}, set()) for o in objs}
-    for line in out.splitlines():
-        obj, _, rest = line.partition(": ")
-        f = rest.split()
-        if len(f) < 2 or obj not in syms:
-            continue
-        if f[1] == "U":
-            syms[obj][1].add(f[0])
-        elif f[1] in DEFINED:
-            syms[obj][0][f[0]] = f[1]
-    return syms
-
-
 def fuzz_uses(root):
     """{tests/fuzz/x.c: names it mentions}: scripts/fuzz.sh builds the
     harnesses with clang, outside meson's objects."""
@@ -130,7 +112,7 @@ def check(build, root):
         kind, rel = classify(src, root)
         if kind and os.path.exists(obj):
             (modules if kind == "product" else tests)[obj] = rel
-    syms = nm_symbols(sorted(modules) + sorted(tests))
+    syms = symbols(sorted(modules) + sorted(tests))
     stems = {}                       # stem -> folders of modules so named
     for rel in modules.values():
         stems.setdefault(stem(rel), set()).add(folder(rel))

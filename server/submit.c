@@ -417,20 +417,27 @@ bf_submission *bf_submits_start(bf_submits *m, const char *filename,
     return u;
 }
 
-/* A waiting submission ends at once; a started one stops at its thread's
- * next job or chunk and discards what it staged. */
+/* u ends with rc and err: at once if it never started (nothing to undo);
+ * else its thread stops at its next job or chunk and what it staged is
+ * discarded. */
+static void end_submission(bf_submits *m, bf_submission *u, int rc,
+                           const bf_error *err)
+{
+    if (u->state != WAITING) {
+        fail(u, rc, err);
+        return;
+    }
+    unlink_submission(m, u);
+    u->err = *err;
+    reply(u, rc);
+    free_submission(u);
+}
+
 void bf_submits_cancel(bf_submits *m, bf_submission *u, const char *why)
 {
     bf_error err;
     bf_error_set(&err, NULL, 0, NULL, "%s", why);
-    if (u->state != WAITING) {
-        fail(u, BF_STORE_ERR, &err);
-        return;
-    }
-    unlink_submission(m, u);
-    u->err = err;
-    reply(u, BF_STORE_ERR);
-    free_submission(u);
+    end_submission(m, u, BF_STORE_ERR, &err);
 }
 
 void bf_submits_stop(bf_submits *m)
@@ -438,17 +445,8 @@ void bf_submits_stop(bf_submits *m)
     m->stopping = 1;
     bf_error err;
     bf_error_set(&err, NULL, 0, NULL, "the daemon is stopping");
-    bf_submission *u = m->head, *next;
-    for (; u; u = next) {
+    for (bf_submission *u = m->head, *next; u; u = next) {
         next = u->next;
-        if (u->state != WAITING) {
-            fail(u, BF_STORE_DB_FAILED, &err);
-            continue;
-        }
-        /* Never started: nothing to undo. */
-        unlink_submission(m, u);
-        u->err = err;
-        reply(u, BF_STORE_DB_FAILED);
-        free_submission(u);
+        end_submission(m, u, BF_STORE_DB_FAILED, &err);
     }
 }

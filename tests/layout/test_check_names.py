@@ -3,41 +3,22 @@
 violation planted in a scratch build is caught and named.
 
 usage: test_check_names.py SCRIPT BUILD_DIR"""
-import json
 import os
-import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import scratch_build  # noqa: E402
 
 script, build = sys.argv[1], sys.argv[2]
 failures = []
 
 
 def run(tree):
-    r = subprocess.run([sys.executable, script, tree], capture_output=True,
-                       text=True)
-    return r.returncode, r.stdout + r.stderr
+    return scratch_build.run(script, tree)
 
 
 def plant(files):
-    """A scratch build of files {relative path: C text}, as meson lists
-    its objects, under a root of their own."""
-    d = tempfile.mkdtemp(prefix="bf_names_")
-    b = os.path.join(d, "build")
-    os.makedirs(b)
-    entries = []
-    for rel, text in files.items():
-        src = os.path.join(d, rel)
-        os.makedirs(os.path.dirname(src), exist_ok=True)
-        with open(src, "w") as f:
-            f.write(text)
-        obj = rel.replace("/", "_") + ".o"
-        subprocess.run(["cc", "-c", src, "-o", os.path.join(b, obj)],
-                       check=True)
-        entries.append({"directory": b, "file": "../" + rel, "output": obj})
-    with open(os.path.join(b, "compile_commands.json"), "w") as f:
-        json.dump(entries, f)
-    return b
+    return scratch_build.plant(files, "bf_names_")
 
 
 def expect(name, files, rc, needles):
