@@ -576,7 +576,7 @@ static void trim_idle(int keep)
     }
 }
 
-/* The entry whose spelling or (real != NULL) canonical path is `key`. */
+/* The entry whose canonical path (real: 1) or last spelling is `key`. */
 static loaded *find_loaded(const char *key, int real)
 {
     loaded *l = loaded_list;

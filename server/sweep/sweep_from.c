@@ -149,16 +149,14 @@ static void field_corners(sweep_from *from, const sweep_axis *search,
 static void choose_checked(sweep_from *from, size_t n_cells,
                            const sweep_axis *search)
 {
-    int all = search->n <= SWEEP_FROM_CHECKS / (n_cells ? n_cells : 1);
-    size_t cap = all ? search->n
-                     : search->n_fields * (2 + FROM_CORNER_VALUES);
-    from->checked = bf_xcalloc(cap ? cap : 1, sizeof *from->checked);
-    if (all)
-        for (size_t t = 0; t < search->n; t++)
-            from->checked[from->n_checked++] = t;
-    else
-        for (size_t f = 0; f < search->n_fields; f++)
-            field_corners(from, search, f);
+    if (search->n <= SWEEP_FROM_CHECKS / (n_cells ? n_cells : 1)) {
+        from->n_checked = search->n;   /* checked NULL: every trial */
+        return;
+    }
+    from->checked = bf_xcalloc(search->n_fields * (2 + FROM_CORNER_VALUES),
+                               sizeof *from->checked);
+    for (size_t f = 0; f < search->n_fields; f++)
+        field_corners(from, search, f);
 }
 
 int sweep__from_parse(bf_sweep *sw, size_t t, bf_error *err)
@@ -249,7 +247,7 @@ static int check_trials(bf_sweep *sw, const sweep_from *from,
     const bf_sweep_stage *src = &sw->stages[from->ref.from];
     int line = from->line;
     for (size_t i = 0; i < from->n_checked; i++) {
-        size_t t = from->checked[i];
+        size_t t = from->checked ? from->checked[i] : i;
         sw->from_checks++;
         bf_job_config with = *cfg;
         bf_error verr;

@@ -85,7 +85,8 @@ typedef struct sweep_from {
     size_t *groups;      /* per recorded cell: its trial group (trials.grp) */
     int line;            /* of `from:` */
     size_t *checked;     /* the source's trials each cell is validated
-                            with (sweep_from.c: all, or its corners) */
+                            with: its corners (sweep_from.c), or NULL for
+                            all n_checked of them */
     size_t n_checked;
 } sweep_from;
 
