@@ -62,7 +62,8 @@ def symbols(objs):
             continue
         if f[1] == "U":
             syms[obj][1].add(f[0])
-        elif f[1] in DEFINED:
+        elif f[1] in DEFINED and not f[0].startswith("__"):
+            # "__" names are the implementation's (ASan's __odr_asan.*)
             syms[obj][0][f[0]] = f[1]
     return syms
 
