@@ -17,7 +17,9 @@
  * the same path, and the suite's time stays within a few percent of the
  * single-failure runs'.
  *
- * BFT_ALLOC_STEP=K runs every K-th N only (a quick look by hand). */
+ * BFT_ALLOC_SHARD=I/K runs the I-th of K shares of both tests' values of
+ * N (those with index % K == I), so meson runs the shares side by side;
+ * BFT_ALLOC_STEP=S runs every S-th N only (a quick look by hand). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,8 +38,9 @@
 /* Values of N tried with every allocation from the N-th on failing. */
 #define REPEAT_RUNS 64
 
-/* How long a reply may take: a live daemon answers in milliseconds. */
-#define REPLY_MS 5000
+/* How long a reply may take: a live daemon answers in milliseconds, also
+ * under ASan beside another test. */
+#define REPLY_MS 15000
 
 typedef struct run {
     bft_daemon d;
@@ -197,6 +200,20 @@ static long run_once(long n, int repeat, int *aborted, int *sqlite_nomem)
     return counted;
 }
 
+/* This run's share of the values of N: index % shares == share. */
+static long share, shares = 1;
+
+static void read_shard(void)
+{
+    const char *env = getenv("BFT_ALLOC_SHARD");
+    if (env && (sscanf(env, "%ld/%ld", &share, &shares) != 2 ||
+                shares < 1 || share < 0 || share >= shares)) {
+        fprintf(stderr, "BFT_ALLOC_SHARD=%s: expected I/K, 0 <= I < K\n",
+                env);
+        exit(2);
+    }
+}
+
 static void test_every_allocation_may_fail(void **state)
 {
     (void)state;
@@ -204,10 +221,10 @@ static void test_every_allocation_may_fail(void **state)
     long total = run_once(0, 0, &aborted, &nomem);
     assert_true(total > 0);
     const char *step_env = getenv("BFT_ALLOC_STEP");
-    long step = step_env ? atol(step_env) : 1;
+    long step = step_env && atol(step_env) > 0 ? atol(step_env) : 1;
     int64_t t0 = bf_monotonic_ms();
     long n_aborted = 0, n_nomem = 0, n_runs = 0;
-    for (long n = 1; n <= total; n += step > 0 ? step : 1) {
+    for (long n = 1 + share * step; n <= total; n += shares * step) {
         run_once(n, 0, &aborted, &nomem);
         n_aborted += aborted;
         n_nomem += nomem;
@@ -235,7 +252,7 @@ static void test_memory_stays_short(void **state)
     assert_true(total > REPEAT_RUNS);
     int64_t t0 = bf_monotonic_ms();
     long n_aborted = 0, n_runs = 0;
-    for (long i = 0; i < REPEAT_RUNS; i++) {
+    for (long i = share; i < REPEAT_RUNS; i += shares) {
         long n = 1 + (2 * i + 1) * total / (2 * REPEAT_RUNS);
         run_once(n, 1, &aborted, &nomem);
         n_aborted += aborted;
@@ -250,6 +267,7 @@ static void test_memory_stays_short(void **state)
 
 int main(void)
 {
+    read_shard();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_allocation_may_fail),
         cmocka_unit_test(test_memory_stays_short),
