@@ -135,7 +135,7 @@ static int dyck_vocab(void)
     bf_job_config cfg;
     bf_job_config_defaults(&cfg);
     cfg.task = BF_TASK_DYCK;
-    return bf_task_vocab_size(&cfg);
+    return bf_vocab_size(&cfg);
 }
 
 static bf_model_shape shape_of(const bench_config *bc)

@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "tasks.h"
+#include "vocab.h"
 
 void bf_model_size_from_config(bf_model_shape *s, const bf_job_config *cfg,
                                 int vocab)
@@ -95,7 +95,7 @@ void bf_job_memory_of(const bf_job_config *cfg, int nranks,
                       bf_job_memory *out)
 {
     bf_model_shape s;
-    bf_model_size_from_config(&s, cfg, bf_task_vocab_size(cfg));
+    bf_model_size_from_config(&s, cfg, bf_vocab_size(cfg));
     int n = nranks < 1 ? 1 : nranks;
     int local = cfg->batch_size / n + (cfg->batch_size % n != 0);
     out->micro = bf_model_size_micro_batch(&s, local, cfg->seq_len);

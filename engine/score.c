@@ -33,7 +33,7 @@ static int scorer_open(scorer *s, const char *checkpoint_path, bf_error *err)
     bf_checkpoint ck;
     if (bf_checkpoint_open(&ck, checkpoint_path, err) != 0)
         return -1;
-    s->vocab = bf_task_vocab_size(&ck.cfg);
+    s->vocab = bf_vocab_size(&ck.cfg);
     s->max_len = ck.cfg.seq_len;
     bf_model_shape shape;
     bf_model_size_from_config(&shape, &ck.cfg, s->vocab);

@@ -127,7 +127,7 @@ int bf_trainer_create(bf_trainer **out, const bf_job_config *cfg,
     t->summary.train_loss = NAN;
 
     bf_model_shape shape;
-    bf_model_size_from_config(&shape, cfg, bf_task_vocab_size(cfg));
+    bf_model_size_from_config(&shape, cfg, bf_vocab_size(cfg));
     t->micro = bf_model_size_micro_batch(&shape, t->local_batch, cfg->seq_len);
     if (bf_model_create(&t->model, &shape, t->micro, cfg->seq_len, err) != 0) {
         free(t);

@@ -51,7 +51,7 @@ TEST_SEAMS = {
     "bf_job_memory_of": "test_checkpoint checks the estimate against "
                         "what the model allocates",
     "bf_task_measure_depth": "test_tasks checks each example's depth",
-    "bf_task_token_name": "test_tasks prints examples",
+    "bf_vocab_token_name": "test_tasks prints examples",
     "bf_checkpoint_load_moments": "test_checkpoint and fuzz_checkpoint "
                                   "load a file's moments alone",
     "bf_checkpoint_save": "test_checkpoint writes files of its own",

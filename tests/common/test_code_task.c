@@ -260,7 +260,7 @@ static int check_row(const bf_job_config *cfg, const int *in, const int *tg)
 {
     int stack[ROW], top = 0, t = 0;
     for (; in[t] != SEP; t++) {
-        assert_true(in[t] >= FIRST && in[t] < bf_task_vocab_size(cfg));
+        assert_true(in[t] >= FIRST && in[t] < bf_vocab_size(cfg));
         int sym = in[t] - FIRST;
         if (sym <= BF_CODE_CURLY_CLOSE && sym % 2 == 0)
             stack[top++] = sym;

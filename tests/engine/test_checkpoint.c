@@ -160,7 +160,7 @@ static void test_safetensors_rejects_corrupt(void **state)
 static void make_model(bf_model *m, const bf_job_config *cfg)
 {
     bf_model_shape s;
-    bf_model_size_from_config(&s, cfg, bf_task_vocab_size(cfg));
+    bf_model_size_from_config(&s, cfg, bf_vocab_size(cfg));
     bf_error err;
     if (bf_model_create(m, &s, 2, cfg->seq_len, &err) != 0)
         fail_msg("model: %s", err.msg);
@@ -384,7 +384,7 @@ static void test_surgical_shape_mismatch(void **state)
     bf_job_config src, job;
     char src_path[256];
     rope_checkpoint(&src, src_path, sizeof src_path);
-    int V = bf_task_vocab_size(&src);
+    int V = bf_vocab_size(&src);
     char a[64], b[64];
 
     job = src;
@@ -397,7 +397,7 @@ static void test_surgical_shape_mismatch(void **state)
     job = src;
     job.dyck_k = src.dyck_k + 1;     /* a larger vocabulary */
     snprintf(job.init_from, sizeof job.init_from, "%s", src_path);
-    snprintf(b, sizeof b, "[%d, 16]", bf_task_vocab_size(&job));
+    snprintf(b, sizeof b, "[%d, 16]", bf_vocab_size(&job));
     snprintf(a, sizeof a, "[%d, 16]", V);
     expect_init_mismatch(&job, "wte.weight", a, b);
 

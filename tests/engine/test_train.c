@@ -349,7 +349,7 @@ static void test_learns_dyck(void **state)
     double losses[8];
     int n = train_losses(&rec, losses, 8);
     assert_int_equal(n, 5);
-    double chance = log((double)bf_task_vocab_size(&c));
+    double chance = log((double)bf_vocab_size(&c));
     const json_t *done = json_array_get(rec.records,
                                         json_array_size(rec.records) - 1);
     const json_t *ev = json_array_get(json_object_get(done, "eval"), 0);

@@ -19,7 +19,7 @@ static void load_into_model(const bf_checkpoint *ck)
     if (c->d_model > 64 || c->n_layers > 4 || c->seq_len > 128)
         return;
     bf_model_shape s;
-    bf_model_size_from_config(&s, c, bf_task_vocab_size(c));
+    bf_model_size_from_config(&s, c, bf_vocab_size(c));
     bf_model m;
     bf_error err;
     if (bf_model_create(&m, &s, 1, c->seq_len, &err) != 0)

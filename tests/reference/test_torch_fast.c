@@ -67,7 +67,7 @@ static int dyck_vocab(void)
     bf_job_config cfg;
     bf_job_config_defaults(&cfg);
     cfg.task = BF_TASK_DYCK;
-    return bf_task_vocab_size(&cfg);
+    return bf_vocab_size(&cfg);
 }
 
 /* The batch as bench_train draws it (rng seed 2); the random-positions

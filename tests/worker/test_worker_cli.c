@@ -275,7 +275,7 @@ static void test_eval_matches_forward(void **state)
     assert_int_equal(bf_checkpoint_open(&ck, ck_path, &e), 0);
     bf_model m;
     bf_model_shape s;
-    bf_model_size_from_config(&s, &ck.cfg, bf_task_vocab_size(&ck.cfg));
+    bf_model_size_from_config(&s, &ck.cfg, bf_vocab_size(&ck.cfg));
     assert_int_equal(bf_model_create(&m, &s, 1, ck.cfg.seq_len, &e), 0);
     assert_int_equal(bf_checkpoint_load_params(&ck, &m, &e), 0);
 

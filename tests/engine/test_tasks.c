@@ -53,7 +53,7 @@ static void check_layout(const bf_job_config *cfg, row *r)
     assert_int_equal(r->in[r->len - 1], END);
     r->sep = -1;
     for (int t = 0; t < r->len; t++) {
-        assert_true(r->in[t] > 0 && r->in[t] < bf_task_vocab_size(cfg));
+        assert_true(r->in[t] > 0 && r->in[t] < bf_vocab_size(cfg));
         if (r->in[t] == SEP) {
             assert_int_equal(r->sep, -1); /* exactly one separator */
             r->sep = t;
@@ -383,23 +383,23 @@ static void test_vocab_and_token_names(void **state)
     bf_job_config dyck = config_for(BF_TASK_DYCK, 3, 10);
     bf_job_config cnt = config_for(BF_TASK_COUNTER, 2, 7);
     bf_job_config ma = config_for(BF_TASK_MODARITH, 2, 13);
-    assert_int_equal(bf_task_vocab_size(&dyck), 3 + 2 * 3);
-    assert_int_equal(bf_task_vocab_size(&cnt), 6 + 7);
-    assert_int_equal(bf_task_vocab_size(&ma), 7 + 13);
+    assert_int_equal(bf_vocab_size(&dyck), 3 + 2 * 3);
+    assert_int_equal(bf_vocab_size(&cnt), 6 + 7);
+    assert_int_equal(bf_vocab_size(&ma), 7 + 13);
     const bf_job_config *all[] = {&dyck, &cnt, &ma};
     char buf[32];
     for (int c = 0; c < 3; c++) {
-        int v = bf_task_vocab_size(all[c]);
+        int v = bf_vocab_size(all[c]);
         for (int tok = 0; tok < v; tok++)
-            assert_null(strstr(bf_task_token_name(all[c], tok, buf, 32),
+            assert_null(strstr(bf_vocab_token_name(all[c], tok, buf, 32),
                                "<bad"));
-        assert_non_null(strstr(bf_task_token_name(all[c], v, buf, 32), "<bad"));
+        assert_non_null(strstr(bf_vocab_token_name(all[c], v, buf, 32), "<bad"));
     }
-    assert_string_equal(bf_task_token_name(&dyck, BF_TOK_PAD, buf, 32), "PAD");
-    assert_string_equal(bf_task_token_name(&dyck, DYCK_OPEN0 + 3, buf, 32), "]");
-    assert_string_equal(bf_task_token_name(&cnt, CNT_MARK, buf, 32), "MARK");
-    assert_string_equal(bf_task_token_name(&ma, MA_DIGIT0 + 12, buf, 32), "12");
-    assert_string_equal(bf_task_token_name(&ma, SEP, buf, 32), "=");
+    assert_string_equal(bf_vocab_token_name(&dyck, BF_TOK_PAD, buf, 32), "PAD");
+    assert_string_equal(bf_vocab_token_name(&dyck, DYCK_OPEN0 + 3, buf, 32), "]");
+    assert_string_equal(bf_vocab_token_name(&cnt, CNT_MARK, buf, 32), "MARK");
+    assert_string_equal(bf_vocab_token_name(&ma, MA_DIGIT0 + 12, buf, 32), "12");
+    assert_string_equal(bf_vocab_token_name(&ma, SEP, buf, 32), "=");
 }
 
 int main(void)

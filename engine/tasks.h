@@ -29,11 +29,7 @@
 #include <stdint.h>
 
 #include "job_config.h"   /* and task_kind.h: bf_task_max_len */
-
-enum { BF_TOK_PAD = 0 };
-
-/* Vocabulary size of the task named by cfg (depends on dyck_k / modulus). */
-int bf_task_vocab_size(const bf_job_config *cfg);
+#include "vocab.h"        /* the token ids, bf_vocab_size */
 
 /* Training example `index`: its depth is drawn uniformly from 1..cfg->depth
  * (as a function of seed and index).  Returns the depth used. */
@@ -55,9 +51,5 @@ void bf_task_eval_example(const bf_job_config *cfg, int depth, uint64_t index,
 /* Recursion depth of a generated sequence (tokens up to the answer), as the
  * task defines it: used by tests to prove examples have the requested depth. */
 int bf_task_measure_depth(const bf_job_config *cfg, const int *inputs, int T);
-
-/* Printable name of token `tok` (for debugging and docs). */
-const char *bf_task_token_name(const bf_job_config *cfg, int tok, char *buf,
-                               int cap);
 
 #endif

@@ -14,9 +14,7 @@
 
 #include "code_corpus.h"
 #include "rng.h"
-
-/* Token ids shared by every task; task-specific ids start at TOK_FIRST. */
-enum { TOK_END = 1, TOK_SEP = 2, TOK_FIRST = 3 };
+#include "vocab.h"
 
 /* Streams of task_example used by the train/eval helpers.  The depth
  * draw of a training example has a stream of its own. */
@@ -28,15 +26,7 @@ enum { STREAM_TRAIN = 1, STREAM_EVAL = 2, STREAM_TRAIN_DEPTH = 3,
  * BF_CODE_MAX_DEPTH, whose bf_task_max_len is far below it. */
 #define SEQ_CAP (4 * BF_MAX_DEPTH + 8)
 
-/* ---- dyck: open(i) = 3 + 2i, close(i) = 4 + 2i, i < dyck_k ------------ */
-
-static int dyck_open(int type) { return TOK_FIRST + 2 * type; }
-static int dyck_close(int type) { return TOK_FIRST + 2 * type + 1; }
-static int dyck_type(int tok) { return (tok - TOK_FIRST) / 2; }
-static int dyck_is_open(int tok)
-{
-    return tok >= TOK_FIRST && (tok - TOK_FIRST) % 2 == 0;
-}
+/* ---- dyck: open and close ids per bracket type (vocab.h) --------------- */
 
 /* A random balanced word of `pairs` bracket pairs (random nesting, random
  * types), appended at seq[n]; returns the new length. */
@@ -48,10 +38,10 @@ static int dyck_balanced(const bf_job_config *cfg, bf_rng *rng, int pairs,
     while (pairs > 0 || top > 0) {
         if (pairs > 0 && (top == 0 || bf_rng_below(rng, 2))) {
             stack[top] = (int)bf_rng_below(rng, (uint32_t)cfg->dyck_k);
-            seq[n++] = dyck_open(stack[top++]);
+            seq[n++] = bf_tok_dyck_open(stack[top++]);
             pairs--;
         } else {
-            seq[n++] = dyck_close(stack[--top]);
+            seq[n++] = bf_tok_dyck_close(stack[--top]);
         }
     }
     return n;
@@ -72,14 +62,14 @@ static int dyck_generate(const bf_job_config *cfg, int depth, bf_rng *rng,
         n = dyck_balanced(cfg, rng, gap_pairs[g], seq, n);
         if (g < depth) {
             open[g] = (int)bf_rng_below(rng, (uint32_t)cfg->dyck_k);
-            seq[n++] = dyck_open(open[g]);
+            seq[n++] = bf_tok_dyck_open(open[g]);
         }
     }
-    seq[n++] = TOK_SEP;
+    seq[n++] = BF_TOK_SEP;
     *answer_start = n;
     for (int g = depth - 1; g >= 0; g--)
-        seq[n++] = dyck_close(open[g]);
-    seq[n++] = TOK_END;
+        seq[n++] = bf_tok_dyck_close(open[g]);
+    seq[n++] = BF_TOK_END;
     return n;
 }
 
@@ -91,22 +81,22 @@ static int brackets_measure(int types, int others, const int *tokens, int n)
     int stack[SEQ_CAP];
     int top = 0;
     for (int t = 0; t < n; t++) {
-        if (tokens[t] < TOK_FIRST)
+        if (tokens[t] < BF_TOK_FIRST)
             return -1;
-        if (dyck_type(tokens[t]) >= types) {
+        if (bf_tok_dyck_type(tokens[t]) >= types) {
             if (others)
                 continue;
             return -1;
         }
-        if (dyck_is_open(tokens[t]))
-            stack[top++] = dyck_type(tokens[t]);
-        else if (top == 0 || stack[--top] != dyck_type(tokens[t]))
+        if (bf_tok_dyck_is_open(tokens[t]))
+            stack[top++] = bf_tok_dyck_type(tokens[t]);
+        else if (top == 0 || stack[--top] != bf_tok_dyck_type(tokens[t]))
             return -1;
     }
     return top;
 }
 
-/* ---- code: code symbols (code_corpus.h) from TOK_FIRST ------------------ */
+/* ---- code: code symbols (code_corpus.h) from BF_TOK_FIRST -------------- */
 
 /* Brackets come first among the code symbols, laid out as dyck's: ( ) [ ]
  * { } are dyck-3's tokens, so the answers of both tasks read alike. */
@@ -136,37 +126,35 @@ static int code_generate(const bf_job_config *cfg, int split, int depth,
     bf_code_snippet_get(corpus, split, depth, bf_rng_below(rng, count), &sn);
     int n = 0;
     for (int t = 0; t < sn.prompt_len; t++)
-        seq[n++] = TOK_FIRST + sn.prompt[t];
-    seq[n++] = TOK_SEP;
+        seq[n++] = BF_TOK_FIRST + sn.prompt[t];
+    seq[n++] = BF_TOK_SEP;
     *answer_start = n;
     for (int i = 0; i < depth; i++)
-        seq[n++] = TOK_FIRST + sn.closes[i];
-    seq[n++] = TOK_END;
+        seq[n++] = BF_TOK_FIRST + sn.closes[i];
+    seq[n++] = BF_TOK_END;
     bf_code_corpus_put(corpus);
     return n;
 }
 
 /* ---- counter: ITER, item, MARK, then digits 0..modulus-1 -------------- */
 
-enum { CNT_ITER = TOK_FIRST, CNT_ITEM, CNT_MARK, CNT_DIGIT0 };
-
 static int counter_generate(const bf_job_config *cfg, int depth, bf_rng *rng,
                             int *seq, int *answer_start)
 {
     int n = 0, marked = 0;
     for (int it = 0; it < depth; it++) {
-        seq[n++] = CNT_ITER;
+        seq[n++] = BF_TOK_CNT_ITER;
         int items = 1 + (int)bf_rng_below(rng, BF_COUNTER_MAX_ITEMS);
         for (int j = 0; j < items; j++) {
             int mark = (int)bf_rng_below(rng, 2);
             marked += mark;
-            seq[n++] = mark ? CNT_MARK : CNT_ITEM;
+            seq[n++] = mark ? BF_TOK_CNT_MARK : BF_TOK_CNT_ITEM;
         }
     }
-    seq[n++] = TOK_SEP;
+    seq[n++] = BF_TOK_SEP;
     *answer_start = n;
-    seq[n++] = CNT_DIGIT0 + marked % cfg->modulus;
-    seq[n++] = TOK_END;
+    seq[n++] = BF_TOK_CNT_DIGIT0 + marked % cfg->modulus;
+    seq[n++] = BF_TOK_END;
     return n;
 }
 
@@ -174,13 +162,11 @@ static int counter_measure(const int *tokens, int n)
 {
     int iterations = 0;
     for (int t = 0; t < n; t++)
-        iterations += tokens[t] == CNT_ITER;
+        iterations += tokens[t] == BF_TOK_CNT_ITER;
     return iterations;
 }
 
 /* ---- modarith: ( ) + * then digits 0..modulus-1 ----------------------- */
-
-enum { MA_LPAREN = TOK_FIRST, MA_RPAREN, MA_PLUS, MA_TIMES, MA_DIGIT0 };
 
 /* Writes a fully parenthesised expression of nesting exactly `depth` at
  * seq[*n]: "(" A op B ")" where one operand (left or right at random) has
@@ -191,16 +177,16 @@ static int modarith_expr(const bf_job_config *cfg, int depth, bf_rng *rng,
     int m = cfg->modulus;
     if (depth == 0) {
         int digit = (int)bf_rng_below(rng, (uint32_t)m);
-        seq[(*n)++] = MA_DIGIT0 + digit;
+        seq[(*n)++] = BF_TOK_MA_DIGIT0 + digit;
         return digit;
     }
     int deep_left = (int)bf_rng_below(rng, 2);
     int times = (int)bf_rng_below(rng, 2);
-    seq[(*n)++] = MA_LPAREN;
+    seq[(*n)++] = BF_TOK_MA_LPAREN;
     int a = modarith_expr(cfg, deep_left ? depth - 1 : 0, rng, seq, n);
-    seq[(*n)++] = times ? MA_TIMES : MA_PLUS;
+    seq[(*n)++] = times ? BF_TOK_MA_TIMES : BF_TOK_MA_PLUS;
     int b = modarith_expr(cfg, deep_left ? 0 : depth - 1, rng, seq, n);
-    seq[(*n)++] = MA_RPAREN;
+    seq[(*n)++] = BF_TOK_MA_RPAREN;
     return times ? a * b % m : (a + b) % m;
 }
 
@@ -209,10 +195,10 @@ static int modarith_generate(const bf_job_config *cfg, int depth, bf_rng *rng,
 {
     int n = 0;
     int value = modarith_expr(cfg, depth, rng, seq, &n);
-    seq[n++] = TOK_SEP;
+    seq[n++] = BF_TOK_SEP;
     *answer_start = n;
-    seq[n++] = MA_DIGIT0 + value;
-    seq[n++] = TOK_END;
+    seq[n++] = BF_TOK_MA_DIGIT0 + value;
+    seq[n++] = BF_TOK_END;
     return n;
 }
 
@@ -221,30 +207,15 @@ static int modarith_measure(const int *tokens, int n)
 {
     int open = 0, deepest = 0;
     for (int t = 0; t < n; t++) {
-        if (tokens[t] == MA_LPAREN && ++open > deepest)
+        if (tokens[t] == BF_TOK_MA_LPAREN && ++open > deepest)
             deepest = open;
-        if (tokens[t] == MA_RPAREN && --open < 0)
+        if (tokens[t] == BF_TOK_MA_RPAREN && --open < 0)
             return -1;
     }
     return open == 0 ? deepest : -1;
 }
 
 /* ---- public API ------------------------------------------------------- */
-
-int bf_task_vocab_size(const bf_job_config *cfg)
-{
-    switch (cfg->task) {
-    case BF_TASK_DYCK:
-        return TOK_FIRST + 2 * cfg->dyck_k;
-    case BF_TASK_COUNTER:
-        return CNT_DIGIT0 + cfg->modulus;
-    case BF_TASK_MODARITH:
-        return MA_DIGIT0 + cfg->modulus;
-    case BF_TASK_CODE:
-        return TOK_FIRST + BF_CODE_N_SYMBOLS;
-    }
-    return 0;
-}
 
 /* Exact-depth generator underneath the train and eval examples; `stream`
  * separates them. */
@@ -327,7 +298,7 @@ void bf_task_eval_example(const bf_job_config *cfg, int depth, uint64_t index,
 int bf_task_measure_depth(const bf_job_config *cfg, const int *inputs, int T)
 {
     int prompt = 0;
-    while (prompt < T && inputs[prompt] != TOK_SEP)
+    while (prompt < T && inputs[prompt] != BF_TOK_SEP)
         prompt++;
     if (prompt == T || prompt > SEQ_CAP)
         return -1; /* no separator: not a task sequence */
@@ -342,73 +313,4 @@ int bf_task_measure_depth(const bf_job_config *cfg, const int *inputs, int T)
         return modarith_measure(inputs, prompt);
     }
     return -1;
-}
-
-/* ---- token names ------------------------------------------------------ */
-
-static const char *dyck_token_name(const bf_job_config *cfg, int tok,
-                                   char *buf, int cap)
-{
-    static const char brackets[] = "()[]{}<>";
-    int type = dyck_type(tok);
-    if (type >= cfg->dyck_k)
-        return NULL;
-    if (type < 4)
-        snprintf(buf, (size_t)cap, "%c", brackets[tok - TOK_FIRST]);
-    else
-        snprintf(buf, (size_t)cap, dyck_is_open(tok) ? "(%d" : "%d)", type);
-    return buf;
-}
-
-static const char *digit_name(const bf_job_config *cfg, int tok, int digit0,
-                              char *buf, int cap)
-{
-    if (tok < digit0 || tok >= digit0 + cfg->modulus)
-        return NULL;
-    snprintf(buf, (size_t)cap, "%d", tok - digit0);
-    return buf;
-}
-
-static const char *task_token_name(const bf_job_config *cfg, int tok,
-                                   char *buf, int cap)
-{
-    static const char *const counter_names[] = {"ITER", "item", "MARK"};
-    static const char *const modarith_names[] = {"(", ")", "+", "*"};
-    switch (cfg->task) {
-    case BF_TASK_DYCK:
-        return dyck_token_name(cfg, tok, buf, cap);
-    case BF_TASK_COUNTER:
-        if (tok < CNT_DIGIT0)
-            return counter_names[tok - TOK_FIRST];
-        return digit_name(cfg, tok, CNT_DIGIT0, buf, cap);
-    case BF_TASK_MODARITH:
-        if (tok < MA_DIGIT0)
-            return modarith_names[tok - TOK_FIRST];
-        return digit_name(cfg, tok, MA_DIGIT0, buf, cap);
-    case BF_TASK_CODE:
-        return bf_code_symbol_name(tok - TOK_FIRST);
-    }
-    return NULL;
-}
-
-const char *bf_task_token_name(const bf_job_config *cfg, int tok, char *buf,
-                               int cap)
-{
-    static const char *const separators[] = {"|", "?", "=", "SEP"};
-    const char *name = NULL;
-    if (tok == BF_TOK_PAD)
-        name = "PAD";
-    else if (tok == TOK_END)
-        name = "END";
-    else if (tok == TOK_SEP)
-        name = (unsigned)cfg->task < 4 ? separators[cfg->task] : "SEP";
-    else if (tok > TOK_SEP)
-        name = task_token_name(cfg, tok, buf, cap);
-    if (!name) {
-        snprintf(buf, (size_t)cap, "<bad:%d>", tok);
-        return buf;
-    }
-    if (name != buf)
-        snprintf(buf, (size_t)cap, "%s", name);
-    return buf;
 }
