@@ -68,8 +68,11 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # same daemon, worker and client paths that the other e2e tests run under
 # ASan; they run once, in the normal build: under ASan they took 12 of the
 # phase's minutes, alone.
+# The benchmarks compile in the normal and release builds; no test runs
+# them here.
 MESON_TEST_ARGS="--no-suite study" \
-    run_suite build-asan -Db_sanitize=address,undefined -Db_lundef=false
+    run_suite build-asan -Db_sanitize=address,undefined -Db_lundef=false \
+        -Dbench=false
 phase_done "build + meson test (build-asan)"
 
 # The release build (scripts/bench.sh's) compiles too: -O3 brings
