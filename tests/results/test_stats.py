@@ -1,4 +1,4 @@
-"""client/stats.c against SciPy: each method recomputed independently
+"""results/stats.c against SciPy: each method recomputed independently
 (scipy.stats; Debian's python3-scipy) and each degenerate case (n=1, n=2,
 zero variance, all correct, all wrong, a missing seed) with its message.
 

@@ -1,4 +1,4 @@
-/* stats_probe: client/stats.c behind a line protocol, for test_stats.py to
+/* stats_probe: results/stats.c behind a line protocol, for test_stats.py to
  * check against SciPy.  One request a line on stdin, one JSON object a line
  * on stdout:
  *   ratio N a1..aN b1..bN     (nan marks a missing seed)

@@ -21,7 +21,7 @@ into a database that results_fixture made (its sweep 1 is the template).
                             at every step 1..steps.
 
 Each returns the new sweep's id.  Used by test_results_paged.py and
-bench/bench_results.sh (python3 tests/client/big_sweeps.py DB wide N [lean],
+bench/bench_results.sh (python3 tests/results/big_sweeps.py DB wide N [lean],
 DB search N N_SUCCEEDED)."""
 import sqlite3
 import sys

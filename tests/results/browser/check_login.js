@@ -1,5 +1,5 @@
 // Signing in to the dashboard from another host, in Debian's headless
-// chromium (tests/client/test_dashboard_login.sh runs it on a host of
+// chromium (tests/dashboard/test_dashboard_login.sh runs it on a host of
 // its own, so that the dashboard sees a peer beyond loopback):
 //   - a page asked for without a session is the sign-in form (401);
 //   - a wrong token typed in is refused (401, the form again, no cookie);

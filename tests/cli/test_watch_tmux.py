@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`bifocal watch` driven in real terminals: tmux panes 60 and 200 columns
 wide watch the same sweep of a real bifocald while fake workers (the wire
-protocol spoken by hand, tests/client/wire_peer.py) move its jobs: running
+protocol spoken by hand, tests/cli/wire_peer.py) move its jobs: running
 lines longer than 60 columns, a loss that gets shorter, jobs that end so
 their lines must go.  After every change each pane must show exactly the
 expected frame: the sweep's bar line, one line per running job, cut to the

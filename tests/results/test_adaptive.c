@@ -1,4 +1,4 @@
-/* client/adaptive.c: a comparison of adaptive seeds in words and JSON, for
+/* results/adaptive.c: a comparison of adaptive seeds in words and JSON, for
  * each state, from rows as the adaptive_seeds view gives them (configs as
  * JSON text, the interval on the log scale, NULL while unbounded). */
 #include <math.h>

@@ -26,7 +26,9 @@ import urllib.parse
 import urllib.request
 
 STATUSES = ["waiting", "queued", "running", "succeeded", "failed", "cancelled"]
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# checks.py lives beside the results tests (tests/results/).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                '..', 'results'))
 import checks  # noqa: E402
 from checks import check  # noqa: E402
 checks.print_passes = True   # the test's log lists what held, too
@@ -192,7 +194,7 @@ def agrees(port, ro, bifocal, db):
 def check_taken_values(port):
     """Sweep 6's confirm stage took each cell's tuned lr (from: "stage:tune"),
     different per cell: the dashboard groups it by rope alone, as compare
-    and the report do (client/sweep_view.h)."""
+    and the report do (results/sweep_view.h)."""
     _, s = get_ready(port, "/api/sweeps/6")
     confirm = sorted((g["label"], g["jobs"]) for g in s["groups"]
                      if g["fields"].get("stage") == "confirm")

@@ -1,6 +1,6 @@
 // What the browser tests share: Debian's chromium started headless through
 // playwright-core with a fresh profile, and what each figure of a page
-// drew (window.bifocalFigures, client/web/report.js).
+// drew (window.bifocalFigures, results/web/report.js).
 "use strict";
 const fs = require("fs");
 const os = require("os");

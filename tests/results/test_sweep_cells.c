@@ -1,5 +1,5 @@
 /* The cells the daemon stores at submission (jobs.cell: migration 9) are
- * the groups bifocal's results commands make (client/sweep_view.c) from
+ * the groups bifocal's results commands make (results/sweep_view.c) from
  * the jobs' configs, and the dashboard groups by them: for sweeps with
  * seeds, zips, excludes, stages and none of them, stored whole
  * (bf_store_submit_sweep) and in chunks (bf_store_stage_jobs, as the

@@ -43,7 +43,9 @@ import tempfile
 import time
 import urllib.parse
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# checks.py lives beside the results tests (tests/results/).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                '..', 'results'))
 from checks import check, finish  # noqa: E402
 
 

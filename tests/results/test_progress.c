@@ -1,4 +1,4 @@
-/* client/progress.c: observed step rates, the fallback to the worker's own
+/* results/progress.c: observed step rates, the fallback to the worker's own
  * throughput, job and sweep ETAs, against numbers worked out by hand. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -3,7 +3,7 @@
 # dashboard runs on h1 and Debian's headless chromium on h2, network
 # namespaces of scripts/cluster-hosts.sh (needs root; where they cannot be
 # made, the test fails), so the dashboard sees a peer beyond loopback and
-# asks for the token (browser/check_login.js says what is checked).  The
+# asks for the token (tests/results/browser/check_login.js says what is checked).  The
 # screenshot is left in OUT_DIR (the build tree).
 #
 #   test_dashboard_login.sh BIFOCAL RESULTS_FIXTURE CLUSTER_HOSTS_SH OUT_DIR
@@ -11,7 +11,7 @@ set -euo pipefail
 bifocal=$(realpath "$1") fixture=$2 hosts_sh=$(realpath "$3") out=$(realpath "$4")
 here=$(cd "$(dirname "$0")" && pwd)
 fail() { echo "FAIL: $*" >&2; exit 1; }
-[ -d "$here/browser/node_modules/playwright-core" ] \
+[ -d "$here/../results/browser/node_modules/playwright-core" ] \
     || fail "playwright-core is not installed: run scripts/browser-deps.sh"
 tmp=$(mktemp -d)
 cluster=bfl$(( $$ % 100000 ))
@@ -36,5 +36,5 @@ for _ in $(seq 200); do
 done
 [ -s "$tmp/port" ] || fail "the dashboard wrote no port file"
 port=$(cat "$tmp/port")
-"$hosts_sh" exec "$cluster" h2 node "$here/browser/check_login.js" \
+"$hosts_sh" exec "$cluster" h2 node "$here/../results/browser/check_login.js" \
     "http://10.213.0.1:$port" "$port" "$token" "$out"
