@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "args.h"
 #include "client.h"
 
 static void print_usage(FILE *out)
@@ -93,6 +94,6 @@ int main(int argc, char **argv)
         return 0;
     }
     rc = cmd->run(&cl, cargc, cargv);
-    bf_client_close(&cl);
+    bf_session_close(&cl);
     return rc;
 }

@@ -7,14 +7,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compare.h"
+#include "cmd_dashboard.h"
+#include "command.h"
+#include "cmd_results.h"
 #include "dashboard.h"
-#include "report.h"
 #include "results.h"
 #include "run.h"
 #include "watch.h"
 
 /* ---- argument helpers ----------------------------------------------------- */
+
+/* Requests req (taken over) and prints the array under `key` of the reply
+ * (bf_format_print_readable: JSON whole; a table or CSV without the config
+ * and with readable times).  0 or 1. */
+static int print_rows(bf_client *cl, json_t *req, const char *key,
+                      bf_row_format fmt)
+{
+    json_t *reply;
+    if (bf_session_request(cl, req, &reply))
+        return 1;
+    bf_format_print_readable(stdout, json_object_get(reply, key), fmt);
+    json_decref(reply);
+    return 0;
+}
 
 static int parse_id(const char *what, const char *s, json_int_t *out)
 {
@@ -43,14 +58,14 @@ static int cmd_submit(bf_client *cl, int argc, char **argv)
     const char *file;
     int strict = 0;
     const bf_option options[] = { BF_OPT_FLAG("strict", &strict), BF_OPT_END };
-    int n = bf_client_args(options, &file, 1, argc, argv);
+    int n = bf_command_args(options, &file, 1, argc, argv);
     if (n < 0)
         return 2;
     if (n != 1)
         return usage_error(argv[0], "expected one sweep FILE");
     int64_t sweep;
     int n_jobs;
-    if (bf_client_submit(cl, file, strict, &sweep, &n_jobs))
+    if (bf_session_submit(cl, file, strict, &sweep, &n_jobs))
         return 1;
     printf("sweep %lld: %d jobs\n", (long long)sweep, n_jobs);
     return 0;
@@ -73,14 +88,14 @@ static int cmd_status(bf_client *cl, int argc, char **argv)
     };
     json_int_t sweep = 0;
     bf_row_format fmt;
-    int n = bf_client_args(options, &sweep_arg, 1, argc, argv);
+    int n = bf_command_args(options, &sweep_arg, 1, argc, argv);
     if (n < 0 || (n == 1 && parse_id("SWEEP", sweep_arg, &sweep))
         || format_of(argv[0], format, &fmt))
         return 2;
     json_t *req = json_pack("{s:s}", "type", "status");
     if (n == 1)
         json_object_set_new(req, "sweep_id", json_integer(sweep));
-    return bf_client_print_rows(cl, req, "sweeps", fmt);
+    return print_rows(cl, req, "sweeps", fmt);
 }
 
 /* Asks for the pages of jobs after `after` until `limit` jobs (0: all)
@@ -95,7 +110,7 @@ static int fetch_jobs(bf_client *cl, const json_t *filter, json_int_t after,
         json_object_set_new(req, "after", json_integer(after));
         json_object_set_new(req, "limit", json_integer(left < PAGE ? left
                                                                    : PAGE));
-        if (bf_client_request(cl, req, &reply))
+        if (bf_session_request(cl, req, &reply))
             return 1;
         json_array_extend(jobs, json_object_get(reply, "jobs"));
         *next = json_integer_value(json_object_get(reply, "next_after"));
@@ -121,7 +136,7 @@ static int cmd_jobs(bf_client *cl, int argc, char **argv)
     };
     json_int_t sweep = 0, after = 0, next = 0;
     bf_row_format fmt;
-    if (bf_client_args(options, NULL, 0, argc, argv) < 0
+    if (bf_command_args(options, NULL, 0, argc, argv) < 0
         || (sweep_arg && parse_id("--sweep", sweep_arg, &sweep))
         || (after_arg && parse_id("--after", after_arg, &after))
         || format_of(argv[0], format, &fmt))
@@ -148,7 +163,7 @@ static int cmd_cancel(bf_client *cl, int argc, char **argv)
 {
     const char *job = NULL, *sweep;
     const bf_option options[] = { BF_OPT_STR("job", "N", &job), BF_OPT_END };
-    int n = bf_client_args(options, &sweep, 1, argc, argv);
+    int n = bf_command_args(options, &sweep, 1, argc, argv);
     if (n < 0)
         return 2;
     if ((n == 1) == (job != NULL))
@@ -157,7 +172,7 @@ static int cmd_cancel(bf_client *cl, int argc, char **argv)
     if (parse_id(job ? "--job" : "SWEEP", job ? job : sweep, &id))
         return 2;
     json_t *reply;
-    if (bf_client_request(cl, json_pack("{s:s, s:I}", "type", "cancel",
+    if (bf_session_request(cl, json_pack("{s:s, s:I}", "type", "cancel",
                                         job ? "job_id" : "sweep_id", id),
                           &reply))
         return 1;
@@ -176,14 +191,14 @@ static int cmd_retry(bf_client *cl, int argc, char **argv)
         BF_OPT_FLAG("from-scratch", &scratch),
         BF_OPT_END,
     };
-    if (bf_client_args(options, NULL, 0, argc, argv) < 0)
+    if (bf_command_args(options, NULL, 0, argc, argv) < 0)
         return 2;
     if (!job_arg)
         return usage_error(argv[0], "expected --job N [--from-scratch]");
     json_int_t job;
     if (parse_id("--job", job_arg, &job))
         return 2;
-    if (bf_client_request(cl, json_pack("{s:s, s:I, s:b}", "type", "retry",
+    if (bf_session_request(cl, json_pack("{s:s, s:I, s:b}", "type", "retry",
                                         "job_id", job, "from_scratch",
                                         scratch), NULL))
         return 1;
@@ -199,17 +214,17 @@ static int cmd_workers(bf_client *cl, int argc, char **argv)
         BF_OPT_STR("format", "table|csv|json", &format), BF_OPT_END,
     };
     bf_row_format fmt;
-    if (bf_client_args(options, NULL, 0, argc, argv) < 0
+    if (bf_command_args(options, NULL, 0, argc, argv) < 0
         || format_of(argv[0], format, &fmt))
         return 2;
-    return bf_client_print_rows(cl, json_pack("{s:s}", "type", "workers"),
+    return print_rows(cl, json_pack("{s:s}", "type", "workers"),
                                 "workers", fmt);
 }
 
 static int cmd_watch(bf_client *cl, int argc, char **argv)
 {
     const char *sweep_arg;
-    int n = bf_client_args(NULL, &sweep_arg, 1, argc, argv);
+    int n = bf_command_args(NULL, &sweep_arg, 1, argc, argv);
     if (n < 0)
         return 2;
     if (n != 1)

@@ -16,6 +16,7 @@
  * daemon or the death of every worker group ends the run with an error
  * pointing at the log file instead of watching forever. */
 #include "run.h"
+#include "command.h"
 #include "results.h"
 #include "watch.h"
 
@@ -405,7 +406,7 @@ static int parse_run_args(int argc, char **argv, bf_run_opts *o)
         BF_OPT_FLAG("no-dashboard", &o->no_dashboard),
         BF_OPT_END,
     };
-    int n = bf_client_args(options, &o->sweep_file, 1, argc, argv);
+    int n = bf_command_args(options, &o->sweep_file, 1, argc, argv);
     if (n < 0)
         return -1;
     if (n != 1) {
@@ -460,7 +461,7 @@ static int64_t unfinished_sweep(bf_client *cl, const char *file, int *n_jobs)
 {
     json_t *reply;
     int64_t found = 0;
-    if (bf_client_request(cl, json_pack("{s:s}", "type", "status"), &reply))
+    if (bf_session_request(cl, json_pack("{s:s}", "type", "status"), &reply))
         return 0;
     size_t i;
     json_t *row;
@@ -489,7 +490,7 @@ static int submit_and_follow(bf_run *r, bf_client *cl, const bf_run_opts *o)
     if (sweep > 0)
         printf("resuming sweep %lld, left unfinished in %s by an earlier run "
                "of %s\n", (long long)sweep, o->db, o->sweep_file);
-    else if (bf_client_submit(cl, o->sweep_file, o->strict, &sweep, &n_jobs))
+    else if (bf_session_submit(cl, o->sweep_file, o->strict, &sweep, &n_jobs))
         return 1;
     printf("sweep %lld: %d jobs on %d worker group(s) x %d rank(s); "
            "database %s\n", (long long)sweep, n_jobs, o->groups, o->ranks,
@@ -556,7 +557,7 @@ int bf_client_cmd_run(bf_client *cl, int argc, char **argv)
     cl->token_file = r.token_file;
     status = submit_and_follow(&r, cl, &o);
 stop:
-    bf_client_close(cl);
+    bf_session_close(cl);
     stop_everything(&r);
 out:
     uv_walk(&r.loop, close_handle, NULL);

@@ -325,7 +325,7 @@ static json_t *request_status(watch *w)
     json_t *req = json_pack("{s:s, s:I}", "type", "status", "sweep_id",
                             (json_int_t)w->sweep);
     json_t *reply;
-    if (bf_client_request(w->cl, req, &reply))
+    if (bf_session_request(w->cl, req, &reply))
         return NULL;
     json_t *rows = json_incref(json_object_get(reply, "sweeps"));
     json_decref(reply);
@@ -337,7 +337,7 @@ static int count_workers(watch *w, int64_t now)
     if (w->workers >= 0 && now - w->workers_ms < BF_WATCH_WORKERS_EVERY_MS)
         return 0;
     json_t *reply;
-    if (bf_client_request(w->cl, json_pack("{s:s}", "type", "workers"),
+    if (bf_session_request(w->cl, json_pack("{s:s}", "type", "workers"),
                           &reply))
         return -1;
     size_t i;

@@ -1,5 +1,6 @@
-/* dashboard: the command, and the handler that routes each request to the
- * page or the API once access is granted. */
+/* dashboard: the server that `bifocal dashboard` (cli/cmd_dashboard.c)
+ * runs, and the handler that routes each request to the page or the API
+ * once access is granted. */
 #include "dashboard.h"
 
 #include "clock.h"
@@ -121,12 +122,7 @@ void bf_dashboard_free(bf_dashboard *d)
     *d = (bf_dashboard){ 0 };
 }
 
-/* ---- the command ---------------------------------------------------------- */
-
-typedef struct dashboard_opts {
-    const char *db, *listen, *token_file, *port_file, *log_level;
-    int session_ttl_s;
-} dashboard_opts;
+/* ---- serving ------------------------------------------------------------- */
 
 typedef struct dashboard_run {
     uv_loop_t loop;
@@ -155,7 +151,7 @@ static int listens_on_loopback(const char *listen)
 
 /* The daemon's token when the dashboard listens beyond loopback ("" on
  * loopback).  0, or -1 after saying why it cannot be read. */
-static int read_token(const dashboard_opts *o, char *token, size_t cap)
+static int read_token(const bf_dashboard_opts *o, char *token, size_t cap)
 {
     token[0] = '\0';
     if (listens_on_loopback(o->listen))
@@ -171,34 +167,6 @@ static int read_token(const dashboard_opts *o, char *token, size_t cap)
     return -1;
 }
 
-static int parse_dashboard_args(int argc, char **argv, dashboard_opts *o)
-{
-    *o = (dashboard_opts){ .db = "./bifocal.db",
-                           .listen = BF_DASHBOARD_DEFAULT_LISTEN,
-                           .session_ttl_s = BF_DASH_SESSION_TTL_S };
-    const bf_option options[] = {
-        BF_OPT_STR("db", "FILE", &o->db),
-        BF_OPT_STR("listen", "HOST:PORT", &o->listen),
-        BF_OPT_STR("token-file", "FILE", &o->token_file),
-        BF_OPT_STR("port-file", "FILE", &o->port_file),
-        BF_OPT_STR("log-level", "LEVEL", &o->log_level),
-        BF_OPT_INT("session-ttl", "SECONDS", &o->session_ttl_s, 1,
-                   BF_DASH_MAX_SESSION_TTL_S),
-        BF_OPT_END,
-    };
-    if (bf_client_args(options, NULL, 0, argc, argv) < 0)
-        return -1;
-    int level = o->log_level ? bf_log_level_from_name(o->log_level)
-                             : BF_LOG_INFO;
-    if (level < 0) {
-        fprintf(stderr, "bifocal dashboard: --log-level is debug, info, warn "
-                        "or error\n");
-        return -1;
-    }
-    bf_log_set_level((bf_log_level)level);
-    return 0;
-}
-
 static int write_port(const char *path, int port)
 {
     char line[16];
@@ -211,7 +179,7 @@ static int write_port(const char *path, int port)
 }
 
 /* Listens and serves until SIGINT or SIGTERM. */
-static int serve(bf_dashboard *d, const dashboard_opts *o)
+static int serve(bf_dashboard *d, const bf_dashboard_opts *o)
 {
     dashboard_run r;
     uv_loop_init(&r.loop);
@@ -248,27 +216,23 @@ static int serve(bf_dashboard *d, const dashboard_opts *o)
     return status;
 }
 
-int bf_client_cmd_dashboard(bf_client *cl, int argc, char **argv)
+int bf_dashboard_serve(const bf_dashboard_opts *o)
 {
-    (void)cl;
-    dashboard_opts o;
-    if (parse_dashboard_args(argc, argv, &o))
-        return 2;
     /* Before any other libuv call: libuv allocates through common/alloc. */
     bf_stream_use_allocator();
     signal(SIGPIPE, SIG_IGN);
     char token[BF_TOKEN_HEX_LEN + 1];
-    if (read_token(&o, token, sizeof token))
+    if (read_token(o, token, sizeof token))
         return 1;
-    sqlite3 *db = bf_db_open(o.db, BF_DB_DASHBOARD_VERSION);
+    sqlite3 *db = bf_db_open(o->db, BF_DB_DASHBOARD_VERSION);
     if (!db)
         return 1;
     /* A reader never writes, whatever a bug might try. */
     sqlite3_exec(db, "PRAGMA query_only = 1", NULL, NULL, NULL);
     bf_dashboard d;
     int status = 1;
-    if (bf_dashboard_init(&d, db, o.db, token, o.session_ttl_s) == 0) {
-        status = serve(&d, &o);
+    if (bf_dashboard_init(&d, db, o->db, token, o->session_ttl_s) == 0) {
+        status = serve(&d, o);
         bf_dashboard_free(&d);
     }
     sqlite3_close(db);

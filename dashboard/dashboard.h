@@ -1,14 +1,14 @@
-/* dashboard: `bifocal dashboard [--db FILE] [--listen HOST:PORT]
+/* dashboard: the server of `bifocal dashboard [--db FILE] [--listen HOST:PORT]
  * [--token-file FILE] [--port-file FILE] [--log-level LEVEL]
- * [--session-ttl SECONDS]`: a live view
+ * [--session-ttl SECONDS]` (cli/cmd_dashboard.c): a live view
  * of the sweeps in a database, served over HTTP while the daemon and the
  * workers run (docs/dashboard.md).
  *
  * A separate process that opens the database read-only (WAL readers never
  * block the daemon's writer, and the daemon never blocks them), serves the
- * front-end of client/web/ (dashboard.html, which draws with report.js)
- * and the JSON API of client/dash_api.c, lets in whom client/dash_access.c
- * lets in, over the transport of client/http.c. */
+ * front-end of results/web/ (dashboard.html, which draws with report.js)
+ * and the JSON API of dashboard/dash_api.c, lets in whom
+ * dashboard/dash_access.c lets in, over the transport of dashboard/http.c. */
 #ifndef BF_DASHBOARD_H
 #define BF_DASHBOARD_H
 
@@ -42,7 +42,15 @@ void bf_dashboard_free(bf_dashboard *d);
 void bf_dashboard_handle(void *ctx, const bf_http_request *req,
                          bf_http_response *res);
 
-/* A bf_client_command. */
-int bf_client_cmd_dashboard(bf_client *cl, int argc, char **argv);
+/* What `bifocal dashboard` serves, and where (its options). */
+typedef struct bf_dashboard_opts {
+    const char *db, *listen, *token_file, *port_file;
+    int session_ttl_s;
+} bf_dashboard_opts;
+
+/* Opens o->db read-only and serves it on o->listen until SIGINT or
+ * SIGTERM, reading the daemon's token when listening beyond loopback.
+ * The process's exit status: 0, or 1 after printing why. */
+int bf_dashboard_serve(const bf_dashboard_opts *o);
 
 #endif

@@ -1280,37 +1280,31 @@ static void print_table(const json_t *rows)
         print_footer(rows);
 }
 
-int bf_client_cmd_compare(bf_client *cl, int argc, char **argv)
+int bf_compare_print(bf_source *src, int64_t sweep_id, const char *by,
+                     const char *where, const char *baseline,
+                     bf_row_format fmt)
 {
-    bf_result_opts o;
-    bf_source src;
-    int rc = bf_result_command_start(cl, argc, argv, BF_RESULT_OPT_FORMAT
-                                     | BF_RESULT_OPT_BY | BF_RESULT_OPT_BASELINE,
-                                     &o, &src);
-    if (rc)
-        return rc;
     bf_sweep_view v;
     json_t *rows = NULL;
     /* the succeeded jobs' facts, not their rows: memory per job compact */
     job_facts facts = { 0 };
     bf_sweep_hold h = { .status = "succeeded", .on_job = add_fact_of_row,
                         .ctx = &facts };
-    if (bf_compare_view_load(&v, &src, o.sweep, o.by, o.where, &h) == 0) {
+    if (bf_compare_view_load(&v, src, sweep_id, by, where, &h) == 0) {
         sort_facts(&facts);
-        rows = compare_rows(&v, &src, o.baseline, &facts);
+        rows = compare_rows(&v, src, baseline, &facts);
     }
     free(facts.f);
-    json_t *chosen = rows && o.fmt == BF_FORMAT_TABLE
-                     ? bf_selections_read(&src, o.sweep) : NULL;
-    if (rows && o.fmt == BF_FORMAT_TABLE) {
+    json_t *chosen = rows && fmt == BF_FORMAT_TABLE
+                     ? bf_selections_read(src, sweep_id) : NULL;
+    if (rows && fmt == BF_FORMAT_TABLE) {
         print_table(rows);
         bf_selections_print(stdout, chosen);
     } else if (rows)
-        bf_format_print(stdout, rows, NULL, o.fmt);
+        bf_format_print(stdout, rows, NULL, fmt);
     int status = rows ? 0 : 1;
     json_decref(chosen);
     json_decref(rows);
     bf_sweep_view_clear(&v);
-    bf_source_close(&src);
     return status;
 }

@@ -27,7 +27,12 @@ int bf_compare_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
 json_t *bf_compare_rows(const bf_sweep_view *v, bf_source *src,
                         const char *baseline);
 
-/* A bf_client_command. */
-int bf_client_cmd_compare(bf_client *cl, int argc, char **argv);
+/* Prints what `bifocal compare` prints of the sweep in fmt (a table with
+ * the selections below it, CSV or JSON), grouped by `by` ("FIELD,..." or
+ * NULL), of the jobs `where` selects, each group against its baseline
+ * (bf_compare_rows).  0, or 1 after printing why not. */
+int bf_compare_print(bf_source *src, int64_t sweep_id, const char *by,
+                     const char *where, const char *baseline,
+                     bf_row_format fmt);
 
 #endif

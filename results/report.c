@@ -152,26 +152,12 @@ static int write_report(const char *path, const json_t *data, int as_json)
     return 0;
 }
 
-int bf_client_cmd_report(bf_client *cl, int argc, char **argv)
+int bf_report_write(bf_source *src, int64_t sweep_id, const char *by,
+                    const char *where, const char *baseline,
+                    const char *output, int as_json)
 {
-    bf_result_opts o;
-    bf_source src;
-    int rc = bf_result_command_start(cl, argc, argv, BF_RESULT_OPT_OUTPUT
-                                     | BF_RESULT_OPT_JSON | BF_RESULT_OPT_BASELINE
-                                     | BF_RESULT_OPT_BY,
-                                     &o, &src);
-    if (rc)
-        return rc;
-    char fallback[64];
-    if (!o.output) {
-        snprintf(fallback, sizeof fallback, "bifocal-report-%d.%s", o.sweep,
-                 o.json ? "json" : "html");
-        o.output = fallback;
-    }
-    json_t *data = report_data(&src, o.sweep, o.by, o.where,
-                                  o.baseline);
-    int status = data ? write_report(o.output, data, o.json) : 1;
+    json_t *data = report_data(src, sweep_id, by, where, baseline);
+    int status = data ? write_report(output, data, as_json) : 1;
     json_decref(data);
-    bf_source_close(&src);
     return status;
 }

@@ -19,7 +19,11 @@
  * (the rows of bf_compare_rows, taken over).  New reference. */
 json_t *bf_report_summary(const bf_sweep_view *v, json_t *compare);
 
-/* A bf_client_command. */
-int bf_client_cmd_report(bf_client *cl, int argc, char **argv);
+/* Writes the report of the sweep (its jobs `where` selects, grouped by
+ * `by`, against baseline) to the file output: the HTML page, or with
+ * as_json its data alone.  0, or 1 after printing why not. */
+int bf_report_write(bf_source *src, int64_t sweep_id, const char *by,
+                    const char *where, const char *baseline,
+                    const char *output, int as_json);
 
 #endif

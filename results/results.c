@@ -2,7 +2,6 @@
 #include "results.h"
 
 #include "alloc.h"
-#include "args.h"
 #include "sweep_view.h"
 
 #include <stdio.h>
@@ -136,80 +135,4 @@ int bf_results_check_failed(bf_source *src, int64_t sweep_id)
                 n_failed, v.n_jobs, (long long)sweep_id);
     bf_sweep_view_clear(&v);
     return n_failed > 0;
-}
-
-static int usage(const char *cmd, const char *text)
-{
-    fprintf(stderr, "bifocal %s: %s (see bifocal %s --help)\n", cmd, text,
-            cmd);
-    return 2;
-}
-
-/* -o FILE is --output FILE (the one short option, as the issue names it). */
-static void expand_short_output(int argc, char **argv)
-{
-    static char output[] = "--output";
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "-o") == 0)
-            argv[i] = output;
-}
-
-static int parse_opts(int argc, char **argv, unsigned allowed,
-                      bf_result_opts *o)
-{
-    const char *format = "table", *sweep = NULL;
-    *o = (bf_result_opts){ .fmt = BF_FORMAT_TABLE };
-    const bf_option all[] = {
-        BF_OPT_STR("db", "FILE", &o->db),
-        BF_OPT_STR("format", "table|csv|json", &format),
-        BF_OPT_STR("where", "FIELD=VALUE[,...]", &o->where),
-        BF_OPT_STR("by", "FIELD,...", &o->by),
-        BF_OPT_STR("baseline", "FIELD=VALUE[,...]", &o->baseline),
-        BF_OPT_STR("output", "FILE", &o->output),
-        BF_OPT_FLAG("json", &o->json),
-    };
-    static const unsigned bit[] = { 0, BF_RESULT_OPT_FORMAT, 0, BF_RESULT_OPT_BY,
-                                    BF_RESULT_OPT_BASELINE,
-                                    BF_RESULT_OPT_OUTPUT, BF_RESULT_OPT_JSON };
-    bf_option options[sizeof all / sizeof *all + 1];
-    int n = 0;
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-        if (bit[i] == 0 || (allowed & bit[i]))
-            options[n++] = all[i];
-    options[n] = (bf_option)BF_OPT_END;
-    expand_short_output(argc, argv);
-    int n_pos = bf_client_args(options, &sweep, 1, argc, argv);
-    if (n_pos < 0)
-        return 2;
-    if (bf_format_parse(format, &o->fmt))
-        return usage(argv[0], "--format is table, csv or json");
-    char *end = NULL;
-    long id = n_pos == 1 ? strtol(sweep, &end, 10) : 0;
-    if (n_pos != 1 || !*sweep || *end || id < 1 || id > 2147483647)
-        return usage(argv[0], "expected one SWEEP id (a positive integer)");
-    o->sweep = (int)id;
-    return 0;
-}
-
-int bf_result_command_start(bf_client *cl, int argc, char **argv,
-                            unsigned allowed, bf_result_opts *o,
-                            bf_source *src)
-{
-    int rc = parse_opts(argc, argv, allowed, o);
-    if (rc)
-        return rc;
-    return bf_source_open(src, cl, o->db) ? 1 : 0;
-}
-
-int bf_client_cmd_results(bf_client *cl, int argc, char **argv)
-{
-    bf_result_opts o;
-    bf_source src;
-    int rc = bf_result_command_start(cl, argc, argv, BF_RESULT_OPT_FORMAT, &o,
-                                     &src);
-    if (rc)
-        return rc;
-    int status = bf_results_print(&src, o.sweep, o.where, o.fmt);
-    bf_source_close(&src);
-    return status;
 }

@@ -43,7 +43,7 @@ static int session__connect(bf_client *cl)
     return 0;
 }
 
-void bf_client_close(bf_client *cl)
+void bf_session_close(bf_client *cl)
 {
     if (cl->connected)
         bf_rpc_close(&cl->conn);
@@ -81,7 +81,7 @@ static json_t *session__call(bf_client *cl, json_t *req, int timeout_ms)
     return reply;
 }
 
-/* bf_client_request with a timeout of its own. */
+/* bf_session_request with a timeout of its own. */
 static int session__request(bf_client *cl, json_t *req, int timeout_ms,
                             json_t **reply_out)
 {
@@ -96,25 +96,12 @@ static int session__request(bf_client *cl, json_t *req, int timeout_ms,
     return 0;
 }
 
-int bf_client_request(bf_client *cl, json_t *req, json_t **reply_out)
+int bf_session_request(bf_client *cl, json_t *req, json_t **reply_out)
 {
     return session__request(cl, req, BF_CLIENT_TIMEOUT_MS, reply_out);
 }
 
-/* ---- printing rows -------------------------------------------------------- */
-
-int bf_client_print_rows(bf_client *cl, json_t *req, const char *key,
-                         bf_row_format fmt)
-{
-    json_t *reply;
-    if (bf_client_request(cl, req, &reply))
-        return 1;
-    bf_format_print_readable(stdout, json_object_get(reply, key), fmt);
-    json_decref(reply);
-    return 0;
-}
-
-/* ---- submit ----------------------------------------------------- */
+/* ---- submit -------------------------------------------------------------- */
 
 /* The absolute folder of the file at path, into dir; -1 after printing. */
 static int session__folder_of(const char *path, char *dir)
@@ -128,7 +115,7 @@ static int session__folder_of(const char *path, char *dir)
     return ok ? 0 : -1;
 }
 
-int bf_client_submit(bf_client *cl, const char *path, int strict,
+int bf_session_submit(bf_client *cl, const char *path, int strict,
                      int64_t *sweep_id, int *n_jobs)
 {
     size_t len;
@@ -157,21 +144,4 @@ int bf_client_submit(bf_client *cl, const char *path, int strict,
     *n_jobs = (int)json_integer_value(json_object_get(reply, "jobs"));
     json_decref(reply);
     return 0;
-}
-
-/* ---- a command's arguments ------------------------------------------------ */
-
-int bf_client_args(const bf_option *options, const char **pos,
-                   int max_positional, int argc, char **argv)
-{
-    char prog[64];
-    snprintf(prog, sizeof prog, "bifocal %s", argv[0]);
-    bf_args a = { .prog = prog, .options = options, .positional = pos,
-                  .max_positional = max_positional };
-    int rc = bf_args_parse(&a, argc, argv);
-    if (rc == BF_ARGS_OK)
-        return a.n_positional;
-    /* BF_ARGS_HELP cannot come back: bifocal.c prints a command's help
-     * when --help is among its arguments, before the command runs. */
-    return -1;
 }

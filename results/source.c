@@ -86,7 +86,7 @@ static int next_page(bf_source_cursor *c)
     json_decref(c->page);
     c->page = NULL;
     json_t *reply;
-    if (bf_client_request(c->src->cl, req, &reply))
+    if (bf_session_request(c->src->cl, req, &reply))
         return -1;
     json_t *rows = json_object_get(reply, "rows");
     c->after = json_incref(json_object_get(reply, "next"));
@@ -214,7 +214,7 @@ int bf_source_progress(bf_source *src, int64_t sweep_id, json_t **row)
         if (st)
             sqlite3_bind_int64(st, 1, sweep_id);
         rows = st ? bf_db_rows(src->db, st) : NULL;
-    } else if (bf_client_request(src->cl, json_pack(
+    } else if (bf_session_request(src->cl, json_pack(
                    "{s:s, s:I}", "type", "status", "sweep_id",
                    (json_int_t)sweep_id), &reply) == 0) {
         rows = json_incref(json_object_get(reply, "sweeps"));
