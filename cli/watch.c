@@ -2,9 +2,9 @@
  *
  * Each poll asks for the sweep's counts (`status`), its running jobs with
  * their newest step (`rows` of the live_jobs view) and, less often, the
- * workers; client/progress.c turns the running jobs into rates and ETAs.
+ * workers; results/progress.c turns the running jobs into rates and ETAs.
  * A sweep with adaptive seeds shows each comparison's state too (the
- * adaptive_seeds view, client/adaptive.c). */
+ * adaptive_seeds view, results/adaptive.c). */
 #include "watch.h"
 
 #include "adaptive.h"

@@ -1,7 +1,7 @@
 /* dash_api: the dashboard's JSON API (docs/dashboard.md lists every
  * endpoint, parameter, cursor and error).  Read-only: every answer comes
  * from the database opened read-only, through the queries the result
- * commands use (client/source.c, sweep_view.c, compare.c, results.c,
+ * commands use (results/source.c, sweep_view.c, compare.c, results.c,
  * report.c) and the live_jobs view; none changes anything.
  *
  * A sweep's aggregates (dash_sweep.c: counts, groups, the comparison, the

@@ -1,6 +1,6 @@
 /* http: the dashboard's HTTP/1.1 transport.  Bytes in, parsed requests out
  * to a callback, its responses back out; it knows nothing of what a path
- * means (client/dashboard.c does).
+ * means (dashboard/dashboard.c does).
  *
  * Two layers, so that the request handling can be fuzzed without sockets
  * (tests/fuzz/fuzz_http.c):

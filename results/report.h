@@ -3,7 +3,7 @@
  * inline) with the structure-gap figure, training-loss curves, the learned
  * frequencies, the comparison table and verdicts, the per-job table and the
  * sweep file; or, with --json, the report's data alone (docs/results.md
- * describes it): the front-end in client/web/ draws from that JSON. */
+ * describes it): the front-end in results/web/ draws from that JSON. */
 #ifndef BF_REPORT_H
 #define BF_REPORT_H
 

@@ -34,7 +34,7 @@ typedef struct bf_sweep_held {
 
 typedef struct bf_sweep_view {
     /* read-only: made by bf_sweep_view_scan and _hold, or by
-     * client/dash_sweep.c from its aggregates (which fills the private
+     * dashboard/dash_sweep.c from its aggregates (which fills the private
      * part too) */
     int64_t sweep_id;
     json_t *sweep;          /* the sweeps row (name, filename, source, ...) */

@@ -1,5 +1,5 @@
-/* web_assets: the front-end files of client/web/, embedded at build time
- * by scripts/embed_files.py (client/web/meson.build). */
+/* web_assets: the front-end files of results/web/, embedded at build time
+ * by scripts/embed_files.py (results/web/meson.build). */
 #ifndef BF_WEB_ASSETS_H
 #define BF_WEB_ASSETS_H
 

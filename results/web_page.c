@@ -1,4 +1,4 @@
-/* web_page: templates of client/web/ with their markers filled in. */
+/* web_page: templates of results/web/ with their markers filled in. */
 #include "web_page.h"
 
 #include <string.h>

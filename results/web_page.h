@@ -1,4 +1,4 @@
-/* web_page: a page of the front-end (client/web/) filled in.  A template's
+/* web_page: a page of the front-end (results/web/) filled in.  A template's
  * markers stand for embedded files or data; the report writes its page once
  * into a self-contained file, the dashboard renders its page once at start
  * and serves it. */
