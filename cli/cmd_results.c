@@ -95,51 +95,62 @@ static int command_start(bf_client *cl, int argc, char **argv,
     return bf_source_open(src, cl, o->db) ? 1 : 0;
 }
 
-int bf_client_cmd_results(bf_client *cl, int argc, char **argv)
+/* What each command does with its parsed options and open source: 0, or
+ * 1 after printing why not. */
+static int print_results(bf_source *src, bf_result_opts *o)
+{
+    return bf_results_print(src, o->sweep, o->where, o->fmt);
+}
+
+static int print_compare(bf_source *src, bf_result_opts *o)
+{
+    return bf_compare_print(src, o->sweep, o->by, o->where, o->baseline,
+                            o->fmt);
+}
+
+static int write_report(bf_source *src, bf_result_opts *o)
+{
+    char fallback[64];
+    if (!o->output) {
+        snprintf(fallback, sizeof fallback, "bifocal-report-%d.%s", o->sweep,
+                 o->json ? "json" : "html");
+        o->output = fallback;
+    }
+    return bf_report_write(src, o->sweep, o->by, o->where, o->baseline,
+                           o->output, o->json);
+}
+
+/* A result command: the options `allowed` has parsed, its source opened,
+ * run done with them, the source closed.  The exit status. */
+static int result_command(bf_client *cl, int argc, char **argv,
+                          unsigned allowed,
+                          int (*run)(bf_source *, bf_result_opts *))
 {
     bf_result_opts o;
     bf_source src;
-    int rc = command_start(cl, argc, argv, BF_RESULT_OPT_FORMAT, &o, &src);
+    int rc = command_start(cl, argc, argv, allowed, &o, &src);
     if (rc)
         return rc;
-    int status = bf_results_print(&src, o.sweep, o.where, o.fmt);
+    int status = run(&src, &o);
     bf_source_close(&src);
     return status;
+}
+
+int bf_client_cmd_results(bf_client *cl, int argc, char **argv)
+{
+    return result_command(cl, argc, argv, BF_RESULT_OPT_FORMAT, print_results);
 }
 
 int bf_client_cmd_compare(bf_client *cl, int argc, char **argv)
 {
-    bf_result_opts o;
-    bf_source src;
-    int rc = command_start(cl, argc, argv, BF_RESULT_OPT_FORMAT
-                           | BF_RESULT_OPT_BY | BF_RESULT_OPT_BASELINE,
-                           &o, &src);
-    if (rc)
-        return rc;
-    int status = bf_compare_print(&src, o.sweep, o.by, o.where, o.baseline,
-                                  o.fmt);
-    bf_source_close(&src);
-    return status;
+    return result_command(cl, argc, argv, BF_RESULT_OPT_FORMAT
+                          | BF_RESULT_OPT_BY | BF_RESULT_OPT_BASELINE,
+                          print_compare);
 }
 
 int bf_client_cmd_report(bf_client *cl, int argc, char **argv)
 {
-    bf_result_opts o;
-    bf_source src;
-    int rc = command_start(cl, argc, argv, BF_RESULT_OPT_OUTPUT
-                           | BF_RESULT_OPT_JSON | BF_RESULT_OPT_BASELINE
-                           | BF_RESULT_OPT_BY,
-                           &o, &src);
-    if (rc)
-        return rc;
-    char fallback[64];
-    if (!o.output) {
-        snprintf(fallback, sizeof fallback, "bifocal-report-%d.%s", o.sweep,
-                 o.json ? "json" : "html");
-        o.output = fallback;
-    }
-    int status = bf_report_write(&src, o.sweep, o.by, o.where, o.baseline,
-                                 o.output, o.json);
-    bf_source_close(&src);
-    return status;
+    return result_command(cl, argc, argv, BF_RESULT_OPT_OUTPUT
+                          | BF_RESULT_OPT_JSON | BF_RESULT_OPT_BASELINE
+                          | BF_RESULT_OPT_BY, write_report);
 }
