@@ -1,6 +1,7 @@
-/* compare: `bifocal compare SWEEP [--by FIELD,...] [--baseline FIELD=VALUE]
- * [--format table|csv|json] [--db FILE]`: seed statistics per group and
- * eval depth, and each group against its baseline (docs/results.md). */
+/* compare: what `bifocal compare SWEEP [--by FIELD,...] [--baseline
+ * FIELD=VALUE] [--format table|csv|json] [--db FILE]` prints (its command
+ * line is cli/cmd_results.c): seed statistics per group and eval depth,
+ * and each group against its baseline (docs/results.md). */
 #ifndef BF_COMPARE_H
 #define BF_COMPARE_H
 

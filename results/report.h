@@ -1,5 +1,6 @@
-/* report: `bifocal report SWEEP [-o FILE.html] [--json] [--baseline F=V]
- * [--db FILE]`: one self-contained HTML file (every script, style and datum
+/* report: what `bifocal report SWEEP [-o FILE.html] [--json] [--baseline
+ * F=V] [--db FILE]` writes (its command line is cli/cmd_results.c): one
+ * self-contained HTML file (every script, style and datum
  * inline) with the structure-gap figure, training-loss curves, the learned
  * frequencies, the comparison table and verdicts, the per-job table and the
  * sweep file; or, with --json, the report's data alone (docs/results.md

@@ -1,5 +1,5 @@
-/* session: the connection to the daemon and the pieces of output that the
- * commands share.  See session.h. */
+/* session: the connection to the daemon and the requests over it that the
+ * commands and source.c share.  See session.h. */
 #include "session.h"
 
 #include <errno.h>
