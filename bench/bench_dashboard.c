@@ -338,7 +338,7 @@ static void time_pages(int port, long long total_rows)
 /* PIPELINERS connections each send PIPELINED_BYTES of pipelined `GET /`
  * (about 1,800 requests of the page) and read nothing; meanwhile a reader
  * times the sweeps list.  Each connection's queued answers stop at its
- * 8 MiB output budget (client/http.h), so the dashboard's peak RSS grows
+ * 8 MiB output budget (dashboard/http.h), so the dashboard's peak RSS grows
  * by about that per peer, not by the 180 MB of answers each asked for; the
  * reader is served within 2 s. */
 static void time_pipelining(pid_t dash, int port)

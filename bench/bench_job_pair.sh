@@ -29,7 +29,7 @@ out=$bench_tmp
 
 # The jobs' configs, as the coordinator hands them to a worker.
 bench_daemon_start "${trees[1]}/server/bifocald" "$out"
-"${trees[1]}/client/bifocal" --server "127.0.0.1:$(cat "$out/port")" \
+"${trees[1]}/cli/bifocal" --server "127.0.0.1:$(cat "$out/port")" \
     --token-file "$out/bench.db.token" submit "$sweep" >/dev/null
 bench_daemon_stop
 # code_dir (the code task's corpus, unused by the formal tasks) came after

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench_results: `bifocal results`, `compare` and `report` of 1,000,000-job
-# sweeps (tests/client/big_sweeps.py), through bifocald and with --db;
+# sweeps (tests/results/big_sweeps.py), through bifocald and with --db;
 # prints each command's time and peak memory, and bifocald's peak resident
 # memory after all of them (it holds one 1 MiB page per query, so that
 # stays flat).  Three sweeps:
@@ -15,7 +15,7 @@
 #   bench/bench_results.sh BUILD_DIR [N_JOBS]
 #
 # BUILD_DIR is a build with tests (the sweeps are grown from the database
-# tests/client/results_fixture writes).  VIA=db (or daemon) times one way
+# tests/results/results_fixture writes).  VIA=db (or daemon) times one way
 # only (default: both); BEFORE=PATH also times `results` and `compare` of
 # the bifocal at PATH with --db, for a before-and-after on the same sweeps.
 set -euo pipefail
@@ -23,11 +23,11 @@ build=$1 n=${2:-1000000} daemon=
 tmp=$(mktemp -d /tmp/bench-results-XXXXXX)
 trap 'kill "$daemon" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 db=$tmp/b.db
-"$build/tests/client/results_fixture" "$db"
+"$build/tests/results/results_fixture" "$db"
 grow() {
     local start sweep
     start=$(date +%s)
-    sweep=$(python3 "$(dirname "$0")/../tests/client/big_sweeps.py" "$db" "$@")
+    sweep=$(python3 "$(dirname "$0")/../tests/results/big_sweeps.py" "$db" "$@")
     echo "sweep $sweep ($*): written in $(( $(date +%s) - start )) s" >&2
     echo "$sweep"
 }
@@ -43,7 +43,7 @@ server=(--server "127.0.0.1:$(cat "$tmp/port")" --token-file "$db.token")
 # Runs `bifocal ARGS...` (the one at $client), printing its wall time,
 # peak memory and exit status (compare of the pending sweep exits 1:
 # nothing to compare).
-client=$build/client/bifocal
+client=$build/cli/bifocal
 measure() {
     local label=$1; shift
     local rc=0

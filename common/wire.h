@@ -11,7 +11,7 @@
  * This file is pure byte handling (bf_frame_reader, bf_wire_parse,
  * bf_wire_encode), used on whatever chunks a socket delivers: by the daemon's
  * libuv loop, the worker's libuv link and the client's blocking connection
- * (client/rpc.h). */
+ * (results/rpc.h). */
 #ifndef BF_WIRE_H
 #define BF_WIRE_H
 

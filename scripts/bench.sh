@@ -89,9 +89,9 @@ echo "== bench_dashboard: the dashboard on a 1,000-job sweep with 10M metric row
 build bifocal && build bifocald && build bench_dashboard && "$dir/bench/bench_dashboard"
 
 echo "== bench_results: results, compare and report of 1,000,000-job sweeps with and without results (--db; VIA=both adds bifocald)"
-# It grows its sweeps from tests/client/results_fixture: a build with tests.
+# It grows its sweeps from tests/results/results_fixture: a build with tests.
 results_dir=${RESULTS_BUILD_DIR:-build}
-if [ -x "$results_dir/tests/client/results_fixture" ]; then
+if [ -x "$results_dir/tests/results/results_fixture" ]; then
     VIA=${VIA:-db} bench/bench_results.sh "$results_dir"
 else
     echo "bench_results: needs a build with tests at $results_dir (RESULTS_BUILD_DIR)"

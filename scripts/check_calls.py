@@ -23,7 +23,8 @@ import sys
 # between files.
 from check_includes import find_cycles
 
-FOLDERS = ("common", "stream", "engine", "worker", "server", "client")
+FOLDERS = ("common", "stream", "engine", "worker", "server", "results",
+           "dashboard", "cli")
 DEFINED = set("TDBRCVWGS")   # nm's letters of a global definition
 
 

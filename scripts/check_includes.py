@@ -4,8 +4,13 @@
 usage: check_includes.py [ROOT]      (default: the repository root)
 
 1. Folders depend one way: common <- engine <- worker, common <- stream
-   <- worker, server, client; common <- server, common <- client.  A quoted include must resolve to a header in the
-   including file's own folder tree or in a folder it may depend on.
+   <- worker, server, results; common <- server; and the client's three
+   folders: common, stream <- results (what a sweep's results say) <-
+   dashboard (the HTTP server) <- cli (the `bifocal` command), which may
+   also use results directly.  Nothing includes cli/, and results/ never
+   includes a dashboard/ header.  A quoted include must resolve to a
+   header in the including file's own folder tree or in a folder it may
+   depend on.
 2. Forbidden system headers: common/ includes no uv.h, sqlite3.h or mpi.h;
    engine/ includes no uv.h or mpi.h; stream/ (the libuv plumbing of the
    transports) no sqlite3.h or mpi.h.
@@ -26,7 +31,9 @@ ALLOWED = {
     "engine": ["engine", "common"],
     "worker": ["worker", "engine", "stream", "common"],
     "server": ["server", "stream", "common"],
-    "client": ["client", "stream", "common"],
+    "results": ["results", "stream", "common"],
+    "dashboard": ["dashboard", "results", "stream", "common"],
+    "cli": ["cli", "dashboard", "results", "stream", "common"],
 }
 FORBIDDEN_SYSTEM = {
     "common": {"uv.h", "sqlite3.h", "mpi.h"},

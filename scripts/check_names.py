@@ -14,7 +14,7 @@ sweep_from).  For every global name a module defines:
 2. A `bf_` name is at home when it starts with `bf_STEM_` (or is
    `bf_STEM`) for its own module's stem; otherwise its first word
    (`bf_WORD_...`) must not be the stem of a module in another folder:
-   `bf_sweep_node_zips` may not live in client/, since bf_sweep_* is
+   `bf_sweep_node_zips` may not live in results/, since bf_sweep_* is
    server/sweep/'s.
 3. An `L__` name is used by no module outside folder L.
 4. A function is called by some other module of the programs or by a

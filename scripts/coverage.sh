@@ -19,7 +19,7 @@ find "$dir" -name '*.gcda' -delete
 meson test -C "$dir" --num-processes 2 --timeout-multiplier 3 --print-errorlogs >"$dir/coverage-tests.log" 2>&1 \
     || { tail -n 30 "$dir/coverage-tests.log"; echo "coverage: tests failed" >&2; exit 1; }
 
-folders=(common stream engine worker server client)
+folders=(common stream engine worker server results dashboard cli)
 summary=$(mktemp)
 trap 'rm -f "$summary"' EXIT
 printf '%-10s %8s %8s %7s %9s %8s %7s\n' folder lines covered percent \

@@ -9,10 +9,10 @@ BUILD_PKGS=(meson ninja-build pkg-config gcc libc6-dev
             libhttp-parser-dev)
 # The model's reference check (tests/reference/torch_check.py) runs PyTorch;
 # tests/e2e/test_e2e_run.sh looks for leftover processes with pgrep.
-# The report's and the dashboard's browser tests (tests/client/browser)
+# The report's and the dashboard's browser tests (tests/results/browser)
 # drive Debian's chromium with playwright-core from npm
 # (scripts/browser-deps.sh installs it; npm is Debian's package unless the
-# installed nodejs brings its own).  tests/client/test_watch_tmux.py drives
+# installed nodejs brings its own).  tests/cli/test_watch_tmux.py drives
 # `bifocal watch` in tmux; test_dashboard_http.py reaches the dashboard from
 # another host in network namespaces (iproute2, util-linux's unshare).
 # tests/e2e/test_e2e_study.sh runs scripts/study.sh frequency, which reads

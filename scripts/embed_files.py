@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Embeds files into a C file as NUL-terminated strings, so a binary carries
-its front-end (client/web/) the way bifocald carries its schema
+its front-end (results/web/) the way bifocald carries its schema
 (embed_sql.py).
 
 usage: embed_files.py OUTPUT.c PREFIX FILE...

@@ -20,8 +20,8 @@ harnesses=("$@")
 out=build-fuzz
 mkdir -p "$out"
 python3 scripts/embed_sql.py "$out/schema_sql.c" schema/[0-9]*.sql
-python3 scripts/embed_files.py "$out/web_assets.c" bf_web client/web/*.html \
-    client/web/*.js client/web/*.css client/web/vendor/uplot/uPlot.*
+python3 scripts/embed_files.py "$out/web_assets.c" bf_web results/web/*.html \
+    results/web/*.js results/web/*.css results/web/vendor/uplot/uPlot.*
 
 # The engine's kernels once, at the baseline level: meson builds a copy of
 # engine/layers.c and gemm.c per dispatch level, and isa.c without BF_KERNELS_X86
@@ -29,14 +29,14 @@ python3 scripts/embed_files.py "$out/web_assets.c" bf_web client/web/*.html \
 flags=(-std=gnu11 -g -O1 -D_GNU_SOURCE -Wall -Wextra -Werror -fsanitize=fuzzer,address,undefined
        -fno-sanitize-recover=undefined -Icommon -Istream -Iengine -Iserver -Iserver/sweep
        -Iserver/store
-       -Iclient -DBF_KERNELS_TABLE=bf_kernels_baseline -DBF_GEMM=bf_gemm_baseline)
+       -Iresults -Idashboard -DBF_KERNELS_TABLE=bf_kernels_baseline -DBF_GEMM=bf_gemm_baseline)
 # shellcheck disable=SC2207
 libs=($(pkg-config --cflags --libs jansson yaml-0.1 sqlite3 libuv openblas) -lhttp_parser -lm)
 common_src=(common/*.c)
 stream_src=(stream/*.c)
 store_src=(server/sweep/*.c server/store/*.c "$out/schema_sql.c")
-# The client but its main: the dashboard's command pulls in the others.
-client_src=($(ls client/*.c | grep -v '^client/bifocal\.c$') "$out/web_assets.c")
+# The dashboard and the results it serves; the CLI (cli/) is not needed.
+dashboard_src=(results/*.c dashboard/*.c "$out/web_assets.c")
 
 sources_of() {
     case $1 in
@@ -44,7 +44,7 @@ sources_of() {
         sweep) echo "${common_src[@]} server/sweep/*.c" ;;
         protocol) echo "${common_src[@]} ${store_src[@]} server/protocol.c server/holders.c server/queries.c server/submit.c server/chore.c server/cancels.c" ;;
         checkpoint) echo "${common_src[@]} engine/*.c" ;;
-        http) echo "${common_src[@]} ${stream_src[@]} ${store_src[@]} ${client_src[@]}" ;;
+        http) echo "${common_src[@]} ${stream_src[@]} ${store_src[@]} ${dashboard_src[@]}" ;;
         *) echo "unknown harness $1" >&2; exit 2 ;;
     esac
 }

@@ -26,13 +26,13 @@ rm -rf "$db" "$db"-wal "$db"-shm "$db".checkpoints "$db".log
 # bifocal run exits non-zero when a job failed (it lists them); the
 # comparison and the report still show what succeeded.
 status=0
-"$build"/client/bifocal run "$sweep" --db "$db" "$@" || status=$?
+"$build"/cli/bifocal run "$sweep" --db "$db" "$@" || status=$?
 
 echo
 echo "Seed statistics and comparison with plain RoPE (bifocal compare):"
-"$build"/client/bifocal compare 1 --db "$db" || status=$?
+"$build"/cli/bifocal compare 1 --db "$db" || status=$?
 echo
-"$build"/client/bifocal report 1 --db "$db" -o runs/quickstart-report.html || status=$?
+"$build"/cli/bifocal report 1 --db "$db" -o runs/quickstart-report.html || status=$?
 
 cat <<EOT
 

@@ -12,7 +12,7 @@
 // -spectrum-N.png, N counting the GROUP arguments from 1.  Fails naming
 // what it cannot find.
 // scripts/browser-deps.sh installs chromium and playwright-core; the browser
-// starts as the browser tests start it (tests/client/browser/chromium.js).
+// starts as the browser tests start it (tests/results/browser/chromium.js).
 "use strict";
 const path = require("path");
 const { launch } = require(path.join(__dirname, "..", "tests", "client",

@@ -40,7 +40,7 @@ if [ -z "${BIFOCAL:-}" ]; then
     [ -d "$build" ] || meson setup "$build"
     meson compile -C "$build" bifocal bifocald bifocal-worker
 fi
-bifocal=${BIFOCAL:-$build/client/bifocal}
+bifocal=${BIFOCAL:-$build/cli/bifocal}
 export OPENBLAS_NUM_THREADS=1
 
 # study_slim DB SLIM: the compact copy of a study's database that

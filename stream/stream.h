@@ -1,5 +1,5 @@
 /* stream: the libuv plumbing the three transports share (server/net.c,
- * client/http.c, worker/link.c): installing the allocator, listening,
+ * dashboard/http.c, worker/link.c): installing the allocator, listening,
  * writes of owned buffers, a graceful shutdown and the one policy for a
  * peer that stops reading.  It moves bytes and knows nothing of what they
  * mean; framing, HTTP and messages stay in the transports.

@@ -1,5 +1,5 @@
 /* stream_conn: one peer connection and the set of them a listener keeps,
- * the handles the three transports share (server/net.c, client/http.c,
+ * the handles the three transports share (server/net.c, dashboard/http.c,
  * worker/link.c).  As libuv's handles embed uv_handle_t first, a
  * transport's connection embeds a bf_stream_conn first, so that a
  * uv_stream_t * from a libuv callback casts back to the conn and to the

@@ -9,7 +9,7 @@
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 HOSTS="$ROOT/scripts/cluster-hosts.sh"
 BIFOCALD="$BUILD/server/bifocald"
-BIFOCAL="$BUILD/client/bifocal"
+BIFOCAL="$BUILD/cli/bifocal"
 WORKER="$BUILD/worker/bifocal-worker"
 SUBNET=10.213.0.0/24
 PORT=7070

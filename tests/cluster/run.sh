@@ -21,7 +21,7 @@ scenarios=("$@")
 
 die() { echo "tests/cluster: FAIL: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "needs root to create network namespaces (CI runs as root)"
-for b in server/bifocald worker/bifocal-worker client/bifocal; do
+for b in server/bifocald worker/bifocal-worker cli/bifocal; do
     [ -x "$BUILD/$b" ] || die "$BUILD/$b is missing: build first (meson compile -C $BUILD)"
 done
 source "$ROOT/scripts/deps.sh"

@@ -1,5 +1,5 @@
 /* probe_reader: the numbers of one request line of a test probe
- * (tests/client/stats_probe.c, tests/common/confseq_probe.c), which put a
+ * (tests/results/stats_probe.c, tests/common/confseq_probe.c), which put a
  * library behind a line protocol for a Python test to check against an
  * independent computation.  Header-only; a bad line exits 2. */
 #ifndef BFT_PROBE_READER_H

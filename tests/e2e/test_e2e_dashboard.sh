@@ -2,7 +2,7 @@
 # The live dashboard end to end, in a real browser: `bifocal run` starts a
 # daemon, a worker group of 2 MPI ranks and the dashboard, and trains a
 # three-job sweep (rope, spectral, bifocal) while headless chromium
-# (tests/client/browser/check_dashboard.js) watches it: a running job's
+# (tests/results/browser/check_dashboard.js) watches it: a running job's
 # step advances, the figures draw, a job page updates, no console error.
 # Then the run is interrupted (Ctrl-C) and must stop everything it started.
 # Screenshots land in OUT_DIR (the build tree).
@@ -11,7 +11,7 @@
 set -euo pipefail
 out=$1
 here=$(cd "$(dirname "$0")" && pwd)
-browser="$here/../client/browser"
+browser="$here/../results/browser"
 if [ ! -d "$browser/node_modules/playwright-core" ]; then
     echo "FAIL: playwright-core is not installed: run scripts/browser-deps.sh" >&2
     exit 1

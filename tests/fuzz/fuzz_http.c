@@ -1,6 +1,6 @@
 /* libFuzzer: the dashboard's request handling, from bytes to answers: the
- * HTTP session of client/http.c (http-parser, the arena, every limit) in
- * front of the dashboard's handler (client/dashboard.c: access rules, the
+ * HTTP session of dashboard/http.c (http-parser, the arena, every limit) in
+ * front of the dashboard's handler (dashboard/dashboard.c: access rules, the
  * page, the JSON API with its cursors and curves) over a real database,
  * opened read-only as `bifocal dashboard` opens it.  Only the socket layer
  * is left out: answers go to check_answer, which requires every one to be

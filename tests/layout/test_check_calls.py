@@ -44,18 +44,18 @@ expect("two files call each other",
        1, ["call circle between files: server/x.c -> server/y.c",
            "server/x.c -> server/y.c: y", "server/y.c -> server/x.c: x2"])
 expect("a circle of three, through data too",
-       {"client/p.c": "extern int q_count;\nint p(void) { return q_count; }\n",
-        "client/q.c": "int r(void);\nint q_count;\n"
+       {"results/p.c": "extern int q_count;\nint p(void) { return q_count; }\n",
+        "results/q.c": "int r(void);\nint q_count;\n"
                       "int q(void) { return r(); }\n",
-        "client/r.c": "int p(void);\nint r(void) { return p(); }\n"},
-       1, ["call circle between files: client/p.c -> client/q.c -> client/r.c",
-           "client/p.c -> client/q.c: q_count"])
+        "results/r.c": "int p(void);\nint r(void) { return p(); }\n"},
+       1, ["call circle between files: results/p.c -> results/q.c -> results/r.c",
+           "results/p.c -> results/q.c: q_count"])
 expect("a name defined twice draws no arrow",
        {"worker/main.c": "int helper(void);\n"
                          "int main(void) { return helper(); }\n",
         "worker/helper.c": "int main(void);\n"
                            "int helper(void) { return main(); }\n",
-        "client/main.c": "int main(void) { return 0; }\n"},
+        "results/main.c": "int main(void) { return 0; }\n"},
        0, ["no circle of calls"])
 
 expect("SQL in server/sweep",

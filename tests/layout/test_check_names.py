@@ -37,13 +37,13 @@ SWEEP = {"server/sweep/sweep.c": "int bf_sweep_parse(void) { return 1; }\n",
                             "int main(void) { return bf_sweep_parse(); }\n"}
 expect("names at home, each called", SWEEP, 0, ["every exported name"])
 expect("another folder's prefix",
-       dict(SWEEP, **{"client/zip_labels.c":
+       dict(SWEEP, **{"results/zip_labels.c":
                       "int bf_sweep_node_zips(void) { return 2; }\n",
-                      "client/use.c": "int bf_sweep_node_zips(void);\n"
+                      "results/use.c": "int bf_sweep_node_zips(void);\n"
                       "int bf_use_it(void) { return bf_sweep_node_zips(); }\n",
-                      "client/main.c": "int bf_use_it(void);\n"
+                      "results/main.c": "int bf_use_it(void);\n"
                       "int main(void) { return bf_use_it(); }\n"}),
-       1, ["client/zip_labels.c: bf_sweep_node_zips takes the prefix "
+       1, ["results/zip_labels.c: bf_sweep_node_zips takes the prefix "
            "bf_sweep_ of server/sweep/sweep"])
 expect("an exported function nobody calls",
        dict(SWEEP, **{"common/hash.c": "int bf_hash_unused(void) "

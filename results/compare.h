@@ -1,0 +1,39 @@
+/* compare: what `bifocal compare SWEEP [--by FIELD,...] [--baseline
+ * FIELD=VALUE] [--format table|csv|json] [--db FILE]` prints (its command
+ * line is cli/cmd_results.c): seed statistics per group and eval depth,
+ * and each group against its baseline (docs/results.md). */
+#ifndef BF_COMPARE_H
+#define BF_COMPARE_H
+
+#include <jansson.h>
+
+#include "session.h"
+#include "source.h"
+#include "sweep_view.h"
+
+/* The view compare and report read, holding the jobs h names (at least
+ * the succeeded ones), after checking that a job succeeded: without
+ * --where from the sweep's counts of jobs by status, before any job is
+ * read, else from bf_sweep_view_scan's count; "sweep N has no succeeded
+ * job yet" otherwise.  0, or -1 after printing the problem (clear v
+ * either way). */
+int bf_compare_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
+                         const char *by, const char *where,
+                         const bf_sweep_hold *h);
+
+/* One object per (group, eval depth), as `compare --format json` prints
+ * them, of a view with a succeeded job.  baseline is "FIELD=VALUE" or NULL
+ * (rope=rope where the sweep has it).  NULL after printing the problem
+ * (bad baseline, ...). */
+json_t *bf_compare_rows(const bf_sweep_view *v, bf_source *src,
+                        const char *baseline);
+
+/* Prints what `bifocal compare` prints of the sweep in fmt (a table with
+ * the selections below it, CSV or JSON), grouped by `by` ("FIELD,..." or
+ * NULL), of the jobs `where` selects, each group against its baseline
+ * (bf_compare_rows).  0, or 1 after printing why not. */
+int bf_compare_print(bf_source *src, int64_t sweep_id, const char *by,
+                     const char *where, const char *baseline,
+                     bf_row_format fmt);
+
+#endif

@@ -1,0 +1,107 @@
+/* results/adaptive.c: a comparison of adaptive seeds in words and JSON, for
+ * each state, from rows as the adaptive_seeds view gives them (configs as
+ * JSON text, the interval on the log scale, NULL while unbounded). */
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "adaptive.h"
+
+/* A row: the variant differs from the baseline in lr only. */
+static json_t *row(const char *state, int released, json_t *decided,
+                   json_t *ci_low, json_t *ci_high)
+{
+    return json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:s, s:o, s:o, s:o}",
+        "variant_config", "{\"lr\":1.0000000000000001e-05,\"rope\":\"rope\"}",
+        "baseline_config", "{\"lr\":0.0030000000000000001,\"rope\":\"rope\"}",
+        "eval_depth", 4, "seeds_min", 3, "seeds_max", 20,
+        "released", released, "state", state, "decided_seed", decided,
+        "ci_low", ci_low, "ci_high", ci_high);
+}
+
+static void expect_line(json_t *r, const char *want)
+{
+    char *line = bf_adaptive_line(r);
+    assert_string_equal(line, want);
+    free(line);
+}
+
+static void test_running_unbounded(void **state)
+{
+    (void)state;
+    json_t *r = row("running", 3, json_null(), json_null(), json_null());
+    expect_line(r, "lr=1e-05 vs lr=0.003, depth 4: still running, 3 seeds of "
+                "at most 20, loss ratio not bounded yet");
+    json_t *j = bf_adaptive_json(r);
+    assert_true(json_is_null(json_object_get(j, "decided_seed")));
+    assert_true(json_is_null(json_object_get(j, "ratio_low")));
+    assert_string_equal(json_string_value(json_object_get(j, "variant")),
+                        "lr=1e-05");
+    json_decref(j);
+    json_decref(r);
+}
+
+static void test_decided_and_undecided(void **state)
+{
+    (void)state;
+    json_t *r = row("lower", 6, json_integer(6), json_real(log(0.5)),
+                    json_real(log(0.8)));
+    expect_line(r, "lr=1e-05 vs lr=0.003, depth 4: decided lower at seed 6, "
+                "loss ratio in [×0.5, ×0.8]");
+    json_t *j = bf_adaptive_json(r);
+    /* a row without the level (a database before migration 22) */
+    assert_true(json_is_null(json_object_get(j, "alpha")));
+    json_decref(j);
+    /* with it, the line names it: one of a family of 3 */
+    json_object_set_new(r, "alpha", json_real(0.05 / 3));
+    expect_line(r, "lr=1e-05 vs lr=0.003, depth 4: decided lower at seed 6, "
+                "loss ratio in [×0.5, ×0.8] (98.33% sequence)");
+    j = bf_adaptive_json(r);
+    assert_true(fabs(json_real_value(json_object_get(j, "alpha")) - 0.05 / 3)
+                < 1e-15);
+    assert_int_equal(json_integer_value(json_object_get(j, "decided_seed")), 6);
+    assert_true(fabs(json_real_value(json_object_get(j, "ratio_high")) - 0.8)
+                < 1e-12);
+    json_decref(j);
+    json_decref(r);
+    r = row("undecided", 20, json_integer(20), json_real(log(0.9)),
+            json_real(log(1.2)));
+    expect_line(r, "lr=1e-05 vs lr=0.003, depth 4: undecided at seed 20 "
+                "(max), loss ratio in [×0.9, ×1.2]");
+    json_decref(r);
+    r = row("running", 7, json_null(), json_real(log(0.9)),
+            json_real(log(1.2)));
+    expect_line(r, "lr=1e-05 vs lr=0.003, depth 4: still running, 7 seeds of "
+                "at most 20, loss ratio in [×0.9, ×1.2]");
+    json_decref(r);
+}
+
+/* Its sweep cancelled before it was decided: said so, not "decided". */
+static void test_cancelled(void **state)
+{
+    (void)state;
+    json_t *r = row("cancelled", 5, json_integer(5), json_real(log(0.7)),
+                    json_real(log(1.1)));
+    expect_line(r, "lr=1e-05 vs lr=0.003, depth 4: cancelled undecided at "
+                "seed 5 (sweep cancelled), loss ratio in [×0.7, ×1.1]");
+    json_t *j = bf_adaptive_json(r);
+    assert_string_equal(json_string_value(json_object_get(j, "state")),
+                        "cancelled");
+    assert_int_equal(json_integer_value(json_object_get(j, "decided_seed")), 5);
+    json_decref(j);
+    json_decref(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_running_unbounded),
+        cmocka_unit_test(test_decided_and_undecided),
+        cmocka_unit_test(test_cancelled),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
