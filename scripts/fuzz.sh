@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses of tests/fuzz/ with clang (ASan + UBSan)
-# into build-fuzz/ and runs each for SECONDS (default 60), one after the
-# other, starting from the seed corpus tests/fuzz/corpus/NAME (new inputs
-# go to build-fuzz/corpus/NAME, never into the repository).  A crash, leak,
+# into build-fuzz/ and runs each for SECONDS (default 60), as many at once
+# as there are cores (FUZZ_JOBS), starting from the seed corpus
+# tests/fuzz/corpus/NAME (new inputs go to build-fuzz/corpus/NAME, never
+# into the repository).  A crash, leak,
 # sanitizer report or timeout fails the run; its reproducer lands in
 # build-fuzz/ (crash-*, leak-*, timeout-*) and the run's log in
 # build-fuzz/NAME.log.  Prints one line per harness with its figures.
@@ -57,29 +58,45 @@ defines_of() {
     esac
 }
 
-failed=0
-for h in "${harnesses[@]}"; do
+# Builds and runs one harness; prints its line, fails if the run did.
+fuzz_one() {
+    local h=$1 log="$out/$1.log" rc=0
     # shellcheck disable=SC2046
     clang "${flags[@]}" $(defines_of "$h") -o "$out/fuzz_$h" \
-        "tests/fuzz/fuzz_$h.c" $(sources_of "$h") "${libs[@]}"
+        "tests/fuzz/fuzz_$h.c" $(sources_of "$h") "${libs[@]}" || return 1
     mkdir -p "$out/corpus/$h"
-    log="$out/$h.log"
-    rc=0
     ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1" \
     "$out/fuzz_$h" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
         -max_len=65536 -print_final_stats=1 -artifact_prefix="$out/$h-" \
         "$out/corpus/$h" "tests/fuzz/corpus/$h" > "$log" 2>&1 || rc=$?
+    local execs cov ft units
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
     cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2)
     ft=$(grep -o 'ft: [0-9]*' "$log" | tail -n 1 | cut -d' ' -f2)
     units=$(ls "$out/corpus/$h" | wc -l)
     if [ "$rc" -ne 0 ]; then
-        failed=1
         echo "fuzz_$h: FAILED (status $rc) after ${execs:-?} execs; see $log"
         grep -m 3 -E 'ERROR|SUMMARY|runtime error' "$log" || true
-    else
-        echo "fuzz_$h: ok, ${seconds} s, ${execs:-?} execs, cov ${cov:-?}" \
-             "edges, ft ${ft:-?}, corpus $units units"
+        return 1
     fi
+    echo "fuzz_$h: ok, ${seconds} s, ${execs:-?} execs, cov ${cov:-?}" \
+         "edges, ft ${ft:-?}, corpus $units units"
+}
+
+# FUZZ_JOBS harnesses at a time (default: one per core); each prints into
+# its own file, shown in the harnesses' order once all have ended.
+at_once=${FUZZ_JOBS:-$(nproc)}
+pids=()
+for h in "${harnesses[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$at_once" ]; do
+        wait -n || true
+    done
+    fuzz_one "$h" > "$out/$h.line" 2>&1 &
+    pids+=($!)
+done
+failed=0
+for i in "${!harnesses[@]}"; do
+    wait "${pids[$i]}" || failed=1
+    cat "$out/${harnesses[$i]}.line"
 done
 exit "$failed"
