@@ -27,6 +27,21 @@ int bf_compare_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
 json_t *bf_compare_rows(const bf_sweep_view *v, bf_source *src,
                         const char *baseline);
 
+/* What compare keeps of each succeeded job a view holds by id alone (its
+ * training loss and eval examples, not its row), gathered as the view
+ * reads it: bf_sweep_hold.on_job = bf_compare_facts_add, .ctx = facts. */
+typedef struct bf_compare_facts bf_compare_facts;
+
+bf_compare_facts *bf_compare_facts_new(void);
+void bf_compare_facts_add(void *facts, const json_t *row);
+void bf_compare_facts_free(bf_compare_facts *facts);
+
+/* bf_compare_rows of a view that held its succeeded jobs by id alone,
+ * their facts gathered (sorted here). */
+json_t *bf_compare_rows_of_facts(const bf_sweep_view *v, bf_source *src,
+                                 const char *baseline,
+                                 bf_compare_facts *facts);
+
 /* A bf_client_command. */
 int bf_client_cmd_compare(bf_client *cl, int argc, char **argv);
 

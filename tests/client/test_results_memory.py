@@ -14,7 +14,11 @@ checked too.
   jobs have not succeeded (compare holds only the succeeded ones);
 - a wide sweep of 120,000 jobs, 8 in 9 succeeded: compare holds a few
   numbers per succeeded job, not its row (held as rows they took 72 MB,
-  over the limit), with --db and through bifocald alike.
+  over the limit), with --db and through bifocald alike;
+- the same in 300 groups (3 ropes times 100 lr values) of 400 seeds:
+  compare and report hold a few numbers per succeeded job, report the
+  rows of its first 10,000 jobs alone (its every succeeded row held ran
+  out of the limit).
 
 Under ASan a data limit cannot be set (its shadow memory counts), so there
 the peak resident memory alone is checked, against a bound of its own.
@@ -27,6 +31,7 @@ import json
 import os
 import resource
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -47,6 +52,9 @@ WIDE = 30000 if ASAN else 120000
 # took 130 MB (bifocal at db4b372: 2.1 KB a job).
 DATA_LIMIT = 48 << 20
 MAX_RSS_KB = 64 * 1024
+# The grid sweep: 3 ropes times this many lr values, WIDE / 300 seeds each;
+# client/report.c: the jobs its table lists.
+GRID_LRS, REPORT_MAX_JOBS = 100, 10000
 ASAN_MAX_RSS_KB = 160 * 1024
 
 
@@ -130,7 +138,7 @@ check(len(whole) == JOBS and all(isinstance(r.get("config"), dict) for r in whol
 # spectral, seed 1) have not succeeded, so the first succeeded job is
 # bifocal's; compare still lists rope, spectral, bifocal.
 wide = big_sweeps.wide(db, 300, lean=True)
-c = __import__("sqlite3").connect(db)
+c = sqlite3.connect(db)
 c.execute("UPDATE jobs SET status = 'queued' WHERE sweep_id = ? AND idx < 2", (wide,))
 c.commit()
 c.close()
@@ -154,6 +162,44 @@ check(len(wide_rows) == 3 * len(depths) > 0
       % out[:300])
 check(all(r.get("n_paired") for r in wide_rows if r["rope"] != "rope"),
       "each rope is paired with rope on their shared seeds")
+
+# Every job with results, in many groups of several seeds each (the wide
+# sweep's ropes times GRID_LRS values of lr): compare and report hold a
+# few numbers per succeeded job; report keeps the rows of its first
+# BF_REPORT_MAX_JOBS jobs alone (bifocal at 9d0a700 held every succeeded
+# job's row, and ran out of the limit here).
+grid = big_sweeps.wide(db, WIDE, lean=True)
+c = sqlite3.connect(db)
+c.execute("UPDATE jobs SET config = json_set(config, '$.lr', "
+          "0.001 + (idx / 3 % ?1) * 1e-6) WHERE sweep_id = ?2", (GRID_LRS, grid))
+c.commit()
+c.close()
+succeeded = WIDE - WIDE // 9
+out, _ = bifocal("compare", str(grid), "--format", "json", "--db", db)
+grid_rows = json.loads(out or "[]")
+depths = {r["eval_depth"] for r in grid_rows}
+check(len(grid_rows) == 3 * GRID_LRS * len(depths) > 0
+      and sum(r["n"] for r in grid_rows) == succeeded * len(depths),
+      "compare of the grid: %d groups of every succeeded seed, not %s"
+      % (3 * GRID_LRS, out[:300]))
+check(all(r.get("n_paired") for r in grid_rows if r["rope"] != "rope"),
+      "each rope is paired with rope at its lr on their shared seeds")
+report_path = os.path.join(tmp, "grid.json")
+bifocal("report", str(grid), "--json", "-o", report_path, "--db", db)
+with open(report_path) as f:
+    report = json.load(f)
+groups = report["groups"]
+check(len(groups) == 3 * GRID_LRS
+      and sum(g["jobs"] for g in groups) == WIDE
+      and sum(g["succeeded"] for g in groups) == succeeded,
+      "report counts every group's jobs: %s" % json.dumps(groups[:3]))
+check(len(report["jobs"]) == min(WIDE, REPORT_MAX_JOBS)
+      and [j["job_id"] for j in report["jobs"]]
+      == sorted(j["job_id"] for j in report["jobs"]),
+      "report lists the first %d jobs" % REPORT_MAX_JOBS)
+check([(r["group"], r["eval_depth"], r["n"]) for r in report["compare"]]
+      == [(r["group"], r["eval_depth"], r["n"]) for r in grid_rows],
+      "report's comparison has compare's rows")
 
 # Through a real bifocald: its status request gives the counts.
 ddb = os.path.join(tmp, "daemon.db")
