@@ -17,8 +17,9 @@ checked too.
   over the limit), with --db and through bifocald alike;
 - the same in 300 groups (3 ropes times 100 lr values) of 400 seeds:
   compare and report hold a few numbers per succeeded job, report the
-  rows of its first 10,000 jobs alone (its every succeeded row held ran
-  out of the limit).
+  rows of its first 10,000 jobs alone, under a data limit of 64 MB
+  (most of it the report's job table) that holding every succeeded row
+  ran out of.
 
 Under ASan a data limit cannot be set (its shadow memory counts), so there
 the peak resident memory alone is checked, against a bound of its own.
@@ -55,6 +56,10 @@ MAX_RSS_KB = 64 * 1024
 # The grid sweep: 3 ropes times this many lr values, WIDE / 300 seeds each;
 # client/report.c: the jobs its table lists.
 GRID_LRS, REPORT_MAX_JOBS = 100, 10000
+# The grid's report: its table's rows, read and as JSON, take most of it
+# whatever the sweep's size; holding every succeeded row (bifocal at
+# 9d0a700) ran out of it.
+REPORT_DATA_LIMIT = 64 << 20
 ASAN_MAX_RSS_KB = 160 * 1024
 
 
@@ -73,8 +78,9 @@ def measured(limit, fd, cmd):
     sys.exit(os.waitstatus_to_exitcode(status))
 
 
-def bifocal(*args, server=None, expect=0):
-    """Runs bifocal under the bound; its stdout and stderr."""
+def bifocal(*args, server=None, expect=0, limit=DATA_LIMIT):
+    """Runs bifocal under the bound (limit: its data); its stdout and
+    stderr."""
     cmd = [BIFOCAL] + (["--server", server[0], "--token-file", server[1]]
                        if server else []) + list(args)
     env = dict(os.environ)
@@ -82,7 +88,7 @@ def bifocal(*args, server=None, expect=0):
     read_rss, write_rss = os.pipe()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         p = subprocess.run([sys.executable, __file__, "--measured",
-                            str(0 if ASAN else DATA_LIMIT), str(write_rss)]
+                            str(0 if ASAN else limit), str(write_rss)]
                            + cmd, stdout=out, stderr=err, env=env,
                            pass_fds=(write_rss,))
         os.close(write_rss)
@@ -185,7 +191,8 @@ check(len(grid_rows) == 3 * GRID_LRS * len(depths) > 0
 check(all(r.get("n_paired") for r in grid_rows if r["rope"] != "rope"),
       "each rope is paired with rope at its lr on their shared seeds")
 report_path = os.path.join(tmp, "grid.json")
-bifocal("report", str(grid), "--json", "-o", report_path, "--db", db)
+bifocal("report", str(grid), "--json", "-o", report_path, "--db", db,
+        limit=REPORT_DATA_LIMIT)
 report = {}
 if os.path.exists(report_path):     # not when it ran out of memory
     with open(report_path) as f:
