@@ -19,7 +19,9 @@ checked too.
   compare and report hold a few numbers per succeeded job, report the
   rows of its first 10,000 jobs alone, under a data limit of 64 MB
   (most of it the report's job table) that holding every succeeded row
-  ran out of.
+  ran out of;
+- a report grouped by --by over jobs that ran different steps: each job's
+  curve is bucketed by its own steps, held by id or not.
 
 Under ASan a data limit cannot be set (its shadow memory counts), so there
 the peak resident memory alone is checked, against a bound of its own.
@@ -56,6 +58,8 @@ MAX_RSS_KB = 64 * 1024
 # The grid sweep: 3 ropes times this many lr values, WIDE / 300 seeds each;
 # client/report.c: the jobs its table lists.
 GRID_LRS, REPORT_MAX_JOBS = 100, 10000
+# Jobs of a sweep with training curves, past the report's first jobs.
+STEPS_JOBS = 12600
 # The grid's report: its table's rows, read and as JSON, take most of it
 # whatever the sweep's size; holding every succeeded row (bifocal at
 # 9d0a700) ran out of it.
@@ -209,6 +213,27 @@ check(len(jobs) == min(WIDE, REPORT_MAX_JOBS)
 check([(r["group"], r["eval_depth"], r["n"]) for r in report.get("compare", [])]
       == [(r["group"], r["eval_depth"], r["n"]) for r in grid_rows],
       "report's comparison has compare's rows")
+
+# Past the report's first jobs a succeeded job is held by id, its curves
+# read with its group's first row: a job whose steps differ from that
+# row's (here grouped together by --by rope) must keep its own, so that
+# its points fall in the buckets of its own run.
+steps = big_sweeps.wide(db, STEPS_JOBS)
+c = sqlite3.connect(db)
+c.execute("UPDATE jobs SET config = json_set(config, '$.steps', "
+          "json_extract(config, '$.steps') * 2) WHERE sweep_id = ?1 "
+          "AND seed > ?2", (steps, STEPS_JOBS // 3 - 200))
+c.commit()
+c.close()
+report_path = os.path.join(tmp, "steps.json")
+bifocal("report", str(steps), "--by", "rope", "--json", "-o", report_path,
+        "--db", db)
+with open(report_path) as f:
+    curves = json.load(f)["train_loss"]
+rope = [c["n"] for c in curves if c["group"] == 0]
+check(rope and {200, STEPS_JOBS // 3 - 200} <= set(rope[0]),
+      "rope's curve: buckets of the 200 jobs of twice the steps alone and "
+      "of the others alone, not %s" % rope)
 
 # Through a real bifocald: its status request gives the counts.
 ddb = os.path.join(tmp, "daemon.db")
