@@ -16,8 +16,9 @@
 #
 # BUILD_DIR is a build with tests (the sweeps are grown from the database
 # tests/results/results_fixture writes).  VIA=db (or daemon) times one way
-# only (default: both); BEFORE=PATH also times `results` and `compare` of
-# the bifocal at PATH with --db, for a before-and-after on the same sweeps.
+# only (default: both); CMDS="compare report" times those commands only
+# (default: results compare report); BEFORE=PATH also times them with the
+# bifocal at PATH with --db, for a before-and-after on the same sweeps.
 set -euo pipefail
 build=$1 n=${2:-1000000} daemon=
 tmp=$(mktemp -d /tmp/bench-results-XXXXXX)
@@ -53,10 +54,10 @@ measure() {
     printf '%-44s %7.1f s  client peak %5d MB  exit %d\n' "$label" "$secs" \
         $((kb / 1024)) "$rc"
 }
-via=${VIA:-both}
+via=${VIA:-both} cmds=${CMDS:-results compare report}
 for s in "all:$wide" "few:$few" "pending:$pending"; do
     name=${s%%:*} sweep=${s#*:}
-    for cmd in results compare report; do
+    for cmd in $cmds; do
         out=(); [ "$cmd" = report ] && out=(--json -o "$tmp/r.json")
         [ "$via" = db ] ||
             measure "$cmd $sweep ($name, through bifocald)" "${server[@]}" \
@@ -70,9 +71,10 @@ if [ -n "${BEFORE:-}" ]; then
     client=$BEFORE
     for s in "all:$wide" "few:$few" "pending:$pending"; do
         name=${s%%:*} sweep=${s#*:}
-        for cmd in results compare; do
+        for cmd in $cmds; do
+            out=(); [ "$cmd" = report ] && out=(--json -o "$tmp/r.json")
             measure "$cmd $sweep ($name, --db, before)" "$cmd" "$sweep" \
-                --db "$db"
+                --db "$db" "${out[@]}"
         done
     done
 fi

@@ -35,10 +35,11 @@ typedef struct job_fact {
 } job_fact;
 
 /* The succeeded jobs' facts, by id ascending (sort_facts). */
-typedef struct job_facts {
+struct bf_compare_facts {
     job_fact *f;
     size_t n, cap;
-} job_facts;
+};
+typedef struct bf_compare_facts job_facts;
 
 static double number(const json_t *row, const char *key)
 {
@@ -70,8 +71,20 @@ static int is_succeeded(const json_t *status)
            && strcmp(json_string_value(status), "succeeded") == 0;
 }
 
+bf_compare_facts *bf_compare_facts_new(void)
+{
+    return bf_xcalloc(1, sizeof(bf_compare_facts));
+}
+
+void bf_compare_facts_free(bf_compare_facts *facts)
+{
+    if (facts)
+        free(facts->f);
+    free(facts);
+}
+
 /* A job_results row as the view reads it (bf_sweep_hold.on_job). */
-static void add_fact_of_row(void *facts, const json_t *row)
+void bf_compare_facts_add(void *facts, const json_t *row)
 {
     if (is_succeeded(json_object_get(row, "status")))
         add_fact(facts, json_integer_value(json_object_get(row, "job_id")),
@@ -1103,13 +1116,20 @@ static json_t *compare_rows(const bf_sweep_view *v, bf_source *src,
     return rows;
 }
 
+json_t *bf_compare_rows_of_facts(const bf_sweep_view *v, bf_source *src,
+                                 const char *baseline_arg,
+                                 bf_compare_facts *facts)
+{
+    sort_facts(facts);
+    return compare_rows(v, src, baseline_arg, facts);
+}
+
 json_t *bf_compare_rows(const bf_sweep_view *v, bf_source *src,
                         const char *baseline_arg)
 {
     job_facts facts = { 0 };
     add_facts_of_view(&facts, v);
-    sort_facts(&facts);
-    json_t *rows = compare_rows(v, src, baseline_arg, &facts);
+    json_t *rows = bf_compare_rows_of_facts(v, src, baseline_arg, &facts);
     free(facts.f);
     return rows;
 }
@@ -1288,12 +1308,10 @@ int bf_compare_print(bf_source *src, int64_t sweep_id, const char *by,
     json_t *rows = NULL;
     /* the succeeded jobs' facts, not their rows: memory per job compact */
     job_facts facts = { 0 };
-    bf_sweep_hold h = { .status = "succeeded", .on_job = add_fact_of_row,
+    bf_sweep_hold h = { .status = "succeeded", .on_job = bf_compare_facts_add,
                         .ctx = &facts };
-    if (bf_compare_view_load(&v, src, sweep_id, by, where, &h) == 0) {
-        sort_facts(&facts);
-        rows = compare_rows(&v, src, baseline, &facts);
-    }
+    if (bf_compare_view_load(&v, src, sweep_id, by, where, &h) == 0)
+        rows = bf_compare_rows_of_facts(&v, src, baseline, &facts);
     free(facts.f);
     json_t *chosen = rows && fmt == BF_FORMAT_TABLE
                      ? bf_selections_read(src, sweep_id) : NULL;

@@ -36,4 +36,19 @@ int bf_compare_print(bf_source *src, int64_t sweep_id, const char *by,
                      const char *where, const char *baseline,
                      bf_row_format fmt);
 
+/* What compare keeps of each succeeded job a view holds by id alone (its
+ * training loss and eval examples, not its row), gathered as the view
+ * reads it: bf_sweep_hold.on_job = bf_compare_facts_add, .ctx = facts. */
+typedef struct bf_compare_facts bf_compare_facts;
+
+bf_compare_facts *bf_compare_facts_new(void);
+void bf_compare_facts_add(void *facts, const json_t *row);
+void bf_compare_facts_free(bf_compare_facts *facts);
+
+/* bf_compare_rows of a view that held its succeeded jobs by id alone,
+ * their facts gathered (sorted here). */
+json_t *bf_compare_rows_of_facts(const bf_sweep_view *v, bf_source *src,
+                                 const char *baseline,
+                                 bf_compare_facts *facts);
+
 #endif

@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char *const bf_curves_job_fields[] = { "steps", "n_layers",
+                                             "n_heads", "d_model", NULL };
+
 static double config_number(const bf_sweep_view *v, int job, const char *field)
 {
     const json_t *x = bf_sweep_view_value(v, (size_t)job, field);
@@ -90,7 +93,7 @@ static void end_job(loss_scan *s)
 static void start_job(loss_scan *s, int64_t job_id)
 {
     s->job_id = job_id;
-    s->row = bf_sweep_view_row_of(s->v, job_id);
+    s->row = bf_sweep_view_config_row(s->v, job_id);
     s->steps = s->row < 0 ? 0 : config_number(s->v, s->row, "steps");
     memset(s->sum, 0, sizeof s->sum);
     memset(s->count, 0, sizeof s->count);
@@ -235,7 +238,7 @@ static void on_freq_row(void *ctx, const double *x)
                && head == s->head && pair == s->pair;
     if (!same) {
         end_series(s);
-        int job = bf_sweep_view_row_of(s->v, job_id);
+        int job = bf_sweep_view_config_row(s->v, job_id);
         if (job < 0)
             return;
         freq_group *g = group_dims(s, job);

@@ -19,6 +19,11 @@
 #define BF_CURVE_BUCKETS 200
 #define BF_FREQ_BUCKETS 40
 
+/* The config fields the curves read of a job (NULL-terminated): a view
+ * that holds a job by id alone (bf_sweep_hold.alike) answers with its
+ * group's first row, which has the same values. */
+extern const char *const bf_curves_job_fields[];
+
 /* [{group, step: [...], mean: [...], low: [...], high: [...], n: [...]}],
  * one per group with training loss.  NULL after printing the problem. */
 json_t *bf_curves_train_loss(const bf_sweep_view *v, bf_source *src);

@@ -93,13 +93,16 @@ static json_t *report_data(bf_source *src, int64_t sweep_id,
     bf_sweep_view v;
     json_t *data = NULL, *compare = NULL, *loss = NULL, *freq = NULL,
            *adaptive = NULL, *chosen = NULL;
-    /* The succeeded jobs (the comparison and the curves), the first ones
-     * (the job table), and every group counted: memory per group and per
-     * result, not per pending job. */
+    /* The succeeded jobs by id and group with compare's facts (the
+     * comparison and the curves), the first ones' rows (the job table),
+     * and every group counted: memory per group and a few numbers per
+     * result, no row past the first ones, none per pending job. */
+    bf_compare_facts *facts = bf_compare_facts_new();
     bf_sweep_hold held = { .status = "succeeded", .first = BF_REPORT_MAX_JOBS,
-                           .every_group = 1 };
+                           .every_group = 1, .on_job = bf_compare_facts_add,
+                           .ctx = facts, .alike = bf_curves_job_fields };
     if (bf_compare_view_load(&v, src, sweep_id, by, where, &held) == 0
-        && (compare = bf_compare_rows(&v, src, baseline))
+        && (compare = bf_compare_rows_of_facts(&v, src, baseline, facts))
         && (loss = bf_curves_train_loss(&v, src))
         && (freq = bf_curves_frequencies(&v, src))
         && (adaptive = bf_adaptive_read(src, sweep_id))
@@ -121,6 +124,7 @@ static json_t *report_data(bf_source *src, int64_t sweep_id,
         json_object_set_new(data, "selections", chosen);
         loss = freq = adaptive = chosen = NULL;
     }
+    bf_compare_facts_free(facts);
     json_decref(chosen);
     json_decref(adaptive);
     json_decref(compare);

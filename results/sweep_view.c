@@ -532,9 +532,60 @@ static int held(const bf_sweep_hold *h, const json_t *row, size_t n)
     return !h->status || n < h->first || (s && strcmp(s, h->status) == 0);
 }
 
+/* Per group during a hold: the row of its first job held whole (-1:
+ * none yet), grown as groups are found. */
+typedef struct first_rows {
+    int *row;
+    int n;
+} first_rows;
+
+static int *first_row_of(first_rows *f, int g)
+{
+    if (g >= f->n) {
+        int n = 2 * g + 16;
+        f->row = bf_xrealloc(f->row, (size_t)n * sizeof *f->row);
+        for (int i = f->n; i < n; i++)
+            f->row[i] = -1;
+        f->n = n;
+    }
+    return &f->row[g];
+}
+
+/* Whether row has, in every field of alike, the value of row `first` of
+ * v->jobs (its group's first held; -1: none yet). */
+static int like_first(const bf_sweep_view *v, const json_t *row, int first,
+                      const char *const *alike)
+{
+    if (first < 0)
+        return 0;
+    for (; alike && *alike; alike++) {
+        json_t *a = bf_sweep_view_row_value(row, *alike),
+               *b = bf_sweep_view_value(v, (size_t)first, *alike);
+        if ((a || b) && !(a && b && json_equal(a, b)))
+            return 0;
+    }
+    return 1;
+}
+
+/* Holds row, the n-th job seen, of group g: whole without on_job, among
+ * the first ones, or unlike its group's first row held. */
+static void hold_kept(bf_sweep_view *v, const bf_sweep_hold *h,
+                      const json_t *row, int g, size_t n, first_rows *f)
+{
+    int *first = first_row_of(f, g);
+    int whole = !h->on_job || n < h->first
+                || !like_first(v, row, *first, h->alike);
+    if (whole && *first < 0)
+        *first = (int)v->jobs.n_rows;
+    hold_row(v, row, g, whole);
+    if (h->on_job)
+        h->on_job(h->ctx, row);
+}
+
 int bf_sweep_view_hold(bf_sweep_view *v, bf_source *src,
                        const bf_sweep_hold *h)
 {
+    first_rows f = { 0 };
     json_t *index = json_object(), *row;
     int64_t *first = NULL;
     int rc, partial = 0;
@@ -543,18 +594,18 @@ int bf_sweep_view_hold(bf_sweep_view *v, bf_source *src,
     bf_source_cursor c;
     if (bf_source_cursor_open(&c, src, "job_results", v->sweep_id) == 0)
         while ((row = bf_sweep_view_next(v, &c))) {
-            int keep = held(h, row, seen++), groups = v->n_groups;
+            int keep = held(h, row, seen);
             int g = keep || h->every_group
                     ? group_of_row(v, row, index, &first) : -1;
             if (h->every_group)
                 count_job(v, row, g);
             if (keep)
-                hold_row(v, row, g, !h->on_job || v->n_groups > groups);
-            if (keep && h->on_job)
-                h->on_job(h->ctx, row);
+                hold_kept(v, h, row, g, seen, &f);
             partial |= !keep;
+            seen++;
         }
     rc = bf_source_cursor_close(&c);
+    free(f.row);
     if (rc == 0 && partial && !h->every_group && v->n_groups > 1)
         rc = order_groups(v, src, h->status, index, first);
     json_decref(index);
@@ -599,6 +650,12 @@ int bf_sweep_view_row_of(const bf_sweep_view *v, int64_t job_id)
 {
     const bf_sweep_held *j = held_job(v, job_id);
     return j ? j->row : -1;
+}
+
+int bf_sweep_view_config_row(const bf_sweep_view *v, int64_t job_id)
+{
+    const bf_sweep_held *j = held_job(v, job_id);
+    return !j ? -1 : j->row >= 0 ? j->row : v->group_row[j->group];
 }
 
 int bf_sweep_view_group_of(const bf_sweep_view *v, int64_t job_id)

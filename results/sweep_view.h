@@ -95,12 +95,16 @@ typedef struct bf_sweep_hold {
     int every_group;        /* the groups of every job, each counted
                                (group_jobs, group_succeeded), not only
                                those of the jobs held */
-    /* Set (not with every_group or first): each job held is handed to
-     * on_job as read (borrowed) and held as its id and group alone (16
-     * bytes), jobs keeping only the row of each group's first job (its
+    /* Set: each job held is handed to on_job as read (borrowed) and held
+     * as its id and group alone (16 bytes), jobs keeping only the rows of
+     * the first `first` jobs and of each group's first job held (its
      * label's config): a million results cost 16 MB, not their rows. */
     void (*on_job)(void *ctx, const json_t *row);
     void *ctx;
+    /* With on_job: config fields (NULL-terminated; NULL: none) a job must
+     * share with its group's first row held, else its row is held too, so
+     * that bf_sweep_view_config_row answers for every job held. */
+    const char *const *alike;
 } bf_sweep_hold;
 
 /* After a scan, holds the jobs h names in v->jobs and groups them (memory:
@@ -124,6 +128,11 @@ json_t *bf_sweep_view_row_value(const json_t *row, const char *field);
 /* The row in v->jobs of a job id (binary search); -1 if not in the sweep
  * or its row is not held (bf_sweep_hold.on_job). */
 int bf_sweep_view_row_of(const bf_sweep_view *v, int64_t job_id);
+
+/* The row in v->jobs of a job id, or when its row is not held
+ * (bf_sweep_hold.on_job) its group's first row, which has the same values
+ * of the fields bf_sweep_hold.alike names; -1 if the job is not held. */
+int bf_sweep_view_config_row(const bf_sweep_view *v, int64_t job_id);
 
 /* The value of field in row `row` of v->jobs: its stage for "stage", else
  * the field of its config (borrowed; NULL if absent). */

@@ -14,7 +14,14 @@ checked too.
   jobs have not succeeded (compare holds only the succeeded ones);
 - a wide sweep of 120,000 jobs, 8 in 9 succeeded: compare holds a few
   numbers per succeeded job, not its row (held as rows they took 72 MB,
-  over the limit), with --db and through bifocald alike.
+  over the limit), with --db and through bifocald alike;
+- the same in 300 groups (3 ropes times 100 lr values) of 400 seeds:
+  compare and report hold a few numbers per succeeded job, report the
+  rows of its first 10,000 jobs alone, under a data limit of 64 MB
+  (most of it the report's job table) that holding every succeeded row
+  ran out of;
+- a report grouped by --by over jobs that ran different steps: each job's
+  curve is bucketed by its own steps, held by id or not.
 
 Under ASan a data limit cannot be set (its shadow memory counts), so there
 the peak resident memory alone is checked, against a bound of its own.
@@ -27,6 +34,7 @@ import json
 import os
 import resource
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -47,6 +55,15 @@ WIDE = 30000 if ASAN else 120000
 # took 130 MB (bifocal at db4b372: 2.1 KB a job).
 DATA_LIMIT = 48 << 20
 MAX_RSS_KB = 64 * 1024
+# The grid sweep: 3 ropes times this many lr values, WIDE / 300 seeds each;
+# results/report.c: the jobs its table lists.
+GRID_LRS, REPORT_MAX_JOBS = 100, 10000
+# Jobs of a sweep with training curves, past the report's first jobs.
+STEPS_JOBS = 12600
+# The grid's report: its table's rows, read and as JSON, take most of it
+# whatever the sweep's size; holding every succeeded row (bifocal at
+# 9d0a700) ran out of it.
+REPORT_DATA_LIMIT = 64 << 20
 ASAN_MAX_RSS_KB = 160 * 1024
 
 
@@ -65,8 +82,9 @@ def measured(limit, fd, cmd):
     sys.exit(os.waitstatus_to_exitcode(status))
 
 
-def bifocal(*args, server=None, expect=0):
-    """Runs bifocal under the bound; its stdout and stderr."""
+def bifocal(*args, server=None, expect=0, limit=DATA_LIMIT):
+    """Runs bifocal under the bound (limit: its data); its stdout and
+    stderr."""
     cmd = [BIFOCAL] + (["--server", server[0], "--token-file", server[1]]
                        if server else []) + list(args)
     env = dict(os.environ)
@@ -74,7 +92,7 @@ def bifocal(*args, server=None, expect=0):
     read_rss, write_rss = os.pipe()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         p = subprocess.run([sys.executable, __file__, "--measured",
-                            str(0 if ASAN else DATA_LIMIT), str(write_rss)]
+                            str(0 if ASAN else limit), str(write_rss)]
                            + cmd, stdout=out, stderr=err, env=env,
                            pass_fds=(write_rss,))
         os.close(write_rss)
@@ -130,7 +148,7 @@ check(len(whole) == JOBS and all(isinstance(r.get("config"), dict) for r in whol
 # spectral, seed 1) have not succeeded, so the first succeeded job is
 # bifocal's; compare still lists rope, spectral, bifocal.
 wide = big_sweeps.wide(db, 300, lean=True)
-c = __import__("sqlite3").connect(db)
+c = sqlite3.connect(db)
 c.execute("UPDATE jobs SET status = 'queued' WHERE sweep_id = ? AND idx < 2", (wide,))
 c.commit()
 c.close()
@@ -154,6 +172,68 @@ check(len(wide_rows) == 3 * len(depths) > 0
       % out[:300])
 check(all(r.get("n_paired") for r in wide_rows if r["rope"] != "rope"),
       "each rope is paired with rope on their shared seeds")
+
+# Every job with results, in many groups of several seeds each (the wide
+# sweep's ropes times GRID_LRS values of lr): compare and report hold a
+# few numbers per succeeded job; report keeps the rows of its first
+# BF_REPORT_MAX_JOBS jobs alone (bifocal at 9d0a700 held every succeeded
+# job's row, and ran out of the limit here).
+grid = big_sweeps.wide(db, WIDE, lean=True)
+c = sqlite3.connect(db)
+c.execute("UPDATE jobs SET config = json_set(config, '$.lr', "
+          "0.001 + (idx / 3 % ?1) * 1e-6) WHERE sweep_id = ?2", (GRID_LRS, grid))
+c.commit()
+c.close()
+succeeded = WIDE - WIDE // 9
+out, _ = bifocal("compare", str(grid), "--format", "json", "--db", db)
+grid_rows = json.loads(out or "[]")
+depths = {r["eval_depth"] for r in grid_rows}
+check(len(grid_rows) == 3 * GRID_LRS * len(depths) > 0
+      and sum(r["n"] for r in grid_rows) == succeeded * len(depths),
+      "compare of the grid: %d groups of every succeeded seed, not %s"
+      % (3 * GRID_LRS, out[:300]))
+check(all(r.get("n_paired") for r in grid_rows if r["rope"] != "rope"),
+      "each rope is paired with rope at its lr on their shared seeds")
+report_path = os.path.join(tmp, "grid.json")
+bifocal("report", str(grid), "--json", "-o", report_path, "--db", db,
+        limit=REPORT_DATA_LIMIT)
+report = {}
+if os.path.exists(report_path):     # not when it ran out of memory
+    with open(report_path) as f:
+        report = json.load(f)
+groups = report.get("groups", [])
+check(len(groups) == 3 * GRID_LRS
+      and sum(g["jobs"] for g in groups) == WIDE
+      and sum(g["succeeded"] for g in groups) == succeeded,
+      "report counts every group's jobs: %s" % json.dumps(groups[:3]))
+jobs = report.get("jobs", [])
+check(len(jobs) == min(WIDE, REPORT_MAX_JOBS)
+      and [j["job_id"] for j in jobs] == sorted(j["job_id"] for j in jobs),
+      "report lists the first %d jobs" % REPORT_MAX_JOBS)
+check([(r["group"], r["eval_depth"], r["n"]) for r in report.get("compare", [])]
+      == [(r["group"], r["eval_depth"], r["n"]) for r in grid_rows],
+      "report's comparison has compare's rows")
+
+# Past the report's first jobs a succeeded job is held by id, its curves
+# read with its group's first row: a job whose steps differ from that
+# row's (here grouped together by --by rope) must keep its own, so that
+# its points fall in the buckets of its own run.
+steps = big_sweeps.wide(db, STEPS_JOBS)
+c = sqlite3.connect(db)
+c.execute("UPDATE jobs SET config = json_set(config, '$.steps', "
+          "json_extract(config, '$.steps') * 2) WHERE sweep_id = ?1 "
+          "AND seed > ?2", (steps, STEPS_JOBS // 3 - 200))
+c.commit()
+c.close()
+report_path = os.path.join(tmp, "steps.json")
+bifocal("report", str(steps), "--by", "rope", "--json", "-o", report_path,
+        "--db", db)
+with open(report_path) as f:
+    curves = json.load(f)["train_loss"]
+rope = [c["n"] for c in curves if c["group"] == 0]
+check(rope and {200, STEPS_JOBS // 3 - 200} <= set(rope[0]),
+      "rope's curve: buckets of the 200 jobs of twice the steps alone and "
+      "of the others alone, not %s" % rope)
 
 # Through a real bifocald: its status request gives the counts.
 ddb = os.path.join(tmp, "daemon.db")
