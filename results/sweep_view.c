@@ -646,12 +646,6 @@ static const bf_sweep_held *held_job(const bf_sweep_view *v, int64_t job_id)
                                by_job_id) : NULL;
 }
 
-int bf_sweep_view_row_of(const bf_sweep_view *v, int64_t job_id)
-{
-    const bf_sweep_held *j = held_job(v, job_id);
-    return j ? j->row : -1;
-}
-
 int bf_sweep_view_config_row(const bf_sweep_view *v, int64_t job_id)
 {
     const bf_sweep_held *j = held_job(v, job_id);

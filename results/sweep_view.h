@@ -73,7 +73,7 @@ typedef struct bf_sweep_view {
     json_t *zips;           /* the sweep file's labelled zips
                                (zip_labels.h): groups are named by them */
     bf_sweep_held *held;    /* the jobs held, by id ascending: for */
-    size_t n_held;          /* bf_sweep_view_row_of and _group_of */
+    size_t n_held;          /* bf_sweep_view_config_row and _group_of */
 } bf_sweep_view;
 
 /* Reads the sweep: its row, the jobs counted (n_jobs, n_succeeded) and
@@ -124,10 +124,6 @@ json_t *bf_sweep_view_next(const bf_sweep_view *v, bf_source_cursor *c);
 /* The value of field in a job_results row as read: its stage for
  * "stage", else the field of its config (borrowed; NULL if absent). */
 json_t *bf_sweep_view_row_value(const json_t *row, const char *field);
-
-/* The row in v->jobs of a job id (binary search); -1 if not in the sweep
- * or its row is not held (bf_sweep_hold.on_job). */
-int bf_sweep_view_row_of(const bf_sweep_view *v, int64_t job_id);
 
 /* The row in v->jobs of a job id, or when its row is not held
  * (bf_sweep_hold.on_job) its group's first row, which has the same values
