@@ -58,6 +58,7 @@ typedef struct conn {
 struct bf_link {
     /* Configuration, fixed after start. */
     char *server, *token, *name, *host;
+    char *trainer;            /* sent with request_job; NULL: builtin */
     char addr_host[256];
     int port, ranks, batch_ms, batch_records, backoff_min_ms, backoff_max_ms;
     const volatile sig_atomic_t *interrupt;
@@ -76,6 +77,7 @@ struct bf_link {
     conn *conn;               /* NULL while disconnected */
     uv_getaddrinfo_t *resolving;
     int online;               /* hello acknowledged on conn */
+    int64_t offline_since_ms; /* monotonic; when `online` last ended */
     int64_t hello_id;
     int backoff_ms;
     int64_t unreachable_said_ms;  /* when "cannot reach" was last logged */
@@ -268,6 +270,8 @@ static void send_request_job(bf_link *l)
     json_t *m = json_pack("{s:s, s:I, s:s}", "type", "request_job",
                           "id", (json_int_t)l->req_id,
                           "request", l->req_token);
+    if (l->trainer)
+        json_object_set_new(m, "trainer", json_string(l->trainer));
     l->req = REQ_SENT;
     send_msg(l, m);
     json_decref(m);
@@ -495,6 +499,8 @@ static void drop_conn(bf_link *l, const char *why)
         say_unreachable(l, why);
     bf_stream_conn_close(&l->conn->s);
     l->conn = NULL;
+    if (l->online)
+        l->offline_since_ms = bf_monotonic_ms();
     l->online = 0;
     for (entry *e = l->head; e; e = e->next)
         e->sent = 0;
@@ -898,6 +904,14 @@ void bf_link_checkpoint_bad(bf_link *l, const char *path, const char *why)
     pthread_mutex_unlock(&l->mu);
 }
 
+int64_t bf_link_offline_ms(bf_link *l)
+{
+    pthread_mutex_lock(&l->mu);
+    int64_t ms = l->online ? 0 : bf_monotonic_ms() - l->offline_since_ms;
+    pthread_mutex_unlock(&l->mu);
+    return ms;
+}
+
 int bf_link_attempt_state(bf_link *l)
 {
     pthread_mutex_lock(&l->mu);
@@ -976,6 +990,7 @@ static void link_free(bf_link *l)
     free(l->token);
     free(l->name);
     free(l->host);
+    free(l->trainer);
     pthread_cond_destroy(&l->changed);
     pthread_mutex_destroy(&l->mu);
     free(l);
@@ -1028,6 +1043,8 @@ int bf_link_start(bf_link **out, const bf_link_opts *o, bf_error *err)
     l->token = bf_xstrdup(o->token);
     l->name = bf_xstrdup(o->name);
     l->host = bf_xstrdup(o->host ? o->host : "");
+    l->trainer = o->trainer ? bf_xstrdup(o->trainer) : NULL;
+    l->offline_since_ms = bf_monotonic_ms();
     l->ranks = positive_or(o->ranks, 1);
     l->batch_ms = positive_or(o->batch_ms, DEFAULT_BATCH_MS);
     l->batch_records = positive_or(o->batch_records, DEFAULT_BATCH_RECORDS);

@@ -34,6 +34,9 @@ typedef struct bf_link_opts {
     const char *token;       /* the shared secret (token file contents) */
     const char *name;        /* worker name the coordinator shows */
     const char *host;        /* this machine's name */
+    /* The trainer it runs, sent with each request_job so the coordinator
+     * leases only that trainer's jobs (docs/trainers.md); NULL: builtin. */
+    const char *trainer;
     int ranks;               /* ranks in the group */
     int batch_ms;            /* flush queued records this often (0: 200) */
     int batch_records;       /* ... or once this many are queued (0: 500) */
@@ -106,6 +109,10 @@ void bf_link_emit(bf_link *l, const bf_record *record);
 /* Whether the live attempt should stop: BF_LINK_OK (keep going),
  * BF_LINK_CANCELLED or BF_LINK_FENCED.  Cheap; called once per step. */
 int bf_link_attempt_state(bf_link *l);
+
+/* How long the link has been without a connection to the coordinator
+ * (milliseconds; 0 while connected, since the start before the first). */
+int64_t bf_link_offline_ms(bf_link *l);
 
 /* Ends the attempt: sends what is queued, waits until every message before
  * was acknowledged, then sends job_done (error NULL) or job_failed{error}
