@@ -23,7 +23,6 @@
 #include "link.h"
 #include "log.h"
 #include "records.h"
-#include "stop_signals.h"
 #include "wire.h"
 
 enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
@@ -65,16 +64,6 @@ typedef struct exec_opts {
 /* ---- signals -------------------------------------------------------------- */
 
 static volatile sig_atomic_t stop_signal;
-static bf_link *signal_link;
-
-static void on_stop_signal(int sig)
-{
-    int saved_errno = errno;
-    stop_signal = sig;
-    if (signal_link)
-        bf_link_wake(signal_link);
-    errno = saved_errno;
-}
 
 static void sleep_ms(int ms)
 {
@@ -596,22 +585,7 @@ static void failure_text(const attempt *a, const char *what, char *out,
 static void report(bf_link *link, const attempt *a, const char *error,
                    int permanent, int timeout_ms)
 {
-    bf_error err;
-    bf_error_clear(&err);
-    int rc = bf_link_finish_attempt(link, error, permanent, timeout_ms, &err);
-    if (rc == BF_LINK_FENCED)
-        bf_log_warn("job %lld: lease lost; not reported", (long long)a->job_id);
-    else if (rc == BF_LINK_TIMEOUT)
-        bf_log_warn("job %lld: coordinator unreachable; report not "
-                    "acknowledged", (long long)a->job_id);
-    else if (rc == BF_LINK_ERR)
-        bf_log_error("job %lld: report failed: %s", (long long)a->job_id,
-                     err.msg);
-    else if (error)
-        bf_log_info("job %lld: reported %sfailure: %s", (long long)a->job_id,
-                    permanent ? "permanent " : "", error);
-    else
-        bf_log_info("job %lld: done", (long long)a->job_id);
+    bf_link_report(link, a->job_id, error, permanent, timeout_ms);
 }
 
 /* Reports the attempt by how it ended.  Returns 1 when the worker stops. */
@@ -883,12 +857,11 @@ int bf_exec_main(int argc, char **argv)
         free_words(words);
         return EXIT_RUNTIME;
     }
-    signal_link = link;
-    bf_catch_stop_signals(on_stop_signal);
+    bf_link_catch_stop_signals(&stop_signal, link);
     bf_log_info("exec worker: trainer %s, command %s, coordinator %s",
                 o.trainer, o.command, o.server);
     status = lead(&o, words, link);
-    signal_link = NULL;
+    bf_link_catch_stop_signals(&stop_signal, NULL);
     bf_link_stop(link);
     free_words(words);
     if (stop_signal)

@@ -1,5 +1,6 @@
 #include "link.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include "alloc.h"
 #include "clock.h"
 #include "log.h"
+#include "stop_signals.h"
 #include "stream_conn.h"
 #include "wire.h"
 
@@ -902,6 +904,46 @@ void bf_link_checkpoint_bad(bf_link *l, const char *path, const char *why)
         bf_link_wake(l);
     }
     pthread_mutex_unlock(&l->mu);
+}
+
+void bf_link_report(bf_link *l, int64_t job_id, const char *error,
+                    int permanent, int timeout_ms)
+{
+    bf_error err;
+    bf_error_clear(&err);
+    int rc = bf_link_finish_attempt(l, error, permanent, timeout_ms, &err);
+    if (rc == BF_LINK_FENCED)
+        bf_log_warn("job %lld: lease lost; not reported", (long long)job_id);
+    else if (rc == BF_LINK_TIMEOUT)
+        bf_log_warn("job %lld: coordinator unreachable; report not "
+                    "acknowledged", (long long)job_id);
+    else if (rc == BF_LINK_ERR)
+        bf_log_error("job %lld: report failed: %s", (long long)job_id,
+                     err.msg);
+    else if (error)
+        bf_log_info("job %lld: reported %sfailure: %s", (long long)job_id,
+                    permanent ? "permanent " : "", error);
+}
+
+static volatile sig_atomic_t *signal_flag;
+static bf_link *signal_link;
+
+static void on_stop_signal(int sig)
+{
+    /* bf_link_wake write()s: keep the interrupted code's errno (e.g. a
+     * mkdir's EEXIST check, a strerror after a failed write). */
+    int saved_errno = errno;
+    *signal_flag = sig;
+    if (signal_link)
+        bf_link_wake(signal_link);
+    errno = saved_errno;
+}
+
+void bf_link_catch_stop_signals(volatile sig_atomic_t *flag, bf_link *l)
+{
+    signal_flag = flag;
+    signal_link = l;
+    bf_catch_stop_signals(on_stop_signal);
 }
 
 int64_t bf_link_offline_ms(bf_link *l)

@@ -126,6 +126,17 @@ int64_t bf_link_offline_ms(bf_link *l);
 int bf_link_finish_attempt(bf_link *l, const char *error, int permanent,
                            int timeout_ms, bf_error *err);
 
+/* bf_link_finish_attempt for job_id, its result logged (fenced, timed out,
+ * refused, or the failure reported).  The job loops of group.c and exec.c
+ * end each attempt with it. */
+void bf_link_report(bf_link *l, int64_t job_id, const char *error,
+                    int permanent, int timeout_ms);
+
+/* Installs SIGTERM/SIGINT handlers that set *flag to the signal and wake
+ * `l` (NULL: none; call again with NULL before bf_link_stop), so a
+ * blocking call sees opts.interrupt at once. */
+void bf_link_catch_stop_signals(volatile sig_atomic_t *flag, bf_link *l);
+
 /* Counters for tests and logs (a snapshot). */
 typedef struct bf_link_stats {
     int64_t connects;        /* hellos acknowledged */

@@ -71,6 +71,15 @@ static pid_t start_logged(const char *env, const char **argv, const char *log)
     return pid;
 }
 
+/* Appends the NULL-terminated arguments of ap after argv[argc] (of 40). */
+static void end_args(const char **argv, int argc, va_list ap)
+{
+    for (const char *a = va_arg(ap, const char *); a && argc < 39;
+         a = va_arg(ap, const char *))
+        argv[argc++] = a;
+    argv[argc] = NULL;
+}
+
 pid_t e2e_group_start(const bft_daemon *d, int np, const char *tag, ...)
 {
     char nps[16], ckpt[400], log[400];
@@ -96,11 +105,8 @@ pid_t e2e_group_start(const bft_daemon *d, int np, const char *tag, ...)
     argv[argc++] = tag;
     va_list ap;
     va_start(ap, tag);
-    for (const char *a = va_arg(ap, const char *); a && argc < 39;
-         a = va_arg(ap, const char *))
-        argv[argc++] = a;
+    end_args(argv, argc, ap);
     va_end(ap);
-    argv[argc] = NULL;
     return start_logged("MPIRUN", argv, log);
 }
 
@@ -115,11 +121,8 @@ pid_t e2e_exec_start(const bft_daemon *d, const char *tag, ...)
     int argc = 9;
     va_list ap;
     va_start(ap, tag);
-    for (const char *a = va_arg(ap, const char *); a && argc < 39;
-         a = va_arg(ap, const char *))
-        argv[argc++] = a;
+    end_args(argv, argc, ap);
     va_end(ap);
-    argv[argc] = NULL;
     setenv("BIFOCAL_TOKEN_FILE", d->token_file, 1);
     return start_logged("BIFOCAL_WORKER", argv, log);
 }
