@@ -11,12 +11,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <errno.h>
 #include <glob.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "e2e.h"
 
@@ -190,40 +190,66 @@ static void read_pids(bft_daemon *d, long long sweep, int *pids)
     globfree(&g);
 }
 
+/* Whether pid runs: a zombie does not (whoever reaps an orphan of a
+ * killed worker may take its time). */
 static int alive(int pid)
 {
-    return kill(pid, 0) == 0 || errno != ESRCH;
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char *paren = fgets(line, sizeof line, f) ? strrchr(line, ')') : NULL;
+    fclose(f);
+    return paren && paren[1] == ' ' && paren[2] != 'Z';
 }
 
-/* Cancels a running hang-mode job; returns once its attempt is cancelled,
- * having checked that both its processes are gone by then. */
-static void cancel_hanging(bft_daemon *d, const char *tag, const char *args)
+/* Starts a worker on a hang-mode job and waits until it streams; *w is
+ * the worker, pids its trainer and the trainer's orphan. */
+static long long start_hanging(bft_daemon *d, const char *tag,
+                               const char *args, pid_t *w, int *pids)
 {
     long long sweep = submit_exec(d, tag, 1000000, 1);
-    pid_t w = e2e_exec_start(d, tag, "--exec", fake(args), "--trainer",
-                             "fake", "--grace", "1", "--exit-when-idle",
-                             "--idle-grace", "0", NULL);
-    assert_true(w > 0);
+    *w = e2e_exec_start(d, tag, "--exec", fake(args), "--trainer", "fake",
+                        "--grace", "1", "--exit-when-idle", "--idle-grace",
+                        "0", NULL);
+    assert_true(*w > 0);
     char sql[256];
     snprintf(sql, sizeof sql, "SELECT count(*) FROM metrics m JOIN jobs j "
              "USING (job_id) WHERE j.sweep_id = %lld AND m.key = 'loss'",
              sweep);
     assert_true(e2e_wait_sql(d, sql, 5, 60000) >= 5);   /* a hang guard */
-    int pids[2];
     read_pids(d, sweep, pids);
     assert_true(alive(pids[0]) && alive(pids[1]));
+    return sweep;
+}
 
+/* The attempt of sweep ends with outcome (a hang guard), by when both
+ * processes of its trainer must be gone. */
+static void ended_without_processes(bft_daemon *d, long long sweep,
+                                    const char *outcome, const int *pids)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM attempts a JOIN jobs j "
+             "USING (job_id) WHERE j.sweep_id = %lld AND a.outcome = '%s'",
+             sweep, outcome);
+    assert_int_equal(e2e_wait_sql(d, sql, 1, 60000), 1);
+    assert_false(alive(pids[0]));
+    assert_false(alive(pids[1]));
+}
+
+/* Cancels a running hang-mode job: the attempt is reported cancelled
+ * after the whole tree is gone. */
+static void cancel_hanging(bft_daemon *d, const char *tag, const char *args)
+{
+    pid_t w;
+    int pids[2];
+    long long sweep = start_hanging(d, tag, args, &w, pids);
     char id[32], *out = NULL;
     snprintf(id, sizeof id, "%lld", sweep);
     assert_int_equal(bft_run_client(d, &out, NULL, "cancel", id, NULL), 0);
     free(out);
-    /* The attempt is reported cancelled after the whole tree is gone. */
-    snprintf(sql, sizeof sql, "SELECT count(*) FROM attempts a JOIN jobs j "
-             "USING (job_id) WHERE j.sweep_id = %lld AND a.outcome = "
-             "'cancelled'", sweep);
-    assert_int_equal(e2e_wait_sql(d, sql, 1, 60000), 1);
-    assert_false(alive(pids[0]));
-    assert_false(alive(pids[1]));
+    ended_without_processes(d, sweep, "cancelled", pids);
     assert_int_equal(e2e_group_wait(w, 60000), 0);
 }
 
@@ -237,6 +263,32 @@ static void test_exec_cancel_stops_tree(void **state)
     assert_true(e2e_log_contains(d, "stubborn", "got SIGKILL"));
 }
 
+/* SIGTERM to the worker stops the tree, fails the attempt retryably and
+ * ends the worker; a worker killed outright takes its trainer with it
+ * (PDEATHSIG; the orphan in its own session is beyond reach then). */
+static void test_exec_worker_signals(void **state)
+{
+    bft_daemon *d = *state;
+    assert_int_equal(bft_daemon_start(d, 10), 0);
+    pid_t w;
+    int pids[2];
+    long long sweep = start_hanging(d, "term", "--mode hang", &w, pids);
+    kill(w, SIGTERM);
+    assert_int_equal(e2e_group_wait(w, 60000), 0);
+    ended_without_processes(d, sweep, "failed", pids);
+    char error[2048];
+    job_error(d, sweep, error, sizeof error);
+    assert_non_null(strstr(error, "worker stopped by a signal"));
+
+    sweep = start_hanging(d, "killed", "--mode hang", &w, pids);
+    kill(w, SIGKILL);
+    e2e_group_wait(w, 60000);
+    for (int i = 0; i < 3000 && alive(pids[0]); i++)   /* a hang guard */
+        usleep(10000);
+    assert_false(alive(pids[0]));
+    kill(pids[1], SIGKILL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -246,6 +298,8 @@ int main(void)
                                         e2e_teardown),
         cmocka_unit_test_setup_teardown(test_exec_cancel_stops_tree,
                                         e2e_setup, e2e_teardown),
+        cmocka_unit_test_setup_teardown(test_exec_worker_signals, e2e_setup,
+                                        e2e_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
