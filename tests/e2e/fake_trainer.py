@@ -116,6 +116,9 @@ def main():
     print("fake trainer: job %s attempt %s, mode %s" % (
         os.environ["BIFOCAL_JOB_ID"], os.environ["BIFOCAL_ATTEMPT_ID"],
         args.mode))
+    print("fake trainer: CUDA_VISIBLE_DEVICES=%s PYTHONUNBUFFERED=%s" % (
+        os.environ.get("CUDA_VISIBLE_DEVICES"),
+        os.environ.get("PYTHONUNBUFFERED")))
     tokens = [k for k in os.environ if k.startswith("BIFOCAL_TOKEN")]
     if tokens:
         print("fake trainer: token variables in my environment: %s" % tokens,

@@ -103,7 +103,11 @@ static void test_exec_job_stored_once(void **state)
 
     /* The exec worker trains its job and leaves a builtin one alone. */
     long long second = submit_builtin(d, "second");
-    run_exec_worker(d, "exec", "--mode train");
+    pid_t w = e2e_exec_start(d, "exec", "--exec", fake("--mode train"),
+                             "--trainer", "fake", "--gpus", "1,3",
+                             "--exit-when-idle", "--idle-grace", "0", NULL);
+    assert_true(w > 0);
+    assert_int_equal(e2e_group_wait(w, 120000), 0);
     assert_int_equal(job_sql(d, "SELECT count(*) FROM jobs WHERE sweep_id = "
                              "%lld AND status = 'succeeded'", exec), 1);
     assert_int_equal(job_sql(d, "SELECT attempts FROM jobs WHERE sweep_id = "
@@ -131,6 +135,17 @@ static void test_exec_job_stored_once(void **state)
                              "%lld AND checkpoint_path GLOB '*/exec/db-*/"
                              "job-*/attempt-*/checkpoints/step-000200.ckpt'",
                              exec), 1);
+    /* The environment it ran with (--gpus; unbuffered Python). */
+    char pattern[600];
+    snprintf(pattern, sizeof pattern, "%s/exec/db-*/job-*/attempt-*/"
+             "stdout.log", d->dir);
+    glob_t logs;
+    assert_int_equal(glob(pattern, 0, NULL, &logs), 0);
+    assert_int_equal(logs.gl_pathc, 1);
+    assert_int_equal(bft_file_lines_with(logs.gl_pathv[0],
+                                         "CUDA_VISIBLE_DEVICES=1,3 "
+                                         "PYTHONUNBUFFERED=1"), 1);
+    globfree(&logs);
 }
 
 /* How the trainer ended decides the job's end. */
