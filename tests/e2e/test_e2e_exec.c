@@ -4,7 +4,8 @@
  * attempt's end maps to the job's (exit 0 without done and a crash are
  * retried, a fail record is final, a malformed line is an error naming
  * it), and a cancel ends the trainer's whole tree, an orphan in a session
- * of its own too, with SIGKILL for what ignores SIGTERM. */
+ * of its own too, with SIGKILL for what ignores SIGTERM; so do SIGTERM
+ * to the worker and a coordinator gone for longer than the lease. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -304,6 +305,26 @@ static void test_exec_worker_signals(void **state)
     kill(pids[1], SIGKILL);
 }
 
+/* No coordinator for longer than the lease: it has expired the lease (or
+ * will, when it is back), so the trainer is stopped, tree and all. */
+static void test_exec_coordinator_lost(void **state)
+{
+    bft_daemon *d = *state;
+    assert_int_equal(bft_daemon_start(d, 2), 0);
+    pid_t w;
+    int pids[2];
+    start_hanging(d, "lost", "--mode hang", &w, pids);
+    assert_int_equal(bft_daemon_stop(d, SIGKILL), 128 + SIGKILL);
+    for (int i = 0; i < 6000 && (alive(pids[0]) || alive(pids[1])); i++)
+        usleep(10000);   /* a hang guard */
+    assert_false(alive(pids[0]));
+    assert_false(alive(pids[1]));
+    assert_int_equal(bft_daemon_restart_same_port(d), 0);
+    assert_int_equal(e2e_group_wait(w, 60000), 0);
+    /* said once the tree was gone (the wait above is for that line) */
+    assert_true(e2e_log_contains(d, "lost", "trainer coordinator lost"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -315,6 +336,8 @@ int main(void)
                                         e2e_setup, e2e_teardown),
         cmocka_unit_test_setup_teardown(test_exec_worker_signals, e2e_setup,
                                         e2e_teardown),
+        cmocka_unit_test_setup_teardown(test_exec_coordinator_lost,
+                                        e2e_setup, e2e_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
