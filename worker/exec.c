@@ -454,6 +454,14 @@ static int take_line(tail *t, const attempt *a, bf_link *link, char *text)
     return rc;
 }
 
+/* A line over MAX_RECORD_LINE, whole or still growing: -1. */
+static int too_long(tail *t)
+{
+    snprintf(t->error, sizeof t->error, RECORDS_FILE " line %ld: longer "
+             "than %d bytes", t->line + 1, MAX_RECORD_LINE);
+    return -1;
+}
+
 /* Reads what the trainer appended and takes each whole line.  -1 on a bad
  * line (t->error says which and why). */
 static int read_records(tail *t, const attempt *a, bf_link *link)
@@ -467,17 +475,16 @@ static int read_records(tail *t, const attempt *a, bf_link *link)
         char *start = t->buf, *nl;
         while ((nl = memchr(start, '\n', t->len - (size_t)(start - t->buf)))) {
             *nl = '\0';
+            if (nl - start > MAX_RECORD_LINE)
+                return too_long(t);
             if (take_line(t, a, link, start) != 0)
                 return -1;
             start = nl + 1;
         }
         t->len -= (size_t)(start - t->buf);
         memmove(t->buf, start, t->len);
-        if (t->len > MAX_RECORD_LINE) {
-            snprintf(t->error, sizeof t->error, RECORDS_FILE " line %ld: "
-                     "longer than %d bytes", t->line + 1, MAX_RECORD_LINE);
-            return -1;
-        }
+        if (t->len > MAX_RECORD_LINE)
+            return too_long(t);
     }
     return 0;
 }

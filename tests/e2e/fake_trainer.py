@@ -14,6 +14,7 @@ checkpoint_every, then done.  --mode picks a way to break the contract:
   hang       starts an orphan in a session of its own (as torchrun starts
              ranks), writes its pid and the orphan's to
              $BIFOCAL_ATTEMPT_DIR/pids, streams train records forever
+  long       a train record, then a line over 1 MiB; waits
   crash      exit 1 with a line on stderr
   --ignore-term  (with hang) both processes ignore SIGTERM
 """
@@ -141,6 +142,13 @@ def main():
             append(out, train_record(1))
             append(out, train_record(2))
             out.write('{"type": "train", "step": 3, "loss": "lots"}\n')
+            out.flush()
+            time.sleep(60)
+            return 0
+        if args.mode == "long":       # one line over the 1 MiB limit
+            append(out, train_record(1))
+            out.write('{"type": "fail", "step": 2, "error": "%s"}\n'
+                      % ("x" * (1 << 20)))
             out.flush()
             time.sleep(60)
             return 0

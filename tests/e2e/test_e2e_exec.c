@@ -187,6 +187,12 @@ static void test_exec_outcomes(void **state)
     assert_int_equal(job_sql(d, "SELECT count(*) FROM metrics m JOIN jobs j "
                              "USING (job_id) WHERE j.sweep_id = %lld AND "
                              "m.key = 'loss'", bad), 2);
+
+    long long big = submit_exec(d, "long", 20, 1);
+    run_exec_worker(d, "long", "--mode long");
+    job_error(d, big, error, sizeof error);
+    assert_non_null(strstr(error, "records.jsonl line 2: longer than "
+                           "1048576 bytes"));
 }
 
 /* The pids the hanging trainer wrote: itself and its orphan. */
