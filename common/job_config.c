@@ -6,6 +6,7 @@
  * (plus its default and docs/job-config.md). */
 #include "job_config.h"
 
+#include <ctype.h>
 #include <float.h>
 #include <limits.h>
 #include <math.h>
@@ -25,7 +26,8 @@ typedef enum {
     KIND_ROPE,   /* bf_rope_kind, JSON string */
     KIND_DEPTHS, /* eval_depths + n_eval_depths, JSON array of integers */
     KIND_PATH,   /* char[BF_PATH_MAX], JSON string (NUL-padded) */
-    KIND_BOOL    /* int 0 / 1, JSON true / false */
+    KIND_BOOL,   /* int 0 / 1, JSON true / false */
+    KIND_NAME    /* char[BF_TRAINER_NAME_MAX], a trainer name (NUL-padded) */
 } field_kind;
 
 typedef struct field_spec {
@@ -74,6 +76,7 @@ static const field_spec job_fields[] = {
     FIELD(init_from, KIND_PATH, 0, 0),
     FIELD(code_dir, KIND_PATH, 0, 0),
     FIELD(stop_on_nonfinite, KIND_BOOL, 0, 1),
+    FIELD(trainer, KIND_NAME, 0, 0),
 };
 #define N_JOB_FIELDS (sizeof job_fields / sizeof job_fields[0])
 
@@ -121,6 +124,19 @@ void bf_job_config_defaults(bf_job_config *cfg)
     cfg->init_from[0] = '\0';
     snprintf(cfg->code_dir, sizeof cfg->code_dir, "%s", BF_CODE_DIR_DEFAULT);
     cfg->stop_on_nonfinite = 1;
+    snprintf(cfg->trainer, sizeof cfg->trainer, "%s", BF_TRAINER_BUILTIN);
+}
+
+int bf_job_config_trainer_name_ok(const char *name)
+{
+    size_t n = strnlen(name, BF_TRAINER_NAME_MAX);
+    if (n == 0 || n >= BF_TRAINER_NAME_MAX || !islower((unsigned char)name[0]))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!islower((unsigned char)name[i]) &&
+            !isdigit((unsigned char)name[i]) && !strchr("_-", name[i]))
+            return 0;
+    return 1;
 }
 
 /* ---- names ------------------------------------------------------------ */
@@ -175,6 +191,11 @@ static const field_spec *find_field(const char *name)
         if (strcmp(job_fields[i].name, name) == 0)
             return &job_fields[i];
     return NULL;
+}
+
+int bf_job_config_has_field(const char *name)
+{
+    return find_field(name) != NULL;
 }
 
 /* Line of field `name` (element `index` when >= 0) in `lines`, which may
@@ -375,6 +396,26 @@ static int apply_depths(const apply_ctx *c, const field_spec *f,
     return 0;
 }
 
+#define TRAINER_NAME_RULE "1 .. 63 lowercase letters, digits, '_' or '-', " \
+    "starting with a letter"
+
+/* A trainer name: an identifier, since workers match it byte for byte. */
+static int apply_name(const apply_ctx *c, const field_spec *f,
+                      const json_t *v, int line, char *out)
+{
+    if (!json_is_string(v))
+        return type_error(c, f, line, "a string (" TRAINER_NAME_RULE ")", v);
+    const char *name = json_string_value(v);
+    if (strlen(name) != json_string_length(v) ||
+        !bf_job_config_trainer_name_ok(name))
+        return bf_error_set(c->err, c->file, line, f->name, "\"%.80s\" is "
+                            "not a trainer name (" TRAINER_NAME_RULE ")",
+                            name);
+    memset(out, 0, BF_TRAINER_NAME_MAX);
+    memcpy(out, name, strlen(name));
+    return 0;
+}
+
 static int apply_field(const apply_ctx *c, const field_spec *f,
                        const json_t *v, bf_job_config *cfg)
 {
@@ -421,6 +462,8 @@ static int apply_field(const apply_ctx *c, const field_spec *f,
             return type_error(c, f, line, "true or false", v);
         *FIELD_PTR(int, cfg, f) = json_is_true(v);
         return 0;
+    case KIND_NAME:
+        return apply_name(c, f, v, line, FIELD_PTR(char, cfg, f));
     }
     return bf_error_set(c->err, c->file, line, f->name, "unhandled field kind");
 }
@@ -501,6 +544,10 @@ static int validate_fields(const bf_job_config *cfg, const apply_ctx *c)
             !memchr(FIELD_CPTR(char, cfg, f), '\0', BF_PATH_MAX))
             return bf_error_set(c->err, c->file, line, f->name,
                                 "path is not NUL-terminated");
+        if (f->kind == KIND_NAME &&
+            !bf_job_config_trainer_name_ok(FIELD_CPTR(char, cfg, f)))
+            return bf_error_set(c->err, c->file, line, f->name,
+                                "not a trainer name (" TRAINER_NAME_RULE ")");
     }
     if ((unsigned)cfg->task >= N_TASKS)
         return bf_error_set(c->err, c->file, field_line(c->lines, "task", -1),
@@ -675,6 +722,10 @@ static json_t *field_to_json(const bf_job_config *cfg, const field_spec *f)
                             strnlen(FIELD_CPTR(char, cfg, f), BF_PATH_MAX));
     case KIND_BOOL:
         return json_boolean(*FIELD_CPTR(int, cfg, f));
+    case KIND_NAME:
+        return json_stringn(FIELD_CPTR(char, cfg, f),
+                            strnlen(FIELD_CPTR(char, cfg, f),
+                                    BF_TRAINER_NAME_MAX));
     }
     return json_null();
 }
@@ -689,18 +740,21 @@ json_t *bf_job_config_canonical_value(const char *field, const json_t *value,
     json_decref(assign);
     if (rc < 0)
         return NULL;
-    json_t *all = bf_job_config_to_json(&cfg);
-    json_t *v = json_incref(json_object_get(all, field));
-    json_decref(all);
-    return v;
+    return field_to_json(&cfg, find_field(field));
 }
 
 json_t *bf_job_config_to_json(const bf_job_config *cfg)
 {
     json_t *obj = json_object();
-    for (size_t i = 0; i < N_JOB_FIELDS; i++)
-        json_object_set_new(obj, job_fields[i].name,
-                            field_to_json(cfg, &job_fields[i]));
+    for (size_t i = 0; i < N_JOB_FIELDS; i++) {
+        const field_spec *f = &job_fields[i];
+        /* Left out at its default: a builtin job's config, and its hash,
+         * stay what they were before trainers had names. */
+        if (f->kind == KIND_NAME &&
+            strcmp(FIELD_CPTR(char, cfg, f), BF_TRAINER_BUILTIN) == 0)
+            continue;
+        json_object_set_new(obj, f->name, field_to_json(cfg, f));
+    }
     return obj;
 }
 
@@ -785,6 +839,8 @@ static size_t field_size(const field_spec *f)
         return sizeof ((bf_job_config *)0)->eval_depths;
     case KIND_PATH:
         return BF_PATH_MAX;
+    case KIND_NAME:
+        return BF_TRAINER_NAME_MAX;
     default:
         return sizeof(int);
     }
@@ -799,10 +855,10 @@ static void copy_fields(const bf_job_config *cfg, bf_job_config *out)
         const field_spec *f = &job_fields[i];
         memcpy((char *)out + f->offset, (const char *)cfg + f->offset,
                field_size(f));
-        if (f->kind == KIND_PATH) {
-            char *path = FIELD_PTR(char, out, f);
-            size_t len = strnlen(path, BF_PATH_MAX);
-            memset(path + len, 0, BF_PATH_MAX - len);
+        if (f->kind == KIND_PATH || f->kind == KIND_NAME) {
+            char *text = FIELD_PTR(char, out, f);
+            size_t len = strnlen(text, field_size(f));
+            memset(text + len, 0, field_size(f) - len);
         }
     }
     out->n_eval_depths = cfg->n_eval_depths;

@@ -8,8 +8,13 @@
  *   d_model, n_layers, n_heads, seq_len,
  *   batch_size, steps, lr, warmup_steps, weight_decay, grad_clip, seed,
  *   log_every, eval_every, freq_every, checkpoint_every, init_from,
- *   eval_examples, stop_on_nonfinite
- * Every field has a default (bf_job_config_defaults). */
+ *   eval_examples, stop_on_nonfinite, trainer
+ * Every field has a default (bf_job_config_defaults).  `trainer` names the
+ * program that trains the job: "builtin" (this engine, the default) or a
+ * name a `bifocal-worker --exec CMD --trainer NAME` declares
+ * (docs/trainers.md); the queue leases a job only to a worker of its
+ * trainer, and canonical JSON leaves the default out, so the hashes of
+ * builtin configs are those they had before the field. */
 #ifndef BF_JOB_CONFIG_H
 #define BF_JOB_CONFIG_H
 
@@ -40,6 +45,11 @@ typedef enum {
  * doubles (every browser) would show two seeds as one. */
 #define BF_JOB_MAX_SEED (1ULL << 53)
 
+/* A trainer name: 1 .. BF_TRAINER_NAME_MAX - 1 lowercase letters, digits,
+ * '_' or '-', starting with a letter. */
+#define BF_TRAINER_NAME_MAX 64
+#define BF_TRAINER_BUILTIN "builtin"
+
 typedef struct bf_job_config {
     bf_task_kind task;
     int depth;                          /* training draws depths 1..depth */
@@ -68,7 +78,14 @@ typedef struct bf_job_config {
     char init_from[BF_PATH_MAX];        /* checkpoint path, "" = none */
     char code_dir[BF_PATH_MAX];         /* task code: the source tree */
     int stop_on_nonfinite;              /* 1: a non-finite loss fails the job */
+    char trainer[BF_TRAINER_NAME_MAX];  /* who trains it, NUL-padded */
 } bf_job_config;
+
+/* Whether `name` is a job-config field. */
+int bf_job_config_has_field(const char *name);
+
+/* Whether name is a valid trainer name (BF_TRAINER_NAME_MAX). */
+int bf_job_config_trainer_name_ok(const char *name);
 
 /* Fills every field with its default. */
 void bf_job_config_defaults(bf_job_config *cfg);
@@ -101,8 +118,9 @@ int bf_job_config_validate_in(const bf_job_config *cfg, const char *file,
  * defaults and validates.  Errors carry file and line. */
 int bf_job_config_load_file(bf_job_config *cfg, const char *path, bf_error *err);
 
-/* Canonical JSON: every field, keys sorted, compact; the same config always
- * gives the same bytes (the coordinator hashes it).  Caller frees. */
+/* Canonical JSON: every field (trainer only when not builtin), keys
+ * sorted, compact; the same config always gives the same bytes (the
+ * coordinator hashes it).  Caller frees. */
 char *bf_job_config_to_canonical_json(const bf_job_config *cfg);
 
 /* The same as a jansson object (new reference). */

@@ -28,6 +28,8 @@
 #include <stdio.h>
 #include <jansson.h>
 
+#include "bf_error.h"
+
 /* Reals keep 9 significant digits: a float32 survives the round trip. */
 #define BF_RECORD_DUMP_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(9))
 
@@ -61,6 +63,7 @@ typedef enum bf_record_kind {
     BF_RECORD_OUTCOMES,
     BF_RECORD_CHECKPOINT,
     BF_RECORD_DONE,
+    BF_RECORD_FAIL,        /* a trainer of --exec gives up for good */
     BF_N_RECORD_KINDS
 } bf_record_kind;
 
@@ -120,6 +123,7 @@ typedef struct bf_record {
             int n_evals;
             const bf_eval_result *evals;
         } done;
+        struct { const char *error; } fail;
     } u;
 } bf_record;
 
@@ -148,6 +152,28 @@ int bf_record_number(const json_t *v, double *out);
 
 /* What bf_record_number accepts, for error messages. */
 #define BF_RECORD_NUMBER_RULE "a number (or \"nan\", \"inf\", \"-inf\", null)"
+
+/* The most evals a done record carries, and the most omegas of a freq
+ * record (d_head / 2 of the largest model). */
+#define BF_RECORD_MAX_EVALS 16
+#define BF_RECORD_MAX_OMEGA 4096
+
+/* A record read from JSON: the record and the storage it points into. */
+typedef struct bf_record_read {
+    bf_record r;
+    bf_eval_result evals[BF_RECORD_MAX_EVALS];
+    float omega[BF_RECORD_MAX_OMEGA];
+    unsigned char bits[BF_OUTCOMES_BYTES(BF_OUTCOMES_MAX_EXAMPLES)];
+    char *text;          /* checkpoint path, fail error (owned) */
+} bf_record_read;
+
+/* Reads one record as bf_record_to_json writes it (the JSON lines a
+ * trainer of `bifocal-worker --exec` appends, docs/trainers.md) into *out:
+ * its type, a step >= 0 and every field of its kind, of the right type
+ * and range; fields of no kind's are ignored.  0, or -1 with err naming
+ * the field.  Free with bf_record_read_clear, after a failure too. */
+int bf_record_from_json(const json_t *o, bf_record_read *out, bf_error *err);
+void bf_record_read_clear(bf_record_read *rr);
 
 /* Writes the record as one line of JSON and flushes, so a reader on a pipe
  * sees every record as it happens.  Returns 0, or -1 on a write error. */

@@ -45,6 +45,8 @@ TEST_SEAMS = {
     "bf_code_split_of": "test_code_task checks the split of a path",
     "bf_confseq_interval": "confseq_probe compares it with SciPy",
     "bf_job_config_max_depth": "test_job_config checks it alone",
+    "bf_link_wake": "test_group_link plays a signal handler: the flag, then "
+                    "the wake (the workers' handler is link.c's own)",
     "bf_rope_from_name": "test_job_config checks each name both ways",
     "bf_task_from_name": "test_job_config checks each name both ways",
     "bf_mem_cgroup_limit": "test_mem_limit reads a planted cgroup file",

@@ -400,18 +400,34 @@ static int request_field(session *s, const json_t *msg, const json_t *id,
                               "digits, '-', '_' or '.'");
 }
 
+/* request_job's optional `trainer`: the trainer the worker runs (a job
+ * config's `trainer`, docs/trainers.md); none is builtin. */
+static int trainer_field(session *s, const json_t *msg, const json_t *id,
+                         const char **out)
+{
+    if (str_field(s, msg, id, "trainer", 1, out))
+        return -1;
+    if (!*out || (strlen(*out) == json_string_length(json_object_get(
+                      msg, "trainer")) && bf_job_config_trainer_name_ok(*out)))
+        return 0;
+    return bad_field(s, msg, id, "trainer", "a trainer name (1 .. 63 "
+                     "lowercase letters, digits, '_' or '-', starting with a "
+                     "letter)");
+}
+
 static void handle_request_job(session *s, json_t *msg, const json_t *id)
 {
     bf_protocol *p = s->p;
-    const char *request = NULL;
-    if (request_field(s, msg, id, &request))
+    const char *request = NULL, *trainer = NULL;
+    if (request_field(s, msg, id, &request) ||
+        trainer_field(s, msg, id, &trainer))
         return;
     int64_t now = bf_wall_ms();
     bf_lease lease;
     bf_error err;
     bf_error_clear(&err);
-    int got = bf_store_lease_next(p->store, s->name, request, now, p->lease_ms,
-                                  &lease, &err);
+    int got = bf_store_lease_for(p->store, s->name, request, trainer, now,
+                                 p->lease_ms, &lease, &err);
     if (got == BF_STORE_CONFLICT) {
         reply_error(s, id, "busy", &err, err.msg);
         return;

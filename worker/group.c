@@ -18,7 +18,6 @@
 #include "log.h"
 #include "mem_limit.h"
 #include "records.h"
-#include "stop_signals.h"
 #include "wire.h"
 
 enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
@@ -83,25 +82,12 @@ typedef struct group {
 /* ---- signals -------------------------------------------------------------- */
 
 static volatile sig_atomic_t stop_signal;
-static bf_link *signal_link;
 
-static void on_stop_signal(int sig)
-{
-    /* bf_link_wake write()s: keep the interrupted code's errno (e.g.
-     * make_dir's EEXIST check, a strerror after a failed write). */
-    int saved_errno = errno;
-    stop_signal = sig;
-    if (signal_link)
-        bf_link_wake(signal_link);
-    errno = saved_errno;
-}
-
-/* Installs SIGTERM/SIGINT handlers that make bf_group_train stop after the
- * current step (and wake `link`, which may be NULL, on rank 0). */
+/* SIGTERM/SIGINT make bf_group_train stop after the current step (and
+ * wake `link`, which may be NULL, on rank 0). */
 static void catch_signals(bf_link *link)
 {
-    signal_link = link;
-    bf_catch_stop_signals(on_stop_signal);
+    bf_link_catch_stop_signals(&stop_signal, link);
 }
 
 /* ---- the trainer's hooks -------------------------------------------------- */
@@ -435,20 +421,7 @@ static int find_resume(group *g, const json_t *job,
  * for good when permanent (no other attempt would do better). */
 static void report(group *g, int64_t job_id, const char *error, int permanent)
 {
-    bf_error err;
-    bf_error_clear(&err);
-    int rc = bf_link_finish_attempt(g->link, error, permanent, -1, &err);
-    if (rc == BF_LINK_FENCED)
-        bf_log_warn("job %lld: lease lost; not reported", (long long)job_id);
-    else if (rc == BF_LINK_TIMEOUT)
-        bf_log_warn("job %lld: coordinator unreachable; report not "
-                    "acknowledged", (long long)job_id);
-    else if (rc == BF_LINK_ERR)
-        bf_log_error("job %lld: report failed: %s", (long long)job_id,
-                     err.msg);
-    else if (error)
-        bf_log_info("job %lld: reported %sfailure: %s", (long long)job_id,
-                    permanent ? "permanent " : "", error);
+    bf_link_report(g->link, job_id, error, permanent, -1);
 }
 
 /* Reports a run that ended early (or not), as the reason requires.  Returns
@@ -776,7 +749,7 @@ static int run_group(group *g)
                 g->nranks == 1 ? "" : "s", g->o.server,
                 bf_isa_name(bf_isa_current()), bf_isa_blas_core_in_use());
     int status = lead(g);
-    signal_link = NULL;
+    catch_signals(NULL);
     bf_link_stop(g->link);
     g->link = NULL;
     return status;

@@ -1,5 +1,6 @@
 #include "link.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include "alloc.h"
 #include "clock.h"
 #include "log.h"
+#include "stop_signals.h"
 #include "stream_conn.h"
 #include "wire.h"
 
@@ -58,6 +60,7 @@ typedef struct conn {
 struct bf_link {
     /* Configuration, fixed after start. */
     char *server, *token, *name, *host;
+    char *trainer;            /* sent with request_job; NULL: builtin */
     char addr_host[256];
     int port, ranks, batch_ms, batch_records, backoff_min_ms, backoff_max_ms;
     const volatile sig_atomic_t *interrupt;
@@ -76,6 +79,7 @@ struct bf_link {
     conn *conn;               /* NULL while disconnected */
     uv_getaddrinfo_t *resolving;
     int online;               /* hello acknowledged on conn */
+    int64_t offline_since_ms; /* monotonic; when `online` last ended */
     int64_t hello_id;
     int backoff_ms;
     int64_t unreachable_said_ms;  /* when "cannot reach" was last logged */
@@ -268,6 +272,8 @@ static void send_request_job(bf_link *l)
     json_t *m = json_pack("{s:s, s:I, s:s}", "type", "request_job",
                           "id", (json_int_t)l->req_id,
                           "request", l->req_token);
+    if (l->trainer)
+        json_object_set_new(m, "trainer", json_string(l->trainer));
     l->req = REQ_SENT;
     send_msg(l, m);
     json_decref(m);
@@ -495,6 +501,8 @@ static void drop_conn(bf_link *l, const char *why)
         say_unreachable(l, why);
     bf_stream_conn_close(&l->conn->s);
     l->conn = NULL;
+    if (l->online)
+        l->offline_since_ms = bf_monotonic_ms();
     l->online = 0;
     for (entry *e = l->head; e; e = e->next)
         e->sent = 0;
@@ -898,6 +906,54 @@ void bf_link_checkpoint_bad(bf_link *l, const char *path, const char *why)
     pthread_mutex_unlock(&l->mu);
 }
 
+void bf_link_report(bf_link *l, int64_t job_id, const char *error,
+                    int permanent, int timeout_ms)
+{
+    bf_error err;
+    bf_error_clear(&err);
+    int rc = bf_link_finish_attempt(l, error, permanent, timeout_ms, &err);
+    if (rc == BF_LINK_FENCED)
+        bf_log_warn("job %lld: lease lost; not reported", (long long)job_id);
+    else if (rc == BF_LINK_TIMEOUT)
+        bf_log_warn("job %lld: coordinator unreachable; report not "
+                    "acknowledged", (long long)job_id);
+    else if (rc == BF_LINK_ERR)
+        bf_log_error("job %lld: report failed: %s", (long long)job_id,
+                     err.msg);
+    else if (error)
+        bf_log_info("job %lld: reported %sfailure: %s", (long long)job_id,
+                    permanent ? "permanent " : "", error);
+}
+
+static volatile sig_atomic_t *signal_flag;
+static bf_link *signal_link;
+
+static void on_stop_signal(int sig)
+{
+    /* bf_link_wake write()s: keep the interrupted code's errno (e.g. a
+     * mkdir's EEXIST check, a strerror after a failed write). */
+    int saved_errno = errno;
+    *signal_flag = sig;
+    if (signal_link)
+        bf_link_wake(signal_link);
+    errno = saved_errno;
+}
+
+void bf_link_catch_stop_signals(volatile sig_atomic_t *flag, bf_link *l)
+{
+    signal_flag = flag;
+    signal_link = l;
+    bf_catch_stop_signals(on_stop_signal);
+}
+
+int64_t bf_link_offline_ms(bf_link *l)
+{
+    pthread_mutex_lock(&l->mu);
+    int64_t ms = l->online ? 0 : bf_monotonic_ms() - l->offline_since_ms;
+    pthread_mutex_unlock(&l->mu);
+    return ms;
+}
+
 int bf_link_attempt_state(bf_link *l)
 {
     pthread_mutex_lock(&l->mu);
@@ -976,6 +1032,7 @@ static void link_free(bf_link *l)
     free(l->token);
     free(l->name);
     free(l->host);
+    free(l->trainer);
     pthread_cond_destroy(&l->changed);
     pthread_mutex_destroy(&l->mu);
     free(l);
@@ -1028,6 +1085,8 @@ int bf_link_start(bf_link **out, const bf_link_opts *o, bf_error *err)
     l->token = bf_xstrdup(o->token);
     l->name = bf_xstrdup(o->name);
     l->host = bf_xstrdup(o->host ? o->host : "");
+    l->trainer = o->trainer ? bf_xstrdup(o->trainer) : NULL;
+    l->offline_since_ms = bf_monotonic_ms();
     l->ranks = positive_or(o->ranks, 1);
     l->batch_ms = positive_or(o->batch_ms, DEFAULT_BATCH_MS);
     l->batch_records = positive_or(o->batch_records, DEFAULT_BATCH_RECORDS);

@@ -34,6 +34,9 @@ typedef struct bf_link_opts {
     const char *token;       /* the shared secret (token file contents) */
     const char *name;        /* worker name the coordinator shows */
     const char *host;        /* this machine's name */
+    /* The trainer it runs, sent with each request_job so the coordinator
+     * leases only that trainer's jobs (docs/trainers.md); NULL: builtin. */
+    const char *trainer;
     int ranks;               /* ranks in the group */
     int batch_ms;            /* flush queued records this often (0: 200) */
     int batch_records;       /* ... or once this many are queued (0: 500) */
@@ -107,6 +110,10 @@ void bf_link_emit(bf_link *l, const bf_record *record);
  * BF_LINK_CANCELLED or BF_LINK_FENCED.  Cheap; called once per step. */
 int bf_link_attempt_state(bf_link *l);
 
+/* How long the link has been without a connection to the coordinator
+ * (milliseconds; 0 while connected, since the start before the first). */
+int64_t bf_link_offline_ms(bf_link *l);
+
 /* Ends the attempt: sends what is queued, waits until every message before
  * was acknowledged, then sends job_done (error NULL) or job_failed{error}
  * (with "permanent": true when permanent: the job fails at once instead of
@@ -118,6 +125,17 @@ int bf_link_attempt_state(bf_link *l);
  * dropped and its heartbeats stop. */
 int bf_link_finish_attempt(bf_link *l, const char *error, int permanent,
                            int timeout_ms, bf_error *err);
+
+/* bf_link_finish_attempt for job_id, its result logged (fenced, timed out,
+ * refused, or the failure reported).  The job loops of group.c and exec.c
+ * end each attempt with it. */
+void bf_link_report(bf_link *l, int64_t job_id, const char *error,
+                    int permanent, int timeout_ms);
+
+/* Installs SIGTERM/SIGINT handlers that set *flag to the signal and wake
+ * `l` (NULL: none; call again with NULL before bf_link_stop), so a
+ * blocking call sees opts.interrupt at once. */
+void bf_link_catch_stop_signals(volatile sig_atomic_t *flag, bf_link *l);
 
 /* Counters for tests and logs (a snapshot). */
 typedef struct bf_link_stats {

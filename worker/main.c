@@ -24,6 +24,7 @@
 #include "args.h"
 #include "checkpoint.h"
 #include "code_corpus.h"
+#include "exec.h"
 #include "group.h"
 #include "isa.h"
 #include "job_config.h"
@@ -45,6 +46,8 @@ static const char usage_text[] =
     "       bifocal-worker code-stats [--code-dir DIR]\n"
     "       mpirun -np N bifocal-worker --server HOST:PORT --token-file F "
     "[...]\n"
+    "       bifocal-worker --server HOST:PORT --token-file F --exec CMD "
+    "--trainer NAME [...]\n"
     "\n"
     "train (default)   train one job standalone; prints one JSON record per\n"
     "                  line on stdout (train, eval, freq, checkpoint, done)\n"
@@ -66,7 +69,10 @@ static const char usage_text[] =
     "  -h, --help            this text\n"
     "--server          a worker group driven by the coordinator (under\n"
     "                  mpirun): `bifocal-worker --server X --help` lists its\n"
-    "                  options; docs/cluster.md explains them\n";
+    "                  options; docs/cluster.md explains them\n"
+    "--exec            jobs of `trainer: NAME` trained by CMD, another\n"
+    "                  program: `bifocal-worker --exec X --help` lists its\n"
+    "                  options; docs/trainers.md is the contract\n";
 
 __attribute__((format(printf, 1, 2)))
 static int usage_error(const char *fmt, ...)
@@ -314,6 +320,10 @@ int main(int argc, char **argv)
     bf_error isa_err;
     if (bf_isa_use_env(&isa_err) != 0)
         return fail(EXIT_USAGE, &isa_err);
+    /* --exec CMD: jobs trained by another program (before --server, which
+     * this mode has too). */
+    if (bf_exec_requested(argc, argv))
+        return bf_exec_main(argc, argv);
     /* --server HOST:PORT: an MPI worker group driven by the coordinator. */
     if (bf_group_requested(argc, argv))
         return bf_group_main(argc, argv);

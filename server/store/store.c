@@ -393,6 +393,7 @@ void bf_job_row_from(bf_job_row *row, const bf_sweep_job *job)
     memcpy(row->hash_hex, job->hash_hex, sizeof row->hash_hex);
     row->task = bf_task_name(job->cfg->task);
     row->rope = bf_rope_name(job->cfg->rope);
+    snprintf(row->trainer, sizeof row->trainer, "%s", job->cfg->trainer);
     row->depth = job->cfg->depth;
     row->seed = (int64_t)job->cfg->seed;
     row->learnable_heads = bf_job_config_spectral_heads(job->cfg);
@@ -518,6 +519,9 @@ static int insert_job(bf_store *s, int64_t sweep_id, int priority,
     const char *hold = row->from_stage ? "values" : row->held ? "seed" : NULL;
     if (hold)   /* jobs.hold (migration 20): why it waits with no source */
         sqlite3_bind_text(st, 15, hold, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 16, row->trainer[0] ? row->trainer
+                                              : BF_TRAINER_BUILTIN,
+                      -1, SQLITE_STATIC);
     if (store__exec(s, st, err) < 0)
         return -1;
     job_ids[row->index] = sqlite3_last_insert_rowid(s->db);

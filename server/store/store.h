@@ -103,6 +103,8 @@ typedef struct bf_job_row {
     char *config_json;             /* canonical JSON; owned by the caller */
     char hash_hex[17];
     const char *task, *rope;       /* static names */
+    char trainer[BF_TRAINER_NAME_MAX];   /* a copy: rows outlive the job;
+                                            "": builtin */
     const char *stage;             /* the sweep's (NULL without stages) */
     size_t source;                 /* a job index, or BF_SWEEP_NO_SOURCE */
     size_t cell;                   /* bf_sweep_job's */
@@ -201,6 +203,13 @@ void bf_lease_clear(bf_lease *l);
 int bf_store_lease_next(bf_store *s, const char *worker, const char *request,
                         int64_t now_ms, int64_t lease_ms, bf_lease *out,
                         bf_error *err);
+
+/* The same for a worker that runs `trainer` (NULL: builtin): only a job
+ * whose config names that trainer is leased (jobs.trainer, docs/trainers.md);
+ * bf_store_lease_next is this for builtin. */
+int bf_store_lease_for(bf_store *s, const char *worker, const char *request,
+                       const char *trainer, int64_t now_ms, int64_t lease_ms,
+                       bf_lease *out, bf_error *err);
 
 /* Whether more work may come of jobs running now: 1 when an active sweep
  * has a job waiting (a later stage's on its source, an adaptive seed held

@@ -52,9 +52,9 @@ extern const int bf_schema_n_migrations;
     X(ST_JOB_INSERT,                                                           \
       "INSERT INTO jobs (sweep_id, idx, config, config_hash, task, rope,"      \
       " depth, seed, learnable_heads, priority, created_ms, stage,"            \
-      " source_job_id, cell, hold, status)"                                    \
+      " source_job_id, cell, hold, trainer, status)"                           \
       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"  \
-      " ?15, CASE WHEN ?13 IS NULL AND ?15 IS NULL THEN 'queued'"              \
+      " ?15, ?16, CASE WHEN ?13 IS NULL AND ?15 IS NULL THEN 'queued'"         \
       " ELSE 'waiting' END)")                                                  \
     X(ST_JOB_GET,                                                              \
       "SELECT j.status, j.sweep_id FROM jobs j JOIN sweeps s"                  \
@@ -138,16 +138,19 @@ extern const int bf_schema_n_migrations;
      * that stops at the first such sweep; a sweep being stored, n_jobs 0, \
      * is skipped whatever its priority); then its oldest queued job, a    \
      * walk of jobs_queue in job_id order that stops at the first row.     \
+     * Only jobs of the asking worker's trainer (?1) count, at every step. \
      * INDEXED BY fails loudly at open if an index went missing. */         \
     X(ST_LEASE_PICK,                                                           \
       "WITH pick(sid, pr) AS (SELECT s.sweep_id, s.priority"                   \
       "   FROM sweeps s INDEXED BY sweeps_lease_order"                         \
       "   WHERE s.status = 'active' AND s.n_jobs > 0 AND EXISTS (SELECT 1"     \
       "     FROM jobs q INDEXED BY jobs_queue WHERE q.status = 'queued'"       \
-      "       AND q.priority = s.priority AND q.sweep_id = s.sweep_id)"        \
+      "       AND q.trainer = ?1 AND q.priority = s.priority"                  \
+      "       AND q.sweep_id = s.sweep_id)"                                    \
       "   ORDER BY s.priority DESC, s.last_lease_seq, s.sweep_id LIMIT 1)"     \
       " SELECT j.job_id FROM jobs j INDEXED BY jobs_queue"                     \
-      "  WHERE j.status = 'queued' AND j.priority = (SELECT pr FROM pick)"      \
+      "  WHERE j.status = 'queued' AND j.trainer = ?1"                         \
+      "    AND j.priority = (SELECT pr FROM pick)"                              \
       "    AND j.sweep_id = (SELECT sid FROM pick) ORDER BY j.job_id LIMIT 1") \
     /* Whether an active sweep has a job waiting (a later stage's, a held \
      * seed) and one running, whose end may release it: each probe is a    \

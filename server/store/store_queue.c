@@ -30,9 +30,11 @@ static char *column_strdup(sqlite3_stmt *st, int i)
 /* ---- leasing ------------------------------------------------------------ */
 
 /* Picks the best queued job: 1 found, 0 none, -1 error. */
-static int pick_job(bf_store *s, int64_t *job_id, bf_error *err)
+static int pick_job(bf_store *s, const char *trainer, int64_t *job_id,
+                    bf_error *err)
 {
     sqlite3_stmt *st = store__stmt(s, ST_LEASE_PICK);
+    sqlite3_bind_text(st, 1, trainer, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW)
         *job_id = sqlite3_column_int64(st, 0);
@@ -152,10 +154,10 @@ static int lease_again(bf_store *s, int64_t now_ms, int64_t lease_ms,
 
 /* A new lease of the best queued job: 1, 0 when none is queued, -1. */
 static int lease_new(bf_store *s, const char *worker, const char *request,
-                     int64_t now_ms, int64_t lease_ms, bf_lease *out,
-                     bf_error *err)
+                     const char *trainer, int64_t now_ms, int64_t lease_ms,
+                     bf_lease *out, bf_error *err)
 {
-    int found = pick_job(s, &out->job_id, err);
+    int found = pick_job(s, trainer, &out->job_id, err);
     if (found <= 0)
         return found;
     out->lease_expires_ms = now_ms + lease_ms;
@@ -171,13 +173,24 @@ int bf_store_lease_next(bf_store *s, const char *worker, const char *request,
                         int64_t now_ms, int64_t lease_ms, bf_lease *out,
                         bf_error *err)
 {
+    return bf_store_lease_for(s, worker, request, NULL, now_ms, lease_ms, out,
+                              err);
+}
+
+int bf_store_lease_for(bf_store *s, const char *worker, const char *request,
+                       const char *trainer, int64_t now_ms, int64_t lease_ms,
+                       bf_lease *out, bf_error *err)
+{
+    if (!trainer)
+        trainer = BF_TRAINER_BUILTIN;
     memset(out, 0, sizeof *out);
     if (store__begin(s, err) < 0)
         return -1;
     int same_request;
     int rc = find_live_attempt(s, worker, request, out, &same_request, err);
     if (rc == 0 && !out->attempt_id)
-        rc = lease_new(s, worker, request, now_ms, lease_ms, out, err);
+        rc = lease_new(s, worker, request, trainer, now_ms, lease_ms, out,
+                       err);
     else if (rc == 0)
         rc = same_request ? lease_again(s, now_ms, lease_ms, out, err)
                           : still_held(worker, out, err);

@@ -272,11 +272,7 @@ static int check_field_list(const bf_sweep *sw, const bf_sweep_stage *st,
                             const json_t *values, size_t n, bf_error *err)
 {
     int line = sweep__line(sw, "%s/%s", axis->ptr, field);
-    bf_job_config defaults;
-    bf_job_config_defaults(&defaults);
-    json_t *job_fields = bf_job_config_to_json(&defaults);
-    int known = json_object_get(job_fields, field) != NULL;
-    json_decref(job_fields);
+    int known = bf_job_config_has_field(field);
     const sweep_axis *other = axis_with(st, field, NULL);
     if (!known)
         return bf_error_set(err, sw->file, line, field, "%s axis '%s' is not "

@@ -407,6 +407,64 @@ static void test_canonical_determinism(void **state)
     free(first);
 }
 
+/* `trainer`: builtin configs keep the canonical bytes (and hashes) they
+ * had before the field; another trainer is written and read back; a name
+ * that is not an identifier is refused, naming the field. */
+static void test_trainer_field(void **state)
+{
+    (void)state;
+    bf_job_config cfg;
+    bf_job_config_defaults(&cfg);
+    assert_string_equal(cfg.trainer, "builtin");
+    char *text = bf_job_config_to_canonical_json(&cfg);
+    /* docs/job-config.md's canonical JSON of the defaults, byte for byte */
+    assert_string_equal(text, "{\"batch_size\":32,\"checkpoint_every\":0,"
+        "\"code_dir\":\"/usr/lib/python3.11\",\"d_model\":64,\"depth\":4,"
+        "\"dyck_k\":2,\"eval_depths\":[4,8],\"eval_every\":100,"
+        "\"eval_examples\":128,\"freq_every\":50,\"freq_lr_mult\":1.0,"
+        "\"grad_clip\":1.0,\"init_from\":\"\",\"log_every\":10,\"lr\":0.001,"
+        "\"modulus\":10,\"n_heads\":4,\"n_layers\":2,\"prope_fraction\":0.25,"
+        "\"random_positions\":0,\"rope\":\"rope\",\"rope_base\":10000.0,"
+        "\"seed\":1,\"seq_len\":64,\"spectral_fraction\":0.5,\"steps\":500,"
+        "\"stop_on_nonfinite\":true,\"task\":\"dyck\",\"warmup_steps\":50,"
+        "\"weight_decay\":0.10000000000000001}");
+    free(text);
+
+    bf_error err;
+    json_t *torch = json_pack("{s:s}", "trainer", "torch_lm-2");
+    assert_int_equal(bf_job_config_apply_json(&cfg, torch, "t", NULL, &err),
+                     0);
+    json_decref(torch);
+    assert_int_equal(bf_job_config_validate(&cfg, &err), 0);
+    text = bf_job_config_to_canonical_json(&cfg);
+    assert_contains(text, "\"trainer\":\"torch_lm-2\"");
+    bf_job_config back;
+    bf_job_config_defaults(&back);
+    json_t *parsed = json_loads(text, 0, NULL);
+    assert_int_equal(bf_job_config_apply_json(&back, parsed, "t", NULL, &err),
+                     0);
+    assert_memory_equal(&back, &cfg, sizeof cfg);
+    json_decref(parsed);
+    free(text);
+
+    const char *bad[] = { "", "Torch", "1abc", "a b", "a/b", "x\nb",
+        "a123456789012345678901234567890123456789012345678901234567890123" };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        json_t *o = json_pack("{s:s}", "trainer", bad[i]);
+        bf_error_clear(&err);
+        assert_int_equal(bf_job_config_apply_json(&cfg, o, "t", NULL, &err),
+                         -1);
+        assert_contains(err.msg, "trainer");
+        assert_contains(err.msg, "not a trainer name");
+        json_decref(o);
+    }
+    json_t *o = json_pack("{s:i}", "trainer", 3);
+    assert_int_equal(bf_job_config_apply_json(&cfg, o, "t", NULL, &err), -1);
+    assert_contains(err.msg, "trainer");
+    json_decref(o);
+    assert_string_equal(cfg.trainer, "torch_lm-2");   /* unchanged */
+}
+
 /* apply_json keeps cfg unchanged on error and reads both forms of lines. */
 static void test_apply_json_is_atomic_and_reads_lines(void **state)
 {
@@ -685,6 +743,7 @@ int main(void)
         cmocka_unit_test(test_canonical_round_trip),
         cmocka_unit_test(test_canonical_form),
         cmocka_unit_test(test_canonical_determinism),
+        cmocka_unit_test(test_trainer_field),
         cmocka_unit_test(test_apply_json_is_atomic_and_reads_lines),
         cmocka_unit_test(test_validate_checks_built_configs),
         cmocka_unit_test(test_reals_are_normal_float32),

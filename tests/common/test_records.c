@@ -78,6 +78,70 @@ static void test_kinds_as_json(void **state)
     }
 }
 
+/* What bf_record_to_json writes, bf_record_from_json reads back to the
+ * same JSON (every kind, a trainer's fail record too); what breaks the
+ * contract is refused, naming the field. */
+static void test_records_read_back(void **state)
+{
+    (void)state;
+    const char *lines[] = {
+        "{\"type\":\"train\",\"step\":7,\"loss\":\"nan\",\"lr\":0.5,"
+        "\"grad_norm\":1.5,\"tokens_per_s\":2.5}",
+        "{\"type\":\"eval\",\"step\":3,\"depth\":4,\"loss\":1.5,"
+        "\"accuracy\":0.25}",
+        "{\"type\":\"freq\",\"step\":0,\"layer\":1,\"head\":2,"
+        "\"omega\":[1.0,0.5,\"inf\"]}",
+        "{\"type\":\"outcomes\",\"step\":3,\"depth\":4,\"n\":11,"
+        "\"bits\":\"0106\"}",
+        "{\"type\":\"checkpoint\",\"step\":9,\"path\":\"/ck/9\"}",
+        "{\"type\":\"done\",\"step\":9,\"train_loss\":\"-inf\","
+        "\"stopped\":false,\"eval\":[{\"depth\":4,\"loss\":1.5,"
+        "\"accuracy\":0.25}]}",
+        "{\"type\":\"fail\",\"step\":2,\"error\":\"no GPU\"}",
+    };
+    bf_record_read *rr = malloc(sizeof *rr);
+    for (size_t i = 0; i < sizeof lines / sizeof *lines; i++) {
+        bf_error err = {0};
+        json_t *o = json_loads(lines[i], 0, NULL);
+        if (bf_record_from_json(o, rr, &err) != 0)
+            fail_msg("%s: %s", lines[i], err.msg);
+        char *text = dump(&rr->r);
+        assert_string_equal(text, lines[i]);
+        free(text);
+        bf_record_read_clear(rr);
+        json_decref(o);
+    }
+    const struct { const char *line, *field; } bad[] = {
+        {"[1]", ""},
+        {"{\"type\":\"trian\",\"step\":1}", "type"},
+        {"{\"type\":\"eval\",\"depth\":4,\"loss\":1,\"accuracy\":1}", "step"},
+        {"{\"type\":\"eval\",\"step\":-1,\"depth\":4,\"loss\":1,"
+         "\"accuracy\":1}", "step"},
+        {"{\"type\":\"train\",\"step\":1,\"loss\":1,\"lr\":\"x\","
+         "\"grad_norm\":1,\"tokens_per_s\":1}", "lr"},
+        {"{\"type\":\"eval\",\"step\":1,\"depth\":0,\"loss\":1,"
+         "\"accuracy\":1}", "depth"},
+        {"{\"type\":\"freq\",\"step\":1,\"layer\":0,\"head\":0,"
+         "\"omega\":[]}", "omega"},
+        {"{\"type\":\"outcomes\",\"step\":1,\"depth\":4,\"n\":11,"
+         "\"bits\":\"01\"}", "bits"},
+        {"{\"type\":\"checkpoint\",\"step\":1,\"path\":\"\"}", "path"},
+        {"{\"type\":\"done\",\"step\":1}", "train_loss"},
+        {"{\"type\":\"fail\",\"step\":1,\"error\":3}", "error"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        bf_error err = {0};
+        json_t *o = json_loads(bad[i].line, 0, NULL);
+        assert_int_equal(bf_record_from_json(o, rr, &err), -1);
+        bf_record_read_clear(rr);
+        if (bad[i].field[0] && !strstr(err.msg, bad[i].field))
+            fail_msg("%s: '%s' does not name %s", bad[i].line, err.msg,
+                     bad[i].field);
+        json_decref(o);
+    }
+    free(rr);
+}
+
 static void test_kind_lookup(void **state)
 {
     (void)state;
@@ -134,6 +198,7 @@ int main(void)
         cmocka_unit_test(test_train_has_every_metric),
         cmocka_unit_test(test_kinds_as_json),
         cmocka_unit_test(test_kind_lookup),
+        cmocka_unit_test(test_records_read_back),
         cmocka_unit_test(test_outcomes_hex),
         cmocka_unit_test(test_nonfinite_spelling),
     };

@@ -45,6 +45,41 @@ int e2e_teardown(void **state)
     return 0;
 }
 
+/* Forks argv (from the environment variable env's program) in its own
+ * process group, output appended to log, and keeps it for the teardown. */
+static pid_t start_logged(const char *env, const char **argv, const char *log)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        setpgid(0, 0);   /* kill(-pid) reaches mpirun and its ranks */
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, STDOUT_FILENO);
+            dup2(fd, STDERR_FILENO);
+        }
+        execv(bft_env_path(env), (char *const *)argv);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    for (int i = 0; i < MAX_GROUPS; i++)
+        if (!groups[i]) {
+            groups[i] = pid;
+            break;
+        }
+    return pid;
+}
+
+/* Appends the NULL-terminated arguments of ap after argv[argc] (of 40). */
+static void end_args(const char **argv, int argc, va_list ap)
+{
+    for (const char *a = va_arg(ap, const char *); a && argc < 39;
+         a = va_arg(ap, const char *))
+        argv[argc++] = a;
+    argv[argc] = NULL;
+}
+
 pid_t e2e_group_start(const bft_daemon *d, int np, const char *tag, ...)
 {
     char nps[16], ckpt[400], log[400];
@@ -70,32 +105,26 @@ pid_t e2e_group_start(const bft_daemon *d, int np, const char *tag, ...)
     argv[argc++] = tag;
     va_list ap;
     va_start(ap, tag);
-    for (const char *a = va_arg(ap, const char *); a && argc < 39;
-         a = va_arg(ap, const char *))
-        argv[argc++] = a;
+    end_args(argv, argc, ap);
     va_end(ap);
-    argv[argc] = NULL;
+    return start_logged("MPIRUN", argv, log);
+}
 
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        setpgid(0, 0);   /* kill(-pid) reaches mpirun and its ranks */
-        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (fd >= 0) {
-            dup2(fd, STDOUT_FILENO);
-            dup2(fd, STDERR_FILENO);
-        }
-        execv(bft_env_path("MPIRUN"), (char *const *)argv);
-        _exit(127);
-    }
-    setpgid(pid, pid);
-    for (int i = 0; i < MAX_GROUPS; i++)
-        if (!groups[i]) {
-            groups[i] = pid;
-            break;
-        }
-    return pid;
+pid_t e2e_exec_start(const bft_daemon *d, const char *tag, ...)
+{
+    char work[400], log[400];
+    snprintf(work, sizeof work, "%s/exec", d->dir);
+    snprintf(log, sizeof log, "%s/%s.log", d->dir, tag);
+    const char *argv[40] = { "bifocal-worker", "--server", d->addr,
+                             "--token-file", d->token_file, "--name", tag,
+                             "--work-dir", work };
+    int argc = 9;
+    va_list ap;
+    va_start(ap, tag);
+    end_args(argv, argc, ap);
+    va_end(ap);
+    setenv("BIFOCAL_TOKEN_FILE", d->token_file, 1);
+    return start_logged("BIFOCAL_WORKER", argv, log);
 }
 
 int e2e_group_wait(pid_t pid, int timeout_ms)

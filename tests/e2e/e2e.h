@@ -22,6 +22,14 @@ int e2e_teardown(void **state);
 pid_t e2e_group_start(const bft_daemon *d, int np, const char *tag, ...)
     __attribute__((sentinel));
 
+/* Starts `bifocal-worker --server ... --token-file ... --name tag
+ * --work-dir DIR/exec ARGS...` (NULL-terminated; an --exec worker, no
+ * mpirun) in its own process group, output in DIR/<tag>.log, with
+ * BIFOCAL_TOKEN_FILE set (the worker must not hand it on).  Returns the
+ * pid or -1; e2e_group_wait and e2e_group_kill take it. */
+pid_t e2e_exec_start(const bft_daemon *d, const char *tag, ...)
+    __attribute__((sentinel));
+
 /* Waits for the group to exit: its status (128+N if killed by signal N), or
  * -1 after timeout_ms (the group is then killed). */
 int e2e_group_wait(pid_t pid, int timeout_ms);

@@ -43,6 +43,12 @@ json_t *bft_worker_ask(bft_worker *w, const char *request)
     return call(w, m);
 }
 
+json_t *bft_worker_ask_trainer(bft_worker *w, const char *trainer)
+{
+    return call(w, json_pack("{s:s, s:s}", "type", "request_job", "trainer",
+                             trainer));
+}
+
 json_t *bft_worker_heartbeat(bft_worker *w, int64_t attempt_id)
 {
     return call(w, json_pack("{s:s, s:I}", "type", "heartbeat", "attempt_id",

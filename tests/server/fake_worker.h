@@ -21,6 +21,8 @@ void bft_worker_close(bft_worker *w);
 json_t *bft_worker_request_job(bft_worker *w);
 /* request_job naming the ask's token (docs/protocol.md) */
 json_t *bft_worker_ask(bft_worker *w, const char *request);
+/* A request_job naming the worker's trainer (docs/trainers.md). */
+json_t *bft_worker_ask_trainer(bft_worker *w, const char *trainer);
 json_t *bft_worker_heartbeat(bft_worker *w, int64_t attempt_id);
 json_t *bft_worker_metrics(bft_worker *w, int64_t attempt_id, int64_t seq,
                            json_t *records /* stolen */);

@@ -88,6 +88,38 @@ static void test_auth_refusals(void **state)
     assert_serving(d);
 }
 
+/* request_job's trainer: a job goes only to a worker of its config's
+ * trainer; a name that is not one is a bad message naming the field. */
+static void test_request_job_trainer(void **state)
+{
+    bft_daemon *d = *state;
+    assert_true(bft_submit(d, "b.yaml", "name: b\n", NULL, NULL) > 0);
+    assert_true(bft_submit(d, "x.yaml", "name: x\nbase: {trainer: fake}\n",
+                           NULL, NULL) > 0);
+    bft_worker w;
+    assert_int_equal(bft_worker_connect(&w, d, "exec"), 0);
+    const char *bad[] = { "", "Fake", "a b", "9lives" };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        json_t *r = bft_worker_ask_trainer(&w, bad[i]);
+        assert_string_equal(json_string_value(json_object_get(r, "code")),
+                            "bad_message");
+        assert_string_equal(json_string_value(json_object_get(r, "field")),
+                            "trainer");
+        json_decref(r);
+    }
+    /* bft_reply_is takes the reply */
+    assert_true(bft_reply_is(bft_worker_ask_trainer(&w, "other"), "no_job"));
+    json_t *r = bft_worker_ask_trainer(&w, "fake");
+    assert_string_equal(json_string_value(json_object_get(r, "type")), "job");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(
+        r, "config"), "trainer")), "fake");
+    json_decref(r);
+    bft_worker_close(&w);
+    assert_int_equal(bft_sql_int(d, "SELECT count(*) FROM jobs WHERE "
+                                 "trainer = 'builtin' AND status = "
+                                 "'queued'"), 1);
+}
+
 static void test_bad_messages_get_errors(void **state)
 {
     bft_daemon *d = *state;
@@ -807,6 +839,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         BFT_DAEMON_TEST(test_auth_refusals),
         BFT_DAEMON_TEST(test_bad_messages_get_errors),
+        BFT_DAEMON_TEST(test_request_job_trainer),
         BFT_DAEMON_TEST(test_oversized_frame_closes),
         BFT_DAEMON_TEST(test_stranger_frame_limit),
         BFT_DAEMON_TEST(test_submit_and_reject),

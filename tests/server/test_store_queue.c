@@ -170,6 +170,41 @@ static int insert_attempt(bf_store *s, int64_t job, int attempt_no,
     return sqlite3_extended_errcode(s->db);
 }
 
+/* A job goes only to a worker of its config's trainer: builtin workers
+ * (no trainer named) never lease an exec job, an exec worker never a
+ * builtin one, and one of another trainer neither. */
+static void test_lease_by_trainer(void **state)
+{
+    fixture *f = *state;
+    int64_t builtin = submit(f->s, "builtin", 0, 1, 3);
+    int64_t exec = bft_submit(f->s, "name: exec\npriority: 9\nseeds: 2\n"
+                              "base: {trainer: fake}\n", 1, NULL);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM jobs WHERE "
+                             "trainer = 'fake'"), 2);
+    bf_lease l;
+    bf_error err = {0};
+    assert_int_equal(bf_store_lease_for(f->s, "other", NULL, "torch", 10,
+                                        60000, &l, &err), 0);
+    /* the exec sweep has the higher priority: builtin workers skip it */
+    assert_int_equal(bf_store_lease_next(f->s, "b1", NULL, 10, 60000, &l,
+                                         &err), 1);
+    assert_int_equal(l.job_id, first_job(f->s, builtin));
+    bf_lease_clear(&l);
+    assert_int_equal(bf_store_lease_next(f->s, "b2", NULL, 10, 60000, &l,
+                                         &err), 0);
+    for (int i = 0; i < 2; i++) {
+        char worker[16];
+        snprintf(worker, sizeof worker, "x%d", i);
+        assert_int_equal(bf_store_lease_for(f->s, worker, NULL, "fake", 10,
+                                            60000, &l, &err), 1);
+        assert_int_equal(l.job_id, first_job(f->s, exec) + i);
+        assert_non_null(strstr(l.config_json, "\"trainer\":\"fake\""));
+        bf_lease_clear(&l);
+    }
+    assert_int_equal(bf_store_lease_for(f->s, "x9", NULL, "fake", 10, 60000,
+                                        &l, &err), 0);
+}
+
 /* Migration 10's unique index: the database itself refuses a second
  * running attempt of a job, whatever statement writes it; ended attempts
  * of the job are not limited. */
@@ -696,6 +731,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_priority_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_one_live_lease_per_worker, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lease_by_trainer, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_same_request_leased_again, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_one_running_attempt_per_job, setup,

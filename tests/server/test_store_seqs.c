@@ -574,9 +574,15 @@ static void test_upgrade_marks_held_seeds(void **state)
     bf_store_close(s);
     sqlite3 *db;
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    /* as migration 19 left it: without the columns of 20 to 22 (the
-     * view that 22 makes again reads its column) */
-    assert_int_equal(sqlite3_exec(db, "ALTER TABLE jobs DROP COLUMN hold;"
+    /* as migration 19 left it: without the columns of 20 to 23 (the
+     * view that 22 makes again reads its column; 23 rebuilt jobs_queue
+     * over its own) */
+    assert_int_equal(sqlite3_exec(db, "DROP INDEX jobs_queue;"
+                                  " CREATE INDEX jobs_queue ON jobs (priority"
+                                  " DESC, sweep_id, job_id) WHERE status ="
+                                  " 'queued';"
+                                  " ALTER TABLE jobs DROP COLUMN trainer;"
+                                  " ALTER TABLE jobs DROP COLUMN hold;"
                                   " ALTER TABLE attempts DROP COLUMN request;"
                                   " DROP VIEW adaptive_seeds;"
                                   " ALTER TABLE seed_comparisons DROP COLUMN"

@@ -212,6 +212,37 @@ static void test_bad_job_file(void **state)
     assert_int_equal(run_worker("--help"), 0);
     out = slurp("out");
     assert_non_null(strstr(out, "--checkpoint-dir"));
+    assert_non_null(strstr(out, "--exec"));
+    free(out);
+}
+
+/* --exec's usage: it needs a trainer that is not builtin and a command
+ * whose quotes close; --help lists its options. */
+static void test_exec_usage(void **state)
+{
+    (void)state;
+    const struct { const char *args, *says; } bad[] = {
+        {"--server h:1 --token-file t --exec prog", "--trainer NAME is "
+         "required"},
+        {"--server h:1 --token-file t --exec prog --trainer builtin",
+         "not builtin"},
+        {"--server h:1 --token-file t --exec prog --trainer Torch",
+         "lowercase"},
+        {"--server h:1 --token-file t --exec \"prog 'x\" --trainer t",
+         "unclosed quote"},
+        {"--token-file t --exec prog --trainer t", "--server HOST:PORT"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(run_worker(bad[i].args), 2);
+        char *err = slurp("err");
+        if (!strstr(err, bad[i].says))
+            fail_msg("%s: '%s' does not say %s", bad[i].args, err,
+                     bad[i].says);
+        free(err);
+    }
+    assert_int_equal(run_worker("--exec x --help"), 0);
+    char *out = slurp("out");
+    assert_non_null(strstr(out, "--gpus LIST"));
     free(out);
 }
 
@@ -549,6 +580,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_train_prints_records),
         cmocka_unit_test(test_bad_job_file),
         cmocka_unit_test(test_code_job_learns),
+        cmocka_unit_test(test_exec_usage),
         cmocka_unit_test(test_memory_budget_refuses),
         cmocka_unit_test(test_eval_matches_forward),
         cmocka_unit_test(test_eval_long_line_refused_while_read),
