@@ -15,7 +15,7 @@
 // starts as the browser tests start it (tests/results/browser/chromium.js).
 "use strict";
 const path = require("path");
-const { launch } = require(path.join(__dirname, "..", "tests", "client",
+const { launch } = require(path.join(__dirname, "..", "tests", "results",
                                      "browser", "chromium"));
 
 async function shoot(page, id, file) {
