@@ -10,3 +10,7 @@ ALTER TABLE jobs ADD COLUMN trainer TEXT NOT NULL DEFAULT 'builtin';
 DROP INDEX jobs_queue;
 CREATE INDEX jobs_queue ON jobs (trainer, priority DESC, sweep_id, job_id)
     WHERE status = 'queued';
+-- A no_job's `pending` asks whether a job of the worker's trainer waits in a
+-- sweep with a job running: one seek here per active sweep.
+CREATE INDEX jobs_waiting_by_trainer ON jobs (sweep_id, trainer)
+    WHERE status = 'waiting';

@@ -437,7 +437,7 @@ static void handle_request_job(session *s, json_t *msg, const json_t *id)
         return;
     }
     if (got == 0) {
-        int pending = bf_store_work_pending(p->store, &err);
+        int pending = bf_store_work_pending(p->store, trainer, &err);
         if (pending < 0) {
             reply_error(s, id, "store", &err, err.msg);
             return;

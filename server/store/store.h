@@ -211,12 +211,13 @@ int bf_store_lease_for(bf_store *s, const char *worker, const char *request,
                        const char *trainer, int64_t now_ms, int64_t lease_ms,
                        bf_lease *out, bf_error *err);
 
-/* Whether more work may come of jobs running now: 1 when an active sweep
- * has a job waiting (a later stage's on its source, an adaptive seed held
- * until its comparison decides) and a job running, 0 when not, -1 on
- * error.  A group with nothing to lease stays for it (request_job's
+/* Whether more work may come, for a worker of `trainer` (NULL: builtin),
+ * of jobs running now: 1 when an active sweep has a job of that trainer
+ * waiting (a later stage's on its source, an adaptive seed held until its
+ * comparison decides) and a job running (of any trainer), 0 when not, -1
+ * on error.  A worker with nothing to lease stays for it (request_job's
  * `pending`, docs/protocol.md). */
-int bf_store_work_pending(bf_store *s, bf_error *err);
+int bf_store_work_pending(bf_store *s, const char *trainer, bf_error *err);
 
 /* Extends the lease of a live attempt to now + lease_ms.  BF_STORE_FENCED if
  * the attempt is not the job's live one (expired, finished, cancelled). */

@@ -152,12 +152,14 @@ extern const int bf_schema_n_migrations;
       "  WHERE j.status = 'queued' AND j.trainer = ?1"                         \
       "    AND j.priority = (SELECT pr FROM pick)"                              \
       "    AND j.sweep_id = (SELECT sid FROM pick) ORDER BY j.job_id LIMIT 1") \
-    /* Whether an active sweep has a job waiting (a later stage's, a held \
-     * seed) and one running, whose end may release it: each probe is a    \
-     * seek in jobs_by_sweep_status, not a count (asked at every no_job). */\
+    /* Whether an active sweep has a job of trainer ?1 waiting (a later   \
+     * stage's, a held seed) and a job running, whose end may release it: \
+     * each probe is a seek in an index, not a count (asked at every      \
+     * no_job). */                                                         \
     X(ST_WORK_PENDING,                                                         \
       "SELECT EXISTS (SELECT 1 FROM sweeps s WHERE s.status = 'active'"        \
-      "  AND EXISTS (SELECT 1 FROM jobs j WHERE j.sweep_id = s.sweep_id"       \
+      "  AND EXISTS (SELECT 1 FROM jobs j INDEXED BY jobs_waiting_by_trainer"  \
+      "              WHERE j.sweep_id = s.sweep_id AND j.trainer = ?1"        \
       "              AND j.status = 'waiting')"                               \
       "  AND EXISTS (SELECT 1 FROM jobs j WHERE j.sweep_id = s.sweep_id"       \
       "              AND j.status = 'running'))")                             \

@@ -201,9 +201,11 @@ int bf_store_lease_for(bf_store *s, const char *worker, const char *request,
     return rc == 1 ? -1 : rc;
 }
 
-int bf_store_work_pending(bf_store *s, bf_error *err)
+int bf_store_work_pending(bf_store *s, const char *trainer, bf_error *err)
 {
     sqlite3_stmt *st = store__stmt(s, ST_WORK_PENDING);
+    sqlite3_bind_text(st, 1, trainer ? trainer : BF_TRAINER_BUILTIN, -1,
+                      SQLITE_TRANSIENT);
     int rc = sqlite3_step(st);
     int pending = rc == SQLITE_ROW && sqlite3_column_int(st, 0);
     sqlite3_reset(st);

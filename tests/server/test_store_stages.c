@@ -95,14 +95,17 @@ static void fail_once(bf_store *s, int64_t want)
     bf_lease_clear(&l);
 }
 
-static int pending(bf_store *s)
+/* work_pending for a worker of `trainer` (NULL: builtin). */
+static int pending_for(bf_store *s, const char *trainer)
 {
     bf_error err = {0};
-    int rc = bf_store_work_pending(s, &err);
+    int rc = bf_store_work_pending(s, trainer, &err);
     if (rc < 0)
         fail_msg("work_pending: %s", err.msg);
     return rc;
 }
+
+static int pending(bf_store *s) { return pending_for(s, NULL); }
 
 /* Work is pending while a sweep has a job waiting and one running in the
  * same sweep (its end may release the waiting one); a job running in
@@ -159,6 +162,31 @@ static void test_work_pending(void **state)
     assert_int_equal(pending(f->s), 0);
     bf_lease_clear(&again);
     bf_lease_clear(&plain);
+}
+
+/* Pending work is a worker's own trainer's: a builtin worker with
+ * nothing to lease is told none will come while only another trainer's
+ * job waits (an --exit-when-idle group leaves), whatever runs. */
+static void test_work_pending_by_trainer(void **state)
+{
+    fixture *f = *state;
+    assert_true(bft_submit(f->s, "name: torch-chain\nbase: {steps: 20, "
+                           "warmup_steps: 0, trainer: torch}\nstages:\n"
+                           "  - {name: a, seeds: 1}\n"
+                           "  - {name: b, seeds: 1, base: {init_from: "
+                           "\"stage:a\"}}\n", 1, NULL) > 0);
+    bf_lease none = lease(f->s, 10);      /* a builtin worker: nothing */
+    assert_int_equal(none.job_id, 0);
+    bf_lease a;
+    bf_error err = {0};
+    assert_int_equal(bf_store_lease_for(f->s, "torch-worker", NULL, "torch",
+                                        10, 60000, &a, &err), 1);
+    assert_int_equal(a.job_id, 1);
+    assert_status(f->s, 2, "waiting");
+    assert_int_equal(pending_for(f->s, "torch"), 1);
+    assert_int_equal(pending_for(f->s, NULL), 0);
+    assert_int_equal(pending_for(f->s, "jax"), 0);
+    bf_lease_clear(&a);
 }
 
 /* Sources run first; a dependent is never leased while it waits, then
@@ -569,6 +597,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
         cmocka_unit_test_setup_teardown(test_work_pending, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_work_pending_by_trainer, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_big_fan_out_in_slices, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_big_revival_in_slices, setup,
