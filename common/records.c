@@ -327,7 +327,8 @@ static int read_fields(const json_t *o, bf_record_read *rr, bf_error *err)
     return bf_error_set(err, NULL, 0, "type", "unhandled kind");
 }
 
-int bf_record_from_json(const json_t *o, bf_record_read *out, bf_error *err)
+/* bf_record_from_line of a parsed line. */
+static int from_json(const json_t *o, bf_record_read *out, bf_error *err)
 {
     memset(&out->r, 0, sizeof out->r);
     out->text = NULL;
@@ -349,6 +350,28 @@ int bf_record_from_json(const json_t *o, bf_record_read *out, bf_error *err)
     out->r.kind = (bf_record_kind)kind;
     return int_in(o, "step", 0, INT_MAX, &out->r.step, err) ||
            read_fields(o, out, err) ? -1 : 0;
+}
+
+int bf_record_from_line(const char *line, size_t len, bf_record_read *out,
+                        bf_error *err)
+{
+    memset(&out->r, 0, sizeof out->r);
+    out->text = NULL;
+    const char *nul = memchr(line, '\0', len);
+    if (nul)
+        return bf_error_set(err, NULL, 0, NULL, "a NUL byte at column %zu",
+                            (size_t)(nul - line) + 1);
+    size_t blank = 0;
+    while (blank < len && strchr(" \t\r", line[blank]))
+        blank++;
+    if (blank == len)
+        return 1;
+    json_error_t je;
+    json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
+    int rc = o ? from_json(o, out, err)
+               : bf_error_set(err, NULL, 0, NULL, "not JSON: %s", je.text);
+    json_decref(o);
+    return rc;
 }
 
 void bf_record_read_clear(bf_record_read *rr)

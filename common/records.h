@@ -167,12 +167,16 @@ typedef struct bf_record_read {
     char *text;          /* checkpoint path, fail error (owned) */
 } bf_record_read;
 
-/* Reads one record as bf_record_to_json writes it (the JSON lines a
- * trainer of `bifocal-worker --exec` appends, docs/trainers.md) into *out:
- * its type, a step >= 0 and every field of its kind, of the right type
- * and range; fields of no kind's are ignored.  0, or -1 with err naming
- * the field.  Free with bf_record_read_clear, after a failure too. */
-int bf_record_from_json(const json_t *o, bf_record_read *out, bf_error *err);
+/* Reads one line of a records file, len bytes without its newline, as
+ * bf_record_to_json writes a record (the JSON lines a trainer of
+ * `bifocal-worker --exec` appends, docs/trainers.md) into *out: its type,
+ * a step >= 0 and every field of its kind, of the right type and range;
+ * fields of no kind's are ignored.  1 for a blank line (nothing to take),
+ * 0 with *out read, -1 with err naming the field, or saying the line is
+ * not JSON (a NUL byte in it included: what follows would go unread).
+ * Free with bf_record_read_clear, after a failure too. */
+int bf_record_from_line(const char *line, size_t len, bf_record_read *out,
+                        bf_error *err);
 void bf_record_read_clear(bf_record_read *rr);
 
 /* Writes the record as one line of JSON and flushes, so a reader on a pipe

@@ -16,7 +16,7 @@ bf_install_pkgs "${BUILD_PKGS[@]}" "${FUZZ_PKGS[@]}"
 seconds=${1:-60}
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(frame protocol job_config sweep checkpoint http)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(frame protocol job_config sweep checkpoint http records)
 
 out=build-fuzz
 mkdir -p "$out"
@@ -41,7 +41,7 @@ dashboard_src=(results/*.c dashboard/*.c "$out/web_assets.c")
 
 sources_of() {
     case $1 in
-        frame|job_config) echo "${common_src[@]}" ;;
+        frame|job_config|records) echo "${common_src[@]}" ;;
         sweep) echo "${common_src[@]} server/sweep/*.c" ;;
         protocol) echo "${common_src[@]} ${store_src[@]} server/protocol.c server/holders.c server/queries.c server/submit.c server/chore.c server/cancels.c" ;;
         checkpoint) echo "${common_src[@]} engine/*.c" ;;

@@ -427,18 +427,15 @@ static int check_checkpoint(const attempt *a, bf_record_read *rr,
 
 /* One whole line: checked and handed to the link (the fail and done
  * records are kept for the end).  -1 with t->error naming the line. */
-static int take_line(tail *t, const attempt *a, bf_link *link, char *text)
+static int take_line(tail *t, const attempt *a, bf_link *link,
+                     const char *text, size_t len)
 {
     bf_error err;
     bf_error_clear(&err);
-    json_error_t je;
     t->line++;
-    if (text[strspn(text, " \t\r")] == '\0')
+    int rc = bf_record_from_line(text, len, &t->rr, &err);
+    if (rc == 1)
         return 0;   /* a blank line carries nothing */
-    json_t *o = json_loads(text, JSON_REJECT_DUPLICATES, &je);
-    int rc = o ? bf_record_from_json(o, &t->rr, &err)
-               : bf_error_set(&err, NULL, 0, NULL, "not JSON: %s", je.text);
-    json_decref(o);
     if (rc == 0 && t->rr.r.kind == BF_RECORD_CHECKPOINT)
         rc = check_checkpoint(a, &t->rr, &err);
     if (rc == 0 && t->rr.r.kind == BF_RECORD_FAIL)
@@ -474,10 +471,9 @@ static int read_records(tail *t, const attempt *a, bf_link *link)
         t->len += (size_t)got;
         char *start = t->buf, *nl;
         while ((nl = memchr(start, '\n', t->len - (size_t)(start - t->buf)))) {
-            *nl = '\0';
             if (nl - start > MAX_RECORD_LINE)
                 return too_long(t);
-            if (take_line(t, a, link, start) != 0)
+            if (take_line(t, a, link, start, (size_t)(nl - start)) != 0)
                 return -1;
             start = nl + 1;
         }
