@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """A trainer for `bifocal-worker --exec` (docs/trainers.md), stdlib only.
 
-It reads the job from $BIFOCAL_JOB and appends the records
-`bifocal-worker --job` prints to $BIFOCAL_RECORDS: a train record every
+It reads the job through python/bifocal_trainer.py and appends, with its
+writers, the records `bifocal-worker --job` prints: a train record every
 log_every steps, eval and outcomes records every eval_every steps, a freq
-record every freq_every, a checkpoint file and record every
-checkpoint_every, then done.  --mode picks a way to break the contract:
+record every freq_every, a checkpoint (a safetensors file of one tensor)
+and its record every checkpoint_every, then done.  --mode picks a way to
+break the contract (those records are written by hand):
 
   train      the whole job, done, exit 0
   no-done    the whole job, no done record, exit 0
@@ -25,6 +26,10 @@ import signal
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "python"))
+import bifocal_trainer as bt  # noqa: E402
+
 
 def append(out, record):
     out.write(json.dumps(record) + "\n")
@@ -36,43 +41,32 @@ def train_record(step):
             "grad_norm": 1.0, "tokens_per_s": 1000.0}
 
 
-def eval_records(cfg, step):
-    n = cfg.get("eval_examples", 128)
-    bits = bytearray((n + 7) // 8)
-    for i in range(0, n, 2):          # every other example right
-        bits[i // 8] |= 1 << (i % 8)
-    for depth in cfg.get("eval_depths", [4, 8]):
-        yield {"type": "eval", "step": step, "depth": depth, "loss": 0.5,
-               "accuracy": 0.5}
-        yield {"type": "outcomes", "step": step, "depth": depth, "n": n,
-               "bits": bits.hex()}
-
-
-def checkpoint(step):
-    path = os.path.join(os.environ["BIFOCAL_CHECKPOINT_DIR"],
-                        "step-%06d.ckpt" % step)
-    with open(path, "w") as f:
-        f.write("weights at step %d\n" % step)
-    return {"type": "checkpoint", "step": step, "path": path}
-
-
 def due(step, every, steps):
     return every > 0 and (step % every == 0 or step == steps)
 
 
-def train(cfg, out):
+def train(job, rec):
+    cfg = job.config
     steps = cfg["steps"]
-    for step in range(int(os.environ["BIFOCAL_RESUME_STEP"]) + 1, steps + 1):
+    n = cfg.get("eval_examples", 128)
+    correct = [i % 2 == 0 for i in range(n)]      # every other one right
+    for step in range(job.resume_step + 1, steps + 1):
         if due(step, cfg.get("log_every", 10), steps):
-            append(out, train_record(step))
+            rec.train(step, 2.0 / step, 0.001, 1.0, 1000.0)
         if due(step, cfg.get("eval_every", 100), steps):
-            for r in eval_records(cfg, step):
-                append(out, r)
+            for depth in cfg.get("eval_depths", [4, 8]):
+                rec.eval(step, depth, 0.5, 0.5, correct)
         if due(step, cfg.get("freq_every", 50), steps):
-            append(out, {"type": "freq", "step": step, "layer": 0, "head": 1,
-                         "omega": [1.0, 0.5, 0.25]})
+            rec.freq(step, 0, 1, [1.0, 0.5, 0.25])
         if due(step, cfg.get("checkpoint_every", 0), steps):
-            append(out, checkpoint(step))
+            path = job.checkpoint_path(step)
+            bt.write_safetensors(path, [("wte.weight", [1, 2],
+                                         [float(step), 0.5])],
+                                 {"step": str(step)})
+            rec.checkpoint(step, path)
+        if job.should_stop():
+            return step
+    return steps
 
 
 def orphan():
@@ -125,14 +119,14 @@ def main():
         print("fake trainer: token variables in my environment: %s" % tokens,
               file=sys.stderr)
         return 4
+    if args.mode in ("train", "no-done"):
+        job = bt.Job.from_env()
+        rec = job.records()
+        step = train(job, rec)
+        if args.mode == "train":
+            rec.done(step, 0.01, [], stopped=job.should_stop())
+        return 0
     with open(os.environ["BIFOCAL_RECORDS"], "a") as out:
-        if args.mode in ("train", "no-done"):
-            train(cfg, out)
-            if args.mode == "train":
-                append(out, {"type": "done", "step": cfg["steps"],
-                             "train_loss": 0.01, "stopped": False,
-                             "eval": []})
-            return 0
         if args.mode == "fail":
             append(out, train_record(1))
             append(out, {"type": "fail", "step": 1,

@@ -134,7 +134,7 @@ static void test_exec_job_stored_once(void **state)
                              "sweep_id = %lld", exec), 200);
     assert_int_equal(job_sql(d, "SELECT count(*) FROM jobs WHERE sweep_id = "
                              "%lld AND checkpoint_path GLOB '*/exec/db-*/"
-                             "job-*/attempt-*/checkpoints/step-000200.ckpt'",
+                             "job-*/attempt-*/checkpoints/step-000200.safetensors'",
                              exec), 1);
     /* The environment it ran with (--gpus; unbuffered Python). */
     char pattern[600];
