@@ -79,6 +79,9 @@ build bifocald && build bench_load && "$dir/bench/bench_load"
 echo "== bench_group: worker group on config A, np=1 vs np=2, streaming overhead; a study job from lease to done"
 build bench_group && build bifocald && bench/bench_group.sh "$dir"
 
+echo "== bench_exec: records per second through bifocal-worker --exec against the built-in path, and an exec job's fixed cost"
+build bifocald && build bifocal && build bifocal-worker && bench/bench_exec.sh "$dir"
+
 echo "== bench_report: bifocal report on a 1,000-job sweep with 5M metric rows"
 build bifocal && build bench_report && "$dir/bench/bench_report"
 
