@@ -256,6 +256,11 @@ static void task_example(const bf_job_config *cfg, uint64_t stream,
     }
 }
 
+uint64_t bf_task_step_first(const bf_job_config *cfg, int64_t step)
+{
+    return (uint64_t)step * (uint64_t)cfg->batch_size;
+}
+
 int bf_task_train_example(const bf_job_config *cfg, uint64_t index,
                           int *inputs, int *targets, int T)
 {

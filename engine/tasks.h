@@ -31,6 +31,11 @@
 #include "job_config.h"   /* and task_kind.h: bf_task_max_len */
 #include "vocab.h"        /* the token ids, bf_vocab_size */
 
+/* The first training example of optimizer step `step`: step s trains on
+ * examples [s * batch_size, (s + 1) * batch_size), however many ranks
+ * share them, so the data stream is fixed by the step alone. */
+uint64_t bf_task_step_first(const bf_job_config *cfg, int64_t step);
+
 /* Training example `index`: its depth is drawn uniformly from 1..cfg->depth
  * (as a function of seed and index).  Returns the depth used. */
 int bf_task_train_example(const bf_job_config *cfg, uint64_t index,

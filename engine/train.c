@@ -258,7 +258,7 @@ void bf_trainer_step(bf_trainer *t, double *loss, double *grad_norm,
                      double *lr)
 {
     const bf_job_config *cfg = &t->cfg;
-    uint64_t first = (uint64_t)t->step * (uint64_t)cfg->batch_size +
+    uint64_t first = bf_task_step_first(cfg, t->step) +
                      (uint64_t)t->first_row;
     double sums[3] = { 0, 0, 0 };
 

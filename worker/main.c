@@ -3,6 +3,7 @@
  *   bifocal-worker [train] --job FILE [--checkpoint-dir DIR] [--resume]
  *                          [--memory-budget MIB]
  *   bifocal-worker eval --checkpoint FILE --input FILE
+ *   bifocal-worker data --job FILE [--steps A:B] [--split train|eval]
  *   bifocal-worker code-stats [--code-dir DIR]
  *
  * Subcommands live in one table; each parses its own options with
@@ -24,6 +25,7 @@
 #include "args.h"
 #include "checkpoint.h"
 #include "code_corpus.h"
+#include "data.h"
 #include "exec.h"
 #include "group.h"
 #include "isa.h"
@@ -43,6 +45,8 @@ static const char usage_text[] =
     "[--resume]\n"
     "                      [--memory-budget MIB]\n"
     "       bifocal-worker eval --checkpoint FILE --input FILE\n"
+    "       bifocal-worker data --job FILE [--steps A:B] "
+    "[--split train|eval]\n"
     "       bifocal-worker code-stats [--code-dir DIR]\n"
     "       mpirun -np N bifocal-worker --server HOST:PORT --token-file F "
     "[...]\n"
@@ -63,6 +67,12 @@ static const char usage_text[] =
     "                  {\"input\": [ids], \"target\": [ids or -1]}\n"
     "  --checkpoint FILE     a checkpoint written by train\n"
     "  --input FILE          JSON lines to score\n"
+    "data              print the job's training rows and eval examples,\n"
+    "                  one JSON object per line (docs/trainers.md)\n"
+    "  --job FILE            job config, YAML or JSON\n"
+    "  --steps A:B           the rows of optimizer steps A..B-1 (default:\n"
+    "                        all, 0:steps)\n"
+    "  --split SPLIT         train or eval only (default: both)\n"
     "code-stats        what the code task reads from a source tree: files,\n"
     "                  symbols, memory, snippets per depth (docs/tasks.md)\n"
     "  --code-dir DIR        the tree (default " BF_CODE_DIR_DEFAULT ")\n"
@@ -237,6 +247,56 @@ static int cmd_eval(int argc, char **argv)
     return 0;
 }
 
+/* ---- data ----------------------------------------------------------------- */
+
+/* "A:B" with 0 <= A <= B <= steps into *from, *to. */
+static int parse_steps(const char *text, int steps, long *from, long *to)
+{
+    char *end;
+    *from = strtol(text, &end, 10);
+    if (*end != ':' || end == text)
+        return -1;
+    const char *b = end + 1;
+    *to = strtol(b, &end, 10);
+    return *end || end == b || *from < 0 || *from > *to || *to > steps
+           ? -1 : 0;
+}
+
+static int cmd_data(int argc, char **argv)
+{
+    const char *job = NULL, *steps = NULL, *split = NULL;
+    const bf_option options[] = {
+        BF_OPT_STR("job", "FILE", &job),
+        BF_OPT_STR("steps", "A:B", &steps),
+        BF_OPT_STR("split", "SPLIT", &split),
+        BF_OPT_END,
+    };
+    int parsed = parse_options(options, argc, argv);
+    if (parsed != BF_ARGS_OK)
+        return parsed == BF_ARGS_HELP ? 0 : parsed;
+    if (!job)
+        return usage_error("%s", "data needs --job FILE");
+    if (split && strcmp(split, "train") != 0 && strcmp(split, "eval") != 0)
+        return usage_error("--split: '%s' is neither train nor eval", split);
+    bf_error err;
+    bf_error_clear(&err);
+    bf_job_config cfg;
+    if (bf_job_config_load_file(&cfg, job, &err) != 0)
+        return fail(EXIT_USAGE, &err);
+    long from = 0, to = cfg.steps;
+    if (steps && parse_steps(steps, cfg.steps, &from, &to) != 0)
+        return usage_error("--steps: '%s' is not A:B with 0 <= A <= B <= "
+                           "%d (the job's steps)", steps, cfg.steps);
+    int train = !split || strcmp(split, "train") == 0;
+    int eval = !split || strcmp(split, "eval") == 0;
+    if (bf_data_print(stdout, &cfg, from, to, train, eval) != 0) {
+        bf_error_set(&err, NULL, 0, NULL, "writing stdout: %s",
+                     strerror(errno));
+        return fail(EXIT_RUNTIME, &err);
+    }
+    return 0;
+}
+
 /* ---- code-stats ----------------------------------------------------------- */
 
 static void print_code_stats(const char *dir, const bf_code_stats *st)
@@ -298,6 +358,7 @@ typedef struct command {
 static const command commands[] = {
     {"train", cmd_train},
     {"eval", cmd_eval},
+    {"data", cmd_data},
     {"code-stats", cmd_code_stats},
 };
 

@@ -165,6 +165,75 @@ static void test_code_job_learns(void **state)
     free(err);
 }
 
+/* The ints of row[key], checked against want[0..n). */
+static void assert_ints(const json_t *row, const char *key, const int *want,
+                        int n)
+{
+    const json_t *a = json_object_get(row, key);
+    assert_int_equal(json_array_size(a), n);
+    for (int i = 0; i < n; i++)
+        if (json_integer_value(json_array_get(a, (size_t)i)) != want[i])
+            fail_msg("%s[%d]: %lld, the engine's is %d", key, i,
+                     (long long)json_integer_value(json_array_get(a, i)),
+                     want[i]);
+}
+
+/* `data` prints the rows the engine trains on at each step and the eval
+ * examples it scores, exactly: each line checked against the engine's
+ * own generators, in the engine's order (random positions on, so they
+ * are not 0..T-1). */
+static void test_data_prints_the_engines_examples(void **state)
+{
+    (void)state;
+    static const char job[] =
+        "task: modarith\ndepth: 3\neval_depths: [2, 4]\nd_model: 16\n"
+        "n_layers: 1\nn_heads: 2\nseq_len: 20\nbatch_size: 3\nsteps: 5\n"
+        "warmup_steps: 0\neval_examples: 4\nrandom_positions: 64\nseed: 7\n";
+    write_job("data.yaml", job);
+    char args[512], path[128];
+    snprintf(args, sizeof args, "data --job %s/data.yaml --steps 2:4", dir);
+    assert_int_equal(run_worker(args), 0);
+    snprintf(path, sizeof path, "%s/data.yaml", dir);
+    bf_job_config cfg;
+    bf_error err;
+    assert_int_equal(bf_job_config_load_file(&cfg, path, &err), 0);
+    json_t *rows = stdout_records();
+    int T = cfg.seq_len, in[64], tg[64], pos[64];
+    assert_int_equal(json_array_size(rows), 2 * 3 + 2 * 4);
+    size_t at = 0;
+    for (int s = 2; s < 4; s++)
+        for (int r = 0; r < 3; r++, at++) {
+            json_t *row = json_array_get(rows, at);
+            uint64_t index = bf_task_step_first(&cfg, s) + (uint64_t)r;
+            assert_string_equal(json_string_value(json_object_get(row,
+                                "split")), "train");
+            assert_int_equal(json_integer_value(json_object_get(row,
+                             "index")), 3 * s + r);
+            bf_task_train_example(&cfg, index, in, tg, T);
+            bf_task_train_positions(&cfg, index, pos, T);
+            assert_ints(row, "input", in, T);
+            assert_ints(row, "target", tg, T);
+            assert_ints(row, "positions", pos, T);
+            assert_true(pos[T - 1] != T - 1 || pos[0] != 0);
+        }
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 4; i++, at++) {
+            json_t *row = json_array_get(rows, at);
+            assert_int_equal(json_integer_value(json_object_get(row,
+                             "depth")), cfg.eval_depths[k]);
+            bf_task_eval_example(&cfg, cfg.eval_depths[k], (uint64_t)i, in,
+                                 tg, T);
+            assert_ints(row, "input", in, T);
+            assert_ints(row, "target", tg, T);
+        }
+    json_decref(rows);
+    snprintf(args, sizeof args, "data --job %s/data.yaml --steps 4:6", dir);
+    assert_int_equal(run_worker(args), 2);   /* past the job's 5 steps */
+    char *why = slurp("err");
+    assert_non_null(strstr(why, "--steps: '4:6'"));
+    free(why);
+}
+
 static void test_bad_job_file(void **state)
 {
     (void)state;
@@ -579,6 +648,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_train_prints_records),
         cmocka_unit_test(test_bad_job_file),
+        cmocka_unit_test(test_data_prints_the_engines_examples),
         cmocka_unit_test(test_code_job_learns),
         cmocka_unit_test(test_exec_usage),
         cmocka_unit_test(test_memory_budget_refuses),
