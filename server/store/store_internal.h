@@ -427,6 +427,15 @@ extern const int bf_schema_n_migrations;
     X(ST_FREQ_INSERT,                                                          \
       "INSERT OR IGNORE INTO frequencies (job_id, step, layer, head, pair,"    \
       " omega) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")                               \
+    /* A new attempt of a trainer that is not bit-reproducible: the rows \
+     * the dead attempts sent past the resume point ?2 (the first step the \
+     * new one sends) are retired, so its own rows take their steps.      */\
+    X(ST_RETIRE_METRICS, "DELETE FROM metrics WHERE job_id = ?1 AND step >= ?2")\
+    X(ST_RETIRE_EVALS, "DELETE FROM evals WHERE job_id = ?1 AND step >= ?2")   \
+    X(ST_RETIRE_OUTCOMES,                                                      \
+      "DELETE FROM eval_outcomes WHERE job_id = ?1 AND step >= ?2")            \
+    X(ST_RETIRE_FREQS,                                                         \
+      "DELETE FROM frequencies WHERE job_id = ?1 AND step >= ?2")              \
     /* workers */                                                              \
     X(ST_WORKER_SEEN,                                                          \
       "INSERT INTO workers (name, host, ranks, connected, first_seen_ms,"      \

@@ -153,6 +153,38 @@ static int lease_again(bf_store *s, int64_t now_ms, int64_t lease_ms,
 }
 
 /* A new lease of the best queued job: 1, 0 when none is queued, -1. */
+/* Rows of job_id from step `from` on, of every table a trainer's records
+ * fill, deleted (ST_RETIRE_*). */
+static int retire_rows(bf_store *s, int64_t job_id, int64_t from,
+                       bf_error *err)
+{
+    static const int stmts[] = { ST_RETIRE_METRICS, ST_RETIRE_EVALS,
+                                 ST_RETIRE_OUTCOMES, ST_RETIRE_FREQS };
+    for (size_t i = 0; i < sizeof stmts / sizeof *stmts; i++) {
+        sqlite3_stmt *st = store__stmt(s, stmts[i]);
+        sqlite3_bind_int64(st, 1, job_id);
+        sqlite3_bind_int64(st, 2, from);
+        int rc = sqlite3_step(st);
+        sqlite3_reset(st);
+        if (rc != SQLITE_DONE)
+            return store__fail(s, err, "retiring an earlier attempt's rows");
+    }
+    return 0;
+}
+
+/* A built-in job's next attempt resends what it resends bit for bit, so
+ * the rows kept (INSERT OR IGNORE) are its own; another trainer's may
+ * differ, and its rows past the resume point would splice into the curve
+ * the new attempt draws: they are retired (docs/trainers.md). */
+static int retire_if_not_reproducible(bf_store *s, const char *trainer,
+                                      const bf_lease *l, bf_error *err)
+{
+    if (l->attempt_no <= 1 || strcmp(trainer, BF_TRAINER_BUILTIN) == 0)
+        return 0;
+    return retire_rows(s, l->job_id,
+                       l->resume_checkpoint ? l->resume_step + 1 : 0, err);
+}
+
 static int lease_new(bf_store *s, const char *worker, const char *request,
                      const char *trainer, int64_t now_ms, int64_t lease_ms,
                      bf_lease *out, bf_error *err)
@@ -164,6 +196,7 @@ static int lease_new(bf_store *s, const char *worker, const char *request,
     if (start_job(s, out->job_id, now_ms, err) < 0 ||
         load_leased_job(s, out->job_id, out, err) < 0 ||
         insert_attempt(s, worker, request, now_ms, out, err) < 0 ||
+        retire_if_not_reproducible(s, trainer, out, err) < 0 ||
         touch_sweep(s, out->sweep_id, err) < 0)
         return -1;
     return 1;

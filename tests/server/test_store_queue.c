@@ -205,6 +205,65 @@ static void test_lease_by_trainer(void **state)
                                         &l, &err), 0);
 }
 
+/* Train records of steps from..to (loss = step * scale) by attempt. */
+static void send_losses(bf_store *s, int64_t attempt, int from, int to,
+                        double scale)
+{
+    json_t *recs = json_array();
+    for (int step = from; step <= to; step++)
+        json_array_append_new(recs, json_pack("{s:s,s:i,s:f}", "type",
+                              "train", "step", step, "loss", step * scale));
+    bf_error err = {0};
+    assert_int_equal(bf_store_ingest(s, attempt, recs, NULL, NULL, &err), 0);
+    assert_int_equal(bf_store_flush(s, &err), 0);
+    json_decref(recs);
+}
+
+/* A job whose trainer is not the built-in one may not resend what it sent
+ * bit for bit: when its next attempt is leased, the rows the dead one
+ * sent past the recorded checkpoint are retired, so the new attempt's own
+ * take their steps; a built-in job keeps them (its resend is the same). */
+static void test_retry_retires_rows_past_the_checkpoint(void **state)
+{
+    fixture *f = *state;
+    for (int k = 0; k < 2; k++) {
+        const char *trainer = k ? "fake" : NULL;
+        char yaml[160];
+        snprintf(yaml, sizeof yaml, "name: r%d\nmax_attempts: 3\nbase: "
+                 "{steps: 20, warmup_steps: 0%s}\n", k,
+                 k ? ", trainer: fake" : "");
+        bft_submit(f->s, yaml, 1, NULL);
+        bf_lease l;
+        bf_error err = {0};
+        char w1[8], w2[8];
+        snprintf(w1, sizeof w1, "a%d", k);
+        snprintf(w2, sizeof w2, "b%d", k);
+        assert_int_equal(bf_store_lease_for(f->s, w1, NULL, trainer, 10,
+                                            60000, &l, &err), 1);
+        int64_t job = l.job_id;
+        send_losses(f->s, l.attempt_id, 1, 10, 1.0);
+        assert_int_equal(bf_store_record_checkpoint(f->s, l.attempt_id,
+                         "/ck/step-5", 5, NULL), BF_STORE_OK);
+        assert_int_equal(bf_store_finish_attempt(f->s, l.attempt_id, 0,
+                         "died", 20, NULL), BF_STORE_OK);
+        bf_lease_clear(&l);
+        assert_int_equal(bf_store_lease_for(f->s, w2, NULL, trainer, 30,
+                                            60000, &l, &err), 1);
+        assert_int_equal(l.job_id, job);
+        assert_int_equal(l.resume_step, 5);
+        send_losses(f->s, l.attempt_id, 6, 12, 100.0);
+        bf_lease_clear(&l);
+        char sql[160];
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM metrics WHERE job_id"
+                 " = %lld AND key = 'loss' AND value >= 100", (long long)job);
+        /* fake: steps 6..12 are the new attempt's; built-in: only 11, 12 */
+        assert_int_equal(bft_int(f->s, sql), k ? 7 : 2);
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM metrics WHERE job_id"
+                 " = %lld AND key = 'loss'", (long long)job);
+        assert_int_equal(bft_int(f->s, sql), 12);
+    }
+}
+
 /* Migration 10's unique index: the database itself refuses a second
  * running attempt of a job, whatever statement writes it; ended attempts
  * of the job are not limited. */
@@ -731,6 +790,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_priority_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_one_live_lease_per_worker, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_retry_retires_rows_past_the_checkpoint,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_lease_by_trainer, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_same_request_leased_again, setup,
