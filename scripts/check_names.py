@@ -89,14 +89,17 @@ def classify(src, root):
     return ("product", rel) if top in FOLDERS else (None, None)
 
 
-def fuzz_uses(root):
-    """{tests/fuzz/x.c: names it mentions}: scripts/fuzz.sh builds the
-    harnesses with clang, outside meson's objects."""
-    out, fuzz = {}, os.path.join(root, "tests", "fuzz")
-    for name in sorted(os.listdir(fuzz)) if os.path.isdir(fuzz) else ():
+def textual_uses(root, folder):
+    """{folder/x.c: bf_ names it mentions}, read from the sources: for the
+    code this build has no objects of (tests/fuzz: scripts/fuzz.sh builds
+    the harnesses with clang; bench/ in a build set up with -Dbench=false,
+    as the ASan build is)."""
+    out, top = {}, os.path.join(root, *folder.split("/"))
+    for name in sorted(os.listdir(top)) if os.path.isdir(top) else ():
         if name.endswith(".c"):
-            with open(os.path.join(fuzz, name), encoding="utf-8") as f:
-                out["tests/fuzz/" + name] = set(re.findall(r"\bbf_\w+", f.read()))
+            with open(os.path.join(top, name), encoding="utf-8") as f:
+                out[folder + "/" + name] = set(re.findall(r"\bbf_\w+",
+                                                          f.read()))
     return out
 
 
@@ -123,9 +126,13 @@ def check(build, root):
         rel = modules.get(obj) or tests[obj]
         for name in used:
             users.setdefault(name, set()).add(rel)
-    for rel, names in fuzz_uses(root).items():
-        for name in names:
-            users.setdefault(name, set()).add(rel)
+    unbuilt = ["tests/fuzz"]
+    if not any(rel.startswith("bench/") for rel in tests.values()):
+        unbuilt.append("bench")
+    for folder_ in unbuilt:
+        for rel, names in textual_uses(root, folder_).items():
+            for name in names:
+                users.setdefault(name, set()).add(rel)
     problems = []
     for obj, rel in sorted(modules.items(), key=lambda x: x[1]):
         lib = os.path.basename(folder(rel))
