@@ -11,7 +11,6 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -65,13 +64,14 @@ typedef struct exec_opts {
 
 static volatile sig_atomic_t stop_signal;
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);   /* a signal ends it early: fine */
-}
-
 /* ---- the command line, split without a shell ------------------------------ */
+
+static void free_words(char **words)
+{
+    for (size_t i = 0; words && words[i]; i++)
+        free(words[i]);
+    free(words);
+}
 
 /* Words of cmd: blanks separate them, '...' and "..." quote, a backslash
  * outside single quotes escapes the next character; nothing is expanded.
@@ -111,19 +111,10 @@ static char **split_words(const char *cmd)
     }
     free(buf);
     if (quote || n == 0) {
-        for (size_t i = 0; i < n; i++)
-            free(words[i]);
-        free(words);
+        free_words(words);
         return NULL;
     }
     return words;
-}
-
-static void free_words(char **words)
-{
-    for (size_t i = 0; words && words[i]; i++)
-        free(words[i]);
-    free(words);
 }
 
 /* ---- the trainer's process tree ------------------------------------------- */
@@ -228,7 +219,7 @@ static int stop_tree(child *c, int grace_ms)
                 kill(live[i], SIGTERM);
             }
         }
-        sleep_ms(late ? 5 : POLL_MS);
+        bf_sleep_ms(late ? 5 : POLL_MS);
     }
 }
 
@@ -536,7 +527,7 @@ static attempt_end watch(child *c, tail *t, const attempt *a, bf_link *link,
         attempt_end why = should_stop(link, lease_seconds);
         if (why != END_EXITED)
             return why;
-        sleep_ms(POLL_MS);
+        bf_sleep_ms(POLL_MS);
     }
 }
 
