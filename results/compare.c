@@ -1308,8 +1308,9 @@ int bf_compare_print(bf_source *src, int64_t sweep_id, const char *by,
     json_t *rows = NULL;
     /* the succeeded jobs' facts, not their rows: memory per job compact */
     job_facts facts = { 0 };
-    bf_sweep_hold h = { .status = "succeeded", .on_job = bf_compare_facts_add,
-                        .ctx = &facts };
+    bf_sweep_hold h = { .status = "succeeded",
+                        .max_groups = BF_COMPARE_MAX_GROUPS,
+                        .on_job = bf_compare_facts_add, .ctx = &facts };
     if (bf_compare_view_load(&v, src, sweep_id, by, where, &h) == 0)
         rows = bf_compare_rows_of_facts(&v, src, baseline, &facts);
     free(facts.f);

@@ -11,6 +11,12 @@
 #include "source.h"
 #include "sweep_view.h"
 
+/* The most groups compare and report compare (groups with a succeeded
+ * job; per group they hold its rows of numbers, a few KB): a search of a
+ * million trials is refused by name, with how to narrow it, instead of
+ * taking gigabytes (docs/results.md, Memory). */
+#define BF_COMPARE_MAX_GROUPS 2048
+
 /* The view compare and report read, holding the jobs h names (at least
  * the succeeded ones), after checking that a job succeeded: without
  * --where from the sweep's counts of jobs by status, before any job is

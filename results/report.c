@@ -95,11 +95,13 @@ static json_t *report_data(bf_source *src, int64_t sweep_id,
            *adaptive = NULL, *chosen = NULL;
     /* The succeeded jobs by id and group with compare's facts (the
      * comparison and the curves), the first ones' rows (the job table),
-     * and every group counted: memory per group and a few numbers per
-     * result, no row past the first ones, none per pending job. */
+     * and the groups of those counted: memory per group and a few
+     * numbers per result, no row past the first ones, none per pending
+     * job. */
     bf_compare_facts *facts = bf_compare_facts_new();
     bf_sweep_hold held = { .status = "succeeded", .first = BF_REPORT_MAX_JOBS,
-                           .every_group = 1, .on_job = bf_compare_facts_add,
+                           .count = 1, .max_groups = BF_COMPARE_MAX_GROUPS,
+                           .on_job = bf_compare_facts_add,
                            .ctx = facts, .alike = bf_curves_job_fields };
     if (bf_compare_view_load(&v, src, sweep_id, by, where, &held) == 0
         && (compare = bf_compare_rows_of_facts(&v, src, baseline, facts))

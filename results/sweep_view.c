@@ -425,24 +425,57 @@ static int by_id(const void *a, const void *b, void *ids)
     return (x > y) - (x < y);
 }
 
-/* Numbers the groups in order of their first job of any status, as a
- * view holding every job numbers them: one more pass over the jobs not
- * held, each looked up in index; memory per group, none per job. */
-static int order_groups(bf_sweep_view *v, bf_source *src, const char *status,
-                        const json_t *index, int64_t *first)
+/* Whether hold keeps row, the n-th job seen. */
+static int held(const bf_sweep_hold *h, const json_t *row, size_t n)
+{
+    const char *s = json_string_value(json_object_get(row, "status"));
+    return !h->status || n < h->first || (s && strcmp(s, h->status) == 0);
+}
+
+/* The jobs not held (pass of order_groups): each of a group held has its
+ * first job's id in first and, with h->count, is counted. */
+static int visit_not_held(bf_sweep_view *v, bf_source *src,
+                          const bf_sweep_hold *h, const json_t *index,
+                          int64_t *first)
 {
     bf_source_cursor c;
     json_t *row;
+    size_t seen = 0;
     if (bf_source_cursor_open(&c, src, "job_results", v->sweep_id) == 0)
         while ((row = bf_sweep_view_next(v, &c))) {
-            const char *s = json_string_value(json_object_get(row, "status"));
             int64_t id = json_integer_value(json_object_get(row, "job_id"));
-            int g = s && strcmp(s, status) == 0 ? -1
+            int g = held(h, row, seen++) ? -1
                     : find_group(v, index, row, NULL, NULL);
-            if (g >= 0 && id < first[g])
+            if (g < 0)
+                continue;
+            if (id < first[g])
                 first[g] = id;
+            if (h->count)
+                count_job(v, row, g);
         }
-    if (bf_source_cursor_close(&c))
+    return bf_source_cursor_close(&c);
+}
+
+/* Applies renumber (old group -> new) to a per-group count array. */
+static void renumber_counts(size_t *count, const int *order, size_t n)
+{
+    if (!count)
+        return;
+    size_t *was = bf_xmalloc((n + 1) * sizeof *was);
+    memcpy(was, count, n * sizeof *was);
+    for (size_t k = 0; k < n; k++)
+        count[k] = was[order[k]];
+    free(was);
+}
+
+/* Numbers the groups in order of their first job of any status, as a
+ * view holding every job numbers them: one more pass over the jobs not
+ * held, each looked up in index; memory per group, none per job. */
+static int order_groups(bf_sweep_view *v, bf_source *src,
+                        const bf_sweep_hold *h, const json_t *index,
+                        int64_t *first)
+{
+    if (visit_not_held(v, src, h, index, first))
         return -1;
     size_t n = (size_t)v->n_groups;
     int *order = bf_xcalloc(n + 1, sizeof *order),
@@ -461,6 +494,8 @@ static int order_groups(bf_sweep_view *v, bf_source *src, const char *status,
         v->job_group[i] = renumber[v->job_group[i]];
     for (size_t i = 0; i < v->n_held; i++)
         v->held[i].group = renumber[v->held[i].group];
+    renumber_counts(v->group_jobs, order, n);
+    renumber_counts(v->group_succeeded, order, n);
     free(order);
     free(renumber);
     return 0;
@@ -525,30 +560,51 @@ int bf_sweep_view_scan(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
     return 0;
 }
 
-/* Whether hold keeps row, the n-th job seen. */
-static int held(const bf_sweep_hold *h, const json_t *row, size_t n)
+/* Per group during a hold: the row of its first job held whole (-1:
+ * none yet) and whether it has a job of the hold's status, grown as
+ * groups are found; the groups with one counted. */
+typedef struct hold_groups {
+    int *row;
+    unsigned char *of_status;
+    int n;
+    size_t n_of_status;
+} hold_groups;
+
+static void hold_groups_grow(hold_groups *f, int g)
 {
-    const char *s = json_string_value(json_object_get(row, "status"));
-    return !h->status || n < h->first || (s && strcmp(s, h->status) == 0);
+    if (g < f->n)
+        return;
+    int n = 2 * g + 16;
+    f->row = bf_xrealloc(f->row, (size_t)n * sizeof *f->row);
+    f->of_status = bf_xrealloc(f->of_status, (size_t)n);
+    for (int i = f->n; i < n; i++) {
+        f->row[i] = -1;
+        f->of_status[i] = 0;
+    }
+    f->n = n;
 }
 
-/* Per group during a hold: the row of its first job held whole (-1:
- * none yet), grown as groups are found. */
-typedef struct first_rows {
-    int *row;
-    int n;
-} first_rows;
-
-static int *first_row_of(first_rows *f, int g)
+/* Notes that group g has row's job; 0, or -1 after saying that more
+ * groups than h->max_groups have a job of h->status. */
+static int note_group(const bf_sweep_view *v, const bf_sweep_hold *h,
+                      const json_t *row, int g, hold_groups *f)
 {
-    if (g >= f->n) {
-        int n = 2 * g + 16;
-        f->row = bf_xrealloc(f->row, (size_t)n * sizeof *f->row);
-        for (int i = f->n; i < n; i++)
-            f->row[i] = -1;
-        f->n = n;
-    }
-    return &f->row[g];
+    hold_groups_grow(f, g);
+    const char *s = json_string_value(json_object_get(row, "status"));
+    if (f->of_status[g] || !h->status || !s || strcmp(s, h->status) != 0)
+        return 0;
+    f->of_status[g] = 1;
+    if (!h->max_groups || ++f->n_of_status <= h->max_groups)
+        return 0;
+    fprintf(stderr, "bifocal: sweep %lld: more than %zu groups have a %s "
+                    "job (grouped by", (long long)v->sweep_id, h->max_groups,
+            h->status);
+    for (int i = 0; i < v->n_by; i++)
+        fprintf(stderr, "%s%s", i ? ", " : " ", v->by[i]);
+    fprintf(stderr, "%s); compare a part of it (--where stage=NAME or "
+                    "FIELD=VALUE) or group by fewer fields (--by FIELD,...)\n",
+            v->n_by ? "" : " nothing");
+    return -1;
 }
 
 /* Whether row has, in every field of alike, the value of row `first` of
@@ -570,9 +626,9 @@ static int like_first(const bf_sweep_view *v, const json_t *row, int first,
 /* Holds row, the n-th job seen, of group g: whole without on_job, among
  * the first ones, or unlike its group's first row held. */
 static void hold_kept(bf_sweep_view *v, const bf_sweep_hold *h,
-                      const json_t *row, int g, size_t n, first_rows *f)
+                      const json_t *row, int g, size_t n, hold_groups *f)
 {
-    int *first = first_row_of(f, g);
+    int *first = &f->row[g];
     int whole = !h->on_job || n < h->first
                 || !like_first(v, row, *first, h->alike);
     if (whole && *first < 0)
@@ -585,29 +641,31 @@ static void hold_kept(bf_sweep_view *v, const bf_sweep_hold *h,
 int bf_sweep_view_hold(bf_sweep_view *v, bf_source *src,
                        const bf_sweep_hold *h)
 {
-    first_rows f = { 0 };
+    hold_groups f = { 0 };
     json_t *index = json_object(), *row;
     int64_t *first = NULL;
-    int rc, partial = 0;
+    int rc = 0, partial = 0;
     size_t seen = 0;
     v->groups = json_array();
     bf_source_cursor c;
     if (bf_source_cursor_open(&c, src, "job_results", v->sweep_id) == 0)
-        while ((row = bf_sweep_view_next(v, &c))) {
+        while (rc == 0 && (row = bf_sweep_view_next(v, &c))) {
             int keep = held(h, row, seen);
-            int g = keep || h->every_group
-                    ? group_of_row(v, row, index, &first) : -1;
-            if (h->every_group)
-                count_job(v, row, g);
-            if (keep)
-                hold_kept(v, h, row, g, seen, &f);
             partial |= !keep;
+            if (keep) {
+                int g = group_of_row(v, row, index, &first);
+                if (h->count)
+                    count_job(v, row, g);
+                rc = note_group(v, h, row, g, &f);
+                hold_kept(v, h, row, g, seen, &f);
+            }
             seen++;
         }
-    rc = bf_source_cursor_close(&c);
+    rc = bf_source_cursor_close(&c) ? -1 : rc;
     free(f.row);
-    if (rc == 0 && partial && !h->every_group && v->n_groups > 1)
-        rc = order_groups(v, src, h->status, index, first);
+    free(f.of_status);
+    if (rc == 0 && partial && (h->count || v->n_groups > 1))
+        rc = order_groups(v, src, h, index, first);
     json_decref(index);
     free(first);
     /* sorted once, so that lookups by id (millions while curves are read)

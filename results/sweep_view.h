@@ -56,8 +56,8 @@ typedef struct bf_sweep_view {
     json_t *groups;         /* per group: {field: value} over `by`, less
                                the fields its stage took from a selection */
     int *job_group;         /* per row of jobs: its group */
-    /* per group of a view of every group (bf_sweep_hold.every_group): its
-     * jobs, and those that succeeded; else NULL */
+    /* per group of a view held with bf_sweep_hold.count: its jobs, and
+     * those that succeeded; else NULL */
     size_t *group_jobs, *group_succeeded;
     /* private */
     int n_counted;          /* groups with counts */
@@ -92,9 +92,14 @@ int bf_sweep_view_scan(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
 typedef struct bf_sweep_hold {
     const char *status;     /* the jobs of this status (NULL: every job) */
     size_t first;           /* and the first `first` jobs, of any status */
-    int every_group;        /* the groups of every job, each counted
-                               (group_jobs, group_succeeded), not only
-                               those of the jobs held */
+    int count;              /* count each group's jobs and succeeded
+                               jobs (group_jobs, group_succeeded), those
+                               not held among them */
+    /* > 0: at most this many groups may have a job of `status` (the
+     * groups compared); the hold stops at the next, saying how to narrow
+     * the view, so that memory per group stays bounded however many
+     * trials a search has. */
+    size_t max_groups;
     /* Set: each job held is handed to on_job as read (borrowed) and held
      * as its id and group alone (16 bytes), jobs keeping only the rows of
      * the first `first` jobs and of each group's first job held (its
@@ -109,9 +114,10 @@ typedef struct bf_sweep_hold {
 
 /* After a scan, holds the jobs h names in v->jobs and groups them (memory:
  * per job held, and per group).  Groups are numbered in order of their
- * first job of any status (without every_group: one more pass over the
- * jobs not held), so that a comparison of the succeeded jobs lists them
- * as one of every job does.  0, or -1 after printing the problem. */
+ * first job of any status (one more pass over the jobs not held, which
+ * also counts them), so that a comparison of the succeeded jobs lists
+ * them as one of every job does; a group none of whose jobs is held is
+ * not in the view.  0, or -1 after printing the problem. */
 int bf_sweep_view_hold(bf_sweep_view *v, bf_source *src,
                        const bf_sweep_hold *h);
 

@@ -10,6 +10,10 @@ checked too.
   real bifocald, and with --where (which reads the jobs once);
 - 30 of the jobs succeeded: compare shows their group, results lists
   every job (CSV and JSON), holding one row at a time;
+- a search whose trials all succeeded: up to BF_COMPARE_MAX_GROUPS
+  groups compare and report run under the limits; one more is refused by
+  name, with how to narrow it, before its rows of numbers grow (4,000
+  groups took 62 MB for compare and 91 MB for report before the cap);
 - groups keep the order of their first job of any status when those first
   jobs have not succeeded (compare holds only the succeeded ones);
 - a wide sweep of 120,000 jobs, 8 in 9 succeeded: compare holds a few
@@ -41,6 +45,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import big_sweeps  # noqa: E402
+import re  # noqa: E402
 from checks import check, finish, start_bifocald  # noqa: E402
 
 BIFOCAL, BIFOCALD, FIXTURE = (sys.argv[1:4] if sys.argv[1] != "--measured"
@@ -143,6 +148,30 @@ out, _ = bifocal("results", str(some), "--format", "json", "--db", db)
 whole = json.loads(out or "[]")
 check(len(whole) == JOBS and all(isinstance(r.get("config"), dict) for r in whole),
       "results --format json gives every row whole, its config parsed")
+
+# A search whose trials all succeeded: every trial is a group.  At the cap
+# compare and report run within the limits; past it they refuse.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                       "../../results/compare.h")) as f:
+    MAX_GROUPS = int(re.search(r"#define BF_COMPARE_MAX_GROUPS (\d+)",
+                               f.read()).group(1))
+at_cap = big_sweeps.search(db, 3 * MAX_GROUPS, 3 * MAX_GROUPS)
+out, _ = bifocal("compare", str(at_cap), "--format", "json", "--db", db)
+check(len({r["group"] for r in json.loads(out or "[]")}) == MAX_GROUPS,
+      "compare at the cap: %d groups" % MAX_GROUPS)
+report_path = os.path.join(tmp, "at_cap.json")
+bifocal("report", str(at_cap), "--json", "-o", report_path, "--db", db,
+        limit=REPORT_DATA_LIMIT)
+with open(report_path) as f:
+    check(len(json.load(f)["groups"]) == MAX_GROUPS, "report at the cap")
+past_cap = big_sweeps.search(db, 3 * 4000, 3 * 4000)
+refusal = "sweep %d: more than %d groups have a succeeded job (grouped by lr)" \
+    % (past_cap, MAX_GROUPS)
+for args in [["compare", str(past_cap)],
+             ["report", str(past_cap), "--json", "-o", report_path]]:
+    _, err = bifocal(*args, "--db", db, expect=1)
+    check(refusal in err and "--where stage=NAME" in err,
+          "%s past the cap: %r" % (args[0], err[-300:]))
 
 # Groups in the order of their first job: the first two jobs (rope and
 # spectral, seed 1) have not succeeded, so the first succeeded job is
