@@ -959,12 +959,12 @@ static char *verdict(const json_t *row)
     return text;
 }
 
-/* Adjusts the rows' p-values of differences and of equivalence, then
- * writes each compared row's seed plan (loss_seeds_needed, _test, _family:
- * from its loss ratio's statistics in ratios[], one a row, at the level of
- * its test's family) and its verdict. */
-static void judge_rows(json_t *rows, const bf_stats_ratio *ratios,
-                       const bf_analysis *a)
+/* Adjusts the p-values of differences and of equivalence of one stage's
+ * rows, then writes each compared row's seed plan (loss_seeds_needed,
+ * _test, _family: from its loss ratio's statistics in ratios[], one a
+ * row, at the level of its test's family) and its verdict. */
+static void judge_stage(json_t *rows, const bf_stats_ratio *ratios,
+                        const bf_analysis *a)
 {
     int diffs[2] = { 0, 0 }, equivs[2] = { 0, 0 };
     adjust_rows(rows, a, DIFFERENCES, diffs);
@@ -987,6 +987,42 @@ static void judge_rows(json_t *rows, const bf_stats_ratio *ratios,
             json_object_set_new(row, "verdict", json_string(text));
             free(text);
         }
+}
+
+/* The stage of a row ("" in a sweep without stages). */
+static const char *stage_of(const json_t *row)
+{
+    const char *s = json_string_value(json_object_get(row, "stage"));
+    return s ? s : "";
+}
+
+/* Judges the rows stage by stage: each stage's comparisons are families
+ * of their own, so a search stage's trials never share a correction with
+ * the confirm stage's, and `--where stage=NAME` leaves that stage's
+ * adjusted p-values as they are in the whole table. */
+static void judge_rows(json_t *rows, const bf_stats_ratio *ratios,
+                       const bf_analysis *a)
+{
+    size_t n = json_array_size(rows), i, j;
+    unsigned char *done = bf_xcalloc(n + 1, 1);
+    bf_stats_ratio *part_ratios = bf_xcalloc(n + 1, sizeof *part_ratios);
+    for (i = 0; i < n; i++) {
+        if (done[i])
+            continue;
+        const char *stage = stage_of(json_array_get(rows, i));
+        json_t *part = json_array();
+        for (j = i; j < n; j++)
+            if (!done[j] && strcmp(stage_of(json_array_get(rows, j)),
+                                   stage) == 0) {
+                part_ratios[json_array_size(part)] = ratios[j];
+                json_array_append(part, json_array_get(rows, j));
+                done[j] = 1;
+            }
+        judge_stage(part, part_ratios, a);
+        json_decref(part);
+    }
+    free(part_ratios);
+    free(done);
 }
 
 /* The sweep's analysis: block (stored at submission), or the defaults

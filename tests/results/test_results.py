@@ -542,6 +542,42 @@ tuned_jobs = bifocal("results", "6", "--db", db, "--where", "stage=confirm",
                      "--format", "json").stdout
 check("0.00316" in tuned_jobs, "the confirm jobs' rows show their lr")
 
+# Stages are families: sweep 7 copied into a second stage, each stage's
+# p-values are adjusted among that stage's alone, so that compare of one
+# stage (--where stage=b) says what the whole table says of it.
+staged_db = os.path.join(tmp, "staged.db")
+shutil.copy(db, staged_db)
+sc = sqlite3.connect(staged_db)
+sc.executescript("""
+    CREATE TEMP TABLE t AS SELECT * FROM jobs WHERE sweep_id = 7;
+    UPDATE t SET job_id = job_id + 1000000, idx = idx + 1000, stage = 'b',
+                 config_hash = printf('%016x', job_id + 1000000);
+    INSERT INTO jobs SELECT * FROM t;
+    CREATE TEMP TABLE e AS SELECT * FROM evals
+     WHERE job_id IN (SELECT job_id FROM t) OR job_id + 1000000 IN (SELECT job_id FROM t);
+    DELETE FROM e WHERE job_id >= 1000000;
+    UPDATE e SET job_id = job_id + 1000000;
+    INSERT INTO evals SELECT * FROM e;
+    UPDATE jobs SET stage = 'a' WHERE sweep_id = 7 AND job_id < 1000000;""")
+sc.commit()
+sc.close()
+
+
+def adjusted(rows):
+    return {(r["group"].replace("stage=b ", ""), r["eval_depth"]):
+            (r.get("loss_p_adjusted"), r.get("accuracy_p_adjusted"))
+            for r in rows if "stage=a" not in r["group"] and "loss_p" in r}
+
+
+whole = adjusted(json.loads(bifocal("compare", "7", "--db", staged_db,
+                                    "--format", "json").stdout))
+alone = adjusted(json.loads(bifocal("compare", "7", "--db", staged_db,
+                                    "--where", "stage=b",
+                                    "--format", "json").stdout))
+check(whole and whole == alone,
+      "stage b's adjusted p-values in the whole table %r, alone %r"
+      % (whole, alone))
+
 # ---- errors, each a clear message ----------------------------------------------
 
 def error(args, text):
