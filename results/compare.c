@@ -692,6 +692,8 @@ static void compare_with(json_t *row, const bf_sweep_view *v, const cell *c,
     set_number(row, "accuracy_diff", acc.diff);
     set_number(row, "accuracy_diff_ci_low", acc.ci_low);
     set_number(row, "accuracy_diff_ci_high", acc.ci_high);
+    json_object_set_new(row, "accuracy_interval",
+                        json_string(acc.ci_seeds ? "seeds" : "examples"));
     /* A bound is no p: it stays out of the family Benjamini-Hochberg
      * adjusts (a p below the truth would lower the others' adjusted p). */
     set_number(row, "accuracy_p",
@@ -943,15 +945,21 @@ static char *verdict(const json_t *row)
     snprintf(design + len, sizeof design - len, "n=%lld vs %lld",
              (long long)json_integer_value(json_object_get(row, "n")),
              (long long)json_integer_value(json_object_get(row, "n_baseline")));
+    /* an interval over examples pooled across seeds says so: it is not
+     * at the unit replicated, and is narrower than one at the seeds */
+    const char *unit = json_string_value(json_object_get(
+        row, "accuracy_interval"));
+    const char *pooled = unit && strcmp(unit, "examples") == 0
+                         ? " over examples" : "";
     if (asprintf(&text, "%s, eval depth %lld (%s): loss %s %s; "
-                        "accuracy %+.3f [%+.3f, %+.3f] %s; P(improvement) "
+                        "accuracy %+.3f [%+.3f, %+.3f]%s %s; P(improvement) "
                         "%.2f [%.2f, %.2f]",
                  json_string_value(json_object_get(row, "compared")),
                  (long long)json_integer_value(json_object_get(row,
                                                                "eval_depth")),
                  design, loss, lv, number(row, "accuracy_diff"),
                  number(row, "accuracy_diff_ci_low"),
-                 number(row, "accuracy_diff_ci_high"), av,
+                 number(row, "accuracy_diff_ci_high"), pooled, av,
                  number(row, "prob_improvement"),
                  number(row, "prob_improvement_ci_low"),
                  number(row, "prob_improvement_ci_high")) < 0)

@@ -481,6 +481,13 @@ void bf_stats_accuracy_diff(const long *ka, const long *kb, int n, long m,
     else {
         double v = fmax(var, within / np);
         out->t_p = bf_stats_t_p(mean / sqrt(v / np), np - 1);
+        /* the interval of that t: it excludes 0 exactly when t_p <
+         * 1 - level; a difference of accuracies lies in [-1, 1] */
+        double half = bf_stats_t_quantile(0.5 + BF_STATS_LEVEL / 2, np - 1)
+                      * sqrt(v / np);
+        out->ci_low = fmax(-1.0, mean - half);
+        out->ci_high = fmin(1.0, mean + half);
+        out->ci_seeds = 1;
     }
     out->p = isfinite(out->t_p) ? out->t_p : out->mcnemar_p;
 }

@@ -138,7 +138,9 @@ typedef struct bf_stats_pairs {
 
 /* Accuracy of a variant against its baseline from per-seed counts of
  * correct examples (ka[i], kb[i] of m each; ka[i] < 0 or kb[i] < 0 marks a
- * missing seed).  pairs, when not NULL, holds each seed's per-example
+ * missing seed).  The interval is at the level of the p beside it: the
+ * seeds' t-interval where the paired t decides, the examples' (Newcombe)
+ * only where McNemar does (seed variance not estimable).  pairs, when not NULL, holds each seed's per-example
  * outcomes (pairs[i] for every seed both hold): then the exact McNemar
  * test counts the pooled discordant pairs, each seed's McNemar variance
  * is its own, and Newcombe's interval is the paired one.  Without them the
@@ -148,7 +150,11 @@ typedef struct bf_stats_pairs {
 typedef struct bf_stats_acc_diff {
     int n_paired;
     double diff;                /* mean per-seed difference of accuracy */
-    double ci_low, ci_high;     /* Newcombe over the pooled counts */
+    double ci_low, ci_high;     /* at the seeds (ci_seeds) the t-interval
+                                   of t_p, within [-1, 1]; else Newcombe
+                                   over the pooled examples */
+    int ci_seeds;               /* 1: the interval is at the seed, the
+                                   unit replicated, as t_p is */
     double t_p;                 /* paired t on per-seed differences with a
                                    variance no smaller than McNemar's;
                                    NAN when not estimable (see note) */

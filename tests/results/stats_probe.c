@@ -103,7 +103,8 @@ static void acc(void)
     }
     bf_stats_acc_diff d;
     bf_stats_accuracy_diff(ka, kb, n, m, has ? pairs : NULL, &d);
-    printf("{\"note\": \"%s\", \"p_exact\": %d, ", d.note, d.p_exact);
+    printf("{\"note\": \"%s\", \"p_exact\": %d, \"ci_seeds\": %d, ",
+           d.note, d.p_exact, d.ci_seeds);
     num("diff", d.diff, 0);
     num("lo", d.ci_low, 0);
     num("hi", d.ci_high, 0);

@@ -222,10 +222,21 @@ for r in rows:
     # accuracy is correct examples over M: the difference of counts
     d1 = [(round(final[key][k][1] * M) - round(base[k][1] * M)) / M for k in shared]
     check(close(r["accuracy_diff"], statistics.mean(d1), 1e-6), "compare %s accuracy difference" % (key,))
-    lo, hi = newcombe(sum(round(final[key][k][1] * M) for k in shared),
-                      sum(round(base[k][1] * M) for k in shared), len(shared) * M)
-    check(close(r["accuracy_diff_ci_low"], lo, 1e-6) and close(r["accuracy_diff_ci_high"], hi, 1e-6),
-          "compare %s accuracy Newcombe interval %s, expected %s" % (key, r["accuracy_diff_ci_low"], lo))
+    if r["accuracy_p"] is not None:    # a seed-level t: its interval
+        n = len(shared)
+        within = statistics.mean((abs(x) - x * x) / M for x in d1)
+        v = max(statistics.variance(d1), within / n)
+        half = t_quantile(0.975, n - 1) * math.sqrt(v / n)
+        lo, hi = max(-1, statistics.mean(d1) - half), min(1, statistics.mean(d1) + half)
+        unit = "seeds"
+    else:                              # McNemar decides: the examples'
+        lo, hi = newcombe(sum(round(final[key][k][1] * M) for k in shared),
+                          sum(round(base[k][1] * M) for k in shared), len(shared) * M)
+        unit = "examples"
+    check(close(r["accuracy_diff_ci_low"], lo, 1e-6) and close(r["accuracy_diff_ci_high"], hi, 1e-6)
+          and r["accuracy_interval"] == unit,
+          "compare %s accuracy interval (%s) %s, expected %s over %s"
+          % (key, r["accuracy_interval"], r["accuracy_diff_ci_low"], lo, unit))
     wins = sum(final[key][k][0] < base[k][0] for k in shared)
     check(close(r["prob_improvement"], wins / len(shared)), "compare %s probability of improvement" % (key,))
     check(r["loss_correction"] == ("holm" if r["eval_depth"] == 8 else "benjamini-hochberg")

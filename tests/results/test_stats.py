@@ -288,6 +288,33 @@ close("acc t p", d["t_p"],
       2 * stats.t.sf(abs(diffs.mean()) / math.sqrt(v / 4), 3))
 close("acc t p equals scipy's paired t", d["t_p"],
       stats.ttest_rel(np.array(ka) / m, np.array(kb) / m).pvalue)
+# the interval is the seeds' t-interval of that p (it excludes 0 exactly
+# when p < 0.05), not Newcombe's over the pooled examples
+same("acc interval at the seeds", d["ci_seeds"], 1)
+lo, hi = stats.t.interval(0.95, 3, loc=diffs.mean(), scale=math.sqrt(v / 4))
+close("acc seed interval low", d["lo"], lo)
+close("acc seed interval high", d["hi"], hi)
+# Study 2's case: seeds that disagree, an interval the pooled examples
+# would make narrow; at the seeds it holds 0 as its p says (p > 0.05)
+ka, kb, m = [60, 120, 50, 110, 45], [90, 95, 95, 100, 85], 128
+d = ask("acc", 5, m, *ka, *kb)
+diffs = (np.array(ka) - np.array(kb)) / m
+ref = stats.ttest_rel(np.array(ka) / m, np.array(kb) / m)
+close("acc spread t p", d["t_p"], ref.pvalue)
+lo, hi = ref.confidence_interval(0.95)
+close("acc spread interval low", d["lo"], lo)
+close("acc spread interval high", d["hi"], hi)
+if not (d["lo"] < 0 < d["hi"]) or newcombe(sum(ka), 5 * m, sum(kb), 5 * m)[1] >= 0:
+    failures.append("acc spread: the seeds' interval holds 0 where the "
+                    "pooled examples' would not: %r" % d)
+# never outside [-1, 1]: near-total differences with a wide spread
+d = ask("acc", 3, 128, 128, 128, 30, 0, 0, 128)
+same("acc clamped interval at the seeds", d["ci_seeds"], 1)
+if not -1 <= d["lo"] <= d["hi"] <= 1:
+    failures.append("acc seed interval leaves [-1, 1]: %r" % d)
+# where the seed variance is not estimable the interval is the examples'
+d = ask("acc", 2, 128, 128, 128, 126, 126)
+same("acc n=2 interval over examples", d["ci_seeds"], 0)
 # a missing seed is left out of the pairs
 d = ask("acc", 4, m, 100, -1, 96, 104, 90, 92, 95, 80)
 same("acc missing seed", d["note"], "")
