@@ -62,10 +62,12 @@ static double ratio(const json_t *row, const char *key)
     return json_is_number(v) ? exp(json_number_value(v)) : NAN;
 }
 
-char *bf_adaptive_line(const json_t *row)
+/* "decided higher at seed 4, loss ratio in [×1.31, ×1.62] (95% sequence)"
+ * or "still running, 3 seeds of at most 20, loss ratio not bounded yet".
+ * Caller frees. */
+static char *decision(const json_t *row)
 {
-    char *variant, *baseline, where[96], interval[96];
-    labels(row, &variant, &baseline);
+    char where[96], interval[96];
     const char *state = json_string_value(json_object_get(row, "state"));
     if (!state)
         state = "?";
@@ -94,11 +96,20 @@ char *bf_adaptive_line(const json_t *row)
                  lo, hi, level);
     else
         snprintf(interval, sizeof interval, "loss ratio not bounded yet");
-    size_t cap = strlen(variant) + strlen(baseline) + sizeof where
-                 + sizeof interval + 64;
-    char *line = bf_xmalloc(cap);
-    snprintf(line, cap, "%s vs %s, depth %lld: %s, %s", variant, baseline,
-             integer(row, "eval_depth"), where, interval);
+    char *text;
+    if (asprintf(&text, "%s, %s", where, interval) < 0)
+        abort();
+    return text;
+}
+
+char *bf_adaptive_line(const json_t *row)
+{
+    char *variant, *baseline, *what = decision(row), *line;
+    labels(row, &variant, &baseline);
+    if (asprintf(&line, "%s vs %s, depth %lld: %s", variant, baseline,
+                 integer(row, "eval_depth"), what) < 0)
+        abort();
+    free(what);
     free(variant);
     free(baseline);
     return line;
@@ -128,8 +139,10 @@ json_t *bf_adaptive_json(const json_t *row)
     const json_t *alpha = json_object_get(row, "alpha");
     json_object_set_new(out, "alpha", json_is_number(alpha)
                         ? json_real(json_number_value(alpha)) : json_null());
-    char *text = bf_adaptive_line(row);
+    char *text = bf_adaptive_line(row), *what = decision(row);
     json_object_set_new(out, "text", json_string(text));
+    json_object_set_new(out, "decision", json_string(what));
+    free(what);
     free(text);
     free(variant);
     free(baseline);
@@ -149,4 +162,36 @@ json_t *bf_adaptive_read(bf_source *src, int64_t sweep_id)
         json_array_append_new(out, bf_adaptive_json(row));
     json_decref(rows);
     return out;
+}
+
+json_t *bf_adaptive_rows(bf_source *src, int64_t sweep_id)
+{
+    json_t *rows = bf_source_rows_if_any(src, "adaptive_seeds", sweep_id);
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        json_object_set_new(row, "variant_config",
+                            bf_source_json_object(row, "variant_config"));
+        json_object_set_new(row, "baseline_config",
+                            bf_source_json_object(row, "baseline_config"));
+    }
+    return rows;
+}
+
+const json_t *bf_adaptive_find(const json_t *rows, const json_t *variant,
+                               const json_t *baseline, const char *stage,
+                               int eval_depth)
+{
+    size_t i;
+    const json_t *row;
+    const char *none = "";
+    json_array_foreach(rows, i, row) {
+        const char *s = json_string_value(json_object_get(row, "stage"));
+        if (strcmp(s ? s : none, stage ? stage : none) == 0
+            && (!eval_depth || integer(row, "eval_depth") == eval_depth)
+            && json_equal(json_object_get(row, "variant_config"), variant)
+            && json_equal(json_object_get(row, "baseline_config"), baseline))
+            return row;
+    }
+    return NULL;
 }

@@ -17,14 +17,29 @@
 char *bf_adaptive_line(const json_t *row);
 
 /* The row's labels, state and interval by name, for JSON readers (the
- * report, the dashboard): {variant, baseline, eval_depth, state, seeds,
- * seeds_max, decided_seed (null while running), ratio_low, ratio_high
- * (null while unbounded), text (bf_adaptive_line)}.  New reference. */
+ * report, the dashboard, compare): {variant, baseline, eval_depth, state,
+ * seeds, seeds_max, decided_seed (null while running), ratio_low,
+ * ratio_high (null while unbounded), alpha, text (bf_adaptive_line),
+ * decision (text less the labels and depth)}.  New reference. */
 json_t *bf_adaptive_json(const json_t *row);
 
 /* The sweep's comparisons as bf_adaptive_json objects, from src (an array,
  * empty without adaptive seeds or in a database file older than the
  * adaptive_seeds view); NULL after printing the problem. */
 json_t *bf_adaptive_read(bf_source *src, int64_t sweep_id);
+
+/* The sweep's comparisons as stored (rows of adaptive_seeds, with
+ * variant_config and baseline_config parsed into objects) for
+ * bf_adaptive_find: an empty array without adaptive seeds or in a
+ * database file older than the view; NULL after printing the problem. */
+json_t *bf_adaptive_rows(bf_source *src, int64_t sweep_id);
+
+/* The comparison among rows (bf_adaptive_rows) of the cells whose configs
+ * less the seed are variant and baseline, in stage (NULL or "": none), at
+ * eval_depth, or at any depth when eval_depth is 0; NULL if none
+ * (borrowed). */
+const json_t *bf_adaptive_find(const json_t *rows, const json_t *variant,
+                               const json_t *baseline, const char *stage,
+                               int eval_depth);
 
 #endif

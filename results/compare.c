@@ -3,7 +3,7 @@
  *
  * Per group (jobs that differ only in seed) and eval depth: n, the
  * geometric mean of final eval and training loss with its log-scale
- * interval, and accuracy's mean, seed spread and pooled Wilson interval.
+ * interval, and accuracy's mean, seed spread and t-interval over seeds.
  * Against the baseline group with the same other fields: the geometric-mean
  * loss ratio (paired on the seeds both hold, Welch on logs when none), the
  * accuracy difference (Newcombe; paired t or exact McNemar), TOST at the
@@ -11,6 +11,7 @@
  * adjusted by Benjamini-Hochberg over the whole table; then a verdict. */
 #include "compare.h"
 
+#include "adaptive.h"
 #include "alloc.h"
 #include "analysis.h"
 #include "format.h"
@@ -504,21 +505,21 @@ static void set_log_summary(json_t *row, const char *prefix, const double *x,
     set_prefixed(row, prefix, "ci_high", s.ci_high);
 }
 
-/* Accuracy: the pooled Wilson interval of every seed's correct examples
- * (inside [0, 1] by the method), and the spread between seeds. */
+/* Accuracy: the mean over seeds with its interval at the seeds
+ * (bf_stats_accuracy_interval), and the spread between seeds. */
 static void set_accuracy_summary(json_t *row, const cell *c)
 {
     bf_stats_summary s;
     bf_stats_summarize(c->accuracy, c->n, &s);
-    long k = 0;
-    for (int i = 0; i < c->n; i++)
-        k += lround(c->accuracy[i] * c->examples);
     bf_stats_prop w;
-    bf_stats_wilson(k, (long)c->n * c->examples, BF_STATS_LEVEL, &w);
+    int at_seeds;
+    bf_stats_accuracy_interval(c->accuracy, c->n, c->examples, &w, &at_seeds);
     set_number(row, "accuracy_mean", s.mean);
     set_number(row, "accuracy_sd", s.sd);
     set_number(row, "accuracy_ci_low", w.ci_low);
     set_number(row, "accuracy_ci_high", w.ci_high);
+    json_object_set_new(row, "accuracy_ci_unit",
+                        json_string(at_seeds ? "seeds" : "examples"));
 }
 
 /* A seed of a cell and where it stands there. */
@@ -692,7 +693,7 @@ static void compare_with(json_t *row, const bf_sweep_view *v, const cell *c,
     set_number(row, "accuracy_diff", acc.diff);
     set_number(row, "accuracy_diff_ci_low", acc.ci_low);
     set_number(row, "accuracy_diff_ci_high", acc.ci_high);
-    json_object_set_new(row, "accuracy_interval",
+    json_object_set_new(row, "accuracy_diff_ci_unit",
                         json_string(acc.ci_seeds ? "seeds" : "examples"));
     /* A bound is no p: it stays out of the family Benjamini-Hochberg
      * adjusts (a p below the truth would lower the others' adjusted p). */
@@ -711,6 +712,47 @@ static void compare_with(json_t *row, const bf_sweep_view *v, const cell *c,
     *r_out = r;
 }
 
+/* The config of group g's jobs less the seed, as adaptive_seeds names
+ * a cell (new reference). */
+static json_t *group_config(const bf_sweep_view *v, int g)
+{
+    json_t *config = json_deep_copy(bf_row_store_get(&v->jobs,
+                                                     (size_t)v->group_row[g],
+                                                     "config"));
+    json_object_del(config, "seed");
+    return config;
+}
+
+/* A comparison whose seeds a stopping rule released (`seeds: {until:
+ * decided}`) gets the rule's decision as `stopping_rule`, at its eval
+ * depth or, for another depth of the same two cells, at the rule's: its
+ * seeds were stopped on the data, so a fixed-n test of them is
+ * descriptive and joins no family (adjust_rows); the rule's is the
+ * verdict of record. */
+static void mark_stopped(json_t *row, const bf_sweep_view *v, int group,
+                         int base, int eval_depth, const json_t *rules)
+{
+    if (!json_array_size(rules))
+        return;
+    json_t *variant = group_config(v, group), *baseline = group_config(v, base);
+    const char *stage = json_string_value(bf_sweep_view_value(
+        v, (size_t)v->group_row[group], "stage"));
+    const json_t *rule = bf_adaptive_find(rules, variant, baseline, stage,
+                                          eval_depth);
+    if (!rule)
+        rule = bf_adaptive_find(rules, variant, baseline, stage, 0);
+    if (rule)
+        json_object_set_new(row, "stopping_rule", bf_adaptive_json(rule));
+    json_decref(variant);
+    json_decref(baseline);
+}
+
+/* Whether a row's seeds were stopped by a rule (mark_stopped). */
+static int stopped(const json_t *row)
+{
+    return json_object_get(row, "stopping_rule") != NULL;
+}
+
 /* The cell of (group, eval depth) once read: the cells are in that order. */
 static const cell *cell_at(const cells *cs, int group, int eval_depth)
 {
@@ -723,7 +765,7 @@ static const cell *cell_at(const cells *cs, int group, int eval_depth)
  * compared with a baseline (else it is left as it is). */
 static json_t *cell_row(const bf_sweep_view *v, const cells *cs, const cell *c,
                         const baseline *b, const bf_analysis *a,
-                        bf_stats_ratio *r)
+                        const json_t *rules, bf_stats_ratio *r)
 {
     json_t *row = json_object();
     json_object_update(row, json_array_get(v->groups, (size_t)c->group));
@@ -745,8 +787,10 @@ static json_t *cell_row(const bf_sweep_view *v, const cells *cs, const cell *c,
                          ? cell_at(cs, base, c->eval_depth) : NULL;
     if (base == c->group)
         json_object_set_new(row, "baseline", json_string("(this group)"));
-    else if (bc)
+    else if (bc) {
         compare_with(row, v, c, bc, a, r);
+        mark_stopped(row, v, c->group, bc->group, c->eval_depth, rules);
+    }
     return row;
 }
 
@@ -796,7 +840,8 @@ static void adjust_rows(json_t *rows, const bf_analysis *a, p_kind kind,
         for (int k = 0; k < 2; k++) {
             snprintf(key, sizeof key, "%s%s_p", metric_keys[k], kind.test);
             int f = !in_primary(row, k, a);
-            p[f][2 * i + k] = k < kind.n_metrics ? number(row, key) : NAN;
+            p[f][2 * i + k] = k < kind.n_metrics && !stopped(row)
+                              ? number(row, key) : NAN;
             p[!f][2 * i + k] = NAN;
             family[f] += isfinite(p[f][2 * i + k]);
         }
@@ -806,7 +851,7 @@ static void adjust_rows(json_t *rows, const bf_analysis *a, p_kind kind,
             for (int k = 0; k < kind.n_metrics; k++) {
                 snprintf(key, sizeof key, "%s%s_p", metric_keys[k],
                          kind.test);
-                if (!json_object_get(row, key) ||
+                if (!json_object_get(row, key) || stopped(row) ||
                     f != !in_primary(row, k, a))
                     continue;
                 snprintf(key, sizeof key, "%s%s_p_adjusted", metric_keys[k],
@@ -925,6 +970,28 @@ static void accuracy_verdict(char *buf, size_t cap, const json_t *row)
              : number(row, "accuracy_diff") > 0 ? "higher" : "lower");
 }
 
+/* The verdict of a comparison whose seeds a rule stopped: the rule's
+ * decision first, the fixed-n line after it as descriptive (its own
+ * verdict words left out; text is that line, freed here). */
+static char *stopped_verdict(const json_t *row, char *text)
+{
+    const json_t *rule = json_object_get(row, "stopping_rule");
+    long long depth = json_integer_value(json_object_get(rule, "eval_depth"));
+    char at[48] = "";
+    if (depth != json_integer_value(json_object_get(row, "eval_depth")))
+        snprintf(at, sizeof at, " at eval depth %lld", depth);
+    const char *colon = strstr(text, "): ");
+    int head = colon ? (int)(colon - text) + 1 : 0;
+    char *out;
+    if (asprintf(&out, "%.*s: stopping rule%s (the verdict of record): %s; "
+                       "descriptive after its stop, no verdict:%s",
+                 head, text, at, json_string_value(json_object_get(
+                     rule, "decision")), colon ? colon + 2 : text) < 0)
+        abort();
+    free(text);
+    return out;
+}
+
 /* "rope=spectral vs rope=rope, eval depth 16 (paired on 3 shared seeds, n=3 vs 3):
  * loss ×0.91 (-9.1%) [×0.8, ×1.03] p=0.08 p_adj=0.16 undecided: about 7
  * seeds would decide; accuracy +0.120 [+0.050, +0.190] p=... higher;
@@ -935,8 +1002,13 @@ static char *verdict(const json_t *row)
     ratio_text(loss, sizeof loss, number(row, "loss_ratio"),
                number(row, "loss_ratio_ci_low"),
                number(row, "loss_ratio_ci_high"));
-    loss_verdict(lv, sizeof lv, row);
-    accuracy_verdict(av, sizeof av, row);
+    if (stopped(row)) {
+        snprintf(lv, sizeof lv, "p=%.2g", number(row, "loss_p"));
+        snprintf(av, sizeof av, "p=%.2g", number(row, "accuracy_p"));
+    } else {
+        loss_verdict(lv, sizeof lv, row);
+        accuracy_verdict(av, sizeof av, row);
+    }
     long long paired = json_integer_value(json_object_get(row, "n_paired"));
     char design[96];
     int len = paired ? snprintf(design, sizeof design, "paired on %lld shared "
@@ -948,7 +1020,7 @@ static char *verdict(const json_t *row)
     /* an interval over examples pooled across seeds says so: it is not
      * at the unit replicated, and is narrower than one at the seeds */
     const char *unit = json_string_value(json_object_get(
-        row, "accuracy_interval"));
+        row, "accuracy_diff_ci_unit"));
     const char *pooled = unit && strcmp(unit, "examples") == 0
                          ? " over examples" : "";
     if (asprintf(&text, "%s, eval depth %lld (%s): loss %s %s; "
@@ -964,7 +1036,7 @@ static char *verdict(const json_t *row)
                  number(row, "prob_improvement_ci_low"),
                  number(row, "prob_improvement_ci_high")) < 0)
         abort();
-    return text;
+    return stopped(row) ? stopped_verdict(row, text) : text;
 }
 
 /* Adjusts the p-values of differences and of equivalence of one stage's
@@ -980,7 +1052,11 @@ static void judge_stage(json_t *rows, const bf_stats_ratio *ratios,
     size_t i;
     json_t *row;
     json_array_foreach(rows, i, row)
-        if (json_object_get(row, "loss_ratio")) {
+        if (json_object_get(row, "loss_ratio") && stopped(row)) {
+            char *text = verdict(row);
+            json_object_set_new(row, "verdict", json_string(text));
+            free(text);
+        } else if (json_object_get(row, "loss_ratio")) {
             int f = !in_primary(row, BF_ANALYSIS_LOSS, a);
             bf_stats_seed_plan plan = bf_stats_seeds_needed(
                 &ratios[i], bf_analysis_log_margin(a->equivalence_margin),
@@ -1143,17 +1219,18 @@ static json_t *compare_rows(const bf_sweep_view *v, bf_source *src,
         bf_analysis_free(&a);
         return NULL;
     }
-    cells cs;
-    json_t *rows = NULL;
-    if (read_cells(v, src, facts, &cs) == 0) {
+    cells cs = { 0 };
+    json_t *rows = NULL, *rules = bf_adaptive_rows(src, v->sweep_id);
+    if (rules && read_cells(v, src, facts, &cs) == 0) {
         rows = json_array();
         bf_stats_ratio *ratios = bf_xcalloc((size_t)cs.n + 1, sizeof *ratios);
         for (int i = 0; i < cs.n; i++)
             json_array_append_new(rows, cell_row(v, &cs, &cs.c[i], &b, &a,
-                                                 &ratios[i]));
+                                                 rules, &ratios[i]));
         judge_rows(rows, ratios, &a);
         free(ratios);
     }
+    json_decref(rules);
     free_cells(&cs);
     baseline_free(&b);
     bf_analysis_free(&a);
@@ -1302,7 +1379,10 @@ static void print_footer(const json_t *rows)
     char region[64];
     margin_text(region, sizeof region, number(first, "equivalence_margin"));
     printf("\nLoss: geometric means and ratios, log-scale t-intervals; "
-           "accuracy: pooled Wilson, Newcombe differences.  p_adj: %s; "
+           "accuracy: t-intervals over seeds (one seed: Wilson over its "
+           "examples; differences McNemar decides: Newcombe over "
+           "examples).  Seeds a stopping rule stopped: its verdict, the "
+           "rest descriptive.  p_adj: %s; "
            "TOST p-values of equivalence within %s corrected alike, in "
            "families of their own; verdicts at alpha %.2g; * marks p_adj < "
            "alpha (docs/results.md).\n", families, region,

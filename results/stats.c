@@ -492,6 +492,26 @@ void bf_stats_accuracy_diff(const long *ka, const long *kb, int n, long m,
     out->p = isfinite(out->t_p) ? out->t_p : out->mcnemar_p;
 }
 
+void bf_stats_accuracy_interval(const double *acc, int n, long m,
+                                bf_stats_prop *out, int *at_seeds)
+{
+    *at_seeds = n >= 2;
+    if (n < 2) {
+        bf_stats_wilson(n == 1 ? lround(acc[0] * m) : 0, n == 1 ? m : 0,
+                        BF_STATS_LEVEL, out);
+        return;
+    }
+    double mean, var, within = 0;
+    mean_var(acc, n, &mean, &var);
+    for (int i = 0; i < n; i++)
+        within += acc[i] * (1 - acc[i]) / (double)m;
+    double half = bf_stats_t_quantile(0.5 + BF_STATS_LEVEL / 2, n - 1)
+                  * sqrt(fmax(var, within / n) / n);
+    out->p = mean;
+    out->ci_low = fmax(0.0, mean - half);
+    out->ci_high = fmin(1.0, mean + half);
+}
+
 void bf_stats_prob_improvement(const double *a, const double *b, int n,
                                bf_stats_prop *out)
 {

@@ -171,6 +171,15 @@ void bf_stats_accuracy_diff(const long *ka, const long *kb, int n, long m,
                             const bf_stats_pairs *pairs,
                             bf_stats_acc_diff *out);
 
+/* A group's mean accuracy over its seeds (acc[i] of m examples each)
+ * with an interval at the seed, the unit replicated: the t-interval of
+ * the per-seed accuracies, their variance never below the examples'
+ * binomial variance (mean of a(1-a)/m: seeds that agree by chance are no
+ * evidence of a zero spread), cut to [0, 1].  One seed: Wilson's over
+ * its examples, *at_seeds 0. */
+void bf_stats_accuracy_interval(const double *acc, int n, long m,
+                                bf_stats_prop *out, int *at_seeds);
+
 /* rliable's probability of improvement over shared seeds: the fraction on
  * which a < b (lower loss; ties count as no improvement), with its
  * Clopper-Pearson interval. */

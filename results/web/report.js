@@ -406,7 +406,7 @@ var BifocalReport = (function () {
     function series(key) { return d.series(key + "_mean", key + "_ci_low", key + "_ci_high"); }
     var sec = section(root, "Structure gap",
       "Final evaluation against eval depth per group: accuracy's mean over seeds " +
-      "with its pooled Wilson 95% band (inside [0, 1]), loss's geometric mean " +
+      "with its 95% band over seeds (inside [0, 1]), loss's geometric mean " +
       "with its log-scale 95% band (never below zero); dashed lines mark the " +
       "training depths.");
     figure(sec, { id: "fig-accuracy-depth", title: "Exact-match accuracy vs eval depth",

@@ -173,6 +173,17 @@ static void request(char *line)
         num("p", p.p, 0);
         num("lo", p.ci_low, 0);
         num("hi", p.ci_high, 1);
+    } else if (!strcmp(name, "accint")) {    /* n m acc... */
+        double a[PROBE_MAX_N];
+        int n = probe_count();
+        long m = (long)probe_next();
+        read_n(a, n);
+        bf_stats_prop p;
+        int at_seeds;
+        bf_stats_accuracy_interval(a, n, m, &p, &at_seeds);
+        printf("{\"at_seeds\": %d, ", at_seeds);
+        num("lo", p.ci_low, 0);
+        num("hi", p.ci_high, 1);
     } else if (!strcmp(name, "tq")) {
         double q = probe_next(), df = probe_next();
         printf("{");

@@ -201,8 +201,14 @@ for r in rows:
                         ("ci_low", g["lo"]), ("ci_high", g["hi"])]:
         check(close(r["loss_" + field], want, 1e-6),
               "compare %s loss_%s: %s, expected %s" % (key, field, r.get("loss_" + field), want))
-    _, lo, hi = wilson(sum(round(final[key][k][1] * M) for k in seeds), len(seeds) * M)
     a = summary([final[key][k][1] for k in seeds])
+    if len(seeds) >= 2:     # at the seeds, the binomial variance a floor
+        accs = [final[key][k][1] for k in seeds]
+        v = max(a["sd"] ** 2, statistics.mean(x * (1 - x) / M for x in accs))
+        half = t_quantile(0.975, len(accs) - 1) * math.sqrt(v / len(accs))
+        lo, hi = max(0, a["mean"] - half), min(1, a["mean"] + half)
+    else:
+        _, lo, hi = wilson(sum(round(final[key][k][1] * M) for k in seeds), len(seeds) * M)
     for field, want in [("mean", a["mean"]), ("sd", a["sd"]), ("ci_low", lo), ("ci_high", hi)]:
         check(close(r["accuracy_" + field], want, 1e-6),
               "compare %s accuracy_%s: %s, expected %s" % (key, field, r.get("accuracy_" + field), want))
@@ -234,9 +240,9 @@ for r in rows:
                           sum(round(base[k][1] * M) for k in shared), len(shared) * M)
         unit = "examples"
     check(close(r["accuracy_diff_ci_low"], lo, 1e-6) and close(r["accuracy_diff_ci_high"], hi, 1e-6)
-          and r["accuracy_interval"] == unit,
+          and r["accuracy_diff_ci_unit"] == unit,
           "compare %s accuracy interval (%s) %s, expected %s over %s"
-          % (key, r["accuracy_interval"], r["accuracy_diff_ci_low"], lo, unit))
+          % (key, r["accuracy_diff_ci_unit"], r["accuracy_diff_ci_low"], lo, unit))
     wins = sum(final[key][k][0] < base[k][0] for k in shared)
     check(close(r["prob_improvement"], wins / len(shared)), "compare %s probability of improvement" % (key,))
     check(r["loss_correction"] == ("holm" if r["eval_depth"] == 8 else "benjamini-hochberg")
@@ -475,8 +481,7 @@ check(rep["fields"] == ["rope"]
 # interval, which needs Student's t): the same to rounding, for every group
 # and depth of every sweep.
 SUMMARY = ["n", "eval_examples", "loss_mean", "loss_log_sd", "accuracy_mean",
-           "accuracy_sd", "accuracy_ci_low", "accuracy_ci_high",
-           "train_loss_mean", "train_loss_log_sd"]
+           "accuracy_sd", "train_loss_mean", "train_loss_log_sd"]
 conn.row_factory = sqlite3.Row
 for sweep in (1, 3, 4):
     printed = {(r["rope"], r["eval_depth"], r.get("freq_lr_mult")): r
@@ -496,6 +501,14 @@ for sweep in (1, 3, 4):
                 got is not None and exp_ is not None and close(got, exp_, 1e-9))
             check(ok, "eval_summary sweep %d %r %s: %r, compare prints %r"
                   % (sweep, key, col, got, exp_))
+        # compare's accuracy interval at the seeds is the mean -+ t * se
+        if want and row["n"] > 1:
+            half = t_quantile(0.975, row["n"] - 1) * row["accuracy_se"]
+            lo, hi = max(0, row["accuracy_mean"] - half), min(1, row["accuracy_mean"] + half)
+            check(close(lo, want["accuracy_ci_low"], 1e-6) and close(hi, want["accuracy_ci_high"], 1e-6),
+                  "eval_summary sweep %d %r accuracy_se %r: interval [%r, %r], compare [%r, %r]"
+                  % (sweep, key, row["accuracy_se"], lo, hi, want["accuracy_ci_low"],
+                     want["accuracy_ci_high"]))
 conn.row_factory = None
 
 # ---- results -------------------------------------------------------------------
@@ -588,6 +601,38 @@ alone = adjusted(json.loads(bifocal("compare", "7", "--db", staged_db,
 check(whole and whole == alone,
       "stage b's adjusted p-values in the whole table %r, alone %r"
       % (whole, alone))
+
+# A comparison whose seeds a stopping rule stopped: spectral against rope
+# in sweep 7, decided lower at depth 8 by the rule.  Its rows (both depths)
+# lead with the rule's decision, their fixed-n p-values stay descriptive
+# (no adjusted p, no verdict word, no seed plan), and the families are
+# bifocal's alone.
+ruled_db = os.path.join(tmp, "ruled.db")
+shutil.copy(db, ruled_db)
+rc = sqlite3.connect(ruled_db)
+cell = dict(rc.execute("SELECT rope, cell FROM jobs WHERE sweep_id = 7 GROUP BY rope"))
+rc.execute("""INSERT INTO seed_comparisons (sweep_id, variant_cell, baseline_cell,
+                  eval_depth, seeds_min, seeds_max, released, state, n_pairs,
+                  ci_low, ci_high, decided_seed, alpha)
+              VALUES (7, ?, ?, 8, 3, 20, 5, 'lower', 5, -0.4, -0.05, 5, 0.025)""",
+           (cell["spectral"], cell["rope"]))
+rc.commit()
+rc.close()
+ruled = json.loads(bifocal("compare", "7", "--db", ruled_db, "--format", "json").stdout)
+spec = {r["eval_depth"]: r for r in ruled if r["rope"] == "spectral"}
+bif_ruled = [r for r in ruled if r["rope"] == "bifocal"]
+check(all(r.get("stopping_rule", {}).get("state") == "lower"
+          and "loss_p_adjusted" not in r and "accuracy_p_adjusted" not in r
+          and "loss_seeds_needed" not in r for r in spec.values()),
+      "a stopped comparison's fixed-n tests join no family: %r" % spec)
+check("stopping rule (the verdict of record): decided lower at seed 5, loss ratio in "
+      "[×0.67, ×0.951] (97.5% sequence); descriptive after its stop, no verdict: loss"
+      in spec[8]["verdict"] and " lower" not in spec[8]["verdict"].split("no verdict:")[1]
+      and "stopping rule at eval depth 8" in spec[4]["verdict"],
+      "the rule's decision is the verdict: %r" % [spec[d]["verdict"] for d in (4, 8)])
+check(all(r["loss_seeds_family"] == 1 for r in bif_ruled if "loss_seeds_family" in r)
+      and bif_ruled[1]["loss_p_adjusted"] == bif_ruled[1]["loss_p"],
+      "bifocal's families no longer hold spectral's p: %r" % bif_ruled)
 
 # ---- errors, each a clear message ----------------------------------------------
 

@@ -320,6 +320,30 @@ d = ask("acc", 4, m, 100, -1, 96, 104, 90, 92, 95, 80)
 same("acc missing seed", d["note"], "")
 close("acc missing seed diff", d["diff"], np.mean([10, 1, 24]) / m)
 
+# ---- a group's accuracy: an interval at the seeds, never outside [0, 1]
+for accs, m in [([0.5, 0.6, 0.55, 0.7], 128), ([0.9, 0.95, 0.99], 64),
+                ([0.5, 0.5, 0.5], 128), ([0.99, 1.0, 1.0, 0.98], 256)]:
+    got = ask("accint", len(accs), m, *accs)
+    x = np.array(accs)
+    v = max(x.var(ddof=1), np.mean(x * (1 - x) / m))
+    lo, hi = stats.t.interval(0.95, len(x) - 1, loc=x.mean(),
+                              scale=math.sqrt(v / len(x)))
+    same(f"accuracy interval {accs} at the seeds", got["at_seeds"], 1)
+    close(f"accuracy interval {accs} low", got["lo"], max(0.0, lo))
+    close(f"accuracy interval {accs} high", got["hi"], min(1.0, hi))
+    if not 0 <= got["lo"] <= got["hi"] <= 1:
+        failures.append(f"accuracy interval {accs} leaves [0, 1]: {got}")
+# seeds that agree exactly: the examples' variance keeps it from collapsing
+got = ask("accint", 3, 128, 0.5, 0.5, 0.5)
+if not got["hi"] - got["lo"] > 0.1:
+    failures.append(f"accuracy interval of equal seeds collapses: {got}")
+# one seed: Wilson over its examples
+got = ask("accint", 1, 128, 0.75)
+lo, hi = stats.binomtest(96, 128).proportion_ci(0.95, method="wilson")
+same("accuracy interval of one seed over examples", got["at_seeds"], 0)
+close("accuracy interval of one seed low", got["lo"], lo)
+close("accuracy interval of one seed high", got["hi"], hi)
+
 # ---- probability of improvement with Clopper-Pearson
 got = ask("pi", 5, 0.1, 0.2, 0.3, 0.4, float("nan"),
           0.2, 0.1, 0.4, 0.5, 0.1)
