@@ -225,6 +225,13 @@ json_t *bf_job_config_params(const bf_job_config *cfg)
     return obj ? obj : json_object();
 }
 
+json_t *bf_job_config_json_get(const json_t *config, const char *field)
+{
+    const char *param = bf_job_config_param_of(field);
+    return param ? json_object_get(json_object_get(config, "params"), param)
+                 : json_object_get(config, field);
+}
+
 /* Line of field `name` (element `index` when >= 0) in `lines`, which may
  * use pointer keys ("/eval_depths/1") or bare names ("eval_depths").  An
  * element without its own line falls back to the field's line. */

@@ -112,6 +112,11 @@ const char *bf_job_config_param_of(const char *field);
 /* cfg's free-form parameters as an object (new reference; empty: none). */
 json_t *bf_job_config_params(const bf_job_config *cfg);
 
+/* The value of `field` in a config as JSON (bf_job_config_to_json, or a
+ * stored config): a field params.NAME is NAME of its `params` object.
+ * Borrowed; NULL when the config has no such field. */
+json_t *bf_job_config_json_get(const json_t *config, const char *field);
+
 /* Whether name is a valid trainer name (BF_TRAINER_NAME_MAX). */
 int bf_job_config_trainer_name_ok(const char *name);
 
