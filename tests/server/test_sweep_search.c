@@ -454,6 +454,17 @@ static const bad_case bad_cases[] = {
      "stage tune ({\"n_heads\":8}), which its selection may choose"},
     {"search beside stages", "name: x\nsearch: {method: random}\n"
      "stages:\n  - name: a\n", 2, "search", "in each stage"},
+    /* free-form parameters: errors name params.NAME at its line */
+    {"a parameter's bad name", "name: x\nbase: {trainer: t}\ngrid:\n"
+     "  params.Width: [1, 2]\n", 4, "params.Width", "not a job-config field"},
+    {"a parameter given a list", "name: x\nbase: {trainer: t}\ngrid:\n"
+     "  params.w:\n    - 1\n    - [2]\n", 6, "params.w",
+     "expected a finite number"},
+    {"a parameter for builtin", "name: x\ngrid:\n  params.w: [1, 2]\n", 3,
+     "params.w", "trainer builtin reads no free-form parameters"},
+    {"a parameter's search bound", "name: x\nbase: {trainer: t}\nsearch:\n"
+     "  method: random\n  trials: 2\n  space:\n"
+     "    params.w: {uniform: [1, 1.0e300]}\n", 7, "params.w", "out of range"},
 };
 
 static const json_t *param_of(const json_t *cfg, const char *name)
