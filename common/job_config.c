@@ -232,6 +232,33 @@ json_t *bf_job_config_json_get(const json_t *config, const char *field)
                  : json_object_get(config, field);
 }
 
+void bf_job_config_json_flatten(json_t *config)
+{
+    json_t *params = json_incref(json_object_get(config, "params"));
+    if (!json_is_object(params)) {
+        json_decref(params);
+        return;
+    }
+    json_object_del(config, "params");
+    const char *name;
+    json_t *value;
+    json_object_foreach(params, name, value) {
+        char field[BF_PARAM_NAME_MAX + sizeof BF_PARAMS_PREFIX];
+        snprintf(field, sizeof field, BF_PARAMS_PREFIX "%s", name);
+        json_object_set(config, field, value);
+    }
+    json_decref(params);
+}
+
+void bf_job_config_json_path(const char *field, char *buf, size_t cap)
+{
+    const char *param = bf_job_config_param_of(field);
+    if (param)
+        snprintf(buf, cap, "$.params.\"%s\"", param);
+    else
+        snprintf(buf, cap, "$.\"%s\"", field);
+}
+
 /* Line of field `name` (element `index` when >= 0) in `lines`, which may
  * use pointer keys ("/eval_depths/1") or bare names ("eval_depths").  An
  * element without its own line falls back to the field's line. */

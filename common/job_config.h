@@ -117,6 +117,15 @@ json_t *bf_job_config_params(const bf_job_config *cfg);
  * Borrowed; NULL when the config has no such field. */
 json_t *bf_job_config_json_get(const json_t *config, const char *field);
 
+/* Moves each member of config's `params` object to a member params.NAME
+ * of config itself: the results commands and the dashboard hold configs
+ * so, and treat a parameter as any other field (--where, --by, labels). */
+void bf_job_config_json_flatten(json_t *config);
+
+/* SQLite's JSON path of `field` in a stored config: $."lr",
+ * $.params."width". */
+void bf_job_config_json_path(const char *field, char *buf, size_t cap);
+
 /* Whether name is a valid trainer name (BF_TRAINER_NAME_MAX). */
 int bf_job_config_trainer_name_ok(const char *name);
 
