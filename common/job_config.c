@@ -219,7 +219,8 @@ int bf_job_config_has_field(const char *name)
     return param ? param_name_ok(param) : find_field(name) != NULL;
 }
 
-json_t *bf_job_config_params(const bf_job_config *cfg)
+/* cfg's free-form parameters as an object (new reference; empty: none). */
+static json_t *params_object(const bf_job_config *cfg)
 {
     json_t *obj = cfg->params[0] ? json_loads(cfg->params, 0, NULL) : NULL;
     return obj ? obj : json_object();
@@ -553,7 +554,7 @@ static int apply_param(const apply_ctx *c, const char *name, const json_t *v,
     json_t *value = param_value(c, name, v);
     if (!value)
         return -1;
-    json_t *params = bf_job_config_params(next);
+    json_t *params = params_object(next);
     json_object_set_new(params, name, value);
     char *text = json_dumps(params, JSON_SORT_KEYS | JSON_COMPACT |
                                         JSON_REAL_PRECISION(17));
@@ -787,7 +788,7 @@ static int validate_params_trainer(const bf_job_config *cfg,
 {
     if (!cfg->params[0] || strcmp(cfg->trainer, BF_TRAINER_BUILTIN) != 0)
         return 0;
-    json_t *params = bf_job_config_params(cfg);
+    json_t *params = params_object(cfg);
     const char *name = json_object_iter_key(json_object_iter(params));
     char msg[160];
     snprintf(msg, sizeof msg, "trainer builtin reads no free-form "
@@ -946,7 +947,7 @@ static json_t *field_to_json(const bf_job_config *cfg, const field_spec *f)
                             strnlen(FIELD_CPTR(char, cfg, f),
                                     BF_TRAINER_NAME_MAX));
     case KIND_PARAMS:
-        return bf_job_config_params(cfg);
+        return params_object(cfg);
     }
     return json_null();
 }
@@ -964,7 +965,7 @@ json_t *bf_job_config_canonical_value(const char *field, const json_t *value,
     const char *param = bf_job_config_param_of(field);
     if (!param)
         return field_to_json(&cfg, find_field(field));
-    json_t *params = bf_job_config_params(&cfg);
+    json_t *params = params_object(&cfg);
     json_t *canon = json_incref(json_object_get(params, param));
     json_decref(params);
     return canon;

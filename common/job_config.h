@@ -109,9 +109,6 @@ int bf_job_config_has_field(const char *name);
 /* NAME of a field `params.NAME`; NULL for any other field. */
 const char *bf_job_config_param_of(const char *field);
 
-/* cfg's free-form parameters as an object (new reference; empty: none). */
-json_t *bf_job_config_params(const bf_job_config *cfg);
-
 /* The value of `field` in a config as JSON (bf_job_config_to_json, or a
  * stored config): a field params.NAME is NAME of its `params` object.
  * Borrowed; NULL when the config has no such field. */
