@@ -533,15 +533,18 @@ static json_t *param_value(const apply_ctx *c, const char *name,
         return NULL;
     }
     int integral = json_is_integer(v) || x == floor(x);
-    json_int_t i = json_is_integer(v) ? json_integer_value(v) : (json_int_t)x;
-    if (integral && (i > PARAM_MAX_INT || i < -PARAM_MAX_INT ||
-                     fabs(x) > (double)PARAM_MAX_INT)) {
+    /* an integer JSON value compared exactly: 2^53 + 1 is no double */
+    json_int_t n = json_integer_value(v);
+    int too_big = json_is_integer(v) ? n > PARAM_MAX_INT || n < -PARAM_MAX_INT
+                                     : integral && fabs(x) > (double)PARAM_MAX_INT;
+    if (too_big) {
         snprintf(msg, sizeof msg, "%s is out of range (integers: within "
                  "+-2^53, the integers a JSON reader holds exactly)", got);
         param_error(c, name, msg);
         return NULL;
     }
-    return integral ? json_integer(i) : json_real(x);
+    return json_is_integer(v) ? json_incref((json_t *)v)
+           : integral ? json_integer((json_int_t)x) : json_real(x);
 }
 
 /* Sets parameter `name` in next->params, which stays canonical text. */
@@ -706,7 +709,6 @@ static size_t field_size(const field_spec *f)
         return sizeof(int);
     }
 }
-
 
 /* The number stored in an int or real field, for the range check. */
 static double numeric_value(const bf_job_config *cfg, const field_spec *f)
