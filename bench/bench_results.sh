@@ -3,7 +3,7 @@
 # sweeps (tests/results/big_sweeps.py), through bifocald and with --db;
 # prints each command's time and peak memory, and bifocald's peak resident
 # memory after all of them (it holds one 1 MiB page per query, so that
-# stays flat).  Three sweeps:
+# stays flat).  Four sweeps:
 #   all       every job with its evaluations and final loss (every 9th
 #             failed), three groups of ~333,000 seeds (`wide ... lean`)
 #   few       shaped like a search: trials of 3 seeds, each its own lr (no
@@ -11,13 +11,17 @@
 #             queued (`search N 1000`)
 #   pending   the same with nothing succeeded yet (`search N 0`): compare
 #             and report have nothing to show
+#   trials    the same with every job succeeded (`search N N`): a group per
+#             trial, past what compare and report compare
+#             (BF_COMPARE_MAX_GROUPS): they refuse it by name
 #
 #   bench/bench_results.sh BUILD_DIR [N_JOBS]
 #
 # BUILD_DIR is a build with tests (the sweeps are grown from the database
 # tests/results/results_fixture writes).  VIA=db (or daemon) times one way
 # only (default: both); CMDS="compare report" times those commands only
-# (default: results compare report); BEFORE=PATH also times them with the
+# (default: results compare report); SWEEPS="few trials" grows and times
+# those sweeps only (default: all four); BEFORE=PATH also times them with the
 # bifocal at PATH with --db, for a before-and-after on the same sweeps.
 set -euo pipefail
 build=$1 n=${2:-1000000} daemon=
@@ -32,9 +36,17 @@ grow() {
     echo "sweep $sweep ($*): written in $(( $(date +%s) - start )) s" >&2
     echo "$sweep"
 }
-wide=$(grow wide "$n" lean)
-few=$(grow search "$n" 1000)
-pending=$(grow search "$n" 0)
+sweeps=${SWEEPS:-all few pending trials} timed=()
+for name in $sweeps; do
+    case $name in
+    all) timed+=("all:$(grow wide "$n" lean)") ;;
+    few) timed+=("few:$(grow search "$n" 1000)") ;;
+    pending) timed+=("pending:$(grow search "$n" 0)") ;;
+    trials) timed+=("trials:$(grow search "$n" "$n")") ;;
+    *) echo "bench_results: no sweep '$name' (all few pending trials)" >&2
+       exit 2 ;;
+    esac
+done
 "$build/server/bifocald" --db "$db" --listen 127.0.0.1:0 \
     --port-file "$tmp/port" --log-level warn &
 daemon=$!
@@ -55,7 +67,7 @@ measure() {
         $((kb / 1024)) "$rc"
 }
 via=${VIA:-both} cmds=${CMDS:-results compare report}
-for s in "all:$wide" "few:$few" "pending:$pending"; do
+for s in "${timed[@]}"; do
     name=${s%%:*} sweep=${s#*:}
     for cmd in $cmds; do
         out=(); [ "$cmd" = report ] && out=(--json -o "$tmp/r.json")
@@ -69,7 +81,7 @@ for s in "all:$wide" "few:$few" "pending:$pending"; do
 done
 if [ -n "${BEFORE:-}" ]; then
     client=$BEFORE
-    for s in "all:$wide" "few:$few" "pending:$pending"; do
+    for s in "${timed[@]}"; do
         name=${s%%:*} sweep=${s#*:}
         for cmd in $cmds; do
             out=(); [ "$cmd" = report ] && out=(--json -o "$tmp/r.json")

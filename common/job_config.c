@@ -27,7 +27,8 @@ typedef enum {
     KIND_DEPTHS, /* eval_depths + n_eval_depths, JSON array of integers */
     KIND_PATH,   /* char[BF_PATH_MAX], JSON string (NUL-padded) */
     KIND_BOOL,   /* int 0 / 1, JSON true / false */
-    KIND_NAME    /* char[BF_TRAINER_NAME_MAX], a trainer name (NUL-padded) */
+    KIND_NAME,   /* char[BF_TRAINER_NAME_MAX], a trainer name (NUL-padded) */
+    KIND_PARAMS  /* char[BF_PARAMS_JSON_MAX], canonical JSON (NUL-padded) */
 } field_kind;
 
 typedef struct field_spec {
@@ -77,6 +78,7 @@ static const field_spec job_fields[] = {
     FIELD(code_dir, KIND_PATH, 0, 0),
     FIELD(stop_on_nonfinite, KIND_BOOL, 0, 1),
     FIELD(trainer, KIND_NAME, 0, 0),
+    FIELD(params, KIND_PARAMS, 0, 0),
 };
 #define N_JOB_FIELDS (sizeof job_fields / sizeof job_fields[0])
 
@@ -193,9 +195,69 @@ static const field_spec *find_field(const char *name)
     return NULL;
 }
 
+static int param_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n >= BF_PARAM_NAME_MAX || !islower((unsigned char)name[0]))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!islower((unsigned char)name[i]) &&
+            !isdigit((unsigned char)name[i]) && name[i] != '_')
+            return 0;
+    return 1;
+}
+
+const char *bf_job_config_param_of(const char *field)
+{
+    size_t n = strlen(BF_PARAMS_PREFIX);
+    return strncmp(field, BF_PARAMS_PREFIX, n) == 0 ? field + n : NULL;
+}
+
 int bf_job_config_has_field(const char *name)
 {
-    return find_field(name) != NULL;
+    const char *param = bf_job_config_param_of(name);
+    return param ? param_name_ok(param) : find_field(name) != NULL;
+}
+
+/* cfg's free-form parameters as an object (new reference; empty: none). */
+static json_t *params_object(const bf_job_config *cfg)
+{
+    json_t *obj = cfg->params[0] ? json_loads(cfg->params, 0, NULL) : NULL;
+    return obj ? obj : json_object();
+}
+
+json_t *bf_job_config_json_get(const json_t *config, const char *field)
+{
+    const char *param = bf_job_config_param_of(field);
+    return param ? json_object_get(json_object_get(config, "params"), param)
+                 : json_object_get(config, field);
+}
+
+void bf_job_config_json_flatten(json_t *config)
+{
+    json_t *params = json_incref(json_object_get(config, "params"));
+    if (!json_is_object(params)) {
+        json_decref(params);
+        return;
+    }
+    json_object_del(config, "params");
+    const char *name;
+    json_t *value;
+    json_object_foreach(params, name, value) {
+        char field[BF_PARAM_NAME_MAX + sizeof BF_PARAMS_PREFIX];
+        snprintf(field, sizeof field, BF_PARAMS_PREFIX "%s", name);
+        json_object_set(config, field, value);
+    }
+    json_decref(params);
+}
+
+void bf_job_config_json_path(const char *field, char *buf, size_t cap)
+{
+    const char *param = bf_job_config_param_of(field);
+    if (param)
+        snprintf(buf, cap, "$.params.\"%s\"", param);
+    else
+        snprintf(buf, cap, "$.\"%s\"", field);
 }
 
 /* Line of field `name` (element `index` when >= 0) in `lines`, which may
@@ -416,6 +478,122 @@ static int apply_name(const apply_ctx *c, const field_spec *f,
     return 0;
 }
 
+/* ---- free-form parameters ------------------------------------------- */
+
+#define PARAM_NAME_RULE "1 .. 63 lowercase letters, digits or '_', " \
+    "starting with a letter"
+#define PARAM_MAX_INT (1LL << 53)
+
+/* Line of parameter `name`: given in a `params` mapping or as a dotted
+ * key. */
+static int param_line(const json_t *lines, const char *name)
+{
+    char key[96];
+    snprintf(key, sizeof key, "params/%s", name);
+    int line = field_line(lines, key, -1);
+    if (line)
+        return line;
+    snprintf(key, sizeof key, BF_PARAMS_PREFIX "%s", name);
+    line = field_line(lines, key, -1);
+    return line ? line : field_line(lines, "params", -1);
+}
+
+static int param_error(const apply_ctx *c, const char *name, const char *msg)
+{
+    char field[96];
+    snprintf(field, sizeof field, BF_PARAMS_PREFIX "%.63s", name);
+    return bf_error_set(c->err, c->file, param_line(c->lines, name), field,
+                        "%s", msg);
+}
+
+/* v as one canonical spelling (new reference), or NULL with the error: an
+ * integral real is the integer (10.0 and 10 hash alike, as for builtin
+ * fields), -0.0 is 0. */
+static json_t *param_value(const apply_ctx *c, const char *name,
+                           const json_t *v)
+{
+    char got[128], msg[256];
+    describe_value(v, got, sizeof got);
+    if (json_is_boolean(v))
+        return json_incref((json_t *)v);
+    if (json_is_string(v)) {
+        size_t n = json_string_length(v);
+        if (n < BF_PARAM_STRING_MAX && strlen(json_string_value(v)) == n)
+            return json_incref((json_t *)v);
+        snprintf(msg, sizeof msg, "a string value has at most %d bytes and "
+                 "no NUL", BF_PARAM_STRING_MAX - 1);
+        param_error(c, name, msg);
+        return NULL;
+    }
+    double x = json_number_value(v);
+    if (!json_is_number(v) || !isfinite(x)) {
+        snprintf(msg, sizeof msg, "expected a finite number, a string or "
+                 "true/false, got %s", got);
+        param_error(c, name, msg);
+        return NULL;
+    }
+    int integral = json_is_integer(v) || x == floor(x);
+    /* an integer JSON value compared exactly: 2^53 + 1 is no double */
+    json_int_t n = json_integer_value(v);
+    int too_big = json_is_integer(v) ? n > PARAM_MAX_INT || n < -PARAM_MAX_INT
+                                     : integral && fabs(x) > (double)PARAM_MAX_INT;
+    if (too_big) {
+        snprintf(msg, sizeof msg, "%s is out of range (integers: within "
+                 "+-2^53, the integers a JSON reader holds exactly)", got);
+        param_error(c, name, msg);
+        return NULL;
+    }
+    return json_is_integer(v) ? json_incref((json_t *)v)
+           : integral ? json_integer((json_int_t)x) : json_real(x);
+}
+
+/* Sets parameter `name` in next->params, which stays canonical text. */
+static int apply_param(const apply_ctx *c, const char *name, const json_t *v,
+                       bf_job_config *next)
+{
+    if (!param_name_ok(name))
+        return param_error(c, name, "not a parameter name ("
+                           PARAM_NAME_RULE ")");
+    json_t *value = param_value(c, name, v);
+    if (!value)
+        return -1;
+    json_t *params = params_object(next);
+    json_object_set_new(params, name, value);
+    char *text = json_dumps(params, JSON_SORT_KEYS | JSON_COMPACT |
+                                        JSON_REAL_PRECISION(17));
+    size_t count = json_object_size(params);
+    json_decref(params);
+    size_t len = strlen(text);
+    if (count <= BF_PARAMS_MAX && len < BF_PARAMS_JSON_MAX)
+        strncpy(next->params, text, BF_PARAMS_JSON_MAX); /* NUL-pads */
+    free(text);
+    char msg[128];
+    if (count > BF_PARAMS_MAX)
+        snprintf(msg, sizeof msg, "one parameter too many (at most %d)",
+                 BF_PARAMS_MAX);
+    else if (len >= BF_PARAMS_JSON_MAX)
+        snprintf(msg, sizeof msg, "the parameters take %zu bytes of JSON "
+                 "(at most %d)", len, BF_PARAMS_JSON_MAX - 1);
+    else
+        return 0;
+    return param_error(c, name, msg);
+}
+
+/* `params: {NAME: value, ...}`: each listed parameter set, the rest kept. */
+static int apply_params(const apply_ctx *c, const field_spec *f,
+                        const json_t *v, bf_job_config *cfg)
+{
+    if (!json_is_object(v))
+        return type_error(c, f, field_line(c->lines, f->name, -1),
+                          "a mapping of parameter names to values", v);
+    const char *name;
+    const json_t *value;
+    json_object_foreach((json_t *)v, name, value)
+        if (apply_param(c, name, value, cfg) < 0)
+            return -1;
+    return 0;
+}
+
 static int apply_field(const apply_ctx *c, const field_spec *f,
                        const json_t *v, bf_job_config *cfg)
 {
@@ -464,6 +642,8 @@ static int apply_field(const apply_ctx *c, const field_spec *f,
         return 0;
     case KIND_NAME:
         return apply_name(c, f, v, line, FIELD_PTR(char, cfg, f));
+    case KIND_PARAMS:
+        return apply_params(c, f, v, cfg);
     }
     return bf_error_set(c->err, c->file, line, f->name, "unhandled field kind");
 }
@@ -496,10 +676,11 @@ int bf_job_config_apply_json(bf_job_config *cfg, const json_t *obj,
     const char *key;
     const json_t *v;
     json_object_foreach((json_t *)obj, key, v) {
+        const char *param = bf_job_config_param_of(key);
         const field_spec *f = find_field(key);
-        if (!f)
-            return unknown_field(&c, key);
-        if (apply_field(&c, f, v, &next) < 0)
+        if (param ? apply_param(&c, param, v, &next) < 0
+                  : !f ? unknown_field(&c, key) < 0
+                       : apply_field(&c, f, v, &next) < 0)
             return -1;
     }
     *cfg = next;
@@ -507,6 +688,27 @@ int bf_job_config_apply_json(bf_job_config *cfg, const json_t *obj,
 }
 
 /* ---- validation ------------------------------------------------------- */
+
+/* Bytes a field takes in bf_job_config. */
+static size_t field_size(const field_spec *f)
+{
+    switch (f->kind) {
+    case KIND_REAL:
+        return sizeof(double);
+    case KIND_SEED:
+        return sizeof(uint64_t);
+    case KIND_DEPTHS:
+        return sizeof ((bf_job_config *)0)->eval_depths;
+    case KIND_PATH:
+        return BF_PATH_MAX;
+    case KIND_NAME:
+        return BF_TRAINER_NAME_MAX;
+    case KIND_PARAMS:
+        return BF_PARAMS_JSON_MAX;
+    default:
+        return sizeof(int);
+    }
+}
 
 /* The number stored in an int or real field, for the range check. */
 static double numeric_value(const bf_job_config *cfg, const field_spec *f)
@@ -540,10 +742,10 @@ static int validate_fields(const bf_job_config *cfg, const apply_ctx *c)
                                 "integers a JSON reader holds exactly)",
                                 (unsigned long long)cfg->seed,
                                 (unsigned long long)BF_JOB_MAX_SEED);
-        if (f->kind == KIND_PATH &&
-            !memchr(FIELD_CPTR(char, cfg, f), '\0', BF_PATH_MAX))
+        if ((f->kind == KIND_PATH || f->kind == KIND_PARAMS) &&
+            !memchr(FIELD_CPTR(char, cfg, f), '\0', field_size(f)))
             return bf_error_set(c->err, c->file, line, f->name,
-                                "path is not NUL-terminated");
+                                "text is not NUL-terminated");
         if (f->kind == KIND_NAME &&
             !bf_job_config_trainer_name_ok(FIELD_CPTR(char, cfg, f)))
             return bf_error_set(c->err, c->file, line, f->name,
@@ -578,6 +780,26 @@ static int validate_eval_depths(const bf_job_config *cfg, const apply_ctx *c)
                                     cfg->eval_depths[i], j, i);
     }
     return 0;
+}
+
+/* The builtin engine reads no free-form parameter: one in its job would
+ * change nothing but the hash, so two runs of one model would look like
+ * two configs. */
+static int validate_params_trainer(const bf_job_config *cfg,
+                                   const apply_ctx *c)
+{
+    if (!cfg->params[0] || strcmp(cfg->trainer, BF_TRAINER_BUILTIN) != 0)
+        return 0;
+    json_t *params = params_object(cfg);
+    const char *name = json_object_iter_key(json_object_iter(params));
+    char msg[160];
+    snprintf(msg, sizeof msg, "trainer builtin reads no free-form "
+             "parameters, so params.%s would change nothing (set trainer: "
+             "to the trainer that reads it, docs/trainers.md)",
+             name ? name : "?");
+    int rc = param_error(c, name ? name : "?", msg);
+    json_decref(params);
+    return rc;
 }
 
 /* Constraints between fields.  Each error names the field a user would
@@ -669,7 +891,7 @@ int bf_job_config_validate_in(const bf_job_config *cfg, const char *file,
 {
     apply_ctx c = {file, lines, err};
     if (validate_fields(cfg, &c) < 0 || validate_eval_depths(cfg, &c) < 0 ||
-        validate_cross(cfg, &c) < 0)
+        validate_cross(cfg, &c) < 0 || validate_params_trainer(cfg, &c) < 0)
         return -1;
     if (cfg->task == BF_TASK_CODE && validate_code(cfg, &c) < 0)
         return -1;
@@ -726,6 +948,8 @@ static json_t *field_to_json(const bf_job_config *cfg, const field_spec *f)
         return json_stringn(FIELD_CPTR(char, cfg, f),
                             strnlen(FIELD_CPTR(char, cfg, f),
                                     BF_TRAINER_NAME_MAX));
+    case KIND_PARAMS:
+        return params_object(cfg);
     }
     return json_null();
 }
@@ -740,7 +964,13 @@ json_t *bf_job_config_canonical_value(const char *field, const json_t *value,
     json_decref(assign);
     if (rc < 0)
         return NULL;
-    return field_to_json(&cfg, find_field(field));
+    const char *param = bf_job_config_param_of(field);
+    if (!param)
+        return field_to_json(&cfg, find_field(field));
+    json_t *params = params_object(&cfg);
+    json_t *canon = json_incref(json_object_get(params, param));
+    json_decref(params);
+    return canon;
 }
 
 json_t *bf_job_config_to_json(const bf_job_config *cfg)
@@ -753,6 +983,8 @@ json_t *bf_job_config_to_json(const bf_job_config *cfg)
         if (f->kind == KIND_NAME &&
             strcmp(FIELD_CPTR(char, cfg, f), BF_TRAINER_BUILTIN) == 0)
             continue;
+        if (f->kind == KIND_PARAMS && !cfg->params[0])
+            continue; /* the same: configs without params keep their hash */
         json_object_set_new(obj, f->name, field_to_json(cfg, f));
     }
     return obj;
@@ -827,25 +1059,6 @@ int bf_job_config_field_matters(const bf_job_config *cfg, const char *field)
     return 1;
 }
 
-/* Bytes a field takes in bf_job_config. */
-static size_t field_size(const field_spec *f)
-{
-    switch (f->kind) {
-    case KIND_REAL:
-        return sizeof(double);
-    case KIND_SEED:
-        return sizeof(uint64_t);
-    case KIND_DEPTHS:
-        return sizeof ((bf_job_config *)0)->eval_depths;
-    case KIND_PATH:
-        return BF_PATH_MAX;
-    case KIND_NAME:
-        return BF_TRAINER_NAME_MAX;
-    default:
-        return sizeof(int);
-    }
-}
-
 /* cfg into out field by field over zeroed bytes, the paths' tails zeroed:
  * equal configs become equal bytes, whatever padding and tails held. */
 static void copy_fields(const bf_job_config *cfg, bf_job_config *out)
@@ -855,7 +1068,8 @@ static void copy_fields(const bf_job_config *cfg, bf_job_config *out)
         const field_spec *f = &job_fields[i];
         memcpy((char *)out + f->offset, (const char *)cfg + f->offset,
                field_size(f));
-        if (f->kind == KIND_PATH || f->kind == KIND_NAME) {
+        if (f->kind == KIND_PATH || f->kind == KIND_NAME ||
+            f->kind == KIND_PARAMS) {
             char *text = FIELD_PTR(char, out, f);
             size_t len = strnlen(text, field_size(f));
             memset(text + len, 0, field_size(f) - len);

@@ -8,13 +8,19 @@
  *   d_model, n_layers, n_heads, seq_len,
  *   batch_size, steps, lr, warmup_steps, weight_decay, grad_clip, seed,
  *   log_every, eval_every, freq_every, checkpoint_every, init_from,
- *   eval_examples, stop_on_nonfinite, trainer
+ *   eval_examples, stop_on_nonfinite, trainer, params
  * Every field has a default (bf_job_config_defaults).  `trainer` names the
  * program that trains the job: "builtin" (this engine, the default) or a
  * name a `bifocal-worker --exec CMD --trainer NAME` declares
  * (docs/trainers.md); the queue leases a job only to a worker of its
  * trainer, and canonical JSON leaves the default out, so the hashes of
- * builtin configs are those they had before the field. */
+ * builtin configs are those they had before the field.
+ *
+ * `params` holds a trainer's own free-form parameters (docs/job-config.md):
+ * name -> finite number, string or boolean, each addressed in sweeps,
+ * results and SQL as the field `params.NAME`.  Only an --exec trainer
+ * reads them, so a builtin job with params is refused; canonical JSON
+ * leaves an empty `params` out, so configs without them keep their hash. */
 #ifndef BF_JOB_CONFIG_H
 #define BF_JOB_CONFIG_H
 
@@ -50,6 +56,17 @@ typedef enum {
 #define BF_TRAINER_NAME_MAX 64
 #define BF_TRAINER_BUILTIN "builtin"
 
+/* Free-form parameters: at most BF_PARAMS_MAX names of 1 ..
+ * BF_PARAM_NAME_MAX - 1 characters [a-z][a-z0-9_]*, string values of at
+ * most BF_PARAM_STRING_MAX - 1 bytes, integers within +-2^53, and the
+ * whole canonical object (job.json's `params`) at most
+ * BF_PARAMS_JSON_MAX - 1 bytes: the config stays a flat, copyable struct. */
+#define BF_PARAMS_MAX 32
+#define BF_PARAM_NAME_MAX 64
+#define BF_PARAM_STRING_MAX 256
+#define BF_PARAMS_JSON_MAX 1024
+#define BF_PARAMS_PREFIX "params."   /* the field of one parameter */
+
 typedef struct bf_job_config {
     bf_task_kind task;
     int depth;                          /* training draws depths 1..depth */
@@ -79,10 +96,32 @@ typedef struct bf_job_config {
     char code_dir[BF_PATH_MAX];         /* task code: the source tree */
     int stop_on_nonfinite;              /* 1: a non-finite loss fails the job */
     char trainer[BF_TRAINER_NAME_MAX];  /* who trains it, NUL-padded */
+    char params[BF_PARAMS_JSON_MAX];    /* canonical JSON object of the
+                                           free-form parameters (keys
+                                           sorted, compact), "" for none;
+                                           NUL-padded */
 } bf_job_config;
 
-/* Whether `name` is a job-config field. */
+/* Whether `name` is a job-config field: a builtin one, `params`, or
+ * `params.NAME` with a valid parameter name. */
 int bf_job_config_has_field(const char *name);
+
+/* NAME of a field `params.NAME`; NULL for any other field. */
+const char *bf_job_config_param_of(const char *field);
+
+/* The value of `field` in a config as JSON (bf_job_config_to_json, or a
+ * stored config): a field params.NAME is NAME of its `params` object.
+ * Borrowed; NULL when the config has no such field. */
+json_t *bf_job_config_json_get(const json_t *config, const char *field);
+
+/* Moves each member of config's `params` object to a member params.NAME
+ * of config itself: the results commands and the dashboard hold configs
+ * so, and treat a parameter as any other field (--where, --by, labels). */
+void bf_job_config_json_flatten(json_t *config);
+
+/* SQLite's JSON path of `field` in a stored config: $."lr",
+ * $.params."width". */
+void bf_job_config_json_path(const char *field, char *buf, size_t cap);
 
 /* Whether name is a valid trainer name (BF_TRAINER_NAME_MAX). */
 int bf_job_config_trainer_name_ok(const char *name);
@@ -91,7 +130,9 @@ int bf_job_config_trainer_name_ok(const char *name);
 void bf_job_config_defaults(bf_job_config *cfg);
 
 /* Applies the fields present in `obj` on top of `cfg` (start from defaults).
- * Unknown fields and wrong types are refused.  `file` names the source for
+ * Unknown fields and wrong types are refused.  `params: {NAME: value}`
+ * sets each listed parameter and keeps the others (layers of a sweep add
+ * to each other's); a key `params.NAME` sets one.  `file` names the source for
  * messages; `lines` (may be NULL) is an object mapping field name -> line
  * number, as produced by bf_yaml_parse for the object's members (keys may
  * be pointers "/steps", "/eval_depths/1" or bare names "steps"; use

@@ -7,6 +7,7 @@
 #include "compare.h"
 #include "db.h"
 #include "hash.h"
+#include "job_config.h"
 #include "report.h"
 #include "source.h"
 #include "sweep_view.h"
@@ -174,7 +175,7 @@ static sqlite3_stmt *prepare_values(sqlite3 *db, const load_pass *p)
         const char *name = i < k ? json_string_value(json_array_get(p->swept, i))
                                  : "steps";
         char path[160];
-        snprintf(path, sizeof path, "$.\"%s\"", name);
+        bf_job_config_json_path(name, path, sizeof path);
         sqlite3_bind_text(st, (int)i + 2, path, -1, SQLITE_TRANSIENT);
     }
     return st;

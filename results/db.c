@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "job_config.h"
+
 static int count_tables(sqlite3 *db, int *n)
 {
     sqlite3_stmt *st;
@@ -84,8 +86,10 @@ static json_t *column_json(sqlite3_stmt *st, int i)
     }
     const char *text = (const char *)sqlite3_column_text(st, i);
     json_t *v = NULL;
-    if (strcmp(sqlite3_column_name(st, i), "config") == 0)
+    if (strcmp(sqlite3_column_name(st, i), "config") == 0) {
         v = json_loads(text, 0, NULL);
+        bf_job_config_json_flatten(v);
+    }
     return v ? v : json_string(text);
 }
 

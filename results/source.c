@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "job_config.h"
+
 int bf_source_open(bf_source *src, bf_client *cl, const char *db_path)
 {
     *src = (bf_source){ .cl = cl, .db_path = db_path };
@@ -134,7 +136,9 @@ static json_t *next_daemon_row(bf_source_cursor *c)
             return NULL;
         }
     }
-    return json_incref(json_array_get(c->page, c->at++));
+    json_t *row = json_incref(json_array_get(c->page, c->at++));
+    bf_job_config_json_flatten(json_object_get(row, "config")); /* as db.c */
+    return row;
 }
 
 json_t *bf_source_cursor_next(bf_source_cursor *c)

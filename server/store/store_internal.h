@@ -263,11 +263,19 @@ extern const int bf_schema_n_migrations;
       " WHERE select_id = ?1 AND grp = ?2)")                                   \
     /* (a job that never ran, failed or cancelled before a retried     \
      * trial's selection, gets the values too: its own retry runs them) */ \
+    /* (a field params.NAME goes into the config's params object: one  \
+     * patch of the builtin fields, one of the parameters) */           \
     X(ST_VALUES_FILL,                                                          \
-      "UPDATE jobs SET config = json_patch(config, (SELECT"                    \
+      "UPDATE jobs SET config = json_patch(json_patch(config, (SELECT"         \
       " json_group_object(k.value, t.config -> ('$.' || k.value))"             \
       " FROM selected_values v JOIN jobs t ON t.job_id = v.trial_job_id,"      \
-      " json_each(v.fields) k WHERE v.job_id = jobs.job_id)),"                 \
+      " json_each(v.fields) k WHERE v.job_id = jobs.job_id"                    \
+      " AND k.value NOT LIKE 'params.%')), (SELECT CASE WHEN count(*) > 0"     \
+      " THEN json_object('params', json_group_object(substr(k.value, 8),"      \
+      " t.config -> ('$.' || k.value))) ELSE '{}' END"                         \
+      " FROM selected_values v JOIN jobs t ON t.job_id = v.trial_job_id,"      \
+      " json_each(v.fields) k WHERE v.job_id = jobs.job_id"                    \
+      " AND k.value LIKE 'params.%')),"                                        \
       " hold = CASE WHEN status = 'waiting' AND (SELECT held"                  \
       " FROM selected_values WHERE job_id = jobs.job_id) THEN 'seed' END,"     \
       " status = CASE WHEN status <> 'waiting' OR (SELECT held"                \

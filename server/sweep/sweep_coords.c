@@ -225,10 +225,11 @@ int sweep__field_line(const bf_sweep *sw, const bf_sweep_stage *st,
 void sweep__key_values(const sweep_ref *ref, const json_t *job, uint64_t *vals)
 {
     for (size_t k = 0; k < ref->n_keys; k++) {
-        char *s = json_dumps(json_object_get(job, ref->keys[k]),
+        /* A parameter the job lacks hashes as "", which no value dumps to. */
+        char *s = json_dumps(bf_job_config_json_get(job, ref->keys[k]),
                              JSON_ENCODE_ANY | JSON_COMPACT |
                              JSON_REAL_PRECISION(17));
-        vals[k] = bf_fnv1a64(s, strlen(s));
+        vals[k] = bf_fnv1a64(s ? s : "", s ? strlen(s) : 0);
         free(s);
     }
 }

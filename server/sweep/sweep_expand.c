@@ -157,7 +157,8 @@ static void key_text(const sweep_ref *ref, const json_t *job, const char *keep,
         if (!keep[k])
             continue;
         char text[128];
-        sweep__value_text(json_object_get(job, ref->keys[k]), text, sizeof text);
+        sweep__value_text(bf_job_config_json_get(job, ref->keys[k]), text,
+                          sizeof text);
         n = sweep__append(buf, n, cap, "%s%s=%s", n ? ", " : "", ref->keys[k],
                          text);
     }

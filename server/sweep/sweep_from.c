@@ -231,7 +231,7 @@ static void cell_text(const sweep_ref *ref, const json_t *job, char *buf,
     buf[0] = '\0';
     for (size_t k = 0; k < ref->n_keys; k++) {
         char text[128];
-        sweep__value_text(json_object_get(job, ref->keys[k]), text,
+        sweep__value_text(bf_job_config_json_get(job, ref->keys[k]), text,
                           sizeof text);
         n = sweep__append(buf, n, cap, "%s%s=%s", n ? ", " : "", ref->keys[k],
                           text);

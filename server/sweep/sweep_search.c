@@ -36,7 +36,8 @@ typedef struct search_dim {
     search_dist dist;
     double lo, hi;           /* uniform, loguniform */
     const json_t *choices;   /* choice: borrowed */
-    int integer;             /* an integer field: draws are rounded */
+    int integer;             /* an integer field (a parameter: both bounds
+                                integers): draws are rounded */
     int line;
 } search_dim;
 
@@ -79,6 +80,10 @@ static int parse_range(const bf_sweep *sw, search_dim *d, const json_t *range,
                             name);
     d->lo = json_number_value(json_array_get(range, 0));
     d->hi = json_number_value(json_array_get(range, 1));
+    /* A free-form parameter has no type of its own: its bounds give it. */
+    if (bf_job_config_param_of(d->field))
+        d->integer = json_is_integer(json_array_get(range, 0)) &&
+                     json_is_integer(json_array_get(range, 1));
     if (!(d->lo < d->hi) || (d->dist == DIST_LOGUNIFORM && !(d->lo > 0)))
         return bf_error_set(err, sw->file, d->line, d->field, "search.space."
                             "%s: %s [%g, %g] is empty: low must be below "

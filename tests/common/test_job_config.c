@@ -181,6 +181,23 @@ static const bad_case bad_cases[] = {
      "", 3, {"YAML syntax error"}},
     {"duplicate_field", "a.yaml", "steps: 100\nlr: 0.1\nsteps: 200\n", "steps",
      3, {"duplicate key 'steps'", "line 1"}},
+    /* free-form parameters: the error names params.NAME and its line */
+    {"param_bad_name", "a.yaml", "trainer: t\nparams:\n  Lr: 1\n",
+     "params.Lr", 3, {"not a parameter name", "lowercase"}},
+    {"param_null", "a.yaml", "trainer: t\nparams:\n  a: 1\n  b: null\n",
+     "params.b", 4, {"expected a finite number, a string or true/false",
+                     "null"}},
+    {"param_list", "a.yaml", "trainer: t\nparams.width: [1, 2]\n",
+     "params.width", 2, {"expected a finite number", "a list"}},
+    {"param_mapping", "a.yaml", "trainer: t\nparams: {a: {b: 1}}\n",
+     "params.a", 2, {"expected a finite number", "a mapping"}},
+    {"params_not_mapping", "a.yaml", "trainer: t\nparams: 3\n", "params", 2,
+     {"expected a mapping of parameter names"}},
+    {"param_int_past_2_53", "a.yaml", "trainer: t\nparams:\n"
+     "  n: 9007199254740993\n", "params.n", 3, {"out of range", "2^53"}},
+    {"param_of_builtin", "a.yaml", "steps: 100\nparams:\n  width: 3\n",
+     "params.width", 3, {"trainer builtin reads no free-form parameters",
+                         "set trainer:"}},
 };
 #define N_BAD_CASES (sizeof bad_cases / sizeof bad_cases[0])
 
@@ -465,6 +482,90 @@ static void test_trainer_field(void **state)
     assert_string_equal(cfg.trainer, "torch_lm-2");   /* unchanged */
 }
 
+/* Free-form parameters: both spellings set the same canonical text, a
+ * layer adds to the parameters before it, values keep their JSON type
+ * (an integral real becomes the integer), canonical JSON and the hash of
+ * a config without params are unchanged, and the bounds hold. */
+static void test_params_field(void **state)
+{
+    (void)state;
+    bf_error err;
+    bf_job_config a, b;
+    bf_job_config_defaults(&a);
+    bf_job_config_defaults(&b);
+    char *plain = bf_job_config_to_canonical_json(&a);
+    json_t *one = json_loads("{\"trainer\": \"torch\", \"params\": "
+                             "{\"width\": 256.0, \"act\": \"gelu\"}}", 0, NULL);
+    json_t *two = json_loads("{\"params.tied\": false, \"params.drop\": 0.1}",
+                             0, NULL);
+    assert_int_equal(bf_job_config_apply_json(&a, one, "t", NULL, &err), 0);
+    assert_int_equal(bf_job_config_apply_json(&a, two, "t", NULL, &err), 0);
+    assert_int_equal(bf_job_config_validate(&a, &err), 0);
+    assert_string_equal(a.params, "{\"act\":\"gelu\",\"drop\":0.10000000000000001,"
+                        "\"tied\":false,\"width\":256}");
+    char *text = bf_job_config_to_canonical_json(&a);
+    assert_contains(text, ",\"params\":{\"act\":\"gelu\",");
+    json_t *parsed = json_loads(text, 0, NULL);
+    assert_int_equal(bf_job_config_apply_json(&b, parsed, "t", NULL, &err), 0);
+    assert_memory_equal(&a, &b, sizeof a);   /* canonical JSON reads back */
+    json_decref(parsed);
+    free(text);
+
+    /* no params: no `params` key, the pinned canonical bytes */
+    assert_null(strstr(plain, "params"));
+    free(plain);
+
+    assert_true(bf_job_config_has_field("params.width"));
+    assert_true(bf_job_config_has_field("params"));
+    assert_false(bf_job_config_has_field("params.Width"));
+    assert_string_equal(bf_job_config_param_of("params.x"), "x");
+    assert_null(bf_job_config_param_of("lr"));
+    json_t *ten = json_real(10.0);
+    json_t *canon = bf_job_config_canonical_value("params.n", ten, &err);
+    assert_true(json_is_integer(canon) && json_integer_value(canon) == 10);
+    json_decref(canon);
+    json_decref(ten);
+
+    /* bounds: 32 names; a string of 256 bytes */
+    bf_job_config_defaults(&b);
+    char key[32];
+    for (int i = 0; i < BF_PARAMS_MAX; i++) {
+        snprintf(key, sizeof key, "params.p%d", i);
+        json_t *o = json_pack("{s:i}", key, i);
+        assert_int_equal(bf_job_config_apply_json(&b, o, "t", NULL, &err), 0);
+        json_decref(o);
+    }
+    json_t *o = json_pack("{s:i}", "params.extra", 1);
+    assert_int_equal(bf_job_config_apply_json(&b, o, "t", NULL, &err), -1);
+    assert_contains(err.msg, "at most 32");
+    assert_string_equal(err.field, "params.extra");
+    json_decref(o);
+    char big[BF_PARAM_STRING_MAX + 1];
+    memset(big, 'x', BF_PARAM_STRING_MAX);
+    big[BF_PARAM_STRING_MAX] = '\0';
+    o = json_pack("{s:s}", "params.s", big);
+    assert_int_equal(bf_job_config_apply_json(&a, o, "t", NULL, &err), -1);
+    assert_contains(err.msg, "at most 255 bytes");
+    json_decref(o);
+    json_decref(one);
+    json_decref(two);
+
+    /* the results commands' view: params.NAME members, and SQL's path */
+    json_t *cfg = json_loads("{\"lr\": 0.1, \"params\": {\"w\": 3}}", 0, NULL);
+    assert_int_equal(json_integer_value(bf_job_config_json_get(cfg,
+                                                               "params.w")), 3);
+    bf_job_config_json_flatten(cfg);
+    assert_null(json_object_get(cfg, "params"));
+    assert_int_equal(json_integer_value(json_object_get(cfg, "params.w")), 3);
+    assert_true(json_real_value(json_object_get(cfg, "lr")) == 0.1);
+    json_decref(cfg);
+    char path[64];
+    bf_job_config_json_path("params.w", path, sizeof path);
+    assert_string_equal(path, "$.params.\"w\"");
+    bf_job_config_json_path("lr", path, sizeof path);
+    assert_string_equal(path, "$.\"lr\"");
+}
+
 /* apply_json keeps cfg unchanged on error and reads both forms of lines. */
 static void test_apply_json_is_atomic_and_reads_lines(void **state)
 {
@@ -744,6 +845,7 @@ int main(void)
         cmocka_unit_test(test_canonical_form),
         cmocka_unit_test(test_canonical_determinism),
         cmocka_unit_test(test_trainer_field),
+        cmocka_unit_test(test_params_field),
         cmocka_unit_test(test_apply_json_is_atomic_and_reads_lines),
         cmocka_unit_test(test_validate_checks_built_configs),
         cmocka_unit_test(test_reals_are_normal_float32),

@@ -7,6 +7,8 @@
   field's values, combined) gives exactly the matching jobs, with the
   matching total;
 - bad page parameters are refused by name (400);
+- a trainer's parameter (sweep 8's params.width) groups, sorts and filters
+  as any field;
 - the aggregates follow the jobs: after job statuses change in the database
   (written here, while the dashboard runs), /live's counts, the groups'
   counts and the comparison equal a full recount (bifocal compare --db).
@@ -78,12 +80,20 @@ def jobs_of(ro, sweep):
             for j, s, seed, c in rows]
 
 
+def config_value(job, field):
+    """A config field's value; a trainer's parameter params.NAME is NAME
+    of the config's params object (docs/job-config.md)."""
+    if field.startswith("params."):
+        return job["config"].get("params", {}).get(field[len("params."):])
+    return job["config"].get(field)
+
+
 def value_of(job, field):
     if field == "status":
         return STATUSES.index(job["status"])
     if field in ("job_id", "seed"):
         return job[field]
-    v = job["config"].get(field)
+    v = config_value(job, field)
     # numbers before strings, as JSON types order (a field holds one type)
     return (0, v) if isinstance(v, (int, float)) else (1, str(v))
 
@@ -124,7 +134,7 @@ def check_paging(port, ro, sweep):
     for field, value in filters:
         want = [j["job_id"] for j in jobs if
                 (j["status"] == value if field == "status" else
-                 (j["seed"] if field == "seed" else j["config"].get(field)) == value)]
+                 (j["seed"] if field == "seed" else config_value(j, field)) == value)]
         text = value if field == "status" else json.dumps(value)
         ids, total = read_pages(port, sweep, "%s=%s" % (
             field, urllib.parse.quote(text)), 3)
@@ -133,7 +143,7 @@ def check_paging(port, ro, sweep):
     # two filters at once, sorted by seed descending
     f = varying[0]
     v = summary["values"][f][0]
-    want = [j for j in jobs if j["config"].get(f) == v and j["status"] == "succeeded"]
+    want = [j for j in jobs if config_value(j, f) == v and j["status"] == "succeeded"]
     ids, total = read_pages(port, sweep, "%s=%s&status=succeeded&sort=seed&desc=1"
                             % (f, urllib.parse.quote(json.dumps(v))), 2)
     check(ids == expected_order(want, "seed", 1) and total == len(want),
@@ -162,10 +172,20 @@ def group_recount(ro, sweep, field):
     out = {}
     for config, status in ro.execute("SELECT config, status FROM jobs"
                                      " WHERE sweep_id = ?", (sweep,)):
-        g = out.setdefault(json.loads(config)[field], [0, 0])
+        g = out.setdefault(config_value({"config": json.loads(config)}, field),
+                           [0, 0])
         g[0] += 1
         g[1] += status == "succeeded"
     return out
+
+
+def check_param_groups(port, ro):
+    """Sweep 8's groups are its params.width values, counted as here."""
+    _, s = get_ready(port, "/api/sweeps/8")
+    groups = {g["fields"].get("params.width"): [g["jobs"], g["succeeded"]]
+              for g in s["groups"]}
+    check(groups == group_recount(ro, 8, "params.width"),
+          "sweep 8 grouped by params.width: %s" % groups)
 
 
 def agrees(port, ro, bifocal, db):
@@ -234,8 +254,9 @@ def main():
         proc, port = start_dashboard(bifocal, db, d)
         try:
             ro = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
-            for sweep in (1, 3):
+            for sweep in (1, 3, 8):     # 8: params.width
                 check_paging(port, ro, sweep)
+            check_param_groups(port, ro)
             ro.close()
             check_bad_pages(port)
             check_taken_values(port)

@@ -48,6 +48,9 @@ def due(step, every, steps):
 def train(job, rec):
     cfg = job.config
     steps = cfg["steps"]
+    # A free-form parameter (job.json's params) moves the eval loss, so
+    # results that group by it differ.
+    width = cfg.get("params", {}).get("width", 1)
     n = cfg.get("eval_examples", 128)
     correct = [i % 2 == 0 for i in range(n)]      # every other one right
     for step in range(job.resume_step + 1, steps + 1):
@@ -55,7 +58,7 @@ def train(job, rec):
             rec.train(step, 2.0 / step, 0.001, 1.0, 1000.0)
         if due(step, cfg.get("eval_every", 100), steps):
             for depth in cfg.get("eval_depths", [4, 8]):
-                rec.eval(step, depth, 0.5, 0.5, correct)
+                rec.eval(step, depth, 0.5 / width, 0.5, correct)
         if due(step, cfg.get("freq_every", 50), steps):
             rec.freq(step, 0, 1, [1.0, 0.5, 0.25])
         if due(step, cfg.get("checkpoint_every", 0), steps):

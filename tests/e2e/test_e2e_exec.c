@@ -149,6 +149,56 @@ static void test_exec_job_stored_once(void **state)
     globfree(&logs);
 }
 
+/* A sweep over the trainer's own parameters: grid params.width, the
+ * trainer reads them from job.json (its eval loss is 0.5 / width: the
+ * loss stored proves it read them), and
+ * results, compare and SQL show them as the field params.width. */
+static void test_exec_params_sweep(void **state)
+{
+    bft_daemon *d = *state;
+    assert_int_equal(bft_daemon_start(d, 10), 0);
+    long long sweep = bft_submit(d, "params.yaml", "name: params\n"
+                                 "base: {trainer: fake, steps: 20, "
+                                 "warmup_steps: 0, log_every: 10,\n"
+                                 "       eval_every: 20, freq_every: 0, "
+                                 "eval_examples: 16,\n"
+                                 "       params: {act: gelu}}\n"
+                                 "grid: {params.width: [1, 4]}\n"
+                                 "seeds: 2\n", NULL, NULL);
+    assert_true(sweep > 0);
+    run_exec_worker(d, "exec", "--mode train");
+    assert_int_equal(job_sql(d, "SELECT count(*) FROM jobs WHERE sweep_id = "
+                             "%lld AND status = 'succeeded'", sweep), 4);
+    assert_int_equal(job_sql(d, "SELECT count(*) FROM job_params p JOIN "
+                             "evals e USING (job_id) WHERE p.sweep_id = %lld "
+                             "AND p.name = 'width' AND p.value = 4 AND "
+                             "e.loss = 0.125", sweep), 4);  /* 2 jobs x 2 depths */
+    char *out = NULL;
+    assert_int_equal(bft_run_client(d, &out, NULL, "results", "1", "--format",
+                                    "csv", NULL), 0);
+    assert_non_null(strstr(out, "params.width"));
+    free(out);
+    assert_int_equal(bft_run_client(d, &out, NULL, "results", "1", "--where",
+                                    "params.width=4", "--format", "csv",
+                                    NULL), 0);
+    assert_non_null(strstr(out, "\n1,3,"));     /* jobs 3, 4: width 4 */
+    assert_null(strstr(out, "\n1,1,"));
+    free(out);
+    assert_int_equal(bft_run_client(d, &out, NULL, "compare", "1", NULL), 0);
+    assert_non_null(strstr(out, "params.width=4"));
+    assert_non_null(strstr(out, "params.width=1"));
+    assert_null(strstr(out, "params.act"));   /* the same in every job */
+    free(out);
+    json_t *data = e2e_report_json(d, "1");
+    assert_non_null(data);
+    json_t *fields = json_object_get(data, "fields"), *field;
+    size_t i, found = 0;
+    json_array_foreach(fields, i, field)
+        found += strcmp(json_string_value(field), "params.width") == 0;
+    assert_int_equal(found, 1);
+    json_decref(data);
+}
+
 /* How the trainer ended decides the job's end. */
 static void test_exec_outcomes(void **state)
 {
@@ -335,6 +385,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_exec_job_stored_once, e2e_setup,
+                                        e2e_teardown),
+        cmocka_unit_test_setup_teardown(test_exec_params_sweep, e2e_setup,
                                         e2e_teardown),
         cmocka_unit_test_setup_teardown(test_exec_outcomes, e2e_setup,
                                         e2e_teardown),

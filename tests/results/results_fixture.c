@@ -246,6 +246,16 @@ static const char *const undecided_sweep =
     "analysis:\n"
     "  primary: {metric: loss, eval_depth: 8}\n";
 
+/* Sweep 8: a trainer's own parameters (docs/job-config.md, params): the
+ * results commands and the dashboard treat params.width as a field. */
+static const char *const params_sweep =
+    "name: params\n"
+    "base: {trainer: fake, depth: 4, eval_depths: [4, 8], steps: 100,\n"
+    "       params: {act: gelu}}\n"
+    "grid:\n"
+    "  params.width: [256, 512]\n"
+    "seeds: 2\n";
+
 /* Sweep 7's records: a final eval at depths 4 and 8, the loss a factor of
  * the encoding times a spread of the seed's (log scale). */
 static json_t *undecided_records(const char *rope, int r, int seed,
@@ -274,13 +284,15 @@ typedef json_t *(*records_fn)(const char *rope, int r, int seed,
 
 static int64_t now_ms = 1780000000000;
 
-static void run_jobs(bf_store *s, int fail_all, records_fn records)
+/* Runs every queued job of `trainer` (NULL: builtin). */
+static void run_jobs(bf_store *s, const char *trainer, int fail_all,
+                     records_fn records)
 {
     bf_lease l;
     bf_error err;
     int rc;
-    while ((rc = bf_store_lease_next(s, "fixture-worker", NULL, now_ms, 60000, &l,
-                                     &err)) == 1) {
+    while ((rc = bf_store_lease_for(s, "fixture-worker", NULL, trainer, now_ms,
+                                    60000, &l, &err)) == 1) {
         now_ms += 61000;
         json_t *config = json_loads(l.config_json, 0, NULL);
         const char *rope = json_string_value(json_object_get(config, "rope"));
@@ -327,19 +339,21 @@ int main(int argc, char **argv)
     if (bf_store_worker_seen(s, "fixture-worker", "localhost", 2, 0, now_ms, NULL))
         die("worker", NULL);
     submit(s, "fixture.yaml", fixture_sweep);
-    run_jobs(s, 0, job_records);
+    run_jobs(s, NULL, 0, job_records);
     submit(s, "all-failed.yaml", failing_sweep);
-    run_jobs(s, 1, job_records);
+    run_jobs(s, NULL, 1, job_records);
     submit(s, "two-fields.yaml", two_field_sweep);
-    run_jobs(s, 0, job_records);
+    run_jobs(s, NULL, 0, job_records);
     submit(s, "outcomes.yaml", outcomes_sweep);
-    run_jobs(s, 0, outcome_records);
+    run_jobs(s, NULL, 0, outcome_records);
     submit(s, "wide.yaml", wide_sweep);
-    run_jobs(s, 0, wide_records);
+    run_jobs(s, NULL, 0, wide_records);
     submit(s, "tuned.yaml", tuned_sweep);
-    run_jobs(s, 0, tuned_records);
+    run_jobs(s, NULL, 0, tuned_records);
     submit(s, "undecided.yaml", undecided_sweep);
-    run_jobs(s, 0, undecided_records);
+    run_jobs(s, NULL, 0, undecided_records);
+    submit(s, "params.yaml", params_sweep);
+    run_jobs(s, "fake", 0, job_records);
     bf_store_close(s);
     return 0;
 }

@@ -129,6 +129,10 @@ static void populate(bf_store *s)
                   " baseline: {rope: rope}}\n",
                1700000000000, NULL);
     populate_search(s);
+    /* Sweep 5: a trainer's own parameters (job_params), jobs queued. */
+    bft_submit(s, "name: widths\nbase: {trainer: fake, params: {act: gelu}}\n"
+                  "grid: {params.width: [256, 512]}\nseeds: 2\n",
+               1700000000000, NULL);
 }
 
 static void test_every_sql_block_runs(void **state)

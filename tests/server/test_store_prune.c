@@ -417,6 +417,63 @@ static void test_from_selection(void **state)
     bft_rmdir(dir);
 }
 
+/* A searched parameter (params.NAME) is taken like a builtin field: the
+ * from: job gets it inside its `params`, beside the ones it had, and the
+ * job_params view lists every job's parameters as rows. */
+static void test_from_selection_params(void **state)
+{
+    (void)state;
+    char *dir = bft_tmpdir();
+    bf_store *s = bft_open(dir, "p.db", NULL);
+    bft_submit(s, "name: fromp\n"
+               "base: {trainer: fake, depth: 4, eval_depths: [4],"
+               " eval_every: 50, params: {act: gelu}}\n"
+               "max_attempts: 1\n"
+               "stages:\n"
+               "  - name: tune\n"
+               "    base: {steps: 100}\n"
+               "    search:\n"
+               "      method: sobol\n"
+               "      trials: 2\n"
+               "      space: {params.width: {choice: [64, 128]},"
+               " lr: {uniform: [0.001, 0.01]}}\n"
+               "    select: {by: eval_loss, eval_depth: 4}\n"
+               "  - name: confirm\n"
+               "    from: \"stage:tune\"\n"
+               "    base: {steps: 150}\n", 1, NULL);
+    bf_lease l[3];
+    bf_error err = {0};
+    for (int job = 1; job <= 2; job++) {
+        assert_int_equal(bf_store_lease_for(s, "w", NULL, "fake", 10, 600000,
+                                            &l[job], &err), 1);
+        json_t *b = json_pack("[{s:s, s:i, s:i, s:f, s:f}]", "type", "eval",
+                              "step", 100, "depth", 4, "loss",
+                              job == 2 ? 1.0 : 2.0, "accuracy", 0.5);
+        assert_int_equal(bf_store_ingest(s, l[job].attempt_id, b, NULL, NULL,
+                                         &err), 0);
+        json_decref(b);
+        assert_int_equal(bf_store_flush(s, &err), 0);
+        assert_int_equal(bf_store_finish_attempt(s, l[job].attempt_id, 1,
+                                                 NULL, 50, &err), 0);
+        bf_lease_clear(&l[job]);
+    }
+    /* job 3 took job 2's width and lr, kept act, and has no dotted key */
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM jobs j, jobs t WHERE "
+                             "j.job_id = 3 AND t.job_id = 2 AND j.status = "
+                             "'queued' AND j.config -> '$.params.width' = "
+                             "t.config -> '$.params.width' AND j.config -> "
+                             "'$.lr' = t.config -> '$.lr' AND j.config ->> "
+                             "'$.params.act' = 'gelu' AND j.config -> "
+                             "'$.\"params.width\"' IS NULL"), 1);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM job_params WHERE "
+                             "name = 'act' AND value = 'gelu'"), 3);
+    assert_int_equal(bft_int(s, "SELECT count(DISTINCT value) FROM "
+                             "job_params WHERE name = 'width' AND job_id "
+                             "IN (1, 2) AND type = 'integer'"), 2);
+    bf_store_close(s);
+    bft_rmdir(dir);
+}
+
 /* A from: stage with adaptive seeds: once its cells are selected, every
  * job gets its values, seed 1 (min) is queued and the held seeds wait for
  * a decision that needs them. */
@@ -702,6 +759,7 @@ int main(void)
         cmocka_unit_test(test_median_rule),
         cmocka_unit_test(test_selection),
         cmocka_unit_test(test_from_selection),
+        cmocka_unit_test(test_from_selection_params),
         cmocka_unit_test(test_from_adaptive_seeds),
         cmocka_unit_test(test_from_values_then_source),
         cmocka_unit_test(test_from_source_then_values),

@@ -454,7 +454,76 @@ static const bad_case bad_cases[] = {
      "stage tune ({\"n_heads\":8}), which its selection may choose"},
     {"search beside stages", "name: x\nsearch: {method: random}\n"
      "stages:\n  - name: a\n", 2, "search", "in each stage"},
+    /* free-form parameters: errors name params.NAME at its line */
+    {"a parameter's bad name", "name: x\nbase: {trainer: t}\ngrid:\n"
+     "  params.Width: [1, 2]\n", 4, "params.Width", "not a job-config field"},
+    {"a parameter given a list", "name: x\nbase: {trainer: t}\ngrid:\n"
+     "  params.w:\n    - 1\n    - [2]\n", 6, "params.w",
+     "expected a finite number"},
+    {"a parameter for builtin", "name: x\ngrid:\n  params.w: [1, 2]\n", 3,
+     "params.w", "trainer builtin reads no free-form parameters"},
+    {"a parameter's search bound", "name: x\nbase: {trainer: t}\nsearch:\n"
+     "  method: random\n  trials: 2\n  space:\n"
+     "    params.w: {uniform: [1, 1.0e300]}\n", 7, "params.w", "out of range"},
 };
+
+static const json_t *param_of(const json_t *cfg, const char *name)
+{
+    return json_object_get(json_object_get(cfg, "params"), name);
+}
+
+/* A trainer's own parameters sweep as builtin fields do: `params:` in a
+ * base, params.NAME in grid, zip, exclude and search (integer bounds give
+ * integer draws), and a from: stage takes the selected trial's values. */
+static void test_params_fields(void **state)
+{
+    (void)state;
+    static const char yaml[] =
+        "name: p\nbase: {trainer: fake, depth: 4, eval_depths: [4],"
+        " params: {act: gelu}}\nstages:\n"
+        "  - name: tune\n    grid: {params.width: [64, 128]}\n"
+        "    zip: {params.drop: [0.0, 0.5], lr: [0.001, 0.002]}\n"
+        "    exclude: [{params.width: 128, params.drop: 0.5}]\n"
+        "    search: {method: sobol, trials: 2, space:"
+        " {params.beta: {uniform: [0.1, 0.9]}, params.k: {uniform: [1, 8]}}}\n"
+        "    select: {by: eval_loss, eval_depth: 4}\n"
+        "  - name: confirm\n    from: \"stage:tune\"\n"
+        "    base: {steps: 1000}\n"
+        "    grid: {params.width: [64, 128]}\n"
+        "    zip: {params.drop: [0.0, 0.5], lr: [0.001, 0.002]}\n"
+        "    exclude: [{params.width: 128, params.drop: 0.5}]\n";
+    jobs j;
+    expand(yaml, &j);
+    /* tune: 3 cells (64/0.0, 64/0.5, 128/0.0) x 2 trials; confirm: 3 */
+    assert_int_equal(j.n, 9);
+    for (size_t i = 0; i < j.n; i++) {
+        const json_t *c = j.cfg[i];
+        assert_string_equal(json_string_value(param_of(c, "act")), "gelu");
+        assert_true(json_is_integer(param_of(c, "width")));
+        if (i >= 6)
+            continue;   /* confirm's trial values come with the selection */
+        assert_true(json_is_integer(param_of(c, "k")));
+        double beta = json_real_value(param_of(c, "beta"));
+        assert_true(beta >= 0.1 && beta <= 0.9);
+    }
+    int width[] = {64, 64, 64, 64, 128, 128};
+    for (size_t i = 0; i < 6; i++) {
+        assert_int_equal(json_integer_value(param_of(j.cfg[i], "width")),
+                         width[i]);
+        assert_true(json_equal(param_of(j.cfg[i], "beta"),
+                               param_of(j.cfg[i % 2], "beta")));
+    }
+    /* 0.0 is the integer 0 (one spelling), 0.5 a real */
+    assert_true(json_is_integer(param_of(j.cfg[0], "drop")));
+    assert_true(json_real_value(param_of(j.cfg[2], "drop")) == 0.5);
+    for (size_t i = 6; i < 9; i++) {
+        assert_string_equal(j.from_stage[i], "tune");
+        assert_int_equal(json_integer_value(json_object_get(j.cfg[i],
+                                                            "steps")), 1000);
+        assert_int_equal(j.from_group[i], j.trial_group[2 * (i - 6)]);
+    }
+    jobs_free(&j);
+}
 
 static void test_rejections(void **state)
 {
@@ -490,6 +559,7 @@ int main(void)
         cmocka_unit_test(test_search_in_stage),
         cmocka_unit_test(test_from_beside_init_from),
         cmocka_unit_test(test_rejections),
+        cmocka_unit_test(test_params_fields),
         cmocka_unit_test(test_from_checks_bounded),
         cmocka_unit_test(test_from_corner_refused),
     };

@@ -1,4 +1,4 @@
--- Migration 24: eval_summary's accuracy interval moves to the seed.
+-- Migration 25: eval_summary's accuracy interval moves to the seed.
 -- compare's accuracy interval is now the t-interval over seeds (the unit
 -- replicated; docs/results.md), which needs Student's t quantile, which
 -- SQL lacks, so the view no longer gives accuracy_ci_low/high (Wilson's
