@@ -763,6 +763,8 @@ def main(argv=None):
     if args.job:
         job = bt.Job.standalone(args.job, args.checkpoint_dir)
         job.checkpoint_dir = args.checkpoint_dir
+        if args.checkpoint_dir:
+            os.makedirs(args.checkpoint_dir, exist_ok=True)
         job.resume_checkpoint = args.resume
         job_file = args.job
     else:
