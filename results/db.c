@@ -86,7 +86,14 @@ static json_t *column_json(sqlite3_stmt *st, int i)
     json_t *v = NULL;
     if (strcmp(sqlite3_column_name(st, i), "config") == 0)
         v = json_loads(text, 0, NULL);
+    bf_db_spell_trainer(v);
     return v ? v : json_string(text);
+}
+
+void bf_db_spell_trainer(json_t *config)
+{
+    if (json_is_object(config) && !json_object_get(config, "trainer"))
+        json_object_set_new(config, "trainer", json_string("builtin"));
 }
 
 json_t *bf_db_row(sqlite3_stmt *st)

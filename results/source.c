@@ -99,6 +99,10 @@ static int next_page(bf_source_cursor *c)
     }
     c->page = json_incref(rows);
     c->at = 0;
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row)
+        bf_db_spell_trainer(json_object_get(row, "config"));
     json_decref(reply);
     return 1;
 }

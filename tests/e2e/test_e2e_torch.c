@@ -205,15 +205,15 @@ static void test_torch_worker_killed(void **state)
                            sweep);
     pid_t w = start_torch_worker(d, "first");
 
-    /* Past its second checkpoint and streaming beyond it (hang guards). */
+    /* Past its second checkpoint, its rows 10 to 70 steps beyond the
+     * last one (so that no checkpoint is reported before the kill lands,
+     * and rows past it are stored; a hang guard). */
     char q[600];
-    snprintf(q, sizeof q, "SELECT coalesce(checkpoint_step, 0) FROM jobs "
-             "WHERE job_id = %lld", job);
-    assert_true(e2e_wait_sql(d, q, 200, 120000) >= 200);
-    long long at = bft_sql_int(d, q);
-    snprintf(q, sizeof q, "SELECT coalesce(max(step), 0) FROM metrics WHERE "
-             "job_id = %lld AND key = 'loss'", job);
-    assert_true(e2e_wait_sql(d, q, at + 20, 60000) >= at + 20);
+    snprintf(q, sizeof q, "SELECT count(*) FROM jobs WHERE job_id = %lld "
+             "AND checkpoint_step >= 200 AND (SELECT max(step) FROM metrics "
+             "WHERE job_id = %lld AND key = 'loss') - checkpoint_step "
+             "BETWEEN 10 AND 70", job, job);
+    assert_int_equal(e2e_wait_sql(d, q, 1, 120000), 1);
     kill(w, SIGKILL);
     e2e_group_wait(w, 60000);
 
@@ -307,12 +307,26 @@ static void test_mixed_fleet(void **state)
                             "%lld AND trainer = 'torch' AND status = "
                             "'succeeded'", sweep), 4);
 
-    char id[32], *out = NULL;
-    snprintf(id, sizeof id, "%lld", sweep);
-    assert_int_equal(bft_run_client(d, &out, NULL, "compare", id, NULL), 0);
+    /* `bifocal compare SWEEP --db DB` and through the daemon alike */
+    char cmd[1024], out[16384];
+    snprintf(cmd, sizeof cmd, "%s compare %lld --db %s --baseline "
+             "trainer=builtin",
+             bft_env_path("BIFOCAL"), sweep, d->db);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t len = fread(out, 1, sizeof out - 1, p);
+    out[len] = '\0';
+    assert_int_equal(pclose(p), 0);
     fputs(out, stderr);
     assert_non_null(strstr(out, "trainer=torch vs trainer=builtin"));
-    free(out);
+    char id[32], *served = NULL;
+    snprintf(id, sizeof id, "%lld", sweep);
+    assert_int_equal(bft_run_client(d, &served, NULL, "compare", id,
+                                    "--baseline", "trainer=builtin", NULL),
+                     0);
+    fputs(served, stderr);
+    assert_non_null(strstr(served, "trainer=torch vs trainer=builtin"));
+    free(served);
 }
 
 int main(void)
