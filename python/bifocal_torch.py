@@ -23,6 +23,7 @@ scores them and a later attempt resumes from them.
         [--resume CHECKPOINT]         (standalone: records on stdout)
 """
 import argparse
+import ctypes
 import json
 import math
 import os
@@ -225,6 +226,28 @@ class BifocalTorch(torch.nn.Module):
         # foreach: one kernel per step for all tensors, not a Python loop
         return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps,
                                  foreach=True)
+
+
+# glibc's mallopt parameters (malloc.h)
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+
+
+def keep_heap():
+    """Keeps freed tensors' memory in the process, as the C model's
+    buffers are allocated once: with glibc's defaults each step's large
+    tensors are mmapped and unmapped again, and their pages faulted in anew
+    (docs/training.md has the step times either way;
+    TORCH_REF_HEAP=glibc-default leaves the defaults, to measure them).
+    PyTorch's CPU tuning guide recommends a caching allocator (jemalloc,
+    tcmalloc) for the same reason; these two glibc settings do it with
+    Debian's python3.  The mmap threshold's largest value is 32 MiB on
+    64-bit glibc."""
+    if os.environ.get("TORCH_REF_HEAP") == "glibc-default":
+        return
+    libc = ctypes.CDLL("libc.so.6")
+    if not (libc.mallopt(M_MMAP_THRESHOLD, 32 << 20)
+            and libc.mallopt(M_TRIM_THRESHOLD, 1 << 30)):
+        sys.exit("bifocal_torch.py: mallopt refused the heap settings")
 
 
 # ---- the job's config ------------------------------------------------------
@@ -760,6 +783,8 @@ def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    if args.device == "cpu":
+        keep_heap()
     if args.job:
         job = bt.Job.standalone(args.job, args.checkpoint_dir)
         job.checkpoint_dir = args.checkpoint_dir

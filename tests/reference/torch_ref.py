@@ -17,7 +17,6 @@ params_memory loads directly.  Used two ways:
     model's loss, gradients and AdamW step against forward (written to be
     read), and forward_fast against both (test_torch_fast).
 """
-import ctypes
 import os
 import statistics
 import sys
@@ -27,29 +26,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "python"))
-from bifocal_torch import BifocalTorch  # noqa: E402,F401
-
-# glibc's mallopt parameters (malloc.h)
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-
-
-def keep_heap():
-    """Keeps freed tensors' memory in the process, as the C model's
-    buffers are allocated once: with glibc's defaults each step's large
-    tensors are mmapped and unmapped again, and their pages faulted in anew
-    (docs/training.md has the step times either way;
-    TORCH_REF_HEAP=glibc-default leaves the defaults, to measure them).
-    PyTorch's CPU tuning guide recommends a caching allocator (jemalloc,
-    tcmalloc) for the same reason; these two glibc settings do it with
-    Debian's python3.  The mmap threshold's largest value is 32 MiB on
-    64-bit glibc."""
-    if os.environ.get("TORCH_REF_HEAP") == "glibc-default":
-        return
-    libc = ctypes.CDLL("libc.so.6")
-    if not (libc.mallopt(M_MMAP_THRESHOLD, 32 << 20)
-            and libc.mallopt(M_TRIM_THRESHOLD, 1 << 30)):
-        sys.exit("torch_ref.py: mallopt refused the heap settings")
-
+from bifocal_torch import BifocalTorch, keep_heap  # noqa: E402,F401
 
 def bench(C, L, NH, T, B, V, steps, rope="bifocal"):
     keep_heap()

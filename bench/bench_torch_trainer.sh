@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The PyTorch trainer (python/bifocal_torch.py) beside the built-in one on
+# CPU, one thread each, the same job run standalone (no coordinator):
+#   builtin   bifocal-worker --job JOB
+#   torch     PYTHON python/bifocal_torch.py --job JOB --threads 1
+# JOB is the default model (d_model 64, 2 layers, 4 heads, seq_len 64,
+# batch 32) on Dyck with rope ROPE (default bifocal), STEPS steps (default
+# 200), a train record every step, no eval until the last step.  Prints
+# per trainer the median tokens_per_s of its train records (the steps
+# alone), its steps per second over the whole run's wall clock (start-up,
+# data and evaluation included), and the last train loss of each (the same
+# batches and the same initial weights: they agree).
+# usage: bench/bench_torch_trainer.sh BUILD [STEPS] [ROPE]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ $# -ge 1 ] || { sed -n '2,13p' "$0"; exit 2; }
+build=$1 steps=${2:-200} rope=${3:-bifocal}
+python=${PYTHON:-/usr/bin/python3}
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cat > "$tmp/job.json" <<EOF
+{"task": "dyck", "rope": "$rope", "steps": $steps, "warmup_steps": 20,
+ "log_every": 1, "eval_every": 0, "freq_every": 0}
+EOF
+
+run() {   # NAME CMD...: the records in $tmp/NAME.jsonl, seconds in NAME.s
+    local name=$1 t0 t1
+    shift
+    t0=$(date +%s.%N)
+    "$@" > "$tmp/$name.jsonl" 2> "$tmp/$name.err"
+    t1=$(date +%s.%N)
+    echo "$t1 - $t0" | bc -l > "$tmp/$name.s"
+}
+run builtin "$build/worker/bifocal-worker" --job "$tmp/job.json"
+run torch "$python" python/bifocal_torch.py --job "$tmp/job.json" \
+    --worker "$build/worker/bifocal-worker" --threads 1
+
+"$python" - "$tmp" "$steps" <<'EOF'
+import json, statistics, sys
+tmp, steps = sys.argv[1], int(sys.argv[2])
+rate = {}
+for name in ("builtin", "torch"):
+    recs = [json.loads(l) for l in open("%s/%s.jsonl" % (tmp, name))]
+    train = [r for r in recs if r["type"] == "train"]
+    tps = statistics.median(r["tokens_per_s"] for r in train)
+    wall = float(open("%s/%s.s" % (tmp, name)).read())
+    rate[name] = tps
+    print("%-8s median %.0f tokens/s (steps only); %.1f steps/s over "
+          "%.2f s wall clock; last loss %.6f"
+          % (name, tps, steps / wall, wall, train[-1]["loss"]))
+print("torch/builtin tokens/s: %.2f" % (rate["torch"] / rate["builtin"]))
+EOF
