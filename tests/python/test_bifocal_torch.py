@@ -5,8 +5,10 @@ relative over the first 50 steps at every encoding (none, rope, spectral,
 bifocal, prope), and so do its learning rates, evals and frequencies; a
 wrong learning-rate schedule is caught by the same comparison; a resumed
 run continues the uninterrupted one exactly; `bifocal-worker eval` scores
-its checkpoint; init_from a built-in checkpoint of another variant
-(surgical integration) tracks the built-in trainer's init_from too.
+its checkpoint, and the built-in trainer starts from it (init_from) as
+the PyTorch trainer does; init_from a built-in checkpoint of another
+variant (surgical integration) tracks the built-in trainer's init_from
+too.
 
     test_bifocal_torch.py BIFOCAL_WORKER
 
@@ -193,6 +195,11 @@ def test_checkpoint_resume(tmp):
                       else float("nan"))
     check(rel(scores[0], scores[1]) <= TOL, "eval scores the PyTorch "
           "checkpoint as the built-in one (%s)" % scores)
+    # the other way: the built-in trainer starts from a PyTorch checkpoint
+    f = job(tmp, "from-torch", rope="spectral", steps=20, warmup_steps=2,
+            init_from=paths[1])
+    compare(torch_trainer(f), builtin(f), "init_from a PyTorch checkpoint, "
+            "both trainers")
 
 
 def test_init_from(tmp):
