@@ -8,12 +8,13 @@
 # 200), a train record every step, no eval until the last step.  Prints
 # per trainer the median tokens_per_s of its train records (the steps
 # alone), its steps per second over the whole run's wall clock (start-up,
-# data and evaluation included), and the last train loss of each (the same
-# batches and the same initial weights: they agree).
+# data and evaluation included), the last train loss of each, and how far
+# apart their losses are along the way (the same batches and initial
+# weights: float32 rounding of two implementations is all that differs).
 # usage: bench/bench_torch_trainer.sh BUILD [STEPS] [ROPE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -ge 1 ] || { sed -n '2,13p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,14p' "$0"; exit 2; }
 build=$1 steps=${2:-200} rope=${3:-bifocal}
 python=${PYTHON:-/usr/bin/python3}
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
@@ -50,4 +51,12 @@ for name in ("builtin", "torch"):
           "%.2f s wall clock; last loss %.6f"
           % (name, tps, steps / wall, wall, train[-1]["loss"]))
 print("torch/builtin tokens/s: %.2f" % (rate["torch"] / rate["builtin"]))
+loss = {}
+for name in ("builtin", "torch"):
+    loss[name] = {r["step"]: r["loss"] for r in map(json.loads, open(
+        "%s/%s.jsonl" % (tmp, name))) if r["type"] == "train"}
+print("relative train-loss difference: " + ", ".join(
+    "step %d %.1e" % (s, abs(loss["torch"][s] - loss["builtin"][s])
+                      / loss["builtin"][s])
+    for s in (1, 25, 50, 75, 100, 150, 200) if s <= steps))
 EOF
