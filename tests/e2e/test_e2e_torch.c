@@ -185,7 +185,7 @@ static void test_torch_job_stored_once(void **state)
     assert_int_equal(sql_of(d, q, sweep), 200);
 }
 
-#define KILL_STEPS 1500
+#define KILL_STEPS 1000
 
 /* (b) SIGKILL to the worker mid-job: its trainer dies with it; the next
  * worker resumes from the recorded checkpoint, and every row above it is
