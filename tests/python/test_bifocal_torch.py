@@ -4,7 +4,8 @@ batches, its training losses track the built-in trainer's within 1e-3
 relative over the first 50 steps at every encoding (none, rope, spectral,
 bifocal, prope), and so do its learning rates, evals and frequencies; a
 wrong learning-rate schedule is caught by the same comparison; a resumed
-run continues the uninterrupted one exactly; `bifocal-worker eval` scores
+run continues the uninterrupted one exactly; SIGTERM ends a run with a
+checkpoint of its last step; `bifocal-worker eval` scores
 its checkpoint, and the built-in trainer starts from it (init_from) as
 the PyTorch trainer does; init_from a built-in checkpoint of another
 variant (surgical integration) tracks the built-in trainer's init_from
@@ -20,6 +21,7 @@ import contextlib
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -202,6 +204,36 @@ def test_checkpoint_resume(tmp):
             "both trainers")
 
 
+def test_sigterm(tmp):
+    """SIGTERM to the trainer's process group, as the worker sends it to
+    every descendant (the data reader too): the trainer finishes its step,
+    reports it, checkpoints and ends with done (stopped)."""
+    f = job(tmp, "term", rope="bifocal", steps=100000, warmup_steps=10)
+    ck = os.path.join(tmp, "term-ck")
+    p = subprocess.Popen([sys.executable, btorch.__file__, "--job", f,
+                          "--worker", WORKER, "--threads", "1",
+                          "--checkpoint-dir", ck], stdout=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    recs = []
+    for line in p.stdout:
+        recs.append(json.loads(line))
+        if recs[-1]["type"] == "train" and recs[-1]["step"] >= 20:
+            os.killpg(p.pid, signal.SIGTERM)
+            break
+    recs += records(p.stdout.read())
+    rc = p.wait(timeout=60)
+    done = recs[-1]
+    check(rc == 0 and done["type"] == "done" and done["stopped"] is True
+          and 20 <= done["step"] < 100000, "SIGTERM: done, stopped, at "
+          "step %s (exit %d)" % (done.get("step"), rc))
+    last = done["step"]
+    check([r["step"] for r in by_kind(recs, "checkpoint")] == [last] and
+          os.path.isfile(by_kind(recs, "checkpoint")[0]["path"]),
+          "SIGTERM: a checkpoint of the last step")
+    check(by_kind(recs, "train")[-1]["step"] == last,
+          "SIGTERM: the last step's train record")
+
+
 def test_init_from(tmp):
     src = job(tmp, "src", rope="rope", steps=20, warmup_steps=2)
     c_ck = os.path.join(tmp, "src-ck")
@@ -227,6 +259,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_equivalence(tmp)
         test_checkpoint_resume(tmp)
+        test_sigterm(tmp)
         test_init_from(tmp)
     if failures:
         print("%d failure(s)" % len(failures))
