@@ -62,8 +62,11 @@ static int torch_setup(void **state)
     return e2e_setup(state);
 }
 
-static long long submit(bft_daemon *d, const char *name, const char *body)
+/* Starts the daemon (a lease of lease_s seconds) and submits a sweep. */
+static long long submit(bft_daemon *d, int lease_s, const char *name,
+                        const char *body)
 {
+    assert_int_equal(bft_daemon_start(d, lease_s), 0);
     char yaml[2048], file[64];
     snprintf(yaml, sizeof yaml, "name: %s\n%s", name, body);
     snprintf(file, sizeof file, "%s.yaml", name);
@@ -149,8 +152,7 @@ static int processes_in(const char *dir)
 static void test_torch_job_stored_once(void **state)
 {
     bft_daemon *d = *state;
-    assert_int_equal(bft_daemon_start(d, 10), 0);
-    long long sweep = submit(d, "torch200", "max_attempts: 1\n"
+    long long sweep = submit(d, 10, "torch200", "max_attempts: 1\n"
                              "base: {trainer: torch, rope: bifocal, " TINY ",\n"
                              "  steps: 200, warmup_steps: 10, log_every: 1,\n"
                              "  eval_every: 50, freq_every: 100,\n"
@@ -193,14 +195,13 @@ static void test_torch_job_stored_once(void **state)
 static void test_torch_worker_killed(void **state)
 {
     bft_daemon *d = *state;
-    assert_int_equal(bft_daemon_start(d, 2), 0);
     char body[1024];
     snprintf(body, sizeof body, "max_attempts: 2\n"
              "base: {trainer: torch, rope: spectral, " TINY ",\n"
              "  steps: %d, warmup_steps: 10, log_every: 1,\n"
              "  eval_every: 500, freq_every: 500, checkpoint_every: 100}\n",
              KILL_STEPS);
-    long long sweep = submit(d, "killed", body);
+    long long sweep = submit(d, 2, "killed", body);
     long long job = sql_of(d, "SELECT job_id FROM jobs WHERE sweep_id = %lld",
                            sweep);
     pid_t w = start_torch_worker(d, "first");
@@ -282,17 +283,19 @@ static void test_torch_worker_killed(void **state)
     assert_int_equal(bft_sql_int(d, q), KILL_STEPS);
 }
 
+/* Both trainers crossed with two encodings, two seeds each. */
+static const char mixed_sweep[] =
+    "max_attempts: 1\n"
+    "base: {task: dyck, " TINY ",\n"
+    "  steps: 40, warmup_steps: 4, log_every: 10, eval_every: 20}\n"
+    "grid: {trainer: [builtin, torch], rope: [rope, spectral],\n"
+    "       seed: [1, 2]}\n";
+
 /* (c) One builtin group and one torch worker on one coordinator. */
 static void test_mixed_fleet(void **state)
 {
     bft_daemon *d = *state;
-    assert_int_equal(bft_daemon_start(d, 10), 0);
-    long long sweep = submit(d, "mixed", "max_attempts: 1\n"
-                             "base: {task: dyck, " TINY ",\n"
-                             "  steps: 40, warmup_steps: 4, log_every: 10,\n"
-                             "  eval_every: 20}\n"
-                             "grid: {trainer: [builtin, torch],\n"
-                             "       rope: [rope, spectral], seed: [1, 2]}\n");
+    long long sweep = submit(d, 10, "mixed", mixed_sweep);
     assert_int_equal(sql_of(d, "SELECT count(*) FROM jobs WHERE sweep_id = "
                             "%lld", sweep), 8);
     pid_t g = e2e_group_start(d, 1, "builtin", "--exit-when-idle",
