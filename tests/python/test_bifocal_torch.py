@@ -2,7 +2,8 @@
 (`bifocal-worker --job`): from the same step-0 weights and the same
 batches, its training losses track the built-in trainer's within 1e-3
 relative over the first 50 steps at every encoding (none, rope, spectral,
-bifocal, prope), and so do its learning rates, evals and frequencies; a
+bifocal, prope), and so do its learning rates, evals and frequencies,
+on the counter and modarith tasks and with random positions too; a
 wrong learning-rate schedule is caught by the same comparison; a resumed
 run continues the uninterrupted one exactly; SIGTERM ends a run with a
 checkpoint of its last step; `bifocal-worker eval` scores
@@ -151,6 +152,12 @@ def test_equivalence(tmp):
         figures.append((rope, compare(got, want, rope)))
     print("worst relative train-loss difference over %d steps: %s"
           % (STEPS, ", ".join("%s %.1e" % x for x in figures)))
+    # the other tasks' vocabularies, and random positions
+    for name, fields in (("counter", {"task": "counter", "modulus": 5}),
+                         ("modarith", {"task": "modarith", "modulus": 5}),
+                         ("random-positions", {"random_positions": 64})):
+        f = job(tmp, name, seq_len=32, **fields)
+        compare(torch_trainer(f), builtin(f), name)
 
     # The comparison can fail: the schedule without its warmup.
     f = job(tmp, "wrong-lr", rope="bifocal")
