@@ -10,11 +10,13 @@
 # alone), its steps per second over the whole run's wall clock (start-up,
 # data and evaluation included), the last train loss of each, and how far
 # apart their losses are along the way (the same batches and initial
-# weights: float32 rounding of two implementations is all that differs).
+# weights: float32 rounding of two implementations is all that differs),
+# and how long the PyTorch trainer's Python takes to draw the engine's
+# initial weights (a fresh start without init_from).
 # usage: bench/bench_torch_trainer.sh BUILD [STEPS] [ROPE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -ge 1 ] || { sed -n '2,14p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,16p' "$0"; exit 2; }
 build=$1 steps=${2:-200} rope=${3:-bifocal}
 python=${PYTHON:-/usr/bin/python3}
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
@@ -55,6 +57,12 @@ loss = {}
 for name in ("builtin", "torch"):
     loss[name] = {r["step"]: r["loss"] for r in map(json.loads, open(
         "%s/%s.jsonl" % (tmp, name))) if r["type"] == "train"}
+sys.path.insert(0, "python")
+import time, bifocal_torch as bt
+t0 = time.perf_counter()
+bt.rng_normals(bt.rng_key(1, 1), 1000000)
+print("the engine's initial weights in Python: %.2f us a weight "
+      "(1,000,000 drawn)" % (time.perf_counter() - t0))
 print("relative train-loss difference: " + ", ".join(
     "step %d %.1e" % (s, abs(loss["torch"][s] - loss["builtin"][s])
                       / loss["builtin"][s])

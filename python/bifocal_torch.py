@@ -393,7 +393,7 @@ def builtin_init(model, seed):
                         .float().view_as(p))
 
 
-# ---- checkpoints -------------------------------------------------------------
+# ---- checkpoints ------------------------------------------------------------
 
 # BifocalTorch's tensors by their GPT-2 names (docs/checkpoints.md).
 GPT2_KIND = {"wte": "wte.weight", "ln1w": "ln_1.weight",
@@ -522,7 +522,7 @@ def init_from(model, path):
     set_params(model, load_weights(model, path, tensors))
 
 
-# ---- the data ----------------------------------------------------------------
+# ---- the data ---------------------------------------------------------------
 
 def find_worker(given):
     """--worker, else the bifocal-worker that started us (the parent), else
@@ -595,7 +595,7 @@ def batches(worker, job_file, cfg, first_step):
             rows = []
 
 
-# ---- the trainer ---------------------------------------------------------------
+# ---- the trainer ------------------------------------------------------------
 
 def due(step, every, last):
     return step == last or (every > 0 and step % every == 0)
@@ -616,11 +616,14 @@ class Trainer:
         self.window = [0.0, 0]
 
     def start(self):
-        """Fresh (the engine's init, or init_from), or resumed."""
+        """Fresh (the engine's init, or init_from), or resumed.  The
+        engine's init runs in Python (bench/bench_torch_trainer.sh times
+        it), so only where its weights are used."""
         cfg, model = self.cfg, self.model
-        builtin_init(model, cfg["seed"])
         if self.job.resume_checkpoint is None and cfg["init_from"]:
             init_from(model, cfg["init_from"])
+        elif self.job.resume_checkpoint is None:
+            builtin_init(model, cfg["seed"])
         model.to(self.device)
         self.opt = model.adamw(cfg["lr"], ADAM_BETAS, ADAM_EPS,
                                cfg["weight_decay"], cfg["freq_lr_mult"])

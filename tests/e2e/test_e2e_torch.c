@@ -153,7 +153,8 @@ static void test_torch_job_stored_once(void **state)
 {
     bft_daemon *d = *state;
     long long sweep = submit(d, 10, "torch200", "max_attempts: 1\n"
-                             "base: {trainer: torch, rope: bifocal, " TINY ",\n"
+                             "base: {trainer: torch, rope: bifocal,\n"
+                             "  " TINY ",\n"
                              "  steps: 200, warmup_steps: 10, log_every: 1,\n"
                              "  eval_every: 50, freq_every: 100,\n"
                              "  checkpoint_every: 100}\n");
