@@ -86,11 +86,20 @@ static json_t *column_json(sqlite3_stmt *st, int i)
     }
     const char *text = (const char *)sqlite3_column_text(st, i);
     json_t *v = NULL;
-    if (strcmp(sqlite3_column_name(st, i), "config") == 0) {
+    if (strcmp(sqlite3_column_name(st, i), "config") == 0)
         v = json_loads(text, 0, NULL);
-        bf_job_config_json_flatten(v);
-    }
+    bf_db_config_as_read(v);
     return v ? v : json_string(text);
+}
+
+void bf_db_config_as_read(json_t *config)
+{
+    if (!json_is_object(config))
+        return;
+    if (!json_object_get(config, "trainer"))
+        json_object_set_new(config, "trainer",
+                            json_string(BF_TRAINER_BUILTIN));
+    bf_job_config_json_flatten(config);
 }
 
 json_t *bf_db_row(sqlite3_stmt *st)

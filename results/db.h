@@ -29,6 +29,14 @@ json_t *bf_db_rows(sqlite3 *db, sqlite3_stmt *st);
  * column parsed into an object (new reference). */
 json_t *bf_db_row(sqlite3_stmt *st);
 
+/* A stored config as the results commands and the dashboard read it:
+ * `trainer` spelled where canonical JSON leaves it out at its default
+ * ("builtin"), so that a sweep whose grid crosses trainers groups and
+ * labels its builtin jobs like its others, and each parameter a field
+ * params.NAME of its own (bf_job_config_json_flatten).  Every row read,
+ * from a file (bf_db_row) or a daemon (results/source.c), has it. */
+void bf_db_config_as_read(json_t *config);
+
 /* The same rows handed to on_row one at a time (borrowed: the row is freed
  * after the call unless on_row keeps a reference), none held together.
  * Finalizes st.  0, or -1 after printing the error. */

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "job_config.h"
 
 int bf_source_open(bf_source *src, bf_client *cl, const char *db_path)
 {
@@ -101,6 +100,10 @@ static int next_page(bf_source_cursor *c)
     }
     c->page = json_incref(rows);
     c->at = 0;
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row)
+        bf_db_config_as_read(json_object_get(row, "config"));
     json_decref(reply);
     return 1;
 }
@@ -136,9 +139,7 @@ static json_t *next_daemon_row(bf_source_cursor *c)
             return NULL;
         }
     }
-    json_t *row = json_incref(json_array_get(c->page, c->at++));
-    bf_job_config_json_flatten(json_object_get(row, "config")); /* as db.c */
-    return row;
+    return json_incref(json_array_get(c->page, c->at++));
 }
 
 json_t *bf_source_cursor_next(bf_source_cursor *c)
