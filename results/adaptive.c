@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "db.h"
 
 /* "lr=1e-05 freq_lr_mult=1": config's values of the fields in which it
  * differs from other, numbers to 6 digits (a label, not a record). */
@@ -169,12 +170,15 @@ json_t *bf_adaptive_rows(bf_source *src, int64_t sweep_id)
     json_t *rows = bf_source_rows_if_any(src, "adaptive_seeds", sweep_id);
     size_t i;
     json_t *row;
-    json_array_foreach(rows, i, row) {
-        json_object_set_new(row, "variant_config",
-                            bf_source_json_object(row, "variant_config"));
-        json_object_set_new(row, "baseline_config",
-                            bf_source_json_object(row, "baseline_config"));
-    }
+    /* read as the view's configs are (bf_db_config_as_read), so that
+     * bf_adaptive_find compares like with like */
+    static const char *const keys[] = { "variant_config", "baseline_config" };
+    json_array_foreach(rows, i, row)
+        for (int k = 0; k < 2; k++) {
+            json_t *config = bf_source_json_object(row, keys[k]);
+            bf_db_config_as_read(config);
+            json_object_set_new(row, keys[k], config);
+        }
     return rows;
 }
 
