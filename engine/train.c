@@ -11,11 +11,6 @@
 #include "records.h"
 #include "tasks.h"
 
-#define ADAM_BETA1 0.9f
-#define ADAM_BETA2 0.95f
-#define ADAM_EPS 1e-8f
-#define MIN_LR_FRACTION 0.1
-
 struct bf_trainer {
     bf_job_config cfg;
     bf_trainer_opts opts;
@@ -52,7 +47,7 @@ double bf_lr_at(const bf_job_config *cfg, int n)
         return cfg->lr * n / (cfg->warmup_steps > 0 ? cfg->warmup_steps : 1);
     double p = (double)(n - cfg->warmup_steps) /
                (double)(cfg->steps - cfg->warmup_steps);
-    double min_lr = MIN_LR_FRACTION * cfg->lr;
+    double min_lr = BF_MIN_LR_FRACTION * cfg->lr;
     return min_lr + 0.5 * (cfg->lr - min_lr) * (1.0 + cos(M_PI * p));
 }
 
@@ -277,8 +272,8 @@ void bf_trainer_step(bf_trainer *t, double *loss, double *grad_norm,
                   ? cfg->grad_clip / norm : 1.0;
     double step_lr = bf_lr_at(cfg, t->step + 1);
     bf_adamw_hparams hp = {
-        .lr = (float)step_lr, .beta1 = ADAM_BETA1, .beta2 = ADAM_BETA2,
-        .eps = ADAM_EPS, .weight_decay = (float)cfg->weight_decay,
+        .lr = (float)step_lr, .beta1 = BF_ADAM_BETA1, .beta2 = BF_ADAM_BETA2,
+        .eps = BF_ADAM_EPS, .weight_decay = (float)cfg->weight_decay,
         .freq_lr_mult = (float)cfg->freq_lr_mult,
     };
     bf_adamw_step(&t->model, &hp, t->step + 1, (float)(mean * clip));

@@ -136,6 +136,14 @@ const bf_train_summary *bf_trainer_summary(const bf_trainer *t);
 /* The trainer's model (owned by the trainer). */
 bf_model *bf_trainer_model(bf_trainer *t);
 
+/* The optimiser's constants (AdamW's betas and epsilon, and the floor of
+ * bf_lr_at's cosine as a fraction of lr): one home, which `bifocal-worker
+ * data --split model` prints for other trainers (docs/trainers.md). */
+#define BF_ADAM_BETA1 0.9f
+#define BF_ADAM_BETA2 0.95f
+#define BF_ADAM_EPS 1e-8f
+#define BF_MIN_LR_FRACTION 0.1
+
 /* Learning rate of the step that completes step number n (1..steps):
  * linear warm-up to lr over warmup_steps, then cosine to 0.1*lr at steps. */
 double bf_lr_at(const bf_job_config *cfg, int n);

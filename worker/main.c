@@ -3,7 +3,7 @@
  *   bifocal-worker [train] --job FILE [--checkpoint-dir DIR] [--resume]
  *                          [--memory-budget MIB]
  *   bifocal-worker eval --checkpoint FILE --input FILE
- *   bifocal-worker data --job FILE [--steps A:B] [--split train|eval]
+ *   bifocal-worker data --job FILE [--steps A:B] [--split train|eval|model]
  *   bifocal-worker code-stats [--code-dir DIR]
  *
  * Subcommands live in one table; each parses its own options with
@@ -46,7 +46,7 @@ static const char usage_text[] =
     "                      [--memory-budget MIB]\n"
     "       bifocal-worker eval --checkpoint FILE --input FILE\n"
     "       bifocal-worker data --job FILE [--steps A:B] "
-    "[--split train|eval]\n"
+    "[--split train|eval|model]\n"
     "       bifocal-worker code-stats [--code-dir DIR]\n"
     "       mpirun -np N bifocal-worker --server HOST:PORT --token-file F "
     "[...]\n"
@@ -72,7 +72,8 @@ static const char usage_text[] =
     "  --job FILE            job config, YAML or JSON\n"
     "  --steps A:B           the rows of optimizer steps A..B-1 (default:\n"
     "                        all, 0:steps)\n"
-    "  --split SPLIT         train or eval only (default: both)\n"
+    "  --split SPLIT         train or eval only (default: both), or model:\n"
+    "                        the model and optimiser the job defines\n"
     "code-stats        what the code task reads from a source tree: files,\n"
     "                  symbols, memory, snippets per depth (docs/tasks.md)\n"
     "  --code-dir DIR        the tree (default " BF_CODE_DIR_DEFAULT ")\n"
@@ -276,8 +277,16 @@ static int cmd_data(int argc, char **argv)
         return parsed == BF_ARGS_HELP ? 0 : parsed;
     if (!job)
         return usage_error("%s", "data needs --job FILE");
-    if (split && strcmp(split, "train") != 0 && strcmp(split, "eval") != 0)
-        return usage_error("--split: '%s' is neither train nor eval", split);
+    static const struct { const char *name; int what; } splits[] = {
+        { "train", BF_DATA_TRAIN }, { "eval", BF_DATA_EVAL },
+        { "model", BF_DATA_MODEL } };
+    int what = split ? 0 : BF_DATA_TRAIN | BF_DATA_EVAL;
+    for (size_t i = 0; split && i < sizeof splits / sizeof *splits; i++)
+        if (strcmp(split, splits[i].name) == 0)
+            what = splits[i].what;
+    if (!what)
+        return usage_error("--split: '%s' is not train, eval or model",
+                           split);
     bf_error err;
     bf_error_clear(&err);
     bf_job_config cfg;
@@ -287,9 +296,7 @@ static int cmd_data(int argc, char **argv)
     if (steps && parse_steps(steps, cfg.steps, &from, &to) != 0)
         return usage_error("--steps: '%s' is not A:B with 0 <= A <= B <= "
                            "%d (the job's steps)", steps, cfg.steps);
-    int train = !split || strcmp(split, "train") == 0;
-    int eval = !split || strcmp(split, "eval") == 0;
-    if (bf_data_print(stdout, &cfg, from, to, train, eval) != 0) {
+    if (bf_data_print(stdout, &cfg, from, to, what) != 0) {
         bf_error_set(&err, NULL, 0, NULL, "writing stdout: %s",
                      strerror(errno));
         return fail(EXIT_RUNTIME, &err);

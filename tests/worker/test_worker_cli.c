@@ -16,6 +16,8 @@
 #include "checkpoint.h"
 #include "model.h"
 #include "tasks.h"
+#include "train.h"
+#include "vocab.h"
 
 static const char *worker;
 
@@ -227,6 +229,27 @@ static void test_data_prints_the_engines_examples(void **state)
             assert_ints(row, "target", tg, T);
         }
     json_decref(rows);
+    /* --split model: the model's facts from the C code's own homes */
+    snprintf(args, sizeof args, "data --job %s/data.yaml --split model",
+             dir);
+    assert_int_equal(run_worker(args), 0);
+    rows = stdout_records();
+    assert_int_equal(json_array_size(rows), 1);
+    json_t *model = json_array_get(rows, 0), *want = bf_job_config_to_json(&cfg);
+    assert_true(json_equal(json_object_get(model, "config"), want));
+    assert_int_equal(json_integer_value(json_object_get(model, "vocab_size")),
+                     bf_vocab_size(&cfg));
+    assert_int_equal(json_integer_value(json_object_get(model,
+                     "spectral_heads")), bf_job_config_spectral_heads(&cfg));
+    json_t *opt = json_object_get(model, "optimizer");
+    assert_true(json_real_value(json_object_get(opt, "beta2"))
+                == (double)BF_ADAM_BETA2);
+    assert_true(json_real_value(json_object_get(opt, "min_lr_fraction"))
+                == BF_MIN_LR_FRACTION);
+    json_decref(want);
+    json_decref(rows);
+    snprintf(args, sizeof args, "data --job %s/data.yaml --split nope", dir);
+    assert_int_equal(run_worker(args), 2);
     snprintf(args, sizeof args, "data --job %s/data.yaml --steps 4:6", dir);
     assert_int_equal(run_worker(args), 2);   /* past the job's 5 steps */
     char *why = slurp("err");
