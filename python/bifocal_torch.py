@@ -252,83 +252,38 @@ def keep_heap():
 
 # ---- the job's config ------------------------------------------------------
 
-# The defaults of the fields this trainer reads (bf_job_config_defaults in
-# common/job_config.c): a job handed over by the worker has every field, a
-# job file run by hand may leave them out.
-DEFAULTS = {"task": "dyck", "dyck_k": 2, "modulus": 10, "rope": "rope",
-            "rope_base": 10000.0, "spectral_fraction": 0.5,
-            "freq_lr_mult": 1.0, "prope_fraction": 0.25, "d_model": 64,
-            "n_layers": 2, "n_heads": 4, "seq_len": 64, "batch_size": 32,
-            "steps": 500, "lr": 1e-3, "warmup_steps": 50,
-            "weight_decay": 0.1, "grad_clip": 1.0, "seed": 1,
-            "log_every": 10, "eval_every": 100, "freq_every": 50,
-            "checkpoint_every": 0, "eval_examples": 128,
-            "eval_depths": [4, 8], "stop_on_nonfinite": True,
-            "init_from": ""}
-ADAM_BETAS, ADAM_EPS = (0.9, 0.95), 1e-8      # engine/train.c
-MIN_LR_FRACTION = 0.1
 OUTCOMES_MAX_EXAMPLES = 65536                 # common/records.h
-# the first token of each task's own (common/vocab.h, code_corpus.h)
-TOK_FIRST, CODE_SYMBOLS = 3, 14
 
 
-def full_config(config):
-    cfg = dict(DEFAULTS)
-    cfg.update(config)
-    return cfg
+def model_facts(worker, job_file):
+    """What the job defines, from the C code's own home of each fact
+    (`bifocal-worker data --split model`): `config` with every field and
+    its default, `vocab_size`, `spectral_heads`, `prope_pairs`, and
+    `optimizer` (AdamW's beta1, beta2, eps, and bf_lr_at's
+    min_lr_fraction)."""
+    lines = list(data_lines(worker, job_file, "model"))
+    if len(lines) != 1 or lines[0].get("split") != "model":
+        raise RuntimeError("%s data --split model: %r" % (worker, lines))
+    return lines[0]
 
 
-def lround(x):
-    """C's lround: halves away from zero (Python's round is to even)."""
-    return int(math.floor(abs(x) + 0.5)) * (1 if x >= 0 else -1)
-
-
-def vocab_size(cfg):
-    """bf_vocab_size (common/vocab.c)."""
-    task = cfg["task"]
-    if task == "dyck":
-        return TOK_FIRST + 2 * cfg["dyck_k"]
-    if task == "counter":
-        return TOK_FIRST + 3 + cfg["modulus"]
-    if task == "modarith":
-        return TOK_FIRST + 4 + cfg["modulus"]
-    if task == "code":
-        return TOK_FIRST + CODE_SYMBOLS
-    raise ValueError("unknown task %r" % task)
-
-
-def spectral_heads(cfg):
-    """bf_job_config_spectral_heads: heads that learn their frequencies."""
-    if cfg["rope"] == "spectral":
-        return cfg["n_heads"]
-    if cfg["rope"] == "bifocal":
-        return lround(cfg["n_heads"] * cfg["spectral_fraction"])
-    return 0
-
-
-def prope_pairs(cfg):
-    """bf_job_config_prope_pairs: pairs of every head with omega = 0."""
-    if cfg["rope"] != "prope":
-        return 0
-    return lround(cfg["d_model"] // cfg["n_heads"] // 2
-                  * cfg["prope_fraction"])
-
-
-def lr_at(cfg, n):
+def lr_at(facts, n):
     """bf_lr_at (engine/train.c): linear warmup to lr over warmup_steps,
-    then a cosine down to MIN_LR_FRACTION * lr at the last step."""
+    then a cosine down to min_lr_fraction * lr at the last step."""
+    cfg = facts["config"]
     lr, warmup, steps = cfg["lr"], cfg["warmup_steps"], cfg["steps"]
     if n <= warmup:
         return lr * n / (warmup if warmup > 0 else 1)
     p = (n - warmup) / (steps - warmup)
-    min_lr = MIN_LR_FRACTION * lr
+    min_lr = facts["optimizer"]["min_lr_fraction"] * lr
     return min_lr + 0.5 * (lr - min_lr) * (1.0 + math.cos(math.pi * p))
 
 
-def build_model(cfg):
-    return BifocalTorch(vocab_size(cfg), cfg["d_model"], cfg["n_layers"],
-                        cfg["n_heads"], cfg["rope"], spectral_heads(cfg),
-                        cfg["rope_base"], prope_pairs(cfg))
+def build_model(facts):
+    cfg = facts["config"]
+    return BifocalTorch(facts["vocab_size"], cfg["d_model"], cfg["n_layers"],
+                        cfg["n_heads"], cfg["rope"], facts["spectral_heads"],
+                        cfg["rope_base"], facts["prope_pairs"])
 
 
 # ---- the engine's initial weights ------------------------------------------
@@ -337,8 +292,6 @@ M64 = (1 << 64) - 1
 GOLDEN = 0x9e3779b97f4a7c15
 INIT_STREAM = 0x696e6974      # "init", engine/model.c
 INIT_STD = 0.02
-
-
 def mix64(z):
     z = ((z ^ (z >> 30)) * 0xbf58476d1ce4e5b9) & M64
     z = ((z ^ (z >> 27)) * 0x94d049bb133111eb) & M64
@@ -605,11 +558,12 @@ class Trainer:
     def __init__(self, job, job_file, args):
         self.job, self.rec = job, job.records()
         self.config = job.config
-        self.cfg = full_config(job.config)
         self.job_file, self.args = job_file, args
         self.device = torch.device(args.device)
         self.worker = find_worker(args.worker)
-        self.model = build_model(self.cfg)
+        self.facts = model_facts(self.worker, job_file)
+        self.cfg = self.facts["config"]
+        self.model = build_model(self.facts)
         self.step = 0
         self.loss = float("nan")
         self.evals = []
@@ -625,8 +579,10 @@ class Trainer:
         elif self.job.resume_checkpoint is None:
             builtin_init(model, cfg["seed"])
         model.to(self.device)
-        self.opt = model.adamw(cfg["lr"], ADAM_BETAS, ADAM_EPS,
-                               cfg["weight_decay"], cfg["freq_lr_mult"])
+        adam = self.facts["optimizer"]
+        self.opt = model.adamw(cfg["lr"], (adam["beta1"], adam["beta2"]),
+                               adam["eps"], cfg["weight_decay"],
+                               cfg["freq_lr_mult"])
         if self.job.resume_checkpoint is not None:
             self.step = resume(model, self.opt, self.job.resume_checkpoint,
                                self.device)
@@ -648,7 +604,7 @@ class Trainer:
         if cfg["grad_clip"] > 0 and norm > cfg["grad_clip"]:
             for g in grads:
                 g.mul_(cfg["grad_clip"] / norm)
-        lr = lr_at(cfg, self.step + 1)
+        lr = lr_at(self.facts, self.step + 1)
         for group in opt.param_groups:
             group["lr"] = lr * (cfg["freq_lr_mult"]
                                 if group.get("freq") else 1.0)

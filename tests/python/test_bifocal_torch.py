@@ -163,7 +163,8 @@ def test_equivalence(tmp):
     f = job(tmp, "wrong-lr", rope="bifocal")
     want = builtin(f)
     right = btorch.lr_at
-    btorch.lr_at = lambda cfg, n: right(dict(cfg, warmup_steps=0), n)
+    btorch.lr_at = lambda facts, n: right(
+        dict(facts, config=dict(facts["config"], warmup_steps=0)), n)
     try:
         got = torch_trainer(f)
     finally:
