@@ -495,12 +495,13 @@ void bf_stats_accuracy_diff(const long *ka, const long *kb, int n, long m,
 void bf_stats_accuracy_interval(const double *acc, int n, long m,
                                 bf_stats_prop *out, int *at_seeds)
 {
+    long k = 0;
+    for (int i = 0; i < n; i++)
+        k += lround(acc[i] * m);
+    bf_stats_wilson(k, (long)n * m, BF_STATS_LEVEL, out);
     *at_seeds = n >= 2;
-    if (n < 2) {
-        bf_stats_wilson(n == 1 ? lround(acc[0] * m) : 0, n == 1 ? m : 0,
-                        BF_STATS_LEVEL, out);
+    if (n < 2)
         return;
-    }
     double mean, var, within = 0;
     mean_var(acc, n, &mean, &var);
     for (int i = 0; i < n; i++)
@@ -508,8 +509,8 @@ void bf_stats_accuracy_interval(const double *acc, int n, long m,
     double half = bf_stats_t_quantile(0.5 + BF_STATS_LEVEL / 2, n - 1)
                   * sqrt(fmax(var, within / n) / n);
     out->p = mean;
-    out->ci_low = fmax(0.0, mean - half);
-    out->ci_high = fmin(1.0, mean + half);
+    out->ci_low = fmax(0.0, fmin(out->ci_low, mean - half));
+    out->ci_high = fmin(1.0, fmax(out->ci_high, mean + half));
 }
 
 void bf_stats_prob_improvement(const double *a, const double *b, int n,

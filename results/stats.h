@@ -175,8 +175,10 @@ void bf_stats_accuracy_diff(const long *ka, const long *kb, int n, long m,
  * with an interval at the seed, the unit replicated: the t-interval of
  * the per-seed accuracies, their variance never below the examples'
  * binomial variance (mean of a(1-a)/m: seeds that agree by chance are no
- * evidence of a zero spread), cut to [0, 1].  One seed: Wilson's over
- * its examples, *at_seeds 0. */
+ * evidence of a zero spread), cut to [0, 1], and never narrower than
+ * Wilson's over the pooled examples (which seeds all at 0 or 1 would
+ * otherwise shrink to a point).  One seed: Wilson's over its examples,
+ * *at_seeds 0. */
 void bf_stats_accuracy_interval(const double *acc, int n, long m,
                                 bf_stats_prop *out, int *at_seeds);
 

@@ -7,7 +7,7 @@
 -- error at the seeds as compare takes it: the seeds' variance, never
 -- below the mean binomial variance of one seed's examples, over n.
 -- compare's interval is accuracy_mean -+ t(0.975, n - 1) * accuracy_se,
--- cut to [0, 1].
+-- widened to at least Wilson's over the pooled examples, cut to [0, 1].
 DROP VIEW eval_summary;
 CREATE VIEW eval_summary AS
 WITH f AS (

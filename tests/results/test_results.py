@@ -206,7 +206,8 @@ for r in rows:
         accs = [final[key][k][1] for k in seeds]
         v = max(a["sd"] ** 2, statistics.mean(x * (1 - x) / M for x in accs))
         half = t_quantile(0.975, len(accs) - 1) * math.sqrt(v / len(accs))
-        lo, hi = max(0, a["mean"] - half), min(1, a["mean"] + half)
+        _, wlo, whi = wilson(sum(round(x * M) for x in accs), len(accs) * M)
+        lo, hi = max(0, min(wlo, a["mean"] - half)), min(1, max(whi, a["mean"] + half))
     else:
         _, lo, hi = wilson(sum(round(final[key][k][1] * M) for k in seeds), len(seeds) * M)
     for field, want in [("mean", a["mean"]), ("sd", a["sd"]), ("ci_low", lo), ("ci_high", hi)]:
@@ -504,7 +505,10 @@ for sweep in (1, 3, 4):
         # compare's accuracy interval at the seeds is the mean -+ t * se
         if want and row["n"] > 1:
             half = t_quantile(0.975, row["n"] - 1) * row["accuracy_se"]
-            lo, hi = max(0, row["accuracy_mean"] - half), min(1, row["accuracy_mean"] + half)
+            m = row["eval_examples"]
+            _, wlo, whi = wilson(round(row["accuracy_mean"] * row["n"] * m), row["n"] * m)
+            lo = max(0, min(wlo, row["accuracy_mean"] - half))
+            hi = min(1, max(whi, row["accuracy_mean"] + half))
             check(close(lo, want["accuracy_ci_low"], 1e-6) and close(hi, want["accuracy_ci_high"], 1e-6),
                   "eval_summary sweep %d %r accuracy_se %r: interval [%r, %r], compare [%r, %r]"
                   % (sweep, key, row["accuracy_se"], lo, hi, want["accuracy_ci_low"],

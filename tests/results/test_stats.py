@@ -328,15 +328,23 @@ for accs, m in [([0.5, 0.6, 0.55, 0.7], 128), ([0.9, 0.95, 0.99], 64),
     v = max(x.var(ddof=1), np.mean(x * (1 - x) / m))
     lo, hi = stats.t.interval(0.95, len(x) - 1, loc=x.mean(),
                               scale=math.sqrt(v / len(x)))
+    k = sum(round(a * m) for a in accs)
+    wlo, whi = stats.binomtest(k, len(accs) * m).proportion_ci(0.95, method="wilson")
     same(f"accuracy interval {accs} at the seeds", got["at_seeds"], 1)
-    close(f"accuracy interval {accs} low", got["lo"], max(0.0, lo))
-    close(f"accuracy interval {accs} high", got["hi"], min(1.0, hi))
+    close(f"accuracy interval {accs} low", got["lo"], max(0.0, min(lo, wlo)))
+    close(f"accuracy interval {accs} high", got["hi"], min(1.0, max(hi, whi)))
     if not 0 <= got["lo"] <= got["hi"] <= 1:
         failures.append(f"accuracy interval {accs} leaves [0, 1]: {got}")
 # seeds that agree exactly: the examples' variance keeps it from collapsing
 got = ask("accint", 3, 128, 0.5, 0.5, 0.5)
 if not got["hi"] - got["lo"] > 0.1:
     failures.append(f"accuracy interval of equal seeds collapses: {got}")
+# every seed at 0: no spread, no binomial variance; Wilson's over the
+# pooled examples keeps it from being a point
+got = ask("accint", 3, 128, 0.0, 0.0, 0.0)
+wlo, whi = stats.binomtest(0, 384).proportion_ci(0.95, method="wilson")
+close("accuracy interval of seeds all at 0: low", got["lo"], 0.0)
+close("accuracy interval of seeds all at 0: high", got["hi"], whi)
 # one seed: Wilson over its examples
 got = ask("accint", 1, 128, 0.75)
 lo, hi = stats.binomtest(96, 128).proportion_ci(0.95, method="wilson")
