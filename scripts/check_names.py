@@ -71,12 +71,12 @@ TEST_SEAMS = {
     "bf_dashboard_free": "fuzz_http frees what it made",
     "bf_http_session_init": "fuzz_http feeds the request parser",
     "bf_http_session_feed": "fuzz_http feeds the request parser",
-    "bf_adaptive_json": "test_adaptive reads a comparison's JSON",
     "bf_stats_clopper_pearson": "stats_probe checks it against SciPy",
     "bf_stats_mcnemar_exact": "stats_probe checks it against SciPy",
     "bf_stats_newcombe": "stats_probe checks it against SciPy",
     "bf_stats_newcombe_paired": "stats_probe checks it against SciPy",
     "bf_stats_t_quantile": "stats_probe checks it against SciPy",
+    "bf_stats_wilson": "stats_probe checks it against SciPy",
 }
 
 
