@@ -1116,6 +1116,9 @@ bf_sweep *bf_sweep_parse(const char *file, const char *dir, const char *text,
     for (size_t t = 0; t < sw->n_stages; t++)
         if (sweep__from_parse(sw, t, err) < 0)
             goto fail;
+    for (size_t t = sw->n_stages; t-- > 0;)
+        if (sweep__from_seeds(sw, t, err) < 0)
+            goto fail;
     if (parse_analysis(sw, err) < 0 || check_adaptive(sw, err) < 0)
         goto fail;
     return sw;

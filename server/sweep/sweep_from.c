@@ -181,6 +181,128 @@ int sweep__from_parse(bf_sweep *sw, size_t t, bf_error *err)
     return 0;
 }
 
+/* ---- seeds apart from the source's -------------------------------------- */
+
+/* The seed axis of st (a grid or zip over seed), or NULL; *f its field. */
+static const sweep_axis *seed_axis(const bf_sweep_stage *st, size_t *f)
+{
+    for (size_t a = 0; a < st->n_axes; a++)
+        for (*f = 0; *f < st->axes[a].n_fields; (*f)++)
+            if (strcmp(st->axes[a].fields[*f], "seed") == 0)
+                return &st->axes[a];
+    return NULL;
+}
+
+/* Whether the sweep file gives st's seeds: seeds:, a seed axis or a seed
+ * in one of its base layers. */
+static int seeds_given(const bf_sweep_stage *st)
+{
+    size_t f;
+    if ((st->seeds && !st->seed_assigned) || seed_axis(st, &f))
+        return 1;
+    for (size_t i = 0; i < st->n_layers; i++)
+        if (json_object_get(st->layers[i].obj, "seed"))
+            return 1;
+    return 0;
+}
+
+static int by_seed(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The seeds st's jobs take, sorted (caller frees; *n of them). */
+static uint64_t *stage_seeds(const bf_sweep_stage *st, size_t *n)
+{
+    size_t f;
+    const sweep_axis *axis = seed_axis(st, &f);
+    uint64_t *out;
+    if (st->seeds) {
+        *n = st->n_seeds;
+        out = bf_xmalloc(*n * sizeof *out);
+        memcpy(out, st->seeds, *n * sizeof *out);
+    } else if (axis) {
+        *n = axis->n;
+        out = bf_xmalloc(*n * sizeof *out);
+        for (size_t v = 0; v < axis->n; v++)
+            out[v] = (uint64_t)json_integer_value(
+                json_object_get(axis->assign[v], "seed"));
+    } else {
+        *n = 1;
+        out = bf_xmalloc(sizeof *out);
+        out[0] = st->base.seed;
+    }
+    qsort(out, *n, sizeof *out, by_seed);
+    return out;
+}
+
+/* The first seed both sorted lists hold, or -1. */
+static long long first_shared(const uint64_t *a, size_t na, const uint64_t *b,
+                              size_t nb)
+{
+    for (size_t i = 0, j = 0; i < na && j < nb;)
+        if (a[i] == b[j])
+            return (long long)a[i];
+        else if (a[i] < b[j])
+            i++;
+        else
+            j++;
+    return -1;
+}
+
+/* The line that gives st's seeds: seeds:, its seed axis, or its stage. */
+static int seeds_line(const bf_sweep *sw, const bf_sweep_stage *st)
+{
+    size_t f;
+    const sweep_axis *axis = seed_axis(st, &f);
+    if (st->seeds && !st->seed_assigned)
+        return st->seeds_line;
+    if (axis)
+        return sweep__line(sw, "%s/seed", axis->ptr);
+    for (size_t i = st->n_layers; i-- > 0;)
+        if (json_object_get(st->layers[i].obj, "seed"))
+            return sweep__line(sw, "%s/seed", st->layers[i].ptr);
+    return sweep__line(sw, "%s", st->ptr);
+}
+
+int sweep__from_seeds(bf_sweep *sw, size_t t, bf_error *err)
+{
+    bf_sweep_stage *st = &sw->stages[t];
+    if (!st->from)
+        return 0;
+    bf_sweep_stage *src = &sw->stages[st->from->ref.from];
+    size_t n, n_src;
+    uint64_t *taker = stage_seeds(st, &n);
+    int rc = 0;
+    if (!seeds_given(src)) {
+        if (!src->seeds) {
+            src->seeds = bf_xmalloc(sizeof *src->seeds);
+            src->seeds[0] = 0;
+            src->seed_assigned = 1;
+        }
+        if (src->seeds[0] <= taker[n - 1])
+            src->seeds[0] = taker[n - 1] + 1;
+    } else {
+        uint64_t *given = stage_seeds(src, &n_src);
+        long long shared = first_shared(given, n_src, taker, n);
+        if (shared >= 0)
+            rc = bf_error_set(err, sw->file, seeds_line(sw, src), "seeds",
+                              "stage %s's seed %lld is also a seed of stage "
+                              "%s, which takes its selected trials (from: at "
+                              "line %d): a trial chosen for its luck on a "
+                              "seed would be confirmed on that seed; give %s "
+                              "seeds past %llu, or none (it then takes "
+                              "%llu)", src->name, shared, st->name,
+                              st->from->line, src->name,
+                              (unsigned long long)taker[n - 1],
+                              (unsigned long long)taker[n - 1] + 1);
+        free(given);
+    }
+    free(taker);
+    return rc;
+}
+
 void sweep__from_free(sweep_from *from)
 {
     if (!from)

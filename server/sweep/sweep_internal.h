@@ -117,6 +117,9 @@ struct bf_sweep_stage {
     size_t n_rules;
     uint64_t *seeds;     /* NULL: the seed comes from base/grid/defaults */
     size_t n_seeds;      /* 1 when seeds is NULL */
+    int seed_assigned;   /* seeds is not the file's: one seed past those
+                            of the stages that take this one's selection
+                            (sweep__from_seeds) */
     int seeds_line;
     size_t seeds_min;    /* adaptive seeds (`until: decided`): the seeds
                             every cell starts with; 0: not adaptive */
@@ -232,6 +235,15 @@ void sweep__sobol_point(uint32_t index, size_t dims, double *out);
  * fields taken (its own base, grid, zip, search).  It may also start from
  * a stage's checkpoints (init_from "stage:"). */
 int sweep__from_parse(bf_sweep *sw, size_t t, bf_error *err);
+
+/* Keeps stage t's seeds apart from those of the stage its `from:` takes
+ * trials from, whose selection they would otherwise confirm on the seed
+ * that chose it (the winner's curse): a source that gives no seed of its
+ * own takes one past every seed of the stages taking from it; one that
+ * gives seeds a taker also has is refused at the line of its seeds.
+ * Called for t from the last stage to the first, so that in a chain each
+ * source lies past its takers.  0, or -1 with err set. */
+int sweep__from_seeds(bf_sweep *sw, size_t t, bf_error *err);
 
 /* Job c (config job, as JSON) of stage src, of trial group `group`:
  * recorded as its cell in every later stage taking src's values (once per

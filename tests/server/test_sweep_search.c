@@ -348,6 +348,13 @@ typedef struct bad_case {
 #define PRUNE(rule) "name: x\nbase: {steps: 100, eval_every: 10, "      \
     "eval_depths: [4]}\nsearch:\n  method: random\n  trials: 4\n"      \
     "  space: {lr: {uniform: [0.001, 0.01]}}\nprune: " rule "\n"
+#define TUNE_SEEDS(seeds) "name: x\nbase: {depth: 4, eval_depths: [4]}\n" \
+    "stages:\n  - name: tune\n    grid: {rope: [rope, spectral]}\n"      \
+    "    search: {method: random, trials: 2,"                              \
+    " space: {lr: {uniform: [0.001, 0.01]}}}\n"                          \
+    "    select: {by: eval_loss, eval_depth: 4}\n" seeds                  \
+    "  - name: confirm\n    from: \"stage:tune\"\n"                       \
+    "    grid: {rope: [rope, spectral]}\n    seeds: 3\n"
 #define TUNE_THEN(sel, later) "name: x\nbase: {depth: 4, eval_depths: "   \
     "[4]}\nstages:\n  - name: tune\n    grid: {rope: [rope, spectral]}\n" \
     "    search:\n      method: random\n      trials: 4\n"               \
@@ -462,6 +469,12 @@ static const bad_case bad_cases[] = {
      "expected a finite number"},
     {"a parameter for builtin", "name: x\ngrid:\n  params.w: [1, 2]\n", 3,
      "params.w", "trainer builtin reads no free-form parameters"},
+    /* a source stage's own seeds may not be its taker's */
+    {"tune on confirm's seeds", TUNE_SEEDS("    seeds: [7, 2]\n"), 8,
+     "seeds", "stage tune's seed 2 is also a seed of stage confirm, which "
+     "takes its selected trials (from: at line 10)"},
+    {"tune's base seed on confirm's", TUNE_SEEDS("    base: {seed: 3}\n"), 8,
+     "seeds", "give tune seeds past 3, or none (it then takes 4)"},
     {"a parameter's search bound", "name: x\nbase: {trainer: t}\nsearch:\n"
      "  method: random\n  trials: 2\n  space:\n"
      "    params.w: {uniform: [1, 1.0e300]}\n", 7, "params.w", "out of range"},
@@ -525,6 +538,45 @@ static void test_params_fields(void **state)
     jobs_free(&j);
 }
 
+static uint64_t seed_of(const json_t *cfg)
+{
+    return (uint64_t)json_integer_value(json_object_get(cfg, "seed"));
+}
+
+/* A stage whose selection a later stage takes (from:) never shares a
+ * seed with it: given none, its trials take one past every taker's
+ * seeds, and in a chain each source lies past its takers. */
+static void test_from_seeds_apart(void **state)
+{
+    (void)state;
+    jobs j;
+    expand(TUNE_SEEDS(""), &j);
+    /* tune: 2 cells x 2 trials; confirm: 2 cells x seeds 1..3 */
+    assert_int_equal(j.n, 4 + 6);
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal(seed_of(j.cfg[i]), 4);
+    for (size_t i = 4; i < 10; i++)
+        assert_true(seed_of(j.cfg[i]) >= 1 && seed_of(j.cfg[i]) <= 3);
+    jobs_free(&j);
+
+    static const char chain[] =
+        "name: c\nbase: {depth: 4, eval_depths: [4]}\nstages:\n"
+        "  - name: a\n    search: {method: random, trials: 2,"
+        " space: {lr: {uniform: [0.001, 0.01]}}}\n"
+        "    select: {by: eval_loss, eval_depth: 4}\n"
+        "  - name: b\n    from: \"stage:a\"\n"
+        "    search: {method: random, trials: 2,"
+        " space: {weight_decay: {uniform: [0.0, 0.1]}}}\n"
+        "    select: {by: eval_loss, eval_depth: 4}\n"
+        "  - name: c\n    from: \"stage:b\"\n    seeds: [1, 2]\n";
+    expand(chain, &j);
+    assert_int_equal(j.n, 2 + 2 + 2);
+    assert_int_equal(seed_of(j.cfg[0]), 4);     /* a: past b */
+    assert_int_equal(seed_of(j.cfg[2]), 3);     /* b: past c */
+    assert_int_equal(seed_of(j.cfg[4]), 1);
+    jobs_free(&j);
+}
+
 static void test_rejections(void **state)
 {
     (void)state;
@@ -560,6 +612,7 @@ int main(void)
         cmocka_unit_test(test_from_beside_init_from),
         cmocka_unit_test(test_rejections),
         cmocka_unit_test(test_params_fields),
+        cmocka_unit_test(test_from_seeds_apart),
         cmocka_unit_test(test_from_checks_bounded),
         cmocka_unit_test(test_from_corner_refused),
     };
