@@ -782,7 +782,12 @@ static json_t *cell_row(const bf_sweep_view *v, const cells *cs, const cell *c,
         train_loss[k] = fact_of(cs->facts, c->job[k])->train_loss;
     set_log_summary(row, "train_loss", train_loss, c->n);
     free(train_loss);
-    int base = b->n ? b->of[c->group] : -1;
+    /* a search's trials are candidates, not comparisons: one seed each,
+     * chosen among by the selection (printed below the table) */
+    int searched = bf_sweep_view_searched(v, c->group);
+    if (searched)
+        json_object_set_new(row, "search_trial", json_true());
+    int base = b->n && !searched ? b->of[c->group] : -1;
     const cell *bc = base >= 0 && base != c->group
                          ? cell_at(cs, base, c->eval_depth) : NULL;
     if (base == c->group)
@@ -1378,15 +1383,19 @@ static void print_footer(const json_t *rows)
                  "primary comparisons)");
     char region[64];
     margin_text(region, sizeof region, number(first, "equivalence_margin"));
+    int trials = 0;
+    json_array_foreach(rows, i, row)
+        trials |= json_is_true(json_object_get(row, "search_trial"));
     printf("\nLoss: geometric means and ratios, log-scale t-intervals; "
            "accuracy: t-intervals over seeds (one seed: Wilson over its "
            "examples; differences McNemar decides: Newcombe over "
-           "examples).  Seeds a stopping rule stopped: its verdict, the "
-           "rest descriptive.  p_adj: %s; "
+           "examples).  %sSeeds a stopping rule stopped: its verdict, the "
+           "rest descriptive.  p_adj, within each stage: %s; "
            "TOST p-values of equivalence within %s corrected alike, in "
            "families of their own; verdicts at alpha %.2g; * marks p_adj < "
-           "alpha (docs/results.md).\n", families, region,
-           number(first, "alpha"));
+           "alpha (docs/results.md).\n", trials ? "A search's trials are "
+           "candidates for its selection (below), not comparisons.  " : "",
+           families, region, number(first, "alpha"));
 }
 
 /* The table: one line per row with mean ± sd and the intervals, then the

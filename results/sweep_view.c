@@ -176,6 +176,34 @@ static json_t *taken_fields(const char *source)
     return taken;
 }
 
+/* The stages of a sweep file that search (`search:`), by name, "" for a
+ * file that searches at its top level: an object (new reference). */
+static json_t *searched_stages(const char *source)
+{
+    json_t *searched = json_object();
+    bf_error err;
+    json_t *sweep = source ? bf_yaml_parse(source, strlen(source), NULL, NULL,
+                                           &err) : NULL;
+    if (json_object_get(sweep, "search"))
+        json_object_set_new(searched, "", json_true());
+    json_t *stage;
+    size_t i;
+    json_array_foreach(json_object_get(sweep, "stages"), i, stage) {
+        const char *name = json_string_value(json_object_get(stage, "name"));
+        if (name && json_object_get(stage, "search"))
+            json_object_set_new(searched, name, json_true());
+    }
+    json_decref(sweep);
+    return searched;
+}
+
+int bf_sweep_view_searched(const bf_sweep_view *v, int group)
+{
+    const char *stage = json_string_value(bf_sweep_view_value(
+        v, (size_t)v->group_row[group], "stage"));
+    return json_object_get(v->searched, stage ? stage : "") != NULL;
+}
+
 /* Adds field to the candidates if config has it and it is none yet. */
 static void add_candidate(bf_sweep_view *v, json_t *config, const char *field)
 {
@@ -554,9 +582,11 @@ int bf_sweep_view_scan(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
     find_varying(v);
     if (parse_by(v, by))
         return -1;
+    const char *source = json_string_value(json_object_get(v->sweep,
+                                                           "source"));
     if (!by)
-        v->taken = taken_fields(json_string_value(
-            json_object_get(v->sweep, "source")));
+        v->taken = taken_fields(source);
+    v->searched = searched_stages(source);
     return 0;
 }
 
@@ -693,6 +723,7 @@ void bf_sweep_view_clear(bf_sweep_view *v)
     free(v->group_row);
     json_decref(v->zips);
     json_decref(v->taken);
+    json_decref(v->searched);
     free(v->held);
     *v = (bf_sweep_view){ 0 };
 }

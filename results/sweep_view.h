@@ -70,6 +70,7 @@ typedef struct bf_sweep_view {
     int n_candidates;
     int *group_row;         /* per group: the row of its first job */
     json_t *taken;          /* taken_fields (sweep_view.c); NULL with --by */
+    json_t *searched;       /* the stages that search (searched_stages) */
     json_t *zips;           /* the sweep file's labelled zips
                                (zip_labels.h): groups are named by them */
     bf_sweep_held *held;    /* the jobs held, by id ascending: for */
@@ -144,6 +145,11 @@ json_t *bf_sweep_view_value(const bf_sweep_view *v, size_t row,
 /* Whether a value reads as text: as a table prints it, or as the same
  * number (rope_base=10000 names the value printed as 1e+04). */
 int bf_sweep_view_value_is(const json_t *value, const char *text);
+
+/* Whether group's jobs are trials of a search (a stage with `search:`, or
+ * a sweep file searching at its top level): a search is read as a search
+ * (its trials and selection), not as comparisons with verdicts. */
+int bf_sweep_view_searched(const bf_sweep_view *v, int group);
 
 /* The group of a job id; -1 if the job is not in the sweep. */
 int bf_sweep_view_group_of(const bf_sweep_view *v, int64_t job_id);

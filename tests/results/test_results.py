@@ -563,6 +563,12 @@ tuned = bifocal("compare", "6", "--db", db, "--baseline", "rope=rope").stdout
 check("stage=confirm: rope=spectral vs rope=rope" in tuned,
       "confirm's rope=spectral is paired with rope=rope:\n" + tuned)
 tuned_rows = json.loads(bifocal("compare", "6", "--db", db, "--format", "json").stdout)
+tune_rows = [r for r in tuned_rows if "stage=tune" in r["group"]]
+check(tune_rows and all(r.get("search_trial") is True and "compared" not in r
+                        and "verdict" not in r for r in tune_rows),
+      "a search's trials are no comparisons: %r" % [r.get("compared") for r in tune_rows])
+check("A search's trials are candidates for its selection" in
+      bifocal("compare", "6", "--db", db).stdout, "the footer says what the trials are")
 confirm_groups = {r["group"] for r in tuned_rows if "stage=confirm" in r["group"]}
 check(confirm_groups == {"stage=confirm rope=rope", "stage=confirm rope=spectral"},
       "confirm groups by rope alone: %r" % confirm_groups)
