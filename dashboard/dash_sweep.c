@@ -666,8 +666,10 @@ static void groups_view(const bf_dash_sweep *s, bf_sweep_view *v)
     v->sweep = s->sweep;
     v->groups = s->group_fields;
     v->n_groups = s->n_groups;
-    v->zips = bf_zip_labels(json_string_value(json_object_get(s->sweep,
-                                                              "source")));
+    const char *source = json_string_value(json_object_get(s->sweep,
+                                                           "source"));
+    v->zips = bf_zip_labels(source);
+    v->searched = bf_sweep_view_searched_stages(source);
 }
 
 /* The same as compare.c reads one: as its jobs the succeeded ones only
@@ -689,11 +691,14 @@ static int succeeded_view(const bf_dash_sweep *s, sqlite3 *db, bf_sweep_view *v)
     v->held = bf_xcalloc(n + 1, sizeof *v->held);
     v->n_held = n;
     int job_id = bf_row_store_column(&v->jobs, "job_id");
-    for (size_t i = 0; i < n; i++) {
+    /* each group's first row: its stage tells a search's trials */
+    v->group_row = bf_xcalloc((size_t)s->n_groups + 1, sizeof *v->group_row);
+    for (size_t i = n; i-- > 0;) {
         int64_t id = json_integer_value(bf_row_store_at(&v->jobs, i, job_id));
         int j = find_job(s, id);
         v->job_group[i] = j < 0 ? 0 : s->group[j];
         v->held[i] = (bf_sweep_held){ id, (int)i, v->job_group[i] };
+        v->group_row[v->job_group[i]] = (int)i;
     }
     return 0;
 }
@@ -702,6 +707,8 @@ static int succeeded_view(const bf_dash_sweep *s, sqlite3 *db, bf_sweep_view *v)
 static void view_clear(bf_sweep_view *v)
 {
     json_decref(v->zips);
+    json_decref(v->searched);
+    free(v->group_row);
     bf_row_store_clear(&v->jobs);
     free(v->job_group);
     free(v->held);

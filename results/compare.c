@@ -716,6 +716,8 @@ static void compare_with(json_t *row, const bf_sweep_view *v, const cell *c,
  * a cell (new reference). */
 static json_t *group_config(const bf_sweep_view *v, int g)
 {
+    if (!v->group_row)
+        return NULL;
     json_t *config = json_deep_copy(bf_row_store_get(&v->jobs,
                                                      (size_t)v->group_row[g],
                                                      "config"));

@@ -176,9 +176,7 @@ static json_t *taken_fields(const char *source)
     return taken;
 }
 
-/* The stages of a sweep file that search (`search:`), by name, "" for a
- * file that searches at its top level: an object (new reference). */
-static json_t *searched_stages(const char *source)
+json_t *bf_sweep_view_searched_stages(const char *source)
 {
     json_t *searched = json_object();
     bf_error err;
@@ -199,6 +197,8 @@ static json_t *searched_stages(const char *source)
 
 int bf_sweep_view_searched(const bf_sweep_view *v, int group)
 {
+    if (!v->searched || !v->group_row)
+        return 0;
     const char *stage = json_string_value(bf_sweep_view_value(
         v, (size_t)v->group_row[group], "stage"));
     return json_object_get(v->searched, stage ? stage : "") != NULL;
@@ -586,7 +586,7 @@ int bf_sweep_view_scan(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
                                                            "source"));
     if (!by)
         v->taken = taken_fields(source);
-    v->searched = searched_stages(source);
+    v->searched = bf_sweep_view_searched_stages(source);
     return 0;
 }
 

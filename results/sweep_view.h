@@ -70,7 +70,7 @@ typedef struct bf_sweep_view {
     int n_candidates;
     int *group_row;         /* per group: the row of its first job */
     json_t *taken;          /* taken_fields (sweep_view.c); NULL with --by */
-    json_t *searched;       /* the stages that search (searched_stages) */
+    json_t *searched;       /* bf_sweep_view_searched_stages of the file */
     json_t *zips;           /* the sweep file's labelled zips
                                (zip_labels.h): groups are named by them */
     bf_sweep_held *held;    /* the jobs held, by id ascending: for */
@@ -145,6 +145,11 @@ json_t *bf_sweep_view_value(const bf_sweep_view *v, size_t row,
 /* Whether a value reads as text: as a table prints it, or as the same
  * number (rope_base=10000 names the value printed as 1e+04). */
 int bf_sweep_view_value_is(const json_t *value, const char *text);
+
+/* The stages of a sweep file (source, as submitted) that search
+ * (`search:`), by name, "" for a file searching at its top level: an
+ * object (new reference; empty when source does not parse). */
+json_t *bf_sweep_view_searched_stages(const char *source);
 
 /* Whether group's jobs are trials of a search (a stage with `search:`, or
  * a sweep file searching at its top level): a search is read as a search

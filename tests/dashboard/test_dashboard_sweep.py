@@ -221,6 +221,12 @@ def check_taken_values(port):
     check(confirm == [("stage=confirm rope=rope", 3),
                       ("stage=confirm rope=spectral", 3)],
           "sweep 6's confirm groups: %r" % confirm)
+    # its tune stage searches: trials, as compare shows them, no verdicts
+    tune = [r for r in s.get("compare") or [] if "stage=tune" in r["group"]]
+    check(tune and all(r.get("search_trial") and "verdict" not in r
+                       for r in tune),
+          "sweep 6's tune trials are no comparisons: %r"
+          % [(r["group"], r.get("compared")) for r in tune])
 
 
 def check_changes(port, bifocal, db):
