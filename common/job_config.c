@@ -564,8 +564,11 @@ static int apply_param(const apply_ctx *c, const char *name, const json_t *v,
     size_t count = json_object_size(params);
     json_decref(params);
     size_t len = strlen(text);
-    if (count <= BF_PARAMS_MAX && len < BF_PARAMS_JSON_MAX)
-        strncpy(next->params, text, BF_PARAMS_JSON_MAX); /* NUL-pads */
+    if (count <= BF_PARAMS_MAX && len < BF_PARAMS_JSON_MAX) {
+        /* NUL-padded, so that equal configs are equal bytes */
+        memset(next->params, 0, sizeof next->params);
+        memcpy(next->params, text, len);
+    }
     free(text);
     char msg[128];
     if (count > BF_PARAMS_MAX)

@@ -258,9 +258,11 @@ study__seeds_sql="
    ORDER BY c.sweep_id, v.task, c.variant_cell"
 
 # study_headline DB: the primary family of each sweep that declares
-# adaptive seeds (its confirm stage: the loss at the deepest depth, Holm),
-# as compare prints its verdicts, each after its task (which a verdict
-# does not name): the headline table research/study.md quotes and
+# adaptive seeds (its confirm stage: the loss at the deepest depth), as
+# compare prints its verdicts, each after its task (which a verdict does
+# not name): a comparison whose seeds the stopping rule stopped with the
+# rule's decision as its verdict, any other by Holm's p; the headline
+# table research/study.md quotes and
 # tests/e2e/test_e2e_study_headline.sh recomputes.  Cells are grouped by
 # their encoding (--by): each took its own lr and freq_lr_mult from the
 # tune, which would otherwise leave every cell without a baseline of the
@@ -279,8 +281,10 @@ study__headline_of() {
     echo "sweep $sweep ($name), stage confirm:"
     "$bifocal" compare "$sweep" --db "$db" --where stage=confirm --by "$by" \
         --format json \
-        | jq -r --arg task "$task" '.[] | select(.loss_correction == "holm")
-                                        | "\(.task // $task): \(.verdict)"'
+        | jq -r --arg task "$task" '.[]
+            | select(.loss_correction == "holm" or
+                     (.stopping_rule.eval_depth? // -1) == .eval_depth)
+            | "\(.task // $task): \(.verdict)"'
 }
 
 # study_family_seeds DB: each comparison of adaptive seeds in DB replayed
