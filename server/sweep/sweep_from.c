@@ -193,19 +193,6 @@ static const sweep_axis *seed_axis(const bf_sweep_stage *st, size_t *f)
     return NULL;
 }
 
-/* Whether the sweep file gives st's seeds: seeds:, a seed axis or a seed
- * in one of its base layers. */
-static int seeds_given(const bf_sweep_stage *st)
-{
-    size_t f;
-    if ((st->seeds && !st->seed_assigned) || seed_axis(st, &f))
-        return 1;
-    for (size_t i = 0; i < st->n_layers; i++)
-        if (json_object_get(st->layers[i].obj, "seed"))
-            return 1;
-    return 0;
-}
-
 static int by_seed(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -251,8 +238,10 @@ static long long first_shared(const uint64_t *a, size_t na, const uint64_t *b,
     return -1;
 }
 
-/* The line that gives st's seeds: seeds:, its seed axis, or its stage. */
-static int seeds_line(const bf_sweep *sw, const bf_sweep_stage *st)
+/* The line where the sweep file gives st's seeds (seeds:, a seed axis, or
+ * a seed in one of its base layers, the last one winning), 0 where it
+ * gives none and its jobs take the default. */
+static int given_seeds_line(const bf_sweep *sw, const bf_sweep_stage *st)
 {
     size_t f;
     const sweep_axis *axis = seed_axis(st, &f);
@@ -263,7 +252,7 @@ static int seeds_line(const bf_sweep *sw, const bf_sweep_stage *st)
     for (size_t i = st->n_layers; i-- > 0;)
         if (json_object_get(st->layers[i].obj, "seed"))
             return sweep__line(sw, "%s/seed", st->layers[i].ptr);
-    return sweep__line(sw, "%s", st->ptr);
+    return 0;
 }
 
 int sweep__from_seeds(bf_sweep *sw, size_t t, bf_error *err)
@@ -274,8 +263,8 @@ int sweep__from_seeds(bf_sweep *sw, size_t t, bf_error *err)
     bf_sweep_stage *src = &sw->stages[st->from->ref.from];
     size_t n, n_src;
     uint64_t *taker = stage_seeds(st, &n);
-    int rc = 0;
-    if (!seeds_given(src)) {
+    int rc = 0, line = given_seeds_line(sw, src);
+    if (!line) {
         if (!src->seeds) {
             src->seeds = bf_xmalloc(sizeof *src->seeds);
             src->seeds[0] = 0;
@@ -287,7 +276,7 @@ int sweep__from_seeds(bf_sweep *sw, size_t t, bf_error *err)
         uint64_t *given = stage_seeds(src, &n_src);
         long long shared = first_shared(given, n_src, taker, n);
         if (shared >= 0)
-            rc = bf_error_set(err, sw->file, seeds_line(sw, src), "seeds",
+            rc = bf_error_set(err, sw->file, line, "seeds",
                               "stage %s's seed %lld is also a seed of stage "
                               "%s, which takes its selected trials (from: at "
                               "line %d): a trial chosen for its luck on a "

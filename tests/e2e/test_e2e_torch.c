@@ -91,11 +91,12 @@ static void attempt_dirs(bft_daemon *d, long long job_id, glob_t *g)
     assert_int_equal(glob(pattern, 0, NULL, g), 0);
 }
 
-/* The train records of an attempt's records.jsonl: steps[i] and
- * tokens_per_s[i], n of them (at most cap). */
-static int read_train(const char *dir, int *steps, double *tps, int cap)
+/* The records of `type` in dir's records.jsonl: their steps and, when
+ * tps is not NULL, their tokens_per_s; how many (at most cap). */
+static int read_records(const char *dir, const char *type, int *steps,
+                        double *tps, int cap)
 {
-    char path[PATH_MAX];
+    char path[PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/records.jsonl", dir);
     FILE *f = fopen(path, "r");
     assert_non_null(f);
@@ -103,34 +104,17 @@ static int read_train(const char *dir, int *steps, double *tps, int cap)
     int n = 0;
     while (fgets(line, sizeof line, f) && n < cap) {
         json_t *r = json_loads(line, 0, NULL);
-        if (r && strcmp(json_string_value(json_object_get(r, "type")),
-                        "train") == 0) {
+        const char *t = json_string_value(json_object_get(r, "type"));
+        if (t && strcmp(t, type) == 0) {
             steps[n] = (int)json_integer_value(json_object_get(r, "step"));
-            tps[n++] = json_real_value(json_object_get(r, "tokens_per_s"));
+            if (tps)
+                tps[n] = json_real_value(json_object_get(r, "tokens_per_s"));
+            n++;
         }
         json_decref(r);
     }
     fclose(f);
     return n;
-}
-
-/* The step of the last checkpoint record in dir's records, -1 if none. */
-static int last_checkpoint(const char *dir)
-{
-    char path[PATH_MAX + 32], line[4096];
-    snprintf(path, sizeof path, "%s/records.jsonl", dir);
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
-    int step = -1;
-    while (fgets(line, sizeof line, f)) {
-        json_t *r = json_loads(line, 0, NULL);
-        const char *type = json_string_value(json_object_get(r, "type"));
-        if (type && strcmp(type, "checkpoint") == 0)
-            step = (int)json_integer_value(json_object_get(r, "step"));
-        json_decref(r);
-    }
-    fclose(f);
-    return step;
 }
 
 /* Live processes (zombies aside) whose working directory is dir, each
@@ -250,13 +234,15 @@ static void test_torch_worker_killed(void **state)
     int beyond = 0;
     for (int tries = 0; tries < 100 && !beyond; tries++) {
         processes_in(dead, SIGSTOP);
-        int n = read_train(dead, steps, tps, KILL_STEPS);
+        int n = read_records(dead, "train", steps, tps, KILL_STEPS);
         assert_true(n > 0 && steps[n - 1] < KILL_STEPS);
         snprintf(q, sizeof q, "SELECT count(*) FROM metrics WHERE job_id = "
                  "%lld AND key = 'loss' AND step = %d", job, steps[n - 1]);
         assert_int_equal(e2e_wait_sql(d, q, 1, 60000), 1);  /* all stored */
+        static int ck[KILL_STEPS];
+        int k = read_records(dead, "checkpoint", ck, NULL, KILL_STEPS);
         snprintf(q, sizeof q, "SELECT count(*) FROM jobs WHERE job_id = %lld "
-                 "AND checkpoint_step = %d", job, last_checkpoint(dead));
+                 "AND checkpoint_step = %d", job, k ? ck[k - 1] : -1);
         assert_int_equal(e2e_wait_sql(d, q, 1, 60000), 1);
         snprintf(q, sizeof q, "SELECT count(*) FROM metrics m, jobs j WHERE "
                  "j.job_id = %lld AND m.job_id = j.job_id AND m.key = 'loss' "
@@ -296,7 +282,8 @@ static void test_torch_worker_killed(void **state)
                             job), 1);
     attempt_dirs(d, job, &dirs);
     assert_int_equal(dirs.gl_pathc, 2);
-    int n = read_train(dirs.gl_pathv[1], steps, tps, KILL_STEPS);
+    int n = read_records(dirs.gl_pathv[1], "train", steps, tps,
+                         KILL_STEPS);
     /* it resumed at the recorded step */
     assert_int_equal(n, KILL_STEPS - resume);
     assert_int_equal(steps[0], resume + 1);
@@ -304,7 +291,7 @@ static void test_torch_worker_killed(void **state)
     /* the dead attempt had written train records past it too */
     int dead_steps[KILL_STEPS];
     double dead_tps[KILL_STEPS];
-    int m = read_train(dead, dead_steps, dead_tps, KILL_STEPS);
+    int m = read_records(dead, "train", dead_steps, dead_tps, KILL_STEPS);
     assert_true(m > 0 && dead_steps[m - 1] > resume);
     globfree(&dirs);
     /* Every stored step above the checkpoint is the new attempt's: its
