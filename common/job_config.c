@@ -251,15 +251,6 @@ void bf_job_config_json_flatten(json_t *config)
     json_decref(params);
 }
 
-void bf_job_config_json_path(const char *field, char *buf, size_t cap)
-{
-    const char *param = bf_job_config_param_of(field);
-    if (param)
-        snprintf(buf, cap, "$.params.\"%s\"", param);
-    else
-        snprintf(buf, cap, "$.\"%s\"", field);
-}
-
 /* Line of field `name` (element `index` when >= 0) in `lines`, which may
  * use pointer keys ("/eval_depths/1") or bare names ("eval_depths").  An
  * element without its own line falls back to the field's line. */

@@ -119,10 +119,6 @@ json_t *bf_job_config_json_get(const json_t *config, const char *field);
  * so, and treat a parameter as any other field (--where, --by, labels). */
 void bf_job_config_json_flatten(json_t *config);
 
-/* SQLite's JSON path of `field` in a stored config: $."lr",
- * $.params."width". */
-void bf_job_config_json_path(const char *field, char *buf, size_t cap);
-
 /* Whether name is a valid trainer name (BF_TRAINER_NAME_MAX). */
 int bf_job_config_trainer_name_ok(const char *name);
 

@@ -32,15 +32,17 @@ typedef struct group {
 struct bf_dash_sweep {
     int64_t sweep_id;
     json_t *sweep;              /* the sweeps row */
-    json_t *varying;            /* names, in order */
-    json_t *by;                 /* the grouping fields: varying but seed */
+    /* The grouping, as compare's (results/sweep_view.h, one row noted per
+     * cell): its groups are view.groups, {by field: value} each. */
+    bf_sweep_view view;
+    json_t *varying;            /* view.varying, names in order */
+    json_t *by;                 /* view.by: the grouping fields */
     size_t n;                   /* jobs, by id: */
     int64_t *ids, *seed;
     int32_t *group;
     uint8_t *status;
     int n_groups;
     group *groups;
-    json_t *group_fields;       /* per group: {by field: value} */
     json_t *train_depths;
     json_t *seeds;              /* the distinct seeds (or null: too many) */
     long long count[BF_JOB_N_STATUSES];
@@ -102,12 +104,16 @@ static int find_job(const bf_dash_sweep *s, int64_t id)
 
 /* ---- loading -------------------------------------------------------------- */
 
-/* What one pass over the jobs gathers before the varying fields are known. */
+/* What the two passes over the jobs gather beside the held arrays: the
+ * first reads them and notes one row per cell (a cell's jobs differ only
+ * in seed) for the varying fields, the second groups them. */
 typedef struct load_pass {
-    json_t *swept;              /* the sweep file's fields but seed */
-    json_t *keys;               /* group key -> its index */
-    json_t *raw;                /* per group: [values of swept..., steps] */
-    json_t *stages;             /* per group: its stage or null */
+    sqlite3_stmt *row;          /* one job's stage, depth and config */
+    int64_t *cell;              /* per job held: its cell (-1: none) */
+    int *cell_group;            /* per cell: its group, -1 not yet, -2
+                                   noted (first pass) */
+    int64_t n_cells;
+    json_t *index;              /* group key text -> group */
     int64_t min_seed, max_seed;
     int64_t depths[MAX_DEPTHS];
     int n_depths;
@@ -120,67 +126,6 @@ typedef struct indexed_job {
     int status;
 } indexed_job;
 
-static void push_job(bf_dash_sweep *s, load_pass *p, const indexed_job *j,
-                     int g)
-{
-    s->ids[s->n] = j->id;
-    s->seed[s->n] = j->seed;
-    s->group[s->n] = g;
-    s->status[s->n++] = (uint8_t)j->status;
-    s->groups[g].count[j->status]++;
-    s->count[j->status]++;
-    p->min_seed = s->n == 1 || j->seed < p->min_seed ? j->seed : p->min_seed;
-    p->max_seed = s->n == 1 || j->seed > p->max_seed ? j->seed : p->max_seed;
-}
-
-/* The group of a job whose stage and extracted values are given. */
-static int group_of_values(bf_dash_sweep *s, load_pass *p, const char *stage,
-                           const char *values)
-{
-    char *key = NULL;
-    if (asprintf(&key, "%s\x1f%s", stage ? stage : "", values) < 0)
-        abort();
-    json_t *have = json_object_get(p->keys, key);
-    int g = have ? (int)json_integer_value(have) : s->n_groups;
-    if (!have) {
-        json_object_set_new(p->keys, key, json_integer(g));
-        json_t *raw = json_loads(values, JSON_DECODE_ANY, NULL);
-        json_array_append_new(p->raw, raw ? raw : json_array());
-        json_array_append_new(p->stages, stage ? json_string(stage)
-                                               : json_null());
-        s->groups = bf_xrealloc(s->groups, (size_t)(g + 1) * sizeof *s->groups);
-        s->groups[g] = (group){ .steps = json_number_value(json_array_get(
-            json_array_get(p->raw, (size_t)g), json_array_size(p->swept))) };
-        s->n_groups++;
-    }
-    free(key);
-    return g;
-}
-
-/* SELECT of one job's stage, depth and the swept fields' values (and
- * steps) in one json_extract: one parse of its config. */
-static sqlite3_stmt *prepare_values(sqlite3 *db, const load_pass *p)
-{
-    size_t k = json_array_size(p->swept);
-    char *sql = bf_xcalloc(1, 256 + 4 * (k + 1));
-    char *at = sql + sprintf(sql, "SELECT stage, depth, json_extract(config");
-    for (size_t i = 0; i <= k; i++)
-        at += sprintf(at, ", ?%zu", i + 2);
-    strcpy(at, ") FROM jobs WHERE job_id = ?1");
-    sqlite3_stmt *st = bf_db_prepare(db, sql);
-    free(sql);
-    if (!st)
-        return NULL;
-    for (size_t i = 0; i <= k; i++) {
-        const char *name = i < k ? json_string_value(json_array_get(p->swept, i))
-                                 : "steps";
-        char path[160];
-        bf_job_config_json_path(name, path, sizeof path);
-        sqlite3_bind_text(st, (int)i + 2, path, -1, SQLITE_TRANSIENT);
-    }
-    return st;
-}
-
 /* Training depths number a handful: a list searched in place. */
 static void add_depth(load_pass *p, int64_t depth)
 {
@@ -191,18 +136,56 @@ static void add_depth(load_pass *p, int64_t depth)
         p->depths[p->n_depths++] = depth;
 }
 
-/* The group of the job with this id, from its config (its depth noted). */
-static int group_of_job(bf_dash_sweep *s, load_pass *p, sqlite3_stmt *st,
-                        int64_t id)
+/* The row of the job with this id as the results commands read its config
+ * (bf_db_row), its depth noted; NULL on a database error. */
+static json_t *job_row(load_pass *p, int64_t id)
 {
-    sqlite3_reset(st);
-    sqlite3_bind_int64(st, 1, id);
-    if (sqlite3_step(st) != SQLITE_ROW)
+    sqlite3_reset(p->row);
+    sqlite3_bind_int64(p->row, 1, id);
+    if (sqlite3_step(p->row) != SQLITE_ROW)
+        return NULL;
+    json_t *row = bf_db_row(p->row);
+    add_depth(p, json_integer_value(json_object_get(row, "depth")));
+    return row;
+}
+
+/* Notes cell's row (the first pass), once a cell; 0, or -1. */
+static int note_cell(bf_dash_sweep *s, load_pass *p, const indexed_job *j)
+{
+    if (j->cell >= p->n_cells) {
+        int64_t n = 2 * j->cell + 1024;
+        p->cell_group = bf_xrealloc(p->cell_group, (size_t)n * sizeof *p->cell_group);
+        for (int64_t c = p->n_cells; c < n; c++)
+            p->cell_group[c] = -1;
+        p->n_cells = n;
+    }
+    if (j->cell >= 0 && p->cell_group[j->cell] == -2)
+        return 0;
+    json_t *row = job_row(p, j->id);
+    if (!row)
         return -1;
-    const char *values = (const char *)sqlite3_column_text(st, 2);
-    add_depth(p, sqlite3_column_int64(st, 1));
-    return group_of_values(s, p, (const char *)sqlite3_column_text(st, 0),
-                           values ? values : "[]");
+    bf_sweep_view_note(&s->view, row);
+    json_decref(row);
+    if (j->cell >= 0)
+        p->cell_group[j->cell] = -2;
+    return 0;
+}
+
+/* The group of the job with this id, from its row (the second pass). */
+static int group_of_job(bf_dash_sweep *s, load_pass *p, int64_t id)
+{
+    json_t *row = job_row(p, id);
+    if (!row)
+        return -1;
+    int g = bf_sweep_view_group(&s->view, row, p->index);
+    if (g == s->n_groups) {
+        s->groups = bf_xrealloc(s->groups, (size_t)(g + 1) * sizeof *s->groups);
+        s->groups[g] = (group){ .steps = json_number_value(
+            bf_sweep_view_row_value(row, "steps")) };
+        s->n_groups++;
+    }
+    json_decref(row);
+    return g;
 }
 
 /* The sweep's jobs of one status in id order, as its index holds them
@@ -265,135 +248,98 @@ static status_cursor *lowest(status_cursor c[BF_JOB_N_STATUSES])
 }
 
 /* The held arrays with room for cap jobs. */
-static void resize_jobs(bf_dash_sweep *s, size_t cap)
+static void resize_jobs(bf_dash_sweep *s, load_pass *p, size_t cap)
 {
     s->ids = bf_xrealloc(s->ids, (cap + 1) * sizeof *s->ids);
     s->seed = bf_xrealloc(s->seed, (cap + 1) * sizeof *s->seed);
     s->group = bf_xrealloc(s->group, (cap + 1) * sizeof *s->group);
     s->status = bf_xrealloc(s->status, cap + 1);
+    p->cell = bf_xrealloc(p->cell, (cap + 1) * sizeof *p->cell);
 }
 
-/* The group of a cell's jobs, found from its first job's config (the
- * others differ from it only in seed): a config parsed per cell, not per
- * job.  cells holds the group of each cell seen (-1: not yet), grown to
- * cover cell.  Jobs without a cell get a group of their own config's. */
-static int group_of_cell(bf_dash_sweep *s, load_pass *p, sqlite3_stmt *st,
-                         const indexed_job *j, int **cells, int64_t *n_cells)
+static void push_job(bf_dash_sweep *s, load_pass *p, const indexed_job *j)
 {
-    if (j->cell < 0)
-        return group_of_job(s, p, st, j->id);
-    if (j->cell >= *n_cells) {
-        int64_t n = 2 * j->cell + 1024;
-        *cells = bf_xrealloc(*cells, (size_t)n * sizeof **cells);
-        for (int64_t c = *n_cells; c < n; c++)
-            (*cells)[c] = -1;
-        *n_cells = n;
-    }
-    if ((*cells)[j->cell] < 0)
-        (*cells)[j->cell] = group_of_job(s, p, st, j->id);
-    return (*cells)[j->cell];
+    p->min_seed = s->n == 0 || j->seed < p->min_seed ? j->seed : p->min_seed;
+    p->max_seed = s->n == 0 || j->seed > p->max_seed ? j->seed : p->max_seed;
+    s->ids[s->n] = j->id;
+    s->seed[s->n] = j->seed;
+    p->cell[s->n] = j->cell;
+    s->status[s->n++] = (uint8_t)j->status;
+    s->count[j->status]++;
 }
 
-/* Every job of the sweep into the held arrays, by id: its status, seed and
- * group.  0, or -1 (printed). */
+/* The first pass: every job of the sweep into the held arrays, by id (its
+ * status, seed and cell), and a row per cell noted.  0, or -1 (printed). */
 static int read_jobs(bf_dash_sweep *s, sqlite3 *db, load_pass *p)
 {
     json_int_t expect = json_integer_value(json_object_get(s->sweep, "n_jobs"));
     /* sweeps.n_jobs at once: no copy as they come (more only if jobs
      * were still being stored). */
     size_t cap = expect > 0 ? (size_t)expect : 1024;
-    resize_jobs(s, cap);
+    resize_jobs(s, p, cap);
     status_cursor cursors[BF_JOB_N_STATUSES];
-    sqlite3_stmt *st = prepare_values(db, p);
-    if (!st || open_cursors(db, s->sweep_id, cursors)) {
+    if (open_cursors(db, s->sweep_id, cursors)) {
         fprintf(stderr, "bifocal dashboard: %s\n", sqlite3_errmsg(db));
-        sqlite3_finalize(st);
         return -1;
     }
-    int *cells = NULL, rc = 0;
-    int64_t n_cells = 0;
+    int rc = 0;
     status_cursor *c;
     while (rc == 0 && (c = lowest(cursors))) {
-        int g = group_of_cell(s, p, st, &c->head, &cells, &n_cells);
-        if (g < 0)
-            rc = -1;
-        else {
-            if (s->n == cap)
-                resize_jobs(s, cap *= 2);
-            push_job(s, p, &c->head, g);
-            rc = cursor_next(c);
-        }
+        if (s->n == cap)
+            resize_jobs(s, p, cap *= 2);
+        push_job(s, p, &c->head);
+        rc = note_cell(s, p, &c->head) || cursor_next(c) ? -1 : 0;
     }
     if (rc)
         fprintf(stderr, "bifocal dashboard: %s\n", sqlite3_errmsg(db));
     for (int k = 0; k < BF_JOB_N_STATUSES; k++)
         sqlite3_finalize(cursors[k].st);
-    sqlite3_finalize(st);
-    free(cells);
     return rc;
 }
 
-/* Whether swept field k takes two values within one stage. */
-static int field_varies(const load_pass *p, size_t k)
+/* The second pass, over the held jobs: each job's group, a row read per
+ * cell (the others of the cell differ from it only in seed).  0, or -1. */
+static int group_jobs(bf_dash_sweep *s, load_pass *p)
 {
-    json_t *first = json_object();
-    int varies = 0;
-    size_t g;
-    json_t *raw;
-    json_array_foreach(p->raw, g, raw) {
-        const char *stage = json_string_value(json_array_get(p->stages, g));
-        json_t *v = json_array_get(raw, k), *seen;
-        if (!(seen = json_object_get(first, stage ? stage : "")))
-            json_object_set(first, stage ? stage : "", v);
-        else if (value_cmp(seen, v) != 0)
-            varies = 1;
+    for (size_t j = 0; j < s->n; j++) {
+        int64_t c = p->cell[j];
+        int *known = c >= 0 ? &p->cell_group[c] : NULL;
+        int g = known && *known >= 0 ? *known : group_of_job(s, p, s->ids[j]);
+        if (g < 0)
+            return -1;
+        if (known)
+            *known = g;
+        s->group[j] = g;
+        s->groups[g].count[s->status[j]]++;
     }
-    json_decref(first);
-    return varies;
+    return 0;
 }
 
-/* The varying fields as the results commands order them: stage, the swept
- * fields in the file's order, seed; and each group's grouping values. */
-static void find_varying(bf_dash_sweep *s, const load_pass *p)
+/* The names of the view's fields as a JSON array. */
+static json_t *names_json(const char *const *names, int n)
 {
-    s->varying = json_array();
-    s->by = json_array();
-    json_t *stages = json_object();
-    size_t g;
-    json_t *stage;
-    json_array_foreach(p->stages, g, stage)
-        if (json_is_string(stage))
-            json_object_set_new(stages, json_string_value(stage), json_true());
-    int with_stage = json_object_size(stages) > 1;
-    json_decref(stages);
-    if (with_stage) {
-        json_array_append_new(s->varying, json_string("stage"));
-        json_array_append_new(s->by, json_string("stage"));
-    }
-    json_t *kept = json_array();
-    for (size_t k = 0; k < json_array_size(p->swept); k++)
-        if (field_varies(p, k)) {
-            json_array_append(s->varying, json_array_get(p->swept, k));
-            json_array_append(s->by, json_array_get(p->swept, k));
-            json_array_append_new(kept, json_integer((json_int_t)k));
-        }
+    json_t *out = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(out, json_string(names[i]));
+    return out;
+}
+
+/* Both passes, the grouping found between them as compare finds it. */
+static int group_sweep(bf_dash_sweep *s, sqlite3 *db, load_pass *p)
+{
+    bf_sweep_view_begin(&s->view, s->sweep_id, s->sweep);
+    p->row = bf_db_prepare(db, "SELECT stage, depth, config FROM jobs"
+                               " WHERE job_id = ?1");
+    if (!p->row || read_jobs(s, db, p))
+        return -1;
+    /* the rows noted are one per cell: seeds that vary within one, unseen */
     if (p->min_seed != p->max_seed)
-        json_array_append_new(s->varying, json_string("seed"));
-    s->group_fields = json_array();
-    json_t *raw;
-    json_array_foreach(p->raw, g, raw) {
-        json_t *fields = json_object(), *k;
-        size_t i;
-        if (with_stage)
-            json_object_set(fields, "stage", json_array_get(p->stages, g));
-        json_array_foreach(kept, i, k) {
-            size_t at = (size_t)json_integer_value(k);
-            json_object_set(fields, json_string_value(json_array_get(p->swept, at)),
-                            json_array_get(raw, at));
-        }
-        json_array_append_new(s->group_fields, fields);
-    }
-    json_decref(kept);
+        bf_sweep_view_note_varies(&s->view, "seed");
+    if (bf_sweep_view_end(&s->view, NULL))
+        return -1;
+    s->varying = names_json(s->view.varying, s->view.n_varying);
+    s->by = names_json(s->view.by, s->view.n_by);
+    return group_jobs(s, p);
 }
 
 static int64_t newest_seq(sqlite3 *db, int64_t sweep_id)
@@ -452,32 +398,20 @@ static int load_in_snapshot(bf_dash_sweep *s, sqlite3 *db)
     json_decref(rows);
     if (!s->sweep)
         return -1;
-    load_pass p = { .keys = json_object(), .raw = json_array(),
-                    .stages = json_array() };
-    json_t *swept = bf_sweep_view_swept_fields(json_string_value(
-        json_object_get(s->sweep, "source")));
-    p.swept = json_array();
-    size_t i;
-    json_t *name;
-    json_array_foreach(swept, i, name)
-        if (strcmp(json_string_value(name), "seed") != 0
-            && strlen(json_string_value(name)) < 128)
-            json_array_append(p.swept, name);
-    json_decref(swept);
-    int rc = read_jobs(s, db, &p);
+    load_pass p = { .index = json_object() };
+    int rc = group_sweep(s, db, &p);
     s->train_depths = json_array();
     for (int d = 0; d < p.n_depths; d++)
         json_array_append_new(s->train_depths, json_integer(p.depths[d]));
     if (rc == 0) {
-        find_varying(s, &p);
         s->seeds = seed_values(s);
         s->seq = newest_seq(db, s->sweep_id);
         rc = s->seq < 0 ? -1 : 0;
     }
-    json_decref(p.swept);
-    json_decref(p.keys);
-    json_decref(p.raw);
-    json_decref(p.stages);
+    sqlite3_finalize(p.row);
+    free(p.cell);
+    free(p.cell_group);
+    json_decref(p.index);
     return rc;
 }
 
@@ -501,9 +435,9 @@ void bf_dash_sweep_free(bf_dash_sweep *s)
     if (!s)
         return;
     json_decref(s->sweep);
+    bf_sweep_view_clear(&s->view);
     json_decref(s->varying);
     json_decref(s->by);
-    json_decref(s->group_fields);
     json_decref(s->train_depths);
     json_decref(s->seeds);
     free(s->ids);
@@ -657,57 +591,62 @@ void bf_dash_names_view(bf_sweep_view *v, const json_t *varying,
     v->n_by = names_into(v->by, by);
 }
 
-/* A view of the sweep as report.c reads one: its names and every group,
- * no job. */
+/* A view of the sweep as report.c reads one: the grouping's, every group,
+ * no job.  Its parts are the sweep's (borrowed): clear it with
+ * view_clear, not bf_sweep_view_clear. */
 static void groups_view(const bf_dash_sweep *s, bf_sweep_view *v)
 {
-    bf_dash_names_view(v, s->varying, s->by);
-    v->sweep_id = s->sweep_id;
-    v->sweep = s->sweep;
-    v->groups = s->group_fields;
-    v->n_groups = s->n_groups;
-    const char *source = json_string_value(json_object_get(s->sweep,
-                                                           "source"));
-    v->zips = bf_zip_labels(source);
-    v->searched = bf_sweep_view_searched_stages(source);
+    *v = s->view;
+    v->jobs = (bf_row_store){ 0 };
+    v->job_group = NULL;
+    v->group_row = NULL;
+    v->held = NULL;
+    v->n_held = 0;
 }
 
-/* The same as compare.c reads one: as its jobs the succeeded ones only
- * (their rows from results). */
-static int succeeded_view(const bf_dash_sweep *s, sqlite3 *db, bf_sweep_view *v)
+/* The succeeded jobs as succeeded_view reads them. */
+typedef struct succeeded_read {
+    const bf_dash_sweep *s;
+    bf_sweep_view *v;
+    bf_compare_facts *facts;
+    unsigned char *whole;       /* per group: its first job held whole */
+} succeeded_read;
+
+static void hold_succeeded(void *ctx, json_t *row)
+{
+    succeeded_read *r = ctx;
+    int j = find_job(r->s, json_integer_value(json_object_get(row, "job_id")));
+    if (j < 0)
+        return;
+    int g = r->s->group[j];
+    bf_sweep_view_hold_job(r->v, row, g, !r->whole[g]);
+    r->whole[g] = 1;
+    bf_compare_facts_add(r->facts, row);
+}
+
+/* The same as `bifocal compare` reads one (compare.c): the succeeded jobs
+ * held by id, each group's first one whole (its label's config), their
+ * facts gathered.  0, or -1 (printed). */
+static int succeeded_view(const bf_dash_sweep *s, sqlite3 *db, bf_sweep_view *v,
+                          bf_compare_facts *facts)
 {
     groups_view(s, v);
     sqlite3_stmt *st = bf_db_prepare(db,
-        "SELECT job_id, stage, task, rope, depth, seed, status, train_loss"
-        "  FROM results WHERE sweep_id = ?1 AND status = 'succeeded'"
+        "SELECT * FROM job_results WHERE sweep_id = ?1 AND status = 'succeeded'"
         " ORDER BY job_id");
     if (!st)
         return -1;
     sqlite3_bind_int64(st, 1, s->sweep_id);
-    if (bf_db_each_row(db, st, bf_row_store_add_row, &v->jobs))
-        return -1;
-    size_t n = v->jobs.n_rows;
-    v->job_group = bf_xcalloc(n + 1, sizeof *v->job_group);
-    v->held = bf_xcalloc(n + 1, sizeof *v->held);
-    v->n_held = n;
-    int job_id = bf_row_store_column(&v->jobs, "job_id");
-    /* each group's first row: its stage tells a search's trials */
-    v->group_row = bf_xcalloc((size_t)s->n_groups + 1, sizeof *v->group_row);
-    for (size_t i = n; i-- > 0;) {
-        int64_t id = json_integer_value(bf_row_store_at(&v->jobs, i, job_id));
-        int j = find_job(s, id);
-        v->job_group[i] = j < 0 ? 0 : s->group[j];
-        v->held[i] = (bf_sweep_held){ id, (int)i, v->job_group[i] };
-        v->group_row[v->job_group[i]] = (int)i;
-    }
-    return 0;
+    succeeded_read r = { s, v, facts, bf_xcalloc((size_t)s->n_groups + 1, 1) };
+    int rc = bf_db_each_row(db, st, hold_succeeded, &r);
+    free(r.whole);
+    bf_sweep_view_held(v);
+    return rc;
 }
 
-/* Frees what groups_view or succeeded_view made (the rest is the sweep's). */
+/* Frees what succeeded_view made (the rest is the sweep's). */
 static void view_clear(bf_sweep_view *v)
 {
-    json_decref(v->zips);
-    json_decref(v->searched);
     free(v->group_row);
     bf_row_store_clear(&v->jobs);
     free(v->job_group);
@@ -723,7 +662,7 @@ static json_t *groups_json(const bf_dash_sweep *s, const bf_sweep_view *v)
             jobs += s->groups[g].count[k];
         char *label = bf_sweep_view_label(v, g);
         json_array_append_new(out, json_pack("{s:s, s:O, s:I, s:I}",
-            "label", label, "fields", json_array_get(s->group_fields, (size_t)g),
+            "label", label, "fields", json_array_get(s->view.groups, (size_t)g),
             "jobs", (json_int_t)jobs, "succeeded",
             (json_int_t)s->groups[g].count[BF_JOB_SUCCEEDED]));
         free(label);
@@ -734,7 +673,7 @@ static json_t *groups_json(const bf_dash_sweep *s, const bf_sweep_view *v)
 /* The value of field in group g's grouping values (borrowed; NULL if none). */
 static json_t *group_value(const bf_dash_sweep *s, int g, const char *field)
 {
-    return json_object_get(json_array_get(s->group_fields, (size_t)g), field);
+    return json_object_get(json_array_get(s->view.groups, (size_t)g), field);
 }
 
 typedef struct by_field {
@@ -813,20 +752,42 @@ json_t *bf_dash_sweep_outline(const bf_dash_sweep *s)
     return outline;
 }
 
+/* Why the succeeded jobs are not compared (caller frees), as compare says
+ * it: more than BF_COMPARE_MAX_GROUPS groups have one; NULL if they are. */
+static char *too_many_groups(const bf_dash_sweep *s)
+{
+    size_t n = 0;
+    for (int g = 0; g < s->n_groups; g++)
+        n += s->groups[g].count[BF_JOB_SUCCEEDED] > 0;
+    return n <= BF_COMPARE_MAX_GROUPS ? NULL
+           : bf_sweep_view_too_many_groups(&s->view, BF_COMPARE_MAX_GROUPS,
+                                           "succeeded");
+}
+
 json_t *bf_dash_sweep_summary(const bf_dash_sweep *s, sqlite3 *db)
 {
     bf_sweep_view v;
     bf_source src = { .db = db, .db_path = sqlite3_db_filename(db, "main") };
+    char *refused = too_many_groups(s);
+    if (refused) {              /* as compare refuses: memory per group */
+        groups_view(s, &v);
+        json_t *summary = summary_of(s, &v, json_array(), json_array());
+        json_object_set_new(summary, "compare_refused", json_string(refused));
+        free(refused);
+        return summary;
+    }
+    bf_compare_facts *facts = bf_compare_facts_new();
     sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
-    int rc = succeeded_view(s, db, &v);
+    int rc = succeeded_view(s, db, &v, facts);
     /* Nothing to compare before a job succeeded: an empty table. */
-    json_t *compare = rc ? NULL : v.jobs.n_rows == 0 ? json_array()
-                                : bf_compare_rows(&v, &src, NULL);
+    json_t *compare = rc ? NULL : v.n_held == 0 ? json_array()
+                      : bf_compare_rows_of_facts(&v, &src, NULL, facts);
     json_t *adaptive = compare ? bf_adaptive_read(&src, s->sweep_id) : NULL;
     sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
     json_t *summary = compare ? summary_of(s, &v, compare, adaptive
                                            ? adaptive : json_array())
                               : NULL;
+    bf_compare_facts_free(facts);
     view_clear(&v);
     return summary;
 }

@@ -3,9 +3,9 @@
  * megabytes, and kept up to date by the jobs that changed rather than
  * rebuilt.
  *
- * Loading reads every job once (id, status, seed, stage, and the values of
- * the sweep file's swept fields in one json_extract): its group (the jobs
- * that differ only in seed), its status and seed.  From then on only the
+ * Loading reads every job once (id, status, seed and cell) and one config
+ * per cell twice, grouping the jobs as compare does (results/sweep_view.h:
+ * the same fields, the same groups, in the same order).  From then on only the
  * job status feed is read (jobs.status_seq, schema/008_job_changes.sql):
  * the jobs whose status changed since the last read, which move the counts
  * per status and per group.  The comparison (compare.c's code) reads the

@@ -93,19 +93,6 @@ void bf_compare_facts_add(void *facts, const json_t *row)
                  bf_sweep_view_row_value(row, "eval_examples"));
 }
 
-/* The facts of the succeeded jobs whose rows v holds. */
-static void add_facts_of_view(job_facts *fs, const bf_sweep_view *v)
-{
-    int id = bf_row_store_column(&v->jobs, "job_id"),
-        status = bf_row_store_column(&v->jobs, "status"),
-        train_loss = bf_row_store_column(&v->jobs, "train_loss");
-    for (size_t j = 0; j < v->jobs.n_rows; j++)
-        if (is_succeeded(bf_row_store_at(&v->jobs, j, status)))
-            add_fact(fs, json_integer_value(bf_row_store_at(&v->jobs, j, id)),
-                     bf_row_store_at(&v->jobs, j, train_loss),
-                     bf_sweep_view_value(v, j, "eval_examples"));
-}
-
 static int by_fact_id(const void *a, const void *b)
 {
     const job_fact *x = a, *y = b;
@@ -1214,7 +1201,7 @@ int bf_compare_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
     return bf_sweep_view_hold(v, src, h);
 }
 
-/* bf_compare_rows of the succeeded jobs' facts. */
+/* bf_compare_rows_of_facts of sorted facts. */
 static json_t *compare_rows(const bf_sweep_view *v, bf_source *src,
                            const char *baseline_arg, const job_facts *facts)
 {
@@ -1250,16 +1237,6 @@ json_t *bf_compare_rows_of_facts(const bf_sweep_view *v, bf_source *src,
 {
     sort_facts(facts);
     return compare_rows(v, src, baseline_arg, facts);
-}
-
-json_t *bf_compare_rows(const bf_sweep_view *v, bf_source *src,
-                        const char *baseline_arg)
-{
-    job_facts facts = { 0 };
-    add_facts_of_view(&facts, v);
-    json_t *rows = bf_compare_rows_of_facts(v, src, baseline_arg, &facts);
-    free(facts.f);
-    return rows;
 }
 
 /* ---- the command -------------------------------------------------------- */

@@ -27,17 +27,10 @@ int bf_compare_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
                          const char *by, const char *where,
                          const bf_sweep_hold *h);
 
-/* One object per (group, eval depth), as `compare --format json` prints
- * them, of a view with a succeeded job.  baseline is "FIELD=VALUE" or NULL
- * (rope=rope where the sweep has it).  NULL after printing the problem
- * (bad baseline, ...). */
-json_t *bf_compare_rows(const bf_sweep_view *v, bf_source *src,
-                        const char *baseline);
-
 /* Prints what `bifocal compare` prints of the sweep in fmt (a table with
  * the selections below it, CSV or JSON), grouped by `by` ("FIELD,..." or
  * NULL), of the jobs `where` selects, each group against its baseline
- * (bf_compare_rows).  0, or 1 after printing why not. */
+ * (bf_compare_rows_of_facts).  0, or 1 after printing why not. */
 int bf_compare_print(bf_source *src, int64_t sweep_id, const char *by,
                      const char *where, const char *baseline,
                      bf_row_format fmt);
@@ -51,8 +44,11 @@ bf_compare_facts *bf_compare_facts_new(void);
 void bf_compare_facts_add(void *facts, const json_t *row);
 void bf_compare_facts_free(bf_compare_facts *facts);
 
-/* bf_compare_rows of a view that held its succeeded jobs by id alone,
- * their facts gathered (sorted here). */
+/* One object per (group, eval depth), as `compare --format json` prints
+ * them, of a view that held its succeeded jobs by id alone (at least one),
+ * their facts gathered (sorted here).  baseline is "FIELD=VALUE" or NULL
+ * (rope=rope where the sweep has it).  NULL after printing the problem
+ * (bad baseline, ...). */
 json_t *bf_compare_rows_of_facts(const bf_sweep_view *v, bf_source *src,
                                  const char *baseline,
                                  bf_compare_facts *facts);

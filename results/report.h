@@ -17,7 +17,7 @@
 
 /* The parts of the report that need no curves, which the dashboard's sweep
  * page shows too: sweep, varying, fields, groups, train_depths and compare
- * (the rows of bf_compare_rows, taken over).  New reference. */
+ * (the rows of bf_compare_rows_of_facts, taken over).  New reference. */
 json_t *bf_report_summary(const bf_sweep_view *v, json_t *compare);
 
 /* Writes the report of the sweep (its jobs `where` selects, grouped by

@@ -123,11 +123,6 @@ void bf_row_store_add(bf_row_store *s, const json_t *row)
     s->n_rows++;
 }
 
-void bf_row_store_add_row(void *store, json_t *row)
-{
-    bf_row_store_add(store, row);
-}
-
 json_t *bf_row_store_at(const bf_row_store *s, size_t row, int column)
 {
     return column < 0 || (size_t)column >= s->n_columns || row >= s->n_rows

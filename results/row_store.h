@@ -41,9 +41,6 @@ void bf_row_store_clear(bf_row_store *s);
  * object or as its JSON text). */
 void bf_row_store_add(bf_row_store *s, const json_t *row);
 
-/* bf_row_store_add with the store as a void * (a bf_db_row_fn). */
-void bf_row_store_add_row(void *store, json_t *row);
-
 /* The index of column `name` (-1 if the store has none, as before its
  * first row): resolved once by a caller that reads many rows, which then
  * reads them with bf_row_store_at, not a search by name per read. */

@@ -176,7 +176,11 @@ static json_t *taken_fields(const char *source)
     return taken;
 }
 
-json_t *bf_sweep_view_searched_stages(const char *source)
+/* The stages of a sweep file (source, as submitted) that search
+ * (`search:`), by name, "" for a file searching at its top level: an
+ * object (new reference; empty when source does not parse). */
+
+static json_t *searched_stages(const char *source)
 {
     json_t *searched = json_object();
     bf_error err;
@@ -267,8 +271,12 @@ static void note_depth(bf_sweep_view *v, json_t *depth)
         json_array_append(v->depths, depth);
 }
 
-/* One job of the sweep that --where keeps: counted, and what varies. */
-static void scan_row(bf_sweep_view *v, json_t *row)
+void bf_sweep_view_begin(bf_sweep_view *v, int64_t sweep_id, json_t *sweep)
+{
+    *v = (bf_sweep_view){ .sweep_id = sweep_id, .sweep = json_incref(sweep) };
+}
+
+void bf_sweep_view_note(bf_sweep_view *v, json_t *row)
 {
     if (v->n_jobs++ == 0) {
         v->first = json_incref(row);
@@ -280,6 +288,13 @@ static void scan_row(bf_sweep_view *v, json_t *row)
     v->n_succeeded += status && strcmp(status, "succeeded") == 0;
     note_varying(v, row);
     note_depth(v, json_object_get(row, "depth"));
+}
+
+void bf_sweep_view_note_varies(bf_sweep_view *v, const char *field)
+{
+    int k = field_index(v->candidates, v->n_candidates, field);
+    if (k >= 0)
+        v->varies[k] = 1;
 }
 
 /* The varying fields from the candidates, the first BF_SWEEP_MAX_FIELDS. */
@@ -390,10 +405,7 @@ static int same_in_groups(const bf_sweep_view *v, const char *field,
     return a || b ? json_equal(a, b) : 1;
 }
 
-/* The group of row's job, a new one in order of the jobs seen (index:
- * key text -> group; first: per group, its first job's id). */
-static int group_of_row(bf_sweep_view *v, const json_t *row, json_t *index,
-                        int64_t **first)
+int bf_sweep_view_group(bf_sweep_view *v, const json_t *row, json_t *index)
 {
     json_t *key;
     char *text;
@@ -402,11 +414,22 @@ static int group_of_row(bf_sweep_view *v, const json_t *row, json_t *index,
         g = v->n_groups++;
         json_object_set_new(index, text, json_integer(g));
         json_array_append(v->groups, key);
-        *first = bf_xrealloc(*first, (size_t)v->n_groups * sizeof **first);
-        (*first)[g] = json_integer_value(json_object_get(row, "job_id"));
     }
     free(text);
     json_decref(key);
+    return g;
+}
+
+/* The group of row's job, a new one in order of the jobs seen (index:
+ * key text -> group; first: per group, its first job's id). */
+static int group_of_row(bf_sweep_view *v, const json_t *row, json_t *index,
+                        int64_t **first)
+{
+    int n = v->n_groups, g = bf_sweep_view_group(v, row, index);
+    if (g == n) {
+        *first = bf_xrealloc(*first, (size_t)v->n_groups * sizeof **first);
+        (*first)[g] = json_integer_value(json_object_get(row, "job_id"));
+    }
     return g;
 }
 
@@ -427,8 +450,8 @@ static void count_job(bf_sweep_view *v, const json_t *row, int g)
     v->group_succeeded[g] += s && strcmp(s, "succeeded") == 0;
 }
 
-/* Holds row's job, of group g: its row too when whole. */
-static void hold_row(bf_sweep_view *v, const json_t *row, int g, int whole)
+void bf_sweep_view_hold_job(bf_sweep_view *v, const json_t *row, int g,
+                            int whole)
 {
     size_t n = v->jobs.n_rows, k = v->n_held;
     if ((k & (k - 1)) == 0)     /* room doubles at each power of two */
@@ -535,17 +558,19 @@ static int by_job_id(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
-/* Each group's first job, for its config (a group's jobs share every
- * grouping field), and the sweep file's named zip entries. */
-static void find_group_rows(bf_sweep_view *v)
+void bf_sweep_view_held(bf_sweep_view *v)
 {
+    /* sorted once, so that lookups by id (millions while curves are read)
+     * are binary searches */
+    if (v->n_held > 1)
+        qsort(v->held, v->n_held, sizeof *v->held, by_job_id);
+    /* each group's first job, for its config (a group's jobs share every
+     * grouping field) */
     v->group_row = bf_xcalloc((size_t)v->n_groups + 1, sizeof *v->group_row);
     for (int g = 0; g < v->n_groups; g++)
         v->group_row[g] = -1;
     for (size_t i = v->jobs.n_rows; i-- > 0;)
         v->group_row[v->job_group[i]] = (int)i;
-    v->zips = bf_zip_labels(json_string_value(json_object_get(v->sweep,
-                                                              "source")));
 }
 
 json_t *bf_sweep_view_next(const bf_sweep_view *v, bf_source_cursor *c)
@@ -564,21 +589,29 @@ int bf_sweep_view_scan(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
      * however many jobs the sweep has. */
     if (where && where_parse(where, &v->where) < 0)
         return -1;
+    bf_sweep_where w = v->where;
     json_t *sweeps = bf_source_rows(src, "sweeps", sweep_id);
-    v->sweep = json_incref(json_array_get(sweeps, 0));
+    bf_sweep_view_begin(v, sweep_id, json_array_get(sweeps, 0));
+    v->where = w;
+    int read = sweeps != NULL;
     json_decref(sweeps);
     bf_source_cursor c;
     json_t *row;
-    if (sweeps && bf_source_cursor_open(&c, src, "job_results", sweep_id) == 0)
+    if (read && bf_source_cursor_open(&c, src, "job_results", sweep_id) == 0)
         while ((row = bf_sweep_view_next(v, &c)))
-            scan_row(v, row);
-    if (!sweeps || bf_source_cursor_close(&c))
+            bf_sweep_view_note(v, row);
+    if (!read || bf_source_cursor_close(&c))
         return -1;
     if (where && v->n_jobs == 0) {
         fprintf(stderr, "bifocal: --where %s: no job of sweep %lld has it\n",
                 where, (long long)v->sweep_id);
         return -1;
     }
+    return bf_sweep_view_end(v, by);
+}
+
+int bf_sweep_view_end(bf_sweep_view *v, const char *by)
+{
     find_varying(v);
     if (parse_by(v, by))
         return -1;
@@ -586,7 +619,9 @@ int bf_sweep_view_scan(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
                                                            "source"));
     if (!by)
         v->taken = taken_fields(source);
-    v->searched = bf_sweep_view_searched_stages(source);
+    v->searched = searched_stages(source);
+    v->zips = bf_zip_labels(source);
+    v->groups = json_array();
     return 0;
 }
 
@@ -626,15 +661,31 @@ static int note_group(const bf_sweep_view *v, const bf_sweep_hold *h,
     f->of_status[g] = 1;
     if (!h->max_groups || ++f->n_of_status <= h->max_groups)
         return 0;
-    fprintf(stderr, "bifocal: sweep %lld: more than %zu groups have a %s "
-                    "job (grouped by", (long long)v->sweep_id, h->max_groups,
-            h->status);
-    for (int i = 0; i < v->n_by; i++)
-        fprintf(stderr, "%s%s", i ? ", " : " ", v->by[i]);
-    fprintf(stderr, "%s); compare a part of it (--where stage=NAME or "
-                    "FIELD=VALUE) or group by fewer fields (--by FIELD,...)\n",
-            v->n_by ? "" : " nothing");
+    char *why = bf_sweep_view_too_many_groups(v, h->max_groups, h->status);
+    fprintf(stderr, "bifocal: %s\n", why);
+    free(why);
     return -1;
+}
+
+char *bf_sweep_view_too_many_groups(const bf_sweep_view *v, size_t max,
+                                    const char *status)
+{
+    size_t n = 16;
+    for (int i = 0; i < v->n_by; i++)
+        n += strlen(v->by[i]) + 2;
+    char *by = bf_xcalloc(n, 1);
+    strcpy(by, v->n_by ? "" : "nothing");
+    for (int i = 0; i < v->n_by; i++)
+        strcat(strcat(by, i ? ", " : ""), v->by[i]);
+    char *text;
+    if (asprintf(&text, "sweep %lld: more than %zu groups have a %s job "
+                        "(grouped by %s); compare a part of it (--where "
+                        "stage=NAME or FIELD=VALUE) or group by fewer "
+                        "fields (--by FIELD,...)", (long long)v->sweep_id,
+                 max, status, by) < 0)
+        abort();
+    free(by);
+    return text;
 }
 
 /* Whether row has, in every field of alike, the value of row `first` of
@@ -663,7 +714,7 @@ static void hold_kept(bf_sweep_view *v, const bf_sweep_hold *h,
                 || !like_first(v, row, *first, h->alike);
     if (whole && *first < 0)
         *first = (int)v->jobs.n_rows;
-    hold_row(v, row, g, whole);
+    bf_sweep_view_hold_job(v, row, g, whole);
     if (h->on_job)
         h->on_job(h->ctx, row);
 }
@@ -676,7 +727,6 @@ int bf_sweep_view_hold(bf_sweep_view *v, bf_source *src,
     int64_t *first = NULL;
     int rc = 0, partial = 0;
     size_t seen = 0;
-    v->groups = json_array();
     bf_source_cursor c;
     if (bf_source_cursor_open(&c, src, "job_results", v->sweep_id) == 0)
         while (rc == 0 && (row = bf_sweep_view_next(v, &c))) {
@@ -698,11 +748,7 @@ int bf_sweep_view_hold(bf_sweep_view *v, bf_source *src,
         rc = order_groups(v, src, h, index, first);
     json_decref(index);
     free(first);
-    /* sorted once, so that lookups by id (millions while curves are read)
-     * are binary searches */
-    if (v->n_held > 1)
-        qsort(v->held, v->n_held, sizeof *v->held, by_job_id);
-    find_group_rows(v);
+    bf_sweep_view_held(v);
     return rc;
 }
 

@@ -70,7 +70,7 @@ typedef struct bf_sweep_view {
     int n_candidates;
     int *group_row;         /* per group: the row of its first job */
     json_t *taken;          /* taken_fields (sweep_view.c); NULL with --by */
-    json_t *searched;       /* bf_sweep_view_searched_stages of the file */
+    json_t *searched;       /* the stages of the sweep file that search */
     json_t *zips;           /* the sweep file's labelled zips
                                (zip_labels.h): groups are named by them */
     bf_sweep_held *held;    /* the jobs held, by id ascending: for */
@@ -88,6 +88,38 @@ typedef struct bf_sweep_view {
  * 0, or -1 after printing the problem.  Clear v either way. */
 int bf_sweep_view_scan(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
                        const char *by, const char *where);
+
+/* The same, from rows a caller reads its own way (the dashboard reads
+ * one per cell from its index): _begin with the sweep's row (borrowed),
+ * _note each row of its jobs in id order (a job_results row, or one with
+ * at least its stage, config and status; borrowed, kept while v lives),
+ * _end with by as _scan takes it.  Then bf_sweep_view_group gives each
+ * job its group, bf_sweep_view_hold_job holds the jobs and
+ * bf_sweep_view_held ends the hold, as bf_sweep_view_hold does. */
+void bf_sweep_view_begin(bf_sweep_view *v, int64_t sweep_id, json_t *sweep);
+void bf_sweep_view_note(bf_sweep_view *v, json_t *row);
+/* Notes that field varies (the dashboard: seeds that its rows, one per
+ * cell, do not show). */
+void bf_sweep_view_note_varies(bf_sweep_view *v, const char *field);
+int bf_sweep_view_end(bf_sweep_view *v, const char *by);
+
+/* The group of row's job after bf_sweep_view_end: a new one, its key
+ * appended to v->groups, when no row of index has its key (index: key
+ * text -> group, the caller's, empty at first). */
+int bf_sweep_view_group(bf_sweep_view *v, const json_t *row, json_t *index);
+
+/* Holds row's job, of group g, by id: its row too when whole (row
+ * borrowed, its values copied). */
+void bf_sweep_view_hold_job(bf_sweep_view *v, const json_t *row, int g,
+                            int whole);
+
+/* Ends a hold: the jobs held sorted by id, each group's first row found. */
+void bf_sweep_view_held(bf_sweep_view *v);
+
+/* Why a view is not compared: more than max groups have a job of status
+ * (bf_sweep_hold.max_groups), with how to narrow it.  Caller frees. */
+char *bf_sweep_view_too_many_groups(const bf_sweep_view *v, size_t max,
+                                    const char *status);
 
 /* Which jobs bf_sweep_view_hold holds. */
 typedef struct bf_sweep_hold {
@@ -145,11 +177,6 @@ json_t *bf_sweep_view_value(const bf_sweep_view *v, size_t row,
 /* Whether a value reads as text: as a table prints it, or as the same
  * number (rope_base=10000 names the value printed as 1e+04). */
 int bf_sweep_view_value_is(const json_t *value, const char *text);
-
-/* The stages of a sweep file (source, as submitted) that search
- * (`search:`), by name, "" for a file searching at its top level: an
- * object (new reference; empty when source does not parse). */
-json_t *bf_sweep_view_searched_stages(const char *source);
 
 /* Whether group's jobs are trials of a search (a stage with `search:`, or
  * a sweep file searching at its top level): a search is read as a search

@@ -559,11 +559,6 @@ static void test_params_field(void **state)
     assert_int_equal(json_integer_value(json_object_get(cfg, "params.w")), 3);
     assert_true(json_real_value(json_object_get(cfg, "lr")) == 0.1);
     json_decref(cfg);
-    char path[64];
-    bf_job_config_json_path("params.w", path, sizeof path);
-    assert_string_equal(path, "$.params.\"w\"");
-    bf_job_config_json_path("lr", path, sizeof path);
-    assert_string_equal(path, "$.\"lr\"");
 }
 
 /* apply_json keeps cfg unchanged on error and reads both forms of lines. */

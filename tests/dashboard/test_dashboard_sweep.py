@@ -9,6 +9,10 @@
 - bad page parameters are refused by name (400);
 - a trainer's parameter (sweep 8's params.width) groups, sorts and filters
   as any field;
+- one engine: for every sweep of the fixture (searched, staged, adaptive,
+  zipped, params) the dashboard's comparison is `bifocal compare --format
+  json`'s, row for row and field for field (numbers as the dashboard
+  sends them, at 7 significant digits), its groups those of compare's rows;
 - the aggregates follow the jobs: after job statuses change in the database
   (written here, while the dashboard runs), /live's counts, the groups'
   counts and the comparison equal a full recount (bifocal compare --db).
@@ -188,6 +192,62 @@ def check_param_groups(port, ro):
           "sweep 8 grouped by params.width: %s" % groups)
 
 
+def same(mine, theirs):
+    """Whether the dashboard's JSON (numbers at JSON_REAL_PRECISION(7))
+    says what compare's says; the first difference, or None."""
+    if isinstance(mine, float) or isinstance(theirs, float):
+        ok = (isinstance(mine, (int, float)) and isinstance(theirs, (int, float))
+              and abs(mine - theirs) <= 1e-6 * max(abs(mine), abs(theirs)))
+        return None if ok else "%r against %r" % (mine, theirs)
+    if isinstance(mine, dict) and isinstance(theirs, dict):
+        if mine.keys() != theirs.keys():
+            return "fields %s against %s" % (sorted(mine), sorted(theirs))
+        for k in mine:
+            why = same(mine[k], theirs[k])
+            if why:
+                return "%s: %s" % (k, why)
+        return None
+    if isinstance(mine, list) and isinstance(theirs, list):
+        if len(mine) != len(theirs):
+            return "%d rows against %d" % (len(mine), len(theirs))
+        for i, (a, b) in enumerate(zip(mine, theirs)):
+            why = same(a, b)
+            if why:
+                return "[%d] %s" % (i, why)
+        return None
+    return None if mine == theirs else "%r against %r" % (mine, theirs)
+
+
+def compare_json(bifocal, db, sweep):
+    r = subprocess.run([bifocal, "compare", str(sweep), "--db", db,
+                        "--format", "json"], capture_output=True, text=True)
+    return json.loads(r.stdout) if r.returncode == 0 else []
+
+
+def check_same_as_compare(port, bifocal, db):
+    """The dashboard's comparison of every fixture sweep is compare's."""
+    for sweep in range(1, 10):
+        _, s = get_ready(port, "/api/sweeps/%d" % sweep)
+        for _ in range(300):     # the comparison follows the outline
+            if s.get("compare") is not None:
+                break
+            time.sleep(0.05)
+            _, s = get(port, "/api/sweeps/%d" % sweep)
+        theirs = compare_json(bifocal, db, sweep)
+        why = same(s.get("compare"), theirs)
+        check(why is None, "sweep %d: the dashboard's comparison is compare's"
+              " (%s)" % (sweep, why or "%d rows" % len(theirs)))
+        labels = {g["label"] for g in s["groups"]}
+        check({r["group"] for r in theirs} <= labels,
+              "sweep %d: compare's groups are the dashboard's: %s"
+              % (sweep, sorted(labels)))
+    _, s = get(port, "/api/sweeps/9")
+    rules = [r for r in s["compare"] if r.get("stopping_rule")]
+    check(len(rules) == 1 and rules[0]["stopping_rule"].get("state") == "lower",
+          "sweep 9: the stopping rule's verdict on its confirm comparison: %r"
+          % [r.get("stopping_rule") for r in rules])
+
+
 def agrees(port, ro, bifocal, db):
     _, live = get(port, "/api/sweeps/1/live")
     counts = live.get("counts") or {}
@@ -197,18 +257,10 @@ def agrees(port, ro, bifocal, db):
     groups = {g["fields"]["rope"]: [g["jobs"], g["succeeded"]] for g in s["groups"]}
     if groups != group_recount(ro, 1, "rope"):
         return "groups %s, recount %s" % (groups, group_recount(ro, 1, "rope"))
-    compare = json.loads(subprocess.run(
-        [bifocal, "compare", "1", "--db", db, "--format", "json"],
-        check=True, capture_output=True, text=True).stdout)
     if s["compare"] is None:     # a sweep just read: its outline first
         return "the comparison is not computed yet"
-    mine = [(r["group"], r["eval_depth"], r["n"], round(r["loss_mean"], 5))
-            for r in s["compare"]]
-    theirs = [(r["group"], r["eval_depth"], r["n"], round(r["loss_mean"], 5))
-              for r in compare]
-    if mine != theirs:
-        return "compare %s, bifocal compare %s" % (mine, theirs)
-    return None
+    why = same(s["compare"], compare_json(bifocal, db, 1))
+    return "compare: %s" % why if why else None
 
 
 def check_taken_values(port):
@@ -266,6 +318,7 @@ def main():
             ro.close()
             check_bad_pages(port)
             check_taken_values(port)
+            check_same_as_compare(port, bifocal, db)
             check_changes(port, bifocal, db)
         finally:
             proc.terminate()

@@ -701,7 +701,7 @@ try:
     jj = json.loads(bifocal("jobs", "--sweep", "1", "--format", "json", server=server).stdout)
     check(len(jj) == 9 and jj[0]["config"]["n_heads"] == 4, "jobs json carries the config")
     st = list(csv.DictReader(io.StringIO(bifocal("status", "--format", "csv", server=server).stdout)))
-    check([r["sweep_id"] for r in st] == ["1", "2", "3", "4", "5", "6", "7", "8"] and st[0]["failed"] == "1", "status csv")
+    check([r["sweep_id"] for r in st] == [str(i) for i in range(1, 10)] and st[0]["failed"] == "1", "status csv")
     wk = json.loads(bifocal("workers", "--format=json", server=server).stdout)
     check(wk[0]["name"] == "fixture-worker", "workers json")
 finally:
