@@ -99,7 +99,8 @@ static bf_confseq_state adaptive(const double *r, double alpha, tally *t)
 {
     double low, high;
     for (int n = MIN_SEEDS; n <= MAX_SEEDS; n++) {
-        bf_confseq_state s = bf_confseq_decide(r, n, MIN_SEEDS, MAX_SEEDS,
+        bf_confseq_state s = bf_confseq_decide(BF_CONFSEQ_RULE_T, r, n,
+                                               MIN_SEEDS, MAX_SEEDS,
                                                MARGIN, alpha, &low, &high);
         if (s != BF_CONFSEQ_RUNNING) {
             count(t, s, n);

@@ -109,9 +109,9 @@ static int decide(bf_store *s, int64_t sweep_id, comparison *c,
                   const double *r, int n, int64_t now_ms, bf_error *err)
 {
     double low, high;
-    bf_confseq_state state = bf_confseq_decide(r, n, c->min, c->max,
-                                               c->margin, c->alpha, &low,
-                                               &high);
+    bf_confseq_state state = bf_confseq_decide(BF_CONFSEQ_RULE_T, r, n,
+                                               c->min, c->max, c->margin,
+                                               c->alpha, &low, &high);
     if (state == BF_CONFSEQ_RUNNING && c->released >= c->max)
         state = BF_CONFSEQ_UNDECIDED;   /* pairs lost to failed jobs */
     int released = c->released + (state == BF_CONFSEQ_RUNNING);
