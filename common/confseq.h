@@ -31,8 +31,10 @@
 
 /* a of the sign rule's Beta(a, a) mixture over P(r <= m); below 1 it
  * weighs the lopsided splits a real effect makes, so that a clear one is
- * decided with few seeds; chosen with bench/bench_seqs (docs/results.md). */
-#define BF_CONFSEQ_SIGN_A 0.5
+ * decided with few seeds: 1/4 decides a 30% effect as often as 1/2 or 1
+ * with 0.9 and 1.7 fewer seed pairs, 1/10 less often (bench/bench_seqs,
+ * docs/results.md). */
+#define BF_CONFSEQ_SIGN_A 0.25
 
 /* Which sequence a comparison is decided with (the sweep file's
  * seeds.rule, stored in seed_comparisons.rule). */
