@@ -58,7 +58,9 @@ typedef struct tally {
 } tally;
 
 /* The noise shapes, each of mean 0 and sd 1. */
-typedef enum shape { GAUSSIAN, T3, GAMMA1, GAMMA14, LOGNORMAL, N_SHAPES } shape;
+typedef enum shape {
+    GAUSSIAN, T3, GAMMA1, GAMMA14, LOGNORMAL, N_SHAPES
+} shape;
 
 static const char *const shape_names[N_SHAPES] = {
     "gaussian", "t3", "gamma, skew 1", "gamma, skew 1.4", "lognormal",

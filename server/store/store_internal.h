@@ -372,8 +372,8 @@ extern const int bf_schema_n_migrations;
       "  FROM jobs WHERE sweep_id = ?1 AND stage IS ?2 AND seed = 1)"          \
       " INSERT INTO seed_comparisons (sweep_id, variant_cell, baseline_cell,"  \
       " stage, eval_depth, seeds_min, seeds_max, released, alpha, rule)"       \
-      " SELECT ?1, v.cell, b.cell, ?2, ?5, ?3, ?4, ?3, ?7 / count(*) OVER (),"  \
-      " ?8"                                                                    \
+      " SELECT ?1, v.cell, b.cell, ?2, ?5, ?3, ?4, ?3,"                        \
+      " ?7 / count(*) OVER (), ?8"                                             \
       " FROM cells v JOIN cells b ON b.own = v.wants AND b.cell <> v.cell")    \
     X(ST_SEQ_JOB, "SELECT sweep_id, cell FROM jobs WHERE job_id = ?1")         \
     X(ST_SEQ_RUNNING,                                                          \
