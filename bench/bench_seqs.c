@@ -28,7 +28,9 @@
  * decision rate only against its own null, and the run exits 1 where a
  * rule passes alpha on a row where docs/results.md calls it valid.  Under
  * a true 30% effect (exchangeable noise), the share decided lower and the
- * seed pairs spent.
+ * seed pairs spent.  Last, the t rule's diagnostic (|skewness| past twice
+ * its standard error, results/adaptive.c): how often it flags the log
+ * ratios of mean-0 noise of each shape after n pairs.
  *
  * usage: bench_seqs [--trials N] [--sigma S] [--alpha A] [--seed K]
  *                   [--family M] */
@@ -417,6 +419,31 @@ static int rules_report(const options *o)
     return bad;
 }
 
+/* The share of comparisons whose first n log ratios the diagnostic flags,
+ * per shape (mean-0 noise: a skewed shape's differences are what it is
+ * for) and n. */
+static void diagnostic_report(const options *o)
+{
+    static const int ns[] = {5, 8, 12, 16, 20};
+    printf("\nThe t rule's diagnostic, |G1| > 2 se, share flagged after n "
+           "pairs (mean-0 noise):\n\n| noise | n=5 | n=8 | n=12 | n=16 | "
+           "n=20 |\n|---|---|---|---|---|---|\n");
+    double r[MAX_SEEDS];
+    for (int s = 0; s < N_SHAPES; s++) {
+        long flagged[5] = {0};
+        for (long i = 0; i < o->trials; i++) {
+            draw_shape(o, (shape)s, MEAN0, 0, 0, i, r);
+            for (int k = 0; k < 5; k++)
+                flagged[k] += fabs(bf_confseq_skewness(r, ns[k]))
+                              > 2 * bf_confseq_skewness_se(ns[k]);
+        }
+        printf("| %s |", shape_names[s]);
+        for (int k = 0; k < 5; k++)
+            printf(" %5.1f%% |", 100.0 * flagged[k] / o->trials);
+        printf("\n");
+    }
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: bench_seqs [--trials N] [--sigma S] "
@@ -476,6 +503,7 @@ int main(int argc, char **argv)
     }
     bad |= family_report(&o);
     bad |= rules_report(&o);
+    diagnostic_report(&o);
     if (bad)
         printf("\nFALSE DECISIONS ABOVE ALPHA under no effect\n");
     return bad;
