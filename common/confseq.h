@@ -1,6 +1,8 @@
-/* confseq: an anytime-valid confidence sequence for the mean of Gaussian
- * values of unknown variance, and the stopping rule of adaptive seeds
- * (docs/results.md, "Seeds until decided").
+/* confseq: anytime-valid confidence sequences for the centre of paired
+ * per-seed log loss ratios, and the stopping rules of adaptive seeds
+ * (docs/results.md, "Seeds until decided"): rule `t` bounds the mean of
+ * Gaussian values of unknown variance, rule `sign` the median of any
+ * continuous values.
  *
  * The values are the paired per-seed log loss ratios r = log(L_variant /
  * L_baseline).  The sequence is Lai's (1976) t-mixture, as Wang & Ramdas
@@ -27,11 +29,57 @@
  * in log loss; chosen with bench/bench_seqs (docs/results.md). */
 #define BF_CONFSEQ_C2 0.25
 
+/* a of the sign rule's Beta(a, a) mixture over P(r <= m); below 1 it
+ * weighs the lopsided splits a real effect makes, so that a clear one is
+ * decided with few seeds: 1/4 decides a 30% effect as often as 1/2 or 1
+ * with 0.9 and 1.7 fewer seed pairs, 1/10 less often (bench/bench_seqs,
+ * docs/results.md). */
+#define BF_CONFSEQ_SIGN_A 0.25
+
+/* Which sequence a comparison is decided with (the sweep file's
+ * seeds.rule, stored in seed_comparisons.rule). */
+typedef enum bf_confseq_rule {
+    BF_CONFSEQ_RULE_T = 0,      /* "t": the mean, Gaussian values (default) */
+    BF_CONFSEQ_RULE_SIGN,       /* "sign": the median, any continuous values */
+    BF_CONFSEQ_N_RULES
+} bf_confseq_rule;
+
+/* The rule's name as written and stored: "t", "sign". */
+const char *bf_confseq_rule_name(bf_confseq_rule rule);
+
+/* The rule named `name` (NULL: the default, t); -1 for an unknown name. */
+int bf_confseq_rule_parse(const char *name);
+
 /* The interval of the sequence at level 1 - alpha after the n values x[]
  * (n >= 0): *low, *high, -INFINITY/INFINITY while it is the whole line
  * (n < 2, no spread, or A <= 0). */
 void bf_confseq_interval(const double *x, int n, double alpha,
                          double *low, double *high);
+
+/* The sign rule's interval for the median at level 1 - alpha after the n
+ * continuous values x[] (their order does not matter).  For a
+ * candidate median m the indicators 1{x_i <= m} are fair coin flips under
+ * H0 (independent values of median m, any distribution), and with S of
+ * them set
+ *
+ *   M_n(m) = 2^n B(a + S, a + n - S) / B(a, a),   a = BF_CONFSEQ_SIGN_A,
+ *
+ * the Beta(a, a) mixture of the likelihood ratios p^S (1 - p)^(n - S) /
+ * 2^-n, is a nonnegative martingale of mean 1: Ville's inequality again.
+ * M_n depends on m through S only and is convex in S, so the m with M_n <
+ * 1/alpha are those with S in some [s_lo, s_hi]: the interval between
+ * order statistics [x_(s_lo), x_(s_hi + 1)], an end infinite where s_lo is
+ * 0 or s_hi is n. */
+void bf_confseq_sign_interval(const double *x, int n, double alpha,
+                              double *low, double *high);
+
+/* The adjusted sample skewness G1 of the n values x[] (SciPy's skew with
+ * bias=False), NAN below 3 values or without spread; and its standard
+ * error under Gaussian values, sqrt(6 n (n - 1) / ((n - 2)(n + 1)(n + 3))).
+ * The t rule's diagnostic: a |G1| past twice its standard error says its
+ * Gaussian assumption looks violated (a two-sided test at about 5%). */
+double bf_confseq_skewness(const double *x, int n);
+double bf_confseq_skewness_se(int n);
 
 /* Where a comparison of adaptive seeds stands. */
 typedef enum bf_confseq_state {
@@ -49,12 +97,13 @@ typedef enum bf_confseq_state {
 const char *bf_confseq_state_name(bf_confseq_state s);
 
 /* The rule: the state after the n paired log-ratios x[] of a comparison
- * with seeds: {min, max} (1 <= min <= max), equivalence margin (0 < margin
- * < 1, on the ratio) and alpha.  Below min seeds it is running whatever
- * the interval; lower/higher before equivalent, and undecided at max.
- * *low and *high get the interval (log scale). */
-bf_confseq_state bf_confseq_decide(const double *x, int n, int min, int max,
-                                   double margin, double alpha,
-                                   double *low, double *high);
+ * decided with `rule`, with seeds: {min, max} (1 <= min <= max),
+ * equivalence margin (0 < margin < 1, on the ratio) and alpha.  Below min
+ * seeds it is running whatever the interval; lower/higher before
+ * equivalent, and undecided at max.  *low and *high get the rule's
+ * interval (log scale). */
+bf_confseq_state bf_confseq_decide(bf_confseq_rule rule, const double *x,
+                                   int n, int min, int max, double margin,
+                                   double alpha, double *low, double *high);
 
 #endif

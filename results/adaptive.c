@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "confseq.h"
 #include "db.h"
 
 /* "lr=1e-05 freq_lr_mult=1": config's values of the fields in which it
@@ -63,12 +64,33 @@ static double ratio(const json_t *row, const char *key)
     return json_is_number(v) ? exp(json_number_value(v)) : NAN;
 }
 
+/* The row's rule: t where it has none (a database before migration 26). */
+static const char *rule_of(const json_t *row)
+{
+    const char *rule = json_string_value(json_object_get(row, "rule"));
+    return rule ? rule : bf_confseq_rule_name(BF_CONFSEQ_RULE_T);
+}
+
+/* The t rule's diagnostic: its log ratios' skewness G1 in standard errors
+ * under Gaussian values, where past 2 (a two-sided test at about 5%);
+ * else 0 (the sign rule, fewer than 3 pairs, no skewness stored). */
+static double skew_z(const json_t *row)
+{
+    const json_t *g1 = json_object_get(row, "skewness");
+    long long n = integer(row, "n_pairs");
+    if (strcmp(rule_of(row), "t") != 0 || !json_is_number(g1) || n < 3)
+        return 0;
+    double z = json_number_value(g1) / bf_confseq_skewness_se((int)n);
+    return fabs(z) > 2 ? z : 0;
+}
+
 /* "decided higher at seed 4, loss ratio in [×1.31, ×1.62] (95% sequence)"
- * or "still running, 3 seeds of at most 20, loss ratio not bounded yet".
- * Caller frees. */
+ * or "still running, 3 seeds of at most 20, loss ratio not bounded yet";
+ * the sign rule's interval is of the median, and said so; a t rule whose
+ * log ratios look skewed is told what to do about it.  Caller frees. */
 static char *decision(const json_t *row)
 {
-    char where[96], interval[96];
+    char where[96], interval[128], hint[192] = "";
     const char *state = json_string_value(json_object_get(row, "state"));
     if (!state)
         state = "?";
@@ -88,17 +110,29 @@ static char *decision(const json_t *row)
     /* The level, where the row has it: a stage's family makes it other
      * than the 95% every other interval of the project has. */
     const json_t *alpha = json_object_get(row, "alpha");
-    char level[32] = "";
+    int sign = strcmp(rule_of(row), "t") != 0;
+    char level[48] = "";
     if (json_is_number(alpha))
-        snprintf(level, sizeof level, " (%.4g%% sequence)",
-                 100 * (1 - json_number_value(alpha)));
+        snprintf(level, sizeof level, " (%.4g%% sequence%s)",
+                 100 * (1 - json_number_value(alpha)), sign ? ", sign rule"
+                 : "");
+    else if (sign)
+        snprintf(level, sizeof level, " (sign rule)");
     if (isfinite(lo) && isfinite(hi))
-        snprintf(interval, sizeof interval, "loss ratio in [×%.3g, ×%.3g]%s",
-                 lo, hi, level);
+        snprintf(interval, sizeof interval, "%sloss ratio in [×%.3g, ×%.3g]%s",
+                 sign ? "median " : "", lo, hi, level);
     else
-        snprintf(interval, sizeof interval, "loss ratio not bounded yet");
+        snprintf(interval, sizeof interval, "%sloss ratio not bounded yet%s",
+                 sign ? "median " : "", level);
+    double z = skew_z(row);
+    if (z != 0)
+        snprintf(hint, sizeof hint, "; log ratios look skewed (G1 %.2g, %.2g "
+                 "standard errors from 0 over %lld pairs): the t rule assumes "
+                 "Gaussian ones, consider seeds.rule: sign",
+                 json_number_value(json_object_get(row, "skewness")), fabs(z),
+                 integer(row, "n_pairs"));
     char *text;
-    if (asprintf(&text, "%s, %s", where, interval) < 0)
+    if (asprintf(&text, "%s, %s%s", where, interval, hint) < 0)
         abort();
     return text;
 }
@@ -140,6 +174,12 @@ json_t *bf_adaptive_json(const json_t *row)
     const json_t *alpha = json_object_get(row, "alpha");
     json_object_set_new(out, "alpha", json_is_number(alpha)
                         ? json_real(json_number_value(alpha)) : json_null());
+    /* the rule (t before migration 26) and its diagnostic */
+    const json_t *g1 = json_object_get(row, "skewness");
+    json_object_set_new(out, "rule", json_string(rule_of(row)));
+    json_object_set_new(out, "skewness", json_is_number(g1)
+                        ? json_real(json_number_value(g1)) : json_null());
+    json_object_set_new(out, "skewed", json_boolean(skew_z(row) != 0));
     char *text = bf_adaptive_line(row), *what = decision(row);
     json_object_set_new(out, "text", json_string(text));
     json_object_set_new(out, "decision", json_string(what));

@@ -12,15 +12,21 @@
 
 /* One comparison (a row of adaptive_seeds): "lr=1e-05 vs lr=0.003, depth
  * 4: decided higher at seed 4, loss ratio in [×1.31, ×1.62]", or "...:
- * still running, 3 seeds of at most 20, loss ratio not bounded yet".
+ * still running, 3 seeds of at most 20, loss ratio not bounded yet"; with
+ * rule sign "median loss ratio in [...] (95% sequence, sign rule)"; with
+ * rule t and log ratios whose skewness is past twice its standard error
+ * "...; log ratios look skewed (G1 2.1, 2.6 standard errors from 0 over
+ * 12 pairs): the t rule assumes Gaussian ones, consider seeds.rule: sign".
  * Caller frees. */
 char *bf_adaptive_line(const json_t *row);
 
 /* The row's labels, state and interval by name, for JSON readers (the
  * report, the dashboard, compare): {variant, baseline, eval_depth, state,
  * seeds, seeds_max, decided_seed (null while running), ratio_low,
- * ratio_high (null while unbounded), alpha, text (bf_adaptive_line),
- * decision (text less the labels and depth)}.  New reference. */
+ * ratio_high (null while unbounded), alpha, rule ("t" or "sign"),
+ * skewness (the log ratios' G1, null before 3 pairs), skewed (true when the
+ * line gives the hint above), text (bf_adaptive_line), decision (text less
+ * the labels and depth)}.  New reference. */
 json_t *bf_adaptive_json(const json_t *row);
 
 /* The sweep's comparisons as bf_adaptive_json objects, from src (an array,

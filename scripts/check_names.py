@@ -44,6 +44,7 @@ TEST_SEAMS = {
     "bf_code_file_count": "test_code_task reads the corpus's files",
     "bf_code_split_of": "test_code_task checks the split of a path",
     "bf_confseq_interval": "confseq_probe compares it with SciPy",
+    "bf_confseq_sign_interval": "confseq_probe compares it with SciPy",
     "bf_job_config_max_depth": "test_job_config checks it alone",
     "bf_link_wake": "test_group_link plays a signal handler: the flag, then "
                     "the wake (the workers' handler is link.c's own)",

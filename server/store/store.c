@@ -616,7 +616,8 @@ static int insert_comparisons(bf_store *s, int64_t sweep_id,
     int rc = 0;
     for (size_t i = 0; i < sw->n_stages && rc == 0; i++) {
         int min, max;
-        if (!bf_sweep_adaptive_seeds(sw, i, &min, &max))
+        bf_confseq_rule rule;
+        if (!bf_sweep_adaptive_seeds(sw, i, &min, &max, &rule))
             continue;
         sqlite3_stmt *st = store__stmt(s, ST_SEQ_INSERT);
         sqlite3_bind_int64(st, 1, sweep_id);
@@ -628,6 +629,8 @@ static int insert_comparisons(bf_store *s, int64_t sweep_id,
         sqlite3_bind_int(st, 5, sw->analysis.primary_eval_depth);
         sqlite3_bind_text(st, 6, baseline, -1, SQLITE_STATIC);
         sqlite3_bind_double(st, 7, sw->analysis.alpha);
+        sqlite3_bind_text(st, 8, bf_confseq_rule_name(rule), -1,
+                          SQLITE_STATIC);
         rc = store__exec(s, st, err);
     }
     free(baseline);

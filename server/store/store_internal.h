@@ -371,13 +371,14 @@ extern const int bf_schema_n_migrations;
       "  json_remove(json_patch(config, ?6), '$.seed') AS wants"               \
       "  FROM jobs WHERE sweep_id = ?1 AND stage IS ?2 AND seed = 1)"          \
       " INSERT INTO seed_comparisons (sweep_id, variant_cell, baseline_cell,"  \
-      " stage, eval_depth, seeds_min, seeds_max, released, alpha)"             \
-      " SELECT ?1, v.cell, b.cell, ?2, ?5, ?3, ?4, ?3, ?7 / count(*) OVER ()"  \
+      " stage, eval_depth, seeds_min, seeds_max, released, alpha, rule)"       \
+      " SELECT ?1, v.cell, b.cell, ?2, ?5, ?3, ?4, ?3,"                        \
+      " ?7 / count(*) OVER (), ?8"                                             \
       " FROM cells v JOIN cells b ON b.own = v.wants AND b.cell <> v.cell")    \
     X(ST_SEQ_JOB, "SELECT sweep_id, cell FROM jobs WHERE job_id = ?1")         \
     X(ST_SEQ_RUNNING,                                                          \
       "SELECT c.variant_cell, c.baseline_cell, c.eval_depth, c.seeds_min,"     \
-      " c.seeds_max, c.released, a.equivalence_margin, c.alpha"                \
+      " c.seeds_max, c.released, a.equivalence_margin, c.alpha, c.rule"        \
       " FROM seed_comparisons c JOIN sweep_analysis a USING (sweep_id)"        \
       " WHERE c.sweep_id = ?1 AND c.state = 'running'"                         \
       " AND (c.variant_cell = ?2 OR c.baseline_cell = ?2)")                    \
@@ -398,7 +399,7 @@ extern const int bf_schema_n_migrations;
       " WHERE v.sweep_id = ?1 AND v.cell = ?2 AND v.seed <= ?5")               \
     X(ST_SEQ_UPDATE,                                                           \
       "UPDATE seed_comparisons SET state = ?3, n_pairs = ?4, ci_low = ?5,"     \
-      " ci_high = ?6, released = ?7,"                                          \
+      " ci_high = ?6, released = ?7, skewness = ?9,"                           \
       " decided_seed = CASE WHEN ?3 = 'running' THEN NULL ELSE ?7 END,"        \
       " decided_ms = CASE WHEN ?3 = 'running' THEN NULL ELSE ?8 END"           \
       " WHERE sweep_id = ?1 AND variant_cell = ?2 AND state = 'running'")      \

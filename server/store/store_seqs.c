@@ -5,10 +5,12 @@
  * is one comparison with its baseline cell (table seed_comparisons,
  * migration 16; its rows are made with the sweep's last job, store.c).
  * When a job of a running comparison ends, and every seed pair released
- * so far has ended, the rule of common/confseq.h reads the pairs' losses
- * at the analysis block's depth, at the comparison's own level (alpha / m
- * for the m comparisons of its stage, one family: Bonferroni, migration
- * 22), and the state is stored; then, in the same transaction, one more
+ * so far has ended, the comparison's rule of common/confseq.h (t or sign,
+ * the stage's seeds.rule, migration 26) reads the pairs' losses at the
+ * analysis block's depth, at the comparison's own level (alpha / m for the
+ * m comparisons of its stage, one family: Bonferroni, migration 22), and
+ * the state is stored with the log ratios' skewness (the t rule's
+ * diagnostic, results/adaptive.c); then, in the same transaction, one more
  * pair is released or the comparison's held seeds are dropped.  A
  * decision is thus never acted on without being stored, nor stored
  * without being acted on, and a daemon killed at any moment resumes from
@@ -34,6 +36,7 @@ typedef struct comparison {
     int64_t variant, baseline;  /* cells */
     int depth, min, max, released;
     double margin, alpha;       /* alpha: this comparison's, as stored */
+    bf_confseq_rule rule;
 } comparison;
 
 /* The comparisons of `cell` still running, into *out (malloc'd). */
@@ -59,7 +62,9 @@ static int running_of(bf_store *s, int64_t sweep_id, int64_t cell,
             .max = sqlite3_column_int(st, 4),
             .released = sqlite3_column_int(st, 5),
             .margin = sqlite3_column_double(st, 6),
-            .alpha = sqlite3_column_double(st, 7)};
+            .alpha = sqlite3_column_double(st, 7),
+            .rule = (bf_confseq_rule)bf_confseq_rule_parse(
+                (const char *)sqlite3_column_text(st, 8))};
     }
     sqlite3_reset(st);
     if (rc != SQLITE_DONE)
@@ -97,7 +102,8 @@ static int pairs(bf_store *s, int64_t sweep_id, const comparison *c,
     return unended ? -2 : n;
 }
 
-static void bind_bound(sqlite3_stmt *st, int col, double x)
+/* x, or NULL (an unbounded end, a skewness not defined yet). */
+static void bind_finite(sqlite3_stmt *st, int col, double x)
 {
     if (isfinite(x))
         sqlite3_bind_double(st, col, x);
@@ -109,9 +115,9 @@ static int decide(bf_store *s, int64_t sweep_id, comparison *c,
                   const double *r, int n, int64_t now_ms, bf_error *err)
 {
     double low, high;
-    bf_confseq_state state = bf_confseq_decide(r, n, c->min, c->max,
-                                               c->margin, c->alpha, &low,
-                                               &high);
+    bf_confseq_state state = bf_confseq_decide(c->rule, r, n, c->min,
+                                               c->max, c->margin, c->alpha,
+                                               &low, &high);
     if (state == BF_CONFSEQ_RUNNING && c->released >= c->max)
         state = BF_CONFSEQ_UNDECIDED;   /* pairs lost to failed jobs */
     int released = c->released + (state == BF_CONFSEQ_RUNNING);
@@ -120,11 +126,12 @@ static int decide(bf_store *s, int64_t sweep_id, comparison *c,
     sqlite3_bind_int64(st, 2, c->variant);
     sqlite3_bind_text(st, 3, bf_confseq_state_name(state), -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 4, n);
-    bind_bound(st, 5, low);
-    bind_bound(st, 6, high);
+    bind_finite(st, 5, low);
+    bind_finite(st, 6, high);
     sqlite3_bind_int(st, 7, state == BF_CONFSEQ_RUNNING ? released
                                                          : c->released);
     sqlite3_bind_int64(st, 8, now_ms);
+    bind_finite(st, 9, bf_confseq_skewness(r, n));
     if (store__exec(s, st, err) < 0)
         return -1;
     if (state == BF_CONFSEQ_RUNNING) {

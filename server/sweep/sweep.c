@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "confseq.h"
 #include "yaml_json.h"
 
 static const char *const top_level_keys[] = {
@@ -634,13 +635,14 @@ static int check_seed_conflict(const bf_sweep *sw, const bf_sweep_stage *st,
     return 0;
 }
 
-/* seeds: {min: N, max: M, until: decided}: seeds 1..M are expanded (and
- * validated) now; the store holds those past the first N until a decision
- * needs them (store_seqs.c). */
+/* seeds: {min: N, max: M, until: decided, rule: R}: seeds 1..M are
+ * expanded (and validated) now; the store holds those past the first N
+ * until a decision needs them (store_seqs.c), made with rule R
+ * (common/confseq.h; t without). */
 static int parse_adaptive_seeds(bf_sweep *sw, bf_sweep_stage *st,
                                 const json_t *seeds, bf_error *err)
 {
-    static const char *const keys[] = {"min", "max", "until"};
+    static const char *const keys[] = {"min", "max", "until", "rule"};
     char ptr[64];
     snprintf(ptr, sizeof ptr, "%s/seeds", st->ptr);
     if (check_keys(sw, seeds, ptr, keys, COUNT_OF(keys), "seeds", err) < 0)
@@ -668,6 +670,13 @@ static int parse_adaptive_seeds(bf_sweep *sw, bf_sweep_stage *st,
                             "seeds.until", "seeds.until must be 'decided' "
                             "(seeds: {min, max, until: decided} adds seeds "
                             "until each comparison is decided)");
+    const json_t *rule = json_object_get(seeds, "rule");
+    st->seeds_rule = bf_confseq_rule_parse(json_string_value(rule));
+    if ((rule && !json_is_string(rule)) || st->seeds_rule < 0)
+        return bf_error_set(err, sw->file, sweep__line(sw, "%s/rule", ptr),
+                            "seeds.rule", "seeds.rule must be 't' (the mean, "
+                            "Gaussian log ratios; the default) or 'sign' (the "
+                            "median, any log ratios)");
     st->seeds_min = (size_t)bound[0];
     st->n_seeds = (size_t)bound[1];
     st->seeds = bf_xmalloc(st->n_seeds * sizeof *st->seeds);
@@ -1072,11 +1081,12 @@ static int check_adaptive(const bf_sweep *sw, bf_error *err)
 }
 
 int bf_sweep_adaptive_seeds(const bf_sweep *sw, size_t stage, int *min,
-                            int *max)
+                            int *max, bf_confseq_rule *rule)
 {
     const bf_sweep_stage *st = &sw->stages[stage];
     *min = (int)st->seeds_min;
     *max = (int)st->n_seeds;
+    *rule = (bf_confseq_rule)st->seeds_rule;
     return st->seeds_min > 0;
 }
 

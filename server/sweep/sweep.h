@@ -50,6 +50,7 @@
 
 #include "analysis.h"
 #include "bf_error.h"
+#include "confseq.h"
 #include "job_config.h"
 
 #define BF_SWEEP_MAX_JOBS 1000000
@@ -178,10 +179,11 @@ int bf_sweep_expand(bf_sweep *sw, bf_sweep_visit_fn visit, void *ctx,
                     bf_error *err);
 
 /* Adaptive seeds of stage number `stage` (< sw->n_stages): 1 when it has
- * `seeds: {min, max, until: decided}` (*min, *max set), else 0.  The
- * stage's name (NULL in a sweep without stages). */
+ * `seeds: {min, max, until: decided}` (*min, *max and its seeds.rule
+ * *rule set), else 0.  The stage's name (NULL in a sweep without
+ * stages). */
 int bf_sweep_adaptive_seeds(const bf_sweep *sw, size_t stage, int *min,
-                            int *max);
+                            int *max, bf_confseq_rule *rule);
 const char *bf_sweep_stage_name(const bf_sweep *sw, size_t stage);
 
 void bf_sweep_free(bf_sweep *sw);

@@ -123,6 +123,7 @@ struct bf_sweep_stage {
     int seeds_line;
     size_t seeds_min;    /* adaptive seeds (`until: decided`): the seeds
                             every cell starts with; 0: not adaptive */
+    int seeds_rule;      /* their bf_confseq_rule (seeds.rule) */
     size_t n_combos;     /* product of the axis lengths */
     size_t n_jobs;       /* kept combinations times the seeds */
     size_t first_job;    /* sweep index of its first job */

@@ -134,7 +134,8 @@ static void replay(sqlite3 *db, const comparison *c)
     for (int n = 1; n <= c->released; n++) {
         r[n - 1] = log(final_loss(db, c->variant, n) /
                        final_loss(db, c->baseline, n));
-        bf_confseq_state s = bf_confseq_decide(r, n, (int)c->seeds_min,
+        bf_confseq_state s = bf_confseq_decide(BF_CONFSEQ_RULE_T, r, n,
+                                               (int)c->seeds_min,
                                                SEEDS_MAX, MARGIN,
                                                ALPHA / FAMILY,
                                                &low, &high);

@@ -80,6 +80,72 @@ static void test_decided_and_undecided(void **state)
     json_decref(r);
 }
 
+/* The sign rule names itself and its median; rule t, the default, does
+ * not (rows before migration 26 have no rule: t). */
+static void test_sign_rule(void **state)
+{
+    (void)state;
+    json_t *r = row("lower", 7, json_integer(7), json_real(log(0.5)),
+                    json_real(log(0.8)));
+    json_object_set_new(r, "rule", json_string("sign"));
+    expect_line(r, "lr=1e-05 vs lr=0.003, depth 4: decided lower at seed 7, "
+                "median loss ratio in [×0.5, ×0.8] (sign rule)");
+    json_object_set_new(r, "alpha", json_real(0.05));
+    expect_line(r, "lr=1e-05 vs lr=0.003, depth 4: decided lower at seed 7, "
+                "median loss ratio in [×0.5, ×0.8] (95% sequence, sign "
+                "rule)");
+    json_t *j = bf_adaptive_json(r);
+    assert_string_equal(json_string_value(json_object_get(j, "rule")),
+                        "sign");
+    json_decref(j);
+    json_object_set_new(r, "rule", json_string("t"));
+    expect_line(r, "lr=1e-05 vs lr=0.003, depth 4: decided lower at seed 7, "
+                "loss ratio in [×0.5, ×0.8] (95% sequence)");
+    json_object_del(r, "rule");
+    j = bf_adaptive_json(r);
+    assert_string_equal(json_string_value(json_object_get(j, "rule")), "t");
+    assert_true(json_is_null(json_object_get(j, "skewness")));
+    json_decref(j);
+    json_decref(r);
+}
+
+/* The t rule's diagnostic: a skewness G1 past twice its standard error
+ * under Gaussian values (0.637 at 12 pairs: sqrt(6*12*11 / (10*13*15)))
+ * adds the hint; one within it, or the sign rule, does not. */
+static void test_skew_hint(void **state)
+{
+    (void)state;
+    json_t *r = row("running", 12, json_null(), json_real(log(0.9)),
+                    json_real(log(1.2)));
+    json_object_set_new(r, "n_pairs", json_integer(12));
+    json_object_set_new(r, "skewness", json_real(2.1));
+    expect_line(r, "lr=1e-05 vs lr=0.003, depth 4: still running, 12 seeds "
+                "of at most 20, loss ratio in [×0.9, ×1.2]; log ratios look "
+                "skewed (G1 2.1, 3.3 standard errors from 0 over 12 pairs): "
+                "the t rule assumes Gaussian ones, consider seeds.rule: sign");
+    json_t *j = bf_adaptive_json(r);
+    assert_true(json_is_true(json_object_get(j, "skewed")));
+    assert_true(fabs(json_real_value(json_object_get(j, "skewness")) - 2.1)
+                < 1e-15);
+    json_decref(j);
+    json_object_set_new(r, "skewness", json_real(-1.5));    /* 2.35 se */
+    char *line = bf_adaptive_line(r);
+    assert_non_null(strstr(line, "(G1 -1.5, 2.4 standard errors"));
+    free(line);
+    json_object_set_new(r, "skewness", json_real(1.2));     /* 1.88 se */
+    expect_line(r, "lr=1e-05 vs lr=0.003, depth 4: still running, 12 seeds "
+                "of at most 20, loss ratio in [×0.9, ×1.2]");
+    j = bf_adaptive_json(r);
+    assert_true(json_is_false(json_object_get(j, "skewed")));
+    json_decref(j);
+    json_object_set_new(r, "skewness", json_real(2.1));
+    json_object_set_new(r, "rule", json_string("sign"));
+    line = bf_adaptive_line(r);
+    assert_null(strstr(line, "skewed"));
+    free(line);
+    json_decref(r);
+}
+
 /* Its sweep cancelled before it was decided: said so, not "decided". */
 static void test_cancelled(void **state)
 {
@@ -102,6 +168,8 @@ int main(void)
         cmocka_unit_test(test_running_unbounded),
         cmocka_unit_test(test_decided_and_undecided),
         cmocka_unit_test(test_cancelled),
+        cmocka_unit_test(test_sign_rule),
+        cmocka_unit_test(test_skew_hint),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,8 +2,9 @@
  * comparison with a big effect is decided and stops getting seeds, one
  * with no effect gets a seed pair at a time up to max; the same allocation
  * when the database is closed and reopened after every ended job (a
- * daemon killed and restarted), no job run twice; and the submission's
- * errors, each with its file, line and field. */
+ * daemon killed and restarted), no job run twice; a stage with `rule:
+ * sign` decided by the sign rule; and the submission's errors, each with
+ * its file, line and field. */
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -155,6 +156,10 @@ static void check_interval(bf_store *s, double alpha)
     for (int64_t i = 0; i < n; i++)
         r[i] = log(loss_of("spectral", i + 1) / loss_of("rope", i + 1));
     bf_confseq_interval(r, (int)n, alpha, &low, &high);
+    /* the t rule's diagnostic, stored with each look */
+    if (fabs(bft_real(s, sql, "skewness") - bf_confseq_skewness(r, (int)n))
+        > 1e-12)
+        fail_msg("spectral's stored skewness is not its pairs'");
     double stored_low = bft_real(s, sql, "ci_low");
     double stored_high = bft_real(s, sql, "ci_high");
     if (fabs(stored_low - low) > 1e-12 || fabs(stored_high - high) > 1e-12)
@@ -170,6 +175,8 @@ static void check_outcome(const char *dir, int ran, double alpha)
     bf_store *s = bft_open(dir, "seqs.db", NULL);
     assert_int_equal(bft_int(s, "SELECT count(*) FROM seed_comparisons"
                              " WHERE abs(alpha - %.17g) < 1e-15", alpha), 2);
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM adaptive_seeds"
+                             " WHERE rule = 't'"), 2);
     check_interval(s, alpha);
     /* spectral: decided lower once the interval is finite (seed 4) */
     char *state = bft_text(s, "SELECT c.state FROM seed_comparisons c JOIN"
@@ -574,7 +581,7 @@ static void test_upgrade_marks_held_seeds(void **state)
     bf_store_close(s);
     sqlite3 *db;
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    /* as migration 19 left it: without the columns of 20 to 23 (the
+    /* as migration 19 left it: without the columns of 20 to 23 and 26 (the
      * view that 22 makes again reads its column; 23 rebuilt jobs_queue
      * over its own and indexed it) and 24's view */
     assert_int_equal(sqlite3_exec(db, "DROP VIEW job_params;"
@@ -589,6 +596,10 @@ static void test_upgrade_marks_held_seeds(void **state)
                                   " DROP VIEW adaptive_seeds;"
                                   " ALTER TABLE seed_comparisons DROP COLUMN"
                                   " alpha;"
+                                  " ALTER TABLE seed_comparisons DROP COLUMN"
+                                  " rule;"
+                                  " ALTER TABLE seed_comparisons DROP COLUMN"
+                                  " skewness;"
                                   " CREATE VIEW adaptive_seeds AS SELECT 1;"
                                   " PRAGMA user_version = 19", NULL, NULL,
                                   NULL), SQLITE_OK);
@@ -611,11 +622,47 @@ static void test_upgrade_marks_held_seeds(void **state)
     bft_rmdir(dir);
 }
 
-/* Submitting `yaml` fails with a message containing `want`. */
-static void refused(const char *yaml, const char *want)
+/* `rule: sign`: spectral's loss is half the baseline's at every seed, so
+ * every log ratio is below 0, but the sign rule sees only their signs: at
+ * alpha 0.05 (one comparison) it bounds the median below 0 from the
+ * sixth pair on (M_6 = 20.09 >= 20, M_5 = 10.5; tests/common/
+ * test_confseq.py works them out), where the t rule decides at seed 4
+ * (check_outcome).  The stored interval is the sign rule's, between two
+ * order statistics of the pairs. */
+static void test_sign_rule(void **state)
 {
+    (void)state;
     char *dir = bft_tmpdir();
-    bf_store *s = bft_open(dir, "refused.db", NULL);
+    bf_store *s = bft_open(dir, "sign.db", NULL);
+    bft_submit(s, "name: sign\n"
+               "base: {steps: 20, warmup_steps: 0, depth: 4, "
+               "eval_depths: [4]}\n"
+               "grid: {rope: [rope, spectral]}\n"
+               "seeds: {min: 3, max: 8, until: decided, rule: sign}\n"
+               "analysis:\n"
+               "  primary: {metric: loss, eval_depth: 4}\n"
+               "  baseline: {rope: rope}\n", 1, NULL);
+    for (int i = 0; run_next(s, 10 + i, all_succeed); i++)
+        ;
+    char *c = bft_text(s, "SELECT rule || ' ' || state || ' ' || decided_seed"
+                       " FROM adaptive_seeds");
+    assert_string_equal(c, "sign lower 6");
+    free(c);
+    double r[6], low, high;
+    for (int i = 0; i < 6; i++)
+        r[i] = log(loss_of("spectral", i + 1) / loss_of("rope", i + 1));
+    bf_confseq_sign_interval(r, 6, 0.05, &low, &high);
+    assert_true(high < 0);
+    assert_true(bft_real(s, "SELECT ci_high FROM seed_comparisons") == high);
+    assert_true(bft_real(s, "SELECT ci_low FROM seed_comparisons") == low);
+    bf_store_close(s);
+    bft_rmdir(dir);
+}
+
+/* Submitting `yaml` to s fails with a message containing `want` (and
+ * stores nothing, so one store serves every case). */
+static void refused(bf_store *s, const char *yaml, const char *want)
+{
     bf_error err = {0};
     int64_t id;
     int n;
@@ -623,8 +670,6 @@ static void refused(const char *yaml, const char *want)
                                    1, &id, &n, NULL, &err);
     if (rc == 0 || !strstr(err.msg, want))
         fail_msg("rc %d, error '%s', wanted '%s'", rc, err.msg, want);
-    bf_store_close(s);
-    bft_rmdir(dir);
 }
 
 static void test_submission_errors(void **state)
@@ -658,15 +703,25 @@ static void test_submission_errors(void **state)
           "sweep.yaml:5: field 'seeds.min': seeds.min must be an integer in "
           "[1, 1000]" },
         { "seeds: {min: 3, max: 8, until: decided, by: 2}\n" ANALYSIS,
-          "unknown seeds key 'by' (allowed: min, max, until)" },
+          "unknown seeds key 'by' (allowed: min, max, until, rule)" },
+        { SEEDS("3", "decided") "  rule: median\n" ANALYSIS,
+          "sweep.yaml:8: field 'seeds.rule': seeds.rule must be 't' (the "
+          "mean, Gaussian log ratios; the default) or 'sign'" },
+        { SEEDS("3", "decided") "  rule: [sign]\n" ANALYSIS,
+          "sweep.yaml:8: field 'seeds.rule': seeds.rule must be" },
     };
 #undef SEEDS
 #undef ANALYSIS
+    char *dir = bft_tmpdir();
+    bf_store *s = bft_open(dir, "refused.db", NULL);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char yaml[1024];
         snprintf(yaml, sizeof yaml, "%s%s", head, cases[i].tail);
-        refused(yaml, cases[i].want);
+        refused(s, yaml, cases[i].want);
     }
+    assert_int_equal(bft_int(s, "SELECT count(*) FROM sweeps"), 0);
+    bf_store_close(s);
+    bft_rmdir(dir);
 }
 
 int main(void)
@@ -680,6 +735,7 @@ int main(void)
         cmocka_unit_test(test_source_release_leaves_held_seeds),
         cmocka_unit_test(test_retried_source_after_decisions),
         cmocka_unit_test(test_upgrade_marks_held_seeds),
+        cmocka_unit_test(test_sign_rule),
         cmocka_unit_test(test_submission_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
