@@ -288,8 +288,8 @@ study__headline_of() {
 }
 
 # study_family_seeds DB: each comparison of adaptive seeds in DB replayed
-# with the rule of common/confseq.c (through its test probe, which a
-# build with tests has) at alpha / m, m the comparisons of its stage, on
+# with its rule of common/confseq.c (seeds.rule, t or sign; through its
+# test probe, which a build with tests has) at alpha / m, m the comparisons of its stage, on
 # the seed pairs it ran: the seed at which that rule decides, or
 # "running" where it would have asked for more seeds than the stored
 # rule gave.  For databases whose comparisons were decided before
@@ -299,21 +299,30 @@ study_family_seeds() {
     [ -x "$probe" ] || { echo "study_family_seeds: no $probe (a build with tests makes it)" >&2; return 1; }
     printf '%-5s %-8s %-8s %-30s %-3s %-9s %-10s %-8s %-5s %s\n' sweep stage task \
         variant m alpha_m stored at_seed family "ratio at the family's level"
-    local sweep stage task variant m alpha margin min max state seed rs n r state_m low high
-    while IFS='|' read -r sweep stage task variant m alpha margin min max state seed rs; do
+    local sweep stage task variant m alpha margin min max state seed rule rs n r state_m low high
+    while IFS='|' read -r sweep stage task variant m alpha margin min max state seed rule rs; do
         read -ra r <<<"$rs"
         # One look a pair, through one probe: the first look that is not
         # running, else the last.
         read -r state_m low high < <(
             for ((n = 1; n <= ${#r[@]}; n++)); do
-                echo "decide $alpha $margin $min $max $n ${r[*]:0:n}"
+                echo "decide $rule $alpha $margin $min $max $n ${r[*]:0:n}"
             done | "$probe" | jq -rs '(map(select(.state != "running")) + [last])[0]
                                       | "\(.state) \(.low) \(.high)"')
         printf '%-5s %-8s %-8s %-30s %-3s %-9.4g %-10s %-8s %-5s %s\n' "$sweep" "$stage" \
             "$task" "$variant" "$m" "$alpha" "$state" "$seed" "$state_m" \
             "$(awk -v l="$low" -v h="$high" 'BEGIN { if (l == "null") print "unbounded"
                 else printf "[x%.3g, x%.3g]", exp(l), exp(h) }')"
-    done < <(sqlite3 "$db" "$study__family_pairs_sql")
+    done < <(sqlite3 "$db" "${study__family_pairs_sql/RULE/$(study__rule_column "$db")}")
+}
+
+# The rule of each comparison: its column, or t in a database written
+# before migration 26 (seeds.rule), whose every comparison the t rule
+# decided.
+study__rule_column() {
+    sqlite3 "$1" "SELECT CASE count(*) WHEN 0 THEN '''t''' ELSE 'c.rule' END
+                    FROM pragma_table_info('seed_comparisons')
+                   WHERE name = 'rule'"
 }
 
 # Per comparison: its family's size and level, the rule's settings and the
@@ -327,7 +336,7 @@ study__family_pairs_sql="
            || json_extract(v1.config, '\$.rope_base') || ' rp '
            || json_extract(v1.config, '\$.random_positions'),
          f.m, a.alpha / f.m, a.equivalence_margin, c.seeds_min, c.seeds_max,
-         c.state, c.decided_seed,
+         c.state, c.decided_seed, RULE,
          (SELECT group_concat(r, ' ') FROM (
             SELECT ln(fv.loss / fb.loss) AS r
               FROM jobs v JOIN jobs b ON b.sweep_id = v.sweep_id
