@@ -28,6 +28,11 @@
  *     of each comparison's family); bifocal's about x0.99, equivalent at
  *     depth 4 and, with 3.6 times the spread at depth 8, equivalent there
  *     only before Holm's correction (TOST p about 0.04 in a family of 2).
+ *   sweep 9 "staged-adaptive": stage tune searches lr per rope cell, as
+ *     sweep 6, and stage confirm takes each cell's lr with seeds until
+ *     decided (3..8): spectral's loss about x0.5 of rope's, decided lower
+ *     by the stopping rule.  A searched, staged and adaptive sweep in one,
+ *     for the dashboard's and compare's agreement.
  *
  * The description holds HTML that would end or confuse the report's
  * inline <script> elements if it were written as it is.
@@ -236,6 +241,40 @@ static json_t *tuned_records(const char *rope, int r, int seed,
                      steps, "depth", 4, "loss", loss, "accuracy", 0.5);
 }
 
+static const char *const staged_adaptive_sweep =
+    "name: staged-adaptive\n"
+    "base: {depth: 4, eval_depths: [4], steps: 100}\n"
+    "max_attempts: 1\n"
+    "analysis:\n"
+    "  primary: {metric: loss, eval_depth: 4}\n"
+    "  baseline: {rope: rope}\n"
+    "stages:\n"
+    "  - name: tune\n"
+    "    grid: {rope: [rope, spectral]}\n"
+    "    search:\n"
+    "      method: sobol\n"
+    "      trials: 3\n"
+    "      space: {lr: {loguniform: [1.0e-4, 1.0e-2]}}\n"
+    "    select: {by: eval_loss, eval_depth: 4}\n"
+    "  - name: confirm\n"
+    "    from: \"stage:tune\"\n"
+    "    base: {steps: 150}\n"
+    "    grid: {rope: [rope, spectral]}\n"
+    "    seeds: {min: 3, max: 8, until: decided}\n";
+
+/* Sweep 9's records: stage tune as sweep 6's; in stage confirm spectral's
+ * loss half rope's, times a small spread of the seed's. */
+static json_t *staged_adaptive_records(const char *rope, int r, int seed,
+                                       const json_t *config)
+{
+    json_int_t steps = json_integer_value(json_object_get(config, "steps"));
+    if (steps == 100)
+        return tuned_records(rope, r, seed, config);
+    double loss = (r == 1 ? 0.5 : 1.0) * exp(0.03 * ((seed * 7 + r) % 5 - 2));
+    return json_pack("[{s:s, s:I, s:i, s:f, s:f}]", "type", "eval", "step",
+                     steps, "depth", 4, "loss", loss, "accuracy", 0.5);
+}
+
 static const char *const undecided_sweep =
     "name: undecided\n"
     "base: {depth: 4, eval_depths: [4, 8], steps: 100}\n"
@@ -354,6 +393,8 @@ int main(int argc, char **argv)
     run_jobs(s, NULL, 0, undecided_records);
     submit(s, "params.yaml", params_sweep);
     run_jobs(s, "fake", 0, job_records);
+    submit(s, "staged-adaptive.yaml", staged_adaptive_sweep);
+    run_jobs(s, NULL, 0, staged_adaptive_records);
     bf_store_close(s);
     return 0;
 }
