@@ -1491,16 +1491,38 @@ static void print_lines_wrapped(FILE *out, const char *text, int indent)
     }
 }
 
-/* The comparison a row makes, less the stage its section names. */
-static const char *compared_in_stage(const json_t *row)
+/* A label less the "stage=NAME " its section names. */
+static const char *without_stage(const json_t *row, const char *key)
 {
-    const char *c = json_string_value(json_object_get(row, "compared"));
-    const char *colon = *stage_of(row) && c ? strstr(c, ": ") : NULL;
-    return colon ? colon + 2 : c ? c : "";
+    const char *label = json_string_value(json_object_get(row, key));
+    if (!label)
+        return "";
+    if (*stage_of(row) && strncmp(label, "stage=", 6) == 0
+        && strchr(label, ' '))
+        return strchr(label, ' ') + 1;
+    return label;
 }
 
-/* "lower at seed 4 of 20", "running, 3 of 20 seeds": a stopping rule's
- * state (bf_adaptive_json) in a cell. */
+/* The baseline every compared row of a stage shares, by label; NULL when
+ * they have several (each line then names its own). */
+static const char *shared_baseline(const json_t *rows, const char *stage)
+{
+    const char *shared = NULL;
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        if (!json_object_get(row, "verdict") || strcmp(stage_of(row), stage))
+            continue;
+        const char *b = without_stage(row, "baseline");
+        if (shared && strcmp(shared, b) != 0)
+            return NULL;
+        shared = b;
+    }
+    return shared;
+}
+
+/* "decided at 4/8", "running, 3/8": where a stopping rule
+ * (bf_adaptive_json) stands, in seeds released of its most. */
 static char *rule_state(const json_t *rule)
 {
     const char *state = json_string_value(json_object_get(rule, "state"));
@@ -1508,10 +1530,15 @@ static char *rule_state(const json_t *rule)
               max = json_integer_value(json_object_get(rule, "seeds_max")),
               at = json_integer_value(json_object_get(rule, "decided_seed"));
     char *text;
-    if (!state || strcmp(state, "running") == 0) {
-        if (asprintf(&text, "running, %lld of %lld seeds", seeds, max) < 0)
-            abort();
-    } else if (asprintf(&text, "%s at seed %lld of %lld", state, at, max) < 0)
+    int rc;
+    if (!state || strcmp(state, "running") == 0)
+        rc = asprintf(&text, "running, %lld/%lld", seeds, max);
+    else if (strcmp(state, "undecided") == 0
+             || strcmp(state, "cancelled") == 0)
+        rc = asprintf(&text, "%s at %lld/%lld", state, at, max);
+    else
+        rc = asprintf(&text, "decided at %lld/%lld", at, max);
+    if (rc < 0)
         abort();
     return text;
 }
@@ -1575,11 +1602,19 @@ static char *ratio_interval(const json_t *row)
     return text;
 }
 
-/* The cells of one comparison's line. */
-static json_t *compact_row(const json_t *row, json_t *notes)
+/* The cells of one comparison's line: its variant, against its
+ * baseline unless the section names the one they share. */
+static json_t *compact_row(const json_t *row, int shared, json_t *notes)
 {
-    json_t *s = json_pack("{s:s, s:O}", "comparison", compared_in_stage(row),
-                          "depth", json_object_get(row, "eval_depth"));
+    json_t *s = json_object();
+    if (shared)
+        json_object_set_new(s, "variant", json_string(without_stage(row,
+                                                                  "group")));
+    else
+        json_object_set_new(s, "variant", json_sprintf(
+            "%s vs %s", without_stage(row, "group"),
+            without_stage(row, "baseline")));
+    json_object_set(s, "depth", json_object_get(row, "eval_depth"));
     char *n, *p;
     if (asprintf(&n, "%lld vs %lld",
                  (long long)json_integer_value(json_object_get(row, "n")),
@@ -1645,8 +1680,9 @@ static void print_comparisons(const json_t *rows, const char *stage,
                               json_t *notes)
 {
     static const char *const columns[] = {
-        "comparison", "depth", "n", "loss ratio", "95% CI", "p_adj",
-        "verdict", "stopping rule", NULL };
+        "variant", "depth", "n", "loss ratio", "95% CI", "p_adj", "verdict",
+        "stopping rule", NULL };
+    const char *baseline = shared_baseline(rows, stage);
     json_t *shown = json_array();
     int rules = 0;
     size_t i;
@@ -1654,17 +1690,23 @@ static void print_comparisons(const json_t *rows, const char *stage,
     json_array_foreach(rows, i, row)
         if (json_object_get(row, "verdict")
             && strcmp(stage_of(row), stage) == 0) {
-            json_array_append_new(shown, compact_row(row, notes));
+            json_array_append_new(shown, compact_row(row, baseline != NULL,
+                                                     notes));
             rules |= stopped(row);
         }
-    if (json_array_size(shown)) {
-        if (*stage)
-            printf("stage %s:\n", stage);
-        const char *const *cols = columns;
-        const char *const without_rule[] = { columns[0], columns[1],
-            columns[2], columns[3], columns[4], columns[5], columns[6], NULL };
-        print_fitting(shown, rules ? cols : without_rule);
+    if (json_array_size(shown) == 0) {
+        json_decref(shown);
+        return;
     }
+    if (*stage)
+        printf("stage %s, %s%s:\n", stage, baseline ? "against " : "",
+               baseline ? baseline : "comparisons");
+    else
+        printf("%s%s:\n", baseline ? "Against " : "Comparisons",
+               baseline ? baseline : "");
+    const char *const without_rule[] = { columns[0], columns[1], columns[2],
+        columns[3], columns[4], columns[5], columns[6], NULL };
+    print_fitting(shown, rules ? columns : without_rule);
     json_decref(shown);
 }
 
@@ -1782,11 +1824,12 @@ static void print_legend(const json_t *rows, const json_t *notes)
     const json_t *first = NULL;
     size_t i;
     json_t *row;
-    int rules = 0;
+    int rules = 0, staged = 0;
     json_array_foreach(rows, i, row) {
         if (!first && json_object_get(row, "alpha"))
             first = row;
         rules |= stopped(row);
+        staged |= *stage_of(row) != '\0';
     }
     char holm[160], region[64], *text;
     holm_family(rows, holm, sizeof holm);
@@ -1795,13 +1838,13 @@ static void print_legend(const json_t *rows, const json_t *notes)
                  "eval loss over its baseline's (below 1: lower), paired on "
                  "the seeds both ran (Welch on logs where none), with its "
                  "95%% log-scale t-interval.  p_adj: the loss ratio's p "
-                 "adjusted within each stage, %s%s%s.  Verdict at alpha "
+                 "adjusted%s, %s%s%s.  Verdict at alpha "
                  "%.3g: lower or higher when p_adj < alpha, equivalent when "
                  "the TOST p within %s is; otherwise undecided, and ~N seeds "
                  "is about how many seeds per group would decide.%s  "
                  "Accuracy, P(improvement) and every p: --verbose; every "
                  "number: --format json (docs/results.md).",
-                 holm[0] ? "Holm (family-wise) over the primary family ("
+                 staged ? " within each stage" : "", holm[0] ? "Holm (family-wise) over the primary family ("
                          : "Benjamini-Hochberg over every comparison",
                  holm, holm[0] ? "), Benjamini-Hochberg over the rest" : "",
                  number(first, "alpha"), region,
