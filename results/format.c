@@ -44,6 +44,14 @@ int bf_format_digits_apart(double x, double y)
     return 17;
 }
 
+void bf_format_number(double x, int digits, char *buf, size_t cap)
+{
+    if (x == floor(x) && fabs(x) < 1e9)
+        snprintf(buf, cap, "%.0f", x);
+    else
+        snprintf(buf, cap, "%.*g", digits, x);
+}
+
 char *bf_format_cell(const json_t *v, int csv)
 {
     char buf[64];
@@ -54,8 +62,8 @@ char *bf_format_cell(const json_t *v, int csv)
     if (json_is_integer(v))
         snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
     else if (json_is_real(v))
-        snprintf(buf, sizeof buf, "%.*g", csv ? 17 : BF_FORMAT_DIGITS,
-                 json_real_value(v));
+        bf_format_number(json_real_value(v), csv ? 17 : BF_FORMAT_DIGITS,
+                         buf, sizeof buf);
     else if (json_is_boolean(v))
         snprintf(buf, sizeof buf, "%s", json_is_true(v) ? "true" : "false");
     else

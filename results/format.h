@@ -49,6 +49,10 @@ void bf_format_duration(double seconds, char *buf, size_t cap);
  * are equal: two different values never print the same. */
 int bf_format_digits_apart(double x, double y);
 
+/* x at `digits` significant digits ("%.*g"), a whole number below 10^9
+ * whole ("10000", not "1e+04"). */
+void bf_format_number(double x, int digits, char *buf, size_t cap);
+
 /* A cell's text in a table (csv = 0) or CSV (csv = 1).  Caller frees. */
 char *bf_format_cell(const json_t *v, int csv);
 

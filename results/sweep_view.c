@@ -772,11 +772,15 @@ static void label_append(label *l, const char *name, const char *text)
 static void label_add(label *l, const char *name, const json_t *value,
                       int digits)
 {
+    char number[32];
+    if (json_is_real(value)) {
+        bf_format_number(json_real_value(value), digits, number,
+                         sizeof number);
+        label_append(l, name, number);
+        return;
+    }
     char *text = json_is_string(value) ? bf_xstrdup(json_string_value(value))
-                 : json_is_real(value) ? NULL
-                 : json_dumps(value, JSON_ENCODE_ANY);
-    if (!text && asprintf(&text, "%.*g", digits, json_real_value(value)) < 0)
-        abort();
+                                       : json_dumps(value, JSON_ENCODE_ANY);
     label_append(l, name, text);
     free(text);
 }
