@@ -1455,16 +1455,17 @@ static size_t columns_of(const char *s)
  * the first indented by indent blanks. */
 static void print_wrapped(FILE *out, const char *text, int indent)
 {
-    size_t used = 0;
-    const char *p = text;
-    while (*p) {
+    size_t used = strspn(text, " ");   /* its own indent kept */
+    const char *p = text + used;
+    fprintf(out, "%*s", (int)used, "");
+    for (int first = 1; *p; first = 0) {
         size_t len = strcspn(p, " "), width = 0;
         for (size_t k = 0; k < len; k++)
             width += ((unsigned char)p[k] & 0xC0) != 0x80;
-        if (used && used + 1 + width > BF_COMPARE_COLUMNS) {
+        if (!first && used + 1 + width > BF_COMPARE_COLUMNS) {
             fprintf(out, "\n%*s", indent, "");
             used = (size_t)indent;
-        } else if (used) {
+        } else if (!first) {
             fputc(' ', out);
             used++;
         }
@@ -1476,14 +1477,32 @@ static void print_wrapped(FILE *out, const char *text, int indent)
     fputc('\n', out);
 }
 
-/* Each line of text (made by a printer into memory) wrapped. */
-static void print_lines_wrapped(FILE *out, const char *text, int indent)
+/* A line too wide, a clause ("; ") to a line, the later ones indented,
+ * each wrapped at words if still too wide. */
+static void print_clauses(FILE *out, const char *line, int indent)
+{
+    for (const char *p = line; *p;) {
+        const char *end = strstr(p, "; ");
+        size_t len = end ? (size_t)(end - p) + 1 : strlen(p);
+        char *clause;
+        if (asprintf(&clause, "%*s%.*s", p == line ? 0 : indent, "",
+                     (int)len, p) < 0)
+            abort();
+        print_wrapped(out, clause, indent + 2);
+        free(clause);
+        p += len + (end ? 1 : 0);
+    }
+}
+
+/* Each line of text (made by a printer into memory) within
+ * BF_COMPARE_COLUMNS (print_clauses). */
+static void print_lines_fitting(FILE *out, const char *text, int indent)
 {
     for (const char *p = text; *p;) {
         size_t len = strcspn(p, "\n");
         char *line = bf_xstrndup(p, len);
         if (columns_of(line) > BF_COMPARE_COLUMNS)
-            print_wrapped(out, line, indent);
+            print_clauses(out, line, indent);
         else
             fprintf(out, "%s\n", line);
         free(line);
@@ -1895,7 +1914,7 @@ static void print_selections_wrapped(const json_t *chosen)
     FILE *mem = open_memstream(&text, &size);
     bf_selections_print(mem, chosen);
     fclose(mem);
-    print_lines_wrapped(stdout, text, 4);
+    print_lines_fitting(stdout, text, 4);
     free(text);
 }
 
