@@ -1634,18 +1634,15 @@ static json_t *compact_row(const json_t *row, int shared, json_t *notes)
             "%s vs %s", without_stage(row, "group"),
             without_stage(row, "baseline")));
     json_object_set(s, "depth", json_object_get(row, "eval_depth"));
-    char *n, *p;
-    if (asprintf(&n, "%lld vs %lld",
-                 (long long)json_integer_value(json_object_get(row, "n")),
-                 (long long)json_integer_value(json_object_get(
-                     row, "n_baseline"))) < 0
-        || asprintf(&p, "%.3g", number(row, "loss_p_adjusted")) < 0)
-        abort();
-    set_text(s, "n", n);
+    json_object_set_new(s, "n", json_sprintf(
+        "%lld vs %lld",
+        (long long)json_integer_value(json_object_get(row, "n")),
+        (long long)json_integer_value(json_object_get(row, "n_baseline"))));
     set_number(s, "loss ratio", number(row, "loss_ratio"));
     set_text(s, "95% CI", ratio_interval(row));
-    set_text(s, "p_adj", isfinite(number(row, "loss_p_adjusted"))
-                         ? p : (free(p), bf_xstrdup("")));
+    double p_adj = number(row, "loss_p_adjusted");
+    if (isfinite(p_adj))
+        json_object_set_new(s, "p_adj", json_sprintf("%.3g", p_adj));
     set_text(s, "verdict", short_verdict(row, notes));
     const json_t *rule = json_object_get(row, "stopping_rule");
     if (rule)
@@ -1662,11 +1659,10 @@ static void print_fitting(const json_t *shown, const char *const *columns)
     FILE *mem = open_memstream(&text, &size);
     bf_format_print(mem, shown, columns, BF_FORMAT_TABLE);
     fclose(mem);
-    for (const char *p = text; *p; p += strcspn(p, "\n") + 1) {
+    for (const char *p = text; *p; p += strcspn(p, "\n") + (p[strcspn(
+                                        p, "\n")] == '\n')) {
         size_t w = columns_of(p);
         widest = w > widest ? w : widest;
-        if (!p[strcspn(p, "\n")])
-            break;
     }
     if (widest <= BF_COMPARE_COLUMNS) {
         fputs(text, stdout);
@@ -1717,12 +1713,15 @@ static void print_comparisons(const json_t *rows, const char *stage,
         json_decref(shown);
         return;
     }
-    if (*stage)
-        printf("stage %s, %s%s:\n", stage, baseline ? "against " : "",
-               baseline ? baseline : "comparisons");
-    else
-        printf("%s%s:\n", baseline ? "Against " : "Comparisons",
-               baseline ? baseline : "");
+    char *head;
+    if ((*stage ? asprintf(&head, "stage %s, %s%s:", stage,
+                           baseline ? "against " : "",
+                           baseline ? baseline : "comparisons")
+                : asprintf(&head, "%s%s:", baseline ? "Against " : "Comparisons",
+                           baseline ? baseline : "")) < 0)
+        abort();
+    print_wrapped(stdout, head, 4);
+    free(head);
     const char *const without_rule[] = { columns[0], columns[1], columns[2],
         columns[3], columns[4], columns[5], columns[6], NULL };
     print_fitting(shown, rules ? columns : without_rule);
