@@ -224,7 +224,12 @@ static int cmd_workers(bf_client *cl, int argc, char **argv)
 static int cmd_watch(bf_client *cl, int argc, char **argv)
 {
     const char *sweep_arg;
-    int n = bf_command_args(NULL, &sweep_arg, 1, argc, argv);
+    bf_watch_opts o = { .worker_hint = 1 };
+    const bf_option options[] = {
+        BF_OPT_FLAG("progress", &o.progress),
+        BF_OPT_END,
+    };
+    int n = bf_command_args(options, &sweep_arg, 1, argc, argv);
     if (n < 0)
         return 2;
     if (n != 1)
@@ -232,7 +237,6 @@ static int cmd_watch(bf_client *cl, int argc, char **argv)
     json_int_t sweep = 0;
     if (parse_id("SWEEP", sweep_arg, &sweep))
         return 2;
-    bf_watch_opts o = { .worker_hint = 1 };
     if (bf_client_watch(cl, sweep, &o))
         return 1;
     bf_source src;
@@ -267,10 +271,13 @@ const bf_client_command bf_client_commands[] = {
       "Puts a failed or cancelled job back in the queue; --from-scratch "
       "also forgets its checkpoint, so it starts again at step 0.",
       cmd_retry },
-    { "watch", "SWEEP",
+    { "watch", "SWEEP [--progress]",
       "Follows a sweep until it ends: on a terminal its progress bar and "
       "ETA and one line per running job (id, swept fields, step/steps, "
-      "loss, ETA), redrawn in place; otherwise one line per change.  Says "
+      "loss, ETA), redrawn in place; otherwise one line per job that ends "
+      "and a summary (--progress: a line per change and per tenth of each "
+      "running job's steps).  The ETA is the sweep's observed throughput "
+      "over every job's steps.  Says "
       "so when no worker is connected.  Then lists the failed jobs with "
       "their errors and exits 1 if there are any.", cmd_watch },
     { "results", "SWEEP [--where FIELD=VALUE[,...]] [--format table|csv|json] "
@@ -282,7 +289,8 @@ const bf_client_command bf_client_commands[] = {
       "(or stage=NAME).  --db reads a database file instead of the "
       "daemon.", bf_client_cmd_results },
     { "compare", "SWEEP [--where FIELD=VALUE[,...]] [--by FIELD,...] "
-      "[--baseline FIELD=VALUE[,...]] [--format table|csv|json] [--db FILE]",
+      "[--baseline FIELD=VALUE[,...]] [--format table|csv|json] [--verbose] "
+      "[--db FILE]",
       "Seed statistics (docs/results.md): per group of jobs that differ "
       "only in their seed (or per --by fields) and eval depth, n, the "
       "geometric-mean eval loss and pooled accuracy with their 95% "
@@ -295,7 +303,11 @@ const bf_client_command bf_client_commands[] = {
       "family, Benjamini-Hochberg over the rest) and a verdict: lower, "
       "higher, equivalent within the margin, or undecided with the seeds "
       "that would decide it.  A stage that takes values from a selection "
-      "(from:) also prints what was chosen.  --where keeps the jobs with "
+      "(from:) also prints what was chosen.  The table fits 100 columns: "
+      "each search's best trials, a line per comparison (loss ratio, "
+      "interval, p_adj, verdict, the stopping rule's state), what they "
+      "mean once below; --verbose: every group's statistics and a long "
+      "line per comparison.  --where keeps the jobs with "
       "those values, as if the sweep held no others.  --db reads a "
       "database file instead of the daemon.",
       bf_client_cmd_compare },
@@ -310,14 +322,16 @@ const bf_client_command bf_client_commands[] = {
       "bifocal-report-SWEEP.html.", bf_client_cmd_report },
     { "run", "FILE [--db FILE] [--groups G] [--ranks N] [--checkpoint-dir DIR] "
       "[--lease-seconds S] [--strict] [--dashboard HOST:PORT] "
-      "[--no-dashboard]",
+      "[--no-dashboard] [--progress]",
       "The embedded default: starts a coordinator on a free loopback port "
       "(database ./bifocal.db or --db, token and log beside it), G local "
       "worker groups of N MPI ranks (default 1 x 2) and a dashboard (bifocal "
       "dashboard on --dashboard, default 127.0.0.1:8080, any free port if "
       "that one is taken; its URL is printed; --no-dashboard: none), "
       "submits the sweep FILE, "
-      "shows its progress, prints the results table (and the failed jobs, "
+      "shows its progress (without a terminal: a line per job that ends "
+      "and a summary; --progress: per-step lines too), prints the results "
+      "table (and the failed jobs, "
       "exiting 1 if any) and stops everything; "
       "the database stays for sqlite3 queries.  Checkpoints go to "
       "DB.checkpoints/ unless --checkpoint-dir says otherwise.  --strict "

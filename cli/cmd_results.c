@@ -18,7 +18,8 @@
  * SWEEP id and --db for all, the others where `allowed` has their bit. */
 enum {
     BF_RESULT_OPT_FORMAT = 1, BF_RESULT_OPT_BY = 2, BF_RESULT_OPT_BASELINE = 4,
-    BF_RESULT_OPT_OUTPUT = 8, BF_RESULT_OPT_JSON = 16
+    BF_RESULT_OPT_OUTPUT = 8, BF_RESULT_OPT_JSON = 16,
+    BF_RESULT_OPT_VERBOSE = 32
 };
 typedef struct bf_result_opts {
     int sweep;
@@ -28,6 +29,7 @@ typedef struct bf_result_opts {
     const char *where;          /* --where */
     const char *output;         /* -o / --output */
     int json;                   /* --json */
+    int verbose;                /* --verbose */
 } bf_result_opts;
 
 static int usage(const char *cmd, const char *text)
@@ -59,10 +61,12 @@ static int parse_opts(int argc, char **argv, unsigned allowed,
         BF_OPT_STR("baseline", "FIELD=VALUE[,...]", &o->baseline),
         BF_OPT_STR("output", "FILE", &o->output),
         BF_OPT_FLAG("json", &o->json),
+        BF_OPT_FLAG("verbose", &o->verbose),
     };
     static const unsigned bit[] = { 0, BF_RESULT_OPT_FORMAT, 0, BF_RESULT_OPT_BY,
                                     BF_RESULT_OPT_BASELINE,
-                                    BF_RESULT_OPT_OUTPUT, BF_RESULT_OPT_JSON };
+                                    BF_RESULT_OPT_OUTPUT, BF_RESULT_OPT_JSON,
+                                    BF_RESULT_OPT_VERBOSE };
     bf_option options[sizeof all / sizeof *all + 1];
     int n = 0;
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
@@ -105,7 +109,7 @@ static int print_results(bf_source *src, bf_result_opts *o)
 static int print_compare(bf_source *src, bf_result_opts *o)
 {
     return bf_compare_print(src, o->sweep, o->by, o->where, o->baseline,
-                            o->fmt);
+                            o->fmt, o->verbose);
 }
 
 static int write_report(bf_source *src, bf_result_opts *o)
@@ -144,8 +148,8 @@ int bf_client_cmd_results(bf_client *cl, int argc, char **argv)
 int bf_client_cmd_compare(bf_client *cl, int argc, char **argv)
 {
     return result_command(cl, argc, argv, BF_RESULT_OPT_FORMAT
-                          | BF_RESULT_OPT_BY | BF_RESULT_OPT_BASELINE,
-                          print_compare);
+                          | BF_RESULT_OPT_BY | BF_RESULT_OPT_BASELINE
+                          | BF_RESULT_OPT_VERBOSE, print_compare);
 }
 
 int bf_client_cmd_report(bf_client *cl, int argc, char **argv)

@@ -58,6 +58,7 @@ typedef struct bf_run_opts {
     int strict;                   /* warnings reject the sweep */
     const char *dashboard;        /* HOST:PORT */
     int no_dashboard;
+    int progress;                 /* per-step lines without a terminal */
 } bf_run_opts;
 
 typedef struct bf_run {
@@ -404,6 +405,7 @@ static int parse_run_args(int argc, char **argv, bf_run_opts *o)
         BF_OPT_FLAG("strict", &o->strict),
         BF_OPT_STR("dashboard", "HOST:PORT", &o->dashboard),
         BF_OPT_FLAG("no-dashboard", &o->no_dashboard),
+        BF_OPT_FLAG("progress", &o->progress),
         BF_OPT_END,
     };
     int n = bf_command_args(options, &o->sweep_file, 1, argc, argv);
@@ -499,7 +501,8 @@ static int submit_and_follow(bf_run *r, bf_client *cl, const bf_run_opts *o)
         printf("dashboard: %s/sweeps/%lld\n", r->dashboard_url,
                (long long)sweep);
     fflush(stdout);
-    bf_watch_opts watch = { .tick = check_children, .ctx = r };
+    bf_watch_opts watch = { .tick = check_children, .ctx = r,
+                            .progress = o->progress };
     if (bf_client_watch(cl, sweep, &watch))
         return 1;
     printf("\n");

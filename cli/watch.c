@@ -10,6 +10,7 @@
 #include "adaptive.h"
 #include "alloc.h"
 #include "clock.h"
+#include "format.h"
 #include "progress.h"
 #include "source.h"
 #include "sweep_view.h"
@@ -52,6 +53,10 @@ typedef struct watch {
     char *printed_adaptive;     /* plain: the comparisons last printed */
     json_t *printed_tenth;      /* plain: job id -> tenth of steps printed */
     int hint_printed;           /* plain: "0 workers" said */
+    json_t *running;            /* plain: job id -> its last live row */
+    json_t *ended_counts;       /* plain: the counts when last printed */
+    double eta;                 /* the sweep's, in seconds; < 0 unknown */
+    int64_t start_ms;
 } watch;
 
 /* ---- lines ---------------------------------------------------------------- */
@@ -120,9 +125,7 @@ static void sweep_line(watch *w, lines *ls)
     long long ended = COUNT(row, "succeeded") + COUNT(row, "failed")
                       + COUNT(row, "cancelled") + COUNT(row, "pruned");
     char eta[32];
-    /* a waiting job (its source stage still training) runs later, too */
-    long long later = COUNT(row, "queued") + COUNT(row, "waiting");
-    format_eta(bf_progress_sweep_eta(w->live, later, -1), eta, sizeof eta);
+    format_eta(w->eta, eta, sizeof eta);
     if (!w->tty) {
         add_line(ls, "sweep %lld: %lld/%lld ended (waiting %lld, queued %lld, "
                  "running %lld, succeeded %lld, failed %lld, cancelled %lld, "
@@ -276,23 +279,99 @@ static char *counts_text(const json_t *row)
     return text;
 }
 
-static void print_plain(watch *w, int64_t now)
+static int in_live(const json_t *live, json_int_t job)
 {
-    lines ls = { 0 };
+    size_t i;
+    json_t *row;
+    json_array_foreach(live, i, row)
+        if (json_integer_value(json_object_get(row, "job_id")) == job)
+            return 1;
+    return 0;
+}
+
+/* The statuses a job ends in, as the status row counts them. */
+static const char *const ended_statuses[] = { "succeeded", "failed",
+                                              "cancelled", "pruned", NULL };
+
+/* The one status whose count rose since the counts last printed, or
+ * "ended" when several did. */
+static const char *status_risen(const watch *w)
+{
+    const char *risen = NULL;
+    for (int k = 0; ended_statuses[k]; k++)
+        if (COUNT(w->status, ended_statuses[k])
+            > COUNT(w->ended_counts, ended_statuses[k]))
+            risen = risen ? "ended" : ended_statuses[k];
+    return risen ? risen : "ended";
+}
+
+static long long ended_of(const json_t *row)
+{
+    long long n = 0;
+    for (int k = 0; ended_statuses[k]; k++)
+        n += COUNT(row, ended_statuses[k]);
+    return n;
+}
+
+/* "job 5 succeeded: rope=spectral seed=2, loss 1.234 (3/12 ended, ETA
+ * 2m10s)": a line per job that left the running ones since the last poll
+ * (one for the count where a job ended unseen between two polls). */
+static void job_end_lines(watch *w, lines *ls)
+{
+    long long ended = ended_of(w->status), before = ended_of(w->ended_counts);
+    char eta[32], tail[96];
+    format_eta(w->eta, eta, sizeof eta);
+    snprintf(tail, sizeof tail, "(%lld/%lld ended, ETA %s)", ended,
+             COUNT(w->status, "total"), eta);
+    const char *status = status_risen(w);
+    long long named = 0;
+    const char *key;
+    json_t *row, *tmp;
+    json_object_foreach_safe(w->running, tmp, key, row) {
+        if (in_live(w->live, json_integer_value(json_object_get(row,
+                                                                "job_id"))))
+            continue;
+        char *label = bf_sweep_view_fields_label(
+            w->fields, json_object_get(row, "config"));
+        const json_t *l = json_object_get(row, "loss");
+        char loss[48] = "";
+        if (json_is_number(l))
+            snprintf(loss, sizeof loss, "%sloss %.4g", *label ? ", " : "",
+                     json_number_value(l));
+        if (ended > before)
+            add_line(ls, "job %s %s: %s%s %s", key, status, label, loss, tail);
+        named++;
+        free(label);
+        json_object_del(w->running, key);
+    }
+    if (ended - before > named)
+        add_line(ls, "%lld job(s) %s %s", ended - before - named, status,
+                 tail);
+    json_decref(w->ended_counts);
+    w->ended_counts = json_deep_copy(w->status);
+}
+
+/* The running jobs' last rows, by id: what names a job once it ends. */
+static void note_running(watch *w)
+{
+    size_t i;
+    json_t *row;
+    json_array_foreach(w->live, i, row) {
+        char key[32];
+        snprintf(key, sizeof key, "%lld", COUNT(row, "job_id"));
+        json_object_set(w->running, key, row);
+    }
+}
+
+/* Per-step progress (--progress): the counts when they change, a line
+ * per running job each tenth of its steps. */
+static void progress_lines(watch *w, lines *ls)
+{
     char *counts = counts_text(w->status);
     if (!w->printed_status || strcmp(counts, w->printed_status) != 0)
-        sweep_line(w, &ls);
+        sweep_line(w, ls);
     free(w->printed_status);
     w->printed_status = counts;
-    lines comparisons = { 0 };
-    char *text;
-    adaptive_lines(w, &comparisons, &text);
-    if (!w->printed_adaptive || strcmp(text, w->printed_adaptive) != 0)
-        for (int k = 0; k < comparisons.n; k++)
-            add_line(&ls, "%s", comparisons.line[k]);
-    free_lines(&comparisons);
-    free(w->printed_adaptive);
-    w->printed_adaptive = text;
     size_t i;
     json_t *row;
     json_array_foreach(w->live, i, row) {
@@ -303,10 +382,35 @@ static void print_plain(watch *w, int64_t now)
             ? (json_int_t)(10 * bf_progress_number(row, "step", 0) / steps) : 0;
         json_t *last = json_object_get(w->printed_tenth, key);
         if (!last || json_integer_value(last) != tenth) {
-            job_line(w, &ls, row);
+            job_line(w, ls, row);
             json_object_set_new(w->printed_tenth, key, json_integer(tenth));
         }
     }
+}
+
+static void print_plain(watch *w, int64_t now)
+{
+    lines ls = { 0 };
+    if (w->o->progress)
+        progress_lines(w, &ls);
+    else {
+        if (w->ended_counts)
+            job_end_lines(w, &ls);
+        else {                      /* where the sweep stands at first */
+            sweep_line(w, &ls);
+            w->ended_counts = json_deep_copy(w->status);
+        }
+        note_running(w);
+    }
+    lines comparisons = { 0 };
+    char *text;
+    adaptive_lines(w, &comparisons, &text);
+    if (!w->printed_adaptive || strcmp(text, w->printed_adaptive) != 0)
+        for (int k = 0; k < comparisons.n; k++)
+            add_line(&ls, "%s", comparisons.line[k]);
+    free_lines(&comparisons);
+    free(w->printed_adaptive);
+    w->printed_adaptive = text;
     int hint = no_workers(w, now);
     if (hint && !w->hint_printed)
         worker_line(w, &ls);
@@ -315,6 +419,21 @@ static void print_plain(watch *w, int64_t now)
         printf("%s\n", ls.line[k]);
     fflush(stdout);
     free_lines(&ls);
+}
+
+/* Without a terminal, the end: "sweep 3 ended in 5m10s: succeeded 10,
+ * failed 1, cancelled 0, pruned 1 of 12". */
+static void print_summary(const watch *w)
+{
+    char took[32];
+    bf_format_duration((double)(bf_monotonic_ms() - w->start_ms) / 1000.0,
+                       took, sizeof took);
+    printf("sweep %lld ended in %s: succeeded %lld, failed %lld, cancelled "
+           "%lld, pruned %lld of %lld\n", (long long)w->sweep, took,
+           COUNT(w->status, "succeeded"), COUNT(w->status, "failed"),
+           COUNT(w->status, "cancelled"), COUNT(w->status, "pruned"),
+           COUNT(w->status, "total"));
+    fflush(stdout);
 }
 
 /* ---- polling -------------------------------------------------------------- */
@@ -378,6 +497,14 @@ static int poll_once(watch *w)
     json_decref(w->adaptive);
     w->adaptive = adaptive;
     bf_progress_update(&w->progress, w->live, now);
+    /* the sweep's observed throughput; until it is known, the running
+     * jobs' rates (a waiting job, its source stage still training, runs
+     * later too) */
+    w->eta = bf_progress_sweep_eta_seen(&w->progress, w->status, w->live,
+                                        now);
+    if (w->eta < 0)
+        w->eta = bf_progress_sweep_eta(w->live, COUNT(w->status, "queued")
+                                       + COUNT(w->status, "waiting"), -1);
     if (w->tty)
         draw_frame(w, now);
     else
@@ -405,7 +532,8 @@ int bf_client_watch(bf_client *cl, int64_t sweep_id, const bf_watch_opts *o)
     watch w = { .cl = cl, .sweep = sweep_id, .o = o,
                 .tty = isatty(STDOUT_FILENO), .workers = -1,
                 .worker_seen_ms = bf_monotonic_ms(),
-                .printed_tenth = json_object() };
+                .printed_tenth = json_object(), .running = json_object(),
+                .start_ms = bf_monotonic_ms() };
     bf_source_open(&w.src, cl, NULL);   /* no file: cannot fail */
     bf_progress_init(&w.progress);
     int rc = load_fields(&w) ? -1 : 0;
@@ -417,7 +545,11 @@ int bf_client_watch(bf_client *cl, int64_t sweep_id, const bf_watch_opts *o)
         if (o->tick && o->tick(o->ctx))
             rc = -1;
     }
+    if (rc > 0 && !w.tty)
+        print_summary(&w);
     bf_progress_clear(&w.progress);
+    json_decref(w.running);
+    json_decref(w.ended_counts);
     json_decref(w.fields);
     json_decref(w.status);
     json_decref(w.live);

@@ -1350,7 +1350,7 @@ static void print_footer(const json_t *rows)
     json_array_foreach(rows, i, row)
         if (!first && json_object_get(row, "alpha"))
             first = row;
-    char holm[160], families[256];
+    char holm[160], families[320];
     holm_family(rows, holm, sizeof holm);
     if (holm[0])
         snprintf(families, sizeof families, "Holm (family-wise) within the "
@@ -1412,9 +1412,491 @@ static void print_table(const json_t *rows)
         print_footer(rows);
 }
 
+/* ---- the compact table (the default) --------------------------------------- */
+
+/* The widest line the default output prints: a terminal of 100 columns
+ * shows it whole (issue 44: lines of up to 404). */
+#define BF_COMPARE_COLUMNS 100
+
+/* Terminal columns of s up to its end or a newline: a UTF-8 sequence is
+ * one. */
+static size_t columns_of(const char *s)
+{
+    size_t n = 0;
+    for (; *s && *s != '\n'; s++)
+        n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
+/* text wrapped at word boundaries to BF_COMPARE_COLUMNS, each line after
+ * the first indented by indent blanks. */
+static void print_wrapped(FILE *out, const char *text, int indent)
+{
+    size_t used = strspn(text, " ");   /* its own indent kept */
+    const char *p = text + used;
+    fprintf(out, "%*s", (int)used, "");
+    for (int first = 1; *p; first = 0) {
+        size_t len = strcspn(p, " "), width = 0;
+        for (size_t k = 0; k < len; k++)
+            width += ((unsigned char)p[k] & 0xC0) != 0x80;
+        if (!first && used + 1 + width > BF_COMPARE_COLUMNS) {
+            fprintf(out, "\n%*s", indent, "");
+            used = (size_t)indent;
+        } else if (!first) {
+            fputc(' ', out);
+            used++;
+        }
+        fwrite(p, 1, len, out);
+        used += width;
+        p += len;
+        p += strspn(p, " ");
+    }
+    fputc('\n', out);
+}
+
+/* A line too wide, a clause ("; ") to a line, the later ones indented,
+ * each wrapped at words if still too wide. */
+static void print_clauses(FILE *out, const char *line, int indent)
+{
+    for (const char *p = line; *p;) {
+        const char *end = strstr(p, "; ");
+        size_t len = end ? (size_t)(end - p) + 1 : strlen(p);
+        char *clause;
+        if (asprintf(&clause, "%*s%.*s", p == line ? 0 : indent, "",
+                     (int)len, p) < 0)
+            abort();
+        print_wrapped(out, clause, indent + 2);
+        free(clause);
+        p += len + (end ? 1 : 0);
+    }
+}
+
+/* Each line of text (made by a printer into memory) within
+ * BF_COMPARE_COLUMNS (print_clauses). */
+static void print_lines_fitting(FILE *out, const char *text, int indent)
+{
+    for (const char *p = text; *p;) {
+        size_t len = strcspn(p, "\n");
+        char *line = bf_xstrndup(p, len);
+        if (columns_of(line) > BF_COMPARE_COLUMNS)
+            print_clauses(out, line, indent);
+        else
+            fprintf(out, "%s\n", line);
+        free(line);
+        p += len + (p[len] == '\n');
+    }
+}
+
+/* A label less the "stage=NAME " its section names. */
+static const char *without_stage(const json_t *row, const char *key)
+{
+    const char *label = json_string_value(json_object_get(row, key));
+    if (!label)
+        return "";
+    if (*stage_of(row) && strncmp(label, "stage=", 6) == 0
+        && strchr(label, ' '))
+        return strchr(label, ' ') + 1;
+    return label;
+}
+
+/* The baseline every compared row of a stage shares, by label; NULL when
+ * they have several (each line then names its own). */
+static const char *shared_baseline(const json_t *rows, const char *stage)
+{
+    const char *shared = NULL;
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        if (!json_object_get(row, "verdict") || strcmp(stage_of(row), stage))
+            continue;
+        const char *b = without_stage(row, "baseline");
+        if (shared && strcmp(shared, b) != 0)
+            return NULL;
+        shared = b;
+    }
+    return shared;
+}
+
+/* "decided at 4/8", "running, 3/8": where a stopping rule
+ * (bf_adaptive_json) stands, in seeds released of its most. */
+static char *rule_state(const json_t *rule)
+{
+    const char *state = json_string_value(json_object_get(rule, "state"));
+    long long seeds = json_integer_value(json_object_get(rule, "seeds")),
+              max = json_integer_value(json_object_get(rule, "seeds_max")),
+              at = json_integer_value(json_object_get(rule, "decided_seed"));
+    char *text;
+    int rc;
+    if (!state || strcmp(state, "running") == 0)
+        rc = asprintf(&text, "running, %lld/%lld", seeds, max);
+    else if (strcmp(state, "undecided") == 0
+             || strcmp(state, "cancelled") == 0)
+        rc = asprintf(&text, "%s at %lld/%lld", state, at, max);
+    else
+        rc = asprintf(&text, "decided at %lld/%lld", at, max);
+    if (rc < 0)
+        abort();
+    return text;
+}
+
+/* The distinct notes of undecided verdicts without an interval, numbered
+ * in order of first use: "(1)" in the table, the note below it. */
+static int note_number(json_t *notes, const char *note)
+{
+    size_t i;
+    json_t *n;
+    json_array_foreach(notes, i, n)
+        if (strcmp(json_string_value(n), note) == 0)
+            return (int)i + 1;
+    json_array_append_new(notes, json_string(note));
+    return (int)json_array_size(notes);
+}
+
+/* The verdict of a row in a word or two: the stopping rule's where it
+ * stopped the seeds, "undecided, ~N seeds" where more seeds would decide,
+ * "undecided (k)" where note k below says why there is no interval. */
+static char *short_verdict(const json_t *row, json_t *notes)
+{
+    const json_t *rule = json_object_get(row, "stopping_rule");
+    const char *state = json_string_value(json_object_get(rule, "state"));
+    double alpha = number(row, "alpha");
+    const char *note = json_string_value(json_object_get(row, "loss_note"));
+    char *text;
+    int rc;
+    if (rule)
+        rc = asprintf(&text, "%s (rule)", state && strcmp(state, "running")
+                                          && strcmp(state, "cancelled")
+                                          ? state : "undecided");
+    else if (!isfinite(number(row, "loss_p")))
+        rc = asprintf(&text, "undecided (%d)",
+                      note_number(notes, note && *note ? note
+                                                       : "no interval"));
+    else if (number(row, "loss_p_adjusted") < alpha)
+        rc = asprintf(&text, "%s", number(row, "loss_ratio") < 1 ? "lower"
+                                                                 : "higher");
+    else if (number(row, "loss_tost_p_adjusted") < alpha)
+        rc = asprintf(&text, "equivalent");
+    else
+        rc = asprintf(&text, "undecided, ~%lld seeds",
+                      (long long)json_integer_value(json_object_get(
+                          row, "loss_seeds_needed")));
+    if (rc < 0)
+        abort();
+    return text;
+}
+
+/* "[0.7641, 0.9228]" of a row's loss ratio, "" without an interval. */
+static char *ratio_interval(const json_t *row)
+{
+    double lo = number(row, "loss_ratio_ci_low");
+    char *text;
+    if (!isfinite(lo))
+        return bf_xstrdup("");
+    if (asprintf(&text, "[%.4g, %.4g]", lo,
+                 number(row, "loss_ratio_ci_high")) < 0)
+        abort();
+    return text;
+}
+
+/* The cells of one comparison's line: its variant, against its
+ * baseline unless the section names the one they share. */
+static json_t *compact_row(const json_t *row, int shared, json_t *notes)
+{
+    json_t *s = json_object();
+    if (shared)
+        json_object_set_new(s, "variant", json_string(without_stage(row,
+                                                                  "group")));
+    else
+        json_object_set_new(s, "variant", json_sprintf(
+            "%s vs %s", without_stage(row, "group"),
+            without_stage(row, "baseline")));
+    json_object_set(s, "depth", json_object_get(row, "eval_depth"));
+    json_object_set_new(s, "n", json_sprintf(
+        "%lld vs %lld",
+        (long long)json_integer_value(json_object_get(row, "n")),
+        (long long)json_integer_value(json_object_get(row, "n_baseline"))));
+    set_number(s, "loss ratio", number(row, "loss_ratio"));
+    set_text(s, "95% CI", ratio_interval(row));
+    double p_adj = number(row, "loss_p_adjusted");
+    if (isfinite(p_adj))
+        json_object_set_new(s, "p_adj", json_sprintf("%.3g", p_adj));
+    set_text(s, "verdict", short_verdict(row, notes));
+    const json_t *rule = json_object_get(row, "stopping_rule");
+    if (rule)
+        set_text(s, "stopping rule", rule_state(rule));
+    return s;
+}
+
+/* A table of shown rows that fits BF_COMPARE_COLUMNS: as it is, or with
+ * its first column (the long labels) numbered and listed below it. */
+static void print_fitting(const json_t *shown, const char *const *columns)
+{
+    char *text = NULL;
+    size_t size = 0, widest = 0;
+    FILE *mem = open_memstream(&text, &size);
+    bf_format_print(mem, shown, columns, BF_FORMAT_TABLE);
+    fclose(mem);
+    for (const char *p = text; *p; p += strcspn(p, "\n") + (p[strcspn(
+                                        p, "\n")] == '\n')) {
+        size_t w = columns_of(p);
+        widest = w > widest ? w : widest;
+    }
+    if (widest <= BF_COMPARE_COLUMNS) {
+        fputs(text, stdout);
+        free(text);
+        return;
+    }
+    free(text);
+    json_t *numbered = json_array();
+    size_t i;
+    json_t *row;
+    json_array_foreach(shown, i, row) {
+        json_t *copy = json_copy(row);
+        json_object_set_new(copy, columns[0], json_sprintf("#%zu", i + 1));
+        json_array_append_new(numbered, copy);
+    }
+    bf_format_print(stdout, numbered, columns, BF_FORMAT_TABLE);
+    json_decref(numbered);
+    json_array_foreach(shown, i, row) {
+        char *line;
+        if (asprintf(&line, "#%zu %s", i + 1, json_string_value(
+                         json_object_get(row, columns[0]))) < 0)
+            abort();
+        print_wrapped(stdout, line, 4);
+        free(line);
+    }
+}
+
+/* The comparisons of one stage ("" for none): a line each. */
+static void print_comparisons(const json_t *rows, const char *stage,
+                              json_t *notes)
+{
+    static const char *const columns[] = {
+        "variant", "depth", "n", "loss ratio", "95% CI", "p_adj", "verdict",
+        "stopping rule", NULL };
+    const char *baseline = shared_baseline(rows, stage);
+    json_t *shown = json_array();
+    int rules = 0;
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row)
+        if (json_object_get(row, "verdict")
+            && strcmp(stage_of(row), stage) == 0) {
+            json_array_append_new(shown, compact_row(row, baseline != NULL,
+                                                     notes));
+            rules |= stopped(row);
+        }
+    if (json_array_size(shown) == 0) {
+        json_decref(shown);
+        return;
+    }
+    char *head;
+    if ((*stage ? asprintf(&head, "stage %s, %s%s:", stage,
+                           baseline ? "against " : "",
+                           baseline ? baseline : "comparisons")
+                : asprintf(&head, "%s%s:", baseline ? "Against " : "Comparisons",
+                           baseline ? baseline : "")) < 0)
+        abort();
+    print_wrapped(stdout, head, 4);
+    free(head);
+    const char *const without_rule[] = { columns[0], columns[1], columns[2],
+        columns[3], columns[4], columns[5], columns[6], NULL };
+    print_fitting(shown, rules ? columns : without_rule);
+    json_decref(shown);
+}
+
+/* The most trials of a search the table lists; --verbose lists all. */
+#define BF_COMPARE_TRIALS_SHOWN 5
+
+static int by_loss_mean(const void *a, const void *b)
+{
+    double x = number(*(json_t *const *)a, "loss_mean"),
+           y = number(*(json_t *const *)b, "loss_mean");
+    return (x > y) - (x < y);
+}
+
+/* A search stage's trials at one eval depth, best loss first: its values
+ * and final eval loss, the first BF_COMPARE_TRIALS_SHOWN. */
+static void print_search(const json_t *rows, const char *stage,
+                         long long depth)
+{
+    size_t i, n = 0;
+    json_t *row;
+    json_t **trials = bf_xcalloc(json_array_size(rows) + 1, sizeof *trials);
+    json_array_foreach(rows, i, row)
+        if (json_is_true(json_object_get(row, "search_trial"))
+            && strcmp(stage_of(row), stage) == 0
+            && json_integer_value(json_object_get(row, "eval_depth")) == depth)
+            trials[n++] = row;
+    qsort(trials, n, sizeof *trials, by_loss_mean);
+    printf("search%s%s: %zu trials, final eval loss at depth %lld, best "
+           "first%s\n", *stage ? " " : "", stage, n, depth,
+           n > BF_COMPARE_TRIALS_SHOWN ? " (--verbose lists all)" : "");
+    json_t *shown = json_array();
+    for (i = 0; i < n && i < BF_COMPARE_TRIALS_SHOWN; i++) {
+        const char *label = json_string_value(json_object_get(trials[i],
+                                                              "group"));
+        if (*stage && strncmp(label, "stage=", 6) == 0 && strchr(label, ' '))
+            label = strchr(label, ' ') + 1;
+        json_t *s = json_pack("{s:s}", "trial", label);
+        set_number(s, "loss", number(trials[i], "loss_mean"));
+        json_array_append_new(shown, s);
+    }
+    static const char *const columns[] = { "trial", "loss", NULL };
+    print_fitting(shown, columns);
+    json_decref(shown);
+    free(trials);
+}
+
+/* Each search's trials, by stage and depth in order of first row. */
+static void print_searches(const json_t *rows)
+{
+    json_t *done = json_object();
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        if (!json_is_true(json_object_get(row, "search_trial")))
+            continue;
+        long long depth = json_integer_value(json_object_get(row,
+                                                             "eval_depth"));
+        char *key;
+        if (asprintf(&key, "%lld %s", depth, stage_of(row)) < 0)
+            abort();
+        if (!json_object_get(done, key)) {
+            json_object_set_new(done, key, json_true());
+            print_search(rows, stage_of(row), depth);
+            putchar('\n');
+        }
+        free(key);
+    }
+    json_decref(done);
+}
+
+/* The stages of the compared rows, in order of first row ("" for none). */
+static json_t *stages_compared(const json_t *rows)
+{
+    json_t *stages = json_array();
+    size_t i, j;
+    json_t *row, *s;
+    json_array_foreach(rows, i, row) {
+        int seen = !json_object_get(row, "verdict");
+        json_array_foreach(stages, j, s)
+            seen |= strcmp(json_string_value(s), stage_of(row)) == 0;
+        if (!seen)
+            json_array_append_new(stages, json_string(stage_of(row)));
+    }
+    return stages;
+}
+
+/* Each group's seeds in a line, when nothing is compared (no baseline). */
+static void print_groups(const json_t *rows)
+{
+    static const char *const columns[] = {
+        "group", "depth", "n", "loss", "loss 95% CI", "accuracy", NULL };
+    json_t *shown = json_array();
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        if (json_is_true(json_object_get(row, "search_trial")))
+            continue;
+        json_t *s = json_pack("{s:O, s:O, s:O}", "group",
+                              json_object_get(row, "group"), "depth",
+                              json_object_get(row, "eval_depth"), "n",
+                              json_object_get(row, "n"));
+        set_number(s, "loss", number(row, "loss_mean"));
+        set_text(s, "loss 95% CI", interval(row, "loss", "%.4g"));
+        set_number(s, "accuracy", number(row, "accuracy_mean"));
+        json_array_append_new(shown, s);
+    }
+    if (json_array_size(shown))
+        print_fitting(shown, columns);
+    json_decref(shown);
+}
+
+/* What the table's columns and verdicts mean, once below it. */
+static void print_legend(const json_t *rows, const json_t *notes)
+{
+    const json_t *first = NULL;
+    size_t i;
+    json_t *row;
+    int rules = 0, staged = 0;
+    json_array_foreach(rows, i, row) {
+        if (!first && json_object_get(row, "alpha"))
+            first = row;
+        rules |= stopped(row);
+        staged |= *stage_of(row) != '\0';
+    }
+    char holm[160], region[64], *text;
+    holm_family(rows, holm, sizeof holm);
+    margin_text(region, sizeof region, number(first, "equivalence_margin"));
+    if (asprintf(&text, "loss ratio: the variant's geometric-mean final "
+                 "eval loss over its baseline's (below 1: lower), paired on "
+                 "the seeds both ran (Welch on logs where none), with its "
+                 "95%% log-scale t-interval.  p_adj: the loss ratio's p "
+                 "adjusted%s, %s%s%s.  Verdict at alpha "
+                 "%.3g: lower or higher when p_adj < alpha, equivalent when "
+                 "the TOST p within %s is; otherwise undecided, and ~N seeds "
+                 "is about how many seeds per group would decide.%s  "
+                 "Accuracy, P(improvement) and every p: --verbose; every "
+                 "number: --format json (docs/results.md).",
+                 staged ? " within each stage" : "", holm[0] ? "Holm (family-wise) over the primary family ("
+                         : "Benjamini-Hochberg over every comparison",
+                 holm, holm[0] ? "), Benjamini-Hochberg over the rest" : "",
+                 number(first, "alpha"), region,
+                 rules ? "  stopping rule: the anytime-valid rule of the "
+                         "sweep's adaptive seeds; where it stopped the seeds "
+                         "its decision is the verdict (rule), and the "
+                         "fixed-n numbers are descriptive." : "") < 0)
+        abort();
+    putchar('\n');
+    print_wrapped(stdout, text, 0);
+    free(text);
+    json_array_foreach(notes, i, row) {
+        char *note;
+        if (asprintf(&note, "(%zu) %s: no interval, add seeds.", i + 1,
+                     json_string_value(row)) < 0)
+            abort();
+        print_wrapped(stdout, note, 4);
+        free(note);
+    }
+}
+
+/* The default table: each search in brief, one line per comparison by
+ * stage, what they mean once below, within BF_COMPARE_COLUMNS. */
+static void print_compact(const json_t *rows)
+{
+    print_searches(rows);
+    json_t *stages = stages_compared(rows), *notes = json_array();
+    size_t i;
+    json_t *s;
+    json_array_foreach(stages, i, s) {
+        if (i)
+            putchar('\n');
+        print_comparisons(rows, json_string_value(s), notes);
+    }
+    if (json_array_size(stages))
+        print_legend(rows, notes);
+    else
+        print_groups(rows);
+    json_decref(notes);
+    json_decref(stages);
+}
+
+/* The selections of a sweep's searches, each line wrapped. */
+static void print_selections_wrapped(const json_t *chosen)
+{
+    char *text = NULL;
+    size_t size = 0;
+    FILE *mem = open_memstream(&text, &size);
+    bf_selections_print(mem, chosen);
+    fclose(mem);
+    print_lines_fitting(stdout, text, 4);
+    free(text);
+}
+
 int bf_compare_print(bf_source *src, int64_t sweep_id, const char *by,
                      const char *where, const char *baseline,
-                     bf_row_format fmt)
+                     bf_row_format fmt, int verbose)
 {
     bf_sweep_view v;
     json_t *rows = NULL;
@@ -1428,9 +1910,12 @@ int bf_compare_print(bf_source *src, int64_t sweep_id, const char *by,
     free(facts.f);
     json_t *chosen = rows && fmt == BF_FORMAT_TABLE
                      ? bf_selections_read(src, sweep_id) : NULL;
-    if (rows && fmt == BF_FORMAT_TABLE) {
+    if (rows && fmt == BF_FORMAT_TABLE && verbose) {
         print_table(rows);
         bf_selections_print(stdout, chosen);
+    } else if (rows && fmt == BF_FORMAT_TABLE) {
+        print_compact(rows);
+        print_selections_wrapped(chosen);
     } else if (rows)
         bf_format_print(stdout, rows, NULL, fmt);
     int status = rows ? 0 : 1;

@@ -30,10 +30,14 @@ int bf_compare_view_load(bf_sweep_view *v, bf_source *src, int64_t sweep_id,
 /* Prints what `bifocal compare` prints of the sweep in fmt (a table with
  * the selections below it, CSV or JSON), grouped by `by` ("FIELD,..." or
  * NULL), of the jobs `where` selects, each group against its baseline
- * (bf_compare_rows_of_facts).  0, or 1 after printing why not. */
+ * (bf_compare_rows_of_facts).  The table is compact, within 100 columns:
+ * each search's best trials, one line per comparison (its loss ratio,
+ * p_adj, verdict and stopping rule), what they mean once below; verbose,
+ * every group's statistics and a long line per comparison.  0, or 1 after
+ * printing why not. */
 int bf_compare_print(bf_source *src, int64_t sweep_id, const char *by,
                      const char *where, const char *baseline,
-                     bf_row_format fmt);
+                     bf_row_format fmt, int verbose);
 
 /* What compare keeps of each succeeded job a view holds by id alone (its
  * training loss and eval examples, not its row), gathered as the view

@@ -3,6 +3,7 @@
 
 #include "alloc.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -28,6 +29,29 @@ void bf_format_duration(double s, char *buf, size_t cap)
         snprintf(buf, cap, "%.1fs", s);
 }
 
+int bf_format_digits_apart(double x, double y)
+{
+    /* apart by more than a part in 10^3, they differ at 4 digits */
+    if (x == y || fabs(x - y) > 2e-3 * fmax(fabs(x), fabs(y)))
+        return BF_FORMAT_DIGITS;
+    for (int d = BF_FORMAT_DIGITS; d < 17; d++) {
+        char a[32], b[32];
+        snprintf(a, sizeof a, "%.*g", d, x);
+        snprintf(b, sizeof b, "%.*g", d, y);
+        if (strcmp(a, b) != 0)
+            return d;
+    }
+    return 17;
+}
+
+void bf_format_number(double x, int digits, char *buf, size_t cap)
+{
+    if (x == floor(x) && fabs(x) < 1e9)
+        snprintf(buf, cap, "%.0f", x);
+    else
+        snprintf(buf, cap, "%.*g", digits, x);
+}
+
 char *bf_format_cell(const json_t *v, int csv)
 {
     char buf[64];
@@ -38,7 +62,8 @@ char *bf_format_cell(const json_t *v, int csv)
     if (json_is_integer(v))
         snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
     else if (json_is_real(v))
-        snprintf(buf, sizeof buf, csv ? "%.17g" : "%.4g", json_real_value(v));
+        bf_format_number(json_real_value(v), csv ? 17 : BF_FORMAT_DIGITS,
+                         buf, sizeof buf);
     else if (json_is_boolean(v))
         snprintf(buf, sizeof buf, "%s", json_is_true(v) ? "true" : "false");
     else

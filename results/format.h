@@ -40,6 +40,19 @@ json_t *bf_format_time_ms(const json_t *ms);
  * tables and `bifocal watch` show it. */
 void bf_format_duration(double seconds, char *buf, size_t cap);
 
+/* The significant digits a terminal shows a number with (W&B's run
+ * tables show 3 to 4): labels, table cells, warnings and titles. */
+#define BF_FORMAT_DIGITS 4
+
+/* The fewest significant digits, BF_FORMAT_DIGITS or more (at most 17),
+ * at which x and y print apart with "%.*g"; BF_FORMAT_DIGITS when they
+ * are equal: two different values never print the same. */
+int bf_format_digits_apart(double x, double y);
+
+/* x at `digits` significant digits ("%.*g"), a whole number below 10^9
+ * whole ("10000", not "1e+04"). */
+void bf_format_number(double x, int digits, char *buf, size_t cap);
+
 /* A cell's text in a table (csv = 0) or CSV (csv = 1).  Caller frees. */
 char *bf_format_cell(const json_t *v, int csv);
 

@@ -45,6 +45,8 @@ static bf_progress_seen *seen_of(bf_progress *p, const json_t *row,
         p->seen = bf_xrealloc(p->seen, (size_t)p->cap * sizeof *p->seen);
     }
     p->seen[p->n] = (bf_progress_seen){ job, attempt, step, now_ms };
+    p->job_steps += bf_progress_number(row, "steps", 0);
+    p->n_jobs_seen++;
     return &p->seen[p->n++];
 }
 
@@ -123,4 +125,39 @@ double bf_progress_sweep_eta(const json_t *live, long long n_queued,
     left += queued_steps >= 0 ? queued_steps
                               : (double)n_queued * steps / (double)n;
     return left / rate;
+}
+
+static double count(const json_t *status, const char *key)
+{
+    return bf_progress_number(status, key, 0);
+}
+
+double bf_progress_sweep_eta_seen(bf_progress *p, const json_t *status,
+                                  const json_t *live, int64_t now_ms)
+{
+    if (p->n_jobs_seen == 0)
+        return -1;
+    double mean = p->job_steps / (double)p->n_jobs_seen;
+    double done = mean * (count(status, "succeeded") + count(status, "failed")
+                          + count(status, "cancelled")
+                          + count(status, "pruned"));
+    double left = mean * (count(status, "queued") + count(status, "waiting"));
+    size_t i;
+    json_t *row;
+    json_array_foreach(live, i, row) {
+        double step = bf_progress_number(row, "step", 0),
+               steps = bf_progress_number(row, "steps", 0);
+        done += step;
+        left += steps > step ? steps - step : 0;
+    }
+    /* the first sight, or a count that went back (a job retried) */
+    if (!p->sweep_seen || done < p->first_done) {
+        p->sweep_seen = 1;
+        p->first_ms = now_ms;
+        p->first_done = done;
+    }
+    double window_s = (double)(now_ms - p->first_ms) / 1000.0;
+    if (window_s * 1000.0 < BF_PROGRESS_MIN_WINDOW_MS || done <= p->first_done)
+        return -1;
+    return left / ((done - p->first_done) / window_s);
 }

@@ -10,7 +10,9 @@
  * evaluation and checkpoint time.  A job's ETA is its steps left over its
  * rate.  The sweep's is the steps left in its running and queued jobs over
  * the running jobs' rates added up: what the connected workers do
- * together. */
+ * together (bf_progress_sweep_eta), or over the sweep's throughput
+ * observed since the observer began (bf_progress_sweep_eta_seen), which
+ * `bifocal watch` shows: steady where jobs start and end. */
 #ifndef BF_PROGRESS_H
 #define BF_PROGRESS_H
 
@@ -31,6 +33,11 @@ typedef struct bf_progress {
     /* private */
     bf_progress_seen *seen;
     int n, cap;
+    double job_steps;       /* the steps of every job seen running, */
+    long n_jobs_seen;       /* added up, and how many */
+    int64_t first_ms;       /* bf_progress_sweep_eta_seen's first call */
+    double first_done;      /* and the sweep's steps done then */
+    int sweep_seen;
 } bf_progress;
 
 void bf_progress_init(bf_progress *p);
@@ -48,6 +55,19 @@ void bf_progress_update(bf_progress *p, json_t *live, int64_t now_ms);
  * as the running ones on average). */
 double bf_progress_sweep_eta(const json_t *live, long long n_queued,
                              double queued_steps);
+
+/* Seconds until the sweep's last step from its observed throughput, or
+ * a negative number while unknown: its steps done (the ended jobs' at the
+ * mean steps of a job seen running, the running ones' reached) since the
+ * first call over the time since, at least BF_PROGRESS_MIN_WINDOW_MS of
+ * it; the steps left (the running jobs', and the queued and waiting jobs'
+ * at that mean) over that rate.  The work of every job and group, what
+ * ends between steps (evaluations, checkpoints, a job's start) included,
+ * so that a steady sweep's ETA is steady, not each job's extrapolation.
+ * status is the sweep's sweep_progress row (its counts), live its
+ * live_jobs rows after bf_progress_update at now_ms. */
+double bf_progress_sweep_eta_seen(bf_progress *p, const json_t *status,
+                                  const json_t *live, int64_t now_ms);
 
 /* A row's number field, or fallback when it is missing, null (NaN, or no
  * value) or text (an infinity, "inf" / "-inf"). */

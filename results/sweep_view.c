@@ -3,6 +3,7 @@
 
 #include "alloc.h"
 #include "format.h"
+#include "job_config.h"
 #include "yaml_json.h"
 #include "zip_labels.h"
 
@@ -812,12 +813,40 @@ static void label_append(label *l, const char *name, const char *text)
                                text ? text : "");
 }
 
-static void label_add(label *l, const char *name, const json_t *value)
+/* name=value, a real at `digits` significant digits (a label is read, not
+ * parsed back: JSON and CSV keep every digit). */
+static void label_add(label *l, const char *name, const json_t *value,
+                      int digits)
 {
+    char number[32];
+    if (json_is_real(value)) {
+        bf_format_number(json_real_value(value), digits, number,
+                         sizeof number);
+        label_append(l, name, number);
+        return;
+    }
     char *text = json_is_string(value) ? bf_xstrdup(json_string_value(value))
                                        : json_dumps(value, JSON_ENCODE_ANY);
     label_append(l, name, text);
     free(text);
+}
+
+/* The digits group's real value of field needs to print apart from every
+ * other group's (bf_format_digits_apart); BF_FORMAT_DIGITS mostly. */
+static int digits_among_groups(const bf_sweep_view *v, const char *field,
+                               const json_t *value)
+{
+    int digits = BF_FORMAT_DIGITS;
+    for (int g = 0; json_is_real(value) && g < v->n_groups; g++) {
+        const json_t *other = json_object_get(
+            json_array_get(v->groups, (size_t)g), field);
+        if (json_is_number(other)) {
+            int d = bf_format_digits_apart(json_real_value(value),
+                                           json_number_value(other));
+            digits = d > digits ? d : digits;
+        }
+    }
+    return digits;
 }
 
 /* Whether grouping field `field` takes two values among the groups (all
@@ -831,22 +860,27 @@ static int differs_among(const bf_sweep_view *v, const char *field,
     return !among;
 }
 
+/* Whether field changes what a job of config's rope variant trains
+ * (bf_job_config_field_matters): a label leaves out the rest, as
+ * freq_lr_mult of rope=rope, where nothing is learnable. */
+static int has_effect(const json_t *config, const char *field)
+{
+    bf_job_config cfg;
+    bf_job_config_defaults(&cfg);
+    const char *rope = json_string_value(json_object_get(config, "rope"));
+    int r = rope ? bf_rope_from_name(rope) : -1;
+    if (r >= 0)
+        cfg.rope = (bf_rope_kind)r;
+    return bf_job_config_field_matters(&cfg, field);
+}
+
 /* A name for the group's zip entries: each labelled zip the group's jobs
  * belong to whose fields differ among the groups adds its label, and
  * those fields are named no further (covered[i]: by[i] is). */
-static void add_zip_names(const bf_sweep_view *v, int group, const int *among,
-                          int n, label *l, char *covered)
+static void add_zip_names(const bf_sweep_view *v, const json_t *config,
+                          const char *stage, const int *among, int n,
+                          label *l, char *covered)
 {
-    /* The group's first job's config; a view made without its jobs'
-     * configs (the dashboard's) matches on the grouping values. */
-    const json_t *values = json_array_get(v->groups, (size_t)group);
-    json_t *row = v->group_row ? bf_row_store_row(&v->jobs,
-                                     (size_t)v->group_row[group]) : NULL;
-    const json_t *config = json_object_get(row, "config");
-    const char *stage = json_string_value(json_object_get(row ? row : values,
-                                                         "stage"));
-    if (!config)
-        config = values;
     size_t z, f;
     json_t *zip, *field;
     json_array_foreach(v->zips, z, zip) {
@@ -862,7 +896,22 @@ static void add_zip_names(const bf_sweep_view *v, int group, const int *among,
         if (shown)
             label_append(l, name, NULL);
     }
-    json_decref(row);
+}
+
+/* The grouping fields not covered that differ among the groups, each a
+ * pair; with effective, only those with an effect on config's variant. */
+static void add_fields(const bf_sweep_view *v, int group, const int *among,
+                       int n, const json_t *config, int effective,
+                       const char *covered, label *l)
+{
+    json_t *fields = json_array_get(v->groups, (size_t)group);
+    for (int i = 0; i < v->n_by; i++) {
+        const json_t *value = json_object_get(fields, v->by[i]);
+        if (!covered[i] && value && differs_among(v, v->by[i], among, n)
+            && (!effective || has_effect(config, v->by[i])))
+            label_add(l, v->by[i], value,
+                      digits_among_groups(v, v->by[i], value));
+    }
 }
 
 char *bf_sweep_view_label_among(const bf_sweep_view *v, int group,
@@ -870,14 +919,25 @@ char *bf_sweep_view_label_among(const bf_sweep_view *v, int group,
 {
     if (v->n_by == 0)
         return bf_xstrdup("all jobs");
-    json_t *fields = json_array_get(v->groups, (size_t)group);
+    /* The group's first job's config; a view made without its jobs'
+     * configs (the dashboard's) matches on the grouping values. */
+    const json_t *values = json_array_get(v->groups, (size_t)group);
+    json_t *row = v->group_row ? bf_row_store_row(&v->jobs,
+                                     (size_t)v->group_row[group]) : NULL;
+    const json_t *config = json_object_get(row, "config");
+    const char *stage = json_string_value(json_object_get(row ? row : values,
+                                                         "stage"));
+    if (!config)
+        config = values;
     label l = { .text = bf_xcalloc(1, 1), .cap = 1 };
     char covered[BF_SWEEP_MAX_FIELDS] = { 0 };
-    add_zip_names(v, group, among, n, &l, covered);
-    for (int i = 0; i < v->n_by; i++)
-        if (!covered[i] && json_object_get(fields, v->by[i])
-            && differs_among(v, v->by[i], among, n))
-            label_add(&l, v->by[i], json_object_get(fields, v->by[i]));
+    add_zip_names(v, config, stage, among, n, &l, covered);
+    add_fields(v, group, among, n, config, 1, covered, &l);
+    /* nothing with an effect tells it apart: name what does (the sweep
+     * warned of the fields without effect when it was submitted) */
+    if (l.len == 0)
+        add_fields(v, group, among, n, config, 0, covered, &l);
+    json_decref(row);
     return l.text;
 }
 
@@ -892,9 +952,10 @@ char *bf_sweep_view_fields_label(const json_t *fields, const json_t *config)
     size_t i;
     json_t *name;
     json_array_foreach(fields, i, name) {
-        const json_t *value = json_object_get(config, json_string_value(name));
-        if (value)
-            label_add(&l, json_string_value(name), value);
+        const char *field = json_string_value(name);
+        const json_t *value = json_object_get(config, field);
+        if (value && has_effect(config, field))
+            label_add(&l, field, value, BF_FORMAT_DIGITS);
     }
     return l.text;
 }

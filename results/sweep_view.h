@@ -189,7 +189,11 @@ int bf_sweep_view_group_of(const bf_sweep_view *v, int64_t job_id);
 /* "rope=spectral depth=4" (by-field values), or "all jobs" with no
  * grouping field.  The fields of a zip whose entries the sweep file names
  * (`label:`) give way to the name of the group's entry: "rope-5e5
- * depth=4".  Caller frees. */
+ * depth=4".  Reals at 4 significant digits, more where another group's
+ * value would print the same (bf_format_digits_apart); a field without
+ * effect on the group's rope variant (bf_job_config_field_matters:
+ * freq_lr_mult of rope=rope) is left out unless nothing else names the
+ * group.  Caller frees. */
 char *bf_sweep_view_label(const bf_sweep_view *v, int group);
 
 /* The same, naming only the fields whose values differ among the groups
@@ -206,7 +210,8 @@ char *bf_sweep_view_label_among(const bf_sweep_view *v, int group,
 json_t *bf_sweep_view_swept_fields(const char *source);
 
 /* "rope=spectral seed=2": config's values of fields (an array of names),
- * those config lacks left out.  Caller frees. */
+ * those config lacks or that have no effect on its rope variant left out,
+ * reals at 4 significant digits.  Caller frees. */
 char *bf_sweep_view_fields_label(const json_t *fields, const json_t *config);
 
 

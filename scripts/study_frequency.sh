@@ -175,18 +175,19 @@ study__tables() {
     local db=$1 out=$2 task stage cell sweep
     for cell in $study__confirms; do
         sweep=${cell%%:*} task=${cell#*:}
-        "$bifocal" compare "$sweep" --db "$db" \
+        "$bifocal" compare "$sweep" --db "$db" --verbose \
             --where "stage=confirm,task=$task" \
             --by "$(study__encoding "$db" "$sweep" confirm)" \
             > "$out/confirm-$task.txt"
     done
     for task in dyck counter; do
-        "$bifocal" compare 1 --db "$db" --where "stage=surgery,task=$task" \
+        "$bifocal" compare 1 --db "$db" --verbose \
+            --where "stage=surgery,task=$task" \
             --by "$(study__encoding "$db" 1 surgery)" \
             > "$out/surgery-$task.txt"
     done
     for stage in $(study__scale_stages "$db"); do
-        "$bifocal" compare 3 --db "$db" --where "stage=$stage" \
+        "$bifocal" compare 3 --db "$db" --verbose --where "stage=$stage" \
             --by "$(study__encoding "$db" 3 "$stage")" > "$out/$stage.txt"
     done
     sqlite3 -header -column "$db" "$study__tuned_sql" > "$out/tuned.txt"

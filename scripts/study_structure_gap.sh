@@ -56,9 +56,9 @@ gap__tables() {
     local db=$1 out=$2 task
     for task in dyck counter modarith; do
         "$bifocal" compare 1 --db "$db" --where stage=encodings,task=$task \
-            --baseline "$gap__baseline" > "$out/encodings-$task.txt"
+            --baseline "$gap__baseline" --verbose > "$out/encodings-$task.txt"
         "$bifocal" compare 1 --db "$db" --where stage=surgery,task=$task \
-            > "$out/surgery-$task.txt"
+            --verbose > "$out/surgery-$task.txt"
     done
 }
 

@@ -920,6 +920,11 @@ void bf_link_report(bf_link *l, int64_t job_id, const char *error,
     else if (rc == BF_LINK_ERR)
         bf_log_error("job %lld: report failed: %s", (long long)job_id,
                      err.msg);
+    else if (error && bf_link_attempt_state(l) == BF_LINK_CANCELLED)
+        /* told to stop: no failure (a pruned trial is one; the coordinator
+         * records which) */
+        bf_log_info("job %lld: stopped as the coordinator asked (cancelled, "
+                    "or pruned by its search)", (long long)job_id);
     else if (error)
         bf_log_info("job %lld: reported %sfailure: %s", (long long)job_id,
                     permanent ? "permanent " : "", error);

@@ -26,7 +26,8 @@ BIFOCAL, BIFOCALD = sys.argv[1], sys.argv[2]
 WIDTHS = (60, 200)
 STEPS = 1000
 BAR = 30
-# Binary fractions: they print the same from C (%.17g) and from Python.
+# Binary fractions: they print the same from C and from Python (labels
+# at 4 significant digits, %.4g).
 LRS = ["0.0001220703125", "0.0009765625", "0.00048828125"]
 
 SWEEP = """name: watch-tmux
@@ -172,7 +173,7 @@ def main():
         def lease(w):
             w.lease()
             state["queued"] -= 1
-            state["running"][w.job] = {"lr": "%s" % LRS[(w.job - 1) // 2],
+            state["running"][w.job] = {"lr": "%.4g" % float(LRS[(w.job - 1) // 2]),
                                        "seed": w.config["seed"], "step": 0,
                                        "loss": None}
 
@@ -241,7 +242,7 @@ def main():
 
 
 def check_plain(text):
-    """Not a terminal: no escape codes, one line per change."""
+    """Not a terminal: no escape codes, one line per job end."""
     if "\033" in text or "\r" in text:
         fail("plain output holds terminal control characters")
     lines = [l for l in text.split("\n") if l]
@@ -251,10 +252,16 @@ def check_plain(text):
             fail("plain output repeats an unchanged sweep line: %r" % a)
     if not any(l.startswith("0 workers connected") for l in lines):
         fail("plain output never said 0 workers connected")
+    # a line per job end (issue 44), the summary; no per-step lines
     for l in lines:
-        if not re.match(r"(sweep 1: |job \d+ lr=|0 workers connected|$|"
+        if not re.match(r"(sweep 1: |job \d+ (succeeded|failed|ended): lr=0\.000\d{4} seed=\d"
+                        r".* \(\d/6 ended, ETA |\d+ job\(s\) \w+ \(\d/6 ended|"
+                        r"0 workers connected|$|sweep 1 ended in |"
                         r"failed jobs of sweep 1:|  job \d+ \(|bifocal: )", l):
             fail("unexpected plain line %r" % l)
+    if not any(re.match(r"sweep 1 ended in .*: succeeded 5, failed 1, cancelled 0, "
+                        r"pruned 0 of 6$", l) for l in lines):
+        fail("plain output has no summary line")
 
 
 main()

@@ -130,7 +130,8 @@ static void check_shown(bft_daemon *d)
     int runners_up = bft_sql_int(d, "SELECT count(*) FROM selections WHERE "
                                  "NOT chosen") > 0;
     char *out = NULL;
-    assert_int_equal(bft_run_client(d, &out, NULL, "compare", "1", NULL), 0);
+    assert_int_equal(bft_run_client(d, &out, NULL, "compare", "1",
+                                    "--verbose", NULL), 0);
     const char *shown = strstr(out, "Selections:");
     if (!shown || !strstr(shown, want) || !strstr(shown, line) ||
         !strstr(shown, "runners-up: job") != !runners_up) {

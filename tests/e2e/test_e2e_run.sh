@@ -28,6 +28,15 @@ grep -q '^sweep 1: 3 jobs on 1 worker group(s) x 2 rank(s)' "$dir/out" || fail "
 grep -Eq '^sweep_id +job_id +task +rope +depth' "$dir/out" || fail "no results table header"
 [ "$(grep -Ec '^1 +[0-9]+ +dyck +(rope|spectral|bifocal) +3 .*succeeded' "$dir/out")" = 3 ] \
     || fail "the printed table does not show 3 succeeded jobs"
+# Without a terminal: a line per job that ends (or per count, for a job
+# that ended between two polls), a summary, no per-step lines (issue 44:
+# 505 of 671 lines were).
+ends=$(awk '/^job [0-9]+ succeeded: .*\([0-9]+\/3 ended, ETA / { n++ }
+            /^[0-9]+ job\(s\) succeeded \(/ { n += $1 } END { print n + 0 }' "$dir/out")
+[ "$ends" = 3 ] || fail "expected a line per job end (3), got $ends"
+grep -Eq '^sweep 1 ended in [0-9.hms]+: succeeded 3, failed 0, cancelled 0, pruned 0 of 3$' \
+    "$dir/out" || fail "no summary line"
+if grep -Eq 'step [0-9]+/[0-9]+' "$dir/out"; then fail "per-step lines without --progress"; fi
 
 sql() { sqlite3 "$dir/r.db" "$1"; }
 expect() { # expect WHAT SQL VALUE

@@ -107,7 +107,8 @@ static void test_second_stage_starts_from_first(void **state)
     assert_non_null(strstr(out, "sweep_id,job_id,stage,"));
     assert_non_null(strstr(out, ",second,"));
     free(out);
-    assert_int_equal(bft_run_client(d, &out, NULL, "compare", "1", NULL), 0);
+    assert_int_equal(bft_run_client(d, &out, NULL, "compare", "1",
+                                    "--verbose", NULL), 0);
     assert_non_null(strstr(out, "stage=second: rope=spectral vs rope=rope"));
     assert_null(strstr(out, "stage=first: rope=spectral vs"));
     free(out);

@@ -36,7 +36,8 @@ for task in dyck counter modarith; do
         || fail "encodings-$task.txt applies Holm with no primary family"
     # The compact copy loses nothing the tables read.
     diff <("$BIFOCAL" compare 1 --db "$db" --where stage=encodings,task=$task \
-               --baseline rope=rope,rope_base=10000,freq_lr_mult=1,random_positions=0) \
+               --baseline rope=rope,rope_base=10000,freq_lr_mult=1,random_positions=0 \
+               --verbose) \
          "$out/encodings-$task.txt" > /dev/null \
         || fail "encodings-$task.txt differs when printed from the whole database"
 done

@@ -345,7 +345,7 @@ static void test_mixed_fleet(void **state)
     /* `bifocal compare SWEEP --db DB` and through the daemon alike */
     char cmd[1024], out[16384];
     snprintf(cmd, sizeof cmd, "%s compare %lld --db %s --baseline "
-             "trainer=builtin",
+             "trainer=builtin --verbose",
              bft_env_path("BIFOCAL"), sweep, d->db);
     FILE *p = popen(cmd, "r");
     assert_non_null(p);
@@ -357,7 +357,8 @@ static void test_mixed_fleet(void **state)
     char id[32], *served = NULL;
     snprintf(id, sizeof id, "%lld", sweep);
     assert_int_equal(bft_run_client(d, &served, NULL, "compare", id,
-                                    "--baseline", "trainer=builtin", NULL),
+                                    "--baseline", "trainer=builtin",
+                                    "--verbose", NULL),
                      0);
     fputs(served, stderr);
     assert_non_null(strstr(served, "trainer=torch vs trainer=builtin"));

@@ -361,7 +361,7 @@ check(rp["spectral"]["group"] == "learned" and rp["rope"]["group"] == "geometric
 check(rp["spectral"]["baseline"] == "(this group)" and rp["rope"]["baseline"] == "learned"
       and rp["rope"]["accuracy_discordant"] == [1, 4] and rp["rope"]["alpha"] == 0.1
       and "one family (the sweep file declares no primary comparisons)"
-      in bifocal("compare", "4", "--db", db).stdout,
+      in bifocal("compare", "4", "--db", db, "--verbose").stdout,
       "compare 4 takes the declared baseline and alpha: %r" % rp["rope"])
 rows4 = json.loads(bifocal("compare", "4", "--db", db, "--format", "json",
                            "--baseline", "rope=rope").stdout)
@@ -411,7 +411,7 @@ for name, fn in (("holm", holm), ("benjamini-hochberg", bh)):
           "%s adjusted p-values: %r, expected %r" % (name, fam[name], want))
 
 # The table: a header, one line per row, the verdict lines; starred changes.
-table = bifocal("compare", "1", "--db", db).stdout
+table = bifocal("compare", "1", "--db", db, "--verbose").stdout
 check(table.count(" vs rope=rope, eval depth ") == 4, "table lists 4 verdict lines")
 check(" *" in table and "± " in table and "×/ " in table, "table shows mean ± sd, geometric mean ×/ factor and the marker")
 check("Holm (family-wise) within the primary family the sweep file declares "
@@ -435,26 +435,28 @@ def baselines(*extra):
     rows = json.loads(bifocal("compare", "3", "--db", db, "--format", "json", *extra).stdout)
     return {(r["rope"], r["freq_lr_mult"]): r.get("baseline") for r in rows}
 default = baselines()
-check(default[("spectral", 10)] == "rope=rope freq_lr_mult=10.0",
+# freq_lr_mult has no effect on rope=rope (nothing learnable): its labels
+# leave it out.
+check(default[("spectral", 10)] == "rope=rope",
       "by default a group's baseline keeps its other fields: %r" % default)
 # A verdict names only the fields in which the pair differs; the table's
 # group column every field that varies in the sweep.
 r3 = [r for r in json.loads(bifocal("compare", "3", "--db", db, "--format", "json").stdout)
       if r["rope"] == "spectral" and r["freq_lr_mult"] == 10][0]
-check(r3["group"] == "rope=spectral freq_lr_mult=10.0"
+check(r3["group"] == "rope=spectral freq_lr_mult=10"
       and r3["compared"] == "rope=spectral vs rope=rope"
       and r3["verdict"].startswith("rope=spectral vs rope=rope, eval depth "),
       "labels: %r" % {k: r3[k] for k in ("group", "compared", "verdict")})
 two = baselines("--baseline", "rope=rope,freq_lr_mult=1.0")
-check(two[("spectral", 10)] == two[("spectral", 1)] == "rope=rope freq_lr_mult=1.0"
-      and two[("rope", 1)] == "(this group)" and two[("rope", 10)] == "rope=rope freq_lr_mult=1.0",
+check(two[("spectral", 10)] == two[("spectral", 1)] == "rope=rope"
+      and two[("rope", 1)] == "(this group)" and two[("rope", 10)] == "rope=rope",
       "--baseline rope=rope,freq_lr_mult=1.0 is every group's baseline: %r" % two)
 
 # --where: only the matching jobs, as if the sweep held no others (rope no
 # longer varies, so freq_lr_mult alone groups them).
 where = json.loads(bifocal("compare", "3", "--db", db, "--format", "json",
                            "--where", "rope=spectral").stdout)
-check(sorted({r["group"] for r in where}) == ["freq_lr_mult=1.0", "freq_lr_mult=10.0"]
+check(sorted({r["group"] for r in where}) == ["freq_lr_mult=1", "freq_lr_mult=10"]
       and all(r["n"] == 2 for r in where), "compare --where rope=spectral: %r" % where[:1])
 res = json.loads(bifocal("results", "3", "--db", db, "--format", "json",
                          "--where", "rope=spectral,freq_lr_mult=1e1").stdout)
@@ -552,6 +554,51 @@ check("</script> <!--<script>" not in page and "\\u003c/script>" in page,
 check("<script src" not in page and "<link" not in page and "uPlot" in page
       and "BifocalReport" in page, "report is self-contained")
 
+# The default table (issue 44): every fixture sweep's within 100 columns,
+# one line per comparison with its verdict, what the columns mean once
+# below; the stopping rule's state where adaptive seeds stopped (sweep 9:
+# searched, staged and adaptive); a search in brief, its trials' values at
+# 4 significant digits.
+for sweep in (1, 3, 4, 5, 6, 7, 8, 9):
+    out = bifocal("compare", str(sweep), "--db", db).stdout
+    wide = [l for l in out.splitlines() if len(l) > 100]
+    check(not wide, "compare %d fits 100 columns: %r" % (sweep, wide))
+    check(out.count("loss ratio: the variant's") <= 1,
+          "compare %d explains the table once" % sweep)
+compact1 = bifocal("compare", "1", "--db", db).stdout
+check("Against rope=rope:" in compact1
+      and "\nrope=spectral  8      3 vs 3  0.7387      [0.6979, 0.782]   0.0019  lower\n" in compact1
+      and "undecided (1)" in compact1 and "(1) seed variance not estimable" in compact1,
+      "compare 1's compact lines:\n" + compact1)
+compact9 = bifocal("compare", "9", "--db", db).stdout
+rows9 = json.loads(bifocal("compare", "9", "--db", db, "--format", "json").stdout)
+rule9 = [r["stopping_rule"] for r in rows9 if "stopping_rule" in r]
+check(rule9 and "stopping rule" in compact9
+      and "decided at %d/%d" % (rule9[0]["decided_seed"], rule9[0]["seeds_max"]) in compact9
+      and "%s (rule)" % rule9[0]["state"] in compact9,
+      "compare 9 shows the stopping rule's state: %r\n%s" % (rule9[:1], compact9))
+check("search tune: 6 trials" in compact9 and "rope=spectral lr=0.003162  1.842" in compact9
+      and "stage confirm, against rope=rope:" in compact9,
+      "compare 9 shows its search in brief and its confirm stage:\n" + compact9)
+
+# Labels at 4 significant digits, more where two groups' values would
+# print the same: sweep 3's freq_lr_mult 10 made 1.00001 beside 1.
+close_db = os.path.join(tmp, "close.db")
+shutil.copy(db, close_db)
+cc = sqlite3.connect(close_db)
+cc.execute("""UPDATE jobs SET config = json_set(config, '$.freq_lr_mult', 1.00001)
+               WHERE sweep_id = 3 AND config ->> '$.freq_lr_mult' = 10""")
+cc.commit()
+cc.close()
+close_groups = {r["group"] for r in json.loads(bifocal(
+    "compare", "3", "--db", close_db, "--format", "json").stdout)}
+check(close_groups == {"rope=rope", "rope=spectral freq_lr_mult=1",
+                       "rope=spectral freq_lr_mult=1.00001"},
+      "labels tell 1 and 1.00001 apart, and leave freq_lr_mult out of "
+      "rope=rope's: %r" % close_groups)
+check("rope=spectral freq_lr_mult=1.00001  4" in bifocal("compare", "3", "--db", close_db).stdout,
+      "the compact table tells them apart too")
+
 # Sweep 6: stage confirm took each rope cell's tuned lr (from: "stage:tune"),
 # and the cells chose different lr.  That lr follows from the cell, so it is
 # no grouping field: confirm's rope=spectral has its baseline rope=rope
@@ -559,7 +606,7 @@ check("<script src" not in page and "<link" not in page and "uPlot" in page
 lrs = conn.execute("""SELECT count(DISTINCT config ->> '$.lr') FROM jobs
                        WHERE sweep_id = 6 AND stage = 'confirm'""").fetchone()[0]
 check(lrs == 2, "the fixture's confirm cells chose different lr: %d" % lrs)
-tuned = bifocal("compare", "6", "--db", db, "--baseline", "rope=rope").stdout
+tuned = bifocal("compare", "6", "--db", db, "--baseline", "rope=rope", "--verbose").stdout
 check("stage=confirm: rope=spectral vs rope=rope" in tuned,
       "confirm's rope=spectral is paired with rope=rope:\n" + tuned)
 tuned_rows = json.loads(bifocal("compare", "6", "--db", db, "--format", "json").stdout)
@@ -568,7 +615,7 @@ check(tune_rows and all(r.get("search_trial") is True and "compared" not in r
                         and "verdict" not in r for r in tune_rows),
       "a search's trials are no comparisons: %r" % [r.get("compared") for r in tune_rows])
 check("A search's trials are candidates for its selection" in
-      bifocal("compare", "6", "--db", db).stdout, "the footer says what the trials are")
+      bifocal("compare", "6", "--db", db, "--verbose").stdout, "the footer says what the trials are")
 confirm_groups = {r["group"] for r in tuned_rows if "stage=confirm" in r["group"]}
 check(confirm_groups == {"stage=confirm rope=rope", "stage=confirm rope=spectral"},
       "confirm groups by rope alone: %r" % confirm_groups)
@@ -701,7 +748,7 @@ try:
     jj = json.loads(bifocal("jobs", "--sweep", "1", "--format", "json", server=server).stdout)
     check(len(jj) == 9 and jj[0]["config"]["n_heads"] == 4, "jobs json carries the config")
     st = list(csv.DictReader(io.StringIO(bifocal("status", "--format", "csv", server=server).stdout)))
-    check([r["sweep_id"] for r in st] == [str(i) for i in range(1, 10)] and st[0]["failed"] == "1", "status csv")
+    check([r["sweep_id"] for r in st] == [str(k) for k in range(1, 10)] and st[0]["failed"] == "1", "status csv")
     wk = json.loads(bifocal("workers", "--format=json", server=server).stdout)
     check(wk[0]["name"] == "fixture-worker", "workers json")
 finally:
