@@ -9,6 +9,8 @@
 #   scripts/examples.sh make [BUILD]    trains the quickstart sweep at that
 #       level, keeps its compact database in research/examples/ and writes
 #       README.md's example block from it
+#   scripts/examples.sh write [BUILD]   writes the block from the kept
+#       database (after a change to what compare prints)
 #   scripts/examples.sh check [BUILD]   fails when README.md's block is not
 #       what `bifocal compare` prints of the kept database, or when the
 #       quickstart's first job, trained again at that level, does not give
@@ -53,15 +55,21 @@ evals() {
                     FROM evals WHERE job_id = $2 ORDER BY step, depth"
 }
 
+write_examples() {
+    local dir; dir=$(mktemp -d /tmp/bifocal-examples.XXXXXX)
+    trap 'rm -rf "$dir"' RETURN
+    block "$kept" > "$dir/block"
+    splice "$dir/block" > "$dir/readme"
+    cp "$dir/readme" "$readme"
+}
+
 make_examples() {
     local dir; dir=$(mktemp -d /tmp/bifocal-examples.XXXXXX)
     trap 'rm -rf "$dir"' RETURN
     "$build/cli/bifocal" run "$root/configs/quickstart.yaml" --db "$dir/q.db"
     mkdir -p "$(dirname "$kept")"
     BIFOCAL=$build/cli/bifocal "$root/scripts/study.sh" slim "$dir/q.db" "$kept"
-    block "$kept" > "$dir/block"
-    splice "$dir/block" > "$dir/readme"
-    cp "$dir/readme" "$readme"
+    write_examples
 }
 
 check_examples() {
@@ -100,6 +108,7 @@ EOF
 
 case $mode in
     make) make_examples ;;
+    write) write_examples ;;
     check) check_examples ;;
-    *) echo "usage: scripts/examples.sh make|check [BUILD]" >&2; exit 2 ;;
+    *) echo "usage: scripts/examples.sh make|write|check [BUILD]" >&2; exit 2 ;;
 esac

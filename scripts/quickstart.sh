@@ -29,15 +29,41 @@ status=0
 "$build"/cli/bifocal run "$sweep" --db "$db" "$@" || status=$?
 
 echo
-echo "Seed statistics and comparison with plain RoPE (bifocal compare):"
+echo "Each variant against plain RoPE (bifocal compare; --verbose for every number):"
 "$build"/cli/bifocal compare 1 --db "$db" || status=$?
+"$build"/cli/bifocal report 1 --db "$db" -o runs/quickstart-report.html > /dev/null \
+    || status=$?
+
+# The structure gap in one sentence: each group's geometric-mean eval loss
+# at its shallowest and deepest eval depth (view final_evals).
 echo
-"$build"/cli/bifocal report 1 --db "$db" -o runs/quickstart-report.html || status=$?
+sqlite3 "$db" "
+  WITH g AS (SELECT group_config, rope, eval_depth AS d, min(job_id) AS job,
+                    exp(avg(ln(loss))) AS loss
+               FROM final_evals WHERE sweep_id = 1
+              GROUP BY group_config, eval_depth),
+       ends AS (SELECT group_config, rope, min(d) AS lo, max(d) AS hi,
+                       min(job) AS job
+                  FROM g GROUP BY group_config),
+       gap AS (SELECT e.job, e.lo, e.hi,
+                      e.rope || ' ' || printf('%.4g', a.loss) || ' -> '
+                      || printf('%.4g', b.loss) || ' (x'
+                      || printf('%.4g', b.loss / a.loss) || ')' AS words
+                 FROM ends e
+                 JOIN g a ON a.group_config = e.group_config AND a.d = e.lo
+                 JOIN g b ON b.group_config = e.group_config AND b.d = e.hi
+                ORDER BY e.job)
+  SELECT 'Structure gap, eval loss from depth ' || min(lo) || ' to '
+         || max(hi) || ' (geometric mean over seeds): '
+         || group_concat(words, ', ') || '.' FROM gap" | fold -s -w 100
 
 cat <<EOT
 
 The report (figures, tables, the sweep file) is runs/quickstart-report.html:
-open it in a browser; it needs no network.  Every metric is in $db, e.g.:
+open it in a browser; it needs no network.  With two seeds a group no loss
+ratio gets a verdict: a stage with seeds: {min: 3, max: 20, until: decided}
+(configs/sweep-adaptive.yaml) adds seed pairs until each comparison is
+decided.  Every metric is in $db, e.g.:
   sqlite3 -header -column $db 'SELECT * FROM results'
   sqlite3 -header -column $db "SELECT rope, learnable, max(abs(omega_change)) AS moved
                                FROM frequency_evolution GROUP BY rope, learnable"
