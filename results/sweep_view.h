@@ -147,8 +147,9 @@ json_t *bf_sweep_view_value(const bf_sweep_view *v, size_t row,
 int bf_sweep_view_value_is(const json_t *value, const char *text);
 
 /* The stages of a sweep file (source, as submitted) that search
- * (`search:`), by name, "" for a file searching at its top level: an
- * object (new reference; empty when source does not parse). */
+ * (`search:`), by name, "" for a file searching at its top level, each
+ * with its search space (`space:`, the report's slice axes): an object
+ * (new reference; empty when source does not parse). */
 json_t *bf_sweep_view_searched_stages(const char *source);
 
 /* Whether group's jobs are trials of a search (a stage with `search:`, or
