@@ -234,12 +234,13 @@ var BifocalReport = (function () {
     bar.textContent = "";
     var grad = el("span", { class: "bf-colorbar", style: "background: linear-gradient(" +
                             "to right, " + diverging(-1) + ", #fff, " + diverging(1) + ")" });
-    bar.appendChild(el("span", { class: "bf-scale", text: "log(omega / omega(0)): " +
-                                 fmt(-max) + " " }));
+    bar.appendChild(el("span", { text: "log(omega / omega(0)): " +
+                                 fmt(-max) }));
     bar.appendChild(grad);
-    bar.appendChild(document.createTextNode(" +" + fmt(max) +
-      " (one scale for every heatmap of this page; blue: the frequency fell; " +
-      "white: unchanged; red: rose); rows: " + rows.length + " pairs by layer and head"));
+    bar.appendChild(el("span", { text: "+" + fmt(max) }));
+    bar.appendChild(el("span", { text: "(one scale for every heatmap of this page; " +
+      "blue: the frequency fell; white: unchanged; red: rose); rows: " + rows.length +
+      " pairs by layer and head" }));
     return max;
   }
 

@@ -15,16 +15,7 @@
 // on) must draw them all, one figure per layer.
 "use strict";
 const path = require("path");
-const { launch, figureStats, watchErrors } = require("./chromium");
-
-/* A decimal number with more than 4 significant digits in text, or null. */
-function longNumber(text) {
-  for (const m of String(text).match(/\d*\.\d+(e[-+]?\d+)?/gi) || []) {
-    const digits = m.replace(/e.*/i, "").replace(".", "").replace(/^0+/, "");
-    if (digits.length > 4) return m;
-  }
-  return null;
-}
+const { launch, figureStats, watchErrors, longNumber, tickProblems } = require("./chromium");
 
 /* The checks of one report on page; its problems pushed to problems. */
 async function checkOne(page, problems, args) {
@@ -111,14 +102,10 @@ async function checkGlance(page, fail) {
     const texts = Array.from(document.querySelectorAll(
       "h1, figcaption, .u-legend th, .bf-key, .bf-table th, .bf-table td, option"))
       .map((e) => e.textContent);
-    const ticks = [], colours = {}, bands = [];
+    const colours = {}, bands = [];
     const few = new Set((data.compare || []).filter((r) => r.n <= 2).map((r) => r.group));
     (data.train_loss || []).filter((c) => c.seeds).forEach((c) => few.add(data.groups[c.group].label));
     for (const f of window.bifocalFigures()) {
-      ((f.plot && f.plot.axes) || []).forEach((a, i) => {
-        const vals = (a._values || []).filter((v) => v !== "" && v !== null);
-        ticks.push({ id: f.id, axis: i, vals });
-      });
       (f.spec.series || []).forEach((s) => {
         if (!s.color || !data.groups.some((g) => g.label === s.label)) return;
         (colours[s.label] = colours[s.label] || []).push(f.id + ":" + s.color);
@@ -132,19 +119,14 @@ async function checkGlance(page, fail) {
     const slices = window.bifocalFigures().filter((f) => /^fig-slice-/.test(f.id))
       .map((f) => f.plot.data.slice(2).reduce((n, ys) => n + ys.filter((y) => y !== null).length, 0));
     const trials = (data.selections || []).reduce((n, c) => n + c.chosen.length + c.runners_up.length, 0);
-    return { texts, ticks, colours, bands, wide, slices, trials,
+    return { texts, colours, bands, wide, slices, trials,
              searchRows: document.querySelectorAll(".bf-search tbody tr").length };
   });
   for (const t of seen.texts) {
     const m = longNumber(t);
     if (m) fail(`"${t.slice(0, 80)}" shows ${m}: more than 4 significant digits`);
   }
-  for (const t of seen.ticks) {
-    const m = t.vals.map(longNumber).find((x) => x);
-    if (m) fail(`${t.id} axis ${t.axis} labels a tick ${m}`);
-    if (new Set(t.vals).size < t.vals.length)
-      fail(`${t.id} axis ${t.axis} labels two ticks alike: ${t.vals.join(", ")}`);
-  }
+  for (const t of await tickProblems(page)) fail(t);
   for (const [label, uses] of Object.entries(seen.colours))
     if (new Set(uses.map((u) => u.split(":")[1])).size > 1)
       fail(`group ${label} changes colour between figures: ${uses.join(", ")}`);
@@ -154,7 +136,7 @@ async function checkGlance(page, fail) {
                       seen.searchRows !== seen.trials))
     fail(`${seen.trials} trials, but the slice plots drew ${JSON.stringify(seen.slices)} ` +
          `points and the search table has ${seen.searchRows} rows`);
-  console.log(`glance: ${seen.texts.length} texts, ${seen.ticks.length} axes, ` +
+  console.log(`glance: ${seen.texts.length} texts, ` +
               `${Object.keys(seen.colours).length} groups coloured, ${seen.trials} trials`);
 }
 
