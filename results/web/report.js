@@ -254,7 +254,8 @@ var BifocalReport = (function () {
     var shown = function (ys) {
       return logY ? ys.map(function (y) { return y > 0 ? y : null; }) : ys;
     };
-    var data = [spec.x], series = [{ label: spec.xLabel }], bands = [];
+    var data = [spec.x], bands = [];
+    var series = [{ label: spec.xLabel, value: function (u, v) { return fmt(v); } }];
     var bandOf = {};     /* line series index -> its companion series */
     function companion(ys, label, width, stroke) {
       data.push(shown(ys));
