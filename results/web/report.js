@@ -12,12 +12,13 @@
 var BifocalReport = (function () {
   /* 24 qualitative colours, a group's by its index in the report's groups
    * (data.groups), so a group keeps its colour in every figure; past 24
-   * the colours repeat dashed (dashOf). */
+   * the colours repeat dashed (dashOf).  The greys come last: a grey line
+   * reads as a reference, not a group. */
   var PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
-                 "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
-                 "#393b79", "#ad494a", "#637939", "#8c6d31", "#7b4173",
-                 "#00a087", "#e6550d", "#3182bd", "#f781bf", "#4dac26",
-                 "#a65628", "#636363", "#6baed6", "#fdae6b"];
+                 "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#393b79",
+                 "#ad494a", "#637939", "#8c6d31", "#7b4173", "#00a087",
+                 "#e6550d", "#3182bd", "#f781bf", "#4dac26", "#a65628",
+                 "#6baed6", "#fdae6b", "#7f7f7f", "#636363"];
 
   function color(i) { return PALETTE[i % PALETTE.length]; }
 
