@@ -407,10 +407,20 @@ var BifocalReport = (function () {
   }
 
   /* A group's colour (and dash past the palette) by its index in
-   * data.groups, whatever figure it is drawn in. */
+   * data.groups, whatever figure it is drawn in; a compare row's group
+   * that data.groups does not name comes after them, in the order of the
+   * comparison's rows. */
   function groupStyle(data, labelText) {
-    var i = (data.groups || []).map(function (g) { return g.label; }).indexOf(labelText);
-    return { color: color(i < 0 ? 0 : i), dash: dashOf(i < 0 ? 0 : i) };
+    var known = (data.groups || []).map(function (g) { return g.label; });
+    var i = known.indexOf(labelText);
+    if (i < 0) {
+      var others = [];
+      (data.compare || []).forEach(function (r) {
+        if (known.indexOf(r.group) < 0 && others.indexOf(r.group) < 0) others.push(r.group);
+      });
+      i = known.length + others.indexOf(labelText);
+    }
+    return { color: color(i), dash: dashOf(i) };
   }
 
   /* Compare rows of the groups a search section shows (its trials), which
