@@ -9,7 +9,8 @@
 //
 //   node check_report.js REPORT.html SCREENSHOT.png MIN_FIGURES MAX_HEIGHT PAIRS [REPORT.html ...]
 //
-// Five arguments per report.  MAX_HEIGHT (pixels, 0: none) crops the
+// Five arguments per report; the last one's MIN_FIGURES (1), MAX_HEIGHT and
+// PAIRS may be left out.  MAX_HEIGHT (pixels, 0: none) crops the
 // full-page screenshot to the top of the page.  PAIRS (0: none): the
 // spectral heatmap must have that many rows, and the raw lines (switched
 // on) must draw them all, one figure per layer.
@@ -165,8 +166,9 @@ async function checkHeatmapScale(page, fail) {
 
 async function main() {
   const args = process.argv.slice(2);
-  if (!args.length || args.length % 5)
+  if (args.length < 2 || args.length % 5 === 1)
     throw new Error("usage: check_report.js REPORT.html SCREENSHOT.png MIN_FIGURES MAX_HEIGHT PAIRS ...");
+  while (args.length % 5) args.push("");   /* the last report's defaults */
   const browser = await launch();
   const problems = [];
   try {
