@@ -406,20 +406,38 @@ static json_t *config_values(const json_t *config, const json_t *fields)
     return values;
 }
 
+/* A job's stage (a column, not in its config), or NULL. */
+static json_t *job_stage(bf_dash_api *a, int64_t job)
+{
+    json_t *rows = query_rows(a, "SELECT stage FROM jobs WHERE job_id = ?1"
+                                 " AND stage IS NOT NULL", job);
+    json_t *stage = json_incref(json_object_get(json_array_get(rows, 0),
+                                                "stage"));
+    json_decref(rows);
+    return stage;
+}
+
 /* The running jobs of the sweep with their rate and ETA (its observer
- * updated), each with the values of fields and without its config; NULL
- * on failure (printed). */
+ * updated), each with the values of fields (a stage's name among them)
+ * and without its config; NULL on failure (printed). */
 static json_t *running_jobs(bf_dash_api *a, int64_t sweep, const json_t *fields)
 {
     json_t *live = bf_source_rows(&a->src, "live_jobs", sweep);
     if (!live)
         return NULL;
     bf_progress_update(observer_of(a, sweep), live, bf_monotonic_ms());
+    int staged = 0;
     size_t i;
-    json_t *row;
+    json_t *row, *name;
+    json_array_foreach(fields, i, name)
+        staged |= strcmp(json_string_value(name), "stage") == 0;
     json_array_foreach(live, i, row) {
-        json_object_set_new(row, "fields", config_values(
-            json_object_get(row, "config"), fields));
+        json_t *values = config_values(json_object_get(row, "config"), fields);
+        json_t *stage = staged ? job_stage(a, json_integer_value(
+                                     json_object_get(row, "job_id"))) : NULL;
+        if (stage)
+            json_object_set_new(values, "stage", stage);
+        json_object_set_new(row, "fields", values);
         json_object_del(row, "config");
     }
     return live;

@@ -36,6 +36,9 @@ static json_t *real_array(const double *x, int n)
 
 enum { NB = BF_CURVE_BUCKETS + 1 };     /* the last bucket: the last point */
 
+/* A group of at most this many jobs has its jobs' curves, not a band. */
+enum { SEED_LINES = 2 };
+
 /* The train_loss view gives its rows by job, each job's by step
  * (common/result_views.c walks the sweep's jobs by id), so one job's
  * buckets are filled at a time and then folded into its group's: memory
@@ -45,12 +48,16 @@ typedef struct group_bucket {
     bf_stats_running log_loss;  /* over jobs: log of the job's bucket mean */
     int jobs;                   /* jobs with a point in the bucket */
     double step;                /* the latest step of any of them */
+    double seed[SEED_LINES];    /* the group's first jobs' bucket means (0:
+                                   none): drawn where a band of so few
+                                   seeds would mean nothing */
 } group_bucket;
 
 typedef struct loss_scan {
     const bf_sweep_view *v;
     group_bucket **groups;              /* [group]: its NB buckets, made
                                            at its first job with a curve */
+    int *group_jobs;                    /* [group]: its jobs with a curve */
     /* the job being read */
     int64_t job_id;
     int row;                            /* in v->jobs; -1: none */
@@ -77,12 +84,16 @@ static void end_job(loss_scan *s)
     if (!*have)
         *have = bf_xcalloc(NB, sizeof **have);
     group_bucket *g = *have;
+    int nth = s->group_jobs[s->v->job_group[s->row]]++;
     for (int b = 0; b < NB; b++) {
         if (s->count[b] <= 0)
             continue;
         double mean = s->sum[b] / s->count[b];
-        if (mean > 0 && isfinite(mean))     /* as bf_stats_summarize_log */
+        if (mean > 0 && isfinite(mean)) {   /* as bf_stats_summarize_log */
             bf_stats_running_add(&g[b].log_loss, log(mean));
+            if (nth < SEED_LINES)
+                g[b].seed[nth] = mean;
+        }
         g[b].jobs++;
         if (s->step[b] > g[b].step)
             g[b].step = s->step[b];
@@ -121,7 +132,23 @@ static void on_loss_row(void *ctx, const double *x)     /* job_id, step, loss */
     }
 }
 
-static json_t *group_loss_curve(const group_bucket *g, int group)
+/* The jobs' bucket means of a group of at most SEED_LINES jobs. */
+static json_t *seed_lines(const group_bucket *g, int jobs)
+{
+    json_t *lines = json_array();
+    for (int k = 0; k < jobs; k++) {
+        json_t *line = json_array();
+        for (int b = 0; b < NB; b++)
+            if (g[b].jobs > 0)
+                json_array_append_new(line, g[b].seed[k] > 0
+                                            ? json_real(g[b].seed[k])
+                                            : json_null());
+        json_array_append_new(lines, line);
+    }
+    return lines;
+}
+
+static json_t *group_loss_curve(const group_bucket *g, int group, int jobs)
 {
     json_t *step = json_array(), *mean = json_array(), *low = json_array(),
            *high = json_array(), *n = json_array();
@@ -145,6 +172,8 @@ static json_t *group_loss_curve(const group_bucket *g, int group)
         json_decref(curve);
         return NULL;
     }
+    if (jobs <= SEED_LINES)
+        json_object_set_new(curve, "seeds", seed_lines(g, jobs));
     return curve;
 }
 
@@ -153,7 +182,9 @@ json_t *bf_curves_train_loss(const bf_sweep_view *v, bf_source *src)
     loss_scan *s = bf_xcalloc(1, sizeof *s);
     *s = (loss_scan){ .v = v, .row = -1,
                       .groups = bf_xcalloc((size_t)v->n_groups + 1,
-                                           sizeof *s->groups) };
+                                           sizeof *s->groups),
+                      .group_jobs = bf_xcalloc((size_t)v->n_groups + 1,
+                                               sizeof *s->group_jobs) };
     static const char *const columns[] = { "job_id", "step", "loss" };
     json_t *curves = NULL;
     if (bf_source_scan(src, "train_loss", v->sweep_id, columns, 3, on_loss_row,
@@ -161,7 +192,8 @@ json_t *bf_curves_train_loss(const bf_sweep_view *v, bf_source *src)
         end_job(s);
         curves = json_array();
         for (int g = 0; g < v->n_groups; g++) {
-            json_t *c = s->groups[g] ? group_loss_curve(s->groups[g], g)
+            json_t *c = s->groups[g] ? group_loss_curve(s->groups[g], g,
+                                                        s->group_jobs[g])
                                      : NULL;
             if (c)
                 json_array_append_new(curves, c);
@@ -170,6 +202,7 @@ json_t *bf_curves_train_loss(const bf_sweep_view *v, bf_source *src)
     for (int g = 0; g < v->n_groups; g++)
         free(s->groups[g]);
     free(s->groups);
+    free(s->group_jobs);
     free(s);
     return curves;
 }

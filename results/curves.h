@@ -4,7 +4,8 @@
  * Training loss: each job's steps fall into BF_CURVE_BUCKETS equal buckets
  * of its run (the job's mean loss per bucket) plus one bucket for its last
  * logged point, kept exactly; per group and bucket, the geometric mean
- * over seeds with its log-scale 95% interval (never below zero).
+ * over seeds with its log-scale 95% interval (never below zero), and of
+ * a group of one or two seeds each seed's bucket means.
  * Frequencies: per group and (layer, head, pair), omega / omega(first
  * recorded step) averaged over seeds in BF_FREQ_BUCKETS buckets (plus the
  * last point), and the first and last omega for the spectrum. */
@@ -25,7 +26,10 @@
 extern const char *const bf_curves_job_fields[];
 
 /* [{group, step: [...], mean: [...], low: [...], high: [...], n: [...]}],
- * one per group with training loss.  NULL after printing the problem. */
+ * one per group with training loss; a group of one or two jobs also has
+ * seeds: [[...] per job], each job's bucket means (null: none there),
+ * which the report draws instead of a band.  NULL after printing the
+ * problem. */
 json_t *bf_curves_train_loss(const bf_sweep_view *v, bf_source *src);
 
 /* [{group, step: [...], series: [{layer, head, pair, ratio: [...]}],

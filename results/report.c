@@ -124,6 +124,7 @@ static json_t *report_data(bf_source *src, int64_t sweep_id,
                                                           BF_REPORT_MAX_JOBS));
         json_object_set_new(data, "adaptive_seeds", adaptive);
         json_object_set_new(data, "selections", chosen);
+        json_object_set(data, "searches", v.searched);
         loss = freq = adaptive = chosen = NULL;
     }
     bf_compare_facts_free(facts);

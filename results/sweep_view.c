@@ -177,10 +177,17 @@ static json_t *taken_fields(const char *source)
     return taken;
 }
 
-/* The stages of a sweep file (source, as submitted) that search
- * (`search:`), by name, "" for a file searching at its top level: an
- * object (new reference; empty when source does not parse). */
+/* A stage's (or file's) search space; an empty object for none. */
+static json_t *space_of(const json_t *stage)
+{
+    json_t *space = json_object_get(json_object_get(stage, "search"), "space");
+    return json_is_object(space) ? json_incref(space) : json_object();
+}
 
+/* The stages of a sweep file (source, as submitted) that search
+ * (`search:`), by name, "" for a file searching at its top level, each
+ * with its search space (`space:`, the report's slice axes): an object
+ * (new reference; empty when source does not parse). */
 static json_t *searched_stages(const char *source)
 {
     json_t *searched = json_object();
@@ -188,13 +195,13 @@ static json_t *searched_stages(const char *source)
     json_t *sweep = source ? bf_yaml_parse(source, strlen(source), NULL, NULL,
                                            &err) : NULL;
     if (json_object_get(sweep, "search"))
-        json_object_set_new(searched, "", json_true());
+        json_object_set_new(searched, "", space_of(sweep));
     json_t *stage;
     size_t i;
     json_array_foreach(json_object_get(sweep, "stages"), i, stage) {
         const char *name = json_string_value(json_object_get(stage, "name"));
         if (name && json_object_get(stage, "search"))
-            json_object_set_new(searched, name, json_true());
+            json_object_set_new(searched, name, space_of(stage));
     }
     json_decref(sweep);
     return searched;

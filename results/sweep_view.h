@@ -70,7 +70,8 @@ typedef struct bf_sweep_view {
     int n_candidates;
     int *group_row;         /* per group: the row of its first job */
     json_t *taken;          /* taken_fields (sweep_view.c); NULL with --by */
-    json_t *searched;       /* the stages of the sweep file that search */
+    json_t *searched;       /* the stages of the sweep file that search:
+                               {stage: its search space} */
     json_t *zips;           /* the sweep file's labelled zips
                                (zip_labels.h): groups are named by them */
     bf_sweep_held *held;    /* the jobs held, by id ascending: for */

@@ -11,6 +11,12 @@
 // -freq-heatmap-N.png (log(omega / omega(0)) over training) and
 // -spectrum-N.png, N counting the GROUP arguments from 1.  Fails naming
 // what it cannot find.
+//
+//   node scripts/report_png.js --page URL OUT.png HEIGHT
+//
+// saves the top HEIGHT pixels of a page (a report's file:// or a dashboard's
+// http:// URL) at 1400 px wide once its figures are drawn
+// (scripts/screenshots.sh: docs/screenshots/).
 // scripts/browser-deps.sh installs chromium and playwright-core; the browser
 // starts as the browser tests start it (tests/results/browser/chromium.js).
 "use strict";
@@ -25,7 +31,29 @@ async function shoot(page, id, file) {
   console.log("wrote " + file);
 }
 
+/* The top of a page once a figure is drawn. */
+async function page(url, file, height) {
+  const browser = await launch();
+  try {
+    const p = await browser.newPage();
+    await p.setViewportSize({ width: 1400, height: 900 });
+    await p.goto(url);
+    await p.waitForFunction(() => typeof window.bifocalFigures === "function" &&
+                            window.bifocalFigures().length > 0, null, { timeout: 30000 });
+    await p.screenshot({ path: file, fullPage: true, clip: { x: 0, y: 0, width: 1400, height: Number(height) } });
+    console.log("wrote " + file);
+  } finally {
+    await browser.close();
+  }
+}
+
 async function main() {
+  if (process.argv[2] === "--page") {
+    const [url, file, height] = process.argv.slice(3);
+    if (!url || !file || !(Number(height) > 0))
+      throw new Error("usage: report_png.js --page URL OUT.png HEIGHT");
+    return page(url, file, height);
+  }
   const [report, prefix, ...groups] = process.argv.slice(2);
   if (!report || !prefix)
     throw new Error("usage: report_png.js REPORT.html OUT_PREFIX [GROUP...]");

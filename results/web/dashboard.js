@@ -83,7 +83,7 @@ var BifocalDashboard = (function () {
       body.appendChild(el("tr", {}, columns.map(function (c) {
         var v = c.get(r);
         if (v instanceof Node) return el("td", {}, [v]);
-        return el("td", { text: typeof v === "number" ? fmt(v) : (v === null || v === undefined ? "" : String(v)) });
+        return el("td", { text: typeof v === "number" ? fmt(v) : (v === null || v === undefined ? "" : R.short(v)) });
       })));
     });
     t.appendChild(body);
@@ -517,7 +517,7 @@ var BifocalDashboard = (function () {
         sweepLinked = true;
       }
       var fields = Object.keys(d.fields).map(function (k) { return k + "=" + JSON.stringify(d.fields[k]); });
-      document.querySelector("h1").textContent = "Job " + id + (fields.length ? ": " + fields.join(" ") : "");
+      document.querySelector("h1").textContent = R.short("Job " + id + (fields.length ? ": " + fields.join(" ") : ""));
       facts.textContent = "";
       var line = el("div", { class: "bf-counts" }, [statusCell(j.status),
         el("span", { text: "attempts " + j.attempts }),

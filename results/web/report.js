@@ -10,10 +10,19 @@
 "use strict";
 
 var BifocalReport = (function () {
+  /* 24 qualitative colours, a group's by its index in the report's groups
+   * (data.groups), so a group keeps its colour in every figure; past 24
+   * the colours repeat dashed (dashOf).  The greys come last: a grey line
+   * reads as a reference, not a group. */
   var PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
-                 "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
+                 "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#393b79",
+                 "#ad494a", "#637939", "#8c6d31", "#7b4173", "#00a087",
+                 "#e6550d", "#3182bd", "#f781bf", "#4dac26", "#a65628",
+                 "#6baed6", "#fdae6b", "#7f7f7f", "#636363"];
 
   function color(i) { return PALETTE[i % PALETTE.length]; }
+
+  function dashOf(i) { return i >= PALETTE.length ? [6, 3] : undefined; }
 
   function fade(hex, alpha) {
     var n = parseInt(hex.slice(1), 16);
@@ -39,6 +48,27 @@ var BifocalReport = (function () {
     return Number(x).toPrecision(digits || 4).replace(/\.?0+(e|$)/, "$1");
   }
 
+  /* Every decimal number in a text to 4 significant digits (a group's
+   * label carries the config's full precision: lr=0.00010000000000000009
+   * reads lr=0.0001); integers stay as they are. */
+  function short(text) {
+    return String(text).replace(/-?(?:\d*\.\d+(?:e[-+]?\d+)?|\d+e[-+]?\d+)/gi,
+                                function (m) { return fmt(Number(m)); });
+  }
+
+  /* An axis tick: 4 significant digits, powers of ten beyond 1e-3 .. 1e6
+   * as 1e-4 (uPlot's own ticks keep a few decimals: a learning rate's
+   * axis read 0, 0, 0). */
+  function tick(v) {
+    if (v === null || v === undefined) return "";
+    var a = Math.abs(v);
+    if (a !== 0 && (a < 1e-3 || a >= 1e6))
+      return Number(v).toExponential(3).replace(/\.?0+e/, "e").replace("e+", "e");
+    return fmt(Number(Number(v).toPrecision(12)));
+  }
+
+  function ticks(u, splits) { return splits.map(tick); }
+
   function download(name, href) {
     var a = el("a", { href: href, download: name });
     document.body.appendChild(a);
@@ -54,7 +84,7 @@ var BifocalReport = (function () {
    * line. */
   function figure(parent, spec) {
     var box = el("figure", { class: "bf-figure", id: spec.id });
-    box.appendChild(el("figcaption", { text: spec.title }));
+    box.appendChild(el("figcaption", { text: short(spec.title) }));
     var tools = el("div", { class: "bf-tools" });
     box.appendChild(tools);
     var plotBox = el("div", { class: "bf-plot" });
@@ -75,7 +105,8 @@ var BifocalReport = (function () {
       var same = next.series.length === state.spec.series.length &&
         next.series.every(function (s, i) {
           var old = state.spec.series[i];
-          return s.label === old.label && !s.low === !old.low;
+          return s.label === old.label && !s.low === !old.low &&
+                 (s.seeds || []).length === (old.seeds || []).length;
         });
       state.spec = next;
       if (same) state.plot.setData(plotData(next, state.logY).data);
@@ -105,7 +136,7 @@ var BifocalReport = (function () {
     entries.slice(0, MAX_KEY).forEach(function (e) {
       key.appendChild(el("span", { class: "bf-key-entry" }, [
         el("span", { class: "bf-swatch", style: "background:" + e.color }),
-        document.createTextNode(e.label)]));
+        document.createTextNode(short(e.label))]));
     });
     return key;
   }
@@ -120,8 +151,10 @@ var BifocalReport = (function () {
   /* A heatmap of log(ratio) with rows (layer, head, pair) and columns the
    * steps: hundreds of learnable pairs stay readable where as many lines
    * would not.  spec: {id, title, x: steps, rows: [{layer, head, pair,
-   * y: ratios}]}; the colour scale is symmetric about 0 (no change) up to
-   * the largest |log ratio|, and its bar is the only key.  Registered like
+   * y: ratios}], max}; the colour scale is symmetric about 0 (no change)
+   * up to max, the largest |log ratio| of every heatmap of the page
+   * (maxLogRatio), so one colour means one change in all of them; its bar
+   * is the only key.  Registered like
    * the uPlot figures (data, series, ctx) for the tests.  Returns
    * {update(spec)}. */
   function heatmap(parent, spec) {
@@ -132,9 +165,9 @@ var BifocalReport = (function () {
     var state = {};
     state.update = function (next) {
       spec = next;
-      drawHeatmap(canvas, bar, spec);
+      var scale = drawHeatmap(canvas, bar, spec);
       registry[spec.id] = { id: spec.id, title: spec.title, spec: {
-        yLabel: "omega / omega(0)", logY: true,
+        yLabel: "omega / omega(0)", logY: true, scale: scale,
         series: spec.rows.map(function (r) { return { label: rowLabel(r), y: r.y }; }) },
         plot: { root: box, ctx: canvas.getContext("2d"),
                 series: [{}].concat(spec.rows),
@@ -142,6 +175,17 @@ var BifocalReport = (function () {
     };
     state.update(spec);
     return state;
+  }
+
+  /* The largest |log ratio| of lists of heatmap rows (1e-9 for none). */
+  function maxLogRatio(lists) {
+    var max = 0;
+    lists.forEach(function (rows) {
+      rows.forEach(function (r) {
+        r.y.forEach(function (v) { if (v > 0) max = Math.max(max, Math.abs(Math.log(v))); });
+      });
+    });
+    return max > 0 ? max : 1e-9;
   }
 
   function rowLabel(r) { return "L" + r.layer + " H" + r.head + " p" + r.pair; }
@@ -157,11 +201,7 @@ var BifocalReport = (function () {
     canvas.style.height = height + "px";
     var ctx = canvas.getContext("2d");
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    var max = 0;
-    rows.forEach(function (r) {
-      r.y.forEach(function (v) { if (v > 0) max = Math.max(max, Math.abs(Math.log(v))); });
-    });
-    max = max > 0 ? max : 1e-9;
+    var max = spec.max || maxLogRatio([rows]);
     rows.forEach(function (r, i) {
       r.y.forEach(function (v, j) {
         if (!(v > 0)) return;
@@ -189,59 +229,64 @@ var BifocalReport = (function () {
     var ticks = Math.min(nx, 6), yAxis = top + rows.length * rowH;
     for (var t = 0; t < ticks; t++) {
       var j = ticks > 1 ? Math.round(t * (nx - 1) / (ticks - 1)) : 0;
-      ctx.fillText(String(spec.x[j]), left + (j + 0.5) * cellW - 8, yAxis + 14);
+      ctx.fillText(tick(spec.x[j]), left + (j + 0.5) * cellW - 8, yAxis + 14);
     }
     ctx.fillText("step", left + (width - left) / 2 - 10, yAxis + 28);
     bar.textContent = "";
     var grad = el("span", { class: "bf-colorbar", style: "background: linear-gradient(" +
                             "to right, " + diverging(-1) + ", #fff, " + diverging(1) + ")" });
-    bar.appendChild(document.createTextNode("log(omega / omega(0)): " +
-                                            fmt(-max, 3) + " "));
+    bar.appendChild(el("span", { text: "log(omega / omega(0)): " +
+                                 fmt(-max) }));
     bar.appendChild(grad);
-    bar.appendChild(document.createTextNode(" +" + fmt(max, 3) +
-      " (blue: the frequency fell; white: unchanged; red: rose); rows: " +
-      rows.length + " pairs by layer and head"));
+    bar.appendChild(el("span", { text: "+" + fmt(max) }));
+    bar.appendChild(el("span", { text: "(one scale for every heatmap of this page; " +
+      "blue: the frequency fell; white: unchanged; red: rose); rows: " + rows.length +
+      " pairs by layer and head" }));
+    return max;
   }
 
-  /* uPlot's data, series and bands of a spec.  Bands (low/high) are two
-   * hidden series filled between, shown and hidden with their line. */
+  /* uPlot's data, series and bands of a spec.  A line's companions, kept
+   * out of the legend and shown and hidden with it, are its band (low/high:
+   * two series filled between) or its seeds (seeds: thin lines, where a
+   * band of one or two seeds would mean nothing).  A scatter series
+   * (scatter: true) draws its points only, size `size`. */
   function plotData(spec, logY) {
     /* a log axis cannot show 0 or less (a band's low end with few seeds) */
     var shown = function (ys) {
       return logY ? ys.map(function (y) { return y > 0 ? y : null; }) : ys;
     };
-    var data = [spec.x], series = [{ label: spec.xLabel }], bands = [];
-    var bandOf = {};     /* line series index -> its two band series */
+    var data = [spec.x], bands = [];
+    var series = [{ label: spec.xLabel, value: function (u, v) { return fmt(v); } }];
+    var bandOf = {};     /* line series index -> its companion series */
+    function companion(ys, label, width, stroke) {
+      data.push(shown(ys));
+      series.push({ label: label, stroke: stroke, width: width, spanGaps: true,
+                    points: { show: false }, bfBand: true });
+      return series.length - 1;
+    }
     spec.series.forEach(function (s) {
       data.push(shown(s.y));
-      var line = series.length;
-      series.push({ label: s.label, stroke: s.color, width: 2,
-                    spanGaps: true, dash: s.dash,
-                    points: { show: spec.x.length <= 30 },
-                    value: function (u, v) { return fmt(v); } });
-      if (s.low && s.high) {
-        data.push(shown(s.high));
-        data.push(shown(s.low));
-        series.push({ label: s.label + " high", stroke: "transparent", spanGaps: true,
-                      points: { show: false }, bfBand: true });
-        series.push({ label: s.label + " low", stroke: "transparent", spanGaps: true,
-                      points: { show: false }, bfBand: true });
-        bands.push({ series: [line + 1, line + 2], fill: fade(s.color, 0.18) });
-        bandOf[line] = [line + 1, line + 2];
+      var at = series.length;
+      var line = { label: short(s.label), stroke: s.color, width: s.width || 2,
+                   spanGaps: true, dash: s.dash, points: { show: spec.x.length <= 30 },
+                   value: function (u, v) { return fmt(v); } };
+      if (s.scatter) {
+        line.paths = function () { return null; };
+        line.points = { show: true, size: s.size || 7, width: 2,
+                        fill: s.fill || s.color, stroke: s.color };
       }
+      series.push(line);
+      bandOf[at] = [];
+      if (s.low && s.high) {
+        bandOf[at].push(companion(s.high, s.label + " high", 0, "transparent"),
+                          companion(s.low, s.label + " low", 0, "transparent"));
+        bands.push({ series: [at + 1, at + 2], fill: fade(s.color, 0.18) });
+      }
+      (s.seeds || []).forEach(function (ys, k) {
+        bandOf[at].push(companion(ys, s.label + " seed " + (k + 1), 1, fade(s.color, 0.7)));
+      });
     });
     return { data: data, series: series, bands: bands, bandOf: bandOf };
-  }
-
-  /* A log axis's tick labels: uPlot's own keep a few decimals, so they
-   * read "0" at 0.0001 and below, and spell 1e13 out in full.  Its
-   * filter leaves the ticks between labels null. */
-  function logTicks(u, splits) {
-    return splits.map(function (v) {
-      if (v === null || v === undefined) return "";
-      return v >= 1e5 || v < 1e-4 ? Number(v).toExponential(0).replace("e+", "e")
-                                  : fmt(v, 3);
-    });
   }
 
   function makePlot(target, spec, logY) {
@@ -253,12 +298,12 @@ var BifocalReport = (function () {
       series: p.series,
       bands: p.bands,
       legend: { show: spec.legend !== false },
-      scales: { x: { time: false }, y: logY ? { distr: 3 } : {} },
+      scales: { x: spec.logX ? { time: false, distr: 3 } : { time: false },
+                y: logY ? { distr: 3 } : {} },
       axes: [spec.xTicksAtData
-               ? { label: spec.xLabel, splits: function () { return spec.x; } }
-               : { label: spec.xLabel },
-             logY ? { label: spec.yLabel, size: 70, values: logTicks }
-                  : { label: spec.yLabel, size: 70 }],
+               ? { label: spec.xLabel, values: ticks, splits: function () { return spec.x; } }
+               : { label: spec.xLabel, values: ticks },
+             { label: spec.yLabel, size: 70, values: ticks }],
       cursor: { drag: { x: true, y: false } },
       hooks: {
         init: [function (u) {
@@ -325,6 +370,10 @@ var BifocalReport = (function () {
         head.push(s.label + " ci_low", s.label + " ci_high");
         cols.push(s.low, s.high);
       }
+      (s.seeds || []).forEach(function (ys, k) {
+        head.push(s.label + " seed " + (k + 1));
+        cols.push(ys);
+      });
     });
     var lines = [head.map(csvCell).join(",")];
     spec.x.forEach(function (x, i) {
@@ -357,11 +406,38 @@ var BifocalReport = (function () {
     };
   }
 
+  /* A group's colour (and dash past the palette) by its index in
+   * data.groups, whatever figure it is drawn in; a compare row's group
+   * that data.groups does not name comes after them, in the order of the
+   * comparison's rows. */
+  function groupStyle(data, labelText) {
+    var known = (data.groups || []).map(function (g) { return g.label; });
+    var i = known.indexOf(labelText);
+    if (i < 0) {
+      var others = [];
+      (data.compare || []).forEach(function (r) {
+        if (known.indexOf(r.group) < 0 && others.indexOf(r.group) < 0) others.push(r.group);
+      });
+      i = known.length + others.indexOf(labelText);
+    }
+    return { color: color(i), dash: dashOf(i) };
+  }
+
+  /* Compare rows of the groups a search section shows (its trials), which
+   * the figures and the comparison leave to it. */
+  function searchTrial(data, r) {
+    return !!r.search_trial && (data.selections || []).length > 0;
+  }
+
   // The compare rows that keep() accepts, one series per group over the eval
-  // depths: series(mean, low, high) names the row fields to draw.
-  function depthSeries(rows, keep) {
+  // depths: series(mean, low, high) names the row fields to draw.  A point of
+  // n <= 2 seeds has no band (its interval spans decades: a band of two
+  // seeds means nothing); its seeds are the point itself.
+  function depthSeries(data, keep) {
     var byGroup = {};
-    rows.filter(keep).forEach(function (r) {
+    (data.compare || []).filter(function (r) {
+      return keep(r) && !searchTrial(data, r);
+    }).forEach(function (r) {
       var g = byGroup[r.group] || (byGroup[r.group] = { label: r.group, rows: [] });
       g.rows.push(r);
     });
@@ -371,10 +447,13 @@ var BifocalReport = (function () {
     return {
       x: a.x,
       series: function (mean, low, high) {
-        return groups.map(function (g, i) {
-          function col(k) { return a.on(g, g.rows.map(function (r) { return r[k]; })); }
-          return { label: g.label, color: color(i), y: col(mean), low: col(low),
-                   high: col(high) };
+        return groups.map(function (g) {
+          function col(k) {
+            return a.on(g, g.rows.map(function (r) { return r.n > 2 || k === mean ? r[k] : null; }));
+          }
+          var band = g.rows.some(function (r) { return r.n > 2; }), st = groupStyle(data, g.label);
+          return { label: g.label, color: st.color, dash: st.dash, y: col(mean),
+                   low: band ? col(low) : null, high: band ? col(high) : null };
         });
       },
     };
@@ -384,7 +463,7 @@ var BifocalReport = (function () {
   // ratio to its baseline with its 95% interval, per eval depth, log axis
   // (1 = no change; below 1 = lower loss).
   function forestFigure(root, data) {
-    var d = depthSeries(data.compare || [], function (r) {
+    var d = depthSeries(data, function (r) {
       return r.loss_ratio !== undefined && r.loss_ratio !== null;
     });
     if (!d.x.length) return;
@@ -399,7 +478,7 @@ var BifocalReport = (function () {
   }
 
   function depthFigures(root, data) {
-    var d = depthSeries(data.compare, function () { return true; });
+    var d = depthSeries(data, function () { return true; });
     var marks = (data.train_depths || []).map(function (x) {
       return { x: x, label: "train depth " + x };
     });
@@ -407,8 +486,8 @@ var BifocalReport = (function () {
     var sec = section(root, "Structure gap",
       "Final evaluation against eval depth per group: accuracy's mean over seeds " +
       "with its 95% band over seeds (inside [0, 1]), loss's geometric mean " +
-      "with its log-scale 95% band (never below zero); dashed lines mark the " +
-      "training depths.");
+      "with its log-scale 95% band (never below zero), no band for a group of " +
+      "one or two seeds; dashed lines mark the training depths.");
     figure(sec, { id: "fig-accuracy-depth", title: "Exact-match accuracy vs eval depth",
                   xLabel: "eval depth", yLabel: "accuracy", x: d.x, xTicksAtData: true,
                   series: series("accuracy"), marks: marks });
@@ -420,19 +499,25 @@ var BifocalReport = (function () {
   function label(data, g) { return data.groups[g].label; }
 
   function lossFigure(root, data) {
-    var curves = data.train_loss || [];
+    var trials = {};
+    (data.compare || []).forEach(function (r) { if (searchTrial(data, r)) trials[r.group] = true; });
+    var curves = (data.train_loss || []).filter(function (c) { return !trials[label(data, c.group)]; });
     var sec = section(root, "Training loss",
       "Geometric mean over seeds per group with its log-scale 95% band, downsampled to at most " +
-      "201 points per group (each job's last point kept).");
+      "201 points per group (each job's last point kept); a group of one or two seeds " +
+      "shows its seeds as thin lines instead of a band.");
     if (!curves.length) { sec.appendChild(el("p", { text: "No training loss recorded." })); return; }
     var lists = curves.map(function (c) { return { x: c.step }; });
     var a = align(lists);
     figure(sec, { id: "fig-train-loss", title: "Training loss", xLabel: "step",
                   yLabel: "loss", x: a.x, logY: true, logToggle: true,
                   series: curves.map(function (c, i) {
-                    return { label: label(data, c.group), color: color(c.group),
-                             y: a.on(lists[i], c.mean), low: a.on(lists[i], c.low),
-                             high: a.on(lists[i], c.high) };
+                    var st = groupStyle(data, label(data, c.group));
+                    function on(ys) { return a.on(lists[i], ys); }
+                    return { label: label(data, c.group), color: st.color, dash: st.dash,
+                             y: on(c.mean), low: c.seeds ? null : on(c.low),
+                             high: c.seeds ? null : on(c.high),
+                             seeds: (c.seeds || []).map(on) };
                   }) });
   }
 
@@ -495,8 +580,11 @@ var BifocalReport = (function () {
     }
     var pick = el("select", { id: "bf-freq-group" });
     freq.forEach(function (f, i) {
-      pick.appendChild(el("option", { value: String(i), text: label(data, f.group) }));
+      pick.appendChild(el("option", { value: String(i), text: short(label(data, f.group)) }));
     });
+    var max = maxLogRatio(freq.map(function (f) {
+      return f.series.map(function (s) { return { y: s.ratio }; });
+    }));
     var raw = el("input", { type: "checkbox", id: "bf-freq-lines" });
     sec.appendChild(el("div", { class: "bf-tools" }, [
       el("label", {}, [document.createTextNode("group "), pick]),
@@ -511,7 +599,7 @@ var BifocalReport = (function () {
       });
       heatmap(holder, { id: "fig-freq-heatmap", title: "log(omega / omega(0)) over " +
                           "training, " + name, x: f.step,
-                        rows: f.series.map(function (s) {
+                        max: max, rows: f.series.map(function (s) {
                           return { layer: s.layer, head: s.head, pair: s.pair, y: s.ratio };
                         }) });
       if (raw.checked) rawLines(holder, f, name);
@@ -525,13 +613,14 @@ var BifocalReport = (function () {
   function table(parent, rows, columns, cls) {
     var t = el("table", { class: cls || "bf-table" });
     t.appendChild(el("thead", {}, [el("tr", {}, columns.map(function (c) {
-      return el("th", { text: c.title || c.key });
+      /* a column's name wraps at its underscores */
+      return el("th", { text: c.title || c.key.replace(/_/g, " ") });
     }))]));
     var body = el("tbody");
     rows.forEach(function (r) {
       body.appendChild(el("tr", {}, columns.map(function (c) {
         var v = c.get ? c.get(r) : r[c.key];
-        return el("td", { text: typeof v === "number" ? fmt(v) : (v === null || v === undefined ? "" : String(v)) });
+        return el("td", { text: typeof v === "number" ? fmt(v) : (v === null || v === undefined ? "" : short(v)) });
       })));
     });
     t.appendChild(body);
@@ -585,31 +674,82 @@ var BifocalReport = (function () {
     ], "bf-table bf-adaptive");
   }
 
-  // Selections: what each select: chose per cell (docs/sweeps.md).
-  function selectionsSection(root, data) {
+  /* A searched field's slice (Optuna's slice plot): each trial's value of
+   * the field (x, a log axis for loguniform) against the selection's
+   * metric, a series of points per cell, the chosen trials ringed. */
+  function sliceFigure(sec, stage, field, space, cells) {
+    var points = [];
+    cells.forEach(function (c, ci) {
+      c.chosen.concat(c.runners_up).forEach(function (t) {
+        var x = (t.values || {})[field];
+        if (typeof x === "number")
+          points.push({ cell: ci, x: x, y: t.value, chosen: c.chosen.indexOf(t) >= 0 });
+      });
+    });
+    if (!points.length) return;
+    var a = align([{ x: points.map(function (p) { return p.x; }) }]);
+    function at(keep) {
+      var ys = a.x.map(function () { return null; });
+      points.filter(keep).forEach(function (p) { ys[a.x.indexOf(p.x)] = p.y; });
+      return ys;
+    }
+    var first = cells[0];
+    figure(sec, { id: "fig-slice-" + (stage || "search") + "-" + field.replace(/\W/g, "-"),
+                  title: "Slice: " + first.metric + " at depth " + first.eval_depth + " vs " +
+                         field + (stage ? ", stage " + stage : ""),
+                  xLabel: field, yLabel: first.metric, x: a.x,
+                  logX: !!(space && space.loguniform),
+                  series: [{ label: "chosen", color: "#000000", fill: "#ffffff", scatter: true,
+                             size: 16, y: at(function (p) { return p.chosen; }) }].concat(
+                    cells.map(function (c, ci) {
+                      return { label: c.cell + " trials", color: color(ci), scatter: true,
+                               y: at(function (p) { return p.cell === ci; }) };
+                    })) });
+  }
+
+  /* Each cell's trials, best first: values, metric, rank, and what came of
+   * the chosen ones. */
+  function trialRows(cells) {
+    var rows = [];
+    cells.forEach(function (c) {
+      c.chosen.concat(c.runners_up).forEach(function (t, k) {
+        var chosen = k < c.chosen.length;
+        rows.push({ cell: c.cell, trial: t.trial, job: t.job_id, rank: k + 1,
+          values: Object.keys(t.values || {}).map(function (f) {
+            return f + "=" + (typeof t.values[f] === "number" ? fmt(t.values[f]) : t.values[f]);
+          }).join(" "),
+          metric: c.metric + " at depth " + c.eval_depth, value: t.value,
+          outcome: chosen ? "finished, chosen" + (c.taken_by.length ?
+                   ": values taken by jobs " + c.taken_by.join(", ") : "") : "finished" });
+      });
+    });
+    return rows;
+  }
+
+  // A search shown as a search: per stage that selects (docs/sweeps.md,
+  // Selection), a slice figure per searched field and its trials per cell.
+  function searchSection(root, data) {
     var cells = data.selections || [];
     if (!cells.length)
       return;
-    var sec = section(root, "Selections",
+    var sec = section(root, "Search",
       "Each cell's trials ranked by their final metric at the selection's " +
-      "depth once all had ended; a later stage with from: trained the chosen " +
-      "values (docs/sweeps.md, Selection).");
-    function trials(list) {
-      return list.map(function (t) {
-        var v = Object.keys(t.values || {}).map(function (k) {
-          return k + "=" + (typeof t.values[k] === "number" ? fmt(t.values[k], 3) : t.values[k]);
-        }).join(" ");
-        return "job " + t.job_id + " (trial " + t.trial + (v ? ": " + v : "") + ") " + fmt(t.value, 4);
-      }).join("; ");
-    }
-    table(sec, cells, [
-      { title: "stage", get: function (c) { return c.stage || ""; } },
-      { key: "cell" },
-      { title: "by", get: function (c) { return c.metric + " at depth " + c.eval_depth; } },
-      { title: "chosen", get: function (c) { return trials(c.chosen); } },
-      { title: "runners-up", get: function (c) { return trials(c.runners_up); } },
-      { title: "values taken by jobs", get: function (c) { return c.taken_by.join(", "); } },
-    ], "bf-table bf-selections");
+      "depth once all had ended, the chosen ones ringed; a later stage with " +
+      "from: trained the chosen values (docs/sweeps.md, Selection). Only " +
+      "trials that finished are ranked.");
+    var stages = [];
+    cells.forEach(function (c) { if (stages.indexOf(c.stage) < 0) stages.push(c.stage); });
+    stages.forEach(function (stage) {
+      var mine = cells.filter(function (c) { return c.stage === stage; });
+      var space = (data.searches || {})[stage || ""] || {};
+      Object.keys(space).forEach(function (field) {
+        sliceFigure(sec, stage, field, space[field], mine);
+      });
+      table(sec, trialRows(mine), [
+        { key: "cell" }, { key: "trial" }, { key: "job" }, { key: "values" },
+        { key: "metric" }, { key: "value" }, { key: "rank" }, { key: "outcome" },
+      ], "bf-table bf-search");
+    });
   }
 
   function compareSection(root, data) {
@@ -619,7 +759,7 @@ var BifocalReport = (function () {
       "Wilson 95% CI; against the baseline, the geometric-mean loss ratio with " +
       "its 95% CI (* : adjusted p below the sweep's alpha, Holm within its " +
       "declared primary family, Benjamini-Hochberg elsewhere; docs/results.md).");
-    table(sec, data.compare, [
+    table(sec, data.compare.filter(function (r) { return !searchTrial(data, r); }), [
       { key: "group" }, { key: "eval_depth", title: "eval depth" }, { key: "n" },
       { title: "loss", get: function (r) { return meanSd(r, "loss"); } },
       { title: "loss 95% CI", get: function (r) { return ci(r, "loss"); } },
@@ -688,7 +828,7 @@ var BifocalReport = (function () {
     }
     forestFigure(root, data);
     adaptiveSection(root, data);
-    selectionsSection(root, data);
+    searchSection(root, data);
     depthFigures(root, data);
     lossFigure(root, data);
     frequencyFigures(root, data);
@@ -701,7 +841,8 @@ var BifocalReport = (function () {
   /* The report's page, and the parts the dashboard's pages are built of. */
   return { render: render, figureCsv: figureCsv, figure: figure, heatmap: heatmap,
            table: table,
-           section: section, el: el, fmt: fmt, color: color, align: align,
+           section: section, el: el, fmt: fmt, short: short, tick: tick, color: color,
+           align: align,
            depthFigures: depthFigures, compareSection: compareSection,
            adaptiveSection: adaptiveSection };
 })();

@@ -275,6 +275,34 @@ def check_api(bifocal, db, addr):
     ro.close()
 
 
+def check_running_stage(db, addr):
+    """A running job of a sweep with stages shows its stage among its
+    fields: a column of jobs, not of its config (the running table's stage
+    column was empty).  One job of sweep 6 runs for the check, then is put
+    back."""
+    for _ in range(200):
+        _, s = get_json(addr, "/api/sweeps/6")
+        if not s.get("pending"):
+            break
+        time.sleep(0.05)
+    check("stage" in s["varying"], "sweep 6 varies by stage")
+    rw = sqlite3.connect(db)
+    job = rw.execute("SELECT min(job_id) FROM jobs WHERE sweep_id = 6 "
+                     "AND stage = 'confirm'").fetchone()[0]
+    rw.execute("UPDATE jobs SET status = 'running' WHERE job_id = ?", (job,))
+    rw.commit()
+    try:
+        _, live = get_json(addr, "/api/sweeps/6/live")
+        fields = [r["fields"] for r in live["running"] if r["job_id"] == job]
+        check(fields and fields[0].get("stage") == "confirm",
+              "running job %d's stage: %s" % (job, fields))
+    finally:
+        rw.execute("UPDATE jobs SET status = 'succeeded' WHERE job_id = ?",
+                   (job,))
+        rw.commit()
+        rw.close()
+
+
 def check_curves(addr, q):
     status, c = get_json(addr, "/api/jobs/5/curves?width=16")
     check(status == 200 and c["bucket"] == 13, "curves bucket = ceil(200/16)")
@@ -740,6 +768,9 @@ def main():
             check_errors(addr)
             check_malformed(addr)
             check_places(addr)
+            check(sha256(db) == before, "the database file is unchanged")
+            check_running_stage(db, addr)
+            before = sha256(db)
         finally:
             dash.stop()
         check_pipelining(bifocal, db, d)

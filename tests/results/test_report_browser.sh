@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The report in a real browser: writes the fixture database, its report, and
-# opens it in Debian's headless chromium (browser/check_report.js): every
-# figure drew data, no band leaves its possible range, a legend click
-# toggles a group, no legend or key has more than 12 entries, no console
-# error, no network request; and the spectral figures of a 4-layer, 8-head
-# model.  The screenshot is left in OUT_DIR (the build tree).
+# The report in a real browser: writes the fixture database, four of its
+# reports, and opens them in one headless chromium (Debian's) at 1400 px
+# (browser/check_report.js): every figure drew data, no band leaves its
+# possible range, a legend click toggles a group, no legend or key has
+# more than 12 entries, no console error, no network request; what reads
+# at a glance (4 significant digits, a group's one colour, no sideways
+# scrolling, no band of n <= 2, one heatmap scale, a search's slice plot);
+# and the spectral figures of a 4-layer, 8-head model.  The screenshots
+# are left in OUT_DIR (the build tree).
 #
 #   test_report_browser.sh BIFOCAL RESULTS_FIXTURE OUT_DIR
 set -euo pipefail
@@ -17,15 +20,21 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$fixture" "$tmp/fixture.db"
-"$bifocal" report 1 --db "$tmp/fixture.db" -o "$out/report-fixture.html"
-# 5 figures: accuracy and loss against depth, training loss, and for the
-# first learnable group its frequency ratios and final spectrum.
-node "$here/browser/check_report.js" "$out/report-fixture.html" \
-    "$out/report-fixture.png" 5
-# A 4-layer, 8-head spectral model (256 learnable pairs, fixture sweep 5):
-# the spectral evolution is a heatmap of 256 rows, the raw lines (on demand,
-# one figure per layer) and the final spectrum keep every legend and key to
-# a dozen entries.
-"$bifocal" report 5 --db "$tmp/fixture.db" -o "$out/report-wide.html"
-node "$here/browser/check_report.js" "$out/report-wide.html" \
-    "$out/report-wide.png" 4 0 256
+for sweep in 1 4 5 6; do
+    "$bifocal" report $sweep --db "$tmp/fixture.db" -o "$out/report-$sweep.html"
+done
+# One browser for the four reports (five arguments each: report,
+# screenshot, at least so many figures, screenshot height, spectral pairs).
+# Sweep 1: accuracy and loss against depth, training loss, and for the
+# first learnable group its frequency ratios and final spectrum; sweep 4:
+# the quickstart's shape, two seeds a group (no band: the seeds); sweep 5:
+# a 4-layer, 8-head spectral model (256 learnable pairs): the spectral
+# evolution is a heatmap of 256 rows, the raw lines (on demand, one figure
+# per layer) and the final spectrum keep every legend and key to a dozen
+# entries; sweep 6: a search (tune) and its confirm stage, the search's
+# slice plot and trials.
+node "$here/browser/check_report.js" \
+    "$out/report-1.html" "$out/report-fixture.png" 5 0 0 \
+    "$out/report-4.html" "$out/report-seeds.png" 3 0 0 \
+    "$out/report-5.html" "$out/report-wide.png" 4 0 256 \
+    "$out/report-6.html" "$out/report-tuned.png" 4 0 0

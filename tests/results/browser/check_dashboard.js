@@ -6,14 +6,15 @@
 //     comparison fills, the job table filters by status and a swept field;
 //   - a running job's page draws its training curves, then more points of
 //     them as training goes on, its evaluations and the frequency
-//     trajectories of its learnable heads;
+//     trajectories of its learnable heads, every axis's ticks apart at 4
+//     significant digits;
 //   - no console error, no page error, no failed request.
 // Screenshots of both pages go to OUT_DIR.  Exit status 0 only if all holds.
 //
 //   node check_dashboard.js BASE_URL OUT_DIR
 "use strict";
 const path = require("path");
-const { launch, figureStats, watchErrors } = require("./chromium");
+const { launch, figureStats, watchErrors, tickProblems } = require("./chromium");
 
 function log(msg) { console.log(new Date().toISOString().slice(11, 19) + " " + msg); }
 
@@ -158,6 +159,9 @@ async function jobPage(page, base, out, problems) {
   checkDrawn(figs, ["fig-loss", "fig-lr", "fig-grad-norm", "fig-eval-accuracy",
                     "fig-eval-loss"].concat(figs.filter((f) => /^fig-freq/.test(f.id)).map((f) => f.id)),
              problems);
+  // Every axis tells its ticks apart at 4 significant digits (the lr
+  // axis read 0, 0, 0).
+  for (const t of await tickProblems(page)) problems.push(t);
   const attempts = await page.$$eval(".bf-attempts tbody tr", (r) => r.map((x) => x.textContent));
   if (!attempts.length || !/local-1/.test(attempts[0])) problems.push(`attempts: ${JSON.stringify(attempts)}`);
   const config = await page.$eval(".bf-config", (p) => p.textContent);

@@ -50,10 +50,37 @@ function figureStats(page) {
     }));
 }
 
+/* A decimal number with more than 4 significant digits in text, or null. */
+function longNumber(text) {
+  for (const m of String(text).match(/\d*\.\d+(e[-+]?\d+)?/gi) || []) {
+    const digits = m.replace(/e.*/i, "").replace(".", "").replace(/^0+/, "");
+    if (digits.length > 4) return m;
+  }
+  return null;
+}
+
+/* What is wrong with the tick labels of the page's figures, as messages:
+ * two ticks of an axis alike (uPlot's own read "0, 0, 0" on a learning
+ * rate's axis) or a label of more than 4 significant digits. */
+async function tickProblems(page) {
+  const axes = await page.evaluate(() => window.bifocalFigures()
+    .filter((f) => f.plot.root.isConnected && f.plot.axes)
+    .flatMap((f) => f.plot.axes.map((a, i) => ({
+      id: f.id, axis: i, vals: (a._values || []).filter((v) => v !== "" && v !== null) }))));
+  const problems = [];
+  for (const t of axes) {
+    const m = t.vals.map(longNumber).find((x) => x);
+    if (m) problems.push(`${t.id} axis ${t.axis} labels a tick ${m}`);
+    if (new Set(t.vals).size < t.vals.length)
+      problems.push(`${t.id} axis ${t.axis} labels two ticks alike: ${t.vals.join(", ")}`);
+  }
+  return problems;
+}
+
 /* Collects console errors and page errors of page into problems. */
 function watchErrors(page, problems) {
   page.on("console", (m) => { if (m.type() === "error") problems.push("console error: " + m.text()); });
   page.on("pageerror", (e) => problems.push("page error: " + e.message));
 }
 
-module.exports = { launch, figureStats, watchErrors };
+module.exports = { launch, figureStats, watchErrors, longNumber, tickProblems };

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The screenshots of docs/screenshots/ (linked from README.md), from the
+# results fixture (tests/results/results_fixture.c) through headless
+# chromium (scripts/report_png.js; scripts/browser-deps.sh installs it):
+# the report of a quickstart-shaped sweep (fixture sweep 1: the three
+# encodings, eval depths 4 and 8, training curves and learned
+# frequencies), the report of a search and its confirm stage (sweep 6),
+# and the dashboard's sweep page (sweep 6).
+#
+#   scripts/screenshots.sh [BUILD_DIR]     (default: build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+out=docs/screenshots
+tmp=$(mktemp -d)
+dash=
+cleanup() {
+    if [ -n "$dash" ]; then kill "$dash" 2>/dev/null || true; wait "$dash" 2>/dev/null || true; fi
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+mkdir -p "$out"
+"$build/tests/results/results_fixture" "$tmp/fixture.db"
+for sweep in 1 6; do
+    "$build/cli/bifocal" report $sweep --db "$tmp/fixture.db" -o "$tmp/report-$sweep.html"
+done
+node scripts/report_png.js --page "file://$tmp/report-1.html" "$out/report-quickstart.png" 2600
+node scripts/report_png.js --page "file://$tmp/report-6.html" "$out/report-search.png" 1300
+"$build/cli/bifocal" dashboard --db "$tmp/fixture.db" --listen 127.0.0.1:0 \
+    --port-file "$tmp/port" >"$tmp/dashboard.log" 2>&1 &
+dash=$!
+for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.1; done
+[ -s "$tmp/port" ] || { cat "$tmp/dashboard.log" >&2; exit 1; }
+node scripts/report_png.js --page "http://127.0.0.1:$(cat "$tmp/port")/sweeps/6" \
+    "$out/dashboard-sweep.png" 1600
+ls -l "$out"
