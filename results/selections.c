@@ -6,18 +6,23 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "format.h"
 
-/* Appends "key=value" (numbers to 6 digits: a label, not a record). */
+/* Appends "key=value" (numbers at the terminal's digits: a label, not a
+ * record). */
 static size_t append_item(char *buf, size_t len, size_t cap, const char *key,
                           const json_t *value)
 {
     char *dumped = json_is_number(value) || json_is_string(value) ? NULL
                    : json_dumps(value, JSON_ENCODE_ANY | JSON_COMPACT);
+    char number[32];
     int n;
-    if (json_is_number(value))
-        n = snprintf(buf + len, cap - len, "%s%s=%.6g", len ? " " : "", key,
-                     json_number_value(value));
-    else
+    if (json_is_number(value)) {
+        bf_format_number(json_number_value(value), BF_FORMAT_DIGITS, number,
+                         sizeof number);
+        n = snprintf(buf + len, cap - len, "%s%s=%s", len ? " " : "", key,
+                     number);
+    } else
         n = snprintf(buf + len, cap - len, "%s%s=%s", len ? " " : "", key,
                      dumped ? dumped : json_string_value(value));
     free(dumped);

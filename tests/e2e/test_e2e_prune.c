@@ -117,7 +117,7 @@ static void check_shown(bft_daemon *d)
     char line[512], want[512];
     e2e_sql_text(d, "SELECT 'stage tune, rope=spectral: chose job ' || "
                  "x.job_id || ' (trial ' || t.trial || ': lr=' || "
-                 "printf('%.6g', j.config ->> '$.lr') || ' warmup_steps=' || "
+                 "printf('%.4g', j.config ->> '$.lr') || ' warmup_steps=' || "
                  "(j.config ->> '$.warmup_steps') || '), eval_loss ' FROM "
                  "selections x JOIN trials t ON t.job_id = x.job_id JOIN jobs "
                  "j ON j.job_id = x.job_id WHERE x.chosen AND j.rope = "
