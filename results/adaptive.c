@@ -9,9 +9,12 @@
 #include "alloc.h"
 #include "confseq.h"
 #include "db.h"
+#include "format.h"
+#include "sweep_view.h"
 
 /* "lr=1e-05 freq_lr_mult=1": config's values of the fields in which it
- * differs from other, numbers to 6 digits (a label, not a record). */
+ * differs from other and that change what its rope variant trains,
+ * numbers at the terminal's digits (a label, not a record). */
 static char *label(const json_t *config, const json_t *other)
 {
     size_t cap = 256, len = 0;
@@ -19,15 +22,17 @@ static char *label(const json_t *config, const json_t *other)
     const char *key;
     json_t *value;
     json_object_foreach((json_t *)config, key, value) {
-        if (json_equal(value, json_object_get(other, key)))
+        if (json_equal(value, json_object_get(other, key))
+            || !bf_sweep_view_has_effect(config, key))
             continue;
         char *dumped = json_is_number(value) || json_is_string(value) ? NULL
                        : json_dumps(value, JSON_ENCODE_ANY | JSON_COMPACT);
-        char item[256];
-        if (json_is_number(value))
-            snprintf(item, sizeof item, "%s=%.6g", key,
-                     json_number_value(value));
-        else
+        char item[256], number[32];
+        if (json_is_number(value)) {
+            bf_format_number(json_number_value(value), BF_FORMAT_DIGITS,
+                             number, sizeof number);
+            snprintf(item, sizeof item, "%s=%s", key, number);
+        } else
             snprintf(item, sizeof item, "%s=%s", key, dumped ? dumped
                      : json_string_value(value));
         free(dumped);

@@ -867,10 +867,7 @@ static int differs_among(const bf_sweep_view *v, const char *field,
     return !among;
 }
 
-/* Whether field changes what a job of config's rope variant trains
- * (bf_job_config_field_matters): a label leaves out the rest, as
- * freq_lr_mult of rope=rope, where nothing is learnable. */
-static int has_effect(const json_t *config, const char *field)
+int bf_sweep_view_has_effect(const json_t *config, const char *field)
 {
     bf_job_config cfg;
     bf_job_config_defaults(&cfg);
@@ -915,7 +912,7 @@ static void add_fields(const bf_sweep_view *v, int group, const int *among,
     for (int i = 0; i < v->n_by; i++) {
         const json_t *value = json_object_get(fields, v->by[i]);
         if (!covered[i] && value && differs_among(v, v->by[i], among, n)
-            && (!effective || has_effect(config, v->by[i])))
+            && (!effective || bf_sweep_view_has_effect(config, v->by[i])))
             label_add(l, v->by[i], value,
                       digits_among_groups(v, v->by[i], value));
     }
@@ -961,7 +958,7 @@ char *bf_sweep_view_fields_label(const json_t *fields, const json_t *config)
     json_array_foreach(fields, i, name) {
         const char *field = json_string_value(name);
         const json_t *value = json_object_get(config, field);
-        if (value && has_effect(config, field))
+        if (value && bf_sweep_view_has_effect(config, field))
             label_add(&l, field, value, BF_FORMAT_DIGITS);
     }
     return l.text;

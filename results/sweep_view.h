@@ -179,6 +179,11 @@ json_t *bf_sweep_view_value(const bf_sweep_view *v, size_t row,
  * number (rope_base=10000 names the value printed as 1e+04). */
 int bf_sweep_view_value_is(const json_t *value, const char *text);
 
+/* Whether field changes what a job of config's rope variant trains
+ * (bf_job_config_field_matters): a label leaves out the rest, as
+ * freq_lr_mult of rope=rope, where nothing is learnable. */
+int bf_sweep_view_has_effect(const json_t *config, const char *field);
+
 /* Whether group's jobs are trials of a search (a stage with `search:`, or
  * a sweep file searching at its top level): a search is read as a search
  * (its trials and selection), not as comparisons with verdicts. */

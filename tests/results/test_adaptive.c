@@ -147,6 +147,25 @@ static void test_skew_hint(void **state)
 }
 
 /* Its sweep cancelled before it was decided: said so, not "decided". */
+/* Labels name the fields that differ and have an effect on the side's
+ * encoding (freq_lr_mult on neither rope nor prope: nothing learnable), at
+ * 4 significant digits (issue 44: "freq_lr_mult=147" on prope,
+ * "lr=0.0017320508075688787"). */
+static void test_labels_effective_fields(void **state)
+{
+    (void)state;
+    json_t *r = row("running", 3, json_null(), json_null(), json_null());
+    json_object_set_new(r, "variant_config", json_string(
+        "{\"lr\":0.0017320508075688787,\"rope\":\"prope\","
+        "\"freq_lr_mult\":147.0}"));
+    json_object_set_new(r, "baseline_config", json_string(
+        "{\"lr\":0.001,\"rope\":\"rope\",\"freq_lr_mult\":1.0}"));
+    expect_line(r, "lr=0.001732 rope=prope vs lr=0.001 rope=rope, depth 4: "
+                "still running, 3 seeds of at most 20, loss ratio not "
+                "bounded yet");
+    json_decref(r);
+}
+
 static void test_cancelled(void **state)
 {
     (void)state;
@@ -170,6 +189,7 @@ int main(void)
         cmocka_unit_test(test_cancelled),
         cmocka_unit_test(test_sign_rule),
         cmocka_unit_test(test_skew_hint),
+        cmocka_unit_test(test_labels_effective_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
