@@ -497,14 +497,7 @@ static int poll_once(watch *w)
     json_decref(w->adaptive);
     w->adaptive = adaptive;
     bf_progress_update(&w->progress, w->live, now);
-    /* the sweep's observed throughput; until it is known, the running
-     * jobs' rates (a waiting job, its source stage still training, runs
-     * later too) */
-    w->eta = bf_progress_sweep_eta_seen(&w->progress, w->status, w->live,
-                                        now);
-    if (w->eta < 0)
-        w->eta = bf_progress_sweep_eta(w->live, COUNT(w->status, "queued")
-                                       + COUNT(w->status, "waiting"), -1);
+    w->eta = bf_progress_sweep_eta_now(&w->progress, w->status, w->live, now);
     if (w->tty)
         draw_frame(w, now);
     else

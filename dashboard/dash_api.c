@@ -514,8 +514,6 @@ static json_t *ended_jobs(bf_dash_api *a, int64_t sweep, int64_t since,
 /* What /live reads of the kept aggregates (all zero while not loaded). */
 typedef struct live_counts {
     json_t *counts, *varying;
-    long long queued;
-    double queued_steps;
 } live_counts;
 
 static void read_counts(bf_dash_api *a, int64_t sweep, live_counts *c)
@@ -525,10 +523,6 @@ static void read_counts(bf_dash_api *a, int64_t sweep, live_counts *c)
     sweep_slot *e = loaded_slot(a, sweep, 0, &failed);
     *c = (live_counts){ .counts = e ? bf_dash_sweep_counts(e->agg) : json_null(),
                         .varying = e ? bf_dash_sweep_varying(e->agg) : json_array() };
-    if (e) {
-        c->queued = bf_dash_sweep_count(e->agg, BF_JOB_QUEUED);
-        c->queued_steps = bf_dash_sweep_queued_steps(e->agg);
-    }
     pthread_mutex_unlock(&a->lock);
 }
 
@@ -551,7 +545,8 @@ static reply get_live(bf_dash_api *a, int64_t sweep, int have_since,
         return load_failed(a, sweep);
     }
     double eta = json_is_null(c.counts) ? -1
-                 : bf_progress_sweep_eta(running, c.queued, c.queued_steps);
+                 : bf_progress_sweep_eta_now(observer_of(a, sweep), c.counts,
+                                             running, bf_monotonic_ms());
     return ok(json_pack("{s:I, s:o, s:b, s:o, s:o, s:o, s:o, s:o}",
                         "sweep_id", (json_int_t)sweep,
                         "counts", c.counts, "pending", json_is_null(c.counts),

@@ -26,7 +26,6 @@
 /* The jobs that differ only in seed. */
 typedef struct group {
     long long count[BF_JOB_N_STATUSES];
-    double steps;               /* of each of its jobs */
 } group;
 
 struct bf_dash_sweep {
@@ -180,8 +179,7 @@ static int group_of_job(bf_dash_sweep *s, load_pass *p, int64_t id)
     int g = bf_sweep_view_group(&s->view, row, p->index);
     if (g == s->n_groups) {
         s->groups = bf_xrealloc(s->groups, (size_t)(g + 1) * sizeof *s->groups);
-        s->groups[g] = (group){ .steps = json_number_value(
-            bf_sweep_view_row_value(row, "steps")) };
+        s->groups[g] = (group){ 0 };
         s->n_groups++;
     }
     json_decref(row);
@@ -544,11 +542,6 @@ int bf_dash_sweep_apply(bf_dash_sweep *s, bf_dash_changes *c, int *reload)
 
 /* ---- counts --------------------------------------------------------------- */
 
-long long bf_dash_sweep_count(const bf_dash_sweep *s, int status)
-{
-    return s->count[status];
-}
-
 json_t *bf_dash_sweep_counts(const bf_dash_sweep *s)
 {
     json_t *c = json_pack("{s:O, s:I}", "status",
@@ -557,14 +550,6 @@ json_t *bf_dash_sweep_counts(const bf_dash_sweep *s)
     for (int i = 0; i < BF_JOB_N_STATUSES; i++)
         json_object_set_new(c, bf_job_status_name(i), json_integer(s->count[i]));
     return c;
-}
-
-double bf_dash_sweep_queued_steps(const bf_dash_sweep *s)
-{
-    double steps = 0;
-    for (int g = 0; g < s->n_groups; g++)
-        steps += (double)s->groups[g].count[BF_JOB_QUEUED] * s->groups[g].steps;
-    return steps;
 }
 
 json_t *bf_dash_sweep_varying(const bf_dash_sweep *s)

@@ -57,9 +57,6 @@ json_t *bf_dash_sweep_outline(const bf_dash_sweep *s);
 
 /* {status, total, waiting, queued, running, succeeded, failed, cancelled}. */
 json_t *bf_dash_sweep_counts(const bf_dash_sweep *s);
-long long bf_dash_sweep_count(const bf_dash_sweep *s, int status);
-/* The steps of the queued jobs (for the sweep's ETA). */
-double bf_dash_sweep_queued_steps(const bf_dash_sweep *s);
 /* The varying fields, in order (new reference). */
 json_t *bf_dash_sweep_varying(const bf_dash_sweep *s);
 

@@ -132,6 +132,17 @@ static double count(const json_t *status, const char *key)
     return bf_progress_number(status, key, 0);
 }
 
+double bf_progress_sweep_eta_now(bf_progress *p, const json_t *status,
+                                 const json_t *live, int64_t now_ms)
+{
+    double eta = bf_progress_sweep_eta_seen(p, status, live, now_ms);
+    /* a waiting job (its source stage still training) runs later too */
+    return eta >= 0 ? eta
+           : bf_progress_sweep_eta(live, (long long)(count(status, "queued")
+                                                     + count(status, "waiting")),
+                                   -1);
+}
+
 double bf_progress_sweep_eta_seen(bf_progress *p, const json_t *status,
                                   const json_t *live, int64_t now_ms)
 {

@@ -69,6 +69,14 @@ double bf_progress_sweep_eta(const json_t *live, long long n_queued,
 double bf_progress_sweep_eta_seen(bf_progress *p, const json_t *status,
                                   const json_t *live, int64_t now_ms);
 
+/* The sweep's ETA as `bifocal watch` and the dashboard show it: from its
+ * observed throughput (bf_progress_sweep_eta_seen) and, until that is
+ * known, from the running jobs' rates with the queued and waiting jobs as
+ * long as the running ones (bf_progress_sweep_eta); negative when neither
+ * is known. */
+double bf_progress_sweep_eta_now(bf_progress *p, const json_t *status,
+                                 const json_t *live, int64_t now_ms);
+
 /* A row's number field, or fallback when it is missing, null (NaN, or no
  * value) or text (an infinity, "inf" / "-inf"). */
 double bf_progress_number(const json_t *row, const char *key, double fallback);

@@ -46,6 +46,8 @@ TEST_SEAMS = {
     "bf_confseq_interval": "confseq_probe compares it with SciPy",
     "bf_confseq_sign_interval": "confseq_probe compares it with SciPy",
     "bf_job_config_max_depth": "test_job_config checks it alone",
+    "bf_progress_sweep_eta_seen": "test_progress drives the observed "
+                                  "throughput alone, without the fallback",
     "bf_link_wake": "test_group_link plays a signal handler: the flag, then "
                     "the wake (the workers' handler is link.c's own)",
     "bf_rope_from_name": "test_job_config checks each name both ways",
