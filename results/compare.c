@@ -1715,10 +1715,25 @@ static int by_loss_mean(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The trials of a stage's search its prune rule stopped, by the
+ * selections (bf_selections_read) of its cells. */
+static size_t pruned_in(const json_t *chosen, const char *stage)
+{
+    size_t i, n = 0;
+    json_t *cell;
+    json_array_foreach(chosen, i, cell) {
+        const char *s = json_string_value(json_object_get(cell, "stage"));
+        if (strcmp(s ? s : "", stage) == 0)
+            n += json_array_size(json_object_get(cell, "pruned"));
+    }
+    return n;
+}
+
 /* A search stage's trials at one eval depth, best loss first: its values
- * and final eval loss, the first BF_COMPARE_TRIALS_SHOWN. */
-static void print_search(const json_t *rows, const char *stage,
-                         long long depth)
+ * and final eval loss, the first BF_COMPARE_TRIALS_SHOWN, and how many its
+ * prune rule stopped (chosen: the selections). */
+static void print_search(const json_t *rows, const json_t *chosen,
+                         const char *stage, long long depth)
 {
     size_t i, n = 0;
     json_t *row;
@@ -1729,9 +1744,14 @@ static void print_search(const json_t *rows, const char *stage,
             && json_integer_value(json_object_get(row, "eval_depth")) == depth)
             trials[n++] = row;
     qsort(trials, n, sizeof *trials, by_loss_mean);
-    printf("search%s%s: %zu trials, final eval loss at depth %lld, best "
-           "first%s\n", *stage ? " " : "", stage, n, depth,
-           n > BF_COMPARE_TRIALS_SHOWN ? " (--verbose lists all)" : "");
+    size_t pruned = pruned_in(chosen, stage);
+    char stopped[64] = "";
+    if (pruned)
+        snprintf(stopped, sizeof stopped, " (%zu more pruned: Selections)",
+                 pruned);
+    printf("search%s%s: %zu trials finished%s, final eval loss at depth "
+           "%lld, best first%s\n", *stage ? " " : "", stage, n, stopped,
+           depth, n > BF_COMPARE_TRIALS_SHOWN ? " (--verbose lists all)" : "");
     json_t *shown = json_array();
     for (i = 0; i < n && i < BF_COMPARE_TRIALS_SHOWN; i++) {
         const char *label = json_string_value(json_object_get(trials[i],
@@ -1749,7 +1769,7 @@ static void print_search(const json_t *rows, const char *stage,
 }
 
 /* Each search's trials, by stage and depth in order of first row. */
-static void print_searches(const json_t *rows)
+static void print_searches(const json_t *rows, const json_t *chosen)
 {
     json_t *done = json_object();
     size_t i;
@@ -1764,7 +1784,7 @@ static void print_searches(const json_t *rows)
             abort();
         if (!json_object_get(done, key)) {
             json_object_set_new(done, key, json_true());
-            print_search(rows, stage_of(row), depth);
+            print_search(rows, chosen, stage_of(row), depth);
             putchar('\n');
         }
         free(key);
@@ -1862,10 +1882,11 @@ static void print_legend(const json_t *rows, const json_t *notes)
 }
 
 /* The default table: each search in brief, one line per comparison by
- * stage, what they mean once below, within BF_COMPARE_COLUMNS. */
-static void print_compact(const json_t *rows)
+ * stage, what they mean once below, within BF_COMPARE_COLUMNS (chosen:
+ * the selections). */
+static void print_compact(const json_t *rows, const json_t *chosen)
 {
-    print_searches(rows);
+    print_searches(rows, chosen);
     json_t *stages = stages_compared(rows), *notes = json_array();
     size_t i;
     json_t *s;
@@ -1914,7 +1935,7 @@ int bf_compare_print(bf_source *src, int64_t sweep_id, const char *by,
         print_table(rows);
         bf_selections_print(stdout, chosen);
     } else if (rows && fmt == BF_FORMAT_TABLE) {
-        print_compact(rows);
+        print_compact(rows, chosen);
         print_selections_wrapped(chosen);
     } else if (rows)
         bf_format_print(stdout, rows, NULL, fmt);

@@ -29,6 +29,15 @@ static size_t append_item(char *buf, size_t len, size_t cap, const char *key,
     return n > 0 && (size_t)n < cap - len ? len + (size_t)n : len;
 }
 
+/* The key of a row's cell among the selections' (select_id, grp: a cell
+ * of trial_selections or search_trials). */
+static void cell_key(const json_t *row, char key[48])
+{
+    snprintf(key, 48, "%lld %lld", (long long)json_integer_value(
+                 json_object_get(row, "select_id")),
+             (long long)json_integer_value(json_object_get(row, "grp")));
+}
+
 /* The key of a row's selection in varying_fields. */
 static void select_key(const json_t *row, char key[32])
 {
@@ -147,6 +156,16 @@ static char *cell_text(const json_t *cell)
             len += (size_t)snprintf(text + len, cap - len, "%s %lld",
                                     i ? "," : "; values taken by jobs",
                                     (long long)json_integer_value(t));
+    json_array_foreach(json_object_get(cell, "pruned"), i, t)
+        if (len < cap)
+            len += (size_t)snprintf(text + len, cap - len, "%s job %lld at "
+                                    "step %lld (%.4g)", i ? "," : "; pruned:",
+                                    (long long)json_integer_value(
+                                        json_object_get(t, "job_id")),
+                                    (long long)json_integer_value(
+                                        json_object_get(t, "rung")),
+                                    json_number_value(
+                                        json_object_get(t, "value")));
     return text;
 }
 
@@ -165,11 +184,11 @@ static json_t *new_cell(const json_t *row, const json_t *varying)
 {
     char label[1024];
     cell_label(row, varying, label, sizeof label);
-    return json_pack("{s:O, s:s, s:O, s:O, s:[], s:[], s:[]}",
+    return json_pack("{s:O, s:s, s:O, s:O, s:[], s:[], s:[], s:[]}",
                      "stage", json_object_get(row, "stage"), "cell", label,
                      "metric", json_object_get(row, "metric"),
                      "eval_depth", json_object_get(row, "eval_depth"),
-                     "chosen", "runners_up", "taken_by");
+                     "chosen", "runners_up", "taken_by", "pruned");
 }
 
 /* Row (of rank > 1 after its cell's first) into cell. */
@@ -185,22 +204,62 @@ static void add_trial(json_t *cell, const json_t *row)
     }
 }
 
+/* The trials the cells' prune rules stopped early into their cells
+ * (by_key: cell_key -> cell), from the search_trials view (none in a
+ * database before migration 27).  0, or -1 after printing the problem. */
+static int add_pruned(bf_source *src, int64_t sweep_id, const json_t *by_key)
+{
+    json_t *rows = bf_source_rows_if_any(src, "search_trials", sweep_id);
+    if (!rows)
+        return -1;
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        const char *status = json_string_value(json_object_get(row, "status"));
+        char key[48];
+        cell_key(row, key);
+        json_t *cell = json_object_get(by_key, key);
+        if (!cell || !status || strcmp(status, "pruned") != 0)
+            continue;
+        json_array_append_new(json_object_get(cell, "pruned"), json_pack(
+            "{s:O?, s:O?, s:O?, s:O?, s:o}",
+            "job_id", json_object_get(row, "job_id"),
+            "trial", json_object_get(row, "trial"),
+            "rung", json_object_get(row, "rung"),
+            "value", json_object_get(row, "rung_value"),
+            "values", bf_source_json_object(row, "trial_values")));
+    }
+    json_decref(rows);
+    return 0;
+}
+
 json_t *bf_selections_read(bf_source *src, int64_t sweep_id)
 {
     json_t *rows = bf_source_rows_if_any(src, "trial_selections", sweep_id);
     if (!rows)
         return NULL;
     json_t *varying = varying_fields(rows);
-    json_t *out = json_array(), *cell = NULL;
+    json_t *out = json_array(), *cell = NULL, *by_key = json_object();
     size_t i;
     json_t *row;
     json_array_foreach(rows, i, row) {   /* by select_id, grp, rank */
         if (json_integer_value(json_object_get(row, "rank")) == 1) {
+            char key[48];
+            cell_key(row, key);
             cell = new_cell(row, varying);
             json_array_append_new(out, cell);
+            json_object_set(by_key, key, cell);
         }
         if (cell)
             add_trial(cell, row);
+    }
+    int failed = add_pruned(src, sweep_id, by_key);
+    json_decref(by_key);
+    if (failed) {
+        json_decref(varying);
+        json_decref(rows);
+        json_decref(out);
+        return NULL;
     }
     json_array_foreach(out, i, cell) {
         char *text = cell_text(cell);

@@ -13,8 +13,10 @@
 /* The sweep's selections, one object per cell (new reference):
  * {stage, cell (its grid/zip values: "rope=spectral"), metric, eval_depth,
  *  chosen: [trial...], runners_up: [trial...], taken_by: [job ids of a
- *  later stage trained with the chosen values], text}, a trial being
- * {job_id, trial, value, values: {field: value}}.  An empty array without
+ *  later stage trained with the chosen values], pruned: [{job_id, trial,
+ *  rung, value (the metric's there), values}: the trials its prune rule
+ *  stopped, from the search_trials view], text}, a trial being {job_id,
+ * trial, value, values: {field: value}}.  An empty array without
  * selections or in a database file older than the view; NULL after
  * printing the problem. */
 json_t *bf_selections_read(bf_source *src, int64_t sweep_id);

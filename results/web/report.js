@@ -676,14 +676,16 @@ var BifocalReport = (function () {
 
   /* A searched field's slice (Optuna's slice plot): each trial's value of
    * the field (x, a log axis for loguniform) against the selection's
-   * metric, a series of points per cell, the chosen trials ringed. */
+   * metric, a series of points per cell, the chosen trials ringed, the
+   * pruned ones ringed in grey at their value at the rung they were stopped. */
   function sliceFigure(sec, stage, field, space, cells) {
     var points = [];
     cells.forEach(function (c, ci) {
-      c.chosen.concat(c.runners_up).forEach(function (t) {
+      c.chosen.concat(c.runners_up).concat(c.pruned || []).forEach(function (t) {
         var x = (t.values || {})[field];
         if (typeof x === "number")
-          points.push({ cell: ci, x: x, y: t.value, chosen: c.chosen.indexOf(t) >= 0 });
+          points.push({ cell: ci, x: x, y: t.value, chosen: c.chosen.indexOf(t) >= 0,
+                        pruned: (c.pruned || []).indexOf(t) >= 0 });
       });
     });
     if (!points.length) return;
@@ -700,7 +702,10 @@ var BifocalReport = (function () {
                   xLabel: field, yLabel: first.metric, x: a.x,
                   logX: !!(space && space.loguniform),
                   series: [{ label: "chosen", color: "#000000", fill: "#ffffff", scatter: true,
-                             size: 16, y: at(function (p) { return p.chosen; }) }].concat(
+                             size: 16, y: at(function (p) { return p.chosen; }) },
+                           { label: "pruned (at its rung)", color: "#888888", fill: "#ffffff",
+                             scatter: true, size: 12,
+                             y: at(function (p) { return p.pruned; }) }].concat(
                     cells.map(function (c, ci) {
                       return { label: c.cell + " trials", color: color(ci), scatter: true,
                                y: at(function (p) { return p.cell === ci; }) };
@@ -722,6 +727,14 @@ var BifocalReport = (function () {
           outcome: chosen ? "finished, chosen" + (c.taken_by.length ?
                    ": values taken by jobs " + c.taken_by.join(", ") : "") : "finished" });
       });
+      (c.pruned || []).forEach(function (t) {
+        rows.push({ cell: c.cell, trial: t.trial, job: t.job_id, rank: "",
+          values: Object.keys(t.values || {}).map(function (f) {
+            return f + "=" + (typeof t.values[f] === "number" ? fmt(t.values[f]) : t.values[f]);
+          }).join(" "),
+          metric: c.metric + " at depth " + c.eval_depth + ", step " + t.rung,
+          value: t.value, outcome: "pruned at step " + t.rung });
+      });
     });
     return rows;
   }
@@ -736,7 +749,8 @@ var BifocalReport = (function () {
       "Each cell's trials ranked by their final metric at the selection's " +
       "depth once all had ended, the chosen ones ringed; a later stage with " +
       "from: trained the chosen values (docs/sweeps.md, Selection). Only " +
-      "trials that finished are ranked.");
+      "trials that finished are ranked; a pruned trial shows its value at " +
+      "the rung where its prune rule stopped it (ringed in grey in the slice).");
     var stages = [];
     cells.forEach(function (c) { if (stages.indexOf(c.stage) < 0) stages.push(c.stage); });
     stages.forEach(function (stage) {

@@ -29,9 +29,10 @@
  *     depth 4 and, with 3.6 times the spread at depth 8, equivalent there
  *     only before Holm's correction (TOST p about 0.04 in a family of 2).
  *   sweep 9 "staged-adaptive": stage tune searches lr per rope cell, as
- *     sweep 6, and stage confirm takes each cell's lr with seeds until
- *     decided (3..8): spectral's loss about x0.5 of rope's, decided lower
- *     by the stopping rule.  A searched, staged and adaptive sweep in one,
+ *     sweep 6, with ASHA at step 50 (rope's trials arrive best first, so
+ *     its trials 1 and 2 are pruned there), and stage confirm takes each
+ *     cell's lr with seeds until decided (3..8): spectral's loss about
+ *     x0.5 of rope's, decided lower by the stopping rule.  A searched, staged and adaptive sweep in one,
  *     for the dashboard's and compare's agreement.
  *
  * The description holds HTML that would end or confuse the report's
@@ -255,6 +256,9 @@ static const char *const staged_adaptive_sweep =
     "      method: sobol\n"
     "      trials: 3\n"
     "      space: {lr: {loguniform: [1.0e-4, 1.0e-2]}}\n"
+    "    base: {eval_every: 50}\n"
+    "    prune: {method: asha, metric: eval_loss, eval_depth: 4,\n"
+    "            rungs: [50], eta: 3}\n"
     "    select: {by: eval_loss, eval_depth: 4}\n"
     "  - name: confirm\n"
     "    from: \"stage:tune\"\n"
@@ -262,14 +266,20 @@ static const char *const staged_adaptive_sweep =
     "    grid: {rope: [rope, spectral]}\n"
     "    seeds: {min: 3, max: 8, until: decided}\n";
 
-/* Sweep 9's records: stage tune as sweep 6's; in stage confirm spectral's
- * loss half rope's, times a small spread of the seed's. */
+/* Sweep 9's records: stage tune as sweep 6's, its loss at the rung (step
+ * 50) the final one's; in stage confirm spectral's loss half rope's, times
+ * a small spread of the seed's. */
 static json_t *staged_adaptive_records(const char *rope, int r, int seed,
                                        const json_t *config)
 {
     json_int_t steps = json_integer_value(json_object_get(config, "steps"));
-    if (steps == 100)
-        return tuned_records(rope, r, seed, config);
+    if (steps == 100) {
+        json_t *recs = tuned_records(rope, r, seed, config);
+        json_t *rung = json_deep_copy(json_array_get(recs, 0));
+        json_object_set_new(rung, "step", json_integer(50));
+        json_array_insert_new(recs, 0, rung);
+        return recs;
+    }
     double loss = (r == 1 ? 0.5 : 1.0) * exp(0.03 * ((seed * 7 + r) % 5 - 2));
     return json_pack("[{s:s, s:I, s:i, s:f, s:f}]", "type", "eval", "step",
                      steps, "depth", 4, "loss", loss, "accuracy", 0.5);

@@ -20,7 +20,7 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$fixture" "$tmp/fixture.db"
-for sweep in 1 4 5 6; do
+for sweep in 1 4 5 9; do
     "$bifocal" report $sweep --db "$tmp/fixture.db" -o "$out/report-$sweep.html"
 done
 # One browser for the four reports (five arguments each: report,
@@ -31,10 +31,11 @@ done
 # a 4-layer, 8-head spectral model (256 learnable pairs): the spectral
 # evolution is a heatmap of 256 rows, the raw lines (on demand, one figure
 # per layer) and the final spectrum keep every legend and key to a dozen
-# entries; sweep 6: a search (tune) and its confirm stage, the search's
-# slice plot and trials.
+# entries; sweep 9: a search (tune, two of its trials pruned at step 50)
+# and its confirm stage with adaptive seeds: the search's slice plot and
+# trials, the pruned ones ringed and listed with their rung.
 node "$here/browser/check_report.js" \
     "$out/report-1.html" "$out/report-fixture.png" 5 0 0 \
     "$out/report-4.html" "$out/report-seeds.png" 3 0 0 \
     "$out/report-5.html" "$out/report-wide.png" 4 0 256 \
-    "$out/report-6.html" "$out/report-tuned.png" 4 0 0
+    "$out/report-9.html" "$out/report-tuned.png" 4 0 0

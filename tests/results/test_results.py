@@ -577,9 +577,26 @@ check(rule9 and "stopping rule" in compact9
       and "decided at %d/%d" % (rule9[0]["decided_seed"], rule9[0]["seeds_max"]) in compact9
       and "%s (rule)" % rule9[0]["state"] in compact9,
       "compare 9 shows the stopping rule's state: %r\n%s" % (rule9[:1], compact9))
-check("search tune: 6 trials" in compact9 and "rope=spectral lr=0.003162  1.842" in compact9
+check("search tune: 4 trials finished (2 more pruned: Selections)" in compact9
+      and "pruned: job 58 at step 50 (1.1), job 59 at step 50 (1.316)" in compact9
+      and "rope=spectral lr=0.003162  1.842" in compact9
       and "stage confirm, against rope=rope:" in compact9,
       "compare 9 shows its search in brief and its confirm stage:\n" + compact9)
+
+# A search shown as a search (issue 44): sweep 9's selections list the
+# trials its ASHA rule stopped, each at the rung of its decision with the
+# metric's value there, as prune_decisions holds them (search_trials; the
+# report's JSON gives numbers at 6 digits).
+rep9 = os.path.join(tmp, "report-9.json")
+bifocal("report", "9", "--db", db, "--json", "-o", rep9)
+shown9 = sorted((t["job_id"], t["rung"], "%.6g" % t["value"])
+                for c in json.load(open(rep9))["selections"] for t in c["pruned"])
+stored9 = sorted((j, r, "%.6g" % v) for j, r, v in conn.execute(
+    """SELECT d.job_id, d.rung, d.value FROM prune_decisions d
+         JOIN jobs j ON j.job_id = d.job_id
+        WHERE j.sweep_id = 9 AND d.decision = 'prune'"""))
+check(stored9 and shown9 == stored9,
+      "sweep 9's pruned trials in the report: %r, stored %r" % (shown9, stored9))
 
 # Labels at 4 significant digits, more where two groups' values would
 # print the same: sweep 3's freq_lr_mult 10 made 1.00001 beside 1.

@@ -117,11 +117,19 @@ async function checkGlance(page, fail) {
     const wide = Array.from(document.querySelectorAll(".bf-scroll, .bf-table"))
       .filter((e) => e.scrollWidth > e.clientWidth + 1).map((e) => e.className);
     if (document.documentElement.scrollWidth > window.innerWidth) wide.push("the page");
-    const slices = window.bifocalFigures().filter((f) => /^fig-slice-/.test(f.id))
-      .map((f) => f.plot.data.slice(2).reduce((n, ys) => n + ys.filter((y) => y !== null).length, 0));
-    const trials = (data.selections || []).reduce((n, c) => n + c.chosen.length + c.runners_up.length, 0);
-    return { texts, colours, bands, wide, slices, trials,
-             searchRows: document.querySelectorAll(".bf-search tbody tr").length };
+    // a slice's data: x, the chosen ring, the pruned ring, then a series
+    // of points per cell
+    const points = (ys) => ys.filter((y) => y !== null).length;
+    const sliceFigs = window.bifocalFigures().filter((f) => /^fig-slice-/.test(f.id));
+    const slices = sliceFigs.map((f) => f.plot.data.slice(3).reduce((n, ys) => n + points(ys), 0));
+    const prunedRings = sliceFigs.map((f) => points(f.plot.data[2]));
+    const pruned = (data.selections || []).reduce((n, c) => n + (c.pruned || []).length, 0);
+    const trials = (data.selections || []).reduce(
+      (n, c) => n + c.chosen.length + c.runners_up.length + (c.pruned || []).length, 0);
+    const rows = Array.from(document.querySelectorAll(".bf-search tbody tr"));
+    return { texts, colours, bands, wide, slices, trials, pruned, prunedRings,
+             searchRows: rows.length,
+             prunedRows: rows.filter((r) => /pruned at step \d+/.test(r.textContent)).length };
   });
   for (const t of seen.texts) {
     const m = longNumber(t);
@@ -137,6 +145,10 @@ async function checkGlance(page, fail) {
                       seen.searchRows !== seen.trials))
     fail(`${seen.trials} trials, but the slice plots drew ${JSON.stringify(seen.slices)} ` +
          `points and the search table has ${seen.searchRows} rows`);
+  if (seen.trials && (seen.prunedRings[0] !== seen.pruned || seen.prunedRows !== seen.pruned))
+    fail(`${seen.pruned} pruned trials, but the slice plots ringed ` +
+         `${JSON.stringify(seen.prunedRings)} and the search table says ` +
+         `"pruned at step" in ${seen.prunedRows} rows`);
   console.log(`glance: ${seen.texts.length} texts, ` +
               `${Object.keys(seen.colours).length} groups coloured, ${seen.trials} trials`);
 }
