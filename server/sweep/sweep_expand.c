@@ -92,7 +92,8 @@ static int blame(const bf_sweep *sw, const bf_sweep_stage *st, size_t index,
     if (!line)
         line = sweep__line(sw, "%s%s", st->ptr, st->n_axes ? "/grid" : "/base");
     return bf_error_set(err, sw->file, line, field, "%s (job %zu: %s%s)",
-                        bf_error_body(verr), index, jobdesc, where);
+                        bf_error_body(verr), sweep__job_number(index), jobdesc,
+                        where);
 }
 
 static int duplicate_error(const bf_sweep *sw, size_t first, size_t index,
@@ -120,7 +121,8 @@ static int duplicate_error(const bf_sweep *sw, size_t first, size_t index,
     }
     return bf_error_set(err, sw->file, line, field,
                         "duplicate job: job %zu (%s) has the same configuration "
-                        "as job %zu (%s)", index, b_desc, first, a_desc);
+                        "as job %zu (%s)", sweep__job_number(index), b_desc,
+                        sweep__job_number(first), a_desc);
 }
 
 /* ---- sources -------------------------------------------------------------- */
@@ -201,7 +203,8 @@ static int many_sources(const bf_sweep *sw, const bf_sweep_stage *st,
         if (memcmp(ref->values + j * ref->n_keys, vals,
                    ref->n_keys * sizeof *vals) == 0)
             n = sweep__append(jobs, n, sizeof jobs, "%s%zu",
-                             listed++ ? ", " : "", src->first_job + j);
+                             listed++ ? ", " : "",
+                             sweep__job_number(src->first_job + j));
     n = 0;
     for (size_t a = 0; a < src->n_axes; a++)
         for (size_t f = 0; f < src->axes[a].n_fields; f++) {
@@ -244,7 +247,7 @@ static int find_source(const bf_sweep *sw, const bf_sweep_stage *st,
     }
     char desc[512], head[600];
     sweep__describe(sw, st, c, desc, sizeof desc);
-    snprintf(head, sizeof head, "job %zu (%s)", index, desc);
+    snprintf(head, sizeof head, "job %zu (%s)", sweep__job_number(index), desc);
     int line = sweep__field_line(sw, st, c, "init_from");
     return count == 0
         ? no_source(sw, ref, job, vals, head, line, err)
@@ -315,7 +318,7 @@ static int check_prune(const bf_sweep *sw, const bf_sweep_stage *st,
 {
     char desc[512], job[600];
     sweep__describe(sw, st, c, desc, sizeof desc);
-    snprintf(job, sizeof job, "job %zu (%s)", index, desc);
+    snprintf(job, sizeof job, "job %zu (%s)", sweep__job_number(index), desc);
     return sweep__prune_check_job(sw, st, cfg, job, err);
 }
 

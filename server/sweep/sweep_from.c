@@ -395,7 +395,7 @@ int sweep__from_match(bf_sweep *sw, const bf_sweep_stage *st,
         : 0;
     char desc[512], head[600];
     sweep__describe(sw, st, c, desc, sizeof desc);
-    snprintf(head, sizeof head, "job %zu (%s)", index, desc);
+    snprintf(head, sizeof head, "job %zu (%s)", sweep__job_number(index), desc);
     if (!pos1) {
         char cell[512];
         cell_text(ref, job, cell, sizeof cell);

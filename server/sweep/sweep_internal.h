@@ -169,6 +169,13 @@ int sweep__excluded(const bf_sweep_stage *st, size_t combo);
 /* The axis picks of combination number `combo` of st. */
 void sweep__decode(const bf_sweep_stage *st, size_t combo, sweep_combo *c);
 
+/* A job's number in messages: its index from 1, as `bifocal results`
+ * counts jobs (and a sweep's first job has id 1 in a new database). */
+static inline size_t sweep__job_number(size_t index)
+{
+    return index + 1;
+}
+
 /* Finds job `index`: its stage and coordinates (a scan of the stage's
  * combinations: for error messages only). */
 void sweep__locate(const bf_sweep *sw, size_t index, const bf_sweep_stage **st,

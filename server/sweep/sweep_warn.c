@@ -130,7 +130,8 @@ static void describe_same(sweep_warner *w, const bf_sweep_stage *st,
     differing(cfg, &ecfg, fields, sizeof fields, field, sizeof field);
     bf_error_set(&e, sw->file, sweep__field_line(sw, st, c, field), field,
                  "job %zu (%s) trains the same model as job %zu (%s), "
-                 "though they differ in %s", index, mine, earlier, theirs,
+                 "though they differ in %s", sweep__job_number(index), mine,
+                 sweep__job_number(earlier), theirs,
                  fields);
     json_array_append_new(w->same, json_string(e.msg));
 }
@@ -224,7 +225,8 @@ json_t *sweep__warner_finish(sweep_warner *w)
         bf_error e;
         bf_error_set(&e, sw->file, sweep__field_line(sw, t->st, &t->c, t->field),
                      t->field, "%s (%zu job%s, the first job %zu: %s)", what,
-                     t->count, t->count == 1 ? "" : "s", t->first, desc);
+                     t->count, t->count == 1 ? "" : "s",
+                     sweep__job_number(t->first), desc);
         json_array_append_new(out, json_string(e.msg));
     }
     json_array_extend(out, w->same);

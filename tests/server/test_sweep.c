@@ -249,7 +249,7 @@ static const bad_case bad_cases[] = {
      "base: {init_from: \"stage:a\"}\n", 2, "init_from", "has no stages"},
     {"no source for a seed", "name: x\nstages:\n  - name: a\n    seeds: 2\n"
      "  - name: b\n    base: {init_from: \"stage:a\"}\n    seeds: 3\n", 6,
-     "init_from", "job 4 (stage b: seed=3) finds no source job in stage a: no "
+     "init_from", "job 5 (stage b: seed=3) finds no source job in stage a: no "
      "job there has seed=3"},
     {"no source for a swept value", "name: x\nstages:\n  - name: a\n"
      "    grid: {task: [dyck]}\n  - name: b\n"
@@ -259,7 +259,7 @@ static const bad_case bad_cases[] = {
     {"two sources", "name: x\nstages:\n  - name: a\n"
      "    grid: {lr: [0.001, 0.002]}\n  - name: b\n"
      "    base: {init_from: \"stage:a\"}\n", 6, "init_from",
-     "job 2 (stage b: the base config) matches 2 jobs of stage a (jobs 0, 1), "
+     "job 3 (stage b: the base config) matches 2 jobs of stage a (jobs 1, 2), "
      "which differ in lr"},
     /* zip labels */
     {"zip label too short", "name: x\nzip:\n  rope: [rope, spectral]\n"
@@ -640,7 +640,7 @@ static void test_memory_budget(void **state)
     print_message("%s\n", err.msg);
     assert_string_equal(err.field, "d_model");
     assert_int_equal(err.line, 3);
-    assert_non_null(strstr(err.msg, "job 1"));
+    assert_non_null(strstr(err.msg, "job 2"));
     assert_non_null(strstr(err.msg, "of parameters, gradients and AdamW "
                                     "moments"));
     /* The same long job fits a bigger budget; a tiny one refuses the
@@ -707,22 +707,22 @@ static void test_warnings(void **state)
     assert_int_equal(n, 4);
     assert_string_equal(json_string_value(json_array_get(w, 0)),
                         "sweep.yaml:6: field 'spectral_fraction': has no "
-                        "effect with rope: rope (1 job, the first job 0: "
+                        "effect with rope: rope (1 job, the first job 1: "
                         "rope=rope, spectral_fraction=0.1)");
     assert_string_equal(json_string_value(json_array_get(w, 1)),
                         "sweep.yaml:6: field 'spectral_fraction': 0.1 of 4 "
                         "heads rounds to no head learnable: these bifocal "
-                        "jobs train as rope (1 job, the first job 2: "
+                        "jobs train as rope (1 job, the first job 3: "
                         "rope=bifocal, spectral_fraction=0.1)");
     assert_string_equal(json_string_value(json_array_get(w, 2)),
-                        "sweep.yaml:6: field 'spectral_fraction': job 1 "
+                        "sweep.yaml:6: field 'spectral_fraction': job 2 "
                         "(rope=rope, spectral_fraction=0.5) trains the same "
-                        "model as job 0 (rope=rope, spectral_fraction=0.1), "
+                        "model as job 1 (rope=rope, spectral_fraction=0.1), "
                         "though they differ in spectral_fraction");
     assert_string_equal(json_string_value(json_array_get(w, 3)),
-                        "sweep.yaml:5: field 'rope': job 2 (rope=bifocal, "
+                        "sweep.yaml:5: field 'rope': job 3 (rope=bifocal, "
                         "spectral_fraction=0.1) trains the same model as job "
-                        "0 (rope=rope, spectral_fraction=0.1), though they "
+                        "1 (rope=rope, spectral_fraction=0.1), though they "
                         "differ in rope");
     json_decref(w);
 
@@ -742,8 +742,8 @@ static void test_warnings(void **state)
                                 "none"));
     assert_non_null(strstr(all, "'prope_fraction': has no effect with rope: "
                                 "none"));
-    assert_non_null(strstr(all, "job 2 (rope=none, prope_fraction=0.25) trains "
-                                "the same model as job 1 (rope=prope, "
+    assert_non_null(strstr(all, "job 3 (rope=none, prope_fraction=0.25) trains "
+                                "the same model as job 2 (rope=prope, "
                                 "prope_fraction=1)"));
     json_decref(w);
 
@@ -756,7 +756,7 @@ static void test_warnings(void **state)
     assert_int_equal(json_array_size(w), 1);
     assert_string_equal(json_string_value(json_array_get(w, 0)),
                         "sweep.yaml:5: field 'spectral_fraction': has no "
-                        "effect with rope: rope (1 job, the first job 0: "
+                        "effect with rope: rope (1 job, the first job 1: "
                         "stage a: the base config)");
     json_decref(w);
 

@@ -417,7 +417,7 @@ static const bad_case bad_cases[] = {
      "eval_depth: 4, rungs: [40, 20]}"), 7, "rungs", "rungs[1]"},
     {"rung beyond steps", PRUNE("{method: asha, metric: eval_loss, "
      "eval_depth: 4, rungs: [20, 100]}"), 7, "rungs",
-     "prune.rungs[1] = 100 is not before the last step of job 0"},
+     "prune.rungs[1] = 100 is not before the last step of job 1"},
     {"rung off the eval steps", PRUNE("{method: asha, metric: eval_loss, "
      "eval_depth: 4, rungs: [25]}"), 7, "rungs", "eval_every 10"},
     {"eval_depth not evaluated", PRUNE("{method: asha, metric: eval_loss, "
@@ -447,7 +447,7 @@ static const bad_case bad_cases[] = {
      "    base: {lr: 0.1}\n"), 13, "lr", "set it in one place"},
     {"from a cell that is not there", TUNE_THEN(SEL1, "    from: "
      "\"stage:tune\"\n    grid: {rope: [rope, bifocal]}\n"), 12, "from",
-     "job 9 (stage confirm: rope=bifocal) finds no cell of stage tune to "
+     "job 10 (stage confirm: rope=bifocal) finds no cell of stage tune to "
      "take values from: no cell there has rope=bifocal"},
     {"from and init_from, lr set", TUNE_THEN(SEL1, "    from: \"stage:tune\"\n"
      "    base: {init_from: \"stage:tune\", rope: rope, lr: 0.1}\n"), 13,
@@ -457,7 +457,7 @@ static const bad_case bad_cases[] = {
      "      space: {n_heads: {choice: [4, 8]}}\n"
      "    select: {by: eval_loss, eval_depth: 4}\n  - name: confirm\n"
      "    from: \"stage:tune\"\n    base: {d_model: 40}\n", 10, "d_model",
-     "job 2 (stage confirm: the base config) with the values of trial 1 of "
+     "job 3 (stage confirm: the base config) with the values of trial 1 of "
      "stage tune ({\"n_heads\":8}), which its selection may choose"},
     {"search beside stages", "name: x\nsearch: {method: random}\n"
      "stages:\n  - name: a\n", 2, "search", "in each stage"},
