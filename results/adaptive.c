@@ -13,9 +13,11 @@
 #include "sweep_view.h"
 
 /* "lr=1e-05 freq_lr_mult=1": config's values of the fields in which it
- * differs from other and that change what its rope variant trains,
- * numbers at the terminal's digits (a label, not a record). */
-static char *label(const json_t *config, const json_t *other)
+ * differs from other, numbers at the terminal's digits (a label, not a
+ * record); with effective, only those that change what its rope variant
+ * trains. */
+static char *fields_label(const json_t *config, const json_t *other,
+                          int effective)
 {
     size_t cap = 256, len = 0;
     char *text = bf_xcalloc(1, cap);
@@ -23,7 +25,7 @@ static char *label(const json_t *config, const json_t *other)
     json_t *value;
     json_object_foreach((json_t *)config, key, value) {
         if (json_equal(value, json_object_get(other, key))
-            || !bf_sweep_view_has_effect(config, key))
+            || (effective && !bf_sweep_view_has_effect(config, key)))
             continue;
         char *dumped = json_is_number(value) || json_is_string(value) ? NULL
                        : json_dumps(value, JSON_ENCODE_ANY | JSON_COMPACT);
@@ -44,6 +46,17 @@ static char *label(const json_t *config, const json_t *other)
                                 item);
     }
     return text;
+}
+
+/* The fields of config that differ from other's and have an effect; where
+ * none has one (freq_lr_mult compared on fixed RoPE), those that differ. */
+static char *label(const json_t *config, const json_t *other)
+{
+    char *text = fields_label(config, other, 1);
+    if (*text)
+        return text;
+    free(text);
+    return fields_label(config, other, 0);
 }
 
 /* The two labels, naming only the fields in which the cells differ. */
