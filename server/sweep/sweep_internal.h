@@ -229,6 +229,12 @@ int sweep__prune_check_job(const bf_sweep *sw, const bf_sweep_stage *st,
  * out[0 .. dims-1] in [0, 1); dims <= SWEEP_SOBOL_MAX_DIMS. */
 void sweep__sobol_point(uint32_t index, size_t dims, double *out);
 
+/* Point `index` of the Sobol' sequence scrambled as
+ * scipy.stats.qmc.Sobol(scramble=True) scrambles it (linear matrix
+ * scramble and digital shift), its random bits keyed by seed. */
+void sweep__sobol_scrambled(uint32_t index, size_t dims, uint64_t seed,
+                            double *out);
+
 /* ---- from: a stage taking another's selected values (sweep_from.c) ------ */
 
 /* Parses stage t's `from:` (if any) into st->from: the stage named exists,
