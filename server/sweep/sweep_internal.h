@@ -211,6 +211,13 @@ int sweep__search_sample(const bf_sweep *sw, const json_t *search,
 int sweep__prune_parse(const bf_sweep *sw, bf_sweep_stage *st,
                       const json_t *prune, bf_error *err);
 
+/* *out = the boolean `key` of mapping `block` (at JSON pointer ptr, named
+ * `what` in errors: "prune"), 0 when absent; -1 with err set (its line)
+ * when it is not true or false. */
+int sweep__boolean(const bf_sweep *sw, const json_t *block,
+                   const char *ptr, const char *what, const char *key,
+                   int *out, bf_error *err);
+
 /* Parses the `select` mapping (at st->select_ptr; keys already checked)
  * into st->select.  A stage without a search has nothing to select. */
 int sweep__select_parse(const bf_sweep *sw, bf_sweep_stage *st,

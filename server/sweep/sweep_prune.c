@@ -69,24 +69,32 @@ static int int_in(const json_t *v, long long lo, long long hi)
            json_integer_value(v) <= hi;
 }
 
-/* synchronous: true|false, asha only (median compares with the values
- * before, which is its definition). */
+int sweep__boolean(const bf_sweep *sw, const json_t *block,
+                   const char *ptr, const char *what, const char *key,
+                   int *out, bf_error *err)
+{
+    json_t *v = json_object_get(block, key);
+    if (v && !json_is_boolean(v))
+        return bf_error_set(err, sw->file, sweep__line(sw, "%s/%s", ptr, key),
+                            key, "%s.%s must be true or false", what, key);
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* synchronous: asha only (median compares with the values before, which
+ * is its definition). */
 static int parse_synchronous(const bf_sweep *sw, const json_t *prune,
                              const char *ptr, bf_sweep_prune *p,
                              bf_error *err)
 {
-    json_t *v = json_object_get(prune, "synchronous");
-    if (!v)
-        return 0;
-    int line = sweep__line(sw, "%s/synchronous", ptr);
-    if (!json_is_boolean(v))
-        return bf_error_set(err, sw->file, line, "synchronous", "prune."
-                            "synchronous must be true or false");
-    if (p->method != BF_PRUNE_ASHA && json_is_true(v))
-        return bf_error_set(err, sw->file, line, "synchronous", "prune."
-                            "synchronous applies to method asha (median "
-                            "compares each value with those before it)");
-    p->synchronous = json_is_true(v);
+    if (sweep__boolean(sw, prune, ptr, "prune", "synchronous",
+                       &p->synchronous, err) < 0)
+        return -1;
+    if (p->synchronous && p->method != BF_PRUNE_ASHA)
+        return bf_error_set(err, sw->file, sweep__line(sw, "%s/synchronous",
+                            ptr), "synchronous", "prune.synchronous applies "
+                            "to method asha (median compares each value with "
+                            "those before it)");
     return 0;
 }
 

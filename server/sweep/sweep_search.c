@@ -182,21 +182,19 @@ static void trial_point(placement how, uint64_t seed, uint32_t t, size_t n,
     }
 }
 
-/* scramble: true|false, for sobol only (random points have no corner). */
+/* scramble: for sobol only (random points have no corner). */
 static int parse_scramble(const bf_sweep *sw, const json_t *search,
                           const char *ptr, placement *how, bf_error *err)
 {
-    json_t *v = json_object_get(search, "scramble");
-    if (!v)
-        return 0;
-    int line = sweep__line(sw, "%s/scramble", ptr);
-    if (!json_is_boolean(v))
-        return bf_error_set(err, sw->file, line, "scramble", "search.scramble"
-                            " must be true or false");
-    if (*how != PLACE_SOBOL)
-        return bf_error_set(err, sw->file, line, "scramble", "search.scramble"
-                            " applies to method sobol");
-    if (json_is_true(v))
+    int scramble = 0;
+    if (sweep__boolean(sw, search, ptr, "search", "scramble", &scramble,
+                       err) < 0)
+        return -1;
+    if (scramble && *how != PLACE_SOBOL)
+        return bf_error_set(err, sw->file, sweep__line(sw, "%s/scramble",
+                            ptr), "scramble", "search.scramble applies to "
+                            "method sobol");
+    if (scramble)
         *how = PLACE_SCRAMBLED;
     return 0;
 }
