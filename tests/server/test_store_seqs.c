@@ -581,9 +581,9 @@ static void test_upgrade_marks_held_seeds(void **state)
     bf_store_close(s);
     sqlite3 *db;
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    /* as migration 19 left it: without the columns of 20 to 23 and 26 (the
-     * view that 22 makes again reads its column; 23 rebuilt jobs_queue
-     * over its own and indexed it) and 24's view */
+    /* as migration 19 left it: without the columns of 20 to 23, 26 and
+     * 27 (the view that 22 makes again reads its column; 23 rebuilt
+     * jobs_queue over its own and indexed it) and 24's view */
     assert_int_equal(sqlite3_exec(db, "DROP VIEW job_params;"
                                   " DROP INDEX jobs_waiting_by_trainer;"
                                   " DROP INDEX jobs_queue;"
@@ -600,6 +600,8 @@ static void test_upgrade_marks_held_seeds(void **state)
                                   " rule;"
                                   " ALTER TABLE seed_comparisons DROP COLUMN"
                                   " skewness;"
+                                  " ALTER TABLE prune_rules DROP COLUMN"
+                                  " synchronous;"
                                   " CREATE VIEW adaptive_seeds AS SELECT 1;"
                                   " PRAGMA user_version = 19", NULL, NULL,
                                   NULL), SQLITE_OK);
