@@ -272,6 +272,30 @@ static void test_synchronous_order(void **state)
     assert_run(ORDERED("false"), backward, "6|6");
 }
 
+/* A synchronous rung waits for a trial that has not reached it, and is
+ * decided when that trial ends without reaching it (failed for good):
+ * the best max(1, floor(5 / 3)) of the five values go on. */
+static void test_synchronous_end_decides(void **state)
+{
+    (void)state;
+    fixture *f = open_all(TUNE("{method: asha, metric: eval_loss, "
+                               "eval_depth: 4, rungs: [20], "
+                               "synchronous: true}\nmax_attempts: 1"));
+    static const double at20[5] = {5, 4, 6, 3, 7};
+    for (int t = 0; t < 5; t++)
+        eval(f, 1 + t, 20, 4, at20[t]);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM prune_decisions"), 0);
+    bf_error err = {0};
+    assert_int_equal(bf_store_finish_attempt(f->s, f->l[6].attempt_id, 0,
+                                             "boom", 50, &err), 0);
+    char *decided = bft_text(f->s, "SELECT group_concat(job_id || decision, "
+                             "' ') FROM (SELECT * FROM prune_decisions ORDER "
+                             "BY seq)");
+    assert_string_equal(decided, "4continue 2prune 1prune 3prune 5prune");
+    free(decided);
+    close_all(f);
+}
+
 /* median: pruned when worse than the median of at least min_trials
  * earlier values; NaN is worse than any value. */
 static void test_median_rule(void **state)
@@ -830,6 +854,7 @@ int main(void)
         cmocka_unit_test(test_decided_once),
         cmocka_unit_test(test_median_rule),
         cmocka_unit_test(test_synchronous_order),
+        cmocka_unit_test(test_synchronous_end_decides),
         cmocka_unit_test(test_selection),
         cmocka_unit_test(test_from_selection),
         cmocka_unit_test(test_from_selection_params),
