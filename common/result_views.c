@@ -41,7 +41,7 @@ static const view views[] = {
     { "adaptive_seeds",    0, { "variant_cell" },                 NULL },
     /* selections of search trials, ranked per cell (migration 18) */
     { "trial_selections",  0, { "select_id", "grp", "rank" },     NULL },
-    /* every trial of a search that selects, pruned ones too (migration 27) */
+    /* every trial of a search that selects, pruned ones too (migration 28) */
     { "search_trials",     0, { "job_id" },                       NULL },
 };
 

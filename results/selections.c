@@ -206,7 +206,7 @@ static void add_trial(json_t *cell, const json_t *row)
 
 /* The trials the cells' prune rules stopped early into their cells
  * (by_key: cell_key -> cell), from the search_trials view (none in a
- * database before migration 27).  0, or -1 after printing the problem. */
+ * database before migration 28).  0, or -1 after printing the problem. */
 static int add_pruned(bf_source *src, int64_t sweep_id, const json_t *by_key)
 {
     json_t *rows = bf_source_rows_if_any(src, "search_trials", sweep_id);

@@ -432,6 +432,7 @@ static int insert_prune_rule(bf_store *s, int64_t sweep_id,
     sqlite3_bind_int(st, 6, p->param);
     sqlite3_bind_text(st, 7, bf_trial_metric_name(p->metric), -1,
                       SQLITE_STATIC);
+    sqlite3_bind_int(st, 8, p->synchronous);
     free(text);
     return store__exec(s, st, err);
 }

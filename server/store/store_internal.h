@@ -211,7 +211,8 @@ extern const int bf_schema_n_migrations;
      * its competitors; a decision, numbered in the order made. */        \
     X(ST_PRUNE_RULE_INSERT,                                                    \
       "INSERT INTO prune_rules (sweep_id, stage, method, metric, eval_depth,"  \
-      " rungs, param) SELECT ?1, ?2, ?3, ?7, ?4, ?5, ?6 WHERE NOT"             \
+      " rungs, param, synchronous) SELECT ?1, ?2, ?3, ?7, ?4, ?5, ?6, ?8"      \
+      " WHERE NOT"                                                             \
       " EXISTS (SELECT 1 FROM prune_rules WHERE sweep_id = ?1 AND stage IS ?2)")\
     X(ST_SELECT_RULE_INSERT,                                                   \
       "INSERT INTO select_rules (sweep_id, stage, metric, eval_depth, best,"   \
@@ -244,7 +245,9 @@ extern const int bf_schema_n_migrations;
       " JOIN jobs j ON j.job_id = t.job_id JOIN evals e ON e.job_id ="         \
       " j.job_id AND e.depth = ?4 AND e.step = json_extract(j.config,"         \
       " '$.steps') WHERE t.select_id = ?1 AND t.grp = ?2"                      \
-      " AND j.status = 'succeeded') WHERE v IS NOT NULL)")                     \
+      " AND j.status = 'succeeded' AND NOT EXISTS (SELECT 1"                   \
+      " FROM prune_decisions d WHERE d.job_id = j.job_id"                      \
+      " AND d.decision = 'prune')) WHERE v IS NOT NULL)")                      \
     /* from: a job taking a selection's values (selected_values); once \
      * the cell is ranked: its chosen trial, its waiting jobs filled from  \
      * that trial's config and queued (a held seed stays waiting, and so   \
@@ -298,7 +301,7 @@ extern const int bf_schema_n_migrations;
       " AND trial_job_id IS NULL) AND status = 'waiting' RETURNING job_id")    \
     X(ST_PRUNE_RULE_AT,                                                        \
       "SELECT r.rule_id, r.method, r.param, t.grp, j.cancel_requested,"        \
-      " r.metric"                                                              \
+      " r.metric, r.synchronous"                                               \
       " FROM trials t JOIN prune_rules r ON r.rule_id = t.rule_id"             \
       " JOIN jobs j ON j.job_id = t.job_id WHERE t.job_id = ?1"                \
       " AND r.eval_depth = ?3 AND EXISTS (SELECT 1 FROM json_each(r.rungs)"    \
@@ -312,6 +315,31 @@ extern const int bf_schema_n_migrations;
       " VALUES (?1, ?2, ?3, ?4,"                                               \
       " 1 + coalesce((SELECT max(seq) FROM prune_decisions), 0))"              \
       " ON CONFLICT DO NOTHING")                                               \
+    /* synchronous rules: a trial's rule and group; the rule's rungs in   \
+     * order; whether a live trial of the group, not pruned, still lacks   \
+     * an eval at rung ?3 (depth ?4); the values there not yet decided,    \
+     * but for trials pruned at an earlier rung. */                       \
+    X(ST_PRUNE_SYNC_TRIAL,                                                     \
+      "SELECT t.rule_id, t.grp FROM trials t JOIN prune_rules r"               \
+      " ON r.rule_id = t.rule_id WHERE t.job_id = ?1 AND r.synchronous")       \
+    X(ST_PRUNE_SYNC_RUNGS,                                                     \
+      "SELECT r.param, r.eval_depth, r.metric, k.value FROM prune_rules r,"    \
+      " json_each(r.rungs) k WHERE r.rule_id = ?1 ORDER BY k.key")             \
+    X(ST_PRUNE_AWAITED,                                                        \
+      "SELECT EXISTS (SELECT 1 FROM trials t INDEXED BY trials_by_group"       \
+      " JOIN jobs j ON j.job_id = t.job_id WHERE t.rule_id = ?1"               \
+      " AND t.grp = ?2 AND j.status IN ('waiting', 'queued', 'running')"       \
+      " AND NOT EXISTS (SELECT 1 FROM prune_decisions d"                       \
+      " WHERE d.job_id = t.job_id AND d.decision = 'prune')"                   \
+      " AND NOT EXISTS (SELECT 1 FROM evals e WHERE e.job_id = t.job_id"       \
+      " AND e.step = ?3 AND e.depth = ?4))")                                   \
+    X(ST_PRUNE_PENDING,                                                        \
+      "SELECT t.job_id, t.trial, e.loss, e.accuracy"                           \
+      " FROM trials t INDEXED BY trials_by_group JOIN evals e"                 \
+      " ON e.job_id = t.job_id AND e.step = ?3 AND e.depth = ?4"               \
+      " WHERE t.rule_id = ?1 AND t.grp = ?2 AND NOT EXISTS (SELECT 1"          \
+      " FROM prune_decisions d WHERE d.job_id = t.job_id"                      \
+      " AND (d.rung = ?3 OR d.decision = 'prune'))")                           \
     X(ST_PRUNE_REQUEST,                                                        \
       "UPDATE jobs SET cancel_requested = 1 WHERE job_id = ?1"                 \
       " AND status = 'running'")                                               \
@@ -572,5 +600,10 @@ int store__select_on_end(bf_store *s, int64_t job_id, int64_t now_ms,
 int store__prune_eval(bf_store *s, int64_t job_id, int64_t step,
                       int64_t depth, double loss, double accuracy,
                       bf_error *err);
+
+/* Trial job_id has just ended: under a synchronous rule, the rungs its
+ * cell waited on it for are decided now (before its selection, which
+ * never chooses a pruned trial).  In the open transaction. */
+int store__prune_on_end(bf_store *s, int64_t job_id, bf_error *err);
 
 #endif

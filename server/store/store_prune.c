@@ -17,7 +17,14 @@
  *           the best max(1, floor(n / eta)).
  *   median  Optuna's MedianPruner: the job is pruned when at least
  *           min_trials values came before and its own is worse than
- *           their median. */
+ *           their median.
+ * Both depend on the order the values arrive in.  A synchronous asha rule
+ * (successive halving, Jamieson & Talwalkar 2016) does not: its trials run
+ * on past a rung, and the rung is decided once no live trial of the group
+ * (one neither ended nor pruned) lacks a value there, over those values
+ * alone: the best max(1, floor(n / eta)) go on, ties by trial number.  A
+ * value arriving after its rung was decided (a retried trial) is decided
+ * as asha decides it, against the values decided there. */
 #include "store_internal.h"
 
 #include <math.h>
@@ -106,6 +113,146 @@ static int decide(bf_store *s, int64_t job_id, int64_t rung, double value,
     return store__exec(s, st, err);
 }
 
+/* ---- synchronous successive halving -------------------------------------- */
+
+typedef struct pending {
+    double value;       /* as ranked */
+    double raw;         /* as recorded (NaN: none) */
+    int64_t trial, job_id;
+} pending;
+
+static int by_value_then_trial(const void *a, const void *b)
+{
+    const pending *x = a, *y = b;
+    if (x->value != y->value)
+        return (x->value > y->value) - (x->value < y->value);
+    if (x->trial != y->trial)
+        return (x->trial > y->trial) - (x->trial < y->trial);
+    return (x->job_id > y->job_id) - (x->job_id < y->job_id);  /* seeds */
+}
+
+static double column_or_nan(sqlite3_stmt *st, int col)
+{
+    return sqlite3_column_type(st, col) == SQLITE_NULL
+               ? NAN : sqlite3_column_double(st, col);
+}
+
+/* The values of group grp at rung not yet decided, in *out (malloc'd);
+ * their count, or -1. */
+static long pending_values(bf_store *s, int64_t rule_id, int64_t grp,
+                           int64_t rung, int depth, bf_trial_metric metric,
+                           pending **out, bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_PRUNE_PENDING);
+    sqlite3_bind_int64(st, 1, rule_id);
+    sqlite3_bind_int64(st, 2, grp);
+    sqlite3_bind_int64(st, 3, rung);
+    sqlite3_bind_int(st, 4, depth);
+    size_t n = 0, cap = 16;
+    pending *v = bf_xmalloc(cap * sizeof *v);
+    int rc, accuracy = metric == BF_TRIAL_EVAL_ACCURACY;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (n == cap)
+            v = bf_xrealloc(v, (cap *= 2) * sizeof *v);
+        double raw = column_or_nan(st, accuracy ? 3 : 2);
+        v[n++] = (pending){ranked(raw, bf_trial_metric_higher_better(metric)),
+                           raw, sqlite3_column_int64(st, 1),
+                           sqlite3_column_int64(st, 0)};
+    }
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE) {
+        free(v);
+        return store__fail(s, err, "reading a rung's undecided values");
+    }
+    *out = v;
+    return (long)n;
+}
+
+/* Whether a live trial of group grp, not pruned, has no value at rung
+ * yet: 1, 0, or -1. */
+static int awaited(bf_store *s, int64_t rule_id, int64_t grp, int64_t rung,
+                   int depth, bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_PRUNE_AWAITED);
+    sqlite3_bind_int64(st, 1, rule_id);
+    sqlite3_bind_int64(st, 2, grp);
+    sqlite3_bind_int64(st, 3, rung);
+    sqlite3_bind_int(st, 4, depth);
+    int rc = sqlite3_step(st);
+    int out = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
+    sqlite3_reset(st);
+    return out < 0 ? store__fail(s, err, "looking for trials a rung awaits")
+                   : out;
+}
+
+/* Decides rung when the group awaits no value there: its undecided
+ * values ranked, the best max(1, floor(n / eta)) go on.  1 when decided
+ * (or nothing left to decide), 0 when still waiting, -1 on error. */
+static int decide_rung(bf_store *s, int64_t rule_id, int64_t grp,
+                       int64_t rung, int depth, int eta,
+                       bf_trial_metric metric, bf_error *err)
+{
+    int wait = awaited(s, rule_id, grp, rung, depth, err);
+    if (wait != 0)
+        return wait < 0 ? -1 : 0;
+    pending *v = NULL;
+    long n = pending_values(s, rule_id, grp, rung, depth, metric, &v, err);
+    if (n < 0)
+        return -1;
+    qsort(v, (size_t)n, sizeof *v, by_value_then_trial);
+    long keep = n / eta ? n / eta : 1;
+    int rc = 0;
+    for (long i = 0; i < n && rc == 0; i++)
+        rc = decide(s, v[i].job_id, rung, v[i].raw, i >= keep, err);
+    free(v);
+    return rc < 0 ? -1 : 1;
+}
+
+/* Decides the rungs of group grp of synchronous rule rule_id that no
+ * longer wait, in order (a later rung waits while an earlier one does). */
+static int settle_group(bf_store *s, int64_t rule_id, int64_t grp,
+                        bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_PRUNE_SYNC_RUNGS);
+    sqlite3_bind_int64(st, 1, rule_id);
+    int64_t rungs[BF_PRUNE_MAX_RUNGS];
+    size_t n = 0;
+    int eta = 3, depth = 0, rc;
+    bf_trial_metric metric = BF_TRIAL_EVAL_LOSS;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < BF_PRUNE_MAX_RUNGS) {
+        eta = sqlite3_column_int(st, 0);
+        depth = sqlite3_column_int(st, 1);
+        bf_trial_metric_parse((const char *)sqlite3_column_text(st, 2),
+                              &metric);
+        rungs[n++] = sqlite3_column_int64(st, 3);
+    }
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+        return store__fail(s, err, "reading a prune rule's rungs");
+    for (size_t i = 0; i < n; i++) {
+        rc = decide_rung(s, rule_id, grp, rungs[i], depth, eta, metric, err);
+        if (rc <= 0)
+            return rc;
+    }
+    return 0;
+}
+
+int store__prune_on_end(bf_store *s, int64_t job_id, bf_error *err)
+{
+    sqlite3_stmt *st = store__stmt(s, ST_PRUNE_SYNC_TRIAL);
+    sqlite3_bind_int64(st, 1, job_id);
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) {
+        sqlite3_reset(st);
+        return rc == SQLITE_DONE ? 0
+               : store__fail(s, err, "looking up the trial's prune rule");
+    }
+    int64_t rule_id = sqlite3_column_int64(st, 0);
+    int64_t grp = sqlite3_column_int64(st, 1);
+    sqlite3_reset(st);
+    return settle_group(s, rule_id, grp, err);
+}
+
 int store__prune_eval(bf_store *s, int64_t job_id, int64_t step,
                       int64_t depth, double loss, double accuracy,
                       bf_error *err)
@@ -127,6 +274,7 @@ int store__prune_eval(bf_store *s, int64_t job_id, int64_t step,
     int stopping = sqlite3_column_int(st, 4);
     bf_trial_metric metric = BF_TRIAL_EVAL_LOSS;
     bf_trial_metric_parse((const char *)sqlite3_column_text(st, 5), &metric);
+    int synchronous = sqlite3_column_int(st, 6);
     sqlite3_reset(st);
     if (stopping)       /* pruned at an earlier rung, or being cancelled */
         return 0;
@@ -136,6 +284,10 @@ int store__prune_eval(bf_store *s, int64_t job_id, int64_t step,
     long n = competing(s, rule_id, grp, step, higher, &earlier, err);
     if (n < 0)
         return -1;
+    if (synchronous && n == 0) {    /* the rung is not decided yet */
+        free(earlier);
+        return settle_group(s, rule_id, grp, err);
+    }
     int on = goes_on(asha, param, ranked(value, higher), earlier, (size_t)n);
     free(earlier);
     return decide(s, job_id, step, value, !on, err);

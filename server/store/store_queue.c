@@ -555,7 +555,8 @@ static int settle(bf_store *s, const live_attempt *a, const char *outcome,
     if (store__exec(s, st, NULL) < 0 ||
         source_ended(s, a->job_id, job_status, now_ms, NULL) < 0 ||
         (strcmp(job_status, "queued") != 0 &&
-         store__select_on_end(s, a->job_id, now_ms, NULL) < 0))
+         (store__prune_on_end(s, a->job_id, NULL) < 0 ||
+          store__select_on_end(s, a->job_id, now_ms, NULL) < 0)))
         return -1;
     return store__refresh_sweep(s, a->sweep_id, NULL);
 }

@@ -26,9 +26,10 @@ static const char *const per_stage_keys[] = {"grid", "zip", "exclude",
                                              "seeds", "search", "prune",
                                              "select"};
 static const char *const search_keys[] = {"method", "trials", "seed",
-                                          "space"};
+                                          "scramble", "space"};
 static const char *const prune_keys[] = {"method", "metric", "eval_depth",
-                                         "rungs", "eta", "min_trials"};
+                                         "rungs", "eta", "min_trials",
+                                         "synchronous"};
 static const char *const select_keys[] = {"by", "eval_depth", "best"};
 
 #define COUNT_OF(a) (sizeof (a) / sizeof *(a))

@@ -100,6 +100,8 @@ typedef struct bf_sweep_prune {
     size_t n_rungs;
     int param;           /* asha: eta (the best 1/eta go on); median:
                             min_trials (earlier values needed to prune) */
+    int synchronous;     /* asha: a rung decides once every trial of the
+                            cell reached it or ended (store_prune.c) */
 } bf_sweep_prune;
 
 /* A parsed sweep.  Everything is owned by the struct (bf_sweep_free). */

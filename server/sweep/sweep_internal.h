@@ -218,6 +218,13 @@ int sweep__search_sample(const bf_sweep *sw, const json_t *search,
 int sweep__prune_parse(const bf_sweep *sw, bf_sweep_stage *st,
                       const json_t *prune, bf_error *err);
 
+/* *out = the boolean `key` of mapping `block` (at JSON pointer ptr, named
+ * `what` in errors: "prune"), 0 when absent; -1 with err set (its line)
+ * when it is not true or false. */
+int sweep__boolean(const bf_sweep *sw, const json_t *block,
+                   const char *ptr, const char *what, const char *key,
+                   int *out, bf_error *err);
+
 /* Parses the `select` mapping (at st->select_ptr; keys already checked)
  * into st->select.  A stage without a search has nothing to select. */
 int sweep__select_parse(const bf_sweep *sw, bf_sweep_stage *st,
@@ -235,6 +242,12 @@ int sweep__prune_check_job(const bf_sweep *sw, const bf_sweep_stage *st,
  * numbers, Gray-code order, as scipy.stats.qmc.Sobol(scramble=False)):
  * out[0 .. dims-1] in [0, 1); dims <= SWEEP_SOBOL_MAX_DIMS. */
 void sweep__sobol_point(uint32_t index, size_t dims, double *out);
+
+/* Point `index` of the Sobol' sequence scrambled as
+ * scipy.stats.qmc.Sobol(scramble=True) scrambles it (linear matrix
+ * scramble and digital shift), its random bits keyed by seed. */
+void sweep__sobol_scrambled(uint32_t index, size_t dims, uint64_t seed,
+                            double *out);
 
 /* ---- from: a stage taking another's selected values (sweep_from.c) ------ */
 

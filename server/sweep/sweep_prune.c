@@ -8,6 +8,8 @@
  *
  *   prune: {method: asha, metric: eval_loss, eval_depth: 4,
  *           rungs: [250, 500, 1000], eta: 3}
+ *   prune: {method: asha, ..., synchronous: true}   # same values, same
+ *                                                    # survivors
  *   prune: {method: median, metric: eval_loss, eval_depth: 4,
  *           rungs: [250, 500], min_trials: 3}
  *   select: {by: eval_loss, eval_depth: 4, best: 1}
@@ -67,6 +69,35 @@ static int int_in(const json_t *v, long long lo, long long hi)
            json_integer_value(v) <= hi;
 }
 
+int sweep__boolean(const bf_sweep *sw, const json_t *block,
+                   const char *ptr, const char *what, const char *key,
+                   int *out, bf_error *err)
+{
+    json_t *v = json_object_get(block, key);
+    if (v && !json_is_boolean(v))
+        return bf_error_set(err, sw->file, sweep__line(sw, "%s/%s", ptr, key),
+                            key, "%s.%s must be true or false", what, key);
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* synchronous: asha only (median compares with the values before, which
+ * is its definition). */
+static int parse_synchronous(const bf_sweep *sw, const json_t *prune,
+                             const char *ptr, bf_sweep_prune *p,
+                             bf_error *err)
+{
+    if (sweep__boolean(sw, prune, ptr, "prune", "synchronous",
+                       &p->synchronous, err) < 0)
+        return -1;
+    if (p->synchronous && p->method != BF_PRUNE_ASHA)
+        return bf_error_set(err, sw->file, sweep__line(sw, "%s/synchronous",
+                            ptr), "synchronous", "prune.synchronous applies "
+                            "to method asha (median compares each value with "
+                            "those before it)");
+    return 0;
+}
+
 static int parse_method(const bf_sweep *sw, const json_t *prune,
                         const char *ptr, bf_sweep_prune *p, bf_error *err)
 {
@@ -90,7 +121,7 @@ static int parse_method(const bf_sweep *sw, const json_t *prune,
                             own, "prune.%s must be an integer in [%d, 1000]",
                             own, p->method == BF_PRUNE_ASHA ? 2 : 1);
     p->param = v ? (int)json_integer_value(v) : 3;
-    return 0;
+    return parse_synchronous(sw, prune, ptr, p, err);
 }
 
 /* The metric at key `key` of the mapping at ptr (what: "prune"), or an

@@ -7,8 +7,11 @@
  *
  *   search:
  *     method: sobol            # random | sobol
+ *     scramble: true           # sobol: scrambled (point 0 not the corner);
+ *                              # optional, default false (as stored sweeps)
  *     trials: 16
- *     seed: 0                  # optional, default 0
+ *     seed: 0                  # optional, default 0: random's draws, the
+ *                              # scramble's bits
  *     space:
  *       lr: {loguniform: [1e-4, 1e-2]}
  *       warmup_steps: {choice: [50, 100, 200]}
@@ -156,12 +159,19 @@ static json_t *draw(const search_dim *d, double u)
     return d->integer ? json_integer((json_int_t)llround(x)) : json_real(x);
 }
 
+/* How trials are placed: search.method, with scramble for sobol. */
+typedef enum { PLACE_RANDOM, PLACE_SOBOL, PLACE_SCRAMBLED } placement;
+
 /* The point of trial t in [0, 1)^n. */
-static void trial_point(int sobol, uint64_t seed, uint32_t t, size_t n,
+static void trial_point(placement how, uint64_t seed, uint32_t t, size_t n,
                         double *u)
 {
-    if (sobol) {
+    if (how == PLACE_SOBOL) {
         sweep__sobol_point(t, n, u);
+        return;
+    }
+    if (how == PLACE_SCRAMBLED) {
+        sweep__sobol_scrambled(t, n, seed, u);
         return;
     }
     for (size_t i = 0; i < n; i++) {
@@ -172,8 +182,25 @@ static void trial_point(int sobol, uint64_t seed, uint32_t t, size_t n,
     }
 }
 
+/* scramble: for sobol only (random points have no corner). */
+static int parse_scramble(const bf_sweep *sw, const json_t *search,
+                          const char *ptr, placement *how, bf_error *err)
+{
+    int scramble = 0;
+    if (sweep__boolean(sw, search, ptr, "search", "scramble", &scramble,
+                       err) < 0)
+        return -1;
+    if (scramble && *how != PLACE_SOBOL)
+        return bf_error_set(err, sw->file, sweep__line(sw, "%s/scramble",
+                            ptr), "scramble", "search.scramble applies to "
+                            "method sobol");
+    if (scramble)
+        *how = PLACE_SCRAMBLED;
+    return 0;
+}
+
 static int parse_header(const bf_sweep *sw, const json_t *search,
-                        const char *ptr, int *sobol, size_t *trials,
+                        const char *ptr, placement *how, size_t *trials,
                         uint64_t *seed, bf_error *err)
 {
     const char *method = json_string_value(json_object_get(search, "method"));
@@ -181,7 +208,9 @@ static int parse_header(const bf_sweep *sw, const json_t *search,
                     strcmp(method, "sobol") != 0))
         return bf_error_set(err, sw->file, sweep__line(sw, "%s/method", ptr),
                             "method", "search.method must be random or sobol");
-    *sobol = strcmp(method, "sobol") == 0;
+    *how = strcmp(method, "sobol") == 0 ? PLACE_SOBOL : PLACE_RANDOM;
+    if (parse_scramble(sw, search, ptr, how, err) < 0)
+        return -1;
     json_t *n = json_object_get(search, "trials");
     if (!json_is_integer(n) || json_integer_value(n) < 1 ||
         json_integer_value(n) > SWEEP_SEARCH_MAX_TRIALS)
@@ -199,14 +228,14 @@ static int parse_header(const bf_sweep *sw, const json_t *search,
 }
 
 /* Fills values {field: [the trials' values]} from the parsed space. */
-static void sample(const search_dim *dims, size_t n, int sobol, uint64_t seed,
-                   size_t trials, json_t *values)
+static void sample(const search_dim *dims, size_t n, placement how,
+                   uint64_t seed, size_t trials, json_t *values)
 {
     for (size_t i = 0; i < n; i++)
         json_object_set_new(values, dims[i].field, json_array());
     double u[SWEEP_SEARCH_MAX_DIMS];
     for (size_t t = 0; t < trials; t++) {
-        trial_point(sobol, seed, (uint32_t)t, n, u);
+        trial_point(how, seed, (uint32_t)t, n, u);
         for (size_t i = 0; i < n; i++)
             json_array_append_new(json_object_get(values, dims[i].field),
                                   draw(&dims[i], u[i]));
@@ -217,10 +246,10 @@ int sweep__search_sample(const bf_sweep *sw, const json_t *search,
                         const char *ptr, json_t **values, bf_error *err)
 {
     *values = NULL;
-    int sobol = 0;
+    placement how = PLACE_RANDOM;
     size_t trials = 0;
     uint64_t seed = 0;
-    if (parse_header(sw, search, ptr, &sobol, &trials, &seed, err) < 0)
+    if (parse_header(sw, search, ptr, &how, &trials, &seed, err) < 0)
         return -1;
     char space_ptr[96];
     snprintf(space_ptr, sizeof space_ptr, "%s/space", ptr);
@@ -239,6 +268,6 @@ int sweep__search_sample(const bf_sweep *sw, const json_t *search,
         if (parse_dim(sw, space_ptr, field, spec, &dims[i++], err) < 0)
             return -1;
     *values = json_object();
-    sample(dims, n, sobol, seed, trials, *values);
+    sample(dims, n, how, seed, trials, *values);
     return 0;
 }

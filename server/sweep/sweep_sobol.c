@@ -4,10 +4,24 @@
  * file new-joe-kuo-6.21201) in Gray-code order, as their own generator and
  * scipy.stats.qmc.Sobol(scramble=False) produce it: point 0 is the origin,
  * points 0 .. 2^k - 1 put exactly one point in every interval of length
- * 2^-k of each dimension. */
+ * 2^-k of each dimension.
+ *
+ * The scrambled sequence (`scramble: true`) is the randomisation of
+ * scipy.stats.qmc.Sobol(scramble=True): a linear matrix scramble
+ * (Matousek 1998), x -> L x over GF(2) with L random lower triangular with
+ * unit diagonal (digit i of the result is digit i of x plus a random sum
+ * of the digits before it), then a random digital shift (xor).  Both keep
+ * the net property, move point 0 off the origin, and draw their bits
+ * from rng.h keyed by (seed, dimension): a point is a pure function of
+ * (seed, index). */
 #include "sweep_internal.h"
 
+#include "rng.h"
+
 #define SOBOL_BITS 32
+
+/* The scramble's stream of the counter-based generator (rng.h). */
+#define SCRAMBLE_STREAM 0x50b01ULL
 
 /* Dimensions 2 .. SWEEP_SOBOL_MAX_DIMS: the degree s of the primitive
  * polynomial, its inner coefficients a, and the initial direction numbers
@@ -52,15 +66,44 @@ static void directions(size_t dim, uint32_t v[SOBOL_BITS])
     }
 }
 
+/* Dimension d of point `index`, unscrambled, as a 32-bit fraction. */
+static uint32_t sobol_bits(uint32_t index, size_t d)
+{
+    uint32_t gray = index ^ (index >> 1), v[SOBOL_BITS], x = 0;
+    directions(d, v);
+    for (unsigned k = 0; k < SOBOL_BITS; k++)
+        if ((gray >> k) & 1)
+            x ^= v[k];
+    return x;
+}
+
 void sweep__sobol_point(uint32_t index, size_t dims, double *out)
 {
-    uint32_t gray = index ^ (index >> 1);
-    for (size_t d = 0; d < dims; d++) {
-        uint32_t v[SOBOL_BITS], x = 0;
-        directions(d, v);
-        for (unsigned k = 0; k < SOBOL_BITS; k++)
-            if ((gray >> k) & 1)
-                x ^= v[k];
-        out[d] = (double)x * 0x1.0p-32;
+    for (size_t d = 0; d < dims; d++)
+        out[d] = (double)sobol_bits(index, d) * 0x1.0p-32;
+}
+
+/* L x then the shift, for dimension d under seed: row i of L (the bits
+ * that make digit i + 1, bit 31 - i) is that bit and random more
+ * significant ones. */
+static uint32_t scramble(uint32_t x, uint64_t seed, size_t d)
+{
+    bf_rng r;
+    bf_rng_seed(&r, bf_rng_key(bf_rng_key(seed, SCRAMBLE_STREAM), d));
+    uint32_t y = 0;
+    for (unsigned i = 0; i < SOBOL_BITS; i++) {
+        uint32_t bit = 1u << (SOBOL_BITS - 1 - i);
+        uint32_t above = ~(bit | (bit - 1));
+        uint32_t row = bit | ((uint32_t)(bf_rng_u64(&r) >> 32) & above);
+        if (__builtin_parity(row & x))
+            y |= bit;
     }
+    return y ^ (uint32_t)(bf_rng_u64(&r) >> 32);
+}
+
+void sweep__sobol_scrambled(uint32_t index, size_t dims, uint64_t seed,
+                            double *out)
+{
+    for (size_t d = 0; d < dims; d++)
+        out[d] = (double)scramble(sobol_bits(index, d), seed, d) * 0x1.0p-32;
 }

@@ -200,6 +200,102 @@ static void test_decided_once(void **state)
     close_all(f);
 }
 
+/* A rung-20 rule over the rope cell, ASHA or synchronous, and the
+ * selection of the best trial. */
+#define ORDERED(sync)                                                       \
+    TUNE("{method: asha, metric: eval_loss, eval_depth: 4, rungs: [20], "   \
+         "eta: 3, synchronous: " sync "}\n"                                 \
+         "select: {by: eval_loss, eval_depth: 4}")
+
+/* The rope cell's trials report their rung-20 losses in `order` (job
+ * ids); trial 1, the best at the end, finishes as soon as it may; then
+ * each other trial left running finishes, or stops when pruned.  Returns
+ * "the trials going on at 20|the chosen one" (malloc'd). */
+static char *run_order(const char *yaml, const int order[6])
+{
+    static const double at20[7] = {0, 5, 4, 6, 3, 7, 2};
+    static const double last[7] = {0, 0.5, 1.1, 1.2, 0.9, 1.3, 1.0};
+    fixture *f = open_all(yaml);
+    bf_error err = {0};
+    for (int i = 0; i < 6; i++) {
+        int job = order[i];
+        eval(f, job, 20, 4, at20[job]);
+        if (job == 1 && !bft_int(f->s, "SELECT cancel_requested FROM jobs "
+                                 "WHERE job_id = 1")) {
+            eval(f, 1, 100, 4, last[1]);
+            assert_int_equal(bf_store_finish_attempt(f->s, f->l[1].attempt_id,
+                                                     1, NULL, 50, &err), 0);
+        }
+    }
+    for (int job = 1; job <= 6; job++) {
+        if (!bft_int(f->s, "SELECT status = 'running' FROM jobs WHERE "
+                     "job_id = %d", job))
+            continue;
+        if (bf_store_attempt_cancelled(f->s, f->l[job].attempt_id, NULL)) {
+            assert_int_equal(bf_store_attempt_stopped(f->s,
+                             f->l[job].attempt_id, 60, &err), 0);
+            continue;
+        }
+        eval(f, job, 100, 4, last[job]);
+        assert_int_equal(bf_store_finish_attempt(f->s, f->l[job].attempt_id,
+                                                 1, NULL, 70, &err), 0);
+    }
+    char *out = bft_text(f->s, "SELECT (SELECT group_concat(job_id, ' ') "
+                         "FROM (SELECT job_id FROM prune_decisions WHERE "
+                         "rung = 20 AND decision = 'continue' ORDER BY "
+                         "job_id)) || '|' || (SELECT job_id FROM selections "
+                         "WHERE grp = 0 AND chosen)");
+    close_all(f);
+    return out;
+}
+
+static void assert_run(const char *yaml, const int order[6],
+                       const char *expect)
+{
+    char *got = run_order(yaml, order);
+    assert_string_equal(got, expect);
+    free(got);
+}
+
+/* Synchronous successive halving: the same values give the same survivors
+ * (the best 2 of 6: trials 6 and 4) and the same selection in either
+ * order, though trial 1 ended before the rung was decided (pruned then,
+ * it is never chosen); ASHA keeps whoever came early. */
+static void test_synchronous_order(void **state)
+{
+    (void)state;
+    static const int forward[6] = {1, 2, 3, 4, 5, 6};
+    static const int backward[6] = {6, 5, 4, 3, 2, 1};
+    assert_run(ORDERED("true"), forward, "4 6|4");
+    assert_run(ORDERED("true"), backward, "4 6|4");
+    assert_run(ORDERED("false"), forward, "1 2 4 6|1");
+    assert_run(ORDERED("false"), backward, "6|6");
+}
+
+/* A synchronous rung waits for a trial that has not reached it, and is
+ * decided when that trial ends without reaching it (failed for good):
+ * the best max(1, floor(5 / 3)) of the five values go on. */
+static void test_synchronous_end_decides(void **state)
+{
+    (void)state;
+    fixture *f = open_all(TUNE("{method: asha, metric: eval_loss, "
+                               "eval_depth: 4, rungs: [20], "
+                               "synchronous: true}\nmax_attempts: 1"));
+    static const double at20[5] = {5, 4, 6, 3, 7};
+    for (int t = 0; t < 5; t++)
+        eval(f, 1 + t, 20, 4, at20[t]);
+    assert_int_equal(bft_int(f->s, "SELECT count(*) FROM prune_decisions"), 0);
+    bf_error err = {0};
+    assert_int_equal(bf_store_finish_attempt(f->s, f->l[6].attempt_id, 0,
+                                             "boom", 50, &err), 0);
+    char *decided = bft_text(f->s, "SELECT group_concat(job_id || decision, "
+                             "' ') FROM (SELECT * FROM prune_decisions ORDER "
+                             "BY seq)");
+    assert_string_equal(decided, "4continue 2prune 1prune 3prune 5prune");
+    free(decided);
+    close_all(f);
+}
+
 /* median: pruned when worse than the median of at least min_trials
  * earlier values; NaN is worse than any value. */
 static void test_median_rule(void **state)
@@ -757,6 +853,8 @@ int main(void)
         cmocka_unit_test(test_pruned_job_ends_pruned),
         cmocka_unit_test(test_decided_once),
         cmocka_unit_test(test_median_rule),
+        cmocka_unit_test(test_synchronous_order),
+        cmocka_unit_test(test_synchronous_end_decides),
         cmocka_unit_test(test_selection),
         cmocka_unit_test(test_from_selection),
         cmocka_unit_test(test_from_selection_params),

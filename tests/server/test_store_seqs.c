@@ -581,9 +581,9 @@ static void test_upgrade_marks_held_seeds(void **state)
     bf_store_close(s);
     sqlite3 *db;
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    /* as migration 19 left it: without the columns of 20 to 23 and 26 (the
-     * view that 22 makes again reads its column; 23 rebuilt jobs_queue
-     * over its own and indexed it) and the views of 24 and 27 */
+    /* as migration 19 left it: without the columns of 20 to 23, 26 and
+     * 27 (the view that 22 makes again reads its column; 23 rebuilt
+     * jobs_queue over its own and indexed it) and the views of 24 and 28 */
     assert_int_equal(sqlite3_exec(db, "DROP VIEW job_params;"
                                   " DROP VIEW search_trials;"
                                   " DROP INDEX jobs_waiting_by_trainer;"
@@ -601,6 +601,8 @@ static void test_upgrade_marks_held_seeds(void **state)
                                   " rule;"
                                   " ALTER TABLE seed_comparisons DROP COLUMN"
                                   " skewness;"
+                                  " ALTER TABLE prune_rules DROP COLUMN"
+                                  " synchronous;"
                                   " CREATE VIEW adaptive_seeds AS SELECT 1;"
                                   " PRAGMA user_version = 19", NULL, NULL,
                                   NULL), SQLITE_OK);

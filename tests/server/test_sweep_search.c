@@ -1,4 +1,5 @@
-/* A stage's search: the Sobol' points against scipy's, the trials as an
+/* A stage's search: the Sobol' points against scipy's (unscrambled point
+ * by point, scrambled by their nets and discrepancy), the trials as an
  * axis (order, values, a pure function of the search's seed) and every
  * rejection of a bad search block, each naming file, line and field. */
 #include <stdarg.h>
@@ -70,6 +71,132 @@ static void test_sobol_matches_scipy(void **state)
                 fail_msg("point %u, dimension %zu: %u, scipy %u",
                          scipy_points[i].index, d + 1,
                          (uint32_t)(u[d] * 0x1.0p32), scipy_points[i].x[d]);
+    }
+}
+
+/* Also printed by sobol_reference.py: scipy's centred discrepancy (the
+ * squared value) of unscrambled points 0 .. 63 in 4 dimensions, and of
+ * SEEDS scrambled sequences' first N points in D dimensions, its mean and
+ * standard deviation. */
+#define UNSCRAMBLED_CD_64_4 0.0012377966129335505
+#define SCIPY_SCRAMBLED_CD_MEAN 0.00011293952659469086
+#define SCIPY_SCRAMBLED_CD_SD 9.6038193667714065e-07
+enum { SEEDS = 64, N = 256, D = 4 };
+
+/* scipy.stats.qmc.discrepancy(x, method="CD"): Hickernell's centred L2
+ * discrepancy, squared, of n points of [0, 1)^d (x row-major). */
+static double centred_discrepancy(const double *x, size_t n, size_t d)
+{
+    double one = 0, two = 0;
+    for (size_t i = 0; i < n; i++) {
+        double p = 1;
+        for (size_t k = 0; k < d; k++) {
+            double a = fabs(x[i * d + k] - 0.5);
+            p *= 1 + 0.5 * a - 0.5 * a * a;
+        }
+        one += p;
+        for (size_t j = 0; j < n; j++) {
+            double q = 1;
+            for (size_t k = 0; k < d; k++)
+                q *= 1 + 0.5 * fabs(x[i * d + k] - 0.5) +
+                     0.5 * fabs(x[j * d + k] - 0.5) -
+                     0.5 * fabs(x[i * d + k] - x[j * d + k]);
+            two += q;
+        }
+    }
+    return pow(13.0 / 12.0, (double)d) - 2.0 / (double)n * one +
+           two / ((double)n * (double)n);
+}
+
+/* The first n points of the sequence (scrambled with seed, or not). */
+static void first_points(size_t n, size_t d, int scrambled, uint64_t seed,
+                         double *x)
+{
+    for (size_t i = 0; i < n; i++)
+        if (scrambled)
+            sweep__sobol_scrambled((uint32_t)i, d, seed, x + i * d);
+        else
+            sweep__sobol_point((uint32_t)i, d, x + i * d);
+}
+
+/* Scrambled points are as even as scipy's: the formula reproduces scipy's
+ * discrepancy of the unscrambled points, and the mean over SEEDS seeds of
+ * the scrambled points' is scipy's within 3 standard errors of the
+ * difference (both samples' spread as scipy's). */
+static void test_scrambled_discrepancy(void **state)
+{
+    (void)state;
+    static double x[N * D];
+    first_points(64, D, 0, 0, x);
+    assert_true(fabs(centred_discrepancy(x, 64, D) - UNSCRAMBLED_CD_64_4) <
+                1e-12 * UNSCRAMBLED_CD_64_4);
+    double sum = 0;
+    for (uint64_t seed = 0; seed < SEEDS; seed++) {
+        first_points(N, D, 1, seed, x);
+        sum += centred_discrepancy(x, N, D);
+    }
+    double mean = sum / SEEDS;
+    double tolerance = 3 * SCIPY_SCRAMBLED_CD_SD * sqrt(2.0 / SEEDS);
+    if (fabs(mean - SCIPY_SCRAMBLED_CD_MEAN) > tolerance)
+        fail_msg("mean discrepancy %.6g, scipy's %.6g (tolerance %.3g)", mean,
+                 SCIPY_SCRAMBLED_CD_MEAN, tolerance);
+}
+
+/* Whether the first 2^k points put one in each interval of width 2^-k of
+ * dimension d, and, over dimensions 0 and 1 (a (0, m, 2)-net), one in each
+ * box 2^-a by 2^-(k-a). */
+static void assert_net(const double *x, size_t k, size_t dims)
+{
+    size_t n = (size_t)1 << k;
+    for (size_t a = 0; a <= k; a++) {
+        unsigned char seen[1 << 10] = {0};
+        for (size_t i = 0; i < n; i++) {
+            size_t box = (size_t)(x[i * dims] * (double)(1 << a)) << (k - a) |
+                         (size_t)(x[i * dims + 1] * (double)(1 << (k - a)));
+            if (seen[box]++)
+                fail_msg("2^%zu points: two in box %zu (a = %zu)", k, box, a);
+        }
+    }
+    for (size_t d = 2; d < dims; d++) {
+        unsigned char seen[1 << 10] = {0};
+        for (size_t i = 0; i < n; i++)
+            if (seen[(size_t)(x[i * dims + d] * (double)n)]++)
+                fail_msg("2^%zu points: two in one interval of dimension %zu",
+                         k, d + 1);
+    }
+}
+
+/* Scrambled points keep the nets of the first 2^k points, are a pure
+ * function of (seed, index), differ between seeds, scramble the digits
+ * (not only shift them), and point 0 is never the corner (no coordinate
+ * 0) over a thousand seeds. */
+static void test_scrambled_points(void **state)
+{
+    (void)state;
+    enum { DIMS = SWEEP_SOBOL_MAX_DIMS, K = 10 };
+    static double x[(1 << K) * DIMS], again[DIMS], other[DIMS];
+    static const uint64_t seeds[] = {0, 1, 1234567, 7};   /* 7 last */
+    for (size_t s = 0; s < sizeof seeds / sizeof *seeds; s++) {
+        first_points((size_t)1 << K, DIMS, 1, seeds[s], x);
+        for (size_t k = 0; k <= K; k++)
+            assert_net(x, k, DIMS);
+    }
+    sweep__sobol_scrambled(1000, DIMS, 7, again);
+    assert_memory_equal(x + 1000 * DIMS, again, sizeof again);
+    sweep__sobol_scrambled(1000, DIMS, 8, other);
+    for (size_t d = 0; d < DIMS; d++)
+        assert_true(other[d] != again[d]);
+    /* more than a digital shift: point 1 xor point 0 is L (1/2), 1/2 and
+     * random later digits, no longer the unscrambled point 1's 1/2 */
+    for (size_t d = 0; d < DIMS; d++) {
+        uint32_t gap = (uint32_t)(x[DIMS + d] * 0x1.0p32) ^
+                       (uint32_t)(x[d] * 0x1.0p32);
+        assert_true(gap >> 31 == 1 && gap != 1u << 31);
+    }
+    for (uint64_t seed = 0; seed < 1000; seed++) {
+        sweep__sobol_scrambled(0, DIMS, seed, other);
+        for (size_t d = 0; d < DIMS; d++)
+            assert_true(other[d] > 0);
     }
 }
 
@@ -168,6 +295,29 @@ static void test_sobol_trials(void **state)
     assert_true(fabs(real_of(j.cfg[2], "lr") - pow(10, -2.5)) < 1e-12);
     assert_int_equal(json_integer_value(json_object_get(j.cfg[2],
                                                         "warmup_steps")), 50);
+    jobs_free(&j);
+}
+
+/* scramble: true places trial t at the scrambled point t of the seed:
+ * trial 0's lr is exp of the log-range at its first coordinate, not the
+ * low bound. */
+static void test_scrambled_trials(void **state)
+{
+    (void)state;
+    static const char scrambled[] =
+        "name: tune\nsearch:\n  method: sobol\n  scramble: true\n"
+        "  seed: 5\n  trials: 4\n  space:\n"
+        "    lr: {loguniform: [1.0e-4, 1.0e-2]}\n";
+    jobs j;
+    expand(scrambled, &j);
+    assert_int_equal(j.n, 4);
+    for (size_t t = 0; t < 4; t++) {
+        double u;
+        sweep__sobol_scrambled((uint32_t)t, 1, 5, &u);
+        double lr = exp(log(1e-4) + u * (log(1e-2) - log(1e-4)));
+        assert_true(fabs(real_of(j.cfg[t], "lr") - lr) < 1e-9 * lr);
+    }
+    assert_true(real_of(j.cfg[0], "lr") > 1e-4);
     jobs_free(&j);
 }
 
@@ -400,6 +550,12 @@ static const bad_case bad_cases[] = {
      "    lr: {uniform: [0.1, 0.2]}\nexclude:\n  - {lr: 0.1}\n"), 8, "lr",
      "is searched"},
     /* prune: the rule on its own, then against every job */
+    {"scramble with random", SEARCH("  scramble: true\n"
+     "  space: {lr: {uniform: [0.1, 0.2]}}\n"), 5, "scramble",
+     "applies to method sobol"},
+    {"scramble not a boolean", "name: x\nsearch:\n  method: sobol\n"
+     "  scramble: 1\n  trials: 4\n  space: {lr: {uniform: [0.1, 0.2]}}\n",
+     4, "scramble", "true or false"},
     {"prune without search", "name: x\nprune: {method: asha}\n", 2,
      "prune", "has no search"},
     {"unknown prune method", PRUNE("{method: hyperband, metric: eval_loss, "
@@ -411,6 +567,9 @@ static const bad_case bad_cases[] = {
      "unknown prune key"},
     {"eta with median", PRUNE("{method: median, metric: eval_loss, "
      "eval_depth: 4, rungs: [20], eta: 3}"), 7, "eta", "no effect"},
+    {"synchronous median", PRUNE("{method: median, metric: eval_loss, "
+     "eval_depth: 4, rungs: [20], synchronous: true}"), 7, "synchronous",
+     "applies to method asha"},
     {"eta below 2", PRUNE("{method: asha, metric: eval_loss, eval_depth: 4, "
      "rungs: [20], eta: 1}"), 7, "eta", "[2, 1000]"},
     {"rungs not rising", PRUNE("{method: asha, metric: eval_loss, "
@@ -606,7 +765,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sobol_matches_scipy),
+        cmocka_unit_test(test_scrambled_points),
+        cmocka_unit_test(test_scrambled_discrepancy),
         cmocka_unit_test(test_sobol_trials),
+        cmocka_unit_test(test_scrambled_trials),
         cmocka_unit_test(test_random_trials),
         cmocka_unit_test(test_search_in_stage),
         cmocka_unit_test(test_from_beside_init_from),

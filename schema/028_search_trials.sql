@@ -1,4 +1,4 @@
--- Migration 27: every trial of a search that selects, with what came of
+-- Migration 28: every trial of a search that selects, with what came of
 -- it, so that a search is shown as a search (the report's Search section,
 -- docs/results.md): its cell (select_id, grp: those of selections), its
 -- status, the last rung the prune rule decided at with the metric's value
