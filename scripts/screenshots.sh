@@ -4,8 +4,9 @@
 # chromium (scripts/report_png.js; scripts/browser-deps.sh installs it):
 # the report of a quickstart-shaped sweep (fixture sweep 1: the three
 # encodings, eval depths 4 and 8, training curves and learned
-# frequencies), the report of a search and its confirm stage (sweep 6),
-# and the dashboard's sweep page (sweep 6).
+# frequencies), the report of a search, two of its trials pruned, and its
+# confirm stage with seeds until decided (sweep 9),
+# and the dashboard's sweep page (sweep 9).
 #
 #   scripts/screenshots.sh [BUILD_DIR]     (default: build)
 set -euo pipefail
@@ -21,16 +22,16 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$out"
 "$build/tests/results/results_fixture" "$tmp/fixture.db"
-for sweep in 1 6; do
+for sweep in 1 9; do
     "$build/cli/bifocal" report $sweep --db "$tmp/fixture.db" -o "$tmp/report-$sweep.html"
 done
 node scripts/report_png.js --page "file://$tmp/report-1.html" "$out/report-quickstart.png" 2600
-node scripts/report_png.js --page "file://$tmp/report-6.html" "$out/report-search.png" 1300
+node scripts/report_png.js --page "file://$tmp/report-9.html" "$out/report-search.png" 1300
 "$build/cli/bifocal" dashboard --db "$tmp/fixture.db" --listen 127.0.0.1:0 \
     --port-file "$tmp/port" >"$tmp/dashboard.log" 2>&1 &
 dash=$!
 for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.1; done
 [ -s "$tmp/port" ] || { cat "$tmp/dashboard.log" >&2; exit 1; }
-node scripts/report_png.js --page "http://127.0.0.1:$(cat "$tmp/port")/sweeps/6" \
+node scripts/report_png.js --page "http://127.0.0.1:$(cat "$tmp/port")/sweeps/9" \
     "$out/dashboard-sweep.png" 1600
 ls -l "$out"
