@@ -769,8 +769,9 @@ var BifocalReport = (function () {
   function compareSection(root, data) {
     var sec = section(root, "Comparison",
       "Per group and eval depth over seeds: loss as a geometric mean ×/ spread " +
-      "factor with its log-scale 95% CI, accuracy as mean ± sd with the pooled " +
-      "Wilson 95% CI; against the baseline, the geometric-mean loss ratio with " +
+      "factor with its log-scale 95% CI, accuracy as mean ± sd with its 95% CI " +
+      "over seeds (one seed: Wilson's over its examples); against the " +
+      "baseline, the geometric-mean loss ratio with " +
       "its 95% CI (* : adjusted p below the sweep's alpha, Holm within its " +
       "declared primary family, Benjamini-Hochberg elsewhere; docs/results.md).");
     table(sec, data.compare.filter(function (r) { return !searchTrial(data, r); }), [

@@ -34,8 +34,17 @@ done
 # entries; sweep 9: a search (tune, two of its trials pruned at step 50)
 # and its confirm stage with adaptive seeds: the search's slice plot and
 # trials, the pruned ones ringed and listed with their rung.
+# The dashboard's sweep page of sweep 9 (one dashboard on the same
+# database), checked at a glance as the reports are.
+"$bifocal" dashboard --db "$tmp/fixture.db" --listen 127.0.0.1:0 \
+    --port-file "$tmp/port" > "$tmp/dashboard.log" 2>&1 &
+dash=$!
+trap 'kill $dash 2>/dev/null; wait $dash 2>/dev/null; rm -rf "$tmp"' EXIT
+for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.1; done
+[ -s "$tmp/port" ] || { cat "$tmp/dashboard.log" >&2; echo "FAIL: no dashboard" >&2; exit 1; }
 node "$here/browser/check_report.js" \
     "$out/report-1.html" "$out/report-fixture.png" 5 0 0 \
     "$out/report-4.html" "$out/report-seeds.png" 3 0 0 \
     "$out/report-5.html" "$out/report-wide.png" 4 0 256 \
-    "$out/report-9.html" "$out/report-tuned.png" 4 0 0
+    "$out/report-9.html" "$out/report-tuned.png" 4 0 0 \
+    --dashboard "http://127.0.0.1:$(cat "$tmp/port")/sweeps/9" "$out/dashboard-sweep.png"

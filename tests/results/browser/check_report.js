@@ -97,9 +97,11 @@ async function checkOne(page, problems, args) {
  * in every legend, key, tick, title and cell (no axis reading "0, 0, 0"),
  * one colour per group in every figure, no band for a group of n <= 2,
  * nothing wider than the page, and a search's slice plot with its trials. */
-async function checkGlance(page, fail) {
-  const seen = await page.evaluate(() => {
-    const data = JSON.parse(document.getElementById("bifocal-data").textContent);
+async function checkGlance(page, fail, dataUrl) {
+  const seen = await page.evaluate(async (dataUrl) => {
+    // a report's data is in the page; the dashboard's, its summary API
+    const data = dataUrl ? await (await fetch(dataUrl)).json()
+                         : JSON.parse(document.getElementById("bifocal-data").textContent);
     const texts = Array.from(document.querySelectorAll(
       "h1, figcaption, .u-legend th, .bf-key, .bf-table th, .bf-table td, option"))
       .map((e) => e.textContent);
@@ -130,7 +132,7 @@ async function checkGlance(page, fail) {
     return { texts, colours, bands, wide, slices, trials, pruned, prunedRings,
              searchRows: rows.length,
              prunedRows: rows.filter((r) => /pruned at step \d+/.test(r.textContent)).length };
-  });
+  }, dataUrl || null);
   for (const t of seen.texts) {
     const m = longNumber(t);
     if (m) fail(`"${t.slice(0, 80)}" shows ${m}: more than 4 significant digits`);
@@ -176,8 +178,36 @@ async function checkHeatmapScale(page, fail) {
     fail(`heatmap scales ${scales.join(", ")}, expected ${want} for every group`);
 }
 
+/* The dashboard's sweep page (URL .../sweeps/N) once its comparison is
+ * drawn: the same checks at a glance as a report's, on the summary the
+ * page drew from (/api/sweeps/N). */
+async function checkDashboard(browser, problems, url, shot) {
+  const page = await browser.newPage();
+  await page.setViewportSize({ width: 1400, height: 900 });
+  watchErrors(page, problems);
+  const fail = (msg) => problems.push("dashboard " + url + ": " + msg);
+  const api = url.replace(/\/sweeps\/(\d+)$/, "/api/sweeps/$1");
+  await page.goto(url);
+  await page.waitForFunction(async (api) => {
+    const s = await (await fetch(api)).json();
+    return s.compare && typeof window.bifocalFigures === "function" &&
+           window.bifocalFigures().length > 0;
+  }, api, { timeout: 30000, polling: 250 });
+  await page.waitForTimeout(500);    /* the page's next poll draws the rest */
+  const figures = await figureStats(page);
+  if (!figures.length) fail("no figure drawn");
+  for (const f of figures)
+    if (f.points === 0) fail(`${f.id} (${f.title}) has no data`);
+  await checkGlance(page, fail, api);
+  await page.screenshot({ path: shot, fullPage: true });
+  await page.close();
+}
+
 async function main() {
   const args = process.argv.slice(2);
+  // --dashboard URL SCREENSHOT last: the dashboard's sweep page too
+  const at = args.indexOf("--dashboard");
+  const dashboard = at >= 0 ? args.splice(at, 3).slice(1) : null;
   if (args.length < 2 || args.length % 5 === 1)
     throw new Error("usage: check_report.js REPORT.html SCREENSHOT.png MIN_FIGURES MAX_HEIGHT PAIRS ...");
   while (args.length % 5) args.push("");   /* the last report's defaults */
@@ -195,6 +225,8 @@ async function main() {
     });
     for (let i = 0; i < args.length; i += 5)
       await checkOne(page, problems, args.slice(i, i + 5));
+    if (dashboard)
+      await checkDashboard(browser, problems, dashboard[0], dashboard[1]);
   } finally {
     await browser.close();
   }
