@@ -12,7 +12,8 @@
 #   scripts/examples.sh write [BUILD]   writes the block from the kept
 #       database (after a change to what compare prints)
 #   scripts/examples.sh check [BUILD]   fails when README.md's block is not
-#       what `bifocal compare` prints of the kept database, or when the
+#       what `bifocal compare` prints of the kept database or has a line
+#       over 100 columns, or when the
 #       quickstart's first job, trained again at that level, does not give
 #       the kept job's evaluations bit for bit (test_examples)
 #
@@ -81,6 +82,10 @@ check_examples() {
     diff -u "$dir/shown" "$dir/block" || {
         echo "FAIL: README.md's example is not what bifocal compare prints of $kept (scripts/examples.sh make)" >&2
         return 1; }
+    # compare's default table fits 100 columns (characters, not bytes)
+    python3 -c 'import sys; sys.exit(any(len(l.rstrip("\n")) > 100
+                for l in open(sys.argv[1], encoding="utf-8")))' "$dir/block" || {
+        echo "FAIL: README.md's example has a line over 100 columns" >&2; return 1; }
     # The kept sweep's first job as a sweep of its own: same config, same
     # worker group.
     local job; job=$(sqlite3 "$kept" "SELECT min(job_id) FROM jobs")
