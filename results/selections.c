@@ -117,6 +117,25 @@ static void values_text(const json_t *trial, char *buf, size_t cap)
         len = append_item(buf, len, cap, key, value);
 }
 
+/* Appends sep and " job 61 (1.95)", or for a trial stopped at a rung
+ * " job 58 at step 50 (1.1)". */
+static size_t append_trial(char *text, size_t len, size_t cap,
+                           const char *sep, const json_t *trial)
+{
+    char at[40] = "";
+    const json_t *rung = json_object_get(trial, "rung");
+    if (json_is_integer(rung))
+        snprintf(at, sizeof at, " at step %lld",
+                 (long long)json_integer_value(rung));
+    int n = len < cap ? snprintf(text + len, cap - len, "%s job %lld%s (%.4g)",
+                                 sep, (long long)json_integer_value(
+                                     json_object_get(trial, "job_id")),
+                                 at, json_number_value(
+                                     json_object_get(trial, "value")))
+                      : 0;
+    return n > 0 ? len + (size_t)n : len;
+}
+
 static char *cell_text(const json_t *cell)
 {
     size_t cap = 4096, len = 0;
@@ -144,28 +163,14 @@ static char *cell_text(const json_t *cell)
                             (long long)json_integer_value(
                                 json_object_get(cell, "eval_depth")));
     json_array_foreach(json_object_get(cell, "runners_up"), i, t)
-        if (len < cap)
-            len += (size_t)snprintf(text + len, cap - len, "%s job %lld "
-                                    "(%.4g)", i ? "," : "; runners-up:",
-                                    (long long)json_integer_value(
-                                        json_object_get(t, "job_id")),
-                                    json_number_value(
-                                        json_object_get(t, "value")));
+        len = append_trial(text, len, cap, i ? "," : "; runners-up:", t);
     json_array_foreach(json_object_get(cell, "taken_by"), i, t)
         if (len < cap)
             len += (size_t)snprintf(text + len, cap - len, "%s %lld",
                                     i ? "," : "; values taken by jobs",
                                     (long long)json_integer_value(t));
     json_array_foreach(json_object_get(cell, "pruned"), i, t)
-        if (len < cap)
-            len += (size_t)snprintf(text + len, cap - len, "%s job %lld at "
-                                    "step %lld (%.4g)", i ? "," : "; pruned:",
-                                    (long long)json_integer_value(
-                                        json_object_get(t, "job_id")),
-                                    (long long)json_integer_value(
-                                        json_object_get(t, "rung")),
-                                    json_number_value(
-                                        json_object_get(t, "value")));
+        len = append_trial(text, len, cap, i ? "," : "; pruned:", t);
     return text;
 }
 

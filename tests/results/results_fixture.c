@@ -207,6 +207,17 @@ static json_t *wide_records(const char *rope, int r, int seed,
     return recs;
 }
 
+/* The tune stage of sweeps 6 and 9: 3 Sobol' trials of lr per encoding,
+ * each cell's best selected (sweep 9 prunes too, between the two). */
+#define TUNE_STAGE \
+    "  - name: tune\n" \
+    "    grid: {rope: [rope, spectral]}\n" \
+    "    search:\n" \
+    "      method: sobol\n" \
+    "      trials: 3\n" \
+    "      space: {lr: {loguniform: [1.0e-4, 1.0e-2]}}\n"
+#define TUNE_SELECT "    select: {by: eval_loss, eval_depth: 4}\n"
+
 /* Sweep 6's records: one final eval at depth 4.  In stage tune rope's
  * cell does best with its smallest lr and spectral's with its largest, so
  * the two cells choose different trials and stage confirm trains each
@@ -216,13 +227,8 @@ static const char *const tuned_sweep =
     "base: {depth: 4, eval_depths: [4], steps: 100}\n"
     "max_attempts: 1\n"
     "stages:\n"
-    "  - name: tune\n"
-    "    grid: {rope: [rope, spectral]}\n"
-    "    search:\n"
-    "      method: sobol\n"
-    "      trials: 3\n"
-    "      space: {lr: {loguniform: [1.0e-4, 1.0e-2]}}\n"
-    "    select: {by: eval_loss, eval_depth: 4}\n"
+    TUNE_STAGE
+    TUNE_SELECT
     "  - name: confirm\n"
     "    from: \"stage:tune\"\n"
     "    base: {steps: 150}\n"
@@ -250,16 +256,11 @@ static const char *const staged_adaptive_sweep =
     "  primary: {metric: loss, eval_depth: 4}\n"
     "  baseline: {rope: rope}\n"
     "stages:\n"
-    "  - name: tune\n"
-    "    grid: {rope: [rope, spectral]}\n"
-    "    search:\n"
-    "      method: sobol\n"
-    "      trials: 3\n"
-    "      space: {lr: {loguniform: [1.0e-4, 1.0e-2]}}\n"
+    TUNE_STAGE
     "    base: {eval_every: 50}\n"
     "    prune: {method: asha, metric: eval_loss, eval_depth: 4,\n"
     "            rungs: [50], eta: 3}\n"
-    "    select: {by: eval_loss, eval_depth: 4}\n"
+    TUNE_SELECT
     "  - name: confirm\n"
     "    from: \"stage:tune\"\n"
     "    base: {steps: 150}\n"
