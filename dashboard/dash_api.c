@@ -745,6 +745,31 @@ static json_t *job_live(bf_dash_api *a, int64_t sweep, int64_t job)
     return found ? found : json_null();
 }
 
+/* A job's values of the fields that vary in its sweep, as compare finds
+ * them (a search's trial values and the stage among them), or, while the
+ * sweep is not loaded, of the fields its file sweeps; row is the job's
+ * job_results row with its sweep's source. */
+static json_t *job_fields(bf_dash_api *a, int64_t sweep, const json_t *row)
+{
+    live_counts c;
+    read_counts(a, sweep, &c);
+    json_decref(c.counts);
+    json_t *names = json_array_size(c.varying) ? c.varying
+                    : bf_sweep_view_swept_fields(json_string_value(
+                          json_object_get(row, "sweep_source")));
+    if (names != c.varying)
+        json_decref(c.varying);
+    json_t *fields = json_object(), *name;
+    size_t i;
+    json_array_foreach(names, i, name) {
+        json_t *v = bf_sweep_view_row_value(row, json_string_value(name));
+        if (v && !json_is_null(v))
+            json_object_set(fields, json_string_value(name), v);
+    }
+    json_decref(names);
+    return fields;
+}
+
 static reply get_job(bf_dash_api *a, int64_t job)
 {
     json_t *rows = query_rows(a,
@@ -759,16 +784,13 @@ static reply get_job(bf_dash_api *a, int64_t job)
     json_decref(rows);
     if (!row)
         return fail(404, "no job %lld", (long long)job);
-    json_t *swept = bf_sweep_view_swept_fields(json_string_value(
-        json_object_get(row, "sweep_source")));
-    json_t *fields = config_values(json_object_get(row, "config"), swept);
-    json_decref(swept);
+    int64_t sweep = json_integer_value(json_object_get(row, "sweep_id"));
+    json_t *fields = job_fields(a, sweep, row);
     json_object_del(row, "sweep_source");
     json_t *attempts = query_rows(a,
         "SELECT attempt_id, attempt_no, worker, started_ms, ended_ms,"
         "       lease_expires_ms, outcome, error"
         "  FROM attempts WHERE job_id = ?1 ORDER BY attempt_no", job);
-    int64_t sweep = json_integer_value(json_object_get(row, "sweep_id"));
     const char *status = json_string_value(json_object_get(row, "status"));
     json_t *live = status && strcmp(status, "running") == 0
                    ? job_live(a, sweep, job) : json_null();

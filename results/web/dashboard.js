@@ -516,7 +516,10 @@ var BifocalDashboard = (function () {
         nav.appendChild(link("/sweeps/" + j.sweep_id, "sweep " + j.sweep_id + ": " + j.sweep_name));
         sweepLinked = true;
       }
-      var fields = Object.keys(d.fields).map(function (k) { return k + "=" + JSON.stringify(d.fields[k]); });
+      var fields = Object.keys(d.fields).map(function (k) {
+        var v = d.fields[k];
+        return k + "=" + (typeof v === "string" ? v : JSON.stringify(v));
+      });
       document.querySelector("h1").textContent = R.short("Job " + id + (fields.length ? ": " + fields.join(" ") : ""));
       facts.textContent = "";
       var line = el("div", { class: "bf-counts" }, [statusCell(j.status),

@@ -268,6 +268,18 @@ def check_api(bifocal, db, addr):
           "job 5's swept fields")
     check(len(job["attempts"]) == 1 and job["attempts"][0]["worker"],
           "job 5's attempt with its worker")
+    # a search's trial is named by its stage and searched value, as compare
+    # names its group (issue 44), once its sweep is read
+    for _ in range(100):
+        _, s9 = get_json(addr, "/api/sweeps/9")
+        if not s9.get("pending"):
+            break
+        time.sleep(0.1)
+    lr = ro.execute("SELECT config ->> '$.lr', seed FROM jobs WHERE job_id = 58").fetchone()
+    _, trial = get_json(addr, "/api/jobs/58")
+    check(trial["fields"] == {"stage": "tune", "rope": "rope", "seed": lr[1],
+                              "lr": float("%.7g" % lr[0])},
+          "job 58, a tune trial: its stage and searched lr: %r" % trial["fields"])
     check(job["live"] is None and job["job"]["config"]["steps"] == 200,
           "job 5's config, not running")
 
