@@ -156,8 +156,8 @@ study__figures() {
             -o "$html/confirm-$task.html"
         node scripts/report_png.js "$html/confirm-$task.html" \
             "$out/confirm-$task" \
-            "rope=spectral rope_base=10000.0 random_positions=0" \
-            "rope=bifocal rope_base=10000.0 random_positions=0"
+            "rope=spectral rope_base=10000 random_positions=0" \
+            "rope=bifocal rope_base=10000 random_positions=0"
     done
     for stage in $(study__scale_stages "$db"); do
         "$bifocal" report 3 --db "$db" --where "stage=$stage" \

@@ -48,8 +48,8 @@ study_structure_gap() {
 # learnable groups whose frequencies the figures draw, as the report
 # labels them (the fields that vary within the encodings stage).
 gap__baseline=rope=rope,rope_base=10000,freq_lr_mult=1,random_positions=0
-gap__spectral="rope=spectral rope_base=10000.0 freq_lr_mult=1.0 random_positions=0"
-gap__spectral10="rope=spectral rope_base=10000.0 freq_lr_mult=10.0 random_positions=0"
+gap__spectral="rope=spectral rope_base=10000 freq_lr_mult=1 random_positions=0"
+gap__spectral10="rope=spectral rope_base=10000 freq_lr_mult=10 random_positions=0"
 
 # gap__tables DB OUT: compare of each task's encodings and surgery.
 gap__tables() {
