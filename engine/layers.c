@@ -483,6 +483,73 @@ static void rotary_backward(float *dqkv, float *dtheta, const float *qkv,
     }
 }
 
+/* PoPE's magnitude: softplus without overflow for large x. */
+static inline float softplus(float x)
+{
+    return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
+}
+
+/* sqrt(2) on the queries: the attention scales scores by 1/sqrt(2 hd),
+ * PoPE's logit is q.k / sqrt(hd). */
+#define POPE_Q_GAIN 1.41421356237309505f
+
+static void pope_forward(float *out, const float *qkv, const float *cosv,
+                         const float *sinv, const int *pos, int N, int C,
+                         int NH)
+{
+    int hd = C / NH;
+    for (int n = 0; n < N; n++) {
+        const float *x = qkv + (size_t)n * 3 * C;
+        float *y = out + (size_t)n * 6 * C;
+        const float *c = cosv + (size_t)pos[n] * hd;
+        const float *s = sinv + (size_t)pos[n] * hd;
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < hd; i++) {
+                int in = h * hd + i, at = 2 * in;
+                float mq = POPE_Q_GAIN * softplus(x[in]);
+                float mk = softplus(x[C + in]);
+                y[at] = mq * c[i];
+                y[at + 1] = mq * s[i];
+                y[2 * C + at] = mk * c[i];
+                y[2 * C + at + 1] = mk * s[i];
+                y[4 * C + h * 2 * hd + i] = x[2 * C + in];
+                y[4 * C + h * 2 * hd + hd + i] = 0.0f;
+            }
+    }
+}
+
+/* d/dx of gain * softplus(x) at angle (c, s), given the gradient g and the
+ * value y of the pair: softplus'(x) = sigmoid(x) = 1 - e^-softplus(x), the
+ * magnitude |y| / gain read back from the pair (in double: it may be tiny). */
+static inline float pope_dx(const float *g, const float *y, float c, float s,
+                            float gain)
+{
+    double mag = sqrt((double)y[0] * y[0] + (double)y[1] * y[1]) / gain;
+    return (float)(-expm1(-mag)) * gain * (g[0] * c + g[1] * s);
+}
+
+static void pope_backward(float *dqkv, const float *dout, const float *out,
+                          const float *cosv, const float *sinv,
+                          const int *pos, int N, int C, int NH)
+{
+    int hd = C / NH;
+    for (int n = 0; n < N; n++) {
+        const float *g = dout + (size_t)n * 6 * C;
+        const float *y = out + (size_t)n * 6 * C;
+        float *dx = dqkv + (size_t)n * 3 * C;
+        const float *c = cosv + (size_t)pos[n] * hd;
+        const float *s = sinv + (size_t)pos[n] * hd;
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < hd; i++) {
+                int in = h * hd + i, at = 2 * in;
+                dx[in] = pope_dx(g + at, y + at, c[i], s[i], POPE_Q_GAIN);
+                dx[C + in] = pope_dx(g + 2 * C + at, y + 2 * C + at, c[i],
+                                     s[i], 1.0f);
+                dx[2 * C + in] = g[4 * C + h * 2 * hd + i];
+            }
+    }
+}
+
 /* ------------------------------------------------ attention, small heads
  *
  * The studies' heads are tiny (head_dim 16, seq 40): every product of the
@@ -1223,6 +1290,8 @@ const bf_kernels BF_KERNELS_TABLE = {
     .rotary_tables = rotary_tables,
     .rotary_forward = rotary_forward,
     .rotary_backward = rotary_backward,
+    .pope_forward = pope_forward,
+    .pope_backward = pope_backward,
     .attention_forward = attention_forward,
     .attention_backward = attention_backward,
     .gelu_forward = gelu_forward,
