@@ -503,18 +503,17 @@ static void pope_forward(float *out, const float *qkv, const float *cosv,
         float *y = out + (size_t)n * 6 * C;
         const float *c = cosv + (size_t)pos[n] * hd;
         const float *s = sinv + (size_t)pos[n] * hd;
-        for (int h = 0; h < NH; h++)
-            for (int i = 0; i < hd; i++) {
-                int in = h * hd + i, at = 2 * in;
-                float mq = POPE_Q_GAIN * softplus(x[in]);
-                float mk = softplus(x[C + in]);
-                y[at] = mq * c[i];
-                y[at + 1] = mq * s[i];
-                y[2 * C + at] = mk * c[i];
-                y[2 * C + at + 1] = mk * s[i];
-                y[4 * C + h * 2 * hd + i] = x[2 * C + in];
-                y[4 * C + h * 2 * hd + hd + i] = 0.0f;
-            }
+        /* component j of the row: i of head j / hd; its pair at 2j */
+        for (int j = 0, i = 0; j < C; j++, i = (i + 1) % hd) {
+            float mq = POPE_Q_GAIN * softplus(x[j]), mk = softplus(x[C + j]);
+            float *v = y + 4 * C + 2 * (j - i) + i; /* head's v, padded */
+            y[2 * j] = mq * c[i];
+            y[2 * j + 1] = mq * s[i];
+            y[2 * C + 2 * j] = mk * c[i];
+            y[2 * C + 2 * j + 1] = mk * s[i];
+            v[0] = x[2 * C + j];
+            v[hd] = 0.0f;
+        }
     }
 }
 
@@ -539,14 +538,12 @@ static void pope_backward(float *dqkv, const float *dout, const float *out,
         float *dx = dqkv + (size_t)n * 3 * C;
         const float *c = cosv + (size_t)pos[n] * hd;
         const float *s = sinv + (size_t)pos[n] * hd;
-        for (int h = 0; h < NH; h++)
-            for (int i = 0; i < hd; i++) {
-                int in = h * hd + i, at = 2 * in;
-                dx[in] = pope_dx(g + at, y + at, c[i], s[i], POPE_Q_GAIN);
-                dx[C + in] = pope_dx(g + 2 * C + at, y + 2 * C + at, c[i],
-                                     s[i], 1.0f);
-                dx[2 * C + in] = g[4 * C + h * 2 * hd + i];
-            }
+        for (int j = 0, i = 0; j < C; j++, i = (i + 1) % hd) {
+            dx[j] = pope_dx(g + 2 * j, y + 2 * j, c[i], s[i], POPE_Q_GAIN);
+            dx[C + j] = pope_dx(g + 2 * C + 2 * j, y + 2 * C + 2 * j, c[i],
+                                s[i], 1.0f);
+            dx[2 * C + j] = g[4 * C + 2 * (j - i) + i];
+        }
     }
 }
 
