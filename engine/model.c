@@ -679,8 +679,9 @@ double bf_model_train_flops(const bf_model_shape *s, int T, double tokens)
     /* weights of every matmul, the tied output projection included */
     double matmul_params = L * 12.0 * C * C + (double)s->vocab * C;
     /* per token and layer: q.k over T keys and att @ v, 2 FLOPs per MAC,
-     * forward 4TC, backward twice that.  As in PaLM's MFU, the causal mask
-     * is not discounted, though attention skips most masked blocks. */
-    double attention = 12.0 * L * T * C;
+     * forward 4TC, backward twice that; PoPE's q.k is over 2C (6TC; its
+     * values' padding is not the model's).  As in PaLM's MFU, the causal
+     * mask is not discounted, though attention skips most masked blocks. */
+    double attention = (s->rope == BF_ROPE_POPE ? 18.0 : 12.0) * L * T * C;
     return tokens * (6.0 * matmul_params + attention);
 }
