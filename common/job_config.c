@@ -85,9 +85,9 @@ static const field_spec job_fields[] = {
 static const char *const task_names[] = {"dyck", "counter", "modarith",
                                          "code"};
 static const char *const rope_names[] = {"none", "rope", "spectral", "bifocal",
-                                         "prope"};
+                                         "prope", "pope"};
 #define N_TASKS 4
-#define N_ROPES 5
+#define N_ROPES 6
 
 void bf_job_config_defaults(bf_job_config *cfg)
 {

@@ -42,9 +42,12 @@ typedef enum {
     BF_ROPE_GEOMETRIC,/* "rope": fixed base^(-2i/d_head) */
     BF_ROPE_SPECTRAL, /* "spectral": every frequency learnable */
     BF_ROPE_BIFOCAL,  /* "bifocal": last S heads of each layer learnable */
-    BF_ROPE_PROPE     /* "prope": p-RoPE (Barbero et al., ICLR 2025), fixed
+    BF_ROPE_PROPE,    /* "prope": p-RoPE (Barbero et al., ICLR 2025), fixed
                          frequencies with the lowest prope_fraction of each
                          head's pairs at omega = 0 (no position) */
+    BF_ROPE_POPE      /* "pope": PoPE (Gopalakrishnan et al., 2025): each
+                         q, k component a magnitude softplus(x) at phase
+                         position * base^(-c/d_head), c = 0..d_head-1 */
 } bf_rope_kind;
 
 /* The largest seed: 2^53, past which a JSON reader holding numbers as

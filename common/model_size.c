@@ -49,7 +49,11 @@ bf_model_act_sizes bf_model_size_acts(const bf_model_shape *s, int B,
     z.btc = z.bt * s->d_model;
     z.att = (size_t)B * s->n_heads * T * T;
     z.theta = (size_t)s->n_layers * s->n_heads * P;
-    z.table = z.theta * (size_t)bf_model_size_table_positions(s, T);
+    size_t S = (size_t)bf_model_size_table_positions(s, T);
+    int pope = s->rope == BF_ROPE_POPE;
+    z.qkv = z.btc * (pope ? 6 : 3);
+    z.scratch = z.btc * (pope ? 9 : 6);
+    z.table = pope ? 2 * P * S : z.theta * S;
     return z;
 }
 
@@ -57,13 +61,13 @@ size_t bf_model_size_act_floats(const bf_model_shape *s, int B, int T)
 {
     bf_model_act_sizes z = bf_model_size_acts(s, B, T);
     size_t L = (size_t)s->n_layers;
-    /* res, then per layer res2 atty (1) qkv (3) fch dgelu (4 + 4) att and
-     * four LayerNorm statistics; lnf dres scratch (1 + 1 + 6); per token
+    /* res, then per layer res2 atty (1) fch dgelu (4 + 4) qkv att and
+     * four LayerNorm statistics; lnf dres (1 + 1) scratch; per token
      * logits, lse and ln_f statistics; datt; cos/sin tables; omega and
      * table_theta. */
-    return (L + 1) * z.btc + L * (z.btc * 13 + z.att + 4 * z.bt) +
-           z.btc * 8 + z.bt * ((size_t)s->vocab + 3) + (size_t)T * T +
-           2 * z.table + 2 * z.theta;
+    return (L + 1) * z.btc + L * (z.btc * 10 + z.qkv + z.att + 4 * z.bt) +
+           z.btc * 2 + z.scratch + z.bt * ((size_t)s->vocab + 3) +
+           (size_t)T * T + 2 * z.table + 2 * z.theta;
 }
 
 int bf_model_size_micro_batch(const bf_model_shape *s, int local_batch, int T)

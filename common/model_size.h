@@ -45,7 +45,10 @@ typedef struct bf_model_act_sizes {
     size_t btc;   /* B*T*C: a residual stream */
     size_t bt;    /* B*T: a statistic per token */
     size_t att;   /* B*NH*T*T: attention weights */
-    size_t table; /* L*NH*P*S: a rotary table (cos or sin), every layer */
+    size_t qkv;   /* B*T*3C, B*T*6C under pope (PoPE's q, k, v) */
+    size_t scratch; /* 6 B*T*C, 9 under pope */
+    size_t table; /* L*NH*P*S: a rotary table (cos or sin), every layer;
+                     hd*S under pope (one table, its hd frequencies) */
     size_t theta; /* L*NH*P: a frequency per pair, every layer */
 } bf_model_act_sizes;
 

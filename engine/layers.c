@@ -483,6 +483,84 @@ static void rotary_backward(float *dqkv, float *dtheta, const float *qkv,
     }
 }
 
+/* PoPE's magnitude: softplus(x) = max(x, 0) + log1p(e), e = e^-|x|, the
+ * log1p as log(u) e / (u - 1), u = 1 + e (Goldberg's, exact to a few ulps):
+ * libm's log1pf and expf took a third of a pope step (perf), logf and
+ * bf_expf much less. */
+static inline float softplus(float x)
+{
+    float e = bf_expf(-fabsf(x)), u = 1.0f + e;
+    float l = u == 1.0f ? e : logf(u) * e / (u - 1.0f);
+    return (x > 0.0f ? x : 0.0f) + l;
+}
+
+/* sqrt(2) on the queries: the attention scales scores by 1/sqrt(2 hd),
+ * PoPE's logit is q.k / sqrt(hd). */
+#define POPE_Q_GAIN 1.41421356237309505f
+
+static void pope_forward(float *out, const float *qkv, const float *cosv,
+                         const float *sinv, const int *pos, int N, int C,
+                         int NH)
+{
+    int hd = C / NH;
+    for (int n = 0; n < N; n++) {
+        const float *x = qkv + (size_t)n * 3 * C;
+        float *y = out + (size_t)n * 6 * C;
+        const float *c = cosv + (size_t)pos[n] * hd;
+        const float *s = sinv + (size_t)pos[n] * hd;
+        /* component j of the row: i of head j / hd; its pair at 2j */
+        for (int j = 0, i = 0; j < C; j++, i = (i + 1) % hd) {
+            float mq = POPE_Q_GAIN * softplus(x[j]), mk = softplus(x[C + j]);
+            float *v = y + 4 * C + 2 * (j - i) + i; /* head's v, padded */
+            y[2 * j] = mq * c[i];
+            y[2 * j + 1] = mq * s[i];
+            y[2 * C + 2 * j] = mk * c[i];
+            y[2 * C + 2 * j + 1] = mk * s[i];
+            v[0] = x[2 * C + j];
+            v[hd] = 0.0f;
+        }
+    }
+}
+
+/* sigmoid(x) = 1 - e^-m from m = softplus(x): below 1/32, where the
+ * subtraction loses digits, by the series m (1 - m/2 + m^2/6); both within
+ * about 2e-6 relative (libm's expm1f took a fifth of a pope step). */
+static inline float sigmoid_of_softplus(float m)
+{
+    return m < 0.03125f ? m * (1.0f - 0.5f * m * (1.0f - m / 3.0f))
+                        : 1.0f - bf_expf(-m);
+}
+
+/* d/dx of gain * softplus(x) at angle (c, s), given the gradient g and the
+ * value y of the pair, whose magnitude softplus(x) is read back as y's
+ * projection on (c, s), y / gain's direction. */
+static inline float pope_dx(const float *g, const float *y, float c, float s,
+                            float gain)
+{
+    float mag = (y[0] * c + y[1] * s) / gain;
+    return sigmoid_of_softplus(mag) * gain * (g[0] * c + g[1] * s);
+}
+
+static void pope_backward(float *dqkv, const float *dout, const float *out,
+                          const float *cosv, const float *sinv,
+                          const int *pos, int N, int C, int NH)
+{
+    int hd = C / NH;
+    for (int n = 0; n < N; n++) {
+        const float *g = dout + (size_t)n * 6 * C;
+        const float *y = out + (size_t)n * 6 * C;
+        float *dx = dqkv + (size_t)n * 3 * C;
+        const float *c = cosv + (size_t)pos[n] * hd;
+        const float *s = sinv + (size_t)pos[n] * hd;
+        for (int j = 0, i = 0; j < C; j++, i = (i + 1) % hd) {
+            dx[j] = pope_dx(g + 2 * j, y + 2 * j, c[i], s[i], POPE_Q_GAIN);
+            dx[C + j] = pope_dx(g + 2 * C + 2 * j, y + 2 * C + 2 * j, c[i],
+                                s[i], 1.0f);
+            dx[2 * C + j] = g[4 * C + 2 * (j - i) + i];
+        }
+    }
+}
+
 /* ------------------------------------------------ attention, small heads
  *
  * The studies' heads are tiny (head_dim 16, seq 40): every product of the
@@ -1223,6 +1301,8 @@ const bf_kernels BF_KERNELS_TABLE = {
     .rotary_tables = rotary_tables,
     .rotary_forward = rotary_forward,
     .rotary_backward = rotary_backward,
+    .pope_forward = pope_forward,
+    .pope_backward = pope_backward,
     .attention_forward = attention_forward,
     .attention_backward = attention_backward,
     .gelu_forward = gelu_forward,

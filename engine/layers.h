@@ -105,6 +105,23 @@ typedef struct bf_kernels {
                             const float *omega, const uint8_t *learnable,
                             const int *pos, int B, int T, int C, int NH);
 
+    /* PoPE: qkv [N,3C] -> out [N,6C], the qkv of an attention of C' = 2C
+     * (heads of 2 hd) that gives PoPE's logits.  Component i of head h of q
+     * becomes the pair sqrt(2) softplus(q_i) (cos, sin) of angle pos[n] *
+     * theta_i, k's the same without the sqrt(2) (which makes the
+     * attention's 1/sqrt(2 hd) PoPE's 1/sqrt(hd)); v's head is v_h then hd
+     * zeros, so the first hd of each head of the output are PoPE's.  Tables
+     * cosv, sinv [S, hd]: entry (p, i) of angle p * theta_i. */
+    void (*pope_forward)(float *out, const float *qkv, const float *cosv,
+                         const float *sinv, const int *pos, int N, int C,
+                         int NH);
+    /* dqkv [N,3C] (overwritten) from dout [N,6C], the gradient w.r.t.
+     * pope_forward's out [N,6C] (whose values it reads back: no other
+     * state is kept); the padding's gradient is dropped. */
+    void (*pope_backward)(float *dqkv, const float *dout, const float *out,
+                          const float *cosv, const float *sinv,
+                          const int *pos, int N, int C, int NH);
+
     /* Causal multi-head attention: qkv [B,T,3C] -> out [B,T,C]; att
      * [B,NH,T,T] keeps the softmax probabilities (zeros above the diagonal).
      * fused: the fused small-head path without sgemm (only for T <=
@@ -172,6 +189,8 @@ extern const bf_kernels bf_kernels_avx512;
 #define bf_rotary_tables (bf_kernels_active->rotary_tables)
 #define bf_rotary_forward (bf_kernels_active->rotary_forward)
 #define bf_rotary_backward (bf_kernels_active->rotary_backward)
+#define bf_pope_forward (bf_kernels_active->pope_forward)
+#define bf_pope_backward (bf_kernels_active->pope_backward)
 #define bf_attention_forward (bf_kernels_active->attention_forward)
 #define bf_attention_backward (bf_kernels_active->attention_backward)
 #define bf_gelu_forward (bf_kernels_active->gelu_forward)

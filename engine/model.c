@@ -29,7 +29,8 @@ typedef struct bf_acts {
     float *res;       /* [L+1, B, T, C] residual entering block l (res[L]: ln_f) */
     float *res2;      /* [L, B, T, C] residual after the attention branch */
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; /* [L, B*T] */
-    float *qkv;       /* [L, B, T, 3C] q and k rotated */
+    float *qkv;       /* [L, B, T, 3C] q and k rotated; [L, B, T, 6C] under
+                         pope: PoPE's q, k and padded v (pope_forward) */
     float *att;       /* [L, B, NH, T, T] softmax probabilities */
     float *atty;      /* [L, B, T, C] attention output before c_proj */
     float *fch;       /* [L, B, T, 4C] MLP hidden, after GELU */
@@ -39,9 +40,11 @@ typedef struct bf_acts {
     float *logits;    /* [B, T, V]; backward turns it into dlogits */
     float *lse;       /* [B*T] log-sum-exp per row */
     float *dres;      /* [B, T, C] gradient of the residual stream */
-    float *scratch;   /* [6, B, T, C] LN recomputation, branch grads */
+    float *scratch;   /* [6, B, T, C] LN recomputation, branch grads; 9
+                         under pope (attention_backward) */
     float *datt;      /* [T, T] */
-    float *cosv, *sinv;  /* [L, S, NH, P] rotary tables of positions 0..S-1 */
+    float *cosv, *sinv;  /* [L, S, NH, P] rotary tables of positions 0..S-1;
+                            [S, hd] under pope */
     float *omega;        /* [L, NH, P] */
     float *table_theta;  /* [L, NH, P] the theta the tables were built from */
     int *inputs, *targets, *argmax, *positions; /* [B*T] of the last forward */
@@ -172,13 +175,13 @@ static bf_acts *acts_create(const bf_model_shape *s, int B, int T)
      CARVE(field, n))
     CARVE_ROWS(res, (L + 1) * z.btc);
     CARVE_ROWS(res2, L * z.btc);
-    CARVE_ROWS(qkv, L * 3 * z.btc);
+    CARVE_ROWS(qkv, L * z.qkv);
     CARVE_ROWS(atty, L * z.btc);
     CARVE_ROWS(fch, L * 4 * z.btc);
     CARVE_ROWS(dgelu, L * 4 * z.btc);
     CARVE_ROWS(lnf, z.btc);
     CARVE_ROWS(dres, z.btc);
-    CARVE_ROWS(scratch, 6 * z.btc);
+    CARVE_ROWS(scratch, z.scratch);
     CARVE(att, L * z.att);
     CARVE(datt, (size_t)T * T);
     CARVE(ln1_mean, L * z.bt);
@@ -300,6 +303,18 @@ static void head_omega(const bf_model_shape *s, const float *theta,
                                           : 0.0f;
 }
 
+/* PoPE's tables [S, hd], built once: theta_i = base^(-i/hd), hd
+ * frequencies (not hd/2), each a column of rotary_tables' [S, hd, 1]. */
+static void build_pope_tables(const bf_model_shape *s, bf_acts *a)
+{
+    int hd = s->d_model / s->n_heads;
+    for (int i = 0; i < hd; i++) {
+        float theta = (float)pow(s->rope_base, -(double)i / hd);
+        bf_rotary_tables(a->cosv, a->sinv, &theta, i, hd, a->S, 1);
+    }
+    a->tables_built = 1;
+}
+
 /* Rebuilds omega and the cos/sin tables (every position 0..S-1) of each
  * head whose theta changed since the last build: micro-batches of one step
  * share the tables, and fixed heads are built once. */
@@ -375,12 +390,12 @@ typedef struct layer_acts {
     float *x2;        /* [B, T, C] residual after the attention branch */
     float *y;         /* [B, T, C] residual leaving the layer */
     float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd; /* [B*T] */
-    float *qkv;       /* [B, T, 3C] */
+    float *qkv;       /* [B, T, 3C], [B, T, 6C] under pope */
     float *att;       /* [B, NH, T, T] */
     float *atty;      /* [B, T, C] */
     float *fch;       /* [B, T, 4C] after GELU */
     float *dgelu;     /* [B, T, 4C] */
-    float *cosv, *sinv; /* [S, NH, P] */
+    float *cosv, *sinv; /* [S, NH, P]; [S, hd] under pope, every layer's */
     float *omega;     /* [NH, P] */
 } layer_acts;
 
@@ -390,7 +405,7 @@ static layer_acts layer_acts_of(const bf_model *m, int l)
     const bf_model_shape *s = &m->shape;
     bf_model_act_sizes cap = bf_model_size_acts(s, m->B, m->T);
     size_t hp = (size_t)l * s->n_heads * (s->d_model / s->n_heads / 2);
-    size_t tl = hp * (size_t)a->S;
+    size_t tl = s->rope == BF_ROPE_POPE ? 0 : hp * (size_t)a->S;
     return (layer_acts){
         .x = a->res + l * cap.btc,
         .x2 = a->res2 + l * cap.btc,
@@ -399,7 +414,7 @@ static layer_acts layer_acts_of(const bf_model *m, int l)
         .ln1_rstd = a->ln1_rstd + l * cap.bt,
         .ln2_mean = a->ln2_mean + l * cap.bt,
         .ln2_rstd = a->ln2_rstd + l * cap.bt,
-        .qkv = a->qkv + l * 3 * cap.btc,
+        .qkv = a->qkv + l * cap.qkv,
         .att = a->att + l * cap.att,
         .atty = a->atty + l * cap.btc,
         .fch = a->fch + l * 4 * cap.btc,
@@ -410,16 +425,58 @@ static layer_acts layer_acts_of(const bf_model *m, int l)
     };
 }
 
+/* dst [N, NH, dhd] from src [N, NH, shd]: each head's first min(dhd, shd)
+ * floats, zeros after them in dst.  PoPE's attention has heads of 2 hd
+ * whose values are padded with hd zeros (pope_forward). */
+static void copy_heads(float *dst, int dhd, const float *src, int shd, int N,
+                       int NH)
+{
+    int hd = dhd < shd ? dhd : shd;
+    for (size_t nh = 0; nh < (size_t)N * NH; nh++) {
+        memcpy(dst + nh * dhd, src + nh * shd, hd * sizeof *dst);
+        memset(dst + nh * dhd + hd, 0, (dhd - hd) * sizeof *dst);
+    }
+}
+
+/* Layer l's attention from ln [B, T, C] (the scratch's first BTC): qkv,
+ * att and atty.  Under pope the raw qkv and the attention's padded output
+ * go through the scratch's next 3 BTC. */
+static void attention_forward(bf_model *m, const layer_params *w,
+                              const layer_acts *la, const float *ln)
+{
+    bf_acts *a = m->impl;
+    const bf_model_shape *s = &m->shape;
+    int B = a->B, T = a->T, C = s->d_model, NH = s->n_heads, N = B * T;
+    if (s->rope != BF_ROPE_POPE) {
+        bf_matmul_forward(la->qkv, ln, w->qkvw, w->qkvb, NULL, N, C, 3 * C);
+        if (s->rope != BF_ROPE_NONE)
+            bf_rotary_forward(la->qkv, la->cosv, la->sinv, a->positions, B,
+                              T, C);
+        bf_attention_forward(la->atty, la->att, la->qkv, B, T, C, NH,
+                             bf_isa_attention_fused(T, C / NH));
+        return;
+    }
+    float *raw = a->scratch + (size_t)N * C; /* [B, T, 3C] */
+    float *y2 = raw;                          /* [B, T, 2C] once raw is spent */
+    bf_matmul_forward(raw, ln, w->qkvw, w->qkvb, NULL, N, C, 3 * C);
+    bf_pope_forward(la->qkv, raw, la->cosv, la->sinv, a->positions, N, C, NH);
+    bf_attention_forward(y2, la->att, la->qkv, B, T, 2 * C, NH,
+                         bf_isa_attention_fused(T, 2 * C / NH));
+    copy_heads(la->atty, C / NH, y2, 2 * C / NH, N, NH);
+}
+
 double bf_model_forward(bf_model *m, const int *inputs, const int *targets,
                         const int *positions, int B, int T, int *n_targets)
 {
     bf_acts *a = m->impl;
     const bf_model_shape *s = &m->shape;
-    int C = s->d_model, NH = s->n_heads, V = s->vocab, N = B * T;
+    int C = s->d_model, V = s->vocab, N = B * T;
     assert(B >= 1 && B <= m->B && T >= 1 && T <= m->T);
     for (int i = 0; i < N; i++)
         assert(inputs[i] >= 0 && inputs[i] < V && targets[i] < V);
-    if (s->rope != BF_ROPE_NONE)
+    if (s->rope == BF_ROPE_POPE && !a->tables_built)
+        build_pope_tables(s, a);
+    else if (s->rope != BF_ROPE_NONE && s->rope != BF_ROPE_POPE)
         refresh_rotary(m, a);
     set_positions(a, positions, B, T);
     a->B = B;
@@ -435,12 +492,7 @@ double bf_model_forward(bf_model *m, const int *inputs, const int *targets,
 
         bf_layernorm_forward(ln, la.ln1_mean, la.ln1_rstd, la.x, w.ln1w,
                              w.ln1b, N, C);
-        bf_matmul_forward(la.qkv, ln, w.qkvw, w.qkvb, NULL, N, C, 3 * C);
-        if (s->rope != BF_ROPE_NONE)
-            bf_rotary_forward(la.qkv, la.cosv, la.sinv, a->positions, B, T,
-                              C);
-        bf_attention_forward(la.atty, la.att, la.qkv, B, T, C, NH,
-                             bf_isa_attention_fused(T, C / NH));
+        attention_forward(m, &w, &la, ln);
         bf_matmul_forward(la.x2, la.atty, w.attprojw, w.attprojb, la.x, N, C,
                           C);
 
@@ -495,9 +547,27 @@ static void mlp_backward(bf_model *m, const layer_params *w,
                           la->ln2_mean, la->ln2_rstd, N, C);
 }
 
+/* PoPE's attention backward: dqkv [B, T, 3C] from datty [B, T, C], through
+ * the attention's padded heads (scratch's first 8 BTC; datty and dqkv lie
+ * after them). */
+static void pope_attention_backward(bf_model *m, const layer_acts *la,
+                                    const float *datty, float *dqkv)
+{
+    bf_acts *a = m->impl;
+    int B = a->B, T = a->T, C = m->shape.d_model, NH = m->shape.n_heads;
+    int N = B * T;
+    float *dqkv2 = a->scratch;                     /* [B, T, 6C] */
+    float *datty2 = a->scratch + (size_t)6 * N * C; /* [B, T, 2C] */
+    copy_heads(datty2, 2 * C / NH, datty, C / NH, N, NH);
+    bf_attention_backward(dqkv2, a->datt, datty2, la->qkv, la->att, B, T,
+                          2 * C, NH, bf_isa_attention_fused(T, 2 * C / NH));
+    bf_pope_backward(dqkv, dqkv2, la->qkv, la->cosv, la->sinv, a->positions,
+                     N, C, NH);
+}
+
 /* The attention branch of layer l, backward: x2 = x + attn(ln1(x)) @
  * attprojw.  On entry a->dres holds dx2; on return, dx.  Uses the first
- * 6 BTC floats of scratch. */
+ * 6 BTC floats of scratch (9 under pope). */
 static void attention_backward(bf_model *m, int l, const layer_params *w,
                                const layer_params *dw, const layer_acts *la)
 {
@@ -505,16 +575,20 @@ static void attention_backward(bf_model *m, int l, const layer_params *w,
     const bf_model_shape *s = &m->shape;
     int B = a->B, T = a->T, C = s->d_model, NH = s->n_heads, N = B * T;
     size_t btc = (size_t)N * C;
-    float *datty = a->scratch;           /* [B, T, C] */
-    float *dqkv = a->scratch + btc;      /* [B, T, 3C] */
+    int pope = s->rope == BF_ROPE_POPE;
+    float *datty = a->scratch + (pope ? 8 : 0) * btc; /* [B, T, C] */
+    float *dqkv = a->scratch + (pope ? 6 : 1) * btc;  /* [B, T, 3C] */
     float *ln = a->scratch + 4 * btc;    /* [B, T, C] */
     float *dln = a->scratch + 5 * btc;   /* [B, T, C] */
 
     bf_matmul_backward(datty, dw->attprojw, dw->attprojb, a->dres, la->atty,
                        w->attprojw, N, C, C);
-    bf_attention_backward(dqkv, a->datt, datty, la->qkv, la->att, B, T, C,
-                          NH, bf_isa_attention_fused(T, C / NH));
-    if (s->rope != BF_ROPE_NONE)
+    if (pope)
+        pope_attention_backward(m, la, datty, dqkv);
+    else
+        bf_attention_backward(dqkv, a->datt, datty, la->qkv, la->att, B, T,
+                              C, NH, bf_isa_attention_fused(T, C / NH));
+    if (s->rope != BF_ROPE_NONE && !pope)
         bf_rotary_backward(dqkv, dw->log_freq, la->qkv, la->cosv, la->sinv,
                            la->omega, m->freq_learnable + l * NH,
                            a->positions, B, T, C, NH);
@@ -605,8 +679,9 @@ double bf_model_train_flops(const bf_model_shape *s, int T, double tokens)
     /* weights of every matmul, the tied output projection included */
     double matmul_params = L * 12.0 * C * C + (double)s->vocab * C;
     /* per token and layer: q.k over T keys and att @ v, 2 FLOPs per MAC,
-     * forward 4TC, backward twice that.  As in PaLM's MFU, the causal mask
-     * is not discounted, though attention skips most masked blocks. */
-    double attention = 12.0 * L * T * C;
+     * forward 4TC, backward twice that; PoPE's q.k is over 2C (6TC; its
+     * values' padding is not the model's).  As in PaLM's MFU, the causal
+     * mask is not discounted, though attention skips most masked blocks. */
+    double attention = (s->rope == BF_ROPE_POPE ? 18.0 : 12.0) * L * T * C;
     return tokens * (6.0 * matmul_params + attention);
 }

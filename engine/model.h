@@ -17,7 +17,17 @@
  * gradient of theta is exact.  freq_learnable[l*NH + h] says whether head h
  * of layer l is spectral (its theta is trained) or geometric (theta never
  * changes).  p-RoPE: the last prope_pairs pairs of every head (the lowest
- * frequencies) have omega = 0 whatever theta holds. */
+ * frequencies) have omega = 0 whatever theta holds.
+ *
+ * PoPE (rope: pope; Gopalakrishnan et al. 2025, arXiv 2509.10534) instead
+ * of rotation: component c of a head's q and k becomes a magnitude
+ * softplus(x_c) at phase p * theta_c, theta_c = rope_base^(-c/hd) for
+ * c = 0..hd-1 (hd frequencies, fixed; log_freq is unused), so the logit is
+ * sum_c sp(q_c) sp(k_c) cos((s - t) theta_c) / sqrt(hd).  It runs as an
+ * attention of heads of 2 hd over the (cos, sin) pairs, the values padded
+ * to 2 hd with zeros (pope_forward, layers.h): qkv keeps 6C a token and
+ * the scratch 9 BTC.  The paper's learnable phase bias of the keys
+ * (delta_c) is not implemented: PoPE here is its variant without it. */
 #ifndef BF_MODEL_H
 #define BF_MODEL_H
 

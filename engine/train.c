@@ -415,13 +415,13 @@ static void emit_eval(bf_trainer *t)
 /* Learnable heads on the freq_every schedule; every head, fixed ones too,
  * at the first and the last step, so that the frequency_evolution view sets
  * the geometric eyes standing still beside the spectral ones moving.  NoPE
- * has no frequencies to report. */
+ * has no frequencies to report, PoPE no rotary ones (log_freq unused). */
 static void emit_freqs(bf_trainer *t)
 {
     const bf_model_shape *s = &t->model.shape;
     int P = s->d_model / s->n_heads / 2;
     int every_head = t->step == 0 || t->step == t->cfg.steps;
-    if (s->rope == BF_ROPE_NONE)
+    if (s->rope == BF_ROPE_NONE || s->rope == BF_ROPE_POPE)
         return;
     part_mark m = part_begin(t);
     for (int l = 0; l < s->n_layers; l++)

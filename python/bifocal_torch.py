@@ -45,7 +45,7 @@ PARAM_NAMES = ["wte", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
                "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw",
                "lnfb", "log_freq"]
 DECAY = {"wte", "qkvw", "attprojw", "fcw", "fcprojw"}
-ROPE_KINDS = ["none", "rope", "spectral", "bifocal", "prope"]
+ROPE_KINDS = ["none", "rope", "spectral", "bifocal", "prope", "pope"]
 
 
 class BifocalTorch(torch.nn.Module):
@@ -118,6 +118,20 @@ class BifocalTorch(torch.nn.Module):
         y = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)
         return y.view(B, NH, T, hd)
 
+    def polar(self, x, cos, sin):
+        """PoPE (engine/model.h): each of x's hd components becomes the
+        magnitude softplus(x) at the angle of cos, sin, as [.., 2 hd]
+        reals; q.k of two such is sum sp(q) sp(k) cos(angle difference)."""
+        m = F.softplus(x)
+        return torch.cat((m * cos, m * sin), dim=-1)
+
+    def pope_angles(self, pos):
+        """PoPE's angles pos * theta_c [..., hd] in float64, theta_c =
+        rope_base^(-c/hd) rounded to float32 as the C tables take it."""
+        c = torch.arange(self.hd, dtype=torch.float64, device=pos.device)
+        theta = (self.rope_base ** (-c / self.hd)).float().double()
+        return pos[..., None] * theta
+
     def forward(self, idx, targets, pos=None):
         """pos [B, T]: each token's rotary position (default 0..T-1)."""
         B, T = idx.shape
@@ -134,7 +148,11 @@ class BifocalTorch(torch.nn.Module):
             q = q.view(B, T, NH, hd).transpose(1, 2)
             k = k.view(B, T, NH, hd).transpose(1, 2)
             v = v.view(B, T, NH, hd).transpose(1, 2)
-            if self.rope != "none":
+            if self.rope == "pope":
+                ang = self.pope_angles(pos)[:, None]  # [B, 1, T, hd]
+                cos, sin = ang.cos().float(), ang.sin().float()
+                q, k = self.polar(q, cos, sin), self.polar(k, cos, sin)
+            elif self.rope != "none":
                 omega = self.omega(l)
                 # angles in float64 as the C tables form them: [B, NH, T, P]
                 ang = pos[:, None, :, None] * omega[None, :, None, :]
@@ -183,17 +201,25 @@ class BifocalTorch(torch.nn.Module):
             if pos is None \
             else pos.to(torch.float64)
         mask = torch.full((T, T), float("-inf"), device=idx.device).triu(1)
+        # PoPE's q and k are 2 hd wide (polar): [T or B,T, 1, 1, hd] angles
+        width = 2 * hd if self.rope == "pope" else hd
+        if self.rope == "pope":
+            ang = self.pope_angles(rows)[..., None, None, :]
+            pope_cos, pope_sin = ang.cos().float(), ang.sin().float()
         x = F.embedding(idx.view(-1), self.wte)
         for l in range(self.L):
             h = F.layer_norm(x, (C,), self.ln1w[l], self.ln1b[l], 1e-5)
             qkv = torch.addmm(self.qkvb[l], h, self.qkvw[l]).view(B, T, 3, C)
             qk, v = qkv[:, :, :2], qkv[:, :, 2]
-            if self.rope != "none":
+            if self.rope == "pope":
+                qk = self.polar(qk.reshape(B, T, 2, NH, hd), pope_cos,
+                                pope_sin)
+            elif self.rope != "none":
                 z = torch.view_as_complex(qk.reshape(B, T, 2, NH, P, 2))
                 qk = torch.view_as_real(z * self.rotary(l, rows))
-            qk = qk.reshape(B, T, 2, NH, hd).permute(2, 0, 3, 1, 4)
-            q = qk[0].reshape(B * NH, T, hd)
-            k = qk[1].reshape(B * NH, T, hd)
+            qk = qk.reshape(B, T, 2, NH, width).permute(2, 0, 3, 1, 4)
+            q = qk[0].reshape(B * NH, T, width)
+            k = qk[1].reshape(B * NH, T, width)
             v = v.reshape(B, T, NH, hd).transpose(1, 2).reshape(B * NH, T, hd)
             att = torch.baddbmm(mask, q, k.transpose(1, 2),
                                 alpha=1.0 / math.sqrt(hd)).softmax(dim=-1)
@@ -650,9 +676,10 @@ class Trainer:
 
     def emit_freqs(self):
         """Learnable heads on the freq_every schedule, every head at the
-        first and the last step; nothing for NoPE."""
+        first and the last step; nothing for NoPE and PoPE (no rotary
+        frequency)."""
         model = self.model
-        if model.rope == "none":
+        if model.rope in ("none", "pope"):
             return
         every_head = self.step in (0, self.cfg["steps"])
         for layer in range(model.L):

@@ -88,7 +88,7 @@ static const bad_case bad_cases[] = {
     {"unknown_task", "a.yaml", "task: parity\n", "task", 1,
      {"\"parity\"", "allowed: dyck, counter, modarith"}},
     {"unknown_rope", "a.yaml", "\nrope: alibi\n", "rope", 2,
-     {"\"alibi\"", "allowed: none, rope, spectral, bifocal, prope"}},
+     {"\"alibi\"", "allowed: none, rope, spectral, bifocal, prope, pope"}},
     {"d_model_not_divisible", "a.yaml", "d_model: 64\nn_heads: 5\n", "n_heads",
      2, {"d_model 64 is not divisible by n_heads 5"}},
     {"odd_d_head", "a.yaml", "d_model: 36\nn_heads: 4\n", "d_model", 1,
@@ -711,19 +711,19 @@ static void test_field_effect(void **state)
     (void)state;
     static const struct {
         const char *field;
-        int matters[5];   /* none, rope, spectral, bifocal, prope */
+        int matters[6];   /* none, rope, spectral, bifocal, prope, pope */
     } table[] = {
-        {"rope_base",         {0, 1, 1, 1, 1}},
-        {"random_positions",  {0, 1, 1, 1, 1}},
-        {"spectral_fraction", {0, 0, 0, 1, 0}},
-        {"freq_lr_mult",      {0, 0, 1, 1, 0}},
-        {"prope_fraction",    {0, 0, 0, 0, 1}},
-        {"lr",                {1, 1, 1, 1, 1}},
+        {"rope_base",         {0, 1, 1, 1, 1, 1}},
+        {"random_positions",  {0, 1, 1, 1, 1, 1}},
+        {"spectral_fraction", {0, 0, 0, 1, 0, 0}},
+        {"freq_lr_mult",      {0, 0, 1, 1, 0, 0}},
+        {"prope_fraction",    {0, 0, 0, 0, 1, 0}},
+        {"lr",                {1, 1, 1, 1, 1, 1}},
     };
     bf_job_config cfg;
     bf_job_config_defaults(&cfg);
     for (size_t i = 0; i < sizeof table / sizeof *table; i++)
-        for (int r = 0; r < 5; r++) {
+        for (int r = 0; r < 6; r++) {
             cfg.rope = (bf_rope_kind)r;
             assert_int_equal(bf_job_config_field_matters(&cfg, table[i].field),
                              table[i].matters[r]);
@@ -782,9 +782,10 @@ static void test_names_and_derived(void **state)
     for (int t = 0; t < 4; t++)
         assert_int_equal(bf_task_from_name(bf_task_name(t)), t);
     assert_int_equal(bf_task_from_name("code"), BF_TASK_CODE);
-    for (int r = 0; r < 5; r++)
+    for (int r = 0; r < 6; r++)
         assert_int_equal(bf_rope_from_name(bf_rope_name(r)), r);
     assert_int_equal(bf_rope_from_name("prope"), BF_ROPE_PROPE);
+    assert_int_equal(bf_rope_from_name("pope"), BF_ROPE_POPE);
     assert_int_equal(bf_task_from_name("Dyck"), -1);
     assert_int_equal(bf_rope_from_name("geometric"), -1);
     assert_string_equal(bf_rope_name(BF_ROPE_GEOMETRIC), "rope");

@@ -331,6 +331,74 @@ static void test_rotary(void **state)
         assert_true(dtheta[i] == 0.0f);
 }
 
+/* --------------------------------------------------------------------- pope */
+
+typedef struct pope_ctx {
+    float qkv[B * T * 3 * C], out[B * T * 6 * C], r[B * T * 6 * C];
+    float cosv[S * HD], sinv[S * HD], theta[HD];
+} pope_ctx;
+
+static double pope_loss(void *p)
+{
+    pope_ctx *c = p;
+    bf_pope_forward(c->out, c->qkv, c->cosv, c->sinv, ROT_POS, B * T, C, NH);
+    return dot_r(c->out, c->r, B * T * 6 * C);
+}
+
+static double softplus_d(double x) { return log1p(exp(x)); }
+
+/* PoPE's logit from the expanded q, k (as the attention of heads of 2 HD
+ * scores them) against sum_i sp(q_i) sp(k_i) cos((s - t) theta_i) /
+ * sqrt(HD) in double, for every pair of rows, positions s and t. */
+static void check_pope_logits(const pope_ctx *c)
+{
+    for (int n = 0; n < B * T; n++)
+        for (int m = 0; m < B * T; m++)
+            for (int h = 0; h < NH; h++) {
+                const float *q = c->out + (size_t)n * 6 * C + h * 2 * HD;
+                const float *k = c->out + (size_t)m * 6 * C + 2 * C +
+                                 h * 2 * HD;
+                const float *xq = c->qkv + (size_t)n * 3 * C + h * HD;
+                const float *xk = c->qkv + (size_t)m * 3 * C + C + h * HD;
+                double got = 0, want = 0, dpos = ROT_POS[n] - ROT_POS[m];
+                for (int e = 0; e < 2 * HD; e++)
+                    got += (double)q[e] * k[e] / sqrt(2.0 * HD);
+                for (int i = 0; i < HD; i++)
+                    want += softplus_d(xq[i]) * softplus_d(xk[i]) *
+                            cos(dpos * c->theta[i]) / sqrt((double)HD);
+                assert_float_equal(got, want, 1e-5);
+            }
+}
+
+static void test_pope(void **state)
+{
+    (void)state;
+    pope_ctx c;
+    gc_fill_normal(c.qkv, B * T * 3 * C, 1.5, 50);
+    gc_fill_normal(c.r, B * T * 6 * C, 1.0, 51);
+    c.qkv[3] = -9.0f; /* a magnitude near 0: the sigmoid read back */
+    for (int i = 0; i < HD; i++) {
+        c.theta[i] = powf(10000.0f, -(float)i / HD);
+        bf_rotary_tables(c.cosv, c.sinv, &c.theta[i], i, HD, S, 1);
+    }
+    pope_loss(&c);
+    check_pope_logits(&c);
+    /* values pass unchanged, each head padded with HD zeros */
+    for (int n = 0; n < B * T; n++)
+        for (int h = 0; h < NH; h++) {
+            const float *y = c.out + (size_t)n * 6 * C + 4 * C + h * 2 * HD;
+            assert_memory_equal(y, c.qkv + (size_t)n * 3 * C + 2 * C + h * HD,
+                                HD * sizeof(float));
+            for (int i = HD; i < 2 * HD; i++)
+                assert_true(y[i] == 0.0f);
+        }
+    float d[B * T * 3 * C];
+    fill_const(d, B * T * 3 * C, 1e9f); /* overwritten */
+    bf_pope_backward(d, c.r, c.out, c.cosv, c.sinv, ROT_POS, B * T, C, NH);
+    assert_true(gc_rel_error("pope dqkv", pope_loss, &c, c.qkv, d,
+                             B * T * 3 * C, MAXCHK, EPS) < TOL);
+}
+
 /* ---------------------------------------------------------------- attention */
 
 typedef struct att_ctx {
@@ -576,6 +644,7 @@ int main(void)
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_logits_and_encoder),
         cmocka_unit_test(test_rotary),
+        cmocka_unit_test(test_pope),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_crossentropy),

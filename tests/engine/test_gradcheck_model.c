@@ -1,7 +1,8 @@
 /* Finite-difference check of the whole model: the gradient of the mean
  * loss w.r.t. every parameter tensor, log_freq included, for every
- * positional variant (none, rope, prope, spectral, bifocal), with positions
- * 0..T-1 and with random positions (a sorted subset of 0..3T-1 per row). */
+ * positional variant (none, rope, prope, spectral, bifocal, pope), with
+ * positions 0..T-1 and with random positions (a sorted subset of 0..3T-1
+ * per row). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -134,8 +135,9 @@ static void check_variant(bf_rope_kind rope, int spectral,
     }
     int want = rope == BF_ROPE_NONE ? 0 : L * spectral;
     assert_int_equal(checked, want);
-    if (rope == BF_ROPE_NONE) {
-        /* without rotation theta has no effect at all */
+    if (rope == BF_ROPE_NONE || rope == BF_ROPE_POPE) {
+        /* without rotation (PoPE's frequencies are fixed) theta has no
+         * effect at all */
         double before = mean_loss(c);
         m->params.log_freq[0] += 1.0f;
         assert_true(mean_loss(c) == before);
@@ -164,6 +166,7 @@ static void test_rope(void **state) { (void)state; check_both(BF_ROPE_GEOMETRIC,
 static void test_prope(void **state) { (void)state; check_both(BF_ROPE_PROPE, 0); }
 static void test_spectral(void **state) { (void)state; check_both(BF_ROPE_SPECTRAL, NH); }
 static void test_bifocal(void **state) { (void)state; check_both(BF_ROPE_BIFOCAL, 1); }
+static void test_pope(void **state) { (void)state; check_both(BF_ROPE_POPE, 0); }
 
 int main(void)
 {
@@ -176,6 +179,7 @@ int main(void)
         cmocka_unit_test(test_prope),
         cmocka_unit_test(test_spectral),
         cmocka_unit_test(test_bifocal),
+        cmocka_unit_test(test_pope),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -427,6 +427,10 @@ static void test_train_flops(void **state)
     /* 6 * (2 * 12 * 64 + 80) per token + 12 * 2 * T * 8 attention */
     double want = 100.0 * (6.0 * (2 * 12 * 64 + 80) + 12.0 * 2 * 16 * 8);
     assert_float_equal(bf_model_train_flops(&s, 16, 100.0), want, 1e-6);
+    /* PoPE: q.k over 2C, 6 T C forward */
+    s.rope = BF_ROPE_POPE;
+    want = 100.0 * (6.0 * (2 * 12 * 64 + 80) + 18.0 * 2 * 16 * 8);
+    assert_float_equal(bf_model_train_flops(&s, 16, 100.0), want, 1e-6);
 }
 
 /* A tiny model learns a fixed batch by heart: the loss falls and the

@@ -1,7 +1,7 @@
-/* The C model against PyTorch (tests/reference/torch_ref.py) on the same weights and
- * batch, for every rope variant (and spectral, bifocal and p-RoPE again with
- * random positions): loss, predictions, every gradient tensor, and the
- * parameters after one AdamW step.
+/* The C model against PyTorch (tests/reference/torch_ref.py) on the same
+ * weights and batch, for every rope variant (and spectral, bifocal, p-RoPE
+ * and PoPE again with random positions): loss, predictions, every gradient
+ * tensor, and the parameters after one AdamW step.
  *
  * usage: test_model_torch PATH/torch_check.py
  * Fails, saying so, when /usr/bin/python3 cannot import torch: the check
@@ -26,7 +26,7 @@
 #include "test_isa_util.h"
 #include "torch_case.h"
 
-enum { V = 11, C = 32, L = 2, NH = 4, T = 16, B = 3, N_CASES = 8,
+enum { V = 11, C = 32, L = 2, NH = 4, T = 16, B = 3, N_CASES = 10,
        N_POS = 4 * T, PROPE_PAIRS = 1 };
 
 static const char *g_script;
@@ -155,6 +155,8 @@ static void test_against_torch(void **state)
         {.rope = BF_ROPE_SPECTRAL, .spectral = NH, .random_positions = 1},
         {.rope = BF_ROPE_BIFOCAL, .spectral = 2, .random_positions = 1},
         {.rope = BF_ROPE_PROPE, .spectral = 0, .random_positions = 1},
+        {.rope = BF_ROPE_POPE, .spectral = 0},
+        {.rope = BF_ROPE_POPE, .spectral = 0, .random_positions = 1},
     };
     snprintf(g_root, sizeof g_root, "/tmp/bf_torch_check_XXXXXX");
     assert_non_null(mkdtemp(g_root));

@@ -45,6 +45,7 @@ static const fast_case CASES[] = {
     {"A", 128, 4, 4, 64, 32, BF_ROPE_BIFOCAL, 2, 0, 0, 0.0},
     {"prope-random-positions", 64, 2, 4, 40, 8, BF_ROPE_PROPE, 0, 4, 160,
      0.1},
+    {"pope-random-positions", 64, 2, 4, 40, 8, BF_ROPE_POPE, 0, 0, 160, 0.1},
 };
 enum { N_CASES = sizeof CASES / sizeof CASES[0] };
 
