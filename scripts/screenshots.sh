@@ -2,8 +2,9 @@
 # The screenshots of docs/screenshots/ (linked from README.md), from the
 # results fixture (tests/results/results_fixture.c) through headless
 # chromium (scripts/report_png.js; scripts/browser-deps.sh installs it):
-# the report of a quickstart-shaped sweep (fixture sweep 1: the three
-# encodings, eval depths 4 and 8, training curves and learned
+# the quickstart's report (from the data README.md's example is made
+# of, research/examples/quickstart.db: the three encodings, two seeds
+# each, eval depths 4, 8 and 16, training curves and learned
 # frequencies), the report of a search, two of its trials pruned, and its
 # confirm stage with seeds until decided (sweep 9),
 # and the dashboard's sweep page (sweep 9).
@@ -22,9 +23,8 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$out"
 "$build/tests/results/results_fixture" "$tmp/fixture.db"
-for sweep in 1 9; do
-    "$build/cli/bifocal" report $sweep --db "$tmp/fixture.db" -o "$tmp/report-$sweep.html"
-done
+"$build/cli/bifocal" report 1 --db research/examples/quickstart.db -o "$tmp/report-1.html"
+"$build/cli/bifocal" report 9 --db "$tmp/fixture.db" -o "$tmp/report-9.html"
 node scripts/report_png.js --page "file://$tmp/report-1.html" "$out/report-quickstart.png" 2600
 node scripts/report_png.js --page "file://$tmp/report-9.html" "$out/report-search.png" 1300
 "$build/cli/bifocal" dashboard --db "$tmp/fixture.db" --listen 127.0.0.1:0 \

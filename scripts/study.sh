@@ -24,8 +24,6 @@
 #                               ran: where that rule stops, if it does
 #   scripts/study.sh cost       what a study job costs per step, and 2
 #                               groups of 1 rank against 1 group of 2
-#   scripts/study.sh slim DB SLIM
-#                               the compact copy of DB (study_slim below)
 #
 # Environment (both studies): STUDY_SMOKE=1 runs a study at smoke scale
 # (scripts/study_sweep.py --smoke: the same files, few steps, trials and
@@ -106,10 +104,9 @@ case "${1:-run}" in
                   study_family_seeds "${2:?usage: scripts/study.sh family-seeds DB}"
                   exit ;;
     cost) source scripts/study_frequency.sh; study_cost; exit ;;
-    slim) study_slim "${2:?usage: scripts/study.sh slim DB SLIM}" "${3:?}"; exit ;;
     run|analyse) source scripts/study_structure_gap.sh
                  study_structure_gap "${1:-run}"; exit ;;
-    *) echo "usage: scripts/study.sh [run|analyse|frequency [run|analyse]|headline DB|family-seeds DB|cost|slim DB SLIM]" >&2
+    *) echo "usage: scripts/study.sh [run|analyse|frequency [run|analyse]|headline DB|family-seeds DB|cost]" >&2
        exit 2 ;;
 esac
 
