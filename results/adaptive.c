@@ -27,17 +27,9 @@ static char *fields_label(const json_t *config, const json_t *other,
         if (json_equal(value, json_object_get(other, key))
             || (effective && !bf_sweep_view_has_effect(config, key)))
             continue;
-        char *dumped = json_is_number(value) || json_is_string(value) ? NULL
-                       : json_dumps(value, JSON_ENCODE_ANY | JSON_COMPACT);
-        char item[256], number[32];
-        if (json_is_number(value)) {
-            bf_format_number(json_number_value(value), BF_FORMAT_DIGITS,
-                             number, sizeof number);
-            snprintf(item, sizeof item, "%s=%s", key, number);
-        } else
-            snprintf(item, sizeof item, "%s=%s", key, dumped ? dumped
-                     : json_string_value(value));
-        free(dumped);
+        char item[256], *shown = bf_format_cell(value, 0);
+        snprintf(item, sizeof item, "%s=%s", key, shown);
+        free(shown);
         if (len + strlen(item) + 2 > cap) {
             cap = 2 * (len + strlen(item) + 2);
             text = bf_xrealloc(text, cap);

@@ -13,19 +13,10 @@
 static size_t append_item(char *buf, size_t len, size_t cap, const char *key,
                           const json_t *value)
 {
-    char *dumped = json_is_number(value) || json_is_string(value) ? NULL
-                   : json_dumps(value, JSON_ENCODE_ANY | JSON_COMPACT);
-    char number[32];
-    int n;
-    if (json_is_number(value)) {
-        bf_format_number(json_number_value(value), BF_FORMAT_DIGITS, number,
-                         sizeof number);
-        n = snprintf(buf + len, cap - len, "%s%s=%s", len ? " " : "", key,
-                     number);
-    } else
-        n = snprintf(buf + len, cap - len, "%s%s=%s", len ? " " : "", key,
-                     dumped ? dumped : json_string_value(value));
-    free(dumped);
+    char *text = bf_format_cell(value, 0);
+    int n = snprintf(buf + len, cap - len, "%s%s=%s", len ? " " : "", key,
+                     text);
+    free(text);
     return n > 0 && (size_t)n < cap - len ? len + (size_t)n : len;
 }
 
