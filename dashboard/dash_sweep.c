@@ -136,19 +136,16 @@ static void add_depth(load_pass *p, int64_t depth)
 }
 
 /* The row of the job with this id as the results commands read its config
- * (bf_db_row), its depth noted; NULL on a database error. */
+ * (bf_db_row); NULL on a database error. */
 static json_t *job_row(load_pass *p, int64_t id)
 {
     sqlite3_reset(p->row);
     sqlite3_bind_int64(p->row, 1, id);
-    if (sqlite3_step(p->row) != SQLITE_ROW)
-        return NULL;
-    json_t *row = bf_db_row(p->row);
-    add_depth(p, json_integer_value(json_object_get(row, "depth")));
-    return row;
+    return sqlite3_step(p->row) == SQLITE_ROW ? bf_db_row(p->row) : NULL;
 }
 
-/* Notes cell's row (the first pass), once a cell; 0, or -1. */
+/* Notes cell's row (the first pass), once a cell, and its depth; 0, or
+ * -1. */
 static int note_cell(bf_dash_sweep *s, load_pass *p, const indexed_job *j)
 {
     if (j->cell >= p->n_cells) {
@@ -164,6 +161,7 @@ static int note_cell(bf_dash_sweep *s, load_pass *p, const indexed_job *j)
     if (!row)
         return -1;
     bf_sweep_view_note(&s->view, row);
+    add_depth(p, json_integer_value(json_object_get(row, "depth")));
     json_decref(row);
     if (j->cell >= 0)
         p->cell_group[j->cell] = -2;
